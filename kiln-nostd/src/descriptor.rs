@@ -1,0 +1,251 @@
+//! The 128-byte tensor descriptor and the rules about one descriptor alone
+//! (check steps 8 reserved bytes, 9 dtype/shape/range, 11 element bytes).
+
+use crate::bytes::{first_nonzero, u16_at, u32_at, u64_at, usize_from};
+use crate::dtype::{DType, Width};
+use crate::error::{fail, Result, Rule};
+use crate::header::{DESCRIPTOR_LEN, HEADER_LEN};
+
+/// Marks an absent name or layout name in `name_off` / `layout_off`.
+pub const NO_NAME: u16 = 0xFFFF;
+/// Marks an absent scale or outer index.
+pub const NO_INDEX: u32 = 0xFFFF_FFFF;
+/// Marks the absent quant axis of scheme 0.
+pub const NO_AXIS: u16 = 0xFFFF;
+/// The largest rank.
+pub const MAX_RANK: u8 = 8;
+
+// Field offsets inside a descriptor.
+pub(crate) const AT_DTYPE: usize = 0;
+pub(crate) const AT_RANK: usize = 2;
+pub(crate) const AT_RESERVED: usize = 3;
+pub(crate) const AT_NAME_OFF: usize = 4;
+pub(crate) const AT_NAME_LEN: usize = 6;
+pub(crate) const AT_LAYOUT_OFF: usize = 8;
+pub(crate) const AT_LAYOUT_LEN: usize = 10;
+pub(crate) const AT_BLOCK_SIZE: usize = 12;
+pub(crate) const AT_QUANT_SCHEME: usize = 16;
+pub(crate) const AT_QUANT_AXIS: usize = 18;
+pub(crate) const AT_GROUP_SIZE: usize = 20;
+pub(crate) const AT_SCALE_INDEX: usize = 24;
+pub(crate) const AT_OUTER_INDEX: usize = 28;
+pub(crate) const AT_BYTE_OFFSET: usize = 32;
+pub(crate) const AT_BYTE_LENGTH: usize = 40;
+pub(crate) const AT_SHAPE: usize = 48;
+pub(crate) const AT_RESERVED_TAIL: usize = 112;
+
+/// The fields of one descriptor, decoded but not yet judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Descriptor {
+    /// Dtype code.
+    pub dtype: u16,
+    /// Rank, 0..=8 once checked.
+    pub rank: u8,
+    /// Offset into the heap, or [`NO_NAME`].
+    pub name_off: u16,
+    /// Name length, 0 when unnamed.
+    pub name_len: u16,
+    /// Layout-name offset, or [`NO_NAME`].
+    pub layout_off: u16,
+    /// Layout-name length, 0 when absent.
+    pub layout_len: u16,
+    /// Opaque block size, 0 otherwise.
+    pub block_size: u32,
+    /// Quantization scheme 0, 1 or 2.
+    pub quant_scheme: u16,
+    /// Quantized axis, or [`NO_AXIS`].
+    pub quant_axis: u16,
+    /// Elements per scale group, 0 when unquantized.
+    pub group_size: u32,
+    /// Index of the scale tensor, or [`NO_INDEX`].
+    pub scale_index: u32,
+    /// Index of the outer scale tensor, or [`NO_INDEX`].
+    pub outer_index: u32,
+    /// Offset of the payload from the payload base.
+    pub byte_offset: u64,
+    /// Payload length.
+    pub byte_length: u64,
+    /// Eight dimension slots.
+    pub shape: [u64; 8],
+}
+
+/// Absolute-in-block offset of descriptor `index`'s field at `field`.
+#[inline]
+pub(crate) fn field_at(index: usize, field: usize) -> usize {
+    index
+        .saturating_mul(DESCRIPTOR_LEN)
+        .saturating_add(HEADER_LEN)
+        .saturating_add(field)
+}
+
+impl Descriptor {
+    /// Decodes descriptor bytes. `raw` must be 128 bytes; shorter input
+    /// decodes missing fields as zero (callers pass checked slices).
+    pub fn decode(raw: &[u8]) -> Descriptor {
+        let mut shape = [0u64; 8];
+        for (i, slot) in shape.iter_mut().enumerate() {
+            *slot = u64_at(raw, AT_SHAPE.saturating_add(i.saturating_mul(8))).unwrap_or(0);
+        }
+        Descriptor {
+            dtype: u16_at(raw, AT_DTYPE).unwrap_or(0),
+            rank: raw.get(AT_RANK).copied().unwrap_or(0),
+            name_off: u16_at(raw, AT_NAME_OFF).unwrap_or(0),
+            name_len: u16_at(raw, AT_NAME_LEN).unwrap_or(0),
+            layout_off: u16_at(raw, AT_LAYOUT_OFF).unwrap_or(0),
+            layout_len: u16_at(raw, AT_LAYOUT_LEN).unwrap_or(0),
+            block_size: u32_at(raw, AT_BLOCK_SIZE).unwrap_or(0),
+            quant_scheme: u16_at(raw, AT_QUANT_SCHEME).unwrap_or(0),
+            quant_axis: u16_at(raw, AT_QUANT_AXIS).unwrap_or(0),
+            group_size: u32_at(raw, AT_GROUP_SIZE).unwrap_or(0),
+            scale_index: u32_at(raw, AT_SCALE_INDEX).unwrap_or(0),
+            outer_index: u32_at(raw, AT_OUTER_INDEX).unwrap_or(0),
+            byte_offset: u64_at(raw, AT_BYTE_OFFSET).unwrap_or(0),
+            byte_length: u64_at(raw, AT_BYTE_LENGTH).unwrap_or(0),
+            shape,
+        }
+    }
+
+    /// Encodes into 128 bytes (reserved bytes zero).
+    pub fn encode(&self) -> [u8; DESCRIPTOR_LEN] {
+        let mut out = [0u8; DESCRIPTOR_LEN];
+        let mut put = |at: usize, bytes: &[u8]| {
+            if let Some(dst) = out.get_mut(at..at.saturating_add(bytes.len())) {
+                dst.copy_from_slice(bytes);
+            }
+        };
+        put(AT_DTYPE, &self.dtype.to_le_bytes());
+        put(AT_RANK, &[self.rank]);
+        put(AT_NAME_OFF, &self.name_off.to_le_bytes());
+        put(AT_NAME_LEN, &self.name_len.to_le_bytes());
+        put(AT_LAYOUT_OFF, &self.layout_off.to_le_bytes());
+        put(AT_LAYOUT_LEN, &self.layout_len.to_le_bytes());
+        put(AT_BLOCK_SIZE, &self.block_size.to_le_bytes());
+        put(AT_QUANT_SCHEME, &self.quant_scheme.to_le_bytes());
+        put(AT_QUANT_AXIS, &self.quant_axis.to_le_bytes());
+        put(AT_GROUP_SIZE, &self.group_size.to_le_bytes());
+        put(AT_SCALE_INDEX, &self.scale_index.to_le_bytes());
+        put(AT_OUTER_INDEX, &self.outer_index.to_le_bytes());
+        put(AT_BYTE_OFFSET, &self.byte_offset.to_le_bytes());
+        put(AT_BYTE_LENGTH, &self.byte_length.to_le_bytes());
+        for (i, d) in self.shape.iter().enumerate() {
+            put(AT_SHAPE.saturating_add(i.saturating_mul(8)), &d.to_le_bytes());
+        }
+        out
+    }
+
+    /// The dims in use (`shape[..rank]`); empty for rank 0 or a bad rank.
+    pub fn dims(&self) -> &[u64] {
+        self.shape.get(..usize::from(self.rank)).unwrap_or(&[])
+    }
+
+    /// Product of the dims in use (1 for rank 0); `None` on overflow.
+    pub fn element_count(&self) -> Option<u64> {
+        self.dims().iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+    }
+
+    /// The dtype, if the code is defined or opaque.
+    pub fn dtype(&self) -> Option<DType> {
+        DType::from_code(self.dtype)
+    }
+
+    /// End of the payload range, `None` on overflow.
+    pub fn range_end(&self) -> Option<u64> {
+        self.byte_offset.checked_add(self.byte_length)
+    }
+}
+
+/// Step 8, first part: reserved byte 3 and bytes 112..128 are zero.
+pub(crate) fn check_reserved(raw: &[u8], index: usize) -> Result<()> {
+    if raw.get(AT_RESERVED).copied().unwrap_or(0) != 0 {
+        return fail(Rule::DescriptorReserved, field_at(index, AT_RESERVED));
+    }
+    let tail = raw.get(AT_RESERVED_TAIL..).unwrap_or(&[]);
+    match first_nonzero(tail) {
+        Some(i) => fail(Rule::DescriptorReserved, field_at(index, AT_RESERVED_TAIL.saturating_add(i))),
+        None => Ok(()),
+    }
+}
+
+/// Step 9 for one descriptor: dtype, rank, shape, range, length, layout fields.
+/// Overlap with other tensors is checked by the caller.
+pub(crate) fn check_shape_and_range(d: &Descriptor, index: usize, payload_bytes: u64) -> Result<()> {
+    let at = |field| field_at(index, field);
+    let Some(dtype) = d.dtype() else {
+        return fail(Rule::UnknownDtype, at(AT_DTYPE));
+    };
+    if d.rank > MAX_RANK {
+        return fail(Rule::RankTooLarge, at(AT_RANK));
+    }
+    let rank = usize::from(d.rank);
+    if let Some(i) = d.shape.iter().skip(rank).position(|&s| s != 0) {
+        return fail(Rule::ShapeTail, at(AT_SHAPE.saturating_add(rank.saturating_add(i).saturating_mul(8))));
+    }
+    let Some(count) = d.element_count() else {
+        return fail(Rule::ShapeOverflow, at(AT_SHAPE));
+    };
+    let Some(end) = d.range_end() else {
+        return fail(Rule::RangeOverflow, at(AT_BYTE_LENGTH));
+    };
+    if end > payload_bytes {
+        return fail(Rule::RangePastPayload, at(AT_BYTE_OFFSET));
+    }
+    check_length_and_layout(d, dtype, count, index)
+}
+
+fn check_length_and_layout(d: &Descriptor, dtype: DType, count: u64, index: usize) -> Result<()> {
+    let at = |field| field_at(index, field);
+    // Step 8 already required layout_off and layout_len to agree.
+    let has_layout = d.layout_len != 0;
+    match dtype.width() {
+        Width::Opaque => {
+            if !has_layout {
+                return fail(Rule::OpaqueWithoutLayout, at(AT_LAYOUT_LEN));
+            }
+            if d.byte_length.checked_rem(u64::from(d.block_size)) != Some(0) {
+                return fail(Rule::OpaqueBlockSize, at(AT_BLOCK_SIZE));
+            }
+            Ok(())
+        }
+        Width::Bytes(_) | Width::Nibble => {
+            if has_layout {
+                return fail(Rule::LayoutOnDenseDtype, at(AT_LAYOUT_OFF));
+            }
+            if d.block_size != 0 {
+                return fail(Rule::LayoutOnDenseDtype, at(AT_BLOCK_SIZE));
+            }
+            match dtype.byte_length(count) {
+                None => fail(Rule::ShapeOverflow, at(AT_SHAPE)),
+                Some(len) if len != d.byte_length => fail(Rule::LengthMismatch, at(AT_BYTE_LENGTH)),
+                Some(_) => Ok(()),
+            }
+        }
+    }
+}
+
+/// Step 11 element bytes: bool bytes and the odd packed tail.
+/// `payload` is this tensor's checked payload, at block offset `payload_at`.
+pub(crate) fn check_elements(d: &Descriptor, payload: &[u8], payload_at: usize) -> Result<()> {
+    match d.dtype() {
+        Some(DType::Bool) => match payload.iter().position(|&b| b > 1) {
+            Some(i) => fail(Rule::BoolByte, payload_at.saturating_add(i)),
+            None => Ok(()),
+        },
+        Some(DType::I4 | DType::U4 | DType::E2M1) => {
+            let odd = d.element_count().unwrap_or(0) % 2 == 1;
+            match payload.last() {
+                Some(&last) if odd && last & 0xF0 != 0 => {
+                    fail(Rule::PackedHighNibble, payload_at.saturating_add(payload.len().saturating_sub(1)))
+                }
+                _ => Ok(()),
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Converts a checked payload range to block offsets, `None` past usize.
+pub(crate) fn payload_span(d: &Descriptor, payload_base: usize) -> Option<(usize, usize)> {
+    let start = payload_base.checked_add(usize_from(d.byte_offset)?)?;
+    let end = start.checked_add(usize_from(d.byte_length)?)?;
+    Some((start, end))
+}

@@ -1,0 +1,282 @@
+//! The error type shared by every reader and writer in the crate.
+//!
+//! An [`Error`] is three facts: the wire [`ErrorCode`] (the contract the golden
+//! cases pin), the absolute byte offset in the caller's buffer of the field that
+//! broke the rule, and the [`Rule`] itself, so a person can read what went wrong.
+
+use core::fmt;
+
+/// The error codes of the Kiln v2 spec. The code is the contract; offset and
+/// rule are for people.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// Magic, version, flags, or a reserved byte.
+    Frame,
+    /// A cap, or a size product that overflows.
+    Limit,
+    /// A checked length does not fit in the buffer.
+    Eof,
+    /// Dtype, shape, range, name, quant, canonical-layout or value fault.
+    Type,
+    /// A string, name or layout name that is not UTF-8.
+    Utf8,
+    /// A standalone buffer continues past the value.
+    Trailing,
+    /// A frame hash does not match the destination type.
+    Schema,
+}
+
+impl ErrorCode {
+    /// The upper-case name used by the spec, the golden cases and the CLI.
+    ///
+    /// ```
+    /// assert_eq!(kiln_nostd::ErrorCode::Eof.as_str(), "EOF");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Frame => "FRAME",
+            ErrorCode::Limit => "LIMIT",
+            ErrorCode::Eof => "EOF",
+            ErrorCode::Type => "TYPE",
+            ErrorCode::Utf8 => "UTF8",
+            ErrorCode::Trailing => "TRAILING",
+            ErrorCode::Schema => "SCHEMA",
+        }
+    }
+
+    /// Parses a spec code name (`"TYPE"`, ...).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "FRAME" => ErrorCode::Frame,
+            "LIMIT" => ErrorCode::Limit,
+            "EOF" => ErrorCode::Eof,
+            "TYPE" => ErrorCode::Type,
+            "UTF8" => ErrorCode::Utf8,
+            "TRAILING" => ErrorCode::Trailing,
+            "SCHEMA" => ErrorCode::Schema,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+macro_rules! rules {
+    ($( $(#[$doc:meta])* $name:ident => $code:ident, $text:literal; )*) => {
+        /// Which rule of the format a rejected input broke.
+        ///
+        /// Each rule has one fixed [`ErrorCode`] and a one-line description.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        #[non_exhaustive]
+        pub enum Rule {
+            $( $(#[$doc])* $name, )*
+        }
+
+        impl Rule {
+            /// The error code this rule reports.
+            pub const fn code(self) -> ErrorCode {
+                match self { $( Rule::$name => ErrorCode::$code, )* }
+            }
+
+            /// A one-line description a person understands.
+            pub const fn description(self) -> &'static str {
+                match self { $( Rule::$name => $text, )* }
+            }
+
+            /// A stable identifier, the variant's name (for JSON output and logs).
+            pub const fn id(self) -> &'static str {
+                match self { $( Rule::$name => stringify!($name), )* }
+            }
+        }
+    };
+}
+
+rules! {
+    // --- tensor directory: steps 1 and 2 (header framing)
+    /// Fewer than 4 bytes, or fewer than 64 once the magic matched.
+    HeaderTruncated => Eof, "the buffer ends inside the 64-byte directory header";
+    /// The first four bytes are not `KLNT`.
+    DirectoryMagic => Frame, "the directory magic is not KLNT";
+    /// The version byte is not 2.
+    DirectoryVersion => Frame, "the directory version byte is not 2";
+    /// A flag bit other than bits 0 and 1 is set.
+    UnknownFlag => Frame, "an unknown directory flag bit is set";
+    /// Flag bit 1 (little-endian) is clear.
+    LittleEndianFlagClear => Frame, "the little-endian flag (bit 1) is clear";
+    /// A reserved header byte is nonzero.
+    HeaderReserved => Frame, "a reserved directory header byte is nonzero";
+    // --- step 3 to 7 (sizes)
+    /// tensor_count above the configured count cap.
+    TensorCountCap => Limit, "tensor_count is above the count cap";
+    /// name_bytes above the configured byte cap.
+    NameBytesCap => Limit, "name_bytes is above the byte cap";
+    /// tensor_count * 128 + name_bytes overflows.
+    DirectorySizeOverflow => Limit, "tensor_count * 128 + name_bytes overflows";
+    /// directory_bytes differs from tensor_count * 128 + name_bytes.
+    DirectoryBytesMismatch => Type, "directory_bytes is not tensor_count * 128 + name_bytes";
+    /// The descriptors and the name heap do not lie inside the buffer.
+    DirectoryTruncated => Eof, "the descriptors and name heap run past the end of the buffer";
+    /// payload_base + payload_bytes overflows.
+    PayloadSizeOverflow => Limit, "payload_base + payload_bytes overflows";
+    /// The payload region does not lie inside the buffer.
+    BlockTruncated => Eof, "the payload region runs past the end of the buffer";
+    /// A byte between the name heap and payload_base is nonzero.
+    NonzeroPadding => Type, "a padding byte before the payload region is nonzero";
+    // --- step 8 (descriptor reserved bytes and names)
+    /// A reserved descriptor byte (offset 3 or 112..128) is nonzero.
+    DescriptorReserved => Frame, "a reserved descriptor byte is nonzero";
+    /// The name flag is set on a directory with no tensors.
+    NameFlagOnEmpty => Type, "the name flag is set on an empty directory";
+    /// The name flag is clear but a tensor has a name.
+    NameWithoutFlag => Type, "a tensor has a name but the name flag is clear";
+    /// The name flag is set but a tensor has no name.
+    MissingName => Type, "the name flag is set but a tensor has no name";
+    /// A layout offset/length pair is half set.
+    LayoutFieldMismatch => Type, "layout_off and layout_len disagree about whether a layout name exists";
+    /// A name or layout name does not start where the canonical heap puts it.
+    HeapOrder => Type, "a name does not start where the canonical heap order puts it";
+    /// A name slice ends past name_bytes.
+    HeapOverrun => Type, "a name runs past the end of the name heap";
+    /// The heap holds bytes that no name covers.
+    HeapHole => Type, "the name heap holds bytes that no name covers";
+    /// A name is not UTF-8.
+    NameUtf8 => Utf8, "a tensor name is not valid UTF-8";
+    /// A layout name is not UTF-8.
+    LayoutUtf8 => Utf8, "a layout name is not valid UTF-8";
+    /// Two tensors have the same name.
+    DuplicateName => Type, "two tensors have the same name";
+    // --- step 9 (dtype, shape, ranges)
+    /// dtype code 0, 20..4095, or above 32767.
+    UnknownDtype => Type, "the dtype code is not a defined or opaque code";
+    /// rank above 8.
+    RankTooLarge => Type, "the rank is above 8";
+    /// A shape slot at or past the rank is nonzero.
+    ShapeTail => Type, "a shape slot at or past the rank is nonzero";
+    /// The element count overflows a u64.
+    ShapeOverflow => Limit, "the product of the shape overflows";
+    /// byte_offset + byte_length overflows a u64.
+    RangeOverflow => Limit, "byte_offset + byte_length overflows";
+    /// A payload range extends past payload_bytes.
+    RangePastPayload => Type, "a payload range extends past payload_bytes";
+    /// byte_length is not what the dtype and shape require.
+    LengthMismatch => Type, "byte_length is not the element count times the dtype width";
+    /// A non-opaque dtype carries a layout name or block size.
+    LayoutOnDenseDtype => Type, "a non-opaque dtype has a layout name or block size";
+    /// An opaque dtype lacks its layout name.
+    OpaqueWithoutLayout => Type, "an opaque dtype has no layout name";
+    /// An opaque dtype with block_size 0 or a length that is not a multiple of it.
+    OpaqueBlockSize => Type, "an opaque dtype's block_size is 0 or does not divide byte_length";
+    /// Two payload ranges overlap (or are out of canonical order).
+    RangeOverlap => Type, "a payload range overlaps or precedes an earlier tensor's range";
+    // --- step 10 (canonical placement)
+    /// byte_offset is not the greedy 64-aligned placement.
+    NonCanonicalOffset => Type, "byte_offset is not the canonical 64-byte aligned placement";
+    /// payload_bytes is not the canonical running end.
+    NonCanonicalPayloadBytes => Type, "payload_bytes is not the end of the last tensor";
+    /// A payload byte that no tensor covers is nonzero.
+    NonzeroGap => Type, "a payload gap byte is nonzero";
+    // --- step 11 (element values and quantization)
+    /// A bool element is not 0 or 1.
+    BoolByte => Type, "a bool element is not 0 or 1";
+    /// The unused high nibble of an odd packed tensor is nonzero.
+    PackedHighNibble => Type, "the unused high nibble of an odd-length packed tensor is nonzero";
+    /// quant_scheme is not 0, 1, or 2.
+    UnknownQuantScheme => Type, "quant_scheme is not 0, 1 or 2";
+    /// Scheme 0 with nonzero group/axis/index fields.
+    QuantFieldsOnPlain => Type, "an unquantized tensor has quantization fields set";
+    /// Scheme 1/2 with rank 0, bad axis, or group size 0.
+    QuantAxis => Type, "a quantized tensor's rank, axis or group size is invalid";
+    /// The scale index is out of range or names the tensor itself.
+    ScaleIndex => Type, "the scale index is out of range or names the tensor itself";
+    /// The scale or outer tensor is itself quantized.
+    QuantChain => Type, "a scale or outer tensor is itself quantized";
+    /// The scale tensor's element count is not one per group.
+    ScaleCount => Type, "the scale tensor does not hold one element per group";
+    /// Scheme 1 with an outer index, or scheme 2 with a bad one.
+    OuterIndex => Type, "the outer index is invalid for this scheme";
+    /// The outer tensor is not a one-element f32.
+    OuterTensor => Type, "the outer scale is not a one-element f32 tensor";
+    // --- step 12
+    /// Bytes follow a standalone value.
+    TrailingBytes => Trailing, "the buffer continues past the end of the value";
+    // --- writer
+    /// The writer was given an output buffer shorter than the block.
+    OutputTooSmall => Eof, "the output buffer is shorter than the encoded block";
+    /// A writer input exceeds a field's width (rank, name length, heap offset, count).
+    FieldTooWide => Limit, "a value does not fit in its wire field";
+    /// The writer's dict helper needs a name for every tensor.
+    DictKeyMissing => Type, "a dict of tensors needs a name for every tensor";
+    /// A quantization reference names no tensor of the set.
+    UnknownReference => Type, "a quantization reference names no tensor in the set";
+    /// A host-order operation was refused on a big-endian host.
+    HostByteOrder => Type, "host-order bytes would not be little-endian on this host";
+}
+
+/// A rejected input: code, absolute byte offset, and the rule that failed.
+///
+/// `Error` is `Copy` and small, so firmware can keep and log it freely.
+///
+/// ```
+/// let err = kiln_nostd::Directory::parse(b"KLNT").unwrap_err();
+/// assert_eq!(err.code(), kiln_nostd::ErrorCode::Eof);
+/// assert_eq!(err.offset(), 4);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Error {
+    rule: Rule,
+    offset: usize,
+}
+
+impl Error {
+    /// An error for `rule` at absolute byte `offset`.
+    pub const fn new(rule: Rule, offset: usize) -> Self {
+        Error { rule, offset }
+    }
+
+    /// The spec's error code.
+    pub const fn code(&self) -> ErrorCode {
+        self.rule.code()
+    }
+
+    /// The absolute byte offset, from the start of the caller's buffer, of the
+    /// field or byte that broke the rule. For EOF it is where the missing
+    /// bytes would have started or the end of the buffer.
+    pub const fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// The rule that failed.
+    pub const fn rule(&self) -> Rule {
+        self.rule
+    }
+
+    /// The same error with its offset moved by `base` (used when a block is
+    /// checked in a sub-slice of the caller's buffer).
+    pub(crate) const fn shifted(self, base: usize) -> Self {
+        Error { rule: self.rule, offset: self.offset.saturating_add(base) }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at byte {}: {}", self.code(), self.offset, self.rule.description())
+    }
+}
+
+impl core::error::Error for Error {}
+
+/// Result alias for this crate.
+pub type Result<T> = core::result::Result<T, Error>;
+
+/// Shorthand used by the checkers: `fail(Rule::X, at)`.
+pub(crate) const fn fail<T>(rule: Rule, at: usize) -> Result<T> {
+    Err(Error::new(rule, at))
+}

@@ -1,0 +1,168 @@
+//! The 64-byte directory header and the regions it implies (check steps 1 to 7).
+
+use crate::bytes::{align64, first_nonzero, u32_at, u64_at, usize_from};
+use crate::error::{fail, Result, Rule};
+use crate::limits::Limits;
+
+/// Directory magic.
+pub const MAGIC: [u8; 4] = *b"KLNT";
+/// The only directory version.
+pub const VERSION: u8 = 2;
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 64;
+/// Descriptor length in bytes.
+pub const DESCRIPTOR_LEN: usize = 128;
+/// Flag bit 0: at least one tensor has a name.
+pub const FLAG_NAMES: u8 = 1;
+/// Flag bit 1: the block is little-endian (must be set).
+pub const FLAG_LITTLE_ENDIAN: u8 = 2;
+
+// Field offsets inside the header.
+const AT_VERSION: usize = 4;
+pub(crate) const AT_FLAGS: usize = 5;
+const AT_RESERVED: usize = 6;
+const AT_COUNT: usize = 8;
+const AT_NAME_BYTES: usize = 12;
+const AT_PAYLOAD_BYTES: usize = 16;
+const AT_DIRECTORY_BYTES: usize = 24;
+const AT_RESERVED_TAIL: usize = 32;
+
+/// The decoded header fields, after steps 1 and 2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Header {
+    /// Flag byte (bit 0 names, bit 1 little-endian).
+    pub flags: u8,
+    /// Number of descriptors.
+    pub tensor_count: u32,
+    /// Length of the name heap.
+    pub name_bytes: u32,
+    /// Length of the payload region, gaps included.
+    pub payload_bytes: u64,
+    /// Stored tensor_count * 128 + name_bytes.
+    pub directory_bytes: u64,
+}
+
+/// Where the regions of a checked block lie, relative to the block start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Regions {
+    /// End of the name heap (64 + directory_bytes).
+    pub heap_end: usize,
+    /// Start of the payload region.
+    pub payload_base: usize,
+    /// Total block length.
+    pub block_len: usize,
+}
+
+impl Header {
+    /// Steps 1 and 2: length, magic, version, flags, reserved bytes.
+    /// `block` starts at the header; offsets in errors are relative to it.
+    pub fn parse(block: &[u8]) -> Result<Header> {
+        let Some(magic) = crate::bytes::array::<4>(block, 0) else {
+            return fail(Rule::HeaderTruncated, block.len());
+        };
+        if magic != MAGIC {
+            return fail(Rule::DirectoryMagic, 0);
+        }
+        let Some(head) = block.get(..HEADER_LEN) else {
+            return fail(Rule::HeaderTruncated, block.len());
+        };
+        let version = head.get(AT_VERSION).copied().unwrap_or(0);
+        if version != VERSION {
+            return fail(Rule::DirectoryVersion, AT_VERSION);
+        }
+        let flags = head.get(AT_FLAGS).copied().unwrap_or(0);
+        if flags & !(FLAG_NAMES | FLAG_LITTLE_ENDIAN) != 0 {
+            return fail(Rule::UnknownFlag, AT_FLAGS);
+        }
+        if flags & FLAG_LITTLE_ENDIAN == 0 {
+            return fail(Rule::LittleEndianFlagClear, AT_FLAGS);
+        }
+        check_zero(head.get(AT_RESERVED..AT_COUNT).unwrap_or(&[]), AT_RESERVED)?;
+        check_zero(head.get(AT_RESERVED_TAIL..).unwrap_or(&[]), AT_RESERVED_TAIL)?;
+        Ok(Header {
+            flags,
+            tensor_count: u32_at(head, AT_COUNT).unwrap_or(0),
+            name_bytes: u32_at(head, AT_NAME_BYTES).unwrap_or(0),
+            payload_bytes: u64_at(head, AT_PAYLOAD_BYTES).unwrap_or(0),
+            directory_bytes: u64_at(head, AT_DIRECTORY_BYTES).unwrap_or(0),
+        })
+    }
+
+    /// True when the name flag is set.
+    pub const fn has_names(&self) -> bool {
+        self.flags & FLAG_NAMES != 0
+    }
+
+    /// Steps 3 to 7: caps, size arithmetic, the block inside `block`, zero padding.
+    pub(crate) fn regions(&self, block: &[u8], limits: &Limits) -> Result<Regions> {
+        self.check_caps(limits)?;
+        let heap_end = self.check_directory_fits(block)?;
+        let (payload_base, block_len) = self.check_payload_fits(block, heap_end)?;
+        check_padding(block, heap_end, payload_base)?;
+        Ok(Regions { heap_end, payload_base, block_len })
+    }
+
+    // Step 3.
+    fn check_caps(&self, limits: &Limits) -> Result<()> {
+        if self.tensor_count > limits.count_cap {
+            return fail(Rule::TensorCountCap, AT_COUNT);
+        }
+        if self.name_bytes > limits.byte_cap {
+            return fail(Rule::NameBytesCap, AT_NAME_BYTES);
+        }
+        Ok(())
+    }
+
+    /// Step 4 and 5; returns the end of the heap.
+    fn check_directory_fits(&self, block: &[u8]) -> Result<usize> {
+        let Some(expected) = u64::from(self.tensor_count)
+            .checked_mul(128)
+            .and_then(|d| d.checked_add(u64::from(self.name_bytes)))
+        else {
+            return fail(Rule::DirectorySizeOverflow, AT_COUNT);
+        };
+        if self.directory_bytes != expected {
+            return fail(Rule::DirectoryBytesMismatch, AT_DIRECTORY_BYTES);
+        }
+        match usize_from(expected).and_then(|d| d.checked_add(HEADER_LEN)) {
+            Some(end) if end <= block.len() => Ok(end),
+            _ => fail(Rule::DirectoryTruncated, block.len()),
+        }
+    }
+
+    /// Step 6; returns (payload_base, block length).
+    fn check_payload_fits(&self, block: &[u8], heap_end: usize) -> Result<(usize, usize)> {
+        let base = align64(crate::bytes::u64_from(heap_end));
+        let Some(end) = base.and_then(|b| b.checked_add(self.payload_bytes)) else {
+            return fail(Rule::PayloadSizeOverflow, AT_PAYLOAD_BYTES);
+        };
+        let base = base.unwrap_or(0);
+        match (usize_from(base), usize_from(end)) {
+            (Some(b), Some(e)) if e <= block.len() => Ok((b, e)),
+            _ => fail(Rule::BlockTruncated, block.len()),
+        }
+    }
+
+    /// Reads just the tensor count of a header that passes steps 1 and 2, so a
+    /// caller can size name-index scratch before the full parse.
+    pub fn peek_count(block: &[u8]) -> Option<u32> {
+        Header::parse(block).ok().map(|h| h.tensor_count)
+    }
+}
+
+fn check_zero(bytes: &[u8], at: usize) -> Result<()> {
+    match first_nonzero(bytes) {
+        Some(i) => fail(Rule::HeaderReserved, at.saturating_add(i)),
+        None => Ok(()),
+    }
+}
+
+// Step 7.
+fn check_padding(block: &[u8], heap_end: usize, payload_base: usize) -> Result<()> {
+    let pad = block.get(heap_end..payload_base).unwrap_or(&[]);
+    match first_nonzero(pad) {
+        Some(i) => fail(Rule::NonzeroPadding, heap_end.saturating_add(i)),
+        None => Ok(()),
+    }
+}

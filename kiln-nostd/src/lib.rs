@@ -1,0 +1,98 @@
+//! # kiln-nostd
+//!
+//! The Kiln v2 wire format for `#![no_std]` targets with no allocator: a
+//! validator for tensor directories that checks every rule of the spec, in the
+//! spec's order, before it hands out a single slice, and views that borrow
+//! the caller's buffer.
+//!
+//! ```
+//! use kiln_nostd::{Directory, DType, TensorSpec, Writer};
+//!
+//! // Write a directory holding one named f32 vector ...
+//! let data = kiln_nostd::le_bytes(&[1.0f32, -2.0]).unwrap_or(&[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
+//! let specs = [TensorSpec::new(DType::F32, &[2], data).named("w")];
+//! let mut buf = [0u8; 512];
+//! let len = Writer::new().write(&specs, &mut buf)?;
+//!
+//! // ... and read it back: checked once, then borrowed.
+//! let dir = Directory::parse(&buf[..len])?;
+//! let w = dir.find("w").expect("present");
+//! assert_eq!(w.shape(), &[2]);
+//! assert_eq!(w.bytes(), &[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
+//! # Ok::<(), kiln_nostd::Error>(())
+//! ```
+//!
+//! Hostile input gets an [`Error`] with the spec's code, the absolute byte
+//! offset and the [`Rule`] that failed; never a panic, never an allocation.
+#![no_std]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::as_conversions
+    )
+)]
+
+mod bytes;
+pub mod descriptor;
+mod directory;
+pub mod dtype;
+mod element;
+mod error;
+pub mod header;
+mod limits;
+mod names;
+pub mod quant;
+mod views;
+mod writer;
+
+pub use directory::Parser;
+pub use dtype::{DType, Width};
+pub use element::{copy, encode_le, le_bytes, view, Element, ViewError};
+pub use error::{Error, ErrorCode, Result, Rule};
+pub use header::Header;
+pub use limits::{Limits, DEFAULT_CAP};
+pub use names::scratch_len;
+pub use views::{Directory, NameIndex, Quantization, Tensor, Tensors};
+pub use writer::{sort_dict, Quant, TensorRef, TensorSpec, Writer};
+
+/// The empty directory: the 64-byte header with only the little-endian flag.
+pub const EMPTY_BLOCK: [u8; 64] = {
+    let mut b = [0u8; 64];
+    b[0] = b'K';
+    b[1] = b'L';
+    b[2] = b'N';
+    b[3] = b'T';
+    b[4] = header::VERSION;
+    b[5] = header::FLAG_LITTLE_ENDIAN;
+    b
+};
+
+#[doc(hidden)]
+/// The spec's 200-byte example block (one unnamed f32 vector 1.0, -2.0), for doc examples.
+pub fn doc_example_block() -> [u8; 200] {
+    let mut out = [0u8; 200];
+    example_block_into(None, &mut out);
+    out
+}
+
+#[doc(hidden)]
+/// The same tensor named `w` (a 264-byte block), for doc examples.
+pub fn doc_example_block_named() -> [u8; 264] {
+    let mut out = [0u8; 264];
+    example_block_into(Some("w"), &mut out);
+    out
+}
+
+fn example_block_into(name: Option<&str>, out: &mut [u8]) {
+    const DATA: [u8; 8] = [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0];
+    let mut spec = TensorSpec::new(DType::F32, &[2], &DATA);
+    spec.name = name;
+    let _ = Writer::new().write(&[spec], out);
+}

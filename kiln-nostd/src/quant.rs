@@ -1,0 +1,102 @@
+//! Quantization metadata rules (check step 11). Kiln never applies a scale;
+//! it checks that the named scale tensors exist and have one element per group.
+
+use crate::descriptor::{
+    field_at, Descriptor, AT_GROUP_SIZE, AT_OUTER_INDEX, AT_QUANT_AXIS, AT_QUANT_SCHEME, AT_SCALE_INDEX, NO_AXIS,
+    NO_INDEX,
+};
+use crate::dtype::DType;
+use crate::error::{fail, Result, Rule};
+
+/// Scheme 0: no quantization.
+pub const SCHEME_NONE: u16 = 0;
+/// Scheme 1: one sibling holds the block scales.
+pub const SCHEME_SCALES: u16 = 1;
+/// Scheme 2: scheme 1 plus a one-element f32 outer scale.
+pub const SCHEME_SCALES_OUTER: u16 = 2;
+
+/// The number of scales a tensor of `dims` quantized along `axis` in groups
+/// of `group_size` needs: ceil(dims[axis] / group) * product of the other dims.
+/// `None` when the axis is out of range, the group is 0, or on overflow.
+pub fn scale_count(dims: &[u64], axis: usize, group_size: u32) -> Option<u64> {
+    let along = dims.get(axis)?.checked_div(u64::from(group_size))?;
+    let rem = dims.get(axis)?.checked_rem(u64::from(group_size))?;
+    let groups = along.checked_add(u64::from(rem != 0))?;
+    dims.iter()
+        .enumerate()
+        .filter(|&(i, _)| i != axis)
+        .try_fold(groups, |acc, (_, &d)| acc.checked_mul(d))
+}
+
+/// Step 11 quantization rules for descriptor `index` of `count`.
+pub(crate) fn check_quant(d: &Descriptor, index: usize, count: usize, desc: impl Fn(usize) -> Descriptor) -> Result<()> {
+    let at = |field| field_at(index, field);
+    match d.quant_scheme {
+        SCHEME_NONE => {
+            if d.group_size != 0 || d.quant_axis != NO_AXIS || d.scale_index != NO_INDEX || d.outer_index != NO_INDEX {
+                return fail(Rule::QuantFieldsOnPlain, at(AT_QUANT_SCHEME));
+            }
+            Ok(())
+        }
+        SCHEME_SCALES | SCHEME_SCALES_OUTER => {
+            let axis = usize::from(d.quant_axis);
+            if d.rank == 0 || axis >= usize::from(d.rank) {
+                return fail(Rule::QuantAxis, at(AT_QUANT_AXIS));
+            }
+            if d.group_size == 0 {
+                return fail(Rule::QuantAxis, at(AT_GROUP_SIZE));
+            }
+            let Some(scale_i) = sibling(d.scale_index, index, count, None) else {
+                return fail(Rule::ScaleIndex, at(AT_SCALE_INDEX));
+            };
+            let scale = desc(scale_i);
+            if scale.quant_scheme != SCHEME_NONE {
+                return fail(Rule::QuantChain, at(AT_SCALE_INDEX));
+            }
+            if scale_count(d.dims(), axis, d.group_size) != scale.element_count() {
+                return fail(Rule::ScaleCount, at(AT_SCALE_INDEX));
+            }
+            check_outer(d, index, count, scale_i, desc)
+        }
+        _ => fail(Rule::UnknownQuantScheme, at(AT_QUANT_SCHEME)),
+    }
+}
+
+fn check_outer(d: &Descriptor, index: usize, count: usize, scale_i: usize, desc: impl Fn(usize) -> Descriptor) -> Result<()> {
+    let at = field_at(index, AT_OUTER_INDEX);
+    if d.quant_scheme == SCHEME_SCALES {
+        return if d.outer_index == NO_INDEX { Ok(()) } else { fail(Rule::OuterIndex, at) };
+    }
+    let Some(outer_i) = sibling(d.outer_index, index, count, Some(scale_i)) else {
+        return fail(Rule::OuterIndex, at);
+    };
+    let outer = desc(outer_i);
+    if outer.quant_scheme != SCHEME_NONE {
+        return fail(Rule::QuantChain, at);
+    }
+    if outer.dtype() != Some(DType::F32) || outer.element_count() != Some(1) {
+        return fail(Rule::OuterTensor, at);
+    }
+    Ok(())
+}
+
+/// `raw` as an index of another tensor: in range, not `me`, not `also_not`.
+fn sibling(raw: u32, me: usize, count: usize, also_not: Option<usize>) -> Option<usize> {
+    let i = usize::try_from(raw).ok()?;
+    (i < count && i != me && Some(i) != also_not).then_some(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_counts() {
+        assert_eq!(scale_count(&[32], 0, 32), Some(1));
+        assert_eq!(scale_count(&[33], 0, 32), Some(2));
+        assert_eq!(scale_count(&[4, 64], 1, 32), Some(8));
+        assert_eq!(scale_count(&[4, 64], 0, 3), Some(128));
+        assert_eq!(scale_count(&[4], 1, 3), None);
+        assert_eq!(scale_count(&[4], 0, 0), None);
+    }
+}

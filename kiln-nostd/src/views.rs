@@ -1,0 +1,337 @@
+//! Borrowed views of a checked directory. Every accessor here reads bytes the
+//! parser has already checked, so none can fail or point outside the buffer.
+
+use crate::bytes::usize_from;
+use crate::descriptor::{Descriptor, NO_INDEX};
+use crate::directory::Descriptors;
+use crate::dtype::DType;
+use crate::element::{Element, ViewError};
+use crate::error::Result;
+use crate::header::{Header, Regions};
+use crate::names::{FrozenTable, Heap};
+use crate::quant::SCHEME_SCALES_OUTER;
+
+/// A checked tensor directory borrowed from the caller's buffer.
+///
+/// ```
+/// use kiln_nostd::{Directory, DType};
+/// # let bytes = kiln_nostd::doc_example_block();
+/// let dir = Directory::parse(&bytes)?;
+/// for t in dir.iter() {
+///     assert_eq!(t.dtype(), DType::F32);
+///     assert_eq!(t.shape(), &[2]);
+///     let mut out = [0f32; 2];
+///     t.copy_to(&mut out).unwrap();       // host-order values on any host
+///     assert_eq!(out, [1.0, -2.0]);
+/// }
+/// # Ok::<(), kiln_nostd::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Directory<'a> {
+    buf: &'a [u8],
+    start: usize,
+    header: Header,
+    regions: Regions,
+}
+
+impl<'a> Directory<'a> {
+    /// Checks a standalone block with the default caps. See [`Parser`](crate::Parser) for options.
+    pub fn parse(buf: &'a [u8]) -> Result<Self> {
+        crate::Parser::new().parse(buf)
+    }
+
+    pub(crate) fn from_checked(buf: &'a [u8], start: usize, header: Header, regions: Regions) -> Self {
+        Directory { buf, start, header, regions }
+    }
+
+    /// The block's bytes.
+    pub fn block(&self) -> &'a [u8] {
+        self.buf.get(self.start..self.end()).unwrap_or(&[])
+    }
+
+    fn descs(&self) -> Descriptors<'a> {
+        Descriptors::new(self.block(), self.len())
+    }
+
+    fn heap(&self) -> Heap<'a> {
+        let at = self.descs().end();
+        Heap { bytes: self.block().get(at..self.regions.heap_end).unwrap_or(&[]), at }
+    }
+
+    /// Number of tensors.
+    pub fn len(&self) -> usize {
+        usize_from(u64::from(self.header.tensor_count)).unwrap_or(0)
+    }
+
+    /// True when the directory holds no tensors.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The decoded header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Absolute offset of the block in the caller's buffer.
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Block length in bytes.
+    pub fn block_len(&self) -> usize {
+        self.regions.block_len
+    }
+
+    /// Absolute offset just past the block: where a following field starts.
+    pub fn end(&self) -> usize {
+        self.start.saturating_add(self.regions.block_len)
+    }
+
+    /// Absolute offset of the payload region.
+    pub fn payload_start(&self) -> usize {
+        self.start.saturating_add(self.regions.payload_base)
+    }
+
+    /// Tensor `index`, in descriptor order.
+    pub fn get(&self, index: usize) -> Option<Tensor<'a>> {
+        (index < self.len()).then(|| Tensor { dir: *self, index, desc: self.descs().get(index) })
+    }
+
+    /// The tensors in descriptor order.
+    pub fn iter(&self) -> Tensors<'a> {
+        Tensors { dir: *self, next: 0 }
+    }
+
+    /// The tensor named `name`, by a linear scan. For many lookups build a
+    /// [`NameIndex`] or use [`Parser::parse_indexed`](crate::Parser::parse_indexed).
+    pub fn find(&self, name: &str) -> Option<Tensor<'a>> {
+        if !self.header.has_names() {
+            return None;
+        }
+        let (descs, heap) = (self.descs(), self.heap());
+        (0..self.len()).find(|&i| descs.name(&heap, i) == name.as_bytes()).and_then(|i| self.get(i))
+    }
+
+    fn name_bytes(&self, index: usize) -> &'a [u8] {
+        self.descs().name(&self.heap(), index)
+    }
+}
+
+impl<'a> IntoIterator for Directory<'a> {
+    type Item = Tensor<'a>;
+    type IntoIter = Tensors<'a>;
+    fn into_iter(self) -> Tensors<'a> {
+        self.iter()
+    }
+}
+
+/// Iterator over a directory's tensors.
+#[derive(Clone, Debug)]
+pub struct Tensors<'a> {
+    dir: Directory<'a>,
+    next: usize,
+}
+
+impl<'a> Iterator for Tensors<'a> {
+    type Item = Tensor<'a>;
+    fn next(&mut self) -> Option<Tensor<'a>> {
+        let t = self.dir.get(self.next)?;
+        self.next = self.next.saturating_add(1);
+        Some(t)
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.dir.len().saturating_sub(self.next);
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for Tensors<'_> {}
+
+/// Name lookups in O(1) expected time, from the table the parser built in
+/// caller scratch (or a linear scan when there was not enough scratch).
+///
+/// ```
+/// # let bytes = kiln_nostd::doc_example_block_named();
+/// let mut scratch = [0u32; 16];
+/// let (dir, index) = kiln_nostd::Parser::new().scratch(&mut scratch).parse_indexed(&bytes)?;
+/// assert_eq!(index.get("w").map(|t| t.index()), Some(0));
+/// assert!(index.get("missing").is_none());
+/// # Ok::<(), kiln_nostd::Error>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct NameIndex<'a, 's> {
+    dir: Directory<'a>,
+    table: Option<FrozenTable<'s>>,
+    seed: u64,
+}
+
+impl<'a, 's> NameIndex<'a, 's> {
+    pub(crate) fn from_parts(dir: Directory<'a>, table: Option<FrozenTable<'s>>, seed: u64) -> Self {
+        NameIndex { dir, table, seed }
+    }
+
+    /// Builds an index over an already checked directory in `scratch`
+    /// (at least [`scratch_len`](crate::scratch_len)`(dir.len())` slots).
+    pub fn build(dir: Directory<'a>, scratch: &'s mut [u32]) -> Self {
+        let table = crate::names::Table::new(scratch, dir.len()).map(|mut t| {
+            for i in 0..dir.len() {
+                // Names are unique (checked), so insert never reports a duplicate.
+                let _ = t.insert(dir.name_bytes(i), i, 0, |k| dir.name_bytes(k));
+            }
+            t.freeze()
+        });
+        NameIndex { dir, table: if dir.header.has_names() { table } else { None }, seed: 0 }
+    }
+
+    /// True when lookups use the hash table rather than a scan.
+    pub fn is_hashed(&self) -> bool {
+        self.table.is_some()
+    }
+
+    /// The tensor named `name`.
+    pub fn get(&self, name: &str) -> Option<Tensor<'a>> {
+        match &self.table {
+            Some(t) => t.find(name.as_bytes(), self.seed, |k| self.dir.name_bytes(k)).and_then(|i| self.dir.get(i)),
+            None => self.dir.find(name),
+        }
+    }
+
+    /// The directory this index serves.
+    pub fn directory(&self) -> Directory<'a> {
+        self.dir
+    }
+}
+
+/// One tensor of a checked directory.
+#[derive(Clone, Copy, Debug)]
+pub struct Tensor<'a> {
+    dir: Directory<'a>,
+    index: usize,
+    desc: Descriptor,
+}
+
+/// The quantization metadata of a scheme 1 or 2 tensor, with its scale
+/// tensors resolved. Kiln does not apply the scales.
+#[derive(Clone, Copy, Debug)]
+pub struct Quantization<'a> {
+    /// 1 (scales) or 2 (scales and outer).
+    pub scheme: u16,
+    /// The quantized dimension.
+    pub axis: usize,
+    /// Elements per scale.
+    pub group_size: u32,
+    /// The block scales.
+    pub scale: Tensor<'a>,
+    /// The one-element f32 outer scale (scheme 2).
+    pub outer: Option<Tensor<'a>>,
+}
+
+impl<'a> Tensor<'a> {
+    /// Position in descriptor order.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The raw descriptor fields.
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.desc
+    }
+
+    /// The name, or `None` for an unnamed tensor.
+    pub fn name(&self) -> Option<&'a str> {
+        let bytes = self.dir.name_bytes(self.index);
+        if bytes.is_empty() {
+            return None;
+        }
+        core::str::from_utf8(bytes).ok()
+    }
+
+    /// The dtype.
+    pub fn dtype(&self) -> DType {
+        // Checked at parse time; the fallback is unreachable.
+        self.desc.dtype().unwrap_or(DType::U8)
+    }
+
+    /// Rank, 0 to 8.
+    pub fn rank(&self) -> usize {
+        usize::from(self.desc.rank)
+    }
+
+    /// The dimensions (`[]` for a scalar).
+    pub fn shape(&self) -> &[u64] {
+        self.desc.dims()
+    }
+
+    /// Number of elements (1 for a scalar).
+    pub fn element_count(&self) -> u64 {
+        self.desc.element_count().unwrap_or(0)
+    }
+
+    /// The layout name of an opaque dtype.
+    pub fn layout(&self) -> Option<&'a str> {
+        if self.desc.layout_len == 0 {
+            return None;
+        }
+        let bytes = self.dir.heap().slice(self.desc.layout_off, self.desc.layout_len)?;
+        core::str::from_utf8(bytes).ok()
+    }
+
+    /// The opaque block size in bytes (0 for other dtypes).
+    pub fn block_size(&self) -> u32 {
+        self.desc.block_size
+    }
+
+    /// Quantization metadata, or `None` for scheme 0.
+    pub fn quant(&self) -> Option<Quantization<'a>> {
+        if self.desc.quant_scheme == 0 {
+            return None;
+        }
+        let scale = self.dir.get(usize_from(u64::from(self.desc.scale_index))?)?;
+        let outer = match self.desc.outer_index {
+            NO_INDEX => None,
+            i => self.dir.get(usize_from(u64::from(i))?),
+        };
+        Some(Quantization {
+            scheme: self.desc.quant_scheme,
+            axis: usize::from(self.desc.quant_axis),
+            group_size: self.desc.group_size,
+            scale,
+            outer: outer.filter(|_| self.desc.quant_scheme == SCHEME_SCALES_OUTER),
+        })
+    }
+
+    /// Offset of the payload from the start of the payload region.
+    pub fn byte_offset(&self) -> u64 {
+        self.desc.byte_offset
+    }
+
+    /// Absolute offset of the payload in the caller's buffer.
+    pub fn absolute_offset(&self) -> usize {
+        self.dir.payload_start().saturating_add(usize_from(self.desc.byte_offset).unwrap_or(0))
+    }
+
+    /// Payload length in bytes.
+    pub fn byte_len(&self) -> usize {
+        usize_from(self.desc.byte_length).unwrap_or(0)
+    }
+
+    /// The payload: wire bytes, borrowed from the caller's buffer.
+    pub fn bytes(&self) -> &'a [u8] {
+        let start = self.absolute_offset();
+        self.dir.buf.get(start..start.saturating_add(self.byte_len())).unwrap_or(&[])
+    }
+
+    /// The elements as `&[T]` without copying, when `T` matches the dtype,
+    /// the host is little-endian (or `T` is one byte wide) and the payload is
+    /// aligned for `T`. Otherwise `None`: use [`copy_to`](Self::copy_to).
+    pub fn as_slice<T: Element>(&self) -> Option<&'a [T]> {
+        crate::element::view(self.dtype(), self.bytes())
+    }
+
+    /// Copies the elements into `out` as host-order values, byte-swapping on
+    /// big-endian hosts. Returns the element count.
+    pub fn copy_to<T: Element>(&self, out: &mut [T]) -> core::result::Result<usize, ViewError> {
+        crate::element::copy(self.dtype(), self.bytes(), out)
+    }
+}

@@ -1,0 +1,352 @@
+//! The canonical writer: exact length first, then the block into caller
+//! memory. A written block is checked by the same [`Parser`] before the
+//! writer reports success, so it refuses exactly what a reader would reject.
+
+use crate::bytes::{align64, u64_from, usize_from};
+use crate::descriptor::{
+    field_at, Descriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, AT_RANK, AT_SCALE_INDEX, NO_AXIS, NO_INDEX, NO_NAME,
+};
+use crate::dtype::DType;
+use crate::error::{fail, Result, Rule};
+use crate::header::{DESCRIPTOR_LEN, FLAG_LITTLE_ENDIAN, FLAG_NAMES, HEADER_LEN, MAGIC, VERSION};
+use crate::limits::Limits;
+use crate::quant::{SCHEME_NONE, SCHEME_SCALES, SCHEME_SCALES_OUTER};
+use crate::Parser;
+
+/// A reference from a quantized tensor to its scale tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorRef<'a> {
+    /// Position in the spec slice (descriptor order).
+    Index(u32),
+    /// The tensor with this name (survives [`sort_dict`]).
+    Name(&'a str),
+}
+
+/// Quantization metadata for the writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Quant<'a> {
+    /// Scheme 0.
+    #[default]
+    None,
+    /// Scheme 1: block scales in a sibling tensor.
+    Scales {
+        /// Quantized dimension.
+        axis: u16,
+        /// Elements per scale.
+        group_size: u32,
+        /// The scale tensor.
+        scale: TensorRef<'a>,
+    },
+    /// Scheme 2: scheme 1 plus a one-element f32 outer scale.
+    ScalesOuter {
+        /// Quantized dimension.
+        axis: u16,
+        /// Elements per scale.
+        group_size: u32,
+        /// The scale tensor.
+        scale: TensorRef<'a>,
+        /// The outer f32 tensor.
+        outer: TensorRef<'a>,
+    },
+}
+
+/// One tensor to write: metadata plus its payload as little-endian wire bytes.
+///
+/// Build `data` from host values with [`encode_le`](crate::encode_le) (any
+/// host) or [`le_bytes`](crate::le_bytes) (little-endian hosts, no copy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorSpec<'a> {
+    /// Tensor name; all or none of a directory's tensors are named.
+    pub name: Option<&'a str>,
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions (at most 8; empty for a scalar).
+    pub shape: &'a [u64],
+    /// Payload, wire bytes.
+    pub data: &'a [u8],
+    /// Layout name (opaque dtypes only).
+    pub layout: Option<&'a str>,
+    /// Block size in bytes (opaque dtypes only).
+    pub block_size: u32,
+    /// Quantization metadata.
+    pub quant: Quant<'a>,
+}
+
+impl<'a> TensorSpec<'a> {
+    /// An unnamed, unquantized tensor.
+    pub const fn new(dtype: DType, shape: &'a [u64], data: &'a [u8]) -> Self {
+        TensorSpec { name: None, dtype, shape, data, layout: None, block_size: 0, quant: Quant::None }
+    }
+
+    /// An opaque-layout tensor (codes 4096..=32767).
+    pub const fn opaque(code: u16, layout: &'a str, block_size: u32, shape: &'a [u64], data: &'a [u8]) -> Self {
+        TensorSpec {
+            name: None,
+            dtype: DType::Opaque(code),
+            shape,
+            data,
+            layout: Some(layout),
+            block_size,
+            quant: Quant::None,
+        }
+    }
+
+    /// The same tensor with a name.
+    pub const fn named(mut self, name: &'a str) -> Self {
+        self.name = Some(name);
+        self
+    }
+
+    /// The same tensor with quantization metadata.
+    pub const fn quantized(mut self, quant: Quant<'a>) -> Self {
+        self.quant = quant;
+        self
+    }
+}
+
+/// Sizes of a block before it is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Plan {
+    name_bytes: u32,
+    payload_base: usize,
+    payload_bytes: u64,
+    block_len: usize,
+}
+
+/// Writes canonical blocks.
+///
+/// ```
+/// use kiln_nostd::{DType, Directory, TensorSpec, Writer};
+/// let data = [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0]; // 1.0, -2.0
+/// let specs = [TensorSpec::new(DType::F32, &[2], &data)];
+/// let len = Writer::new().encoded_len(&specs)?;
+/// let mut out = [0u8; 256];
+/// let written = Writer::new().write(&specs, &mut out)?;
+/// assert_eq!((len, written), (200, 200));
+/// assert_eq!(Directory::parse(&out[..len])?.len(), 1);
+/// # Ok::<(), kiln_nostd::Error>(())
+/// ```
+pub struct Writer<'s> {
+    limits: Limits,
+    scratch: Option<&'s mut [u32]>,
+}
+
+impl Default for Writer<'_> {
+    fn default() -> Self {
+        Writer::new()
+    }
+}
+
+impl<'s> Writer<'s> {
+    /// Default caps, no scratch.
+    pub const fn new() -> Self {
+        Writer { limits: Limits::DEFAULT, scratch: None }
+    }
+
+    /// Caps the written block must respect (a reader with the same caps accepts it).
+    pub const fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Scratch for the name check of the final validation (see [`Parser::scratch`]).
+    pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
+        self.scratch = Some(scratch);
+        self
+    }
+
+    /// The exact block length `specs` encode to.
+    pub fn encoded_len(&self, specs: &[TensorSpec<'_>]) -> Result<usize> {
+        plan(specs).map(|p| p.block_len)
+    }
+
+    /// Writes the canonical block into `out` and checks it; returns its length.
+    /// Bytes of `out` past the block are left as they were.
+    pub fn write(self, specs: &[TensorSpec<'_>], out: &mut [u8]) -> Result<usize> {
+        let plan = plan(specs)?;
+        let Some(block) = out.get_mut(..plan.block_len) else {
+            return fail(Rule::OutputTooSmall, out.len());
+        };
+        block.fill(0);
+        emit(specs, &plan, block)?;
+        let mut parser = Parser::new().limits(self.limits);
+        if let Some(s) = self.scratch {
+            parser = parser.scratch(s);
+        }
+        parser.parse(block)?;
+        Ok(plan.block_len)
+    }
+}
+
+fn plan(specs: &[TensorSpec<'_>]) -> Result<Plan> {
+    let count = u64_from(specs.len());
+    let count32 = u32::try_from(count).or(fail(Rule::FieldTooWide, 8))?;
+    let mut heap = 0u64;
+    for (i, s) in specs.iter().enumerate() {
+        if s.shape.len() > 8 {
+            return fail(Rule::FieldTooWide, field_at(i, AT_RANK));
+        }
+        for text in s.name.iter().chain(s.layout.iter()) {
+            if text.len() > usize::from(u16::MAX) {
+                return fail(Rule::FieldTooWide, field_at(i, AT_NAME_LEN));
+            }
+            heap = heap.saturating_add(u64_from(text.len()));
+        }
+    }
+    let name_bytes = u32::try_from(heap).or(fail(Rule::FieldTooWide, 12))?;
+    let dir_end = u64::from(count32)
+        .checked_mul(128)
+        .and_then(|d| d.checked_add(heap))
+        .and_then(|d| d.checked_add(64));
+    let payload_base = dir_end.and_then(align64);
+    let mut end = 0u64;
+    for (i, s) in specs.iter().enumerate() {
+        let at = if i == 0 { Some(0) } else { align64(end) };
+        end = match at.and_then(|a| a.checked_add(u64_from(s.data.len()))) {
+            Some(e) => e,
+            None => return fail(Rule::PayloadSizeOverflow, 16),
+        };
+    }
+    let block_len = payload_base.and_then(|b| b.checked_add(end)).and_then(usize_from);
+    match (payload_base.and_then(usize_from), block_len) {
+        (Some(payload_base), Some(block_len)) => Ok(Plan { name_bytes, payload_base, payload_bytes: end, block_len }),
+        _ => fail(Rule::PayloadSizeOverflow, 16),
+    }
+}
+
+fn emit(specs: &[TensorSpec<'_>], plan: &Plan, block: &mut [u8]) -> Result<()> {
+    let count = specs.len();
+    let named = specs.iter().any(|s| s.name.is_some());
+    let flags = FLAG_LITTLE_ENDIAN | if named { FLAG_NAMES } else { 0 };
+    let dir_bytes = u64_from(count).saturating_mul(128).saturating_add(u64::from(plan.name_bytes));
+    put(block, 0, &MAGIC);
+    put(block, 4, &[VERSION, flags]);
+    put(block, 8, &u32::try_from(count).unwrap_or(u32::MAX).to_le_bytes());
+    put(block, 12, &plan.name_bytes.to_le_bytes());
+    put(block, 16, &plan.payload_bytes.to_le_bytes());
+    put(block, 24, &dir_bytes.to_le_bytes());
+
+    let heap_at = HEADER_LEN.saturating_add(count.saturating_mul(DESCRIPTOR_LEN));
+    let mut cursor = 0usize;
+    // Names first, then layout names: the canonical heap order.
+    let mut heap_off = |text: Option<&str>, block: &mut [u8]| -> Result<(u16, u16)> {
+        let Some(t) = text else { return Ok((NO_NAME, 0)) };
+        let off = u16::try_from(cursor).or(fail(Rule::FieldTooWide, heap_at))?;
+        put(block, heap_at.saturating_add(cursor), t.as_bytes());
+        cursor = cursor.saturating_add(t.len());
+        Ok((off, u16::try_from(t.len()).unwrap_or(u16::MAX)))
+    };
+    for (i, s) in specs.iter().enumerate() {
+        let (off, len) = heap_off(s.name, block)?;
+        set_heap_fields(block, i, AT_NAME_OFF, off, len);
+    }
+    for (i, s) in specs.iter().enumerate() {
+        let (off, len) = heap_off(s.layout, block)?;
+        set_heap_fields(block, i, AT_LAYOUT_OFF, off, len);
+    }
+
+    let mut end = 0u64;
+    for (i, s) in specs.iter().enumerate() {
+        let offset = if i == 0 { 0 } else { align64(end).unwrap_or(u64::MAX) };
+        let len = u64_from(s.data.len());
+        end = offset.saturating_add(len);
+        let mut d = Descriptor::decode(&[]);
+        d.dtype = s.dtype.code();
+        d.rank = u8::try_from(s.shape.len()).unwrap_or(u8::MAX);
+        for (slot, dim) in d.shape.iter_mut().zip(s.shape) {
+            *slot = *dim;
+        }
+        d.block_size = s.block_size;
+        d.byte_offset = offset;
+        d.byte_length = len;
+        set_quant(&mut d, &s.quant, specs, i)?;
+        let raw = d.encode();
+        let at = HEADER_LEN.saturating_add(i.saturating_mul(DESCRIPTOR_LEN));
+        // Keep the heap fields written above.
+        put_descriptor(block, at, &raw);
+        let payload_at = usize_from(offset).map(|o| plan.payload_base.saturating_add(o)).unwrap_or(usize::MAX);
+        put(block, payload_at, s.data);
+    }
+    Ok(())
+}
+
+/// Writes one (offset, length) heap pair of descriptor `i` at `field`.
+fn set_heap_fields(block: &mut [u8], i: usize, field: usize, off: u16, len: u16) {
+    let at = field_at(i, field);
+    put(block, at, &off.to_le_bytes());
+    put(block, at.saturating_add(2), &len.to_le_bytes());
+}
+
+/// Copies a descriptor except its heap fields (bytes 4..12), which the heap pass wrote.
+fn put_descriptor(block: &mut [u8], at: usize, raw: &[u8; DESCRIPTOR_LEN]) {
+    put(block, at, raw.get(..4).unwrap_or(&[]));
+    put(block, at.saturating_add(12), raw.get(12..).unwrap_or(&[]));
+}
+
+fn set_quant(d: &mut Descriptor, q: &Quant<'_>, specs: &[TensorSpec<'_>], i: usize) -> Result<()> {
+    let (scheme, axis, group, scale, outer) = match *q {
+        Quant::None => (SCHEME_NONE, NO_AXIS, 0, NO_INDEX, NO_INDEX),
+        Quant::Scales { axis, group_size, scale } => (SCHEME_SCALES, axis, group_size, resolve(scale, specs, i)?, NO_INDEX),
+        Quant::ScalesOuter { axis, group_size, scale, outer } => {
+            (SCHEME_SCALES_OUTER, axis, group_size, resolve(scale, specs, i)?, resolve(outer, specs, i)?)
+        }
+    };
+    d.quant_scheme = scheme;
+    d.quant_axis = axis;
+    d.group_size = group;
+    d.scale_index = scale;
+    d.outer_index = outer;
+    Ok(())
+}
+
+fn resolve(r: TensorRef<'_>, specs: &[TensorSpec<'_>], i: usize) -> Result<u32> {
+    match r {
+        TensorRef::Index(k) => Ok(k),
+        TensorRef::Name(n) => specs
+            .iter()
+            .position(|s| s.name == Some(n))
+            .and_then(|k| u32::try_from(k).ok())
+            .map_or(fail(Rule::UnknownReference, field_at(i, AT_SCALE_INDEX)), Ok),
+    }
+}
+
+fn put(block: &mut [u8], at: usize, bytes: &[u8]) {
+    if let Some(dst) = block.get_mut(at..at.saturating_add(bytes.len())) {
+        dst.copy_from_slice(bytes);
+    }
+}
+
+/// Orders a dict of tensors by key bytes, as the canonical layout requires.
+/// Index references are turned into name references first, so they keep
+/// pointing at the same tensors. Every tensor needs a name (its key).
+pub fn sort_dict(specs: &mut [TensorSpec<'_>]) -> Result<()> {
+    if let Some(i) = specs.iter().position(|s| s.name.is_none()) {
+        return fail(Rule::DictKeyMissing, field_at(i, AT_NAME_LEN));
+    }
+    for i in 0..specs.len() {
+        let q = specs.get(i).map(|s| s.quant).unwrap_or_default();
+        let named = |r| name_ref(r, specs, i);
+        let q = match q {
+            Quant::None => Quant::None,
+            Quant::Scales { axis, group_size, scale } => Quant::Scales { axis, group_size, scale: named(scale)? },
+            Quant::ScalesOuter { axis, group_size, scale, outer } => {
+                Quant::ScalesOuter { axis, group_size, scale: named(scale)?, outer: named(outer)? }
+            }
+        };
+        if let Some(s) = specs.get_mut(i) {
+            s.quant = q;
+        }
+    }
+    specs.sort_unstable_by(|a, b| a.name.map(str::as_bytes).cmp(&b.name.map(str::as_bytes)));
+    Ok(())
+}
+
+fn name_ref<'a>(r: TensorRef<'a>, specs: &[TensorSpec<'a>], i: usize) -> Result<TensorRef<'a>> {
+    match r {
+        TensorRef::Name(_) => Ok(r),
+        TensorRef::Index(k) => usize_from(u64::from(k))
+            .and_then(|k| specs.get(k))
+            .and_then(|s| s.name)
+            .map_or(fail(Rule::UnknownReference, field_at(i, AT_SCALE_INDEX)), |n| Ok(TensorRef::Name(n))),
+    }
+}
