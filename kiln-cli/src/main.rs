@@ -1,1 +1,186 @@
-fn main(){}
+//! `kiln`: validate and inspect Kiln v2 tensor directories.
+//!
+//! Exit codes: 0 all files accepted, 1 a file was rejected, 2 usage or I/O
+//! error (2 wins over 1).
+
+mod input;
+mod inspect;
+mod output;
+mod validate;
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use kiln_nostd::{Limits, DEFAULT_CAP};
+
+use crate::input::Input;
+use crate::output::FileReport;
+use crate::validate::{ValidateOptions, TENSORS};
+
+/// Every file accepted.
+const EXIT_OK: u8 = 0;
+/// At least one file rejected.
+const EXIT_REJECTED: u8 = 1;
+/// A usage or I/O error.
+const EXIT_ERROR: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(name = "kiln", version, about = "Validate and inspect Kiln v2 tensor directories")]
+#[command(after_help = "Exit codes: 0 every file accepted, 1 a file was rejected, 2 a usage or I/O error.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check files against the Kiln v2 rules; one line per file.
+    ///
+    /// Prints `PATH: ok` or `PATH: CODE at byte N: description` per file
+    /// (or one JSON object per line with --json). Exits 0 when every file is
+    /// accepted, 1 when any is rejected, 2 on a usage or I/O error.
+    Validate(ValidateArgs),
+    /// Show a tensor directory's header and a table of its tensors.
+    ///
+    /// Exits 1 (and prints the error) when the file is not a valid
+    /// standalone tensor directory, 2 when it cannot be read.
+    Inspect(InspectArgs),
+}
+
+#[derive(Args, Debug)]
+struct ValidateArgs {
+    /// Canonical type text of the value each file holds. Only `tensors`
+    /// (a standalone tensor directory) is supported in this version.
+    #[arg(long = "type", value_name = "TEXT", default_value = TENSORS)]
+    type_text: String,
+    /// Files start with a 16-byte KLN0 frame (not supported yet).
+    #[arg(long)]
+    framed: bool,
+    /// Cap on counts (tensor_count); a larger count is LIMIT.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CAP)]
+    count_cap: u32,
+    /// Cap on byte runs (name_bytes); a larger length is LIMIT.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CAP)]
+    byte_cap: u32,
+    /// Print one JSON object per file and line:
+    /// {"file","ok"[,"error","offset","rule","message"]}.
+    #[arg(long)]
+    json: bool,
+    /// Files to check (memory-mapped).
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct InspectArgs {
+    /// The tensor directory file (memory-mapped).
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// Print one JSON document (header fields and a `tensors` array).
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse(); // usage errors exit 2 here
+    let result = match cli.command {
+        Command::Validate(args) => run_validate(&args),
+        Command::Inspect(args) => run_inspect(&args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            // A closed stdout (`kiln validate ... | head`) is not worth a message.
+            if !is_broken_pipe(&err) {
+                eprintln!("kiln: {err:#}");
+            }
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().filter_map(|e| e.downcast_ref::<io::Error>()).any(|e| e.kind() == io::ErrorKind::BrokenPipe)
+}
+
+fn display(path: &Path) -> String {
+    path.display().to_string()
+}
+
+fn run_validate(args: &ValidateArgs) -> anyhow::Result<u8> {
+    let limits = Limits { count_cap: args.count_cap, byte_cap: args.byte_cap };
+    let opts = match ValidateOptions::new(&args.type_text, args.framed, limits) {
+        Ok(opts) => opts,
+        Err(unsupported) => {
+            eprintln!("kiln: {unsupported}");
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let mut out = io::stdout().lock();
+    let (mut rejected, mut io_failed) = (false, false);
+    for path in &args.files {
+        let input = match Input::open(path) {
+            Ok(input) => input,
+            Err(err) => {
+                eprintln!("kiln: cannot read {}: {err}", path.display());
+                io_failed = true;
+                continue;
+            }
+        };
+        let result = validate::validate_bytes(input.bytes(), &opts);
+        rejected |= result.is_err();
+        let file = display(path);
+        writeln!(out, "{}", FileReport::new(&file, &result).line(args.json)).context("writing to stdout")?;
+    }
+    out.flush().context("writing to stdout")?;
+    Ok(if io_failed {
+        EXIT_ERROR
+    } else if rejected {
+        EXIT_REJECTED
+    } else {
+        EXIT_OK
+    })
+}
+
+fn run_inspect(args: &InspectArgs) -> anyhow::Result<u8> {
+    let input = match Input::open(&args.file) {
+        Ok(input) => input,
+        Err(err) => {
+            eprintln!("kiln: cannot read {}: {err}", args.file.display());
+            return Ok(EXIT_ERROR);
+        }
+    };
+    let file = display(&args.file);
+    let mut out = io::stdout().lock();
+    match validate::parse_tensors(input.bytes(), Limits::DEFAULT) {
+        Ok(dir) => {
+            let summary = inspect::Summary::new(file, &dir);
+            let text = if args.json { output::summary_json(&summary) + "\n" } else { output::summary_human(&summary) };
+            out.write_all(text.as_bytes()).context("writing to stdout")?;
+            out.flush().context("writing to stdout")?;
+            Ok(EXIT_OK)
+        }
+        Err(err) => {
+            if args.json {
+                writeln!(out, "{}", FileReport::new(&file, &Err(err)).json()).context("writing to stdout")?;
+            } else {
+                eprintln!("{}", output::inspect_error_human(&file, &err));
+            }
+            Ok(EXIT_REJECTED)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

@@ -9,11 +9,6 @@ pub(crate) fn array<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
 }
 
 #[inline]
-pub(crate) fn u16_at(buf: &[u8], at: usize) -> Option<u16> {
-    array(buf, at).map(u16::from_le_bytes)
-}
-
-#[inline]
 pub(crate) fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
     array(buf, at).map(u32::from_le_bytes)
 }

@@ -1,7 +1,7 @@
 //! The 128-byte tensor descriptor and the rules about one descriptor alone
 //! (check steps 8 reserved bytes, 9 dtype/shape/range, 11 element bytes).
 
-use crate::bytes::{first_nonzero, u16_at, u32_at, u64_at, usize_from};
+use crate::bytes::{first_nonzero, usize_from};
 use crate::dtype::{DType, Width};
 use crate::error::{fail, Result, Rule};
 use crate::header::{DESCRIPTOR_LEN, HEADER_LEN};
@@ -35,7 +35,7 @@ pub(crate) const AT_SHAPE: usize = 48;
 pub(crate) const AT_RESERVED_TAIL: usize = 112;
 
 /// The fields of one descriptor, decoded but not yet judged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Descriptor {
     /// Dtype code.
     pub dtype: u16,
@@ -78,31 +78,101 @@ pub(crate) fn field_at(index: usize, field: usize) -> usize {
         .saturating_add(field)
 }
 
+/// The descriptor's wire layout: every field a little-endian byte array, so
+/// a checked slice of descriptors casts to `&[RawDescriptor]` (alignment 1)
+/// and each field read is a fixed-offset load with no bounds check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
+pub struct RawDescriptor {
+    dtype: [u8; 2],
+    rank: u8,
+    reserved: u8,
+    name_off: [u8; 2],
+    name_len: [u8; 2],
+    layout_off: [u8; 2],
+    layout_len: [u8; 2],
+    block_size: [u8; 4],
+    quant_scheme: [u8; 2],
+    quant_axis: [u8; 2],
+    group_size: [u8; 4],
+    scale_index: [u8; 4],
+    outer_index: [u8; 4],
+    byte_offset: [u8; 8],
+    byte_length: [u8; 8],
+    shape: [[u8; 8]; 8],
+    reserved_tail: [u8; 16],
+}
+
+const _: () = assert!(core::mem::size_of::<RawDescriptor>() == DESCRIPTOR_LEN);
+
+impl RawDescriptor {
+    /// All zeros.
+    pub const ZERO: RawDescriptor = RawDescriptor {
+        dtype: [0; 2],
+        rank: 0,
+        reserved: 0,
+        name_off: [0; 2],
+        name_len: [0; 2],
+        layout_off: [0; 2],
+        layout_len: [0; 2],
+        block_size: [0; 4],
+        quant_scheme: [0; 2],
+        quant_axis: [0; 2],
+        group_size: [0; 4],
+        scale_index: [0; 4],
+        outer_index: [0; 4],
+        byte_offset: [0; 8],
+        byte_length: [0; 8],
+        shape: [[0; 8]; 8],
+        reserved_tail: [0; 16],
+    };
+
+    /// Views `bytes` (a multiple of 128 long) as descriptors.
+    pub fn slice(bytes: &[u8]) -> &[RawDescriptor] {
+        bytemuck::try_cast_slice(bytes).unwrap_or(&[])
+    }
+
+    /// name_off and name_len.
+    #[inline]
+    pub fn name_field(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.name_off), u16::from_le_bytes(self.name_len))
+    }
+
+    /// layout_off and layout_len.
+    #[inline]
+    pub fn layout_field(&self) -> (u16, u16) {
+        (u16::from_le_bytes(self.layout_off), u16::from_le_bytes(self.layout_len))
+    }
+}
+
 impl Descriptor {
-    /// Decodes descriptor bytes. `raw` must be 128 bytes; shorter input
-    /// decodes missing fields as zero (callers pass checked slices).
-    pub fn decode(raw: &[u8]) -> Descriptor {
-        let mut shape = [0u64; 8];
-        for (i, slot) in shape.iter_mut().enumerate() {
-            *slot = u64_at(raw, AT_SHAPE.saturating_add(i.saturating_mul(8))).unwrap_or(0);
-        }
+    /// Decodes the fields of a raw descriptor.
+    #[inline]
+    pub fn from_raw(r: &RawDescriptor) -> Descriptor {
         Descriptor {
-            dtype: u16_at(raw, AT_DTYPE).unwrap_or(0),
-            rank: raw.get(AT_RANK).copied().unwrap_or(0),
-            name_off: u16_at(raw, AT_NAME_OFF).unwrap_or(0),
-            name_len: u16_at(raw, AT_NAME_LEN).unwrap_or(0),
-            layout_off: u16_at(raw, AT_LAYOUT_OFF).unwrap_or(0),
-            layout_len: u16_at(raw, AT_LAYOUT_LEN).unwrap_or(0),
-            block_size: u32_at(raw, AT_BLOCK_SIZE).unwrap_or(0),
-            quant_scheme: u16_at(raw, AT_QUANT_SCHEME).unwrap_or(0),
-            quant_axis: u16_at(raw, AT_QUANT_AXIS).unwrap_or(0),
-            group_size: u32_at(raw, AT_GROUP_SIZE).unwrap_or(0),
-            scale_index: u32_at(raw, AT_SCALE_INDEX).unwrap_or(0),
-            outer_index: u32_at(raw, AT_OUTER_INDEX).unwrap_or(0),
-            byte_offset: u64_at(raw, AT_BYTE_OFFSET).unwrap_or(0),
-            byte_length: u64_at(raw, AT_BYTE_LENGTH).unwrap_or(0),
-            shape,
+            dtype: u16::from_le_bytes(r.dtype),
+            rank: r.rank,
+            name_off: u16::from_le_bytes(r.name_off),
+            name_len: u16::from_le_bytes(r.name_len),
+            layout_off: u16::from_le_bytes(r.layout_off),
+            layout_len: u16::from_le_bytes(r.layout_len),
+            block_size: u32::from_le_bytes(r.block_size),
+            quant_scheme: u16::from_le_bytes(r.quant_scheme),
+            quant_axis: u16::from_le_bytes(r.quant_axis),
+            group_size: u32::from_le_bytes(r.group_size),
+            scale_index: u32::from_le_bytes(r.scale_index),
+            outer_index: u32::from_le_bytes(r.outer_index),
+            byte_offset: u64::from_le_bytes(r.byte_offset),
+            byte_length: u64::from_le_bytes(r.byte_length),
+            shape: r.shape.map(u64::from_le_bytes),
         }
+    }
+
+    /// Decodes 128 descriptor bytes; any other length decodes as all zeros.
+    pub fn decode(raw: &[u8]) -> Descriptor {
+        bytemuck::try_from_bytes::<RawDescriptor>(raw)
+            .map(Descriptor::from_raw)
+            .unwrap_or_else(|_| Descriptor::from_raw(&RawDescriptor::ZERO))
     }
 
     /// Encodes into 128 bytes (reserved bytes zero).
@@ -155,12 +225,11 @@ impl Descriptor {
 }
 
 /// Step 8, first part: reserved byte 3 and bytes 112..128 are zero.
-pub(crate) fn check_reserved(raw: &[u8], index: usize) -> Result<()> {
-    if raw.get(AT_RESERVED).copied().unwrap_or(0) != 0 {
+pub(crate) fn check_reserved(raw: &RawDescriptor, index: usize) -> Result<()> {
+    if raw.reserved != 0 {
         return fail(Rule::DescriptorReserved, field_at(index, AT_RESERVED));
     }
-    let tail = raw.get(AT_RESERVED_TAIL..).unwrap_or(&[]);
-    match first_nonzero(tail) {
+    match first_nonzero(&raw.reserved_tail) {
         Some(i) => fail(Rule::DescriptorReserved, field_at(index, AT_RESERVED_TAIL.saturating_add(i))),
         None => Ok(()),
     }
@@ -201,7 +270,11 @@ fn check_length_and_layout(d: &Descriptor, dtype: DType, count: u64, index: usiz
             if !has_layout {
                 return fail(Rule::OpaqueWithoutLayout, at(AT_LAYOUT_LEN));
             }
-            if d.byte_length.checked_rem(u64::from(d.block_size)) != Some(0) {
+            // The range check above bounds byte_length by the buffer, so it
+            // fits a usize: no 64-bit division on 32-bit targets.
+            let len = usize_from(d.byte_length);
+            let block = usize::try_from(d.block_size).ok();
+            if len.zip(block).and_then(|(l, b)| l.checked_rem(b)) != Some(0) {
                 return fail(Rule::OpaqueBlockSize, at(AT_BLOCK_SIZE));
             }
             Ok(())

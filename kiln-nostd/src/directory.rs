@@ -4,12 +4,12 @@
 //! handed out afterwards can point outside the buffer. The first failing step
 //! wins; inside a step, the first fault in descriptor order wins.
 
-use crate::bytes::{align64, first_nonzero, u16_at, usize_from};
-use crate::descriptor::{self, field_at, Descriptor, AT_BYTE_OFFSET};
+use crate::bytes::{align64, first_nonzero, usize_from};
+use crate::descriptor::{self, field_at, Descriptor, RawDescriptor, AT_BYTE_OFFSET};
 use crate::error::{fail, Error, Result, Rule};
 use crate::header::{Header, Regions, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::limits::Limits;
-use crate::names::{self, Heap, NameFields, Table};
+use crate::names::{self, Heap, NameCursor, Table};
 use crate::quant;
 use crate::views::{Directory, NameIndex};
 
@@ -115,134 +115,252 @@ fn check_block<'s>(
     let regions = header.regions(block, limits)?; // steps 3 to 7
     let count = usize_from(u64::from(header.tensor_count)).unwrap_or(0);
     let descs = Descriptors::new(block, count);
-    let heap = Heap {
-        bytes: block.get(descs.end()..regions.heap_end).unwrap_or(&[]),
-        at: descs.end(),
+    let heap = Heap { bytes: block.get(descs.end()..regions.heap_end).unwrap_or(&[]), at: descs.end() };
+    let payload = Payload {
+        bytes: block.get(regions.payload_base..regions.block_len).unwrap_or(&[]),
+        at: regions.payload_base,
+        len: header.payload_bytes,
     };
-    check_descriptor_reserved(&descs)?; // step 8
-    names::check_heap(heap, count, header.has_names(), |i| NameFields::read(descs.raw(i)))?;
-    let table = check_unique_names(&descs, heap, header.has_names(), scratch, seed)?;
-    let payload = block.get(regions.payload_base..regions.block_len).unwrap_or(&[]);
-    check_tensors(&descs, header.payload_bytes, payload, regions.payload_base)?; // steps 9 to 11
+    let table = check_descriptors(&descs, heap, header.has_names(), payload, scratch, seed)?; // steps 8 to 11
     if standalone && regions.block_len != block.len() {
         return fail(Rule::TrailingBytes, regions.block_len); // step 12
     }
     Ok((header, regions, table))
 }
 
-/// The descriptor table of a block whose directory is known to fit.
+/// The payload region of a block whose size checks passed.
 #[derive(Clone, Copy)]
-pub(crate) struct Descriptors<'a> {
+struct Payload<'a> {
     bytes: &'a [u8],
+    /// Block offset of the region.
+    at: usize,
+    /// payload_bytes from the header.
+    len: u64,
+}
+
+/// Where a fault sits in the check order: step 8 has sub-steps (reserved
+/// bytes, then names, then layout names and the heap total, then uniqueness).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Stage {
+    Names,
+    Layouts,
+    Unique,
+    Ranges, // step 9
+    Placement, // step 10
+    Values, // step 11
+}
+
+/// The first fault by (stage, descriptor order) seen so far.
+#[derive(Default)]
+struct FirstFault(Option<(Stage, Error)>);
+
+impl FirstFault {
+    /// True while a fault at `stage` could still be the one reported.
+    fn open(&self, stage: Stage) -> bool {
+        self.0.is_none_or(|(s, _)| stage < s)
+    }
+
+    /// Records `r`'s fault unless an earlier-ranked one is already held.
+    fn note(&mut self, stage: Stage, r: Result<()>) {
+        if let Err(e) = r {
+            if self.open(stage) {
+                self.0 = Some((stage, e));
+            }
+        }
+    }
+
+    fn into_result(self) -> Result<()> {
+        self.0.map_or(Ok(()), |(_, e)| Err(e))
+    }
+}
+
+/// Steps 8 to 11 in one pass over the descriptors, so a large directory is
+/// read from memory once. Faults of later stages wait in [`FirstFault`]
+/// until no earlier stage can fail; a reserved byte (the first rule of
+/// step 8) returns at once.
+fn check_descriptors<'s>(
+    descs: &Descriptors<'_>,
+    heap: Heap<'_>,
+    has_names: bool,
+    payload: Payload<'_>,
+    scratch: Option<&'s mut [u32]>,
+    seed: u64,
+) -> Result<Option<names::FrozenTable<'s>>> {
+    names::check_flag_on_empty(descs.count, has_names)?;
+    let name_of = |i| descs.name(&heap, i);
+    let mut table = if has_names { scratch.and_then(|s| Table::new(s, descs.count)) } else { None };
+    let mut first = FirstFault::default();
+    let mut names = NameCursor::default();
+    let mut any_layout = false;
+    let mut ranges = RangeWalk::default();
+    let mut hashes = [0u64; AHEAD];
+    if let Some(t) = table.as_ref() {
+        (0..descs.count.min(AHEAD)).for_each(|k| warm(t, &mut hashes, k, seed, name_of));
+    }
+    for (i, raw) in descs.raws.iter().enumerate() {
+        descriptor::check_reserved(raw, i)?;
+        if first.open(Stage::Names) {
+            first.note(Stage::Names, names.check(heap, raw, i, has_names));
+        }
+        any_layout |= raw.layout_field().1 != 0;
+        if let (Some(t), true) = (table.as_mut(), first.open(Stage::Unique)) {
+            if let Some(earlier) = insert_ahead(t, &mut hashes, i, descs.count, seed, name_of) {
+                first.note(Stage::Unique, duplicate(earlier, i));
+            }
+        }
+        if first.open(Stage::Ranges) {
+            let d = Descriptor::from_raw(raw);
+            ranges.check(&d, i, payload, &mut first);
+            if first.open(Stage::Values) {
+                first.note(Stage::Values, check_values(descs, &d, i, payload));
+            }
+        }
+    }
+    if first.open(Stage::Layouts) {
+        first.note(Stage::Layouts, names::check_layouts(heap, descs.raws, names.cursor, any_layout));
+    }
+    if has_names && table.is_none() && first.open(Stage::Unique) {
+        if let Some((earlier, later)) = names::find_duplicate_quadratic(descs.count, name_of) {
+            first.note(Stage::Unique, duplicate(earlier, later));
+        }
+    }
+    if first.open(Stage::Placement) {
+        first.note(Stage::Placement, ranges.check_total(payload.len));
+    }
+    first.into_result()?;
+    Ok(table.map(Table::freeze))
+}
+
+/// How many names ahead the uniqueness check hashes and touches its slot.
+/// Large tables miss the cache on every insert; touching ahead lets those
+/// misses overlap instead of queueing one behind another. Microcontrollers
+/// have no such caches, so 32-bit targets skip it and save the code.
+const AHEAD: usize = if cfg!(target_pointer_width = "64") { 8 } else { 0 };
+
+fn warm<'n>(t: &Table<'_>, hashes: &mut [u64; AHEAD], k: usize, seed: u64, name_of: impl Fn(usize) -> &'n [u8]) {
+    let h = names::name_hash(name_of(k), seed);
+    t.touch(h);
+    if let Some(slot) = k.checked_rem(AHEAD).and_then(|k| hashes.get_mut(k)) {
+        *slot = h;
+    }
+}
+
+/// Inserts name `i` (hashed `AHEAD` steps ago) and warms name `i + AHEAD`.
+fn insert_ahead<'n>(
+    t: &mut Table<'_>,
+    hashes: &mut [u64; AHEAD],
+    i: usize,
+    count: usize,
+    seed: u64,
+    name_of: impl Fn(usize) -> &'n [u8] + Copy,
+) -> Option<usize> {
+    let Some(h) = i.checked_rem(AHEAD).and_then(|k| hashes.get(k)).copied() else {
+        return t.insert(name_of(i), i, seed, name_of);
+    };
+    let found = t.insert_hashed(h, name_of(i), i, name_of);
+    let next = i.saturating_add(AHEAD);
+    if next < count {
+        warm(t, hashes, next, seed, name_of);
+    }
+    found
+}
+
+fn duplicate(_earlier: usize, later: usize) -> Result<()> {
+    fail(Rule::DuplicateName, names::duplicate_at(later))
+}
+
+/// Step 9 overlap and step 10 greedy placement, tracked across descriptors.
+#[derive(Default)]
+struct RangeWalk {
+    /// End of the furthest non-empty range so far (overlap).
+    overlap_end: u64,
+    /// The canonical running end (placement).
+    running_end: u64,
+}
+
+impl RangeWalk {
+    fn check(&mut self, d: &Descriptor, i: usize, payload: Payload<'_>, first: &mut FirstFault) {
+        if let Err(e) = descriptor::check_shape_and_range(d, i, payload.len) {
+            return first.note(Stage::Ranges, Err(e));
+        }
+        let end = d.range_end().unwrap_or(u64::MAX);
+        if d.byte_length != 0 {
+            if d.byte_offset < self.overlap_end {
+                return first.note(Stage::Ranges, fail(Rule::RangeOverlap, field_at(i, AT_BYTE_OFFSET)));
+            }
+            self.overlap_end = end;
+        }
+        if first.open(Stage::Placement) {
+            first.note(Stage::Placement, check_placement(d, i, self.running_end, payload));
+            self.running_end = end;
+        }
+    }
+
+    // Step 10: payload_bytes is the end of the last tensor.
+    fn check_total(&self, payload_bytes: u64) -> Result<()> {
+        if self.running_end != payload_bytes {
+            return fail(Rule::NonCanonicalPayloadBytes, AT_PAYLOAD_BYTES);
+        }
+        Ok(())
+    }
+}
+
+// Step 10 for one tensor: offset is the greedy placement, the gap before it is zero.
+fn check_placement(d: &Descriptor, i: usize, running_end: u64, payload: Payload<'_>) -> Result<()> {
+    if align64(running_end) != Some(d.byte_offset) {
+        return fail(Rule::NonCanonicalOffset, field_at(i, AT_BYTE_OFFSET));
+    }
+    let gap_start = usize_from(running_end).unwrap_or(usize::MAX);
+    let gap_end = usize_from(d.byte_offset).unwrap_or(usize::MAX);
+    match payload.bytes.get(gap_start..gap_end).and_then(first_nonzero) {
+        Some(k) => fail(Rule::NonzeroGap, payload.at.saturating_add(gap_start).saturating_add(k)),
+        None => Ok(()),
+    }
+}
+
+// Step 11 for one tensor: element bytes, then quantization.
+fn check_values(descs: &Descriptors<'_>, d: &Descriptor, i: usize, payload: Payload<'_>) -> Result<()> {
+    let span = descriptor::payload_span(d, 0);
+    let bytes = span.and_then(|(s, e)| payload.bytes.get(s..e)).unwrap_or(&[]);
+    let at = payload.at.saturating_add(span.map_or(0, |(s, _)| s));
+    descriptor::check_elements(d, bytes, at)?;
+    quant::check_quant(d, i, descs.count, |j| descs.get(j))
+}
+
+/// The descriptor table of a block whose directory is known to fit.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Descriptors<'a> {
+    raws: &'a [RawDescriptor],
     count: usize,
 }
 
 impl<'a> Descriptors<'a> {
     pub(crate) fn new(block: &'a [u8], count: usize) -> Self {
         let end = count.saturating_mul(DESCRIPTOR_LEN).saturating_add(HEADER_LEN);
-        Descriptors { bytes: block.get(HEADER_LEN..end).unwrap_or(&[]), count }
+        let raws = RawDescriptor::slice(block.get(HEADER_LEN..end).unwrap_or(&[]));
+        Descriptors { raws, count: raws.len() }
     }
 
     /// Block offset just past the last descriptor.
     pub(crate) fn end(&self) -> usize {
-        HEADER_LEN.saturating_add(self.bytes.len())
+        HEADER_LEN.saturating_add(self.count.saturating_mul(DESCRIPTOR_LEN))
     }
 
-    pub(crate) fn raw(&self, i: usize) -> &'a [u8] {
-        let at = i.saturating_mul(DESCRIPTOR_LEN);
-        self.bytes.get(at..at.saturating_add(DESCRIPTOR_LEN)).unwrap_or(&[])
+    #[inline]
+    pub(crate) fn raw(&self, i: usize) -> &'a RawDescriptor {
+        self.raws.get(i).unwrap_or(&RawDescriptor::ZERO)
     }
 
+    #[inline]
     pub(crate) fn get(&self, i: usize) -> Descriptor {
-        Descriptor::decode(self.raw(i))
+        Descriptor::from_raw(self.raw(i))
     }
 
     /// Name bytes of tensor `i` (empty when unnamed).
+    #[inline]
     pub(crate) fn name<'h>(&self, heap: &Heap<'h>, i: usize) -> &'h [u8] {
-        let raw = self.raw(i);
-        let off = u16_at(raw, descriptor::AT_NAME_OFF).unwrap_or(0);
-        let len = u16_at(raw, descriptor::AT_NAME_LEN).unwrap_or(0);
+        let (off, len) = self.raw(i).name_field();
         heap.slice(off, len).unwrap_or(&[])
     }
 }
 
-// Step 8, reserved bytes (before the name rules, as ruled).
-fn check_descriptor_reserved(descs: &Descriptors<'_>) -> Result<()> {
-    (0..descs.count).try_for_each(|i| descriptor::check_reserved(descs.raw(i), i))
-}
-
-// Step 8, unique names. Returns the filled table when scratch sufficed.
-fn check_unique_names<'s>(
-    descs: &Descriptors<'_>,
-    heap: Heap<'_>,
-    has_names: bool,
-    scratch: Option<&'s mut [u32]>,
-    seed: u64,
-) -> Result<Option<names::FrozenTable<'s>>> {
-    let name_of = |i| descs.name(&heap, i);
-    let table = scratch.and_then(|s| Table::new(s, descs.count));
-    let (dup, table) = match (has_names, table) {
-        (false, _) => (None, None),
-        (true, Some(mut t)) => (names::find_duplicate_hashed(&mut t, descs.count, seed, name_of), Some(t.freeze())),
-        (true, None) => (names::find_duplicate_quadratic(descs.count, name_of), None),
-    };
-    match dup {
-        Some((_, later)) => fail(Rule::DuplicateName, names::duplicate_at(later)),
-        None => Ok(table),
-    }
-}
-
-/// Steps 9, 10 and 11 in one pass. A step-9 fault returns at once (it is the
-/// earliest step); the first step-10 and step-11 faults wait until every
-/// descriptor has passed step 9.
-fn check_tensors(descs: &Descriptors<'_>, payload_bytes: u64, payload: &[u8], payload_base: usize) -> Result<()> {
-    let mut step10: Option<Error> = None;
-    let mut step11: Option<Error> = None;
-    let mut overlap_end = 0u64; // end of the furthest non-empty range so far
-    let mut running_end = 0u64; // canonical greedy end
-    for i in 0..descs.count {
-        let d = descs.get(i);
-        descriptor::check_shape_and_range(&d, i, payload_bytes)?;
-        let end = d.range_end().unwrap_or(u64::MAX);
-        if d.byte_length != 0 {
-            if d.byte_offset < overlap_end {
-                return fail(Rule::RangeOverlap, field_at(i, AT_BYTE_OFFSET));
-            }
-            overlap_end = end;
-        }
-        if step10.is_none() {
-            step10 = check_placement(&d, i, running_end, payload, payload_base).err();
-            running_end = end;
-        }
-        if step11.is_none() {
-            step11 = check_values(descs, &d, i, payload, payload_base).err();
-        }
-    }
-    if step10.is_none() && running_end != payload_bytes {
-        step10 = Some(Error::new(Rule::NonCanonicalPayloadBytes, AT_PAYLOAD_BYTES));
-    }
-    step10.or(step11).map_or(Ok(()), Err)
-}
-
-// Step 10 for one tensor: offset is the greedy placement, the gap before it is zero.
-fn check_placement(d: &Descriptor, i: usize, running_end: u64, payload: &[u8], payload_base: usize) -> Result<()> {
-    let expected = align64(running_end);
-    if expected != Some(d.byte_offset) {
-        return fail(Rule::NonCanonicalOffset, field_at(i, AT_BYTE_OFFSET));
-    }
-    let gap_start = usize_from(running_end).unwrap_or(usize::MAX);
-    let gap_end = usize_from(d.byte_offset).unwrap_or(usize::MAX);
-    match payload.get(gap_start..gap_end).and_then(first_nonzero) {
-        Some(k) => fail(Rule::NonzeroGap, payload_base.saturating_add(gap_start).saturating_add(k)),
-        None => Ok(()),
-    }
-}
-
-// Step 11 for one tensor: element bytes, then quantization.
-fn check_values(descs: &Descriptors<'_>, d: &Descriptor, i: usize, payload: &[u8], payload_base: usize) -> Result<()> {
-    let span = descriptor::payload_span(d, 0);
-    let bytes = span.and_then(|(s, e)| payload.get(s..e)).unwrap_or(&[]);
-    let at = payload_base.saturating_add(span.map_or(0, |(s, _)| s));
-    descriptor::check_elements(d, bytes, at)?;
-    quant::check_quant(d, i, descs.count, |j| descs.get(j))
-}

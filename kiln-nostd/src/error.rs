@@ -117,7 +117,8 @@ rules! {
     TensorCountCap => Limit, "tensor_count is above the count cap";
     /// name_bytes above the configured byte cap.
     NameBytesCap => Limit, "name_bytes is above the byte cap";
-    /// tensor_count * 128 + name_bytes overflows.
+    /// tensor_count * 128 + name_bytes overflows (cannot happen in u64 with
+    /// u32 fields; kept so the check order reads as the spec does).
     DirectorySizeOverflow => Limit, "tensor_count * 128 + name_bytes overflows";
     /// directory_bytes differs from tensor_count * 128 + name_bytes.
     DirectoryBytesMismatch => Type, "directory_bytes is not tensor_count * 128 + name_bytes";
@@ -215,8 +216,58 @@ rules! {
     DictKeyMissing => Type, "a dict of tensors needs a name for every tensor";
     /// A quantization reference names no tensor of the set.
     UnknownReference => Type, "a quantization reference names no tensor in the set";
-    /// A host-order operation was refused on a big-endian host.
-    HostByteOrder => Type, "host-order bytes would not be little-endian on this host";
+    // --- Frozen values: type text
+    /// The type text is not canonical Kiln type text.
+    TypeTextSyntax => Type, "the type text is not canonical Kiln type text";
+    /// A struct in the type text names the same field twice.
+    DuplicateField => Type, "a struct type names the same field twice";
+    /// The type nests more than 64 containers.
+    TypeDepth => Limit, "the type nests more than 64 containers";
+    /// The type has more nodes than the schema can hold.
+    SchemaCapacity => Limit, "the type has more nodes than the schema's capacity";
+    // --- Frozen values: frame
+    /// Fewer than 16 bytes where a frame was expected.
+    FrameTruncated => Eof, "the buffer ends inside the 16-byte frame";
+    /// The frame magic is not `KLN0`.
+    FrameMagic => Frame, "the frame magic is not KLN0";
+    /// The frame profile byte is not 0 (Frozen).
+    FrameProfile => Frame, "the frame profile is not 0 (Frozen)";
+    /// The frame flags byte is not 0.
+    FrameFlags => Frame, "the frame flags byte is not 0";
+    /// A frame reserved byte is nonzero.
+    FrameReserved => Frame, "a reserved frame byte is nonzero";
+    /// The frame hash is not the destination type's schema hash.
+    SchemaHash => Schema, "the frame's schema hash does not match the destination type";
+    // --- Frozen values: counts, lengths and values
+    /// A fixed-width value runs past the end of the buffer.
+    ValueTruncated => Eof, "a fixed-width value runs past the end of the buffer";
+    /// The buffer ends inside a u32 count or length word.
+    CountTruncated => Eof, "the buffer ends inside a count or length word";
+    /// A list or dict count is above the count cap.
+    CountCap => Limit, "a list or dict count is above the count cap";
+    /// A string or list<u8> length is above the byte cap.
+    ByteLengthCap => Limit, "a string or list<u8> length is above the byte cap";
+    /// count * minimum element size overflows a u64.
+    CountOverflow => Limit, "count * minimum element size overflows";
+    /// count * minimum element size is more than the unread bytes.
+    CountPastEnd => Eof, "count * minimum element size is more than the unread bytes";
+    /// A string or list<u8> length is more than the unread bytes.
+    ByteLengthPastEnd => Eof, "a string or list<u8> runs past the end of the buffer";
+    /// A string or dict key is not UTF-8.
+    StrUtf8 => Utf8, "a string is not valid UTF-8";
+    /// A Frozen bool byte is not 0 or 1.
+    BoolValue => Type, "a bool byte is not 0 or 1";
+    /// An opt tag byte is not 0 or 1.
+    OptTag => Type, "an opt tag byte is not 0 or 1";
+    /// A dict key is not strictly greater (as raw bytes) than the key before it.
+    DictKeyOrder => Type, "a dict key is not strictly greater than the previous key";
+    // --- Frozen values: encoder
+    /// The encoder was given an output buffer shorter than the value.
+    ValueOutputTooSmall => Eof, "the output buffer is shorter than the encoded value";
+    /// A count or length does not fit in its u32 word.
+    CountTooWide => Limit, "a count or length does not fit in a u32";
+    /// The encoder was given two equal dict keys.
+    DuplicateDictKey => Type, "a dict to encode holds the same key twice";
 }
 
 /// A rejected input: code, absolute byte offset, and the rule that failed.

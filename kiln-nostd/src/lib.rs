@@ -39,14 +39,20 @@
     )
 )]
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
 mod bytes;
 pub mod descriptor;
 mod directory;
 pub mod dtype;
 mod element;
 mod error;
+mod fixed;
+pub mod frozen;
 pub mod header;
 mod limits;
+pub mod mx;
 mod names;
 pub mod quant;
 mod views;
@@ -56,6 +62,7 @@ pub use directory::Parser;
 pub use dtype::{DType, Width};
 pub use element::{copy, encode_le, le_bytes, view, Element, ViewError};
 pub use error::{Error, ErrorCode, Result, Rule};
+pub use fixed::{CapacityError, FixedIndex};
 pub use header::Header;
 pub use limits::{Limits, DEFAULT_CAP};
 pub use names::scratch_len;

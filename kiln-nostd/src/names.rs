@@ -5,13 +5,12 @@
 //! table in caller scratch (linear expected time) or, without scratch, by
 //! comparing every pair (quadratic, no memory).
 
-use crate::bytes::u16_at;
-use crate::descriptor::{field_at, AT_LAYOUT_LEN, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, NO_NAME};
+use crate::descriptor::{field_at, RawDescriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, NO_NAME};
 use crate::error::{fail, Result, Rule};
 use crate::header::AT_FLAGS;
 
 /// The heap and where it sits in the block.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Heap<'a> {
     pub bytes: &'a [u8],
     /// Block offset of heap byte 0.
@@ -26,63 +25,58 @@ impl<'a> Heap<'a> {
     }
 }
 
-/// The four heap fields of one descriptor, read without decoding the rest.
-#[derive(Clone, Copy)]
-pub(crate) struct NameFields {
-    pub name_off: u16,
-    pub name_len: u16,
-    pub layout_off: u16,
-    pub layout_len: u16,
+/// Walks the name heap in descriptor order, one descriptor at a time.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct NameCursor {
+    /// Heap offset where the next name must start.
+    pub cursor: usize,
 }
 
-impl NameFields {
-    /// Reads the fields from raw descriptor bytes.
-    #[inline]
-    pub fn read(raw: &[u8]) -> NameFields {
-        NameFields {
-            name_off: u16_at(raw, AT_NAME_OFF).unwrap_or(0),
-            name_len: u16_at(raw, AT_NAME_LEN).unwrap_or(0),
-            layout_off: u16_at(raw, AT_LAYOUT_OFF).unwrap_or(0),
-            layout_len: u16_at(raw, AT_LAYOUT_LEN).unwrap_or(0),
-        }
-    }
-}
-
-/// Step 8 name rules for `count` descriptors read through `desc`.
-pub(crate) fn check_heap(
-    heap: Heap<'_>,
-    count: usize,
-    names_flag: bool,
-    desc: impl Fn(usize) -> NameFields,
-) -> Result<()> {
-    if names_flag && count == 0 {
-        return fail(Rule::NameFlagOnEmpty, AT_FLAGS);
-    }
-    let mut cursor = 0usize;
-    for i in 0..count {
-        let d = desc(i);
-        if (d.layout_off == NO_NAME) != (d.layout_len == 0) {
+impl NameCursor {
+    /// Step 8 name rules for descriptor `i`: layout fields agree, the name
+    /// matches the flag, starts at the cursor, fits, and is UTF-8.
+    pub fn check(&mut self, heap: Heap<'_>, raw: &RawDescriptor, i: usize, names_flag: bool) -> Result<()> {
+        let (name_off, name_len) = raw.name_field();
+        let (layout_off, layout_len) = raw.layout_field();
+        if (layout_off == NO_NAME) != (layout_len == 0) {
             return fail(Rule::LayoutFieldMismatch, field_at(i, AT_LAYOUT_OFF));
         }
         if !names_flag {
-            if d.name_len != 0 || d.name_off != NO_NAME {
+            if name_len != 0 || name_off != NO_NAME {
                 return fail(Rule::NameWithoutFlag, field_at(i, AT_NAME_OFF));
             }
-            continue;
+            return Ok(());
         }
-        if d.name_len == 0 {
+        if name_len == 0 {
             return fail(Rule::MissingName, field_at(i, AT_NAME_LEN));
         }
-        cursor = take(heap, cursor, d.name_off, d.name_len, i, AT_NAME_OFF, Rule::NameUtf8)?;
+        self.cursor = take(heap, self.cursor, name_off, name_len, i, AT_NAME_OFF, Rule::NameUtf8)?;
+        Ok(())
     }
-    for i in 0..count {
-        let d = desc(i);
-        if d.layout_len != 0 {
-            cursor = take(heap, cursor, d.layout_off, d.layout_len, i, AT_LAYOUT_OFF, Rule::LayoutUtf8)?;
+}
+
+/// Step 8 layout names, after all tensor names: each starts where the
+/// previous entry ended, fits, and is UTF-8. Then the heap holds nothing
+/// else. `cursor` is the end of the tensor names.
+pub(crate) fn check_layouts(heap: Heap<'_>, raws: &[RawDescriptor], mut cursor: usize, any_layout: bool) -> Result<()> {
+    if any_layout {
+        for (i, raw) in raws.iter().enumerate() {
+            let (off, len) = raw.layout_field();
+            if len != 0 {
+                cursor = take(heap, cursor, off, len, i, AT_LAYOUT_OFF, Rule::LayoutUtf8)?;
+            }
         }
     }
     if cursor != heap.bytes.len() {
         return fail(Rule::HeapHole, heap.at.saturating_add(cursor));
+    }
+    Ok(())
+}
+
+/// Step 8: a name flag on an empty directory.
+pub(crate) fn check_flag_on_empty(count: usize, names_flag: bool) -> Result<()> {
+    if names_flag && count == 0 {
+        return fail(Rule::NameFlagOnEmpty, AT_FLAGS);
     }
     Ok(())
 }
@@ -116,49 +110,88 @@ pub(crate) fn name_hash(bytes: &[u8], seed: u64) -> u64 {
         *t = *b;
     }
     h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(K);
-    h ^ (h >> 29)
+    h ^ (h >> 32)
 }
 
-/// An open-addressing table of descriptor indexes (slot value = index + 1)
-/// in caller memory. Capacity is the largest power of two in the scratch.
-pub(crate) struct Table<'s> {
-    slots: &'s mut [u32],
-    mask: usize,
+/// Slot for a hash in a table of `mask + 1` slots: the top bits of a
+/// multiplicative mix, which depend on every input bit (the low bits of a
+/// product do not).
+#[inline]
+fn slot_of(h: u64, mask: usize) -> usize {
+    let top = h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    usize::try_from(top).unwrap_or(0) & mask
 }
 
-/// Scratch slots a table for `count` names wants (load factor at most 1/2).
+/// The 32 hash bits kept beside each index, so a probe only reads a
+/// descriptor and its name when the fingerprints already agree.
+#[inline]
+fn fingerprint(h: u64) -> u32 {
+    u32::try_from(h & 0xFFFF_FFFF).unwrap_or(0)
+}
+
+/// Slots a table for `count` names uses: a power of two at least 1.5 times the count.
+fn slots_for(count: usize) -> Option<usize> {
+    count.checked_add(count / 2)?.checked_add(1)?.checked_next_power_of_two()
+}
+
+/// Scratch `u32`s a name table for `count` tensors needs (two per slot).
+///
+/// ```
+/// assert_eq!(kiln_nostd::scratch_len(10_000), 2 * 16_384);
+/// ```
 pub fn scratch_len(count: u32) -> usize {
     let n = usize::try_from(count).unwrap_or(usize::MAX);
-    if n == 0 {
-        return 0;
-    }
-    n.saturating_mul(2).checked_next_power_of_two().unwrap_or(usize::MAX)
+    slots_for(n).and_then(|s| s.checked_mul(2)).unwrap_or(usize::MAX)
+}
+
+/// An open-addressing table in caller memory: each slot is
+/// `[index + 1, fingerprint]`, 0 marking an empty slot.
+pub(crate) struct Table<'s> {
+    slots: &'s mut [[u32; 2]],
+    mask: usize,
 }
 
 impl<'s> Table<'s> {
     /// A cleared table, or `None` when the scratch is too small for `count`.
     pub fn new(scratch: &'s mut [u32], count: usize) -> Option<Table<'s>> {
-        let want = count.checked_mul(2)?.checked_next_power_of_two()?;
-        let slots = scratch.get_mut(..want)?;
-        slots.fill(0);
+        let want = slots_for(count)?;
+        let words = scratch.get_mut(..want.checked_mul(2)?)?;
+        words.fill(0);
+        let slots: &mut [[u32; 2]] = bytemuck::try_cast_slice_mut(words).ok()?;
         Some(Table { slots, mask: want.wrapping_sub(1) })
     }
 
     /// Inserts descriptor `index` named `name`; returns the index of an
     /// earlier tensor with the same name instead, if there is one.
     pub fn insert<'n>(&mut self, name: &[u8], index: usize, seed: u64, name_of: impl Fn(usize) -> &'n [u8]) -> Option<usize> {
-        let mut slot = usize::try_from(name_hash(name, seed)).unwrap_or(0) & self.mask;
-        loop {
+        self.insert_hashed(name_hash(name, seed), name, index, name_of)
+    }
+
+    /// Reads the home slot of hash `h` so that its cache line is on its way
+    /// by the time [`insert_hashed`](Self::insert_hashed) needs it. Plain
+    /// loads, no intrinsics: the value is passed to `black_box` so the load
+    /// is kept, and nothing waits for it.
+    #[inline]
+    pub fn touch(&self, h: u64) {
+        core::hint::black_box(self.slots.get(slot_of(h, self.mask)).map(|c| c[0]));
+    }
+
+    /// [`insert`](Self::insert) with the name's hash already computed.
+    pub fn insert_hashed<'n>(&mut self, h: u64, name: &[u8], index: usize, name_of: impl Fn(usize) -> &'n [u8]) -> Option<usize> {
+        let (fp, mut slot) = (fingerprint(h), slot_of(h, self.mask));
+        // There are more slots than tensors, so an empty slot is always found.
+        for _ in 0..self.slots.len() {
             let cell = self.slots.get_mut(slot)?;
-            match usize::try_from(*cell).ok()?.checked_sub(1) {
+            match usize::try_from(cell[0]).ok()?.checked_sub(1) {
                 None => {
-                    *cell = u32::try_from(index.checked_add(1)?).ok()?;
+                    *cell = [u32::try_from(index.checked_add(1)?).ok()?, fp];
                     return None;
                 }
-                Some(other) if name_of(other) == name => return Some(other),
+                Some(other) if cell[1] == fp && name_of(other) == name => return Some(other),
                 Some(_) => slot = slot.wrapping_add(1) & self.mask,
             }
         }
+        None
     }
 
     /// Freezes the table for lookups.
@@ -168,20 +201,21 @@ impl<'s> Table<'s> {
 }
 
 /// A filled table, read-only.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct FrozenTable<'s> {
-    slots: &'s [u32],
+    slots: &'s [[u32; 2]],
     mask: usize,
 }
 
 impl FrozenTable<'_> {
     /// The index of the tensor named `name`, if any.
     pub fn find<'n>(&self, name: &[u8], seed: u64, name_of: impl Fn(usize) -> &'n [u8]) -> Option<usize> {
-        let mut slot = usize::try_from(name_hash(name, seed)).unwrap_or(0) & self.mask;
-        // At most every slot once, so a full table cannot loop forever.
+        let h = name_hash(name, seed);
+        let (fp, mut slot) = (fingerprint(h), slot_of(h, self.mask));
         for _ in 0..self.slots.len() {
-            let index = usize::try_from(*self.slots.get(slot)?).ok()?.checked_sub(1)?;
-            if name_of(index) == name {
+            let [stored, stored_fp] = *self.slots.get(slot)?;
+            let index = usize::try_from(stored).ok()?.checked_sub(1)?;
+            if stored_fp == fp && name_of(index) == name {
                 return Some(index);
             }
             slot = slot.wrapping_add(1) & self.mask;
@@ -204,16 +238,6 @@ pub(crate) fn find_duplicate_quadratic<'n>(count: usize, name_of: impl Fn(usize)
     None
 }
 
-/// Uniqueness with a table: fills `table`, returns the first duplicate.
-pub(crate) fn find_duplicate_hashed<'n>(
-    table: &mut Table<'_>,
-    count: usize,
-    seed: u64,
-    name_of: impl Fn(usize) -> &'n [u8] + Copy,
-) -> Option<(usize, usize)> {
-    (0..count).find_map(|j| table.insert(name_of(j), j, seed, name_of).map(|i| (i, j)))
-}
-
 /// The block offset to report for a duplicate found at descriptor `later`.
 pub(crate) fn duplicate_at(later: usize) -> usize {
     field_at(later, AT_NAME_OFF)
@@ -228,7 +252,7 @@ mod tests {
         let names: [&[u8]; 4] = [b"a", b"bb", b"c", b"bb"];
         let mut scratch = [0u32; 16];
         let mut t = Table::new(&mut scratch, 4).unwrap();
-        let dup = find_duplicate_hashed(&mut t, 4, 7, |i| names[i]);
+        let dup = (0..4).find_map(|j| t.insert(names[j], j, 7, |i| names[i]).map(|i| (i, j)));
         assert_eq!(dup, Some((1, 3)));
         assert_eq!(find_duplicate_quadratic(4, |i| names[i]), Some((1, 3)));
         assert_eq!(find_duplicate_quadratic(3, |i| names[i]), None);
@@ -236,18 +260,20 @@ mod tests {
 
     #[test]
     fn small_scratch_is_refused() {
-        let mut scratch = [0u32; 7];
+        assert_eq!(scratch_len(4), 16);
+        assert_eq!(scratch_len(0), 2);
+        let mut scratch = [0u32; 15];
         assert!(Table::new(&mut scratch, 4).is_none());
-        assert_eq!(scratch_len(4), 8);
-        assert_eq!(scratch_len(0), 0);
+        let mut scratch = [0u32; 16];
+        assert!(Table::new(&mut scratch, 4).is_some());
     }
 
     #[test]
     fn lookups_probe_past_collisions() {
         let names: [&[u8]; 3] = [b"x", b"y", b"z"];
-        let mut scratch = [0u32; 8];
+        let mut scratch = [0u32; 16];
         let mut t = Table::new(&mut scratch, 3).unwrap();
-        assert_eq!(find_duplicate_hashed(&mut t, 3, 0, |i| names[i]), None);
+        assert!((0..3).all(|j| t.insert(names[j], j, 0, |i| names[i]).is_none()));
         let f = t.freeze();
         for (i, n) in names.iter().enumerate() {
             assert_eq!(f.find(n, 0, |k| names[k]), Some(i));

@@ -19,13 +19,31 @@ pub const SCHEME_SCALES_OUTER: u16 = 2;
 /// of `group_size` needs: ceil(dims[axis] / group) * product of the other dims.
 /// `None` when the axis is out of range, the group is 0, or on overflow.
 pub fn scale_count(dims: &[u64], axis: usize, group_size: u32) -> Option<u64> {
-    let along = dims.get(axis)?.checked_div(u64::from(group_size))?;
-    let rem = dims.get(axis)?.checked_rem(u64::from(group_size))?;
-    let groups = along.checked_add(u64::from(rem != 0))?;
+    let groups = div_ceil_u32(*dims.get(axis)?, group_size)?;
     dims.iter()
         .enumerate()
         .filter(|&(i, _)| i != axis)
         .try_fold(groups, |acc, (_, &d)| acc.checked_mul(d))
+}
+
+/// ceil(n / d) by shift and subtract. Quantized tensors are rare, and this
+/// keeps 32-bit targets from linking a general 64-bit division routine
+/// (about 870 bytes on Cortex-M) for this one check.
+fn div_ceil_u32(n: u64, d: u32) -> Option<u64> {
+    if d == 0 {
+        return None;
+    }
+    let d = u64::from(d);
+    let (mut q, mut r) = (0u64, 0u64);
+    for bit in (0..64u32).rev() {
+        // r < d <= 2^32 before the shift, so it cannot overflow.
+        r = (r << 1) | (n.checked_shr(bit).unwrap_or(0) & 1);
+        if r >= d {
+            r = r.wrapping_sub(d);
+            q |= 1u64.checked_shl(bit).unwrap_or(0);
+        }
+    }
+    q.checked_add(u64::from(r != 0))
 }
 
 /// Step 11 quantization rules for descriptor `index` of `count`.
@@ -89,6 +107,17 @@ fn sibling(raw: u32, me: usize, count: usize, also_not: Option<usize>) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shift_subtract_division_matches_native() {
+        let ns = [0u64, 1, 2, 31, 32, 33, 1 << 32, (1 << 32) + 1, u64::MAX - 1, u64::MAX, 0x1234_5678_9abc_def0];
+        for &n in &ns {
+            for d in [1u32, 2, 3, 7, 32, 1000, u32::MAX - 1, u32::MAX] {
+                assert_eq!(div_ceil_u32(n, d), Some(n.div_ceil(u64::from(d))), "{n} / {d}");
+            }
+            assert_eq!(div_ceil_u32(n, 0), None);
+        }
+    }
 
     #[test]
     fn scale_counts() {

@@ -32,6 +32,8 @@ pub struct Directory<'a> {
     start: usize,
     header: Header,
     regions: Regions,
+    descs: Descriptors<'a>,
+    heap: Heap<'a>,
 }
 
 impl<'a> Directory<'a> {
@@ -41,21 +43,16 @@ impl<'a> Directory<'a> {
     }
 
     pub(crate) fn from_checked(buf: &'a [u8], start: usize, header: Header, regions: Regions) -> Self {
-        Directory { buf, start, header, regions }
+        let block = buf.get(start..).unwrap_or(&[]);
+        let count = usize_from(u64::from(header.tensor_count)).unwrap_or(0);
+        let descs = Descriptors::new(block, count);
+        let heap = Heap { bytes: block.get(descs.end()..regions.heap_end).unwrap_or(&[]), at: descs.end() };
+        Directory { buf, start, header, regions, descs, heap }
     }
 
     /// The block's bytes.
     pub fn block(&self) -> &'a [u8] {
         self.buf.get(self.start..self.end()).unwrap_or(&[])
-    }
-
-    fn descs(&self) -> Descriptors<'a> {
-        Descriptors::new(self.block(), self.len())
-    }
-
-    fn heap(&self) -> Heap<'a> {
-        let at = self.descs().end();
-        Heap { bytes: self.block().get(at..self.regions.heap_end).unwrap_or(&[]), at }
     }
 
     /// Number of tensors.
@@ -95,7 +92,7 @@ impl<'a> Directory<'a> {
 
     /// Tensor `index`, in descriptor order.
     pub fn get(&self, index: usize) -> Option<Tensor<'a>> {
-        (index < self.len()).then(|| Tensor { dir: *self, index, desc: self.descs().get(index) })
+        (index < self.len()).then(|| Tensor { dir: *self, index, desc: self.descs.get(index) })
     }
 
     /// The tensors in descriptor order.
@@ -109,12 +106,11 @@ impl<'a> Directory<'a> {
         if !self.header.has_names() {
             return None;
         }
-        let (descs, heap) = (self.descs(), self.heap());
-        (0..self.len()).find(|&i| descs.name(&heap, i) == name.as_bytes()).and_then(|i| self.get(i))
+        (0..self.len()).find(|&i| self.descs.name(&self.heap, i) == name.as_bytes()).and_then(|i| self.get(i))
     }
 
     fn name_bytes(&self, index: usize) -> &'a [u8] {
-        self.descs().name(&self.heap(), index)
+        self.descs.name(&self.heap, index)
     }
 }
 
@@ -159,7 +155,7 @@ impl ExactSizeIterator for Tensors<'_> {}
 /// assert!(index.get("missing").is_none());
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub struct NameIndex<'a, 's> {
     dir: Directory<'a>,
     table: Option<FrozenTable<'s>>,
@@ -273,7 +269,7 @@ impl<'a> Tensor<'a> {
         if self.desc.layout_len == 0 {
             return None;
         }
-        let bytes = self.dir.heap().slice(self.desc.layout_off, self.desc.layout_len)?;
+        let bytes = self.dir.heap.slice(self.desc.layout_off, self.desc.layout_len)?;
         core::str::from_utf8(bytes).ok()
     }
 
@@ -333,5 +329,27 @@ impl<'a> Tensor<'a> {
     /// big-endian hosts. Returns the element count.
     pub fn copy_to<T: Element>(&self, out: &mut [T]) -> core::result::Result<usize, ViewError> {
         crate::element::copy(self.dtype(), self.bytes(), out)
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Directory<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "Directory {{ tensors: {}, block_len: {}, start: {} }}", self.len(), self.block_len(), self.start);
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Tensor<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "Tensor {{ index: {}, name: {}, dtype: {}, shape: {}, bytes: {} }}",
+            self.index,
+            self.name(),
+            self.dtype(),
+            self.shape(),
+            self.byte_len()
+        );
     }
 }

@@ -250,15 +250,17 @@ fn emit(specs: &[TensorSpec<'_>], plan: &Plan, block: &mut [u8]) -> Result<()> {
         let offset = if i == 0 { 0 } else { align64(end).unwrap_or(u64::MAX) };
         let len = u64_from(s.data.len());
         end = offset.saturating_add(len);
-        let mut d = Descriptor::decode(&[]);
-        d.dtype = s.dtype.code();
-        d.rank = u8::try_from(s.shape.len()).unwrap_or(u8::MAX);
+        let mut d = Descriptor {
+            dtype: s.dtype.code(),
+            rank: u8::try_from(s.shape.len()).unwrap_or(u8::MAX),
+            block_size: s.block_size,
+            byte_offset: offset,
+            byte_length: len,
+            ..Descriptor::default()
+        };
         for (slot, dim) in d.shape.iter_mut().zip(s.shape) {
             *slot = *dim;
         }
-        d.block_size = s.block_size;
-        d.byte_offset = offset;
-        d.byte_length = len;
         set_quant(&mut d, &s.quant, specs, i)?;
         let raw = d.encode();
         let at = HEADER_LEN.saturating_add(i.saturating_mul(DESCRIPTOR_LEN));
@@ -311,7 +313,10 @@ fn resolve(r: TensorRef<'_>, specs: &[TensorSpec<'_>], i: usize) -> Result<u32> 
 }
 
 fn put(block: &mut [u8], at: usize, bytes: &[u8]) {
-    if let Some(dst) = block.get_mut(at..at.saturating_add(bytes.len())) {
+    // checked_add (not saturating_add): a saturated end would give a shorter
+    // `dst` and a copy_from_slice length panic path.
+    let Some(end) = at.checked_add(bytes.len()) else { return };
+    if let Some(dst) = block.get_mut(at..end) {
         dst.copy_from_slice(bytes);
     }
 }

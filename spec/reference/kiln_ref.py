@@ -254,6 +254,14 @@ class Tensor:
     byte_offset: int | None = dataclasses.field(default=None, compare=False)
     byte_length: int | None = dataclasses.field(default=None, compare=False)
 
+    def __post_init__(self):
+        if isinstance(self.dtype, str):
+            if self.dtype not in DTYPE_CODES:
+                raise ValueError(f"unknown dtype name {self.dtype!r}")
+            self.dtype = DTYPE_CODES[self.dtype]
+        self.shape = tuple(self.shape)
+        self.payload = bytes(self.payload)
+
 
 # --------------------------------------------------------------------------
 # types
@@ -585,6 +593,11 @@ def _dec(t: KType, pos: int, cx: _Cx):
         pos += 4
         if et.fixed is not None and not cx.build:
             return None, pos + n * et.fixed     # fits: the count check proved it
+        if et.kind == "bool":
+            m = _NOT_BOOL.search(buf, pos, pos + n)
+            if m:
+                raise KilnError("TYPE", m.start(), "bool_byte")
+            return ([b == 1 for b in buf[pos:pos + n]] if cx.build else None), pos + n
         if et.kind == "int" and cx.build:
             size = et.fixed
             vals = [v for (v,) in et.packer.iter_unpack(buf[pos:pos + n * size])]
@@ -1029,8 +1042,6 @@ def encode_directory(tensors, validate: bool = True) -> bytes:
         payload += bytes(off - len(payload))
         payload += data
         dtype = t.dtype
-        if isinstance(dtype, str):
-            dtype = DTYPE_CODES[dtype]
         shape = tuple(t.shape)
         if len(shape) > 8:
             raise ValueError("rank above 8")

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# No-panic link check for kiln-nostd (see src/main.rs).
+#
+#   ./check.sh            check thumbv7m, thumbv6m and thumbv7em, run the canary, run under QEMU
+#   TARGETS="thumbv7m-none-eabi" ./check.sh    only these targets
+#
+# The release build links only if no panic path survived optimisation in any
+# kiln-nostd API the binary calls. The canary build adds one unchecked
+# `input[i]` and must FAIL to link, proving the check bites.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+TARGETS=${TARGETS:-"thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf"}
+MARK='a panic path survived optimisation'
+QEMU=(qemu-system-arm -cpu cortex-m3 -machine lm3s6965evb -nographic -semihosting-config enable=on,target=native -kernel)
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+objdump_bin() {
+    if command -v arm-none-eabi-objdump >/dev/null; then echo arm-none-eabi-objdump; return; fi
+    local t; t=$(ls "$(rustc --print sysroot)"/lib/rustlib/*/bin/llvm-objdump 2>/dev/null | head -1)
+    echo "${t:-objdump}"
+}
+
+# After a failed link: rebuild with a panic handler that links and list who calls panic code.
+locate_panics() {
+    local target=$1 dir=target/locate
+    cargo build -q --release --target "$target" --features locate-panics --target-dir "$dir" || return 0
+    echo "  functions calling into core's panic machinery:"
+    "$(objdump_bin)" -d --no-show-raw-insn -C "$dir/$target/release/kiln-nopanic" |
+        awk '/^[0-9a-f]+ <.*>:$/ { fn = $2 }
+             /(bl|b\.w|b)[ \t]+[0-9a-f]+ <(core::panicking|core::slice::.*fail|core::option::.*(unwrap|expect)|core::result::unwrap)/ { print "    " fn " -> " $NF }' |
+        sort -u
+}
+
+status=0
+for target in $TARGETS; do
+    if cargo build --release --target "$target" >"$log" 2>&1; then
+        echo "OK   $target: kiln-nopanic links: no panic path left in the kiln-nostd API it calls"
+    elif grep -q "$MARK" "$log"; then
+        echo "FAIL $target: a panic path survived optimisation (undefined symbol '$MARK')"
+        locate_panics "$target"
+        status=1
+    else
+        cat "$log"
+        echo "FAIL $target: the build failed for another reason (see above)"
+        status=1
+    fi
+done
+[ "$status" = 0 ] || exit "$status"
+
+# The check must be real: an unchecked index on a volatile input must not link.
+if cargo build --release --target thumbv7m-none-eabi --features canary-indexing --target-dir target/canary >"$log" 2>&1; then
+    echo "FAIL canary: a build with an unchecked input[i] linked, so the check proves nothing"
+    exit 1
+elif grep -q "$MARK" "$log"; then
+    echo "OK   canary: the same binary plus one unchecked input[i] refuses to link, as it must"
+else
+    cat "$log"
+    echo "FAIL canary: the canary build failed for another reason (see above)"
+    exit 1
+fi
+
+# It also runs: exit 0 when the demo model parsed and the writer round trip matched.
+if [[ " $TARGETS " == *" thumbv7m-none-eabi "* ]] && command -v qemu-system-arm >/dev/null; then
+    if timeout 30 "${QEMU[@]}" target/thumbv7m-none-eabi/release/kiln-nopanic 2>/dev/null; then
+        echo "OK   run: kiln-nopanic exits 0 under QEMU (lm3s6965evb)"
+    else
+        echo "FAIL run: kiln-nopanic did not exit 0 under QEMU"
+        exit 1
+    fi
+fi
+echo "no-panic check passed"

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Code size of kiln-nostd's validator, as differences between links of this
+# crate (release: opt-level "s", lto, codegen-units=1, panic=abort):
+#   baseline  --no-default-features          runtime + opaque inputs + sink, no decoder
+#   parse     -F parse                       + Parser (caps, seed, scratch) parse/parse_indexed/parse_at, Directory::parse
+#   views     -F views                       + tensor iteration, name, shape, bytes, as_slice, copy_to, quant, find, NameIndex
+#   texts     -F views,error-text            + Rule::id/description, ErrorCode::as_str/from_name
+#   full      default features               + Writer, sort_dict, encode_le/le_bytes (and a read-back)
+# The validator figure is views - baseline (directory parse + views). Each
+# delta includes the compiler-builtins it pulls in (memcpy, u64 division, ...)
+# and the harness's own glue that consumes the results.
+set -euo pipefail
+cd "$(dirname "$0")"
+TARGETS=${TARGETS:-"thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf"}
+
+if command -v arm-none-eabi-size >/dev/null; then SIZE=arm-none-eabi-size
+else SIZE=$(ls "$(rustc --print sysroot)"/lib/rustlib/*/bin/llvm-size | head -1); fi
+section() { "$SIZE" -A "$2" | awk -v s="$1" '$1 == s { print $2 }'; }
+if command -v arm-none-eabi-nm >/dev/null; then NM=arm-none-eabi-nm
+else NM=$(ls "$(rustc --print sysroot)"/lib/rustlib/*/bin/llvm-nm | head -1); fi
+# Bytes of compiler-builtins code (memcpy/memclr/memcmp, 64-bit division, ...) in an ELF.
+builtins() {
+    "$NM" -C -S -t d "$1" | awk '$3 ~ /^[tT]$/ && ($4 ~ /^(compiler_builtins::|__aeabi_|__udiv|__div|__mod|__umod|mem(cpy|set|move|cmp)$)/) { n += $2 } END { print n + 0 }'
+}
+
+declare -A FEATS=(
+    [baseline]="--no-default-features"
+    [parse]="--no-default-features --features parse"
+    [views]="--no-default-features --features views"
+    [texts]="--no-default-features --features views,error-text"
+    [full]=""
+)
+
+printf '%-22s %8s | %7s %7s %10s %9s | %7s %7s\n' target baseline parse views "validator" builtins texts writer
+for target in $TARGETS; do
+    declare -A TEXT=() BUILTINS=()
+    for v in baseline parse views texts full; do
+        # shellcheck disable=SC2086
+        cargo build -q --release --target "$target" ${FEATS[$v]} --target-dir "target/size-$v"
+        TEXT[$v]=$(section .text "target/size-$v/$target/release/kiln-nopanic")
+        BUILTINS[$v]=$(builtins "target/size-$v/$target/release/kiln-nopanic")
+    done
+    printf '%-22s %8d | %7d %7d %10d %9d | %7d %7d\n' "$target" "${TEXT[baseline]}" \
+        $((TEXT[parse] - TEXT[baseline])) $((TEXT[views] - TEXT[parse])) $((TEXT[views] - TEXT[baseline])) \
+        $((BUILTINS[views] - BUILTINS[baseline])) \
+        $((TEXT[texts] - TEXT[views])) $((TEXT[full] - TEXT[texts]))
+done
+echo "(.text bytes; baseline is absolute, the rest are deltas; validator = parse + views (budget 8192),"
+echo " builtins = the part of validator that is compiler-builtins code: memcpy/memclr/memcmp, 64-bit division)"

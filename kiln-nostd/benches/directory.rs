@@ -1,0 +1,104 @@
+//! Parse + iterate + name lookup of directories with 1, 100 and 10,000
+//! tensors, side by side with `safetensors::SafeTensors::deserialize` on the
+//! same tensors (names, dtypes, shapes, bytes) in the same run.
+//!
+//! Run: `cargo bench -p kiln-nostd --bench directory`
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use kiln_nostd::{DType, Directory, Parser, TensorSpec, Writer};
+use safetensors::tensor::{serialize, Dtype, TensorView};
+
+struct Model {
+    names: Vec<String>,
+    shape: Vec<u64>,
+    data: Vec<u8>,
+}
+
+fn model(n: usize) -> Model {
+    // 4x4 f32 tensors: small payloads keep the comparison about the
+    // directory, not memory bandwidth. Names are short because heap offsets
+    // are u16: 10,000 names must fit in 64 KiB of heap.
+    let names = (0..n).map(|i| format!("t.{i}")).collect();
+    let data = (0..64u8).collect();
+    Model { names, shape: vec![4, 4], data }
+}
+
+fn kiln_bytes(m: &Model) -> Vec<u8> {
+    let specs: Vec<_> =
+        m.names.iter().map(|n| TensorSpec::new(DType::F32, &m.shape, &m.data).named(n)).collect();
+    let mut scratch = vec![0u32; kiln_nostd::scratch_len(specs.len() as u32)];
+    let len = Writer::new().encoded_len(&specs).unwrap();
+    let mut out = vec![0u8; len];
+    Writer::new().scratch(&mut scratch).write(&specs, &mut out).unwrap();
+    out
+}
+
+fn safetensors_bytes(m: &Model) -> Vec<u8> {
+    let shape: Vec<usize> = m.shape.iter().map(|&d| d as usize).collect();
+    let views: Vec<_> =
+        m.names.iter().map(|n| (n.clone(), TensorView::new(Dtype::F32, shape.clone(), &m.data).unwrap())).collect();
+    serialize(views, &None).unwrap()
+}
+
+fn bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("parse_iterate_lookup");
+    for n in [1usize, 100, 10_000] {
+        let m = model(n);
+        let kiln = kiln_bytes(&m);
+        let st = safetensors_bytes(&m);
+        group.throughput(Throughput::Elements(n as u64));
+        let mut scratch = vec![0u32; kiln_nostd::scratch_len(n as u32)];
+
+        group.bench_with_input(BenchmarkId::new("kiln_scratch", n), &kiln, |b, bytes| {
+            b.iter(|| {
+                let (dir, index) = Parser::new().scratch(&mut scratch).parse_indexed(black_box(bytes)).unwrap();
+                let mut acc = 0usize;
+                for t in dir.iter() {
+                    acc += t.shape().len() + t.bytes().len();
+                }
+                for name in &m.names {
+                    acc += index.get(name).map_or(0, |t| t.bytes().len());
+                }
+                acc
+            })
+        });
+        group.bench_with_input(BenchmarkId::new("safetensors", n), &st, |b, bytes| {
+            b.iter(|| {
+                let st = safetensors::SafeTensors::deserialize(black_box(bytes)).unwrap();
+                let mut acc = 0usize;
+                for (_, t) in st.iter() {
+                    acc += t.shape().len() + t.data().len();
+                }
+                for name in &m.names {
+                    acc += st.tensor(name).map_or(0, |t| t.data().len());
+                }
+                acc
+            })
+        });
+        // Without scratch the unique-name check compares every pair, and a
+        // lookup is a scan: the memory-free mode firmware uses for small sets.
+        let lookups = m.names.len().min(100);
+        group.bench_with_input(BenchmarkId::new("kiln_no_scratch", n), &kiln, |b, bytes| {
+            b.iter(|| {
+                let dir = Directory::parse(black_box(bytes)).unwrap();
+                let mut acc = 0usize;
+                for t in dir.iter() {
+                    acc += t.shape().len() + t.bytes().len();
+                }
+                for name in &m.names[..lookups] {
+                    acc += dir.find(name).map_or(0, |t| t.bytes().len());
+                }
+                acc
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_secs(1))
+        .measurement_time(std::time::Duration::from_secs(3));
+    targets = bench
+}
+criterion_main!(benches);

@@ -1,0 +1,125 @@
+//! Fixed-capacity conveniences for firmware: no heap, capacities chosen at
+//! compile time, and a clear error when a directory does not fit them.
+
+use core::fmt;
+
+use crate::error::Result;
+use crate::limits::Limits;
+use crate::views::{Directory, NameIndex, Tensor};
+use crate::Parser;
+
+/// A fixed capacity was too small.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct CapacityError {
+    /// How many entries were needed.
+    pub needed: usize,
+    /// How many fit.
+    pub capacity: usize,
+}
+
+impl fmt::Display for CapacityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} tensors do not fit in a capacity of {}", self.needed, self.capacity)
+    }
+}
+
+impl core::error::Error for CapacityError {}
+
+impl<'a> Directory<'a> {
+    /// The tensors in a `heapless::Vec` of capacity `N`.
+    ///
+    /// ```
+    /// # let bytes = kiln_nostd::doc_example_block();
+    /// let dir = kiln_nostd::Directory::parse(&bytes)?;
+    /// let all = dir.collect_tensors::<4>().expect("fits");
+    /// assert_eq!(all.len(), 1);
+    /// assert!(dir.collect_tensors::<0>().is_err());
+    /// # Ok::<(), kiln_nostd::Error>(())
+    /// ```
+    pub fn collect_tensors<const N: usize>(&self) -> core::result::Result<heapless::Vec<Tensor<'a>, N>, CapacityError> {
+        let mut out = heapless::Vec::new();
+        for t in self.iter() {
+            out.push(t).map_err(|_| CapacityError { needed: self.len(), capacity: N })?;
+        }
+        Ok(out)
+    }
+}
+
+/// A parser with an inline name table for up to `T` tensors (`S` must be
+/// at least [`scratch_len`](crate::scratch_len)`(T)`; see [`FixedIndex::new`]).
+/// A directory with more than `T` tensors is refused with LIMIT
+/// (`TensorCountCap`): this reader's count cap is its capacity.
+///
+/// ```
+/// use kiln_nostd::FixedIndex;
+/// # let bytes = kiln_nostd::doc_example_block_named();
+/// let mut index = FixedIndex::<8, 32>::new();
+/// let (dir, names) = index.parse(&bytes)?;
+/// assert_eq!(names.get("w").map(|t| t.index()), Some(0));
+/// assert!(names.is_hashed());
+/// # Ok::<(), kiln_nostd::Error>(())
+/// ```
+pub struct FixedIndex<const T: usize, const S: usize> {
+    scratch: [u32; S],
+    limits: Limits,
+}
+
+impl<const T: usize, const S: usize> Default for FixedIndex<T, S> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const T: usize, const S: usize> FixedIndex<T, S> {
+    // Checked when the type is used: S must hold the table for T names.
+    const ENOUGH_SCRATCH: () = assert!(S >= scratch_words(T), "S is smaller than scratch_len(T)");
+
+    /// An empty index with default caps (the count cap lowered to `T`).
+    pub const fn new() -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::ENOUGH_SCRATCH;
+        FixedIndex { scratch: [0; S], limits: Limits::DEFAULT }
+    }
+
+    /// Uses these caps (the count cap is still at most `T`).
+    pub const fn with_limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Checks a standalone block and indexes its names.
+    pub fn parse<'a>(&mut self, buf: &'a [u8]) -> Result<(Directory<'a>, NameIndex<'a, '_>)> {
+        let cap = u32::try_from(T).unwrap_or(u32::MAX).min(self.limits.count_cap);
+        Parser::new().limits(self.limits.with_count_cap(cap)).scratch(&mut self.scratch).parse_indexed(buf)
+    }
+}
+
+/// `scratch_len` as a const fn for the compile-time capacity check.
+const fn scratch_words(tensors: usize) -> usize {
+    let want = tensors.saturating_add(tensors / 2).saturating_add(1);
+    match want.checked_next_power_of_two() {
+        Some(p) => p.saturating_mul(2),
+        None => usize::MAX,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn const_and_runtime_scratch_sizes_agree() {
+        for n in [0u32, 1, 2, 3, 7, 8, 100, 10_000] {
+            assert_eq!(scratch_words(n as usize), crate::scratch_len(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn too_many_tensors_for_the_capacity_is_limit() {
+        let bytes = crate::doc_example_block_named();
+        let mut index = FixedIndex::<0, 2>::new();
+        let err = index.parse(&bytes).unwrap_err();
+        assert_eq!((err.code(), err.offset()), (crate::ErrorCode::Limit, 8));
+    }
+}

@@ -1,0 +1,140 @@
+//! The canonical encoder: a cursor over caller memory, and the entry points
+//! that size, write and frame an [`Encode`] value.
+//!
+//! Canonical means one value has one byte string: fields in declaration
+//! order, no padding, dict keys in increasing byte order (the encoder sorts
+//! them), float bits kept as they are (NaN payloads, signed zeros), tensor
+//! directories in the canonical layout.
+
+use crate::error::{fail, Result, Rule};
+use crate::writer::{TensorSpec, Writer};
+
+use super::frame::{write_frame, FRAME_LEN};
+use super::typed::Encode;
+
+/// Writes Frozen values into a caller buffer, front to back.
+///
+/// ```
+/// use kiln_nostd::frozen::Encoder;
+/// let mut out = [0u8; 16];
+/// let mut e = Encoder::new(&mut out);
+/// e.put_str("hi")?;
+/// e.put(&7u16.to_le_bytes())?;
+/// assert_eq!(e.position(), 8);
+/// assert_eq!(&out[..8], &[2, 0, 0, 0, b'h', b'i', 7, 0]);
+/// # Ok::<(), kiln_nostd::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Encoder<'o> {
+    out: &'o mut [u8],
+    pos: usize,
+}
+
+impl<'o> Encoder<'o> {
+    /// An encoder writing from the start of `out`.
+    pub fn new(out: &'o mut [u8]) -> Self {
+        Encoder { out, pos: 0 }
+    }
+
+    /// Bytes written so far.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The next `n` output bytes, to fill in place; the cursor moves past them.
+    pub fn reserve(&mut self, n: usize) -> Result<&mut [u8]> {
+        let start = self.pos;
+        let end = start.saturating_add(n);
+        let Some(dst) = self.out.get_mut(start..end) else {
+            return fail(Rule::ValueOutputTooSmall, start);
+        };
+        self.pos = end;
+        Ok(dst)
+    }
+
+    /// Raw bytes.
+    pub fn put(&mut self, bytes: &[u8]) -> Result<()> {
+        self.reserve(bytes.len())?.copy_from_slice(bytes);
+        Ok(())
+    }
+
+    /// One byte (a bool, an opt tag, an i8/u8).
+    pub fn put_u8(&mut self, b: u8) -> Result<()> {
+        self.put(&[b])
+    }
+
+    /// A u32 count or length word; more than 4,294,967,295 is LIMIT.
+    pub fn put_count(&mut self, n: usize) -> Result<()> {
+        let Ok(n) = u32::try_from(n) else {
+            return fail(Rule::CountTooWide, self.pos);
+        };
+        self.put(&n.to_le_bytes())
+    }
+
+    /// A `str`: length word, then the UTF-8 bytes.
+    pub fn put_str(&mut self, s: &str) -> Result<()> {
+        self.put_bytes(s.as_bytes())
+    }
+
+    /// A `list<u8>`: length word, then the bytes.
+    pub fn put_bytes(&mut self, b: &[u8]) -> Result<()> {
+        self.put_count(b.len())?;
+        self.put(b)
+    }
+
+    /// A `tensors` value: one canonical directory block of `specs`.
+    pub fn put_tensors(&mut self, specs: &[TensorSpec<'_>]) -> Result<()> {
+        let start = self.pos;
+        let rest = self.out.get_mut(start..).unwrap_or(&mut []);
+        let n = Writer::new().write(specs, rest).map_err(|e| e.shifted(start))?;
+        self.pos = start.saturating_add(n);
+        Ok(())
+    }
+}
+
+/// The exact encoded length of `value`, so a caller can size the buffer.
+/// Saturates at `usize::MAX` (such a value cannot be written).
+///
+/// ```
+/// assert_eq!(kiln_nostd::frozen::encoded_len("hi"), 6);
+/// assert_eq!(kiln_nostd::frozen::encoded_len(&[1.0f32, 2.0][..]), 12);
+/// ```
+pub fn encoded_len<T: Encode + ?Sized>(value: &T) -> usize {
+    value.encoded_len()
+}
+
+/// Writes the canonical encoding of `value` at the start of `out`; returns
+/// its length. A short `out` is EOF ([`Rule::ValueOutputTooSmall`]).
+///
+/// ```
+/// let mut out = [0u8; 8];
+/// assert_eq!(kiln_nostd::frozen::encode(&-0.0f32, &mut out), Ok(4));
+/// assert_eq!(&out[..4], &[0, 0, 0, 0x80]);
+/// ```
+pub fn encode<T: Encode + ?Sized>(value: &T, out: &mut [u8]) -> Result<usize> {
+    let mut e = Encoder::new(out);
+    value.encode(&mut e)?;
+    Ok(e.position())
+}
+
+/// Like [`encode`], behind the 16-byte frame carrying `T`'s schema hash.
+///
+/// ```
+/// use kiln_nostd::frozen::{encode_framed, decode_framed};
+/// let mut out = [0u8; 32];
+/// let n = encode_framed(&7u64, &mut out)?;
+/// assert_eq!(n, 24);
+/// assert_eq!(decode_framed::<u64>(&out[..n])?, 7);
+/// # Ok::<(), kiln_nostd::Error>(())
+/// ```
+pub fn encode_framed<T: Encode + ?Sized>(value: &T, out: &mut [u8]) -> Result<usize> {
+    write_frame(T::SCHEMA_HASH, out)?;
+    let rest = out.get_mut(FRAME_LEN..).unwrap_or(&mut []);
+    let n = encode(value, rest).map_err(|e| e.shifted(FRAME_LEN))?;
+    Ok(n.saturating_add(FRAME_LEN))
+}
+
+/// `16 + encoded_len(value)`, saturating.
+pub fn encoded_len_framed<T: Encode + ?Sized>(value: &T) -> usize {
+    value.encoded_len().saturating_add(FRAME_LEN)
+}

@@ -1,0 +1,230 @@
+//! Property tests: arbitrary tensor sets round-trip through writer and
+//! parser; any single-byte change or truncation of a valid block never
+//! panics and never yields a view outside the buffer.
+
+use kiln_nostd::{DType, Directory, Parser, Quant, Tensor, TensorRef, TensorSpec, Width, Writer};
+use proptest::prelude::*;
+
+/// An owned tensor description the strategies generate.
+#[derive(Clone, Debug)]
+struct Owned {
+    name: Option<String>,
+    dtype: DType,
+    shape: Vec<u64>,
+    data: Vec<u8>,
+    layout: Option<String>,
+    block_size: u32,
+    quant: Option<(u16, u32, u32)>, // axis, group, scale index
+}
+
+fn data_len(dtype: DType, shape: &[u64], blocks: u64, block_size: u32) -> usize {
+    let n: u64 = shape.iter().product();
+    match dtype.width() {
+        Width::Bytes(w) => (n * u64::from(w)) as usize,
+        Width::Nibble => n.div_ceil(2) as usize,
+        Width::Opaque => (blocks * u64::from(block_size)) as usize,
+    }
+}
+
+/// Legal payload bytes: bools are 0/1, odd packed tails have a zero high nibble.
+fn legalise(dtype: DType, shape: &[u64], mut data: Vec<u8>) -> Vec<u8> {
+    let n: u64 = shape.iter().product();
+    match dtype {
+        DType::Bool => data.iter_mut().for_each(|b| *b &= 1),
+        DType::I4 | DType::U4 | DType::E2M1 if n % 2 == 1 => {
+            if let Some(last) = data.last_mut() {
+                *last &= 0x0F;
+            }
+        }
+        _ => {}
+    }
+    data
+}
+
+fn tensor() -> impl Strategy<Value = Owned> {
+    let dtype = prop_oneof![
+        8 => proptest::sample::select(DType::closed_set().to_vec()),
+        1 => (4096u16..=32767).prop_map(DType::Opaque),
+    ];
+    (dtype, proptest::collection::vec(0u64..5, 0..4), 0u64..4, 1u32..20, any::<u64>()).prop_flat_map(
+        |(dtype, shape, blocks, block_size, seed)| {
+            let len = data_len(dtype, &shape, blocks, block_size);
+            proptest::collection::vec(any::<u8>(), len..=len).prop_map(move |data| {
+                let opaque = dtype.is_opaque();
+                Owned {
+                    name: None,
+                    dtype,
+                    data: legalise(dtype, &shape, data),
+                    shape: shape.clone(),
+                    layout: opaque.then(|| format!("L{}", seed % 7)),
+                    block_size: if opaque { block_size } else { 0 },
+                    quant: None,
+                }
+            })
+        },
+    )
+}
+
+/// A set of tensors, all named or none, optionally with one quantized pair.
+fn tensor_set() -> impl Strategy<Value = Vec<Owned>> {
+    (proptest::collection::vec(tensor(), 0..6), any::<bool>(), any::<bool>(), 1u32..9).prop_map(
+        |(mut ts, named, quantize, group)| {
+            if quantize {
+                // data: 1-D e2m1 of `len` elements, scale: e8m0 with one byte per group.
+                let len = u64::from(group) * 3 + 1;
+                let scales = len.div_ceil(u64::from(group));
+                let scale_index = ts.len() as u32 + 1;
+                ts.push(Owned {
+                    name: None,
+                    dtype: DType::E2M1,
+                    shape: vec![len],
+                    data: vec![0x21; len.div_ceil(2) as usize - 1].into_iter().chain([0x01]).collect(),
+                    layout: None,
+                    block_size: 0,
+                    quant: Some((0, group, scale_index)),
+                });
+                ts.push(Owned {
+                    name: None,
+                    dtype: DType::E8M0,
+                    shape: vec![scales],
+                    data: vec![127; scales as usize],
+                    layout: None,
+                    block_size: 0,
+                    quant: None,
+                });
+            }
+            if named {
+                for (i, t) in ts.iter_mut().enumerate() {
+                    t.name = Some(format!("t{i}.é"));
+                }
+            }
+            ts
+        },
+    )
+}
+
+fn specs(ts: &[Owned]) -> Vec<TensorSpec<'_>> {
+    ts.iter()
+        .map(|t| TensorSpec {
+            name: t.name.as_deref(),
+            dtype: t.dtype,
+            shape: &t.shape,
+            data: &t.data,
+            layout: t.layout.as_deref(),
+            block_size: t.block_size,
+            quant: match t.quant {
+                None => Quant::None,
+                Some((axis, group_size, scale)) => Quant::Scales { axis, group_size, scale: TensorRef::Index(scale) },
+            },
+        })
+        .collect()
+}
+
+fn write(ts: &[Owned]) -> Vec<u8> {
+    let specs = specs(ts);
+    let len = Writer::new().encoded_len(&specs).unwrap();
+    let mut out = vec![0xAA; len + 7];
+    assert_eq!(Writer::new().write(&specs, &mut out).unwrap(), len);
+    assert!(out[len..].iter().all(|&b| b == 0xAA), "writer touched bytes past the block");
+    out.truncate(len);
+    out
+}
+
+/// Re-encodes a parsed directory from its views alone.
+fn rewrite(dir: &Directory<'_>) -> Vec<u8> {
+    let owned: Vec<Owned> = dir
+        .iter()
+        .map(|t| Owned {
+            name: t.name().map(str::to_owned),
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+            data: t.bytes().to_vec(),
+            layout: t.layout().map(str::to_owned),
+            block_size: t.block_size(),
+            quant: t.quant().map(|q| (q.axis as u16, q.group_size, q.scale.index() as u32)),
+        })
+        .collect();
+    assert!(dir.iter().all(|t| t.quant().is_none_or(|q| q.outer.is_none())), "no scheme 2 in these sets");
+    write(&owned)
+}
+
+fn assert_views_inside(buf: &[u8], t: &Tensor<'_>) {
+    let range = buf.as_ptr_range();
+    let b = t.bytes();
+    assert!(range.start <= b.as_ptr() && b.as_ptr_range().end <= range.end);
+    assert_eq!(b.len(), t.byte_len());
+    assert!(t.absolute_offset() + b.len() <= buf.len());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 8 } else { 256 }, ..ProptestConfig::default() })]
+
+    #[test]
+    fn written_sets_parse_back_identically(ts in tensor_set()) {
+        let bytes = write(&ts);
+        let dir = Directory::parse(&bytes).unwrap();
+        prop_assert_eq!(dir.len(), ts.len());
+        for (t, o) in dir.iter().zip(&ts) {
+            prop_assert_eq!(t.name(), o.name.as_deref());
+            prop_assert_eq!(t.dtype(), o.dtype);
+            prop_assert_eq!(t.shape(), &o.shape[..]);
+            prop_assert_eq!(t.bytes(), &o.data[..]);
+            prop_assert_eq!(t.layout(), o.layout.as_deref());
+            prop_assert_eq!(t.block_size(), o.block_size);
+            prop_assert_eq!(t.bytes().as_ptr() as usize % 64 == (bytes.as_ptr() as usize) % 64, true);
+            if let Some(name) = &o.name {
+                prop_assert_eq!(dir.find(name).map(|f| f.index()), Some(t.index()));
+            }
+        }
+        prop_assert_eq!(rewrite(&dir), bytes.clone());
+        // The hashed name check agrees with the quadratic one.
+        let mut scratch = vec![0u32; kiln_nostd::scratch_len(ts.len() as u32)];
+        let (d2, index) = Parser::new().scratch(&mut scratch).parse_indexed(&bytes).unwrap();
+        prop_assert_eq!(d2.len(), dir.len());
+        for t in dir.iter() {
+            if let Some(n) = t.name() {
+                prop_assert_eq!(index.get(n).map(|f| f.index()), Some(t.index()));
+            }
+        }
+    }
+
+    #[test]
+    fn single_byte_changes_never_escape_the_buffer(ts in tensor_set(), pos in any::<prop::sample::Index>(), byte in any::<u8>()) {
+        let mut bytes = write(&ts);
+        let i = pos.index(bytes.len());
+        bytes[i] = byte;
+        check_any(&bytes);
+    }
+
+    #[test]
+    fn truncations_are_eof_or_trailing_free(ts in tensor_set(), cut in any::<prop::sample::Index>()) {
+        let bytes = write(&ts);
+        let n = cut.index(bytes.len());
+        let err = Directory::parse(&bytes[..n]).unwrap_err();
+        prop_assert!(err.offset() <= n, "offset {} past {}", err.offset(), n);
+        // A block cut short never validates; the first fault is running out of bytes.
+        prop_assert_eq!(err.code(), kiln_nostd::ErrorCode::Eof);
+    }
+}
+
+/// Whatever the bytes, parsing returns; accepted blocks have in-bounds,
+/// non-overlapping views and are canonical; errors point inside the buffer.
+fn check_any(bytes: &[u8]) {
+    match Directory::parse(bytes) {
+        Ok(dir) => {
+            let mut last_end = 0usize;
+            for t in dir.iter() {
+                assert_views_inside(bytes, &t);
+                if t.byte_len() > 0 {
+                    assert!(t.absolute_offset() >= last_end, "views overlap");
+                    last_end = t.absolute_offset() + t.byte_len();
+                }
+                let _ = (t.name(), t.layout(), t.quant(), t.as_slice::<f32>(), t.element_count());
+            }
+            if dir.iter().all(|t| t.quant().is_none_or(|q| q.outer.is_none())) {
+                assert_eq!(rewrite(&dir), bytes, "accepted block is not canonical");
+            }
+        }
+        Err(e) => assert!(e.offset() <= bytes.len(), "error offset {} past {}", e.offset(), bytes.len()),
+    }
+}

@@ -1,0 +1,364 @@
+//! Property tests over random Frozen types and values: canonical round trips
+//! through the schema validator and the lazy `Value` API, prefixes that are
+//! always EOF, and mutations that never panic and, when accepted, decode to
+//! a value whose canonical encoding is exactly the mutated bytes.
+
+use std::fmt;
+
+use kiln_derive::Kiln;
+use kiln_nostd::frozen::{self, decode, encode, encoded_len, hash_text, Encoder, Kind, Reader, Schema, Value};
+use kiln_nostd::{ErrorCode, Limits, EMPTY_BLOCK};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum T {
+    Scalar(Kind),
+    List(Box<T>),
+    Opt(Box<T>),
+    Dict(Box<T>),
+    Struct(Vec<T>),
+}
+
+impl fmt::Display for T {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            T::Scalar(k) => f.write_str(k.name()),
+            T::List(e) => write!(f, "list<{e}>"),
+            T::Opt(e) => write!(f, "opt<{e}>"),
+            T::Dict(e) => write!(f, "dict<str,{e}>"),
+            T::Struct(fields) => {
+                f.write_str("struct{")?;
+                for (i, t) in fields.iter().enumerate() {
+                    write!(f, "f{i}:{t},")?;
+                }
+                f.write_str("}")
+            }
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum V {
+    Bool(bool),
+    I(i64),
+    U(u64),
+    F32(u32),
+    F64(u64),
+    Str(String),
+    Bytes(Vec<u8>),
+    List(Vec<V>),
+    Opt(Option<Box<V>>),
+    Dict(Vec<(String, V)>),
+    Struct(Vec<V>),
+    Tensors(Vec<u8>),
+}
+
+const SCALARS: [Kind; 15] = [
+    Kind::Bool,
+    Kind::I8,
+    Kind::I16,
+    Kind::I32,
+    Kind::I64,
+    Kind::U8,
+    Kind::U16,
+    Kind::U32,
+    Kind::U64,
+    Kind::Int,
+    Kind::Uint,
+    Kind::F32,
+    Kind::F64,
+    Kind::Str,
+    Kind::Tensors,
+];
+
+fn types() -> impl Strategy<Value = T> {
+    let leaf = proptest::sample::select(&SCALARS[..]).prop_map(T::Scalar);
+    leaf.prop_recursive(5, 40, 4, |inner| {
+        prop_oneof![
+            inner.clone().prop_map(|t| T::List(Box::new(t))),
+            inner.clone().prop_map(|t| T::Opt(Box::new(t))),
+            inner.clone().prop_map(|t| T::Dict(Box::new(t))),
+            prop::collection::vec(inner, 0..4).prop_map(T::Struct),
+        ]
+    })
+}
+
+fn f32_block() -> Vec<u8> {
+    kiln_nostd::doc_example_block().to_vec()
+}
+
+fn values(t: &T) -> BoxedStrategy<V> {
+    match t {
+        T::Scalar(k) => match k {
+            Kind::Bool => any::<bool>().prop_map(V::Bool).boxed(),
+            Kind::I8 => any::<i8>().prop_map(|x| V::I(x.into())).boxed(),
+            Kind::I16 => any::<i16>().prop_map(|x| V::I(x.into())).boxed(),
+            Kind::I32 => any::<i32>().prop_map(|x| V::I(x.into())).boxed(),
+            Kind::I64 | Kind::Int => any::<i64>().prop_map(V::I).boxed(),
+            Kind::U8 => any::<u8>().prop_map(|x| V::U(x.into())).boxed(),
+            Kind::U16 => any::<u16>().prop_map(|x| V::U(x.into())).boxed(),
+            Kind::U32 => any::<u32>().prop_map(|x| V::U(x.into())).boxed(),
+            Kind::U64 | Kind::Uint => any::<u64>().prop_map(V::U).boxed(),
+            Kind::F32 => any::<u32>().prop_map(V::F32).boxed(),
+            Kind::F64 => any::<u64>().prop_map(V::F64).boxed(),
+            Kind::Str => ".{0,6}".prop_map(V::Str).boxed(),
+            _ => prop_oneof![Just(EMPTY_BLOCK.to_vec()), Just(f32_block())].prop_map(V::Tensors).boxed(),
+        },
+        T::List(e) if matches!(**e, T::Scalar(Kind::U8)) => prop::collection::vec(any::<u8>(), 0..6).prop_map(V::Bytes).boxed(),
+        T::List(e) => prop::collection::vec(values(e), 0..4).prop_map(V::List).boxed(),
+        T::Opt(e) => prop::option::of(values(e)).prop_map(|o| V::Opt(o.map(Box::new))).boxed(),
+        T::Dict(e) => prop::collection::btree_map(".{0,3}", values(e), 0..4)
+            .prop_map(|m| V::Dict(m.into_iter().collect()))
+            .boxed(),
+        T::Struct(fields) => fields.iter().map(values).collect::<Vec<_>>().prop_map(V::Struct).boxed(),
+    }
+}
+
+fn typed_values() -> impl Strategy<Value = (T, V)> {
+    types().prop_flat_map(|t| {
+        let v = values(&t);
+        (Just(t), v)
+    })
+}
+
+/// Encodes `v` as `t` with the library's encoder pieces.
+fn enc(t: &T, v: &V, e: &mut Encoder<'_>) -> kiln_nostd::Result<()> {
+    match (t, v) {
+        (T::Scalar(Kind::Bool), V::Bool(b)) => e.put_u8((*b).into()),
+        (T::Scalar(k), V::I(x)) => e.put(&x.to_le_bytes()[..k.width().unwrap() as usize]),
+        (T::Scalar(k), V::U(x)) => e.put(&x.to_le_bytes()[..k.width().unwrap() as usize]),
+        (_, V::F32(bits)) => e.put(&bits.to_le_bytes()),
+        (_, V::F64(bits)) => e.put(&bits.to_le_bytes()),
+        (_, V::Str(s)) => e.put_str(s),
+        (_, V::Bytes(b)) => e.put_bytes(b),
+        (_, V::Tensors(b)) => e.put(b),
+        (T::List(et), V::List(items)) => {
+            e.put_count(items.len())?;
+            items.iter().try_for_each(|x| enc(et, x, e))
+        }
+        (T::Opt(_), V::Opt(None)) => e.put_u8(0),
+        (T::Opt(et), V::Opt(Some(x))) => {
+            e.put_u8(1)?;
+            enc(et, x, e)
+        }
+        (T::Dict(vt), V::Dict(entries)) => {
+            e.put_count(entries.len())?;
+            entries.iter().try_for_each(|(k, x)| {
+                e.put_str(k)?;
+                enc(vt, x, e)
+            })
+        }
+        (T::Struct(fts), V::Struct(xs)) => fts.iter().zip(xs).try_for_each(|(ft, x)| enc(ft, x, e)),
+        other => panic!("value does not match type: {other:?}"),
+    }
+}
+
+fn encode_dyn(t: &T, v: &V) -> Vec<u8> {
+    let mut out = vec![0u8; 1 << 16];
+    let mut e = Encoder::new(&mut out);
+    enc(t, v, &mut e).unwrap();
+    let n = e.position();
+    out.truncate(n);
+    out
+}
+
+/// Reads a validated value back into the model, through the public API.
+fn read(v: Value<'_, '_>) -> V {
+    match v.kind() {
+        Kind::Bool => V::Bool(v.as_bool().unwrap()),
+        Kind::I8 | Kind::I16 | Kind::I32 | Kind::I64 | Kind::Int => V::I(v.as_i64().unwrap()),
+        Kind::U8 | Kind::U16 | Kind::U32 | Kind::U64 | Kind::Uint => V::U(v.as_u64().unwrap()),
+        Kind::F32 => V::F32(v.as_f32().unwrap().to_bits()),
+        Kind::F64 => V::F64(v.as_f64().unwrap().to_bits()),
+        Kind::Str => V::Str(v.as_str().unwrap().to_owned()),
+        Kind::Tensors => {
+            let d = v.as_tensors().unwrap();
+            assert_eq!(d.start(), v.offset());
+            V::Tensors(d.block().to_vec())
+        }
+        Kind::List => match v.as_bytes() {
+            Some(b) => V::Bytes(b.to_vec()),
+            None => {
+                let list = v.as_list().unwrap();
+                let items: Vec<V> = list.iter().map(read).collect();
+                assert_eq!(items.len(), list.len());
+                if let Some(last) = list.len().checked_sub(1) {
+                    assert_eq!(read(list.get(last).unwrap()), *items.last().unwrap());
+                }
+                V::List(items)
+            }
+        },
+        Kind::Opt => V::Opt(v.as_opt().unwrap().map(|x| Box::new(read(x)))),
+        Kind::Dict => {
+            let d = v.as_dict().unwrap();
+            let entries: Vec<(String, V)> = d.iter().map(|(k, x)| (k.to_owned(), read(x))).collect();
+            let mut scratch = vec![0usize; d.len()];
+            let index = d.index(&mut scratch).unwrap();
+            for (k, x) in &entries {
+                assert_eq!(read(d.get(k).unwrap()), *x);
+                assert_eq!(read(index.get(k).unwrap()), *x);
+            }
+            V::Dict(entries)
+        }
+        Kind::Struct => {
+            let s = v.as_struct().unwrap();
+            let fields: Vec<V> = s.fields().map(|(_, x)| read(x)).collect();
+            for (i, f) in fields.iter().enumerate() {
+                assert_eq!(read(s.field(&format!("f{i}")).unwrap()), *f);
+            }
+            V::Struct(fields)
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn canonical_round_trip((t, v) in typed_values()) {
+        let text = t.to_string();
+        let schema: Schema<'_, 512> = Schema::parse(&text).unwrap();
+        prop_assert_eq!(schema.to_string(), text.clone());
+        prop_assert_eq!(schema.hash(), hash_text(&text));
+        let bytes = encode_dyn(&t, &v);
+        prop_assert!(schema.min_size() <= bytes.len() as u64);
+        let value = Reader::new().read(&bytes, &schema).unwrap();
+        prop_assert_eq!(read(value), v);
+        prop_assert_eq!(value.raw(), &bytes[..]);
+        prop_assert_eq!(value.end(), bytes.len());
+        // Framed, the same value follows the frame.
+        let mut framed = frozen::frame_bytes(schema.hash()).to_vec();
+        framed.extend_from_slice(&bytes);
+        prop_assert!(frozen::validate(&framed, &schema, &Limits::DEFAULT, true).is_ok());
+        // Trusted reads accept what full reads accept.
+        prop_assert!(Reader::new().trusted(true).read(&bytes, &schema).is_ok());
+    }
+
+    #[test]
+    fn every_strict_prefix_is_eof((t, v) in typed_values()) {
+        let text = t.to_string();
+        let schema: Schema<'_, 512> = Schema::parse(&text).unwrap();
+        let bytes = encode_dyn(&t, &v);
+        for cut in 0..bytes.len() {
+            let e = frozen::validate(&bytes[..cut], &schema, &Limits::DEFAULT, false).unwrap_err();
+            prop_assert_eq!(e.code(), ErrorCode::Eof, "cut {} of {}: {}", cut, bytes.len(), e);
+            prop_assert!(e.offset() <= cut);
+        }
+    }
+
+    #[test]
+    fn mutations_never_panic_and_accepted_bytes_are_canonical(
+        (t, v) in typed_values(),
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+    ) {
+        let text = t.to_string();
+        let schema: Schema<'_, 512> = Schema::parse(&text).unwrap();
+        let mut bytes = encode_dyn(&t, &v);
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let i = at.index(bytes.len());
+        bytes[i] = byte;
+        match Reader::new().read(&bytes, &schema) {
+            Ok(value) => {
+                let back = read(value);
+                prop_assert_eq!(encode_dyn(&t, &back), bytes);
+            }
+            Err(e) => prop_assert!(e.offset() <= bytes.len()),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- typed
+
+#[derive(Kiln, Debug, Clone, PartialEq)]
+struct Inner<'a> {
+    flag: bool,
+    label: Option<&'a str>,
+}
+
+#[derive(Kiln, Debug)]
+struct Outer<'a> {
+    id: i64,
+    small: u8,
+    ratio: f64,
+    name: &'a str,
+    blob: &'a [u8],
+    inner: Inner<'a>,
+    maybe: Option<Option<u16>>,
+    items: frozen::Seq<'a, Inner<'a>>,
+}
+
+proptest! {
+    #[test]
+    fn derived_structs_round_trip(
+        id in any::<i64>(), small in any::<u8>(), ratio in any::<u64>(),
+        name in ".{0,8}", blob in prop::collection::vec(any::<u8>(), 0..8),
+        flag in any::<bool>(), label in prop::option::of(".{0,4}"),
+        maybe in prop::option::of(prop::option::of(any::<u16>())),
+        n in 0usize..4,
+    ) {
+        let inner = Inner { flag, label: label.as_deref() };
+        // Build the Seq through its wire form.
+        let mut seq_bytes = vec![0u8; 4 + n * encoded_len(&inner)];
+        {
+            let mut e = Encoder::new(&mut seq_bytes);
+            e.put_count(n).unwrap();
+            for _ in 0..n {
+                frozen::Encode::encode(&inner, &mut e).unwrap();
+            }
+        }
+        let items: frozen::Seq<Inner> = decode(&seq_bytes).unwrap();
+        let value = Outer { id, small, ratio: f64::from_bits(ratio), name: &name, blob: &blob, inner: inner.clone(), maybe, items };
+        let mut out = vec![0u8; encoded_len(&value)];
+        prop_assert_eq!(encode(&value, &mut out), Ok(out.len()));
+        let schema: Schema = Schema::parse(Outer::TYPE_TEXT).unwrap();
+        prop_assert!(frozen::validate(&out, &schema, &Limits::DEFAULT, false).is_ok());
+        let back: Outer = decode(&out).unwrap();
+        prop_assert_eq!((back.id, back.small, back.ratio.to_bits(), back.name, back.blob), (id, small, ratio, &name[..], &blob[..]));
+        prop_assert_eq!(&back.inner, &inner);
+        prop_assert_eq!(back.maybe, maybe);
+        prop_assert_eq!(back.items.iter().collect::<Vec<_>>(), vec![inner; n]);
+        let mut again = vec![0u8; out.len()];
+        encode(&back, &mut again).unwrap();
+        prop_assert_eq!(again, out);
+    }
+}
+
+#[cfg(feature = "alloc")]
+mod owned {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    #[derive(Kiln, Debug, Clone, PartialEq)]
+    struct Owned {
+        id: u32,
+        name: String,
+        scores: Vec<f32>,
+        tags: BTreeMap<String, i32>,
+        nested: Vec<Vec<String>>,
+        note: Option<String>,
+    }
+
+    proptest! {
+        #[test]
+        fn owned_values_round_trip_and_match_borrowed(
+            id in any::<u32>(), name in ".{0,8}",
+            scores in prop::collection::vec(any::<u32>(), 0..16),
+            tags in prop::collection::btree_map(".{0,4}", any::<i32>(), 0..6),
+            nested in prop::collection::vec(prop::collection::vec(".{0,3}", 0..3), 0..3),
+            note in prop::option::of(".{0,4}"),
+        ) {
+            let value = Owned { id, name, scores: scores.iter().copied().map(f32::from_bits).collect(), tags, nested, note };
+            let mut out = vec![0u8; encoded_len(&value)];
+            encode(&value, &mut out).unwrap();
+            let back: Owned = decode(&out).unwrap();
+            prop_assert_eq!(back.scores.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), scores);
+            prop_assert_eq!((&back.name, &back.tags, &back.nested, &back.note), (&value.name, &value.tags, &value.nested, &value.note));
+            let schema: Schema = Schema::parse(Owned::TYPE_TEXT).unwrap();
+            let v = Reader::new().read(&out, &schema).unwrap();
+            prop_assert_eq!(v.field("tags").unwrap().as_dict().unwrap().len(), value.tags.len());
+        }
+    }
+}
