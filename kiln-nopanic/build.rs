@@ -7,6 +7,6 @@ fn main() {
     fs::copy("memory.x", out.join("memory.x")).expect("copy memory.x");
     println!("cargo:rustc-link-search={}", out.display());
     println!("cargo:rerun-if-changed=memory.x");
-    println!("cargo:rerun-if-changed=../firmware-demo/model.kiln");
+    println!("cargo:rerun-if-changed=../spec/examples/digits-mlp.kiln");
     println!("cargo:rerun-if-changed=build.rs");
 }

@@ -5,10 +5,17 @@
 #   parse     -F parse                       + Parser (caps, seed, scratch) parse/parse_indexed/parse_at, Directory::parse
 #   views     -F views                       + tensor iteration, name, shape, bytes, as_slice, copy_to, quant, find, NameIndex
 #   texts     -F views,error-text            + Rule::id/description, ErrorCode::as_str/from_name
-#   full      default features               + Writer, sort_dict, encode_le/le_bytes (and a read-back)
+#   full      -F views,error-text,writer     + Writer, sort_dict, encode_le/le_bytes (and a read-back)
+# Separate links, each against the baseline alone:
+#   typical   -F typical                     FixedIndex parse + lookups by name + f32 reads + table walk
+#   frozen    -F frozen                      Schema::parse of a type text + frozen::Reader (frame, hash,
+#                                            full value check) + field reads of one framed record
+#   +typical  -F typical,frozen              frozen on top of typical: what a firmware that already
+#                                            validates directories pays for the Frozen record
 # The validator figure is views - baseline (directory parse + views). Each
 # delta includes the compiler-builtins it pulls in (memcpy, u64 division, ...)
-# and the harness's own glue that consumes the results.
+# and the harness's own glue that consumes the results. Every build here uses
+# the no-panic handler, so each one is also a no-panic link check.
 set -euo pipefail
 cd "$(dirname "$0")"
 TARGETS=${TARGETS:-"thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf"}
@@ -28,22 +35,30 @@ declare -A FEATS=(
     [parse]="--no-default-features --features parse"
     [views]="--no-default-features --features views"
     [texts]="--no-default-features --features views,error-text"
-    [full]=""
+    [full]="--no-default-features --features views,error-text,writer"
+    [typical]="--no-default-features --features typical"
+    [frozen]="--no-default-features --features frozen"
+    [typfroz]="--no-default-features --features typical,frozen"
 )
 
-printf '%-22s %8s | %7s %7s %10s %9s | %7s %7s\n' target baseline parse views "validator" builtins texts writer
+printf '%-22s %8s | %7s %7s %10s %9s | %7s %7s | %8s %7s %8s\n' target baseline parse views "validator" builtins texts writer typical frozen "+typical"
 for target in $TARGETS; do
     declare -A TEXT=() BUILTINS=()
-    for v in baseline parse views texts full; do
+    for v in baseline parse views texts full typical frozen typfroz; do
         # shellcheck disable=SC2086
         cargo build -q --release --target "$target" ${FEATS[$v]} --target-dir "target/size-$v"
         TEXT[$v]=$(section .text "target/size-$v/$target/release/kiln-nopanic")
         BUILTINS[$v]=$(builtins "target/size-$v/$target/release/kiln-nopanic")
     done
-    printf '%-22s %8d | %7d %7d %10d %9d | %7d %7d\n' "$target" "${TEXT[baseline]}" \
+    printf '%-22s %8d | %7d %7d %10d %9d | %7d %7d | %8d %7d %8d\n' "$target" "${TEXT[baseline]}" \
         $((TEXT[parse] - TEXT[baseline])) $((TEXT[views] - TEXT[parse])) $((TEXT[views] - TEXT[baseline])) \
         $((BUILTINS[views] - BUILTINS[baseline])) \
-        $((TEXT[texts] - TEXT[views])) $((TEXT[full] - TEXT[texts]))
+        $((TEXT[texts] - TEXT[views])) $((TEXT[full] - TEXT[texts])) \
+        $((TEXT[typical] - TEXT[baseline])) $((TEXT[frozen] - TEXT[baseline])) $((TEXT[typfroz] - TEXT[typical]))
 done
-echo "(.text bytes; baseline is absolute, the rest are deltas; validator = parse + views (budget 8192),"
-echo " builtins = the part of validator that is compiler-builtins code: memcpy/memclr/memcmp, 64-bit division)"
+echo "(.text bytes; baseline is absolute, the rest are deltas incl. the builtins they pull in;"
+echo " validator = parse + views, every directory API (budget 8192);"
+echo " builtins = the part of validator that is compiler-builtins code: memcpy/memclr/memcmp, 64-bit division;"
+echo " typical = FixedIndex parse + lookups by name + f32 reads + table walk, over the baseline;"
+echo " frozen = Schema::parse + frozen::Reader validate/read of one framed record + field reads, over the baseline;"
+echo " +typical = the same frozen code linked beside typical, over typical (shared directory validator/builtins))"

@@ -1,14 +1,16 @@
-//! Kiln v2 on a Cortex-M3 (LM3S6965 under QEMU): validate an embedded model in
-//! place, run it on its own labelled samples, and show that corrupted copies
-//! are rejected with the spec's error codes. Output goes through semihosting;
-//! the exit status is 0 only when every check matched its expectation.
+//! Kiln v2 on a Cortex-M3 (LM3S6965 under QEMU): validate the bundled example
+//! model (`spec/examples/digits-mlp.kiln`) in place, run it on its own
+//! labelled samples in f32 and with an MXFP4 first layer dequantized on the
+//! fly, and show that corrupted copies are rejected with the spec's error
+//! codes. Output goes through semihosting; the exit status is 0 only when
+//! every check matched its expectation.
 //!
-//! Model conventions (read by name, shapes from the directory):
-//! - layers: every rank-2 f32 tensor whose name starts with `w` (`w`, `w1`,
-//!   `w2`, ... in directory order) with its bias `b...` (same suffix, f32
-//!   `[out]`). Weights are `[in, out]`; `[out, in]` is accepted when only that
-//!   reading matches the bias length. Hidden layers use ReLU, the last none.
-//! - samples: `x` f32 `[n, in]`, labels `y` u8 `[n]`; prediction = argmax.
+//! The model (see spec/examples/README.md), read by name, shapes from the
+//! directory: `logits = fc2.weight @ relu(fc1.weight @ x + fc1.bias) + fc2.bias`,
+//! prediction = argmax. Weights are `[out, in]` (row = output unit).
+//! `fc1.weight.mxfp4` is an e2m1 copy of `fc1.weight` whose scale tensor is
+//! found through its quantization metadata; `samples.x` / `samples.y` are
+//! the test images and their labels.
 #![no_std]
 #![no_main]
 
@@ -17,32 +19,51 @@ use core::ptr::{addr_of, addr_of_mut};
 use cortex_m as _; // critical-section implementation (single core)
 use cortex_m_rt::{entry, exception, ExceptionFrame};
 use cortex_m_semihosting::{debug, hprintln};
-use kiln_nostd::{scratch_len, DType, Directory, Error, ErrorCode, Header, NameIndex, Parser, Rule, Tensor};
+use kiln_nostd::header::{DESCRIPTOR_LEN, HEADER_LEN};
+use kiln_nostd::{mx, scratch_len, DType, Directory, Error, ErrorCode, Header, NameIndex, Parser, Rule, Tensor};
 
 /// 64-byte alignment: every canonical payload offset is a multiple of 64, so
 /// an aligned block gives aligned payloads and `as_slice::<f32>()` works in place.
 #[repr(C, align(64))]
 struct Aligned<T>(T);
 
-const MODEL_LEN: usize = include_bytes!("../model.kiln").len();
-/// The model, in flash.
-static MODEL: Aligned<[u8; MODEL_LEN]> = Aligned(*include_bytes!("../model.kiln"));
+const MODEL_LEN: usize = include_bytes!("../../spec/examples/digits-mlp.kiln").len();
+/// The bundled example model, in flash.
+static MODEL: Aligned<[u8; MODEL_LEN]> = Aligned(*include_bytes!("../../spec/examples/digits-mlp.kiln"));
 
 /// RAM copy for the misaligned run and the corruption tests (+64: room for a
 /// trailing byte and a copy at offset 1).
 static mut RAM: Aligned<[u8; MODEL_LEN + 64]> = Aligned([0; MODEL_LEN + 64]);
 
-/// f32 storage for tensors that cannot be viewed in place.
-const POOL_WORDS: usize = 4096;
+/// f32 storage for tensors that cannot be viewed in place (the misaligned
+/// run copies fc1, fc2 and samples.x: 4458 values for the example model).
+const POOL_WORDS: usize = 4608;
 static mut POOL: Aligned<[f32; POOL_WORDS]> = Aligned([0.0; POOL_WORDS]);
+
+// Tensor names of the example model.
+const FC1_WEIGHT: &str = "fc1.weight";
+const FC1_BIAS: &str = "fc1.bias";
+const FC2_WEIGHT: &str = "fc2.weight";
+const FC2_BIAS: &str = "fc2.bias";
+const FC1_MXFP4: &str = "fc1.weight.mxfp4";
+const SAMPLES_X: &str = "samples.x";
+const SAMPLES_Y: &str = "samples.y";
+
+/// The figures spec/examples/README.md records for the 32 stored samples
+/// (measured by make_digits_model.py in float64; the smallest top-2 logit gap
+/// is 0.215, so f32 soft-float gives the same classes).
+const EXPECT_F32_CORRECT: usize = 32;
+const EXPECT_MXFP4_CORRECT: usize = 31;
+const EXPECT_AGREE: usize = 31;
+/// README: largest |w - dequant(w)| over fc1.
+const EXPECT_MAX_DEQUANT_ERROR: f32 = 0.24784;
 
 /// Name-index scratch: enough for 32 tensors (`scratch_len(32) == 64`).
 const SCRATCH_SLOTS: usize = 64;
-const MAX_LAYERS: usize = 8;
-const MAX_WIDTH: usize = 64;
-const MAX_SAMPLES: usize = 256;
-/// Every sample of the demo model is labelled with the model's own argmax.
-const REQUIRED_ACCURACY_PERCENT: usize = 100;
+const MAX_IN: usize = 64;
+const MAX_HIDDEN: usize = 64;
+const MAX_CLASSES: usize = 16;
+const MAX_SAMPLES: usize = 64;
 /// Budget for the parser's stack (bytes); override at build time with
 /// `KILN_STACK_BUDGET=2048 cargo run --release`.
 fn stack_budget() -> usize {
@@ -101,7 +122,7 @@ fn run() -> bool {
     let pool_mem: &'static mut [f32] = unsafe { &mut (*addr_of_mut!(POOL)).0 };
 
     hprintln!("kiln firmware demo (LM3S6965, Cortex-M3)");
-    hprintln!("model.kiln: {} bytes in flash at {:#010x}", model.len(), model.as_ptr() as usize);
+    hprintln!("digits-mlp.kiln: {} bytes in flash at {:#010x}", model.len(), model.as_ptr() as usize);
 
     // --- 1. validate in place, with a fixed name-index scratch
     let count = Header::peek_count(model).unwrap_or(0);
@@ -129,16 +150,25 @@ fn run() -> bool {
         let name = t.name().unwrap_or("<unnamed>");
         let found = index.get(name).map(|u| u.index());
         hprintln!(
-            "  [{}] {:<6} {:<5} shape {:?}, {} bytes at +{}, index.get(\"{}\") -> {:?}",
+            "  [{}] {:<23} {:<4} {:?}, {} bytes at +{}{}",
             t.index(),
             name,
             t.dtype().name(),
             t.shape(),
             t.byte_len(),
             t.absolute_offset(),
-            name,
-            found
+            if found == Some(t.index()) { "" } else { ", NOT FOUND by name" }
         );
+        if let Some(q) = t.quant() {
+            hprintln!(
+                "      quant scheme {}, axis {}, group {}, scales [{}] {}",
+                q.scheme,
+                q.axis,
+                q.group_size,
+                q.scale.index(),
+                q.scale.name().unwrap_or("<unnamed>")
+            );
+        }
         chk.expect(found == Some(t.index()), "the name index finds every tensor");
     }
     chk.expect(index.get("no-such-tensor").is_none(), "the name index misses an absent name");
@@ -157,26 +187,101 @@ fn run() -> bool {
     );
     chk.expect(stack > 0 && stack <= budget, "parse stack within the budget (KILN_STACK_BUDGET)");
 
-    // --- 3. run the model from flash: weights viewed in place
-    hprintln!("run 1: model in flash (64-byte aligned)");
+    // --- 3. f32 model from flash: every tensor viewed in place
+    hprintln!("run 1: f32 model in flash (64-byte aligned, zero-copy)");
     let mut pool = Pool(&mut pool_mem[..]);
-    let flash = run_model(&index, &mut pool, &mut chk);
+    let flash = match load(&index, &mut pool) {
+        Ok(m) => m,
+        Err(e) => {
+            chk.expect(false, e);
+            return false;
+        }
+    };
+    chk.expect(flash.all_in_place, "every f32 tensor is borrowed in place from flash");
+    let f32_run = evaluate(&flash, &Fc1::F32(flash.net.w1), true);
+    hprintln!(
+        "  f32 accuracy: {}/{} (smallest top-2 logit gap {:.3})",
+        f32_run.correct,
+        f32_run.n,
+        f32_run.min_gap
+    );
+    chk.expect(f32_run.correct == EXPECT_F32_CORRECT && f32_run.n == EXPECT_F32_CORRECT, "f32 accuracy is 32/32");
 
-    // --- 4. the same model from a misaligned RAM copy: as_slice refuses, copy_to decodes
+    // --- 4. MXFP4 first layer, dequantized element by element while it runs
+    hprintln!("run 2: fc1 from {} (MXFP4, dequantized on the fly)", FC1_MXFP4);
+    match mxfp4_fc1(&index, &flash) {
+        Ok(q) => {
+            let mut worst = 0f32;
+            for h in 0..flash.net.n_hidden {
+                for i in 0..flash.net.n_in {
+                    let w = flash.net.w1.get(h * flash.net.n_in + i).copied().unwrap_or(f32::NAN);
+                    let d = (w - q.weight(h, i)).abs();
+                    // `!(d <= worst)` also catches NaN.
+                    if !(d <= worst) {
+                        worst = d;
+                    }
+                }
+            }
+            hprintln!("  largest |fc1.weight - dequant(fc1.weight.mxfp4)|: {:.5} (README: {:.5})", worst, EXPECT_MAX_DEQUANT_ERROR);
+            chk.expect((worst - EXPECT_MAX_DEQUANT_ERROR).abs() < 1e-5, "dequantization error matches the README");
+            let q_run = evaluate(&flash, &Fc1::Mxfp4(q), false);
+            let agree = f32_run.preds().iter().zip(q_run.preds()).filter(|(a, b)| a == b).count();
+            for (s, (a, b)) in f32_run.preds().iter().zip(q_run.preds()).enumerate() {
+                let label = flash.labels.get(s).copied().unwrap_or(0);
+                hprintln!(
+                    "  sample {:>2}: mxfp4 class {} (label {}) {}{}",
+                    s,
+                    b,
+                    label,
+                    if *b == label { "ok" } else { "WRONG" },
+                    if a == b { "" } else { ", differs from f32" }
+                );
+            }
+            hprintln!(
+                "  MXFP4 accuracy: {}/{} (README: {}/32, smallest top-2 logit gap {:.3}); f32 and MXFP4 agree on {}/{} (README: {}/32)",
+                q_run.correct,
+                q_run.n,
+                EXPECT_MXFP4_CORRECT,
+                q_run.min_gap,
+                agree,
+                q_run.n,
+                EXPECT_AGREE
+            );
+            chk.expect(q_run.correct == EXPECT_MXFP4_CORRECT, "MXFP4 accuracy matches the README (31/32)");
+            chk.expect(agree == EXPECT_AGREE, "f32/MXFP4 agreement matches the README (31/32)");
+        }
+        Err(e) => {
+            chk.expect(false, e);
+        }
+    }
+
+    // --- 5. the same model from a misaligned RAM copy: as_slice refuses, copy_to decodes
     {
         let copy = &mut ram[1..1 + MODEL_LEN];
         copy.copy_from_slice(model);
         let copy: &[u8] = copy;
         let mut scratch2 = [0u32; SCRATCH_SLOTS];
-        hprintln!("run 2: RAM copy at {:#010x} (misaligned by 1 byte)", copy.as_ptr() as usize);
+        hprintln!("run 3: f32 model from a RAM copy at {:#010x} (misaligned by 1 byte)", copy.as_ptr() as usize);
         match Parser::new().scratch(&mut scratch2).parse_indexed(copy) {
             Ok((_, index2)) => {
                 let mut pool = Pool(&mut pool_mem[..]);
-                let moved = run_model(&index2, &mut pool, &mut chk);
-                chk.expect(
-                    flash.is_some() && moved.is_some() && flash.as_ref().map(Run::preds) == moved.as_ref().map(Run::preds),
-                    "misaligned copy gives the same predictions",
-                );
+                match load(&index2, &mut pool) {
+                    Ok(moved) => {
+                        chk.expect(moved.copied_all, "every f32 tensor is copied out (copy_to) from the misaligned copy");
+                        let r = evaluate(&moved, &Fc1::F32(moved.net.w1), false);
+                        let same = r.preds() == f32_run.preds();
+                        hprintln!(
+                            "  accuracy: {}/{}; predictions {} run 1",
+                            r.correct,
+                            r.n,
+                            if same { "identical to" } else { "DIFFER from" }
+                        );
+                        chk.expect(same, "misaligned copy gives the same predictions");
+                    }
+                    Err(e) => {
+                        chk.expect(false, e);
+                    }
+                }
             }
             Err(e) => {
                 chk.expect(false, "misaligned copy parses");
@@ -185,7 +290,7 @@ fn run() -> bool {
         }
     }
 
-    // --- 5. corrupted copies are rejected with the expected code
+    // --- 6. corrupted copies are rejected with the expected code
     hprintln!("corruption tests (RAM copy, 64-byte aligned):");
     corruption_tests(&dir, model, ram, &mut chk);
 
@@ -212,7 +317,7 @@ impl<'a> Pool<'a> {
 }
 
 /// An f32 tensor's values: borrowed in place when the host and alignment allow,
-/// else decoded into the pool. The flag says which.
+/// else decoded into the pool. The flag is true when borrowed.
 fn load_f32<'a>(t: &Tensor<'a>, pool: &mut Pool<'a>) -> Result<(&'a [f32], bool), &'static str> {
     if t.dtype() != DType::F32 {
         return Err("expected an f32 tensor");
@@ -226,190 +331,249 @@ fn load_f32<'a>(t: &Tensor<'a>, pool: &mut Pool<'a>) -> Result<(&'a [f32], bool)
     Ok((buf, false))
 }
 
-#[derive(Clone, Copy)]
-struct Layer<'a> {
-    w: &'a [f32],
-    b: &'a [f32],
-    n_in: usize,
-    n_out: usize,
-    /// Weights stored `[out, in]` instead of `[in, out]`.
-    out_major: bool,
-}
-
-impl Layer<'_> {
-    fn weight(&self, i: usize, j: usize) -> f32 {
-        let k = if self.out_major { j * self.n_in + i } else { i * self.n_out + j };
-        self.w[k]
+/// `[a]` or `[a, b]` of a tensor as usizes (`b` = 1 for rank 1).
+fn dims(t: &Tensor<'_>, rank: usize) -> Result<(usize, usize), &'static str> {
+    let conv = |d: u64| usize::try_from(d).map_err(|_| "dimension too large");
+    match (rank, t.shape()) {
+        (1, &[a]) => Ok((conv(a)?, 1)),
+        (2, &[a, b]) => Ok((conv(a)?, conv(b)?)),
+        _ => Err("tensor has an unexpected rank"),
     }
 }
 
-struct Run {
-    preds: [u8; MAX_SAMPLES],
-    n: usize,
+fn get<'a>(index: &NameIndex<'a, '_>, name: &str) -> Result<Tensor<'a>, &'static str> {
+    match index.get(name) {
+        Some(t) => Ok(t),
+        None => {
+            hprintln!("  tensor `{}` missing", name);
+            Err("a tensor of the example model is missing")
+        }
+    }
 }
 
-impl Run {
+/// The f32 MLP: weights `[out, in]`, ReLU after the first layer.
+#[derive(Clone, Copy)]
+struct Net<'a> {
+    w1: &'a [f32],
+    b1: &'a [f32],
+    w2: &'a [f32],
+    b2: &'a [f32],
+    n_in: usize,
+    n_hidden: usize,
+    n_out: usize,
+}
+
+/// The model and its samples, as loaded.
+struct Loaded<'a> {
+    net: Net<'a>,
+    x: &'a [f32],
+    labels: &'a [u8],
+    n: usize,
+    all_in_place: bool,
+    copied_all: bool,
+}
+
+/// Looks every tensor up by name, takes the shapes from the directory and
+/// checks that they chain; prints how each tensor was obtained.
+fn load<'a>(index: &NameIndex<'a, '_>, pool: &mut Pool<'a>) -> Result<Loaded<'a>, &'static str> {
+    let (w1, b1, w2, b2) = (get(index, FC1_WEIGHT)?, get(index, FC1_BIAS)?, get(index, FC2_WEIGHT)?, get(index, FC2_BIAS)?);
+    let (x, y) = (get(index, SAMPLES_X)?, get(index, SAMPLES_Y)?);
+    let (n_hidden, n_in) = dims(&w1, 2)?;
+    let (n_out, hidden2) = dims(&w2, 2)?;
+    let (n, x_width) = dims(&x, 2)?;
+    if dims(&b1, 1)?.0 != n_hidden || hidden2 != n_hidden || dims(&b2, 1)?.0 != n_out {
+        return Err("layer shapes do not chain");
+    }
+    if x_width != n_in || dims(&y, 1)?.0 != n || y.dtype() != DType::U8 {
+        return Err("samples do not match the first layer or the labels");
+    }
+    if n_in > MAX_IN || n_hidden > MAX_HIDDEN || n_out > MAX_CLASSES || n > MAX_SAMPLES {
+        return Err("model larger than MAX_IN / MAX_HIDDEN / MAX_CLASSES / MAX_SAMPLES");
+    }
+    let mut flags = [false; 5];
+    let mut vals: [&'a [f32]; 5] = [&[]; 5];
+    for (k, t) in [w1, b1, w2, b2, x].iter().enumerate() {
+        let (v, in_place) = load_f32(t, pool)?;
+        vals[k] = v;
+        flags[k] = in_place;
+        hprintln!(
+            "  {:<10} {:?} {}",
+            t.name().unwrap_or("?"),
+            t.shape(),
+            if in_place { "in place (as_slice::<f32>)" } else { "copied (copy_to::<f32>)" }
+        );
+    }
+    // One-byte labels can always be viewed in place.
+    let labels = y.as_slice::<u8>().ok_or("labels must be u8")?;
+    hprintln!("  {:<10} {:?} in place (as_slice::<u8>)", SAMPLES_Y, y.shape());
+    Ok(Loaded {
+        net: Net { w1: vals[0], b1: vals[1], w2: vals[2], b2: vals[3], n_in, n_hidden, n_out },
+        x: vals[4],
+        labels,
+        n,
+        all_in_place: flags.iter().all(|&f| f),
+        copied_all: flags.iter().all(|&f| !f),
+    })
+}
+
+/// An MXFP4 (e2m1 elements, e8m0 block scales) `[rows, cols]` tensor, read
+/// in place and dequantized one element at a time: no buffer, no heap.
+struct Mxfp4<'a> {
+    /// Packed e2m1 codes, low nibble first.
+    codes: &'a [u8],
+    /// e8m0 scale bytes, row-major over `[rows, groups]` (axis 1) or `[groups, cols]` (axis 0).
+    scales: &'a [u8],
+    cols: usize,
+    axis: usize,
+    group: usize,
+    groups_per_row: usize,
+    /// Scheme 2's outer f32 scale, else 1.
+    outer: f32,
+}
+
+impl Mxfp4<'_> {
+    fn weight(&self, r: usize, c: usize) -> f32 {
+        let s = if self.axis == 1 {
+            r * self.groups_per_row + c / self.group
+        } else {
+            (r / self.group) * self.cols + c
+        };
+        match (mx::nibble(self.codes, r * self.cols + c), self.scales.get(s)) {
+            (Some(code), Some(&scale)) => mx::e2m1_to_f32(code) * mx::e8m0_to_f32(scale) * self.outer,
+            _ => f32::NAN,
+        }
+    }
+}
+
+/// Finds `fc1.weight.mxfp4` by name and its scales through `Tensor::quant()`,
+/// and checks that it can stand in for `fc1.weight`.
+fn mxfp4_fc1<'a>(index: &NameIndex<'a, '_>, f32_model: &Loaded<'_>) -> Result<Mxfp4<'a>, &'static str> {
+    let q = get(index, FC1_MXFP4)?;
+    if q.dtype() != DType::E2M1 {
+        return Err("fc1.weight.mxfp4 is not e2m1");
+    }
+    let (rows, cols) = dims(&q, 2)?;
+    if (rows, cols) != (f32_model.net.n_hidden, f32_model.net.n_in) {
+        return Err("fc1.weight.mxfp4 does not have the shape of fc1.weight");
+    }
+    let quant = q.quant().ok_or("fc1.weight.mxfp4 carries no quantization metadata")?;
+    let scale = quant.scale;
+    if scale.dtype() != DType::E8M0 || quant.axis > 1 {
+        return Err("expected e8m0 scales on axis 0 or 1");
+    }
+    let group = usize::try_from(quant.group_size).map_err(|_| "group too large")?;
+    let groups_per_row = cols.div_ceil(group.max(1));
+    // The validator checked the scale count; the row-major layout is the convention.
+    let outer = match quant.outer {
+        Some(o) => {
+            let mut v = [0f32; 1];
+            o.copy_to(&mut v).map_err(|_| "outer scale is not one f32")?;
+            v[0]
+        }
+        None => 1.0,
+    };
+    hprintln!(
+        "  {} {:?} e2m1, scheme {} axis {} group {}: scales via quant() -> [{}] {} {:?} {}{}",
+        FC1_MXFP4,
+        q.shape(),
+        quant.scheme,
+        quant.axis,
+        quant.group_size,
+        scale.index(),
+        scale.name().unwrap_or("<unnamed>"),
+        scale.shape(),
+        scale.dtype().name(),
+        if quant.outer.is_some() { ", outer scale" } else { "" }
+    );
+    Ok(Mxfp4 { codes: q.bytes(), scales: scale.bytes(), cols, axis: quant.axis, group: group.max(1), groups_per_row, outer })
+}
+
+/// Where fc1's weights come from.
+enum Fc1<'a> {
+    F32(&'a [f32]),
+    Mxfp4(Mxfp4<'a>),
+}
+
+impl Fc1<'_> {
+    fn weight(&self, n_in: usize, h: usize, i: usize) -> f32 {
+        match self {
+            Fc1::F32(w) => w.get(h * n_in + i).copied().unwrap_or(f32::NAN),
+            Fc1::Mxfp4(q) => q.weight(h, i),
+        }
+    }
+}
+
+/// The forward pass; returns (argmax, top-1 minus top-2 logit).
+fn classify(net: &Net<'_>, fc1: &Fc1<'_>, x: &[f32]) -> (usize, f32) {
+    let mut hidden = [0f32; MAX_HIDDEN];
+    for (h, out) in hidden.iter_mut().enumerate().take(net.n_hidden) {
+        let mut s = 0f32;
+        for (i, xi) in x.iter().enumerate().take(net.n_in) {
+            s += fc1.weight(net.n_in, h, i) * xi;
+        }
+        *out = (s + net.b1.get(h).copied().unwrap_or(0.0)).max(0.0);
+    }
+    let mut logits = [0f32; MAX_CLASSES];
+    for (k, out) in logits.iter_mut().enumerate().take(net.n_out) {
+        let row = net.w2.get(k * net.n_hidden..(k + 1) * net.n_hidden).unwrap_or(&[]);
+        let s: f32 = row.iter().zip(&hidden).fold(0.0, |acc, (w, a)| acc + w * a);
+        *out = s + net.b2.get(k).copied().unwrap_or(0.0);
+    }
+    let logits = &logits[..net.n_out];
+    let mut best = 0;
+    for (k, v) in logits.iter().enumerate() {
+        if *v > logits[best] {
+            best = k;
+        }
+    }
+    let second = logits.iter().enumerate().filter(|&(k, _)| k != best).fold(f32::NEG_INFINITY, |m, (_, v)| m.max(*v));
+    (best, logits[best] - second)
+}
+
+struct Eval {
+    preds: [u8; MAX_SAMPLES],
+    n: usize,
+    correct: usize,
+    min_gap: f32,
+}
+
+impl Eval {
     fn preds(&self) -> &[u8] {
         &self.preds[..self.n]
     }
 }
 
-fn in_place(flag: bool) -> &'static str {
-    if flag {
-        "in place (as_slice)"
-    } else {
-        "copied (copy_to)"
-    }
-}
-
-/// Finds the layers and samples by name, classifies every sample, prints
-/// predictions and accuracy. `None` when the model does not fit the conventions.
-fn run_model<'a>(index: &NameIndex<'a, '_>, pool: &mut Pool<'a>, chk: &mut Checks) -> Option<Run> {
-    match try_run_model(index, pool, chk) {
-        Ok(run) => Some(run),
-        Err(e) => {
-            chk.expect(false, e);
-            None
-        }
-    }
-}
-
-fn try_run_model<'a>(index: &NameIndex<'a, '_>, pool: &mut Pool<'a>, chk: &mut Checks) -> Result<Run, &'static str> {
-    let dir = index.directory();
-    let mut layers: [Option<Layer<'a>>; MAX_LAYERS] = [None; MAX_LAYERS];
-    let mut n_layers = 0;
-    for w in dir.iter() {
-        let Some(name) = w.name() else { continue };
-        if !name.starts_with('w') || w.rank() != 2 {
-            continue;
-        }
-        let mut buf = [0u8; 64];
-        let bias = bias_name(name, &mut buf).ok_or("weight name too long")?;
-        let b = index.get(bias).ok_or("a weight tensor has no bias tensor")?;
-        let &[rows, cols] = w.shape() else { return Err("weight is not rank 2") };
-        let out = b.element_count();
-        let (n_in, n_out, out_major) = if cols == out {
-            (rows, cols, false)
-        } else if rows == out {
-            (cols, rows, true)
-        } else {
-            return Err("bias length matches neither weight dimension");
-        };
-        let (n_in, n_out) = (usize::try_from(n_in).map_err(|_| "too wide")?, usize::try_from(n_out).map_err(|_| "too wide")?);
-        if n_in > MAX_WIDTH || n_out > MAX_WIDTH {
-            return Err("layer wider than MAX_WIDTH");
-        }
-        let (wv, w_in_place) = load_f32(&w, pool)?;
-        let (bv, b_in_place) = load_f32(&b, pool)?;
-        hprintln!(
-            "  layer {}: {} {:?} {}, {} {:?} {}{}",
-            n_layers,
-            name,
-            w.shape(),
-            in_place(w_in_place),
-            bias,
-            b.shape(),
-            in_place(b_in_place),
-            if out_major { ", [out, in] layout" } else { "" }
-        );
-        let slot = layers.get_mut(n_layers).ok_or("more than MAX_LAYERS layers")?;
-        *slot = Some(Layer { w: wv, b: bv, n_in, n_out, out_major });
-        n_layers += 1;
-    }
-    let mut chain: [Layer<'a>; MAX_LAYERS] = [Layer { w: &[], b: &[], n_in: 0, n_out: 0, out_major: false }; MAX_LAYERS];
-    for (dst, src) in chain.iter_mut().zip(layers.iter().flatten()) {
-        *dst = *src;
-    }
-    let layers = &chain[..n_layers];
-    if layers.is_empty() {
-        return Err("no layers (w*/b* tensors) found");
-    }
-    for pair in layers.windows(2) {
-        if pair[0].n_out != pair[1].n_in {
-            return Err("layer widths do not chain");
-        }
-    }
-
-    let x = index.get("x").ok_or("no samples tensor `x`")?;
-    let y = index.get("y").ok_or("no labels tensor `y`")?;
-    let (xv, x_in_place) = load_f32(&x, pool)?;
-    let labels: &[u8] = y.as_slice::<u8>().ok_or("labels `y` must be u8")?;
-    let &[n, width] = x.shape() else { return Err("samples `x` must be [n, in]") };
-    let (n, width) = (usize::try_from(n).map_err(|_| "too many")?, usize::try_from(width).map_err(|_| "too wide")?);
-    hprintln!("  samples: x {:?} {}, labels y {:?} in place", x.shape(), in_place(x_in_place), y.shape());
-    if width != layers[0].n_in || labels.len() != n || n > MAX_SAMPLES {
-        return Err("samples do not match the first layer or the labels");
-    }
-
-    let mut run = Run { preds: [0; MAX_SAMPLES], n };
-    let mut correct = 0;
-    for (s, (sample, &label)) in xv.chunks_exact(width).zip(labels).enumerate() {
-        let mut scores = [0f32; MAX_WIDTH];
-        let (class, n_out) = classify(layers, sample, &mut scores);
+/// Classifies every sample; `verbose` prints one line per sample.
+fn evaluate(m: &Loaded<'_>, fc1: &Fc1<'_>, verbose: bool) -> Eval {
+    let mut e = Eval { preds: [0; MAX_SAMPLES], n: m.n, correct: 0, min_gap: f32::INFINITY };
+    let width = m.net.n_in.max(1);
+    for (s, (sample, &label)) in m.x.chunks_exact(width).zip(m.labels).enumerate().take(m.n) {
+        let (class, gap) = classify(&m.net, fc1, sample);
         let ok = usize::from(label) == class;
-        correct += usize::from(ok);
-        run.preds[s] = class as u8;
-        hprintln!(
-            "  sample {}: x {:?} -> scores {:.3?} -> class {} (label {}) {}",
-            s,
-            sample,
-            &scores[..n_out],
-            class,
-            label,
-            if ok { "ok" } else { "WRONG" }
-        );
-    }
-    let percent = (correct * 100).checked_div(n).unwrap_or(0);
-    hprintln!("  accuracy: {}/{} ({}%)", correct, n, percent);
-    chk.expect(n > 0 && percent >= REQUIRED_ACCURACY_PERCENT, "accuracy meets the expectation");
-    Ok(run)
-}
-
-/// `w<suffix>` -> `b<suffix>`.
-fn bias_name<'b>(weight: &str, buf: &'b mut [u8; 64]) -> Option<&'b str> {
-    let rest = weight.get(1..)?.as_bytes();
-    let out = buf.get_mut(..rest.len() + 1)?;
-    out[0] = b'b';
-    out[1..].copy_from_slice(rest);
-    core::str::from_utf8(out).ok()
-}
-
-/// Dense layers, ReLU between them; returns (argmax, output width) and the scores.
-fn classify(layers: &[Layer<'_>], x: &[f32], scores: &mut [f32; MAX_WIDTH]) -> (usize, usize) {
-    let mut a = [0f32; MAX_WIDTH];
-    a[..x.len()].copy_from_slice(x);
-    let mut width = x.len();
-    for (k, l) in layers.iter().enumerate() {
-        let last = k + 1 == layers.len();
-        let mut next = [0f32; MAX_WIDTH];
-        for (j, out) in next.iter_mut().enumerate().take(l.n_out) {
-            let mut s = l.b[j];
-            for (i, ai) in a.iter().enumerate().take(l.n_in) {
-                s += ai * l.weight(i, j);
-            }
-            *out = if last { s } else { s.max(0.0) };
-        }
-        a = next;
-        width = l.n_out;
-    }
-    scores[..width].copy_from_slice(&a[..width]);
-    let mut best = 0;
-    for (j, v) in a[..width].iter().enumerate() {
-        if *v > a[best] {
-            best = j;
+        e.correct += usize::from(ok);
+        e.preds[s] = class as u8;
+        e.min_gap = e.min_gap.min(gap);
+        if verbose {
+            hprintln!("  sample {:>2}: class {} (label {}) {}, top-2 gap {:.3}", s, class, label, if ok { "ok" } else { "WRONG" }, gap);
         }
     }
-    (best, width)
+    e
 }
 
 // ----------------------------------------------------------- corruption tests
+
+// Descriptor field offsets (spec §8 table).
+const AT_DTYPE: usize = 0;
+const AT_RESERVED: usize = 3;
+const AT_GROUP_SIZE: usize = 20;
+const AT_SCALE_INDEX: usize = 24;
 
 struct Case {
     what: &'static str,
     /// Byte to overwrite (`None`: length change only).
     at: Option<usize>,
     value: u8,
-    /// Buffer length relative to the model.
+    /// Buffer length (0: case not applicable to this model).
     len: usize,
     code: ErrorCode,
     rule: Rule,
@@ -418,50 +582,59 @@ struct Case {
 
 fn corruption_tests(dir: &Directory<'_>, model: &[u8], ram: &mut [u8], chk: &mut Checks) {
     let len = model.len();
-    let heap_at = 64 + 128 * dir.len();
+    // Positions from the directory: descriptor i starts at 64 + 128 i, the
+    // name heap right after the last descriptor.
+    let desc = |i: usize, field: usize| HEADER_LEN + DESCRIPTOR_LEN * i + field;
+    let heap = HEADER_LEN + DESCRIPTOR_LEN * dir.len();
+    let first_name = dir.get(0).map(|t| heap + usize::from(t.descriptor().name_off));
+    let quantized = dir.iter().find(|t| t.quant().is_some());
     let mut cases = [
         Case { what: "magic byte", at: Some(0), value: b'X', len, code: ErrorCode::Frame, rule: Rule::DirectoryMagic, offset: 0 },
         Case { what: "version byte", at: Some(4), value: 3, len, code: ErrorCode::Frame, rule: Rule::DirectoryVersion, offset: 4 },
         Case {
             what: "descriptor 0, reserved byte 3",
-            at: Some(64 + 3),
+            at: Some(desc(0, AT_RESERVED)),
             value: 1,
             len,
             code: ErrorCode::Frame,
             rule: Rule::DescriptorReserved,
-            offset: 67,
+            offset: desc(0, AT_RESERVED),
         },
         Case {
             what: "descriptor 0, dtype code -> 20 (reserved)",
-            at: Some(64),
+            at: Some(desc(0, AT_DTYPE)),
             value: 20,
             len,
             code: ErrorCode::Type,
             rule: Rule::UnknownDtype,
-            offset: 64,
+            offset: desc(0, AT_DTYPE),
         },
-        Case {
-            what: "first name byte -> 0xFF",
-            at: Some(heap_at),
-            value: 0xFF,
-            len,
-            code: ErrorCode::Utf8,
-            rule: Rule::NameUtf8,
-            offset: heap_at,
-        },
+        Case { what: "first name byte -> 0xFF", at: None, value: 0xFF, len: 0, code: ErrorCode::Utf8, rule: Rule::NameUtf8, offset: 0 },
+        Case { what: "MXFP4 group_size halved", at: None, value: 0, len: 0, code: ErrorCode::Type, rule: Rule::ScaleCount, offset: 0 },
         Case { what: "last byte cut off", at: None, value: 0, len: len - 1, code: ErrorCode::Eof, rule: Rule::BlockTruncated, offset: len - 1 },
         Case { what: "one trailing byte", at: None, value: 0, len: len + 1, code: ErrorCode::Trailing, rule: Rule::TrailingBytes, offset: len },
-        // Filled in below when the model has a gap between two payloads.
-        Case { what: "payload gap byte", at: None, value: 0, len: 0, code: ErrorCode::Type, rule: Rule::NonzeroGap, offset: 0 },
+        Case { what: "first payload gap byte -> 0x5A", at: None, value: 0x5A, len: 0, code: ErrorCode::Type, rule: Rule::NonzeroGap, offset: 0 },
     ];
-    if let Some(gap) = first_gap(dir) {
-        let c = &mut cases[7];
-        c.at = Some(gap);
-        c.value = 0x5A;
-        c.len = len;
-        c.offset = gap;
+    if let Some(at) = first_name {
+        let c = &mut cases[4];
+        (c.at, c.len, c.offset) = (Some(at), len, at);
     }
-    for c in cases.iter().filter(|c| c.len != 0) {
+    // The quantized tensor's group_size (u32, < 256 here) halved: the scale
+    // tensor no longer holds one element per group (reported at scale_index).
+    if let Some(q) = quantized.filter(|t| (2..256).contains(&t.descriptor().group_size)) {
+        let c = &mut cases[5];
+        let at = desc(q.index(), AT_GROUP_SIZE);
+        (c.at, c.value, c.len, c.offset) = (Some(at), (q.descriptor().group_size / 2) as u8, len, desc(q.index(), AT_SCALE_INDEX));
+    }
+    if let Some(gap) = first_gap(dir) {
+        let c = &mut cases[8];
+        (c.at, c.len, c.offset) = (Some(gap), len, gap);
+    }
+    for c in cases.iter() {
+        if c.len == 0 {
+            hprintln!("  {}: not applicable to this model", c.what);
+            continue;
+        }
         ram[..len].copy_from_slice(model);
         ram[len..].fill(0);
         let mut change = [0u8; 2];
@@ -499,9 +672,8 @@ fn corruption_tests(dir: &Directory<'_>, model: &[u8], ram: &mut [u8], chk: &mut
 
 /// Absolute offset of the first padding byte between two payloads, if any.
 fn first_gap(dir: &Directory<'_>) -> Option<usize> {
-    let tensors = dir.iter();
     let mut prev_end = None;
-    for t in tensors {
+    for t in dir.iter() {
         if let Some(end) = prev_end {
             if t.absolute_offset() > end {
                 return Some(end);

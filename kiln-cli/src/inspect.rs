@@ -88,9 +88,16 @@ impl<'a> Summary<'a> {
             directory_bytes: h.directory_bytes,
             block_length: dir.block_len(),
             payload_start: dir.payload_start(),
-            tensors: dir.iter().map(|t| TensorInfo::new(&t)).collect(),
+            tensors: tensor_table(dir),
         }
     }
+}
+
+/// The tensors of a checked directory in descriptor order: the `tensors`
+/// array of `kiln inspect --json`, also what `kiln decode` prints for a
+/// `tensors` value. Offsets are absolute in the file.
+pub fn tensor_table<'a>(dir: &Directory<'a>) -> Vec<TensorInfo<'a>> {
+    dir.iter().map(|t| TensorInfo::new(&t)).collect()
 }
 
 impl<'a> TensorInfo<'a> {

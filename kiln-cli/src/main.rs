@@ -3,9 +3,13 @@
 //! Exit codes: 0 all files accepted, 1 a file was rejected, 2 usage or I/O
 //! error (2 wins over 1).
 
+mod convert;
+mod decode;
+mod gen_rust;
 mod input;
 mod inspect;
 mod output;
+mod schema;
 mod validate;
 
 use std::io::{self, Write};
@@ -28,7 +32,7 @@ const EXIT_REJECTED: u8 = 1;
 const EXIT_ERROR: u8 = 2;
 
 #[derive(Parser, Debug)]
-#[command(name = "kiln", version, about = "Validate and inspect Kiln v2 tensor directories")]
+#[command(name = "kiln", version, about = "Validate, inspect and decode Kiln v2 tensor directories and Frozen values")]
 #[command(after_help = "Exit codes: 0 every file accepted, 1 a file was rejected, 2 a usage or I/O error.")]
 struct Cli {
     #[command(subcommand)]
@@ -48,21 +52,42 @@ enum Command {
     /// Exits 1 (and prints the error) when the file is not a valid
     /// standalone tensor directory, 2 when it cannot be read.
     Inspect(InspectArgs),
+    /// Print one Frozen value (of --type) as JSON.
+    ///
+    /// Exits 1 (error on stderr, nothing on stdout) when the file is not a
+    /// valid value of the type, 2 on a bad --type or an unreadable file.
+    Decode(decode::DecodeArgs),
+    /// Print the Kiln type text of a JSON Schema and its schema hash.
+    ///
+    /// Exits 1 when the schema uses a construct outside the supported subset.
+    SchemaToType(gen_rust::SchemaToTypeArgs),
+    /// Print Rust structs with #[derive(Kiln)] for a JSON Schema.
+    ///
+    /// Exits 1 when the schema uses a construct outside the supported subset.
+    GenRust(gen_rust::GenRustArgs),
+    /// Convert safetensors, GGUF, HK, NumPy .npy/.npz to Kiln, or Kiln to safetensors.
+    ///
+    /// The output is a framed Kiln record struct{metadata:dict<str,str>,tensors:tensors,}
+    /// (or, with --to tensors, a standalone directory plus OUT.meta.json); an OUT ending
+    /// in .safetensors converts a Kiln input back. Prints what could not be carried as-is.
+    /// Exits 0 on success, 1 when the input cannot be converted, 2 on a usage or I/O error.
+    Convert(convert::ConvertArgs),
 }
 
 #[derive(Args, Debug)]
 struct ValidateArgs {
-    /// Canonical type text of the value each file holds. Only `tensors`
-    /// (a standalone tensor directory) is supported in this version.
+    /// Canonical type text of the value each file holds (`tensors`, a
+    /// standalone tensor directory, by default), or `@SCHEMA.json` for the
+    /// type of a JSON Schema.
     #[arg(long = "type", value_name = "TEXT", default_value = TENSORS)]
     type_text: String,
-    /// Files start with a 16-byte KLN0 frame (not supported yet).
+    /// Files start with a 16-byte KLN0 frame whose schema hash must match --type (SCHEMA otherwise).
     #[arg(long)]
     framed: bool,
-    /// Cap on counts (tensor_count); a larger count is LIMIT.
+    /// Cap on counts (list and dict counts, tensor_count); a larger count is LIMIT.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CAP)]
     count_cap: u32,
-    /// Cap on byte runs (name_bytes); a larger length is LIMIT.
+    /// Cap on byte runs (str and list<u8> lengths, name_bytes); a larger length is LIMIT.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CAP)]
     byte_cap: u32,
     /// Print one JSON object per file and line:
@@ -89,6 +114,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Validate(args) => run_validate(&args),
         Command::Inspect(args) => run_inspect(&args),
+        Command::Decode(args) => decode::run(&args),
+        Command::SchemaToType(args) => gen_rust::run_schema_to_type(&args),
+        Command::GenRust(args) => gen_rust::run_gen_rust(&args),
+        Command::Convert(args) => convert::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

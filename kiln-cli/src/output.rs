@@ -74,6 +74,14 @@ impl<'a> FileReport<'a> {
     }
 }
 
+/// Writes `text` to stdout and flushes it.
+pub fn print(text: &str) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("writing to stdout")
+}
+
 /// The human error line of `kiln inspect`: the message and the rule id.
 pub fn inspect_error_human(file: &str, err: &Error) -> String {
     format!("{file}: {err} (rule {})", err.rule().id())

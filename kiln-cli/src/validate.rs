@@ -1,23 +1,35 @@
 //! Per-file validation. Everything `kiln validate` checks goes through
-//! [`validate_bytes`]; a Frozen-value validator plugs in as another
-//! [`Target`] (built by [`ValidateOptions::new`]) and another match arm there.
+//! [`validate_bytes`], with a [`Target`] built once from `--type` and
+//! `--framed` by [`ValidateOptions::new`].
 
 use std::fmt;
+use std::path::PathBuf;
 
+use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::{Directory, Error, Header, Limits, Parser};
+
+use crate::schema::{self, SchemaError, NODES};
 
 /// The canonical type text of a tensor directory.
 pub const TENSORS: &str = "tensors";
 
 /// What each file is checked as.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub enum Target {
-    /// One standalone, unframed tensor directory block (`--type tensors`).
+    /// One standalone, unframed tensor directory block (`--type tensors`
+    /// without `--framed`): checked by the directory parser, with a name
+    /// table in heap scratch.
     Tensors,
-    // Later: `Frozen { ty, framed }` for the other Frozen types and frames.
+    /// One Frozen value of this type, behind a 16-byte frame when `framed`.
+    Frozen {
+        /// The parsed type (its text lives for the whole run).
+        schema: Box<Schema<'static, NODES>>,
+        /// The file starts with `KLN0` and the schema hash.
+        framed: bool,
+    },
 }
 
-/// How `kiln validate` checks each file.
+/// How `kiln validate` (and `kiln decode`) check each file.
 #[derive(Clone, Debug)]
 pub struct ValidateOptions {
     /// What a file must hold.
@@ -26,50 +38,111 @@ pub struct ValidateOptions {
     pub limits: Limits,
 }
 
-/// A `--type` / `--framed` combination this version cannot check yet.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Unsupported {
-    /// A Frozen type other than `tensors`.
-    FrozenType(String),
-    /// A frame (`KLN0` + schema hash) around the value.
-    Framed,
+/// A `--type` argument that does not name a Kiln type. The CLI reports it
+/// once and exits 2, before reading any file.
+#[derive(Debug)]
+pub enum TypeError {
+    /// Type text that does not parse: TYPE (malformed) or LIMIT (deeper
+    /// than 64 containers, or more nodes than the CLI's capacity).
+    Text {
+        /// The text as given.
+        text: String,
+        /// The parse error; its offset is a byte of the text.
+        error: Error,
+    },
+    /// `--type @FILE`: the file could not be read.
+    Read {
+        /// The schema file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// `--type @FILE`: the JSON Schema is outside the supported subset.
+    Schema {
+        /// The schema file.
+        path: PathBuf,
+        /// Where and why.
+        error: SchemaError,
+    },
 }
 
-impl fmt::Display for Unsupported {
+/// At most this many characters of a bad type text are quoted in a message.
+const QUOTE_MAX: usize = 120;
+
+impl fmt::Display for TypeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Unsupported::FrozenType(ty) => write!(
-                f,
-                "Frozen values are not supported yet: --type {ty:?} cannot be checked; only --type {TENSORS} (a standalone tensor directory) can"
-            ),
-            Unsupported::Framed => {
-                write!(f, "frames are not supported yet: --framed cannot be checked; give an unframed tensor directory")
+            TypeError::Text { text, error } => {
+                let quoted: String = text.chars().take(QUOTE_MAX).collect();
+                let more = if text.chars().count() > QUOTE_MAX { "..." } else { "" };
+                write!(
+                    f,
+                    "invalid --type {quoted:?}{more}: {} at byte {} of the type text: {} (rule {})",
+                    error.code(),
+                    error.offset(),
+                    error.rule().description(),
+                    error.rule().id()
+                )?;
+                if error.rule() == kiln_nostd::Rule::SchemaCapacity {
+                    write!(f, "; this build holds {NODES} type nodes")?;
+                }
+                Ok(())
             }
+            TypeError::Read { path, error } => write!(f, "invalid --type @{}: cannot read it: {error}", path.display()),
+            TypeError::Schema { path, error } => write!(f, "invalid --type @{}: {error}", path.display()),
         }
     }
 }
 
-impl std::error::Error for Unsupported {}
+impl std::error::Error for TypeError {}
+
+/// The canonical type text a `--type` argument names: the text itself, or,
+/// for `@FILE`, the type of the JSON Schema in FILE.
+pub fn type_text(arg: &str) -> Result<String, TypeError> {
+    let Some(file) = arg.strip_prefix('@') else {
+        return Ok(arg.to_owned());
+    };
+    let path = PathBuf::from(file);
+    let json = std::fs::read_to_string(&path).map_err(|error| TypeError::Read { path: path.clone(), error })?;
+    let converted = schema::from_str(&json, &root_name(&path)).map_err(|error| TypeError::Schema { path, error })?;
+    Ok(converted.text())
+}
+
+/// The default root struct name for a schema file: its name up to the
+/// first dot (`person.schema.json` -> `person`).
+pub fn root_name(path: &std::path::Path) -> String {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("root");
+    name.split('.').next().filter(|s| !s.is_empty()).unwrap_or("root").to_owned()
+}
+
+/// Parses canonical type text with the CLI's node capacity. The text is
+/// kept for the rest of the run.
+pub fn parse_type(text: String) -> Result<Box<Schema<'static, NODES>>, TypeError> {
+    let text: &'static str = Box::leak(text.into_boxed_str());
+    Schema::parse(text).map(Box::new).map_err(|error| TypeError::Text { text: text.to_owned(), error })
+}
 
 impl ValidateOptions {
-    /// The options for `--type TYPE_TEXT [--framed]` with `limits`, or why
-    /// this version cannot check such files.
-    pub fn new(type_text: &str, framed: bool, limits: Limits) -> Result<Self, Unsupported> {
-        let target = match type_text {
-            TENSORS => Target::Tensors,
-            other => return Err(Unsupported::FrozenType(other.to_owned())),
+    /// The options for `--type ARG [--framed]` with `limits`. `ARG` is
+    /// canonical type text or `@FILE` (a JSON Schema). `tensors` without a
+    /// frame is the standalone directory check; anything else is a Frozen
+    /// value.
+    pub fn new(type_arg: &str, framed: bool, limits: Limits) -> Result<Self, TypeError> {
+        let text = type_text(type_arg)?;
+        let target = if text == TENSORS && !framed {
+            Target::Tensors
+        } else {
+            Target::Frozen { schema: parse_type(text)?, framed }
         };
-        if framed {
-            return Err(Unsupported::Framed);
-        }
         Ok(ValidateOptions { target, limits })
     }
 }
 
 /// Checks one file's bytes. `Ok` when the file is accepted.
 pub fn validate_bytes(bytes: &[u8], opts: &ValidateOptions) -> Result<(), Error> {
-    match opts.target {
+    match &opts.target {
         Target::Tensors => parse_tensors(bytes, opts.limits).map(|_| ()),
+        Target::Frozen { schema, framed } => Reader::new().limits(opts.limits).framed(*framed).validate(bytes, schema),
     }
 }
 
@@ -98,15 +171,55 @@ fn name_scratch(bytes: &[u8], limits: Limits) -> Option<Vec<u32>> {
 mod tests {
     use super::*;
 
+    fn opts(ty: &str, framed: bool) -> ValidateOptions {
+        ValidateOptions::new(ty, framed, Limits::DEFAULT).unwrap_or_else(|e| panic!("{ty}: {e}"))
+    }
+
     #[test]
-    fn only_unframed_tensors_are_supported() {
-        let limits = Limits::DEFAULT;
-        assert!(ValidateOptions::new("tensors", false, limits).is_ok());
+    fn targets_follow_type_and_frame() {
+        assert!(matches!(opts("tensors", false).target, Target::Tensors));
+        assert!(matches!(opts("tensors", true).target, Target::Frozen { framed: true, .. }));
+        let Target::Frozen { schema, framed } = opts("list<u8>", false).target else { panic!("frozen") };
+        assert_eq!((schema.text(), framed), ("list<u8>", false));
+    }
+
+    #[test]
+    fn bad_type_text_names_the_code() {
+        let e = ValidateOptions::new("list<u8", false, Limits::DEFAULT).unwrap_err();
         assert_eq!(
-            ValidateOptions::new("list<u8>", false, limits).unwrap_err(),
-            Unsupported::FrozenType("list<u8>".into())
+            e.to_string(),
+            "invalid --type \"list<u8\": TYPE at byte 7 of the type text: the type text is not canonical Kiln type text (rule TypeTextSyntax)"
         );
-        assert_eq!(ValidateOptions::new("tensors", true, limits).unwrap_err(), Unsupported::Framed);
+        let deep = format!("{}u8{}", "list<".repeat(65), ">".repeat(65));
+        let e = ValidateOptions::new(&deep, true, Limits::DEFAULT).unwrap_err().to_string();
+        assert!(
+            e.contains("LIMIT at byte 320 of the type text") && e.contains("(rule TypeDepth)") && e.contains("..."),
+            "{e}"
+        );
+        let e = ValidateOptions::new("@/nonexistent/s.json", false, Limits::DEFAULT).unwrap_err().to_string();
+        assert!(e.starts_with("invalid --type @/nonexistent/s.json: cannot read it: "), "{e}");
+    }
+
+    #[test]
+    fn frozen_values_and_frames() {
+        let o = opts("struct{id:i64,name:opt<str>,}", false);
+        let mut buf = 7i64.to_le_bytes().to_vec();
+        buf.extend([1, 2, 0, 0, 0, b'h', b'i']);
+        assert!(validate_bytes(&buf, &o).is_ok());
+        assert_eq!(validate_bytes(&buf[..buf.len() - 1], &o).unwrap_err().code().as_str(), "EOF");
+        let framed = opts("struct{id:i64,name:opt<str>,}", true);
+        let Target::Frozen { schema, .. } = &framed.target else { panic!("frozen") };
+        let mut f = kiln_nostd::frozen::frame_bytes(schema.hash()).to_vec();
+        f.extend(&buf);
+        assert!(validate_bytes(&f, &framed).is_ok());
+        f[8] ^= 1;
+        let e = validate_bytes(&f, &framed).unwrap_err();
+        assert_eq!((e.code().as_str(), e.offset()), ("SCHEMA", 8));
+        // A framed empty directory.
+        let mut t = kiln_nostd::frozen::frame_bytes(kiln_nostd::frozen::hash_text("tensors")).to_vec();
+        t.extend(kiln_nostd::EMPTY_BLOCK);
+        assert!(validate_bytes(&t, &opts("tensors", true)).is_ok());
+        assert_eq!(validate_bytes(&t, &opts("tensors", false)).unwrap_err().code().as_str(), "FRAME");
     }
 
     #[test]
@@ -122,7 +235,7 @@ mod tests {
 
     #[test]
     fn empty_input_is_eof_at_zero() {
-        let opts = ValidateOptions::new("tensors", false, Limits::DEFAULT).unwrap();
+        let opts = opts("tensors", false);
         let err = validate_bytes(&[], &opts).unwrap_err();
         assert_eq!((err.code().as_str(), err.offset()), ("EOF", 0));
         assert!(validate_bytes(&kiln_nostd::EMPTY_BLOCK, &opts).is_ok());

@@ -221,27 +221,362 @@ fn validate_a_directory_is_an_io_error() {
     kiln().args(["validate", s(files.dir.path())]).assert().code(2).stdout("");
 }
 
-#[test]
-fn validate_frozen_types_are_not_supported_yet() {
+// ------------------------------------------------------- Frozen values
+
+/// A little-endian u32 count or length word.
+fn word(n: u32) -> Vec<u8> {
+    n.to_le_bytes().to_vec()
+}
+
+/// A `str` (or `list<u8>`): length word, then the bytes.
+fn kstr(bytes: &[u8]) -> Vec<u8> {
+    [word(bytes.len() as u32), bytes.to_vec()].concat()
+}
+
+/// The 16-byte frame for canonical type text `ty`.
+fn frame(ty: &str) -> Vec<u8> {
+    kiln_nostd::frozen::frame_bytes(kiln_nostd::frozen::hash_text(ty)).to_vec()
+}
+
+/// `kiln validate --json --type TY [extra] FILE` on `bytes`: (exit code, the JSON line).
+fn validate_value(ty: &str, extra: &[&str], bytes: &[u8]) -> (i32, Value) {
     let files = Files::new();
-    let ok = files.write("ok.kiln", &f32_vector());
-    kiln().args(["validate", "--type", "list<u8>", s(&ok)]).assert().code(2).stdout("").stderr(
-        predicate::str::contains("Frozen values are not supported yet").and(predicate::str::contains("list<u8>")),
+    let path = files.write("v.kiln", bytes);
+    let out = kiln().args(["validate", "--json", "--type", ty]).args(extra).arg(&path).output().expect("runs");
+    let line: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{ty}: {e}: {:?}", out));
+    assert_eq!(line["file"], s(&path));
+    (out.status.code().expect("exit code"), line)
+}
+
+fn accepted(ty: &str, extra: &[&str], bytes: &[u8]) {
+    let (code, line) = validate_value(ty, extra, bytes);
+    assert_eq!((code, line["ok"].clone()), (0, json!(true)), "{ty}: {line}");
+}
+
+/// Asserts a rejection with this code, offset and rule.
+fn rejected(ty: &str, extra: &[&str], bytes: &[u8], want: (&str, u64, &str)) {
+    let (code, line) = validate_value(ty, extra, bytes);
+    assert_eq!(code, 1, "{ty}: {line}");
+    assert_eq!(line["ok"], false);
+    assert_eq!(
+        (line["error"].as_str().unwrap(), line["offset"].as_u64().unwrap(), line["rule"].as_str().unwrap()),
+        want,
+        "{ty}: {line}"
     );
-    // The explicit default is fine.
-    kiln().args(["validate", "--type", "tensors", s(&ok)]).assert().code(0);
+}
+
+const RECORD: &str = "struct{id:u32,name:str,tags:dict<str,i32>,note:opt<str>,scores:list<f32>,}";
+
+/// A RECORD value: id 7, name "kiln", tags {a: 1, b: -2}, note absent, scores [1.0, -2.0].
+fn record() -> Vec<u8> {
+    [
+        word(7),
+        kstr(b"kiln"),
+        word(2),
+        kstr(b"a"),
+        1i32.to_le_bytes().to_vec(),
+        kstr(b"b"),
+        (-2i32).to_le_bytes().to_vec(),
+        vec![0],
+        word(2),
+        F32_PAIR.to_vec(),
+    ]
+    .concat()
 }
 
 #[test]
-fn validate_frames_are_not_supported_yet() {
+fn validate_frozen_lists_accepted_and_rejected() {
+    let pair = [word(2), F32_PAIR.to_vec()].concat();
+    accepted("list<f32>", &[], &pair);
+    rejected("list<f32>", &[], &pair[..8], ("EOF", 0, "CountPastEnd"));
+    rejected("list<f32>", &[], &[pair.clone(), vec![0]].concat(), ("TRAILING", 12, "TrailingBytes"));
+    // Three strings claimed, one length present.
+    rejected("list<str>", &[], &[word(3), word(0)].concat(), ("EOF", 0, "CountPastEnd"));
+    accepted("list<str>", &[], &[word(2), kstr(b"a"), kstr(b"")].concat());
+    rejected("list<str>", &[], &[word(1), kstr(&[0xff])].concat(), ("UTF8", 8, "StrUtf8"));
+    accepted("list<bool>", &[], &[word(2), vec![0, 1]].concat());
+    rejected("list<bool>", &[], &[word(2), vec![0, 2]].concat(), ("TYPE", 5, "BoolValue"));
+    // Caps: list<u8> is a byte run (byte cap); other lists use the count cap.
+    let bytes5 = kstr(b"hello");
+    accepted("list<u8>", &["--byte-cap", "5"], &bytes5);
+    rejected("list<u8>", &["--byte-cap", "4"], &bytes5, ("LIMIT", 0, "ByteLengthCap"));
+    rejected("list<f32>", &["--count-cap", "1"], &pair, ("LIMIT", 0, "CountCap"));
+    accepted("list<f32>", &["--count-cap", "2"], &pair);
+}
+
+#[test]
+fn validate_frozen_structs_dicts_and_opts() {
+    accepted(RECORD, &[], &record());
+    rejected(RECORD, &[], &record()[..record().len() - 1], ("EOF", 35, "CountPastEnd"));
+    // Dict keys out of order: b before a.
+    let mut swapped = record();
+    swapped[20] = b'b';
+    swapped[29] = b'a';
+    rejected(RECORD, &[], &swapped, ("TYPE", 25, "DictKeyOrder"));
+    // Duplicate keys are out of order too.
+    let dup = [word(2), kstr(b"k"), vec![1], kstr(b"k"), vec![2]].concat();
+    rejected("dict<str,u8>", &[], &dup, ("TYPE", 10, "DictKeyOrder"));
+    accepted("dict<str,u8>", &[], &word(0));
+    // opt: absent, present, bad tag.
+    accepted("opt<str>", &[], &[0]);
+    accepted("opt<str>", &[], &[vec![1], kstr(b"x")].concat());
+    rejected("opt<str>", &[], &[2], ("TYPE", 0, "OptTag"));
+    rejected("opt<str>", &[], &[], ("EOF", 0, "ValueTruncated"));
+    // struct{} is zero bytes; a scalar is its width.
+    accepted("struct{}", &[], &[]);
+    rejected("struct{}", &[], &[0], ("TRAILING", 0, "TrailingBytes"));
+    accepted("i64", &[], &(-1i64).to_le_bytes());
+    rejected("u16", &[], &[1], ("EOF", 0, "ValueTruncated"));
+    // A tensors field inside a struct: the directory rules apply at absolute offsets.
+    let mut in_struct = [7i64.to_le_bytes().to_vec(), f32_vector()].concat();
+    accepted("struct{id:i64,batch:tensors,}", &[], &in_struct);
+    in_struct[8 + 4] = 1; // directory version
+    rejected("struct{id:i64,batch:tensors,}", &[], &in_struct, ("FRAME", 12, "DirectoryVersion"));
+}
+
+#[test]
+fn validate_framed_checks_the_frame_and_the_schema_hash() {
+    let framed = [frame(RECORD), record()].concat();
+    accepted(RECORD, &["--framed"], &framed);
+    // The hash of another type: SCHEMA before any field is read.
+    let other = [frame("struct{id:u32,}"), record()].concat();
+    rejected(RECORD, &["--framed"], &other, ("SCHEMA", 8, "SchemaHash"));
+    let mut magic = framed.clone();
+    magic[0] = b'X';
+    rejected(RECORD, &["--framed"], &magic, ("FRAME", 0, "FrameMagic"));
+    rejected(RECORD, &["--framed"], &framed[..10], ("EOF", 0, "FrameTruncated"));
+    // Unframed bytes given --framed, and framed bytes given no --framed.
+    rejected(RECORD, &["--framed"], &record(), ("FRAME", 0, "FrameMagic"));
+    assert_eq!(validate_value(RECORD, &[], &framed).0, 1);
+    // --type tensors --framed is a framed directory value; without --framed, a standalone block.
+    let dir = [frame("tensors"), f32_vector()].concat();
+    accepted("tensors", &["--framed"], &dir);
+    rejected("tensors", &[], &dir, ("FRAME", 0, "DirectoryMagic"));
+    rejected("tensors", &["--framed"], &f32_vector(), ("FRAME", 0, "FrameMagic"));
+}
+
+#[test]
+fn validate_bad_type_exits_two_before_reading_files() {
     let files = Files::new();
     let ok = files.write("ok.kiln", &f32_vector());
+    let missing = files.dir.path().join("missing.kiln");
+    kiln().args(["validate", "--type", "list<u8", s(&ok), s(&missing)]).assert().code(2).stdout("").stderr(
+        "kiln: invalid --type \"list<u8\": TYPE at byte 7 of the type text: the type text is not canonical Kiln type text (rule TypeTextSyntax)\n",
+    );
+    let deep = format!("{}u8{}", "opt<".repeat(65), ">".repeat(65));
+    kiln().args(["validate", "--json", "--framed", "--type", &deep, s(&ok)]).assert().code(2).stdout("").stderr(
+        predicate::str::contains(
+            "LIMIT at byte 256 of the type text: the type nests more than 64 containers (rule TypeDepth)",
+        ),
+    );
+    let depth_64 = format!("{}u8{}", "opt<".repeat(64), ">".repeat(64));
+    let ok64 = files.write("ok64.kiln", &[0]);
+    kiln().args(["validate", "--type", &depth_64, s(&ok64)]).assert().code(0);
     kiln()
-        .args(["validate", "--framed", s(&ok)])
+        .args(["validate", "--type", "struct{a:u8,a:u8,}", s(&ok)])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("TYPE at byte 12").and(predicate::str::contains("DuplicateField")));
+    kiln().args(["validate", "--type", "struct{ a:u8,}", s(&ok)]).assert().code(2);
+}
+
+const SCHEMA_JSON: &str = r#"{
+  "title": "record",
+  "type": "object",
+  "properties": {
+    "id": {"type": "integer", "format": "uint32"},
+    "name": {"type": "string"},
+    "tags": {"type": "object", "additionalProperties": {"type": "integer", "format": "int32"}},
+    "note": {"type": "string"},
+    "scores": {"type": "array", "items": {"type": "number", "format": "float"}}
+  },
+  "required": ["id", "name", "tags", "scores"]
+}"#;
+
+#[test]
+fn validate_and_decode_take_a_json_schema_type() {
+    let files = Files::new();
+    let schema = files.write("record.schema.json", SCHEMA_JSON.as_bytes());
+    let at = format!("@{}", s(&schema));
+    let value = files.write("r.kiln", &record());
+    let framed = files.write("rf.kiln", &[frame(RECORD), record()].concat());
+    kiln().args(["validate", "--type", &at, s(&value)]).assert().code(0);
+    kiln().args(["validate", "--framed", "--type", &at, s(&framed)]).assert().code(0);
+    kiln().args(["decode", "--framed", "--type", &at, s(&framed)]).assert().code(0);
+    let bad = files.write("bad.json", br#"{"type": "object", "properties": {"x": {"anyOf": []}}}"#);
+    kiln()
+        .args(["validate", "--type", &format!("@{}", s(&bad)), s(&value)])
         .assert()
         .code(2)
         .stdout("")
-        .stderr(predicate::str::contains("frames are not supported yet"));
+        .stderr(format!("kiln: invalid --type @{}: /properties/x: \"anyOf\" is not supported\n", s(&bad)));
+    kiln()
+        .args(["validate", "--type", &format!("@{}", s(&files.dir.path().join("nope.json"))), s(&value)])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot read it"));
+}
+
+// ------------------------------------------------------------------ decode
+
+fn decode_json(args: &[&str], bytes: &[u8]) -> Value {
+    let files = Files::new();
+    let path = files.write("d.kiln", bytes);
+    let out = kiln().arg("decode").args(args).arg(&path).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(out.stderr.is_empty());
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
+}
+
+#[test]
+fn decode_prints_the_value_as_json() {
+    let files = Files::new();
+    let path = files.write("r.kiln", &record());
+    let out = kiln().args(["decode", "--type", RECORD, s(&path)]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "{\n  \"id\": 7,\n  \"name\": \"kiln\",\n  \"tags\": {\n    \"a\": 1,\n    \"b\": -2\n  },\n  \"note\": null,\n  \"scores\": [1.0, -2.0]\n}\n"
+    );
+    kiln()
+        .args(["decode", "--compact", "--type", RECORD, s(&path)])
+        .assert()
+        .code(0)
+        .stdout("{\"id\":7,\"name\":\"kiln\",\"tags\":{\"a\":1,\"b\":-2},\"note\":null,\"scores\":[1.0,-2.0]}\n");
+    // Framed, and from a JSON Schema type: the same document.
+    let framed = [frame(RECORD), record()].concat();
+    assert_eq!(
+        decode_json(&["--framed", "--type", RECORD], &framed),
+        json!({"id": 7, "name": "kiln", "tags": {"a": 1, "b": -2}, "note": null, "scores": [1.0, -2.0]})
+    );
+}
+
+#[test]
+fn decode_numbers_bytes_and_keys() {
+    let ty = "struct{big:i64,small:i64,u:uint,nan:f64,inf:f32,neg:f32,z:f32,raw:list<u8>,keys:dict<str,bool>,}";
+    let bytes = [
+        (-(1i64 << 53)).to_le_bytes().to_vec(),
+        ((1i64 << 53) - 1).to_le_bytes().to_vec(),
+        u64::MAX.to_le_bytes().to_vec(),
+        f64::from_bits(0x7FF8_0000_0000_0001).to_le_bytes().to_vec(),
+        f32::INFINITY.to_le_bytes().to_vec(),
+        f32::NEG_INFINITY.to_le_bytes().to_vec(),
+        (-0.0f32).to_le_bytes().to_vec(),
+        kstr(&[0, 0xab, 0xff]),
+        word(2),
+        kstr(b"Z"),
+        vec![1],
+        kstr(b"a"),
+        vec![0],
+    ]
+    .concat();
+    let files = Files::new();
+    let path = files.write("n.kiln", &bytes);
+    kiln().args(["decode", "--compact", "--type", ty, s(&path)]).assert().code(0).stdout(
+        "{\"big\":\"-9007199254740992\",\"small\":9007199254740991,\"u\":\"18446744073709551615\",\"nan\":\"NaN\",\"inf\":\"Infinity\",\"neg\":\"-Infinity\",\"z\":-0.0,\"raw\":\"00abff\",\"keys\":{\"Z\":true,\"a\":false}}\n",
+    );
+}
+
+#[test]
+fn decode_tensors_print_the_inspect_table() {
+    let table = decode_json(&[], &quant_set());
+    let files = Files::new();
+    let set = files.write("set.kiln", &quant_set());
+    let inspect: Value =
+        serde_json::from_slice(&kiln().args(["inspect", "--json", s(&set)]).output().expect("runs").stdout).unwrap();
+    assert_eq!(table, inspect["tensors"]);
+    // Inside a framed struct: offsets are absolute in the file.
+    let ty = "struct{id:i64,batch:tensors,}";
+    let framed = [frame(ty), 7i64.to_le_bytes().to_vec(), f32_vector()].concat();
+    let doc = decode_json(&["--framed", "--type", ty], &framed);
+    assert_eq!(doc["id"], 7);
+    assert_eq!(doc["batch"][0]["dtype"], "f32");
+    assert_eq!(doc["batch"][0]["byte_offset"], 16 + 8 + 192);
+    assert_eq!(
+        decode_json(&["--type", "tensors", "--framed"], &[frame("tensors"), kiln_nostd::EMPTY_BLOCK.to_vec()].concat()),
+        json!([])
+    );
+}
+
+#[test]
+fn decode_invalid_input_exits_one_with_the_error() {
+    let files = Files::new();
+    let short = files.write("short.kiln", &record()[..20]);
+    kiln().args(["decode", "--type", RECORD, s(&short)]).assert().code(1).stdout("").stderr(format!(
+        "{}: EOF at byte 12: count * minimum element size is more than the unread bytes (rule CountPastEnd)\n",
+        s(&short)
+    ));
+    let framed = files.write("f.kiln", &[frame("struct{}"), record()].concat());
+    kiln()
+        .args(["decode", "--framed", "--type", RECORD, s(&framed)])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(predicate::str::contains("SCHEMA at byte 8").and(predicate::str::contains("rule SchemaHash")));
+    kiln().args(["decode", "--type", "list<", s(&short)]).assert().code(2).stdout("");
+    kiln().args(["decode", "--type", RECORD, s(&files.dir.path().join("missing"))]).assert().code(2);
+    kiln()
+        .args([
+            "decode",
+            "--count-cap",
+            "1",
+            "--type",
+            "list<f32>",
+            s(&files.write("p", &[word(2), F32_PAIR.to_vec()].concat())),
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("LIMIT at byte 0"));
+}
+
+// --------------------------------------------------- schema-to-type, gen-rust
+
+#[test]
+fn schema_to_type_prints_the_text_and_hash() {
+    let files = Files::new();
+    let schema = files.write("record.schema.json", SCHEMA_JSON.as_bytes());
+    let hash = kiln_nostd::frozen::hash_text(RECORD);
+    kiln()
+        .args(["schema-to-type", s(&schema)])
+        .assert()
+        .code(0)
+        .stdout(format!("{RECORD}\n0x{hash:016x}\n"))
+        .stderr("");
+    let out = kiln().args(["schema-to-type", "--json", s(&schema)]).output().expect("runs");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc, json!({"type": RECORD, "hash": format!("0x{hash:016x}")}));
+    let bad = files.write(
+        "bad.json",
+        br#"{"type": "array", "items": {"type": "object", "properties": {"t": {"type": "string", "enum": ["a"]}}}}"#,
+    );
+    kiln()
+        .args(["schema-to-type", s(&bad)])
+        .assert()
+        .code(1)
+        .stdout("")
+        .stderr(format!("kiln: {}: /items/properties/t: \"enum\" is not supported\n", s(&bad)));
+    let warn = files.write("w.json", br#"{"type": "string", "maxLength": 4}"#);
+    kiln()
+        .args(["schema-to-type", s(&warn)])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::starts_with("str\n"))
+        .stderr(predicate::str::contains("\"maxLength\" is ignored"));
+    kiln().args(["schema-to-type", s(&files.dir.path().join("missing.json"))]).assert().code(2);
+}
+
+#[test]
+fn gen_rust_prints_derived_structs() {
+    let files = Files::new();
+    let schema = files.write("record.schema.json", SCHEMA_JSON.as_bytes());
+    let out = kiln().args(["gen-rust", s(&schema)]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(0));
+    let code = String::from_utf8(out.stdout).unwrap();
+    assert!(code.contains(&format!("// Type text:   {RECORD}\n")), "{code}");
+    assert!(code.contains("#[derive(Debug, Clone, Copy, Kiln)]\npub struct Record<'a> {\n    pub id: u32,\n    pub name: &'a str,\n    pub tags: DictView<'a, i32>,\n    pub note: Option<&'a str>,\n    pub scores: ListView<'a, f32>,\n}\n"), "{code}");
+    let owned = kiln().args(["gen-rust", "--owned", "--name", "Rec", s(&schema)]).output().expect("runs");
+    let code = String::from_utf8(owned.stdout).unwrap();
+    assert!(code.contains("pub struct Rec {\n    pub id: u32,\n    pub name: String,\n    pub tags: BTreeMap<String, i32>,\n    pub note: Option<String>,\n    pub scores: Vec<f32>,\n}\n"), "{code}");
 }
 
 #[test]

@@ -6,7 +6,8 @@
 //! no panic path survived optimisation anywhere in what is called here.
 //!
 //! The binary also runs (QEMU lm3s6965evb): it exits 0 when the embedded
-//! demo model parsed and the writer round trip matched, 1 otherwise. No
+//! example model (spec/examples/digits-mlp.kiln) parsed, the writer round
+//! trip matched and the Frozen record read back, 1 otherwise. No
 //! `core::fmt` anywhere: formatting machinery has panic paths of its own.
 #![no_std]
 #![no_main]
@@ -54,19 +55,23 @@ fn mix(sink: &mut u32, v: usize) {
     *sink = sink.rotate_left(5) ^ (v as u32);
 }
 
-#[cfg(feature = "parse")]
+#[cfg(any(feature = "parse", feature = "typical"))]
 #[allow(dead_code)] // NAME and INDEX serve the views
 mod inputs {
     #[repr(C, align(64))]
     pub struct Aligned<T>(pub T);
-    const LEN: usize = include_bytes!("../../firmware-demo/model.kiln").len();
-    pub static MODEL: Aligned<[u8; LEN]> = Aligned(*include_bytes!("../../firmware-demo/model.kiln"));
+    /// The bundled example model (8 tensors, one of them MXFP4-quantized).
+    /// Only `.rodata` depends on it: every input goes through `opaque`, so
+    /// the code measured is the same for any model.
+    const LEN: usize = include_bytes!("../../spec/examples/digits-mlp.kiln").len();
+    pub static MODEL: Aligned<[u8; LEN]> = Aligned(*include_bytes!("../../spec/examples/digits-mlp.kiln"));
 
     pub static INPUT: &[u8] = &MODEL.0;
     pub static INPUT_LEN: usize = LEN;
     pub static START: usize = 0;
-    pub static NAME: &str = "w";
-    pub static INDEX: usize = 1;
+    pub static NAME: &str = "fc1.weight";
+    /// fc1.weight.mxfp4, the quantized tensor.
+    pub static INDEX: usize = 4;
     pub static COUNT_CAP: u32 = 1024;
     pub static SEED: u64 = 0x1234_5678;
 }
@@ -218,6 +223,177 @@ mod decoder {
     }
 }
 
+/// What a typical firmware does, and nothing else: one parse with a fixed
+/// name index, look weights up by name, read them as f32 in place (or copy
+/// them out), and walk the table. The size table reports this beside the
+/// every-API figure.
+#[cfg(feature = "typical")]
+mod typical {
+    use super::{inputs::*, mix, opaque};
+    use kiln_nostd::FixedIndex;
+
+    pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
+        let mut index = FixedIndex::<32, 128>::new();
+        let Ok((dir, names)) = index.parse(buf) else { return false };
+        for t in dir.iter() {
+            mix(sink, t.name().map_or(0, str::len));
+            mix(sink, t.shape().len());
+            mix(sink, t.bytes().len());
+        }
+        let Some(w) = names.get(opaque(&NAME)) else { return false };
+        match w.as_slice::<f32>() {
+            Some(v) => mix(sink, v.len()),
+            None => {
+                let mut out = [0f32; 64];
+                mix(sink, w.copy_to(&mut out).unwrap_or(0));
+            }
+        }
+        true
+    }
+}
+
+/// A Frozen value on the device: one framed record of type
+/// `struct{id:i64,name:str,scores:list<f32>,}`, built at compile time as
+/// bytes, checked against a schema parsed from the type text (both opaque)
+/// with `frozen::Reader` (frame, schema hash, counts, UTF-8, trailing
+/// bytes), then read through the borrowed `Value` API.
+#[cfg(any(feature = "frozen", feature = "frozen-typed"))]
+#[cfg_attr(not(feature = "frozen"), allow(dead_code, unused_imports))]
+mod frozen_record {
+    use super::{mix, opaque};
+    use kiln_nostd::frozen::{frame_bytes, hash_text, Reader, Schema, FRAME_LEN};
+
+    const TYPE: &str = "struct{id:i64,name:str,scores:list<f32>,}";
+    pub const ID: i64 = 42;
+    pub const NAME: &[u8] = b"kiln";
+    pub const SCORES: [f32; 3] = [0.5, -1.25, 3.0];
+    const LEN: usize = FRAME_LEN + 8 + 4 + NAME.len() + 4 + 4 * SCORES.len();
+
+    pub static TYPE_TEXT: &str = TYPE;
+    static RECORD: [u8; LEN] = record();
+    pub static INPUT: &[u8] = &RECORD;
+
+    /// Frame (`KLN0`, profile 0, schema hash), then the fields in order:
+    /// i64 LE, str as u32 length + bytes, list<f32> as u32 count + f32 LE.
+    const fn record() -> [u8; LEN] {
+        let mut out = [0u8; LEN];
+        let mut at = put(&mut out, 0, &frame_bytes(hash_text(TYPE)));
+        at = put(&mut out, at, &ID.to_le_bytes());
+        at = put(&mut out, at, &(NAME.len() as u32).to_le_bytes());
+        at = put(&mut out, at, NAME);
+        at = put(&mut out, at, &(SCORES.len() as u32).to_le_bytes());
+        let mut i = 0;
+        while i < SCORES.len() {
+            at = put(&mut out, at, &SCORES[i].to_le_bytes());
+            i += 1;
+        }
+        assert!(at == LEN);
+        out
+    }
+
+    const fn put(out: &mut [u8; LEN], at: usize, bytes: &[u8]) -> usize {
+        let mut i = 0;
+        while i < bytes.len() {
+            out[at + i] = bytes[i];
+            i += 1;
+        }
+        at + bytes.len()
+    }
+
+    pub fn run(sink: &mut u32) -> bool {
+        let text: &str = opaque(&TYPE_TEXT);
+        let buf: &[u8] = opaque(&INPUT);
+        let schema = match Schema::<16>::parse(text) {
+            Ok(s) => s,
+            Err(e) => {
+                mix(sink, e.offset());
+                return false;
+            }
+        };
+        mix(sink, schema.hash() as usize);
+        let v = match Reader::new().framed(true).read(buf, &schema) {
+            Ok(v) => v,
+            Err(e) => {
+                mix(sink, e.code() as usize);
+                mix(sink, e.offset());
+                return false;
+            }
+        };
+        let id = v.field("id").and_then(|f| f.as_i64());
+        let name = v.field("name").and_then(|f| f.as_str());
+        let Some(scores) = v.field("scores").and_then(|f| f.as_list()) else { return false };
+        mix(sink, id.map_or(0, |i| i as usize));
+        mix(sink, name.map_or(0, str::len));
+        // Zero-copy when aligned, else a copy; both through the list view.
+        // Compared as bits: no soft-float code in the figure.
+        let mut out = [0f32; 8];
+        let values: &[f32] = match scores.view::<f32>() {
+            Some(s) => s,
+            None => {
+                let n = scores.copy_to(&mut out).unwrap_or(0);
+                out.get(..n).unwrap_or(&[])
+            }
+        };
+        let mut same = values.len() == SCORES.len();
+        for (v, want) in values.iter().zip(SCORES.iter()) {
+            mix(sink, v.to_bits() as usize);
+            same &= v.to_bits() == want.to_bits();
+        }
+        id == Some(ID) && name.map(str::as_bytes) == Some(NAME) && same
+    }
+}
+
+/// The same record through the typed decoder: the type is a `Ty` built at
+/// compile time, so the check is monomorphized for it (no type-text parser,
+/// no code for kinds the record does not use).
+#[cfg(feature = "frozen-typed")]
+mod typed_record {
+    use super::{mix, opaque};
+    use kiln_nostd::frozen::{decode_framed, Decode, Decoder, Field, KilnType, ListView, Ty};
+
+    static SCORES: Ty = Ty::list(&Ty::F32);
+    static FIELDS: [Field; 3] = [Field::new("id", &Ty::I64), Field::new("name", &Ty::STR), Field::new("scores", &SCORES)];
+    static RECORD_TY: Ty = Ty::structure(&FIELDS);
+
+    /// What `#[derive(Kiln)]` would generate for this struct.
+    struct Record<'a> {
+        id: i64,
+        name: &'a str,
+        scores: ListView<'a, f32>,
+    }
+
+    impl KilnType for Record<'_> {
+        const TY: &'static Ty = &RECORD_TY;
+    }
+
+    impl<'a> Decode<'a> for Record<'a> {
+        fn decode(d: &mut Decoder<'a>) -> kiln_nostd::Result<Self> {
+            Ok(Record { id: i64::decode(d)?, name: <&str>::decode(d)?, scores: ListView::decode(d)? })
+        }
+    }
+
+    pub fn run(sink: &mut u32) -> bool {
+        let buf: &[u8] = opaque(&super::frozen_record::INPUT);
+        match decode_framed::<Record>(buf) {
+            Ok(r) => {
+                mix(sink, r.id as usize);
+                mix(sink, r.name.len());
+                let mut same = r.scores.len() == super::frozen_record::SCORES.len();
+                for (v, want) in r.scores.iter().zip(super::frozen_record::SCORES.iter()) {
+                    mix(sink, v.to_bits() as usize);
+                    same &= v.to_bits() == want.to_bits();
+                }
+                r.id == super::frozen_record::ID && r.name.as_bytes() == super::frozen_record::NAME && same
+            }
+            Err(e) => {
+                mix(sink, e.code() as usize);
+                mix(sink, e.offset());
+                false
+            }
+        }
+    }
+}
+
 #[cfg(feature = "writer")]
 mod writer {
     use super::{mix, opaque};
@@ -287,6 +463,10 @@ fn main() -> ! {
     #[allow(unused_mut)]
     let mut ok = true;
 
+    #[cfg(feature = "typical")]
+    {
+        ok &= typical::run(&mut sink, opaque(&inputs::INPUT));
+    }
     #[cfg(feature = "parse")]
     {
         let buf: &[u8] = opaque(&inputs::INPUT);
@@ -301,7 +481,15 @@ fn main() -> ! {
     {
         ok &= writer::run(&mut sink);
     }
-    #[cfg(not(feature = "parse"))]
+    #[cfg(feature = "frozen")]
+    {
+        ok &= frozen_record::run(&mut sink);
+    }
+    #[cfg(feature = "frozen-typed")]
+    {
+        ok &= typed_record::run(&mut sink);
+    }
+    #[cfg(not(any(feature = "parse", feature = "typical", feature = "frozen", feature = "frozen-typed")))]
     {
         // Baseline: the same opaque read and sink traffic, no decoder.
         static NOTHING: usize = 0;

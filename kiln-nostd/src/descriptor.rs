@@ -72,10 +72,9 @@ pub struct Descriptor {
 /// Absolute-in-block offset of descriptor `index`'s field at `field`.
 #[inline]
 pub(crate) fn field_at(index: usize, field: usize) -> usize {
-    index
-        .saturating_mul(DESCRIPTOR_LEN)
-        .saturating_add(HEADER_LEN)
-        .saturating_add(field)
+    // Only called for descriptors that lie inside the buffer, so the sum
+    // is below the buffer length: wrapping never happens, and costs nothing.
+    index.wrapping_mul(DESCRIPTOR_LEN).wrapping_add(HEADER_LEN).wrapping_add(field)
 }
 
 /// The descriptor's wire layout: every field a little-endian byte array, so
@@ -130,6 +129,104 @@ impl RawDescriptor {
     /// Views `bytes` (a multiple of 128 long) as descriptors.
     pub fn slice(bytes: &[u8]) -> &[RawDescriptor] {
         bytemuck::try_cast_slice(bytes).unwrap_or(&[])
+    }
+
+    /// Dtype code.
+    #[inline]
+    pub fn dtype_code(&self) -> u16 {
+        u16::from_le_bytes(self.dtype)
+    }
+
+    /// The dtype, if the code is defined or opaque.
+    #[inline]
+    pub fn dtype(&self) -> Option<DType> {
+        DType::from_code(self.dtype_code())
+    }
+
+    /// Rank byte.
+    #[inline]
+    pub fn rank(&self) -> u8 {
+        self.rank
+    }
+
+    /// Opaque block size.
+    #[inline]
+    pub fn block_size(&self) -> u32 {
+        u32::from_le_bytes(self.block_size)
+    }
+
+    /// Quantization scheme.
+    #[inline]
+    pub fn quant_scheme(&self) -> u16 {
+        u16::from_le_bytes(self.quant_scheme)
+    }
+
+    /// Quantized axis.
+    #[inline]
+    pub fn quant_axis(&self) -> u16 {
+        u16::from_le_bytes(self.quant_axis)
+    }
+
+    /// Elements per scale.
+    #[inline]
+    pub fn group_size(&self) -> u32 {
+        u32::from_le_bytes(self.group_size)
+    }
+
+    /// Scale tensor index.
+    #[inline]
+    pub fn scale_index(&self) -> u32 {
+        u32::from_le_bytes(self.scale_index)
+    }
+
+    /// Outer tensor index.
+    #[inline]
+    pub fn outer_index(&self) -> u32 {
+        u32::from_le_bytes(self.outer_index)
+    }
+
+    /// Payload offset from the payload base.
+    #[inline]
+    pub fn byte_offset(&self) -> u64 {
+        u64::from_le_bytes(self.byte_offset)
+    }
+
+    /// Payload length.
+    #[inline]
+    pub fn byte_length(&self) -> u64 {
+        u64::from_le_bytes(self.byte_length)
+    }
+
+    /// End of the payload range, `None` on overflow.
+    #[inline]
+    pub fn range_end(&self) -> Option<u64> {
+        self.byte_offset().checked_add(self.byte_length())
+    }
+
+    /// Shape slot `i` (0..8).
+    #[inline]
+    pub fn slot(&self, i: usize) -> u64 {
+        self.shape.get(i).copied().map_or(0, u64::from_le_bytes)
+    }
+
+    /// The dims in use, `shape[..rank]` (none for a rank above 8).
+    pub fn dims(&self) -> impl Iterator<Item = u64> + '_ {
+        let rank = if self.rank > MAX_RANK { 0 } else { usize::from(self.rank) };
+        self.shape.iter().take(rank).map(|d| u64::from_le_bytes(*d))
+    }
+
+    /// Product of the dims in use (1 for rank 0); `None` on overflow. The
+    /// product is exact: a zero dimension makes it 0 whatever the others are.
+    pub fn element_count(&self) -> Option<u64> {
+        if self.dims().any(|d| d == 0) {
+            return Some(0);
+        }
+        self.dims().try_fold(1u64, |acc, d| acc.checked_mul(d))
+    }
+
+    /// All eight shape slots, decoded.
+    pub fn shape(&self) -> [u64; 8] {
+        self.shape.map(u64::from_le_bytes)
     }
 
     /// name_off and name_len.
@@ -208,8 +305,12 @@ impl Descriptor {
         self.shape.get(..usize::from(self.rank)).unwrap_or(&[])
     }
 
-    /// Product of the dims in use (1 for rank 0); `None` on overflow.
+    /// Product of the dims in use (1 for rank 0); `None` on overflow. The
+    /// product is exact: a zero dimension makes it 0 whatever the others are.
     pub fn element_count(&self) -> Option<u64> {
+        if self.dims().contains(&0) {
+            return Some(0);
+        }
         self.dims().iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
     }
 
@@ -235,36 +336,38 @@ pub(crate) fn check_reserved(raw: &RawDescriptor, index: usize) -> Result<()> {
     }
 }
 
-/// Step 9 for one descriptor: dtype, rank, shape, range, length, layout fields.
+/// Step 9 for one descriptor: range, dtype, rank, shape, length, layout fields,
+/// in the reference's order (spec/kiln-v2.md section 14), which decides the
+/// code when one descriptor has a LIMIT and a TYPE fault.
 /// Overlap with other tensors is checked by the caller.
-pub(crate) fn check_shape_and_range(d: &Descriptor, index: usize, payload_bytes: u64) -> Result<()> {
+pub(crate) fn check_shape_and_range(d: &RawDescriptor, index: usize, payload_bytes: u64) -> Result<()> {
     let at = |field| field_at(index, field);
-    let Some(dtype) = d.dtype() else {
-        return fail(Rule::UnknownDtype, at(AT_DTYPE));
-    };
-    if d.rank > MAX_RANK {
-        return fail(Rule::RankTooLarge, at(AT_RANK));
-    }
-    let rank = usize::from(d.rank);
-    if let Some(i) = d.shape.iter().skip(rank).position(|&s| s != 0) {
-        return fail(Rule::ShapeTail, at(AT_SHAPE.saturating_add(rank.saturating_add(i).saturating_mul(8))));
-    }
-    let Some(count) = d.element_count() else {
-        return fail(Rule::ShapeOverflow, at(AT_SHAPE));
-    };
     let Some(end) = d.range_end() else {
         return fail(Rule::RangeOverflow, at(AT_BYTE_LENGTH));
     };
     if end > payload_bytes {
         return fail(Rule::RangePastPayload, at(AT_BYTE_OFFSET));
     }
+    let Some(dtype) = d.dtype() else {
+        return fail(Rule::UnknownDtype, at(AT_DTYPE));
+    };
+    if d.rank() > MAX_RANK {
+        return fail(Rule::RankTooLarge, at(AT_RANK));
+    }
+    let rank = usize::from(d.rank());
+    if let Some(i) = (rank..8).find(|&i| d.slot(i) != 0) {
+        return fail(Rule::ShapeTail, at(AT_SHAPE.saturating_add(i.saturating_mul(8))));
+    }
+    let Some(count) = d.element_count() else {
+        return fail(Rule::ShapeOverflow, at(AT_SHAPE));
+    };
     check_length_and_layout(d, dtype, count, index)
 }
 
-fn check_length_and_layout(d: &Descriptor, dtype: DType, count: u64, index: usize) -> Result<()> {
+fn check_length_and_layout(d: &RawDescriptor, dtype: DType, count: u64, index: usize) -> Result<()> {
     let at = |field| field_at(index, field);
     // Step 8 already required layout_off and layout_len to agree.
-    let has_layout = d.layout_len != 0;
+    let has_layout = d.layout_field().1 != 0;
     match dtype.width() {
         Width::Opaque => {
             if !has_layout {
@@ -272,8 +375,8 @@ fn check_length_and_layout(d: &Descriptor, dtype: DType, count: u64, index: usiz
             }
             // The range check above bounds byte_length by the buffer, so it
             // fits a usize: no 64-bit division on 32-bit targets.
-            let len = usize_from(d.byte_length);
-            let block = usize::try_from(d.block_size).ok();
+            let len = usize_from(d.byte_length());
+            let block = usize::try_from(d.block_size()).ok();
             if len.zip(block).and_then(|(l, b)| l.checked_rem(b)) != Some(0) {
                 return fail(Rule::OpaqueBlockSize, at(AT_BLOCK_SIZE));
             }
@@ -283,12 +386,12 @@ fn check_length_and_layout(d: &Descriptor, dtype: DType, count: u64, index: usiz
             if has_layout {
                 return fail(Rule::LayoutOnDenseDtype, at(AT_LAYOUT_OFF));
             }
-            if d.block_size != 0 {
+            if d.block_size() != 0 {
                 return fail(Rule::LayoutOnDenseDtype, at(AT_BLOCK_SIZE));
             }
             match dtype.byte_length(count) {
                 None => fail(Rule::ShapeOverflow, at(AT_SHAPE)),
-                Some(len) if len != d.byte_length => fail(Rule::LengthMismatch, at(AT_BYTE_LENGTH)),
+                Some(len) if len != d.byte_length() => fail(Rule::LengthMismatch, at(AT_BYTE_LENGTH)),
                 Some(_) => Ok(()),
             }
         }
@@ -297,7 +400,7 @@ fn check_length_and_layout(d: &Descriptor, dtype: DType, count: u64, index: usiz
 
 /// Step 11 element bytes: bool bytes and the odd packed tail.
 /// `payload` is this tensor's checked payload, at block offset `payload_at`.
-pub(crate) fn check_elements(d: &Descriptor, payload: &[u8], payload_at: usize) -> Result<()> {
+pub(crate) fn check_elements(d: &RawDescriptor, payload: &[u8], payload_at: usize) -> Result<()> {
     match d.dtype() {
         Some(DType::Bool) => match payload.iter().position(|&b| b > 1) {
             Some(i) => fail(Rule::BoolByte, payload_at.saturating_add(i)),
@@ -317,8 +420,8 @@ pub(crate) fn check_elements(d: &Descriptor, payload: &[u8], payload_at: usize) 
 }
 
 /// Converts a checked payload range to block offsets, `None` past usize.
-pub(crate) fn payload_span(d: &Descriptor, payload_base: usize) -> Option<(usize, usize)> {
-    let start = payload_base.checked_add(usize_from(d.byte_offset)?)?;
-    let end = start.checked_add(usize_from(d.byte_length)?)?;
+pub(crate) fn payload_span(d: &RawDescriptor, payload_base: usize) -> Option<(usize, usize)> {
+    let start = payload_base.checked_add(usize_from(d.byte_offset())?)?;
+    let end = start.checked_add(usize_from(d.byte_length())?)?;
     Some((start, end))
 }

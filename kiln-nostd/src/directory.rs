@@ -5,7 +5,7 @@
 //! wins; inside a step, the first fault in descriptor order wins.
 
 use crate::bytes::{align64, first_nonzero, usize_from};
-use crate::descriptor::{self, field_at, Descriptor, RawDescriptor, AT_BYTE_OFFSET};
+use crate::descriptor::{self, field_at, RawDescriptor, AT_BYTE_OFFSET};
 use crate::error::{fail, Error, Result, Rule};
 use crate::header::{Header, Regions, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::limits::Limits;
@@ -139,12 +139,12 @@ struct Payload<'a> {
 }
 
 /// Where a fault sits in the check order: step 8 has sub-steps (reserved
-/// bytes, then names, then layout names and the heap total, then uniqueness).
+/// bytes, which return at once; then per descriptor its name rules, name
+/// uniqueness and layout rules; then the heap total).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Stage {
     Names,
-    Layouts,
-    Unique,
+    HeapTotal,
     Ranges, // step 9
     Placement, // step 10
     Values, // step 11
@@ -169,6 +169,12 @@ impl FirstFault {
         }
     }
 
+    /// Replaces the held fault (a duplicate found after the walk that comes
+    /// before the step-8 fault the walk stopped at).
+    fn replace(&mut self, stage: Stage, e: Error) {
+        self.0 = Some((stage, e));
+    }
+
     fn into_result(self) -> Result<()> {
         self.0.map_or(Ok(()), |(_, e)| Err(e))
     }
@@ -191,7 +197,9 @@ fn check_descriptors<'s>(
     let mut table = if has_names { scratch.and_then(|s| Table::new(s, descs.count)) } else { None };
     let mut first = FirstFault::default();
     let mut names = NameCursor::default();
-    let mut any_layout = false;
+    // How many descriptors' names passed their own rules before the first
+    // step-8 name/layout fault, if there is one.
+    let mut names_fault: Option<usize> = None;
     let mut ranges = RangeWalk::default();
     let mut hashes = [0u64; AHEAD];
     if let Some(t) = table.as_ref() {
@@ -200,29 +208,39 @@ fn check_descriptors<'s>(
     for (i, raw) in descs.raws.iter().enumerate() {
         descriptor::check_reserved(raw, i)?;
         if first.open(Stage::Names) {
-            first.note(Stage::Names, names.check(heap, raw, i, has_names));
-        }
-        any_layout |= raw.layout_field().1 != 0;
-        if let (Some(t), true) = (table.as_mut(), first.open(Stage::Unique)) {
-            if let Some(earlier) = insert_ahead(t, &mut hashes, i, descs.count, seed, name_of) {
-                first.note(Stage::Unique, duplicate(earlier, i));
+            let name = names.check(heap, raw, i, has_names);
+            let r = name
+                .and_then(|()| match table.as_mut() {
+                    Some(t) => insert_ahead(t, &mut hashes, i, descs.count, seed, name_of)
+                        .map_or(Ok(()), |earlier| duplicate(earlier, i)),
+                    None => Ok(()),
+                })
+                .and_then(|()| names.check_layout(heap, raw, i, || names::names_total(descs.raws)));
+            if r.is_err() {
+                names_fault = Some(if name.is_ok() { i.saturating_add(1) } else { i });
             }
+            first.note(Stage::Names, r);
         }
         if first.open(Stage::Ranges) {
-            let d = Descriptor::from_raw(raw);
-            ranges.check(&d, i, payload, &mut first);
+            ranges.check(raw, i, payload, &mut first);
             if first.open(Stage::Values) {
-                first.note(Stage::Values, check_values(descs, &d, i, payload));
+                first.note(Stage::Values, check_values(descs, raw, i, payload));
             }
         }
     }
-    if first.open(Stage::Layouts) {
-        first.note(Stage::Layouts, names::check_layouts(heap, descs.raws, names.cursor, any_layout));
-    }
-    if has_names && table.is_none() && first.open(Stage::Unique) {
-        if let Some((earlier, later)) = names::find_duplicate_quadratic(descs.count, name_of) {
-            first.note(Stage::Unique, duplicate(earlier, later));
+    if has_names && table.is_none() && (names_fault.is_some() || first.open(Stage::Names)) {
+        // Without scratch, duplicates are found after the walk. One among
+        // the names that passed their own rules comes before the walk's
+        // step-8 fault (uniqueness is checked before a descriptor's layout).
+        let upto = names_fault.unwrap_or(descs.count);
+        if let Some((earlier, later)) = names::find_duplicate_quadratic(upto, name_of) {
+            if let Err(e) = duplicate(earlier, later) {
+                first.replace(Stage::Names, e);
+            }
         }
+    }
+    if first.open(Stage::HeapTotal) {
+        first.note(Stage::HeapTotal, names.check_heap_total(heap));
     }
     if first.open(Stage::Placement) {
         first.note(Stage::Placement, ranges.check_total(payload.len));
@@ -279,13 +297,13 @@ struct RangeWalk {
 }
 
 impl RangeWalk {
-    fn check(&mut self, d: &Descriptor, i: usize, payload: Payload<'_>, first: &mut FirstFault) {
+    fn check(&mut self, d: &RawDescriptor, i: usize, payload: Payload<'_>, first: &mut FirstFault) {
         if let Err(e) = descriptor::check_shape_and_range(d, i, payload.len) {
             return first.note(Stage::Ranges, Err(e));
         }
         let end = d.range_end().unwrap_or(u64::MAX);
-        if d.byte_length != 0 {
-            if d.byte_offset < self.overlap_end {
+        if d.byte_length() != 0 {
+            if d.byte_offset() < self.overlap_end {
                 return first.note(Stage::Ranges, fail(Rule::RangeOverlap, field_at(i, AT_BYTE_OFFSET)));
             }
             self.overlap_end = end;
@@ -306,12 +324,12 @@ impl RangeWalk {
 }
 
 // Step 10 for one tensor: offset is the greedy placement, the gap before it is zero.
-fn check_placement(d: &Descriptor, i: usize, running_end: u64, payload: Payload<'_>) -> Result<()> {
-    if align64(running_end) != Some(d.byte_offset) {
+fn check_placement(d: &RawDescriptor, i: usize, running_end: u64, payload: Payload<'_>) -> Result<()> {
+    if align64(running_end) != Some(d.byte_offset()) {
         return fail(Rule::NonCanonicalOffset, field_at(i, AT_BYTE_OFFSET));
     }
     let gap_start = usize_from(running_end).unwrap_or(usize::MAX);
-    let gap_end = usize_from(d.byte_offset).unwrap_or(usize::MAX);
+    let gap_end = usize_from(d.byte_offset()).unwrap_or(usize::MAX);
     match payload.bytes.get(gap_start..gap_end).and_then(first_nonzero) {
         Some(k) => fail(Rule::NonzeroGap, payload.at.saturating_add(gap_start).saturating_add(k)),
         None => Ok(()),
@@ -319,18 +337,18 @@ fn check_placement(d: &Descriptor, i: usize, running_end: u64, payload: Payload<
 }
 
 // Step 11 for one tensor: element bytes, then quantization.
-fn check_values(descs: &Descriptors<'_>, d: &Descriptor, i: usize, payload: Payload<'_>) -> Result<()> {
+fn check_values(descs: &Descriptors<'_>, d: &RawDescriptor, i: usize, payload: Payload<'_>) -> Result<()> {
     let span = descriptor::payload_span(d, 0);
     let bytes = span.and_then(|(s, e)| payload.bytes.get(s..e)).unwrap_or(&[]);
     let at = payload.at.saturating_add(span.map_or(0, |(s, _)| s));
     descriptor::check_elements(d, bytes, at)?;
-    quant::check_quant(d, i, descs.count, |j| descs.get(j))
+    quant::check_quant(d, i, descs.count, |j| descs.raw(j))
 }
 
 /// The descriptor table of a block whose directory is known to fit.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Descriptors<'a> {
-    raws: &'a [RawDescriptor],
+    pub(crate) raws: &'a [RawDescriptor],
     count: usize,
 }
 
@@ -349,11 +367,6 @@ impl<'a> Descriptors<'a> {
     #[inline]
     pub(crate) fn raw(&self, i: usize) -> &'a RawDescriptor {
         self.raws.get(i).unwrap_or(&RawDescriptor::ZERO)
-    }
-
-    #[inline]
-    pub(crate) fn get(&self, i: usize) -> Descriptor {
-        Descriptor::from_raw(self.raw(i))
     }
 
     /// Name bytes of tensor `i` (empty when unnamed).

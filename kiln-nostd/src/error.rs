@@ -245,13 +245,13 @@ rules! {
     CountTruncated => Eof, "the buffer ends inside a count or length word";
     /// A list or dict count is above the count cap.
     CountCap => Limit, "a list or dict count is above the count cap";
-    /// A string or list<u8> length is above the byte cap.
+    /// A string or `list<u8>` length is above the byte cap.
     ByteLengthCap => Limit, "a string or list<u8> length is above the byte cap";
     /// count * minimum element size overflows a u64.
     CountOverflow => Limit, "count * minimum element size overflows";
     /// count * minimum element size is more than the unread bytes.
     CountPastEnd => Eof, "count * minimum element size is more than the unread bytes";
-    /// A string or list<u8> length is more than the unread bytes.
+    /// A string or `list<u8>` length is more than the unread bytes.
     ByteLengthPastEnd => Eof, "a string or list<u8> runs past the end of the buffer";
     /// A string or dict key is not UTF-8.
     StrUtf8 => Utf8, "a string is not valid UTF-8";
@@ -268,6 +268,87 @@ rules! {
     CountTooWide => Limit, "a count or length does not fit in a u32";
     /// The encoder was given two equal dict keys.
     DuplicateDictKey => Type, "a dict to encode holds the same key twice";
+    // --- HK model container (kiln_nostd::hk)
+    /// Fewer than 4 bytes, or fewer than 128 once the magic matched.
+    HkHeaderTruncated => Eof, "the buffer ends inside the 128-byte HK header";
+    /// The first four bytes are not `HKNT`.
+    HkMagic => Frame, "the HK magic is not HKNT";
+    /// version_major is not 1.
+    HkVersion => Frame, "the HK version_major is not 1";
+    /// The little-endian flag is clear or an undefined flag bit is set.
+    HkFlags => Frame, "the HK flags have an undefined bit set or the little-endian bit clear";
+    /// HAS_APPENDIX disagrees with appendix_offset.
+    HkAppendixFlag => Frame, "the HK HAS_APPENDIX flag disagrees with appendix_offset";
+    /// A byte of the reserved header tail is nonzero.
+    HkReserved => Frame, "a reserved HK header byte is nonzero";
+    /// split_count is 0 or split_index is not below it.
+    HkSplit => Type, "split_count is 0 or split_index is not below it";
+    /// A section's offset + size overflows a u64.
+    HkSectionOverflow => Limit, "an HK section's offset + size overflows";
+    /// A section runs past the end of the file.
+    HkSectionPastEnd => Eof, "an HK section runs past the end of the file";
+    /// A section starts inside the header or ends after the tensor data starts.
+    HkSectionPlacement => Type, "an HK section overlaps the header or the tensor data";
+    /// count * minimum entry size overflows a u64.
+    HkCountOverflow => Limit, "an HK count * minimum entry size overflows";
+    /// count * minimum entry size is more than the section holds.
+    HkCountPastSection => Eof, "an HK count needs more bytes than its section holds";
+    /// A metadata pair runs past the end of the metadata section.
+    HkMetaTruncated => Eof, "an HK metadata pair runs past the end of its section";
+    /// A metadata key is not UTF-8.
+    HkMetaKeyUtf8 => Utf8, "an HK metadata key is not valid UTF-8";
+    /// A metadata value type tag is not 1..=6.
+    HkMetaType => Type, "an HK metadata value type is not 1..=6";
+    /// An int64/float64 value is not 8 bytes, or a bool is not one byte 0 or 1.
+    HkMetaValue => Type, "an HK metadata value has the wrong length or an invalid bool byte";
+    /// A string or json value is not UTF-8.
+    HkMetaValueUtf8 => Utf8, "an HK metadata string or json value is not valid UTF-8";
+    /// Bytes are left in the metadata or TOC section after its last entry.
+    HkSectionTrailing => Type, "an HK section continues past its last entry";
+    /// A TOC entry runs past the end of the TOC section.
+    HkTocTruncated => Eof, "an HK TOC entry runs past the end of the TOC section";
+    /// A tensor name is longer than 128 bytes.
+    HkNameTooLong => Limit, "an HK tensor name is longer than 128 bytes";
+    /// A tensor name is not UTF-8.
+    HkNameUtf8 => Utf8, "an HK tensor name is not valid UTF-8";
+    /// storage_type is not a defined code.
+    HkStorageType => Type, "an HK storage_type is not a defined code";
+    /// tile_layout is not a defined code.
+    HkTileLayout => Type, "an HK tile_layout is not a defined code";
+    /// sparsity_type is not a defined code.
+    HkSparsityType => Type, "an HK sparsity_type is not a defined code";
+    /// ndim is above 8.
+    HkRankTooLarge => Type, "an HK tensor has ndim above 8";
+    /// The product of the shape overflows a u64.
+    HkShapeOverflow => Limit, "an HK tensor's shape product overflows";
+    /// A data, scale or residual offset + size overflows a u64.
+    HkRangeOverflow => Limit, "an HK payload offset + size overflows";
+    /// A data, scale or residual range runs past the end of the file.
+    HkRangePastEnd => Eof, "an HK payload range runs past the end of the file";
+    /// A payload range starts before tensor_data_offset or runs into the appendix.
+    HkRangeOutsidePayload => Type, "an HK payload range lies outside the tensor data region";
+    /// An absent (offset 0) scale or residual range has a nonzero size.
+    HkAbsentRange => Type, "an HK scale or residual with offset 0 has a nonzero size";
+    /// A dense tensor's data_size is not element count times width.
+    HkDenseSize => Type, "an HK dense tensor's data_size is not its element count times its width";
+    /// A null_ref carries an offset or bytes.
+    HkNullRef => Type, "an HK null_ref has a nonzero offset or size";
+    /// A shared_ref does not point at the bytes of an earlier tensor.
+    HkSharedRef => Type, "an HK shared_ref does not match an earlier tensor's bytes";
+    /// appendix_offset lies inside the header, the sections, or past the end.
+    HkAppendixOffset => Type, "the HK appendix_offset is not after the header and sections";
+    /// An appendix record runs past the end of the file.
+    HkAppendixTruncated => Eof, "an HK appendix record runs past the end of the file";
+    /// An appendix entry_type is not 1..=6.
+    HkAppendixType => Type, "an HK appendix entry_type is not 1..=6";
+    /// An appendix record has undefined flag bits or a nonzero reserved field.
+    HkAppendixReserved => Frame, "an HK appendix record has undefined flags or a nonzero reserved field";
+    /// An appendix name or target is not UTF-8.
+    HkAppendixUtf8 => Utf8, "an HK appendix name or target is not valid UTF-8";
+    /// An appendix record's padding is nonzero.
+    HkAppendixPadding => Type, "an HK appendix record's padding is nonzero";
+    /// A parent_hash is neither SHA-256 form of the previous record.
+    HkLineageHash => Type, "an HK appendix parent_hash does not match the previous record";
 }
 
 /// A rejected input: code, absolute byte offset, and the rule that failed.

@@ -24,6 +24,12 @@
 //!
 //! Hostile input gets an [`Error`] with the spec's code, the absolute byte
 //! offset and the [`Rule`] that failed; never a panic, never an allocation.
+//!
+//! [`frozen`] holds the Frozen values around the directories: canonical type
+//! text, schema hash and frame, a validator with a lazy borrowed value API,
+//! typed `Decode`/`Encode` (with `#[derive(Kiln)]` under the `derive`
+//! feature, owned `String`/`Vec`/`BTreeMap` under `alloc`) and the
+//! canonical encoder.
 #![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -51,6 +57,7 @@ mod error;
 mod fixed;
 pub mod frozen;
 pub mod header;
+pub mod hk;
 mod limits;
 pub mod mx;
 mod names;

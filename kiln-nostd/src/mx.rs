@@ -145,16 +145,16 @@ mod tests {
             (0x3C00, bits(1.0)),
             (0xC000, bits(-2.0)),
             (0x7BFF, bits(65504.0)),
-            (0x0001, bits(5.960_464_5e-8)),   // 2^-24, smallest subnormal
-            (0x03FF, bits(6.097_555_2e-5)),   // largest subnormal
-            (0x0400, bits(6.103_515_6e-5)),   // 2^-14, smallest normal
+            (0x0001, bits(5.960_464_5e-8)), // 2^-24, smallest subnormal
+            (0x03FF, bits(6.097_555e-5)),   // largest subnormal
+            (0x0400, bits(6.103_515_6e-5)), // 2^-14, smallest normal
             (0x3555, bits(0.333_251_95)),
             (0x0000, 0x0000_0000),
             (0x8000, 0x8000_0000),
             (0x7C00, 0x7F80_0000),
             (0xFC00, 0xFF80_0000),
             (0x7E00, 0x7FC0_0000),
-            (0x7C01, 0x7F80_2000),            // signalling NaN payload kept
+            (0x7C01, 0x7F80_2000), // signalling NaN payload kept
             (0xFE01, 0xFFC0_2000),
         ];
         for (h, want) in cases {
@@ -192,10 +192,10 @@ mod tests {
         assert_eq!(f8e4m3_to_f32(0x3C), 1.5);
         assert_eq!(f8e4m3_to_f32(0x7E), 448.0);
         assert_eq!(f8e4m3_to_f32(0xFE), -448.0);
-        assert_eq!(f8e4m3_to_f32(0x78), 256.0);   // exponent 15 is finite in E4M3
+        assert_eq!(f8e4m3_to_f32(0x78), 256.0); // exponent 15 is finite in E4M3
         assert_eq!(f8e4m3_to_f32(0x01), 0.001_953_125); // 2^-9
         assert_eq!(f8e4m3_to_f32(0x07), 0.013_671_875); // 7 * 2^-9
-        assert_eq!(f8e4m3_to_f32(0x08), 0.015_625);     // 2^-6
+        assert_eq!(f8e4m3_to_f32(0x08), 0.015_625); // 2^-6
         assert_eq!(bits(f8e4m3_to_f32(0x80)), 0x8000_0000);
         assert!(f8e4m3_to_f32(0x7F).is_nan());
         assert!(f8e4m3_to_f32(0xFF).is_nan() && f8e4m3_to_f32(0xFF).is_sign_negative());

@@ -26,21 +26,25 @@ impl<'a> Heap<'a> {
 }
 
 /// Walks the name heap in descriptor order, one descriptor at a time.
+///
+/// The reference's order inside step 8 (spec/kiln-v2.md section 14) is per
+/// descriptor: its name rules (uniqueness last), then its layout rules, so
+/// a layout fault of descriptor 0 comes before a name fault of descriptor 1.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct NameCursor {
     /// Heap offset where the next name must start.
     pub cursor: usize,
+    /// Heap offset where the next layout name must start, once a layout name
+    /// was seen: the raw sum of every descriptor's name_len, then past each
+    /// layout name.
+    pub layout_cursor: Option<usize>,
 }
 
 impl NameCursor {
-    /// Step 8 name rules for descriptor `i`: layout fields agree, the name
-    /// matches the flag, starts at the cursor, fits, and is UTF-8.
+    /// Step 8 name rules for descriptor `i`: the name matches the flag,
+    /// starts at the cursor, fits, and is UTF-8.
     pub fn check(&mut self, heap: Heap<'_>, raw: &RawDescriptor, i: usize, names_flag: bool) -> Result<()> {
         let (name_off, name_len) = raw.name_field();
-        let (layout_off, layout_len) = raw.layout_field();
-        if (layout_off == NO_NAME) != (layout_len == 0) {
-            return fail(Rule::LayoutFieldMismatch, field_at(i, AT_LAYOUT_OFF));
-        }
         if !names_flag {
             if name_len != 0 || name_off != NO_NAME {
                 return fail(Rule::NameWithoutFlag, field_at(i, AT_NAME_OFF));
@@ -53,24 +57,42 @@ impl NameCursor {
         self.cursor = take(heap, self.cursor, name_off, name_len, i, AT_NAME_OFF, Rule::NameUtf8)?;
         Ok(())
     }
+
+    /// Step 8 layout rules for descriptor `i`, after its name rules: an
+    /// absent layout name (layout_len 0) has layout_off 0xFFFF; a present one
+    /// starts where the previous layout name ended (the first one right after
+    /// all tensor names: `names_total`, computed on first use), fits, and is UTF-8.
+    pub fn check_layout(&mut self, heap: Heap<'_>, raw: &RawDescriptor, i: usize, names_total: impl FnOnce() -> usize) -> Result<()> {
+        let (off, len) = raw.layout_field();
+        if len == 0 {
+            if off != NO_NAME {
+                return fail(Rule::LayoutFieldMismatch, field_at(i, AT_LAYOUT_OFF));
+            }
+            return Ok(());
+        }
+        let cursor = match self.layout_cursor {
+            Some(c) => c,
+            None => names_total(),
+        };
+        self.layout_cursor = Some(take(heap, cursor, off, len, i, AT_LAYOUT_OFF, Rule::LayoutUtf8)?);
+        Ok(())
+    }
+
+    /// Step 8, last rule: the names and layout names fill the heap exactly.
+    pub fn check_heap_total(&self, heap: Heap<'_>) -> Result<()> {
+        let end = self.layout_cursor.unwrap_or(self.cursor);
+        if end != heap.bytes.len() {
+            return fail(Rule::HeapHole, heap.at.saturating_add(end));
+        }
+        Ok(())
+    }
 }
 
-/// Step 8 layout names, after all tensor names: each starts where the
-/// previous entry ended, fits, and is UTF-8. Then the heap holds nothing
-/// else. `cursor` is the end of the tensor names.
-pub(crate) fn check_layouts(heap: Heap<'_>, raws: &[RawDescriptor], mut cursor: usize, any_layout: bool) -> Result<()> {
-    if any_layout {
-        for (i, raw) in raws.iter().enumerate() {
-            let (off, len) = raw.layout_field();
-            if len != 0 {
-                cursor = take(heap, cursor, off, len, i, AT_LAYOUT_OFF, Rule::LayoutUtf8)?;
-            }
-        }
-    }
-    if cursor != heap.bytes.len() {
-        return fail(Rule::HeapHole, heap.at.saturating_add(cursor));
-    }
-    Ok(())
+/// The raw sum of every descriptor's name_len field (where the first layout
+/// name must start), saturating.
+pub(crate) fn names_total(raws: &[RawDescriptor]) -> usize {
+    let sum = raws.iter().fold(0u64, |acc, r| acc.saturating_add(u64::from(r.name_field().1)));
+    usize::try_from(sum).unwrap_or(usize::MAX)
 }
 
 /// Step 8: a name flag on an empty directory.

@@ -2,7 +2,7 @@
 //! it checks that the named scale tensors exist and have one element per group.
 
 use crate::descriptor::{
-    field_at, Descriptor, AT_GROUP_SIZE, AT_OUTER_INDEX, AT_QUANT_AXIS, AT_QUANT_SCHEME, AT_SCALE_INDEX, NO_AXIS,
+    field_at, RawDescriptor, AT_GROUP_SIZE, AT_OUTER_INDEX, AT_QUANT_AXIS, AT_QUANT_SCHEME, AT_SCALE_INDEX, NO_AXIS,
     NO_INDEX,
 };
 use crate::dtype::DType;
@@ -18,8 +18,12 @@ pub const SCHEME_SCALES_OUTER: u16 = 2;
 /// The number of scales a tensor of `dims` quantized along `axis` in groups
 /// of `group_size` needs: ceil(dims[axis] / group) * product of the other dims.
 /// `None` when the axis is out of range, the group is 0, or on overflow.
+/// The product is exact: a zero dimension makes it 0 whatever the others are.
 pub fn scale_count(dims: &[u64], axis: usize, group_size: u32) -> Option<u64> {
     let groups = div_ceil_u32(*dims.get(axis)?, group_size)?;
+    if groups == 0 || dims.contains(&0) {
+        return Some(0);
+    }
     dims.iter()
         .enumerate()
         .filter(|&(i, _)| i != axis)
@@ -47,31 +51,34 @@ fn div_ceil_u32(n: u64, d: u32) -> Option<u64> {
 }
 
 /// Step 11 quantization rules for descriptor `index` of `count`.
-pub(crate) fn check_quant(d: &Descriptor, index: usize, count: usize, desc: impl Fn(usize) -> Descriptor) -> Result<()> {
+pub(crate) fn check_quant<'r>(d: &RawDescriptor, index: usize, count: usize, desc: impl Fn(usize) -> &'r RawDescriptor) -> Result<()> {
     let at = |field| field_at(index, field);
-    match d.quant_scheme {
+    match d.quant_scheme() {
         SCHEME_NONE => {
-            if d.group_size != 0 || d.quant_axis != NO_AXIS || d.scale_index != NO_INDEX || d.outer_index != NO_INDEX {
+            if d.group_size() != 0 || d.quant_axis() != NO_AXIS || d.scale_index() != NO_INDEX || d.outer_index() != NO_INDEX
+            {
                 return fail(Rule::QuantFieldsOnPlain, at(AT_QUANT_SCHEME));
             }
             Ok(())
         }
         SCHEME_SCALES | SCHEME_SCALES_OUTER => {
-            let axis = usize::from(d.quant_axis);
-            if d.rank == 0 || axis >= usize::from(d.rank) {
+            let axis = usize::from(d.quant_axis());
+            if d.rank() == 0 || axis >= usize::from(d.rank()) {
                 return fail(Rule::QuantAxis, at(AT_QUANT_AXIS));
             }
-            if d.group_size == 0 {
+            if d.group_size() == 0 {
                 return fail(Rule::QuantAxis, at(AT_GROUP_SIZE));
             }
-            let Some(scale_i) = sibling(d.scale_index, index, count, None) else {
+            let Some(scale_i) = sibling(d.scale_index(), index, count, None) else {
                 return fail(Rule::ScaleIndex, at(AT_SCALE_INDEX));
             };
             let scale = desc(scale_i);
-            if scale.quant_scheme != SCHEME_NONE {
+            if scale.quant_scheme() != SCHEME_NONE {
                 return fail(Rule::QuantChain, at(AT_SCALE_INDEX));
             }
-            if scale_count(d.dims(), axis, d.group_size) != scale.element_count() {
+            let dims = d.shape();
+            let dims = dims.get(..usize::from(d.rank())).unwrap_or(&[]);
+            if scale_count(dims, axis, d.group_size()) != scale.element_count() {
                 return fail(Rule::ScaleCount, at(AT_SCALE_INDEX));
             }
             check_outer(d, index, count, scale_i, desc)
@@ -80,16 +87,22 @@ pub(crate) fn check_quant(d: &Descriptor, index: usize, count: usize, desc: impl
     }
 }
 
-fn check_outer(d: &Descriptor, index: usize, count: usize, scale_i: usize, desc: impl Fn(usize) -> Descriptor) -> Result<()> {
+fn check_outer<'r>(
+    d: &RawDescriptor,
+    index: usize,
+    count: usize,
+    scale_i: usize,
+    desc: impl Fn(usize) -> &'r RawDescriptor,
+) -> Result<()> {
     let at = field_at(index, AT_OUTER_INDEX);
-    if d.quant_scheme == SCHEME_SCALES {
-        return if d.outer_index == NO_INDEX { Ok(()) } else { fail(Rule::OuterIndex, at) };
+    if d.quant_scheme() == SCHEME_SCALES {
+        return if d.outer_index() == NO_INDEX { Ok(()) } else { fail(Rule::OuterIndex, at) };
     }
-    let Some(outer_i) = sibling(d.outer_index, index, count, Some(scale_i)) else {
+    let Some(outer_i) = sibling(d.outer_index(), index, count, Some(scale_i)) else {
         return fail(Rule::OuterIndex, at);
     };
     let outer = desc(outer_i);
-    if outer.quant_scheme != SCHEME_NONE {
+    if outer.quant_scheme() != SCHEME_NONE {
         return fail(Rule::QuantChain, at);
     }
     if outer.dtype() != Some(DType::F32) || outer.element_count() != Some(1) {

@@ -2,7 +2,7 @@
 //! parser has already checked, so none can fail or point outside the buffer.
 
 use crate::bytes::usize_from;
-use crate::descriptor::{Descriptor, NO_INDEX};
+use crate::descriptor::{Descriptor, RawDescriptor, NO_INDEX};
 use crate::directory::Descriptors;
 use crate::dtype::DType;
 use crate::element::{Element, ViewError};
@@ -92,7 +92,8 @@ impl<'a> Directory<'a> {
 
     /// Tensor `index`, in descriptor order.
     pub fn get(&self, index: usize) -> Option<Tensor<'a>> {
-        (index < self.len()).then(|| Tensor { dir: *self, index, desc: self.descs.get(index) })
+        let raw = self.descs.raws.get(index)?;
+        Some(Tensor { dir: *self, index, raw, dims: raw.shape() })
     }
 
     /// The tensors in descriptor order.
@@ -204,7 +205,9 @@ impl<'a, 's> NameIndex<'a, 's> {
 pub struct Tensor<'a> {
     dir: Directory<'a>,
     index: usize,
-    desc: Descriptor,
+    raw: &'a RawDescriptor,
+    /// Decoded shape slots, so `shape()` can lend a slice.
+    dims: [u64; 8],
 }
 
 /// The quantization metadata of a scheme 1 or 2 tensor, with its scale
@@ -229,9 +232,9 @@ impl<'a> Tensor<'a> {
         self.index
     }
 
-    /// The raw descriptor fields.
-    pub fn descriptor(&self) -> &Descriptor {
-        &self.desc
+    /// The descriptor fields, decoded.
+    pub fn descriptor(&self) -> Descriptor {
+        Descriptor::from_raw(self.raw)
     }
 
     /// The name, or `None` for an unnamed tensor.
@@ -246,70 +249,72 @@ impl<'a> Tensor<'a> {
     /// The dtype.
     pub fn dtype(&self) -> DType {
         // Checked at parse time; the fallback is unreachable.
-        self.desc.dtype().unwrap_or(DType::U8)
+        self.raw.dtype().unwrap_or(DType::U8)
     }
 
     /// Rank, 0 to 8.
     pub fn rank(&self) -> usize {
-        usize::from(self.desc.rank)
+        usize::from(self.raw.rank())
     }
 
     /// The dimensions (`[]` for a scalar).
     pub fn shape(&self) -> &[u64] {
-        self.desc.dims()
+        self.dims.get(..self.rank()).unwrap_or(&[])
     }
 
     /// Number of elements (1 for a scalar).
     pub fn element_count(&self) -> u64 {
-        self.desc.element_count().unwrap_or(0)
+        self.raw.element_count().unwrap_or(0)
     }
 
     /// The layout name of an opaque dtype.
     pub fn layout(&self) -> Option<&'a str> {
-        if self.desc.layout_len == 0 {
+        let (off, len) = self.raw.layout_field();
+        if len == 0 {
             return None;
         }
-        let bytes = self.dir.heap.slice(self.desc.layout_off, self.desc.layout_len)?;
+        let bytes = self.dir.heap.slice(off, len)?;
         core::str::from_utf8(bytes).ok()
     }
 
     /// The opaque block size in bytes (0 for other dtypes).
     pub fn block_size(&self) -> u32 {
-        self.desc.block_size
+        self.raw.block_size()
     }
 
     /// Quantization metadata, or `None` for scheme 0.
     pub fn quant(&self) -> Option<Quantization<'a>> {
-        if self.desc.quant_scheme == 0 {
+        let scheme = self.raw.quant_scheme();
+        if scheme == 0 {
             return None;
         }
-        let scale = self.dir.get(usize_from(u64::from(self.desc.scale_index))?)?;
-        let outer = match self.desc.outer_index {
+        let scale = self.dir.get(usize_from(u64::from(self.raw.scale_index()))?)?;
+        let outer = match self.raw.outer_index() {
             NO_INDEX => None,
             i => self.dir.get(usize_from(u64::from(i))?),
         };
         Some(Quantization {
-            scheme: self.desc.quant_scheme,
-            axis: usize::from(self.desc.quant_axis),
-            group_size: self.desc.group_size,
+            scheme,
+            axis: usize::from(self.raw.quant_axis()),
+            group_size: self.raw.group_size(),
             scale,
-            outer: outer.filter(|_| self.desc.quant_scheme == SCHEME_SCALES_OUTER),
+            outer: outer.filter(|_| scheme == SCHEME_SCALES_OUTER),
         })
     }
 
     /// Offset of the payload from the start of the payload region.
     pub fn byte_offset(&self) -> u64 {
-        self.desc.byte_offset
+        self.raw.byte_offset()
     }
 
     /// Absolute offset of the payload in the caller's buffer.
     pub fn absolute_offset(&self) -> usize {
-        self.dir.payload_start().saturating_add(usize_from(self.desc.byte_offset).unwrap_or(0))
+        self.dir.payload_start().saturating_add(usize_from(self.raw.byte_offset()).unwrap_or(0))
     }
 
     /// Payload length in bytes.
     pub fn byte_len(&self) -> usize {
-        usize_from(self.desc.byte_length).unwrap_or(0)
+        usize_from(self.raw.byte_length()).unwrap_or(0)
     }
 
     /// The payload: wire bytes, borrowed from the caller's buffer.

@@ -552,3 +552,46 @@ fn bytemuck_bytes(words: &[u64]) -> &[u8] {
     // Safe re-view through the crate's own helper.
     kiln_nostd::le_bytes(words).expect("little-endian host")
 }
+
+// ---------------------------------------------------------------- trusted reader and accessors
+
+#[test]
+fn trusted_reader_skips_utf8_but_keeps_every_bounds_check() {
+    let schema: Schema = Schema::parse("struct{s:str,k:dict<str,u8>,b:bool,}").unwrap();
+    let bad_utf8 = hex("02000000 fffe 01000000 01000000 ff 07 01");
+    assert_eq!(Reader::new().read(&bad_utf8, &schema).unwrap_err().code(), ErrorCode::Utf8);
+    let v = Reader::new().trusted(true).read(&bad_utf8, &schema).unwrap();
+    assert_eq!(v.field("s").unwrap().as_str_bytes(), Some(&[0xff, 0xfe][..]));
+    assert_eq!(v.field("s").unwrap().as_str(), None);
+    let d = v.field("k").unwrap().as_dict().unwrap();
+    assert_eq!(d.entries().map(|(k, _)| k.to_vec()).collect::<Vec<_>>(), [vec![0xff]]);
+    // Bounds, tags, order and trailing bytes are still checked.
+    let trusted = Reader::new().trusted(true);
+    assert_eq!(trusted.read(&bad_utf8[..bad_utf8.len() - 1], &schema).unwrap_err().code(), ErrorCode::Eof);
+    let long = hex("20000000 fffe 01000000 01000000 ff 07 01");
+    assert_eq!(trusted.read(&long, &schema).unwrap_err().rule(), Rule::ByteLengthPastEnd);
+    let mut bad_bool = bad_utf8.clone();
+    *bad_bool.last_mut().unwrap() = 2;
+    assert_eq!(trusted.read(&bad_bool, &schema).unwrap_err().rule(), Rule::BoolValue);
+    let mut extra = bad_utf8.clone();
+    extra.push(0);
+    assert_eq!(trusted.read(&extra, &schema).unwrap_err().code(), ErrorCode::Trailing);
+    assert_eq!(trusted.limits(Limits::DEFAULT.with_byte_cap(1)).read(&bad_utf8, &schema).unwrap_err().code(), ErrorCode::Limit);
+}
+
+#[test]
+fn accessors_of_another_kind_return_none() {
+    let schema: Schema = Schema::parse("struct{a:u8,b:list<i16>,}").unwrap();
+    let buf = hex("05 01000000 ffff");
+    let v = Reader::new().read(&buf, &schema).unwrap();
+    let a = v.field("a").unwrap();
+    assert_eq!((a.as_u64(), a.as_i64(), a.as_bool(), a.as_f32(), a.as_str()), (Some(5), None, None, None, None));
+    assert!(a.as_list().is_none() && a.as_dict().is_none() && a.as_struct().is_none() && a.as_tensors().is_none());
+    assert!(v.as_list().is_none() && v.as_opt().is_none() && v.field("c").is_none());
+    let b = v.field("b").unwrap().as_list().unwrap();
+    assert_eq!(b.get(0).and_then(|x| x.as_i64()), Some(-1));
+    assert!(b.get(1).is_none());
+    assert!(v.field("b").unwrap().as_bytes().is_none()); // list<i16> is not a byte run
+    assert_eq!(v.as_struct().unwrap().field_at(1).map(|x| x.offset()), Some(1));
+    assert_eq!(v.as_struct().unwrap().len(), 2);
+}

@@ -230,9 +230,10 @@ impl<'a> Checker<'a> {
                 return fail(Rule::DictKeyOrder, pos);
             }
             prev = Some(key);
-            pos = match plain {
-                Some(w) => self.fixed(end, w)?,
-                None => self.value(value, end)?,
+            // On a short buffer the walk finds the field that does not fit.
+            pos = match plain.map(|w| self.fixed(end, w)) {
+                Some(Ok(next)) => next,
+                _ => self.value(value, end)?,
             };
         }
         Ok(pos)
@@ -280,23 +281,27 @@ pub(crate) fn skip<T: Tree>(buf: &[u8], t: T, at: usize) -> usize {
                 None => body,
             }
         }
+        Kind::Dict => skip_dict(buf, t, at),
         Kind::Opt => match (buf.get(at), t.child()) {
             (Some(1), Some(e)) => skip(buf, e, at.saturating_add(1)),
             _ => at.saturating_add(1),
         },
-        Kind::Dict => {
-            let n = word(buf, at);
-            match t.child() {
-                Some(v) => (0..n).fold(at.saturating_add(4), |pos, _| {
-                    let key_end = pos.saturating_add(4).saturating_add(word(buf, pos));
-                    skip(buf, v, key_end)
-                }),
-                None => at.saturating_add(4),
-            }
-        }
         Kind::Struct => t.field_types().fold(at, |pos, f| skip(buf, f, pos)),
         _ => at,
     }
+}
+
+fn skip_dict<T: Tree>(buf: &[u8], t: T, at: usize) -> usize {
+    let n = word(buf, at);
+    let Some(v) = t.child() else { return at.saturating_add(4) };
+    let width = v.shape().width.and_then(|w| usize_from(u64::from(w)));
+    (0..n).fold(at.saturating_add(4), |pos, _| {
+        let key_end = pos.saturating_add(4).saturating_add(word(buf, pos));
+        match width {
+            Some(w) => key_end.saturating_add(w),
+            None => skip(buf, v, key_end),
+        }
+    })
 }
 
 /// The u32 word at `at` as usize (0 when absent: only used on checked data).

@@ -138,15 +138,13 @@ pub struct TypeRef<'s> {
 }
 
 impl<'s> TypeRef<'s> {
-    fn node(&self) -> Node {
-        self.nodes.get(self.index).copied().unwrap_or(Node {
-            shape: Shape::scalar(Kind::U8),
-            name_at: 0,
-            name_len: 0,
-            end: 0,
-        })
+    #[inline]
+    fn node(&self) -> &'s Node {
+        const MISSING: &Node = &Node { shape: Shape::scalar(Kind::U8), name_at: 0, name_len: 0, end: 0 };
+        self.nodes.get(self.index).unwrap_or(MISSING)
     }
 
+    #[inline]
     pub(crate) fn shape(&self) -> Shape {
         self.node().shape
     }
@@ -156,8 +154,9 @@ impl<'s> TypeRef<'s> {
     }
 
     /// The kind.
+    #[inline]
     pub fn kind(&self) -> Kind {
-        self.shape().kind
+        self.node().shape.kind
     }
 
     /// Minimum wire size (saturating).
@@ -166,8 +165,9 @@ impl<'s> TypeRef<'s> {
     }
 
     /// Exact wire size when every value of the type has it.
+    #[inline]
     pub fn width(&self) -> Option<u32> {
-        self.shape().width
+        self.node().shape.width
     }
 
     /// Containers nested at and below this type.
@@ -184,6 +184,7 @@ impl<'s> TypeRef<'s> {
     }
 
     /// The element of a list or opt, or the value type of a dict.
+    #[inline]
     pub fn elem(&self) -> Option<TypeRef<'s>> {
         matches!(self.kind(), Kind::List | Kind::Opt | Kind::Dict).then(|| self.at(self.index.saturating_add(1)))
     }
@@ -199,6 +200,7 @@ impl<'s> TypeRef<'s> {
         self.fields().find(|f| f.name() == name)
     }
 
+    #[inline]
     fn end(&self) -> usize {
         usize::try_from(self.node().end).unwrap_or(usize::MAX)
     }
@@ -280,6 +282,7 @@ pub struct Fields<'s> {
 
 impl<'s> Iterator for Fields<'s> {
     type Item = TypeRef<'s>;
+    #[inline]
     fn next(&mut self) -> Option<TypeRef<'s>> {
         if self.next >= self.end {
             return None;

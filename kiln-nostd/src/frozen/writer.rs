@@ -5,6 +5,10 @@
 //! order, no padding, dict keys in increasing byte order (the encoder sorts
 //! them), float bits kept as they are (NaN payloads, signed zeros), tensor
 //! directories in the canonical layout.
+//!
+//! The encoder does not apply a reader's caps: it refuses only a count above
+//! the wire maximum (4,294,967,295, LIMIT). A reader with smaller caps may
+//! refuse what was written; size-check against your readers' [`Limits`](crate::Limits).
 
 use crate::error::{fail, Result, Rule};
 use crate::writer::{TensorSpec, Writer};

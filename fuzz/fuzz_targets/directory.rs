@@ -1,0 +1,42 @@
+//! A standalone tensor directory: `Directory::parse` on arbitrary bytes.
+//!
+//! Oracles: the quadratic and the hashed (seeded, scratch) name checks and
+//! the Frozen `tensors` validator return the same result; an accepted block
+//! has views inside the buffer, in order, not overlapping, and re-encodes
+//! byte for byte; an error offset lies inside the buffer (or at its end for
+//! EOF); every name of an accepted block is found through the index.
+#![no_main]
+
+use kiln_fuzz::{check_directory, check_error};
+use kiln_nostd::frozen::{self, Schema};
+use kiln_nostd::{scratch_len, Header, Limits, Parser};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let plain = Parser::new().parse(data);
+
+    // Scratch only when that many descriptors could fit (as kiln-cli does).
+    let count = Header::peek_count(data).unwrap_or(0);
+    let slots = if (count as usize) <= data.len() / 128 { scratch_len(count) } else { 0 };
+    let mut scratch = vec![0u32; slots];
+    let hashed = Parser::new().scratch(&mut scratch).hash_seed(0x9E37_79B9).parse_indexed(data);
+    assert_eq!(plain.as_ref().err(), hashed.as_ref().err(), "hashed and quadratic name checks disagree");
+
+    let schema: Schema = Schema::parse("tensors").expect("type text");
+    let fro = frozen::validate(data, &schema, &Limits::DEFAULT, false);
+    assert_eq!(plain.as_ref().err(), fro.as_ref().err(), "Parser and frozen::validate disagree");
+
+    match plain {
+        Ok(dir) => {
+            assert_eq!((dir.start(), dir.end()), (0, data.len()));
+            check_directory(data, &dir);
+            let (_, index) = hashed.expect("agreed");
+            for t in dir.iter() {
+                if let Some(n) = t.name() {
+                    assert_eq!(index.get(n).map(|f| f.index()), Some(t.index()), "index misses {n:?}");
+                }
+            }
+        }
+        Err(e) => check_error(&e, data.len()),
+    }
+});

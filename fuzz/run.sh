@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs every fuzz target for SECONDS each (default 60) with the seeds and the
+# dictionary, and prints the executions per target.
+#
+#   fuzz/run.sh 60            # CI smoke run
+#   fuzz/run.sh 300 writer    # one target
+#
+# Seeds (fuzz/seeds/<target>, committed) are copied into fuzz/corpus/<target>
+# (gitignored), which libFuzzer grows. A finding is written to
+# fuzz/artifacts/<target>/ and makes the script exit 1 after the remaining
+# targets ran. Needs nightly and cargo-fuzz (scripts/robustness-ci.sh installs them).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_PER_TARGET=${1:-60}
+shift || true
+TARGETS=("$@")
+if [ ${#TARGETS[@]} -eq 0 ]; then
+  mapfile -t TARGETS < <(cargo +nightly fuzz list)
+fi
+JOBS=${FUZZ_JOBS:-1}
+RSS_MB=${FUZZ_RSS_MB:-2048}
+LOGDIR=fuzz/logs
+mkdir -p "$LOGDIR"
+cargo +nightly fuzz build || exit 2
+status=0
+summary=()
+for t in "${TARGETS[@]}"; do
+  mkdir -p "fuzz/corpus/$t"
+  if [ -d "fuzz/seeds/$t" ]; then cp -n fuzz/seeds/"$t"/* "fuzz/corpus/$t/" 2>/dev/null || true; fi
+  log="$LOGDIR/$t.log"
+  echo "== $t: ${SECONDS_PER_TARGET}s"
+  cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- \
+    -max_total_time="$SECONDS_PER_TARGET" -dict=fuzz/kiln.dict -rss_limit_mb="$RSS_MB" \
+    -timeout=10 -print_final_stats=1 -jobs="$JOBS" -workers="$JOBS" >"$log" 2>&1
+  rc=$?
+  execs=$(grep -h 'stat::number_of_executed_units' "$log" fuzz/fuzz-*.log 2>/dev/null | awk '{s+=$2} END {print s+0}')
+  rm -f fuzz/fuzz-*.log
+  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1)
+  corpus=$(ls "fuzz/corpus/$t" | wc -l)
+  if [ $rc -ne 0 ]; then
+    status=1
+    summary+=("$t: FAILED (exit $rc) after $execs executions; see $log and fuzz/artifacts/$t/")
+    grep -E 'panicked|ERROR|SUMMARY|Test unit written' "$log" | head -5
+  else
+    summary+=("$t: $execs executions, $cov, corpus $corpus, no finding")
+  fi
+done
+echo "== fuzz summary (${SECONDS_PER_TARGET}s per target)"
+printf '%s\n' "${summary[@]}"
+exit $status

@@ -1,0 +1,340 @@
+//! A bounds-checked GGUF (v2, v3) reader over the mapped input.
+//!
+//! Every length and count is checked against the bytes that remain before
+//! anything is allocated for it (the Kiln allocation rule: a claimed count
+//! times the minimum size of one element must fit), offsets use checked
+//! arithmetic, and nested arrays are limited to 16 levels. Nothing is copied
+//! out of the file except metadata text.
+
+use anyhow::{anyhow, bail, Context};
+
+use super::codes::{ggml_block, ggml_code, ggml_dense};
+use super::json;
+use super::model::{Format, Model, Source, TensorOut, KEY_SOURCE_TYPES, KEY_VALUE_ENCODING};
+
+const MAX_DEPTH: usize = 16;
+const DEFAULT_ALIGNMENT: u64 = 32;
+
+/// GGUF value types.
+const T_U8: u32 = 0;
+const T_I8: u32 = 1;
+const T_U16: u32 = 2;
+const T_I16: u32 = 3;
+const T_U32: u32 = 4;
+const T_I32: u32 = 5;
+const T_F32: u32 = 6;
+const T_BOOL: u32 = 7;
+const T_STRING: u32 = 8;
+const T_ARRAY: u32 = 9;
+const T_U64: u32 = 10;
+const T_I64: u32 = 11;
+const T_F64: u32 = 12;
+
+fn type_name(t: u32) -> &'static str {
+    match t {
+        T_U8 => "u8",
+        T_I8 => "i8",
+        T_U16 => "u16",
+        T_I16 => "i16",
+        T_U32 => "u32",
+        T_I32 => "i32",
+        T_F32 => "f32",
+        T_BOOL => "bool",
+        T_STRING => "string",
+        T_ARRAY => "array",
+        T_U64 => "u64",
+        T_I64 => "i64",
+        T_F64 => "f64",
+        _ => "?",
+    }
+}
+
+/// Minimum encoded size of one value of type `t` (for the count check).
+fn min_size(t: u32) -> Option<u64> {
+    Some(match t {
+        T_U8 | T_I8 | T_BOOL => 1,
+        T_U16 | T_I16 => 2,
+        T_U32 | T_I32 | T_F32 => 4,
+        T_U64 | T_I64 | T_F64 | T_STRING => 8,
+        T_ARRAY => 12,
+        _ => return None,
+    })
+}
+
+struct Cur<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cur<'a> {
+    fn take(&mut self, n: u64, what: &str) -> anyhow::Result<&'a [u8]> {
+        let end = usize::try_from(n)
+            .ok()
+            .and_then(|n| self.pos.checked_add(n))
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| anyhow!("{what} at byte {} runs past the end of the file ({n} bytes)", self.pos))?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    fn arr<const N: usize>(&mut self, what: &str) -> anyhow::Result<[u8; N]> {
+        Ok(self.take(N as u64, what)?.try_into().expect("length checked"))
+    }
+    fn u32(&mut self, what: &str) -> anyhow::Result<u32> {
+        self.arr(what).map(u32::from_le_bytes)
+    }
+    fn u64(&mut self, what: &str) -> anyhow::Result<u64> {
+        self.arr(what).map(u64::from_le_bytes)
+    }
+    fn remaining(&self) -> u64 {
+        (self.buf.len() - self.pos) as u64
+    }
+    /// count * min must fit in the remaining bytes.
+    fn check_count(&self, count: u64, min: u64, what: &str) -> anyhow::Result<()> {
+        match count.checked_mul(min) {
+            Some(need) if need <= self.remaining() => Ok(()),
+            _ => bail!("{what} count {count} at byte {} needs more bytes than the file has", self.pos),
+        }
+    }
+    fn string(&mut self, what: &str) -> anyhow::Result<&'a str> {
+        let len = self.u64(what)?;
+        let at = self.pos;
+        let b = self.take(len, what)?;
+        std::str::from_utf8(b).map_err(|_| anyhow!("{what} at byte {at} is not UTF-8"))
+    }
+}
+
+/// Reads one value as JSON text; returns (json, type description).
+fn value(c: &mut Cur<'_>, t: u32, depth: usize) -> anyhow::Result<(String, String)> {
+    Ok(match t {
+        T_U8 => (c.arr::<1>("u8")?[0].to_string(), "u8".into()),
+        T_I8 => ((c.arr::<1>("i8")?[0] as i8).to_string(), "i8".into()),
+        T_U16 => (u16::from_le_bytes(c.arr("u16")?).to_string(), "u16".into()),
+        T_I16 => (i16::from_le_bytes(c.arr("i16")?).to_string(), "i16".into()),
+        T_U32 => (c.u32("u32")?.to_string(), "u32".into()),
+        T_I32 => (i32::from_le_bytes(c.arr("i32")?).to_string(), "i32".into()),
+        T_F32 => (json::f32(f32::from_le_bytes(c.arr("f32")?)), "f32".into()),
+        T_BOOL => match c.arr::<1>("bool")?[0] {
+            0 => ("false".into(), "bool".into()),
+            1 => ("true".into(), "bool".into()),
+            b => bail!("bool byte {b} at byte {}", c.pos - 1),
+        },
+        T_STRING => (json::string(c.string("string")?), "string".into()),
+        T_U64 => (c.u64("u64")?.to_string(), "u64".into()),
+        T_I64 => (i64::from_le_bytes(c.arr("i64")?).to_string(), "i64".into()),
+        T_F64 => (json::f64(f64::from_le_bytes(c.arr("f64")?)), "f64".into()),
+        T_ARRAY => {
+            if depth >= MAX_DEPTH {
+                bail!("arrays nested deeper than {MAX_DEPTH} at byte {}", c.pos);
+            }
+            let et = c.u32("array type")?;
+            let min = min_size(et).ok_or_else(|| anyhow!("unknown array element type {et} at byte {}", c.pos - 4))?;
+            let n = c.u64("array count")?;
+            c.check_count(n, min, "array")?;
+            let mut out = String::from("[");
+            let mut inner = String::new();
+            for i in 0..n {
+                if i > 0 {
+                    out.push(',');
+                }
+                let (v, ty) = value(c, et, depth + 1)?;
+                out.push_str(&v);
+                if i == 0 {
+                    inner = ty;
+                }
+            }
+            out.push(']');
+            if n == 0 {
+                inner = type_name(et).to_string();
+            }
+            (out, format!("array<{inner}>"))
+        }
+        other => bail!("unknown metadata value type {other} at byte {}", c.pos - 4),
+    })
+}
+
+pub fn read(bytes: &[u8]) -> anyhow::Result<Model> {
+    let mut c = Cur { buf: bytes, pos: 0 };
+    let magic = c.arr::<4>("magic")?;
+    if &magic != b"GGUF" {
+        bail!("not a GGUF file");
+    }
+    let version = c.u32("version")?;
+    if !(2..=3).contains(&version) {
+        bail!("GGUF version {version} is not supported (2 and 3 are)");
+    }
+    let tensor_count = c.u64("tensor_count")?;
+    let kv_count = c.u64("metadata_kv_count")?;
+    // Minimum sizes: a KV is key (8) + type (4) + 1; a tensor info is name (8) + n_dims (4) + type (4) + offset (8).
+    c.check_count(kv_count, 13, "metadata")?;
+    c.check_count(tensor_count, 24, "tensor")?;
+
+    let mut model = Model::new(Format::Gguf);
+    model.metadata.insert(KEY_VALUE_ENCODING.into(), "json".into());
+    let mut types = serde_json::Map::new();
+    let mut alignment = DEFAULT_ALIGNMENT;
+    for _ in 0..kv_count {
+        let key_at = c.pos;
+        let key = c.string("metadata key")?.to_string();
+        let t = c.u32("metadata value type")?;
+        let (v, ty) = value(&mut c, t, 0).with_context(|| format!("metadata key {key:?}"))?;
+        if key == "general.alignment" {
+            if t != T_U32 {
+                bail!("general.alignment is a {} (must be u32)", type_name(t));
+            }
+            alignment = v.parse().context("general.alignment")?;
+            if alignment == 0 || !alignment.is_power_of_two() {
+                bail!("general.alignment {alignment} is not a power of two");
+            }
+        }
+        if model.metadata.contains_key(&key) {
+            bail!("metadata key {key:?} at byte {key_at} appears twice");
+        }
+        types.insert(key.clone(), serde_json::Value::String(ty));
+        model.metadata.insert(key, v);
+    }
+    model.metadata.insert(KEY_SOURCE_TYPES.into(), serde_json::Value::Object(types).to_string());
+
+    struct Info {
+        name: String,
+        dims: Vec<u64>,
+        ty: u32,
+        offset: u64,
+    }
+    let mut infos = Vec::new();
+    for _ in 0..tensor_count {
+        let name = c.string("tensor name")?.to_string();
+        let n_dims = c.u32("n_dims")?;
+        if n_dims > 8 {
+            bail!("tensor {name}: {n_dims} dimensions (Kiln and ggml allow at most 8)");
+        }
+        c.check_count(u64::from(n_dims), 8, "dimension")?;
+        let dims = (0..n_dims).map(|_| c.u64("dimension")).collect::<anyhow::Result<Vec<_>>>()?;
+        let ty = c.u32("tensor type")?;
+        let offset = c.u64("tensor offset")?;
+        infos.push(Info { name, dims, ty, offset });
+    }
+    let data_start = (c.pos as u64).div_ceil(alignment) * alignment;
+    let file_len = bytes.len() as u64;
+    if data_start > file_len && !infos.is_empty() {
+        bail!("the tensor data section starts at {data_start}, past the end of the file ({file_len})");
+    }
+    for info in infos {
+        let Info { name, dims, ty, offset } = info;
+        if offset % alignment != 0 {
+            bail!("tensor {name}: offset {offset} is not a multiple of the alignment {alignment}");
+        }
+        let count = dims
+            .iter()
+            .try_fold(1u64, |a, &d| a.checked_mul(d))
+            .ok_or_else(|| anyhow!("tensor {name}: the element count overflows"))?;
+        // ggml lists the fastest-varying dimension first; Kiln (like NumPy) lists it last.
+        let shape: Vec<u64> = dims.iter().rev().copied().collect();
+        let (len, tensor) = if let Some(dtype) = ggml_dense(ty) {
+            let width = match dtype.width() {
+                kiln_nostd::Width::Bytes(w) => u64::from(w),
+                _ => unreachable!("dense ggml types are whole-byte"),
+            };
+            let len = count.checked_mul(width).ok_or_else(|| anyhow!("tensor {name}: size overflows"))?;
+            (len, TensorOut::dense(&name, dtype, shape, 0, len))
+        } else if let Some(b) = ggml_block(ty) {
+            let row = dims.first().copied().unwrap_or(1);
+            if row % b.elements != 0 {
+                bail!("tensor {name}: {} needs rows of a multiple of {} elements, not {row}", b.name, b.elements);
+            }
+            let len =
+                (count / b.elements).checked_mul(b.bytes).ok_or_else(|| anyhow!("tensor {name}: size overflows"))?;
+            let t =
+                TensorOut::opaque(&name, ggml_code(&b), b.name, b.bytes as u32, shape, Source::File { offset: 0 }, len);
+            (len, t)
+        } else {
+            model.note(format!(
+                "tensor {name}: ggml type {ty} is unknown to this converter (its size cannot be computed); NOT carried"
+            ));
+            continue;
+        };
+        let abs =
+            data_start.checked_add(offset).filter(|s| s.checked_add(len).is_some_and(|e| e <= file_len)).ok_or_else(
+                || anyhow!("tensor {name}: bytes {offset}+{len} of the data section run past the end of the file"),
+            )?;
+        let mut tensor = tensor;
+        tensor.source = Source::File { offset: abs };
+        model.tensors.push(tensor);
+    }
+    Ok(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(out: &mut Vec<u8>, text: &str) {
+        out.extend((text.len() as u64).to_le_bytes());
+        out.extend(text.as_bytes());
+    }
+
+    /// A GGUF v3 file: two KVs (one nested array), an f32 [3, 2] tensor and a Q8_0 [1, 32] tensor.
+    fn sample() -> Vec<u8> {
+        let mut f = b"GGUF".to_vec();
+        f.extend(3u32.to_le_bytes());
+        f.extend(2u64.to_le_bytes());
+        f.extend(2u64.to_le_bytes());
+        s(&mut f, "general.name");
+        f.extend(T_STRING.to_le_bytes());
+        s(&mut f, "tiny");
+        s(&mut f, "x.nested");
+        f.extend(T_ARRAY.to_le_bytes());
+        f.extend(T_ARRAY.to_le_bytes());
+        f.extend(2u64.to_le_bytes());
+        for vals in [&[1u16, 2][..], &[3u16][..]] {
+            f.extend(T_U16.to_le_bytes());
+            f.extend((vals.len() as u64).to_le_bytes());
+            for v in vals {
+                f.extend(v.to_le_bytes());
+            }
+        }
+        s(&mut f, "w");
+        f.extend(2u32.to_le_bytes());
+        f.extend(2u64.to_le_bytes());
+        f.extend(3u64.to_le_bytes());
+        f.extend(0u32.to_le_bytes());
+        f.extend(0u64.to_le_bytes());
+        s(&mut f, "q");
+        f.extend(2u32.to_le_bytes());
+        f.extend(32u64.to_le_bytes());
+        f.extend(1u64.to_le_bytes());
+        f.extend(8u32.to_le_bytes());
+        f.extend(32u64.to_le_bytes());
+        f.resize(f.len().div_ceil(32) * 32, 0);
+        f.extend((0..24).map(|i| i as u8));
+        f.resize(f.len() + 8, 0);
+        f.extend((0..34).map(|i| i as u8));
+        f
+    }
+
+    #[test]
+    fn reads_a_small_file() {
+        let m = read(&sample()).unwrap();
+        assert_eq!(m.metadata["general.name"], "\"tiny\"");
+        assert_eq!(m.metadata["x.nested"], "[[1,2],[3]]");
+        assert_eq!(m.tensors.len(), 2);
+        assert_eq!((m.tensors[0].shape.clone(), m.tensors[0].len), (vec![3, 2], 24));
+        assert_eq!((m.tensors[1].shape.clone(), m.tensors[1].len, m.tensors[1].block_size), (vec![1, 32], 34, 34));
+        assert_eq!(m.tensors[1].dtype.code(), 4096 + 8);
+    }
+
+    #[test]
+    fn every_prefix_and_corruption_is_an_error_not_a_panic() {
+        let f = sample();
+        for n in 0..f.len() {
+            assert!(read(&f[..n]).is_err(), "prefix {n}");
+        }
+        for at in 0..f.len() {
+            for v in [0u8, 0x7f, 0xff] {
+                let mut b = f.clone();
+                b[at] = v;
+                let _ = read(&b);
+            }
+        }
+    }
+}

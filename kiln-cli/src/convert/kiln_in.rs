@@ -1,0 +1,55 @@
+//! Kiln input (for the way back): a standalone tensor directory, or a record
+//! written by `kiln convert` (frame + `struct{metadata:dict<str,str>,tensors:tensors,}`).
+
+use anyhow::{anyhow, bail};
+use kiln_nostd::frozen::{self, Schema};
+use kiln_nostd::{Directory, Limits, Parser};
+
+use super::model::{Format, Model, QuantOut, Source, TensorOut};
+use super::write_kiln::RECORD_TYPE;
+
+/// The record's tensors and metadata, or a standalone directory.
+pub fn read(bytes: &[u8]) -> anyhow::Result<Model> {
+    let mut model = Model::new(Format::Kiln);
+    model.metadata.clear();
+    let dir = if bytes.starts_with(b"KLN0") {
+        let schema: Schema = Schema::parse(RECORD_TYPE).map_err(|e| anyhow!("{e}"))?;
+        let v = frozen::read(bytes, &schema, &Limits::MAX, true)
+            .map_err(|e| anyhow!("not a `kiln convert` record ({RECORD_TYPE}): {e} (rule {})", e.rule().id()))?;
+        let dict = v.field("metadata").and_then(|m| m.as_dict()).ok_or_else(|| anyhow!("record without metadata"))?;
+        for (k, val) in dict.iter() {
+            let val = val.as_str().ok_or_else(|| anyhow!("metadata value of {k} is not a string"))?;
+            model.metadata.insert(k.to_string(), val.to_string());
+        }
+        v.field("tensors").and_then(|t| t.as_tensors()).ok_or_else(|| anyhow!("record without tensors"))?
+    } else {
+        let dir: Directory<'_> = Parser::new()
+            .limits(Limits::MAX)
+            .parse(bytes)
+            .map_err(|e| anyhow!("not a valid Kiln tensor directory: {e} (rule {})", e.rule().id()))?;
+        dir
+    };
+    for t in dir.iter() {
+        let Some(name) = t.name() else {
+            bail!("tensor {} has no name; only named tensors can be converted", t.index());
+        };
+        let quant = t.quant().map(|q| QuantOut {
+            scheme: q.scheme,
+            axis: q.axis as u16,
+            group_size: q.group_size,
+            scale: q.scale.name().unwrap_or_default().to_string(),
+            outer: q.outer.and_then(|o| o.name()).map(str::to_string),
+        });
+        model.tensors.push(TensorOut {
+            name: name.to_string(),
+            dtype: t.dtype(),
+            shape: t.shape().to_vec(),
+            layout: t.layout().map(str::to_string),
+            block_size: t.block_size(),
+            quant,
+            source: Source::File { offset: t.absolute_offset() as u64 },
+            len: t.byte_len() as u64,
+        });
+    }
+    Ok(model)
+}

@@ -1,0 +1,170 @@
+//! The converter's in-between form: a list of tensors whose payloads are
+//! still in the input file (or, rarely, small owned buffers), plus string
+//! metadata and the notes about what could not be carried as-is.
+
+use std::collections::BTreeMap;
+
+use kiln_nostd::DType;
+
+/// Input formats `kiln convert` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// safetensors (8-byte header length, JSON header, data).
+    Safetensors,
+    /// GGUF v2/v3.
+    Gguf,
+    /// HK container (`HKNT`).
+    Hk,
+    /// One NumPy `.npy` array.
+    Npy,
+    /// A NumPy `.npz` archive (zip of `.npy`).
+    Npz,
+    /// Kiln: a standalone tensor directory or a record written by `kiln convert`.
+    Kiln,
+}
+
+impl Format {
+    /// The name used in messages and in `kiln.convert.source_format`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Safetensors => "safetensors",
+            Format::Gguf => "gguf",
+            Format::Hk => "hk",
+            Format::Npy => "npy",
+            Format::Npz => "npz",
+            Format::Kiln => "kiln",
+        }
+    }
+
+    /// Detects the format from the first bytes.
+    pub fn detect(bytes: &[u8]) -> Option<Format> {
+        match bytes.get(..4)? {
+            b"GGUF" => Some(Format::Gguf),
+            b"HKNT" => Some(Format::Hk),
+            b"KLNT" | b"KLN0" => Some(Format::Kiln),
+            b"PK\x03\x04" | b"PK\x05\x06" => Some(Format::Npz),
+            _ if bytes.starts_with(b"\x93NUMPY") => Some(Format::Npy),
+            _ => {
+                // safetensors: u64 header length, then a JSON object.
+                let n = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+                let first = bytes.get(8..)?.iter().find(|b| !b.is_ascii_whitespace())?;
+                (n >= 2 && n <= bytes.len() as u64 - 8 && *first == b'{').then_some(Format::Safetensors)
+            }
+        }
+    }
+}
+
+/// Where a tensor's payload comes from when the output is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Bytes `[offset, offset + len)` of the input file, copied as they are.
+    File { offset: u64 },
+    /// Bytes of the input file holding big-endian elements of `width` bytes,
+    /// byte-swapped to little-endian while they are copied.
+    Swap { offset: u64, width: usize },
+    /// A compressed `.npz` member: entry `index`, after its `skip`-byte `.npy` header.
+    Zip { index: usize, skip: u64 },
+    /// A small owned buffer.
+    Bytes(Vec<u8>),
+}
+
+/// Scheme 1/2 quantization metadata carried from a Kiln input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuantOut {
+    pub scheme: u16,
+    pub axis: u16,
+    pub group_size: u32,
+    pub scale: String,
+    pub outer: Option<String>,
+}
+
+/// One tensor to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorOut {
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<u64>,
+    /// Opaque layout name (opaque dtypes only).
+    pub layout: Option<String>,
+    /// Opaque block size in bytes (opaque dtypes only).
+    pub block_size: u32,
+    pub quant: Option<QuantOut>,
+    pub source: Source,
+    /// Payload length in bytes.
+    pub len: u64,
+}
+
+impl TensorOut {
+    /// A dense (closed-set) tensor whose payload is a range of the input.
+    pub fn dense(name: impl Into<String>, dtype: DType, shape: Vec<u64>, offset: u64, len: u64) -> Self {
+        TensorOut {
+            name: name.into(),
+            dtype,
+            shape,
+            layout: None,
+            block_size: 0,
+            quant: None,
+            source: Source::File { offset },
+            len,
+        }
+    }
+
+    /// An opaque tensor.
+    pub fn opaque(
+        name: impl Into<String>,
+        code: u16,
+        layout: impl Into<String>,
+        block_size: u32,
+        shape: Vec<u64>,
+        source: Source,
+        len: u64,
+    ) -> Self {
+        TensorOut {
+            name: name.into(),
+            dtype: DType::Opaque(code),
+            shape,
+            layout: Some(layout.into()),
+            block_size,
+            quant: None,
+            source,
+            len,
+        }
+    }
+}
+
+/// Everything read from the input.
+#[derive(Debug)]
+pub struct Model {
+    pub format: Format,
+    pub tensors: Vec<TensorOut>,
+    /// Metadata, sorted by key (the Frozen dict order).
+    pub metadata: BTreeMap<String, String>,
+    /// Human-readable notes: what was not carried, or carried differently.
+    pub notes: Vec<String>,
+}
+
+impl Model {
+    pub fn new(format: Format) -> Self {
+        let mut metadata = BTreeMap::new();
+        metadata.insert(KEY_SOURCE_FORMAT.to_string(), format.name().to_string());
+        Model { format, tensors: Vec::new(), metadata, notes: Vec::new() }
+    }
+
+    pub fn note(&mut self, text: impl Into<String>) {
+        self.notes.push(text.into());
+    }
+
+    /// Total payload bytes.
+    pub fn payload_bytes(&self) -> u64 {
+        self.tensors.iter().map(|t| t.len).sum()
+    }
+}
+
+/// Metadata keys the converter adds (never emitted back into safetensors).
+pub const KEY_PREFIX: &str = "kiln.convert.";
+/// The input format's name.
+pub const KEY_SOURCE_FORMAT: &str = "kiln.convert.source_format";
+/// How metadata values are written: `text` (verbatim strings) or `json`.
+pub const KEY_VALUE_ENCODING: &str = "kiln.convert.value_encoding";
+/// JSON object: metadata key -> the source's value type (`u32`, `string`, `array<f32>`, ...).
+pub const KEY_SOURCE_TYPES: &str = "kiln.convert.source_types";

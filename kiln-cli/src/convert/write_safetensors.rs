@@ -1,0 +1,165 @@
+//! Writing safetensors (the way back from Kiln), streaming.
+//!
+//! The header is built exactly as the `safetensors` crate's `serialize`
+//! builds it (tensors sorted by descending dtype, then name; the crate's own
+//! `TensorInfo` serialization; spaces to a multiple of 8), except that
+//! `__metadata__` keys are written in sorted order rather than in the
+//! crate's HashMap order, so the output is deterministic. A file written by
+//! the crate (or by the Python package, which wraps it) with at most one
+//! metadata key therefore round-trips to identical bytes.
+
+use std::collections::BTreeMap;
+
+use anyhow::{anyhow, Context};
+use kiln_nostd::DType;
+use safetensors::tensor::{Metadata, TensorInfo};
+use safetensors::Dtype;
+
+use super::codes::{SAFETENSORS_DENSE, SAFETENSORS_OPAQUE};
+use super::copy::Sink;
+use super::model::{Model, TensorOut, KEY_PREFIX};
+
+fn st_dtype(name: &str) -> Option<Dtype> {
+    // Dtype has no FromStr; its Display names are the wire names.
+    const ALL: [Dtype; 22] = [
+        Dtype::BOOL,
+        Dtype::F4,
+        Dtype::F6_E2M3,
+        Dtype::F6_E3M2,
+        Dtype::U8,
+        Dtype::I8,
+        Dtype::F8_E5M2,
+        Dtype::F8_E4M3,
+        Dtype::F8_E8M0,
+        Dtype::F8_E4M3FNUZ,
+        Dtype::F8_E5M2FNUZ,
+        Dtype::I16,
+        Dtype::U16,
+        Dtype::F16,
+        Dtype::BF16,
+        Dtype::I32,
+        Dtype::U32,
+        Dtype::F32,
+        Dtype::C64,
+        Dtype::F64,
+        Dtype::I64,
+        Dtype::U64,
+    ];
+    ALL.into_iter().find(|d| d.to_string() == name)
+}
+
+/// The safetensors form of one tensor: dtype and shape, and metadata/notes when it is not exact.
+fn map(
+    t: &TensorOut,
+    meta: &mut BTreeMap<String, String>,
+    notes: &mut Vec<String>,
+) -> anyhow::Result<(Dtype, Vec<usize>)> {
+    let usize_shape = |s: &[u64]| -> anyhow::Result<Vec<usize>> {
+        s.iter().map(|&d| usize::try_from(d).map_err(|_| anyhow!("tensor {}: dimension too large", t.name))).collect()
+    };
+    let count: u64 = t.shape.iter().product();
+    let exact = match t.dtype {
+        DType::Opaque(code) => SAFETENSORS_OPAQUE
+            .iter()
+            .find(|(n, c, ..)| *c == code && t.layout.as_deref() == Some(&format!("safetensors.{n}")))
+            .and_then(|(n, ..)| st_dtype(n)),
+        DType::E2M1 if count % 2 == 1 => None,
+        d => SAFETENSORS_DENSE.iter().find(|(_, k)| *k == d).and_then(|(n, _)| st_dtype(n)),
+    };
+    if let Some(q) = &t.quant {
+        meta.insert(
+            format!("kiln.quant.{}", t.name),
+            serde_json::json!({"scheme": q.scheme, "axis": q.axis, "group_size": q.group_size, "scale": q.scale, "outer": q.outer})
+                .to_string(),
+        );
+        notes.push(format!(
+            "tensor {}: quantization scheme {} recorded in __metadata__ kiln.quant.{}",
+            t.name, q.scheme, t.name
+        ));
+    }
+    if let Some(d) = exact {
+        return Ok((d, usize_shape(&t.shape)?));
+    }
+    meta.insert(
+        format!("kiln.dtype.{}", t.name),
+        serde_json::json!({
+            "dtype": t.dtype.name(), "code": t.dtype.code(), "layout": t.layout,
+            "block_size": t.block_size, "shape": t.shape,
+        })
+        .to_string(),
+    );
+    notes.push(format!(
+        "tensor {}: Kiln {}{} has no safetensors dtype; written as U8 bytes [{}], its dtype and shape in __metadata__ kiln.dtype.{}",
+        t.name,
+        t.dtype.name(),
+        t.layout.as_deref().map(|l| format!(" ({l})")).unwrap_or_default(),
+        t.len,
+        t.name
+    ));
+    Ok((Dtype::U8, vec![usize::try_from(t.len)?]))
+}
+
+pub struct SafetensorsPlan {
+    pub header: Vec<u8>,
+    pub order: Vec<usize>,
+}
+
+pub fn plan(model: &Model, notes: &mut Vec<String>) -> anyhow::Result<SafetensorsPlan> {
+    let mut meta: BTreeMap<String, String> = model
+        .metadata
+        .iter()
+        .filter(|(k, _)| !k.starts_with(KEY_PREFIX))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let dropped = model.metadata.keys().filter(|k| k.starts_with(KEY_PREFIX)).count();
+    if dropped > 0 {
+        notes.push(format!("{dropped} converter key(s) (kiln.convert.*) are not written into __metadata__"));
+    }
+    let mut entries = Vec::with_capacity(model.tensors.len());
+    for (i, t) in model.tensors.iter().enumerate() {
+        let (dtype, shape) = map(t, &mut meta, notes)?;
+        entries.push((i, dtype, shape));
+    }
+    // The crate's order: descending dtype, then name.
+    entries.sort_by(|a, b| b.1.cmp(&a.1).then(model.tensors[a.0].name.cmp(&model.tensors[b.0].name)));
+    let mut offset = 0usize;
+    let mut infos = Vec::with_capacity(entries.len());
+    for (i, dtype, shape) in &entries {
+        let n = usize::try_from(model.tensors[*i].len)?;
+        infos.push((
+            model.tensors[*i].name.clone(),
+            TensorInfo { dtype: *dtype, shape: shape.clone(), data_offsets: (offset, offset + n) },
+        ));
+        offset += n;
+    }
+    // The crate's checks (contiguous offsets, sizes matching dtype and shape).
+    Metadata::new(None, infos.clone()).map_err(|e| anyhow!("cannot describe these tensors in safetensors: {e}"))?;
+    let mut json = String::from("{");
+    if !meta.is_empty() {
+        json.push_str("\"__metadata__\":");
+        json.push_str(&serde_json::to_string(&meta)?);
+    }
+    for (name, info) in &infos {
+        if json.len() > 1 {
+            json.push(',');
+        }
+        json.push_str(&serde_json::to_string(name)?);
+        json.push(':');
+        json.push_str(&serde_json::to_string(info)?);
+    }
+    json.push('}');
+    let mut header = json.into_bytes();
+    header.resize(header.len().next_multiple_of(8), b' ');
+    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    out.extend(header);
+    Ok(SafetensorsPlan { header: out, order: entries.into_iter().map(|e| e.0).collect() })
+}
+
+pub fn write(sink: &mut Sink<'_>, model: &Model, plan: &SafetensorsPlan) -> anyhow::Result<()> {
+    sink.bytes(&plan.header)?;
+    for &i in &plan.order {
+        let t = &model.tensors[i];
+        sink.source(&t.source, t.len).with_context(|| format!("tensor {}", t.name))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,287 @@
+//! Memory bounds, measured: a counting `#[global_allocator]` shows that no
+//! decode path allocates more than a small constant (or a small multiple of
+//! the bytes actually present) when counts and lengths claim gigabytes.
+//!
+//! Covered: tensor directories (tensor_count up to 2^32 - 1, name_bytes,
+//! payload_bytes near 2^64, 8-dimensional shapes near overflow, with and
+//! without name scratch), the Frozen validator and lazy reader (lists,
+//! dicts, strings, byte runs, nested and zero-size elements), the HK reader
+//! (tensor and metadata counts of 2^64 - 1) and, with feature `alloc`, the
+//! owned decoders (Vec, String, BTreeMap).
+//!
+//! Only allocations made by the measuring thread while a measurement runs
+//! are counted (the test harness allocates on other threads).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use kiln_nostd::frozen::{self, Schema};
+use kiln_nostd::{DType, Directory, ErrorCode, Limits, Parser, TensorSpec, Writer};
+
+struct Counting;
+
+static CALLS: AtomicUsize = AtomicUsize::new(0);
+static BYTES: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    static ON: Cell<bool> = const { Cell::new(false) };
+}
+
+fn note(size: usize) {
+    // try_with: the allocator may run while thread-locals are torn down.
+    if ON.try_with(Cell::get).unwrap_or(false) {
+        CALLS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(size, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: forwards every call to the system allocator unchanged; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(layout.size());
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(new_size);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// Runs `f`; returns its result with (allocation calls, bytes) made by this
+/// thread meanwhile. Measurements run one at a time.
+fn measure<T>(f: impl FnOnce() -> T) -> (T, usize, usize) {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    CALLS.store(0, Ordering::SeqCst);
+    BYTES.store(0, Ordering::SeqCst);
+    ON.with(|on| on.set(true));
+    let out = f();
+    ON.with(|on| on.set(false));
+    (out, CALLS.load(Ordering::SeqCst), BYTES.load(Ordering::SeqCst))
+}
+
+/// Asserts that `f` allocated nothing and returns its result.
+fn no_alloc<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let (out, calls, bytes) = measure(f);
+    assert_eq!((calls, bytes), (0, 0), "{what}: {calls} allocations, {bytes} bytes");
+    out
+}
+
+// ---------------------------------------------------------------- directories
+
+/// A 64-byte header with these fields (directory_bytes consistent).
+fn header(count: u32, name_bytes: u32, payload_bytes: u64) -> Vec<u8> {
+    let mut b = kiln_nostd::EMPTY_BLOCK.to_vec();
+    b[8..12].copy_from_slice(&count.to_le_bytes());
+    b[12..16].copy_from_slice(&name_bytes.to_le_bytes());
+    b[16..24].copy_from_slice(&payload_bytes.to_le_bytes());
+    let dir = u64::from(count) * 128 + u64::from(name_bytes);
+    b[24..32].copy_from_slice(&dir.to_le_bytes());
+    b
+}
+
+fn code(r: &Result<Directory<'_>, kiln_nostd::Error>) -> Option<ErrorCode> {
+    r.as_ref().err().map(|e| e.code())
+}
+
+#[test]
+fn directory_headers_claiming_gigabytes_allocate_nothing() {
+    let cases: [(&str, Vec<u8>, Limits, ErrorCode); 6] = [
+        ("16,777,216 tensors (2 GiB of descriptors)", header(16_777_216, 0, 0), Limits::DEFAULT, ErrorCode::Eof),
+        ("16,777,217 tensors", header(16_777_217, 0, 0), Limits::DEFAULT, ErrorCode::Limit),
+        ("2^32 - 1 tensors at the wire maximum cap", header(u32::MAX, 0, 0), Limits::MAX, ErrorCode::Eof),
+        ("a 4 GiB name heap", header(1, u32::MAX, 0), Limits::MAX, ErrorCode::Eof),
+        ("payload_bytes 2^64 - 1", header(0, 0, u64::MAX), Limits::DEFAULT, ErrorCode::Limit),
+        ("payload_bytes 2^63", header(0, 0, 1 << 63), Limits::DEFAULT, ErrorCode::Eof),
+    ];
+    for (what, buf, limits, want) in cases {
+        let mut scratch = [0u32; 64];
+        let r = no_alloc(what, || Parser::new().limits(limits).parse(&buf).map(|d| d.len()));
+        assert_eq!(r.map_err(|e| e.code()), Err(want), "{what}");
+        let r = no_alloc(what, || Parser::new().limits(limits).scratch(&mut scratch).parse(&buf).map(|d| d.len()));
+        assert_eq!(r.map_err(|e| e.code()), Err(want), "{what} (scratch)");
+    }
+}
+
+#[test]
+fn eight_dimensional_shapes_near_overflow_allocate_nothing() {
+    let data = [0u8; 1];
+    let specs = [TensorSpec::new(DType::U8, &[1; 8], &data)];
+    let mut block = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
+    Writer::new().write(&specs, &mut block).unwrap();
+    let shape = 64 + 48;
+    // 2^8 ^ 8 = 2^64: overflow (LIMIT); 255^8 < 2^64: fits, length mismatch (TYPE);
+    // 2^63 * 2 * 1 ...: overflow; a zero dimension after huge ones: count 0 (TYPE: length 1 != 0).
+    let dims: [([u64; 8], ErrorCode); 4] = [
+        ([256; 8], ErrorCode::Limit),
+        ([255; 8], ErrorCode::Type),
+        ([1 << 63, 2, 1, 1, 1, 1, 1, 1], ErrorCode::Limit),
+        ([u64::MAX, u64::MAX, 0, 1, 1, 1, 1, 1], ErrorCode::Type),
+    ];
+    for (d, want) in dims {
+        let mut b = block.clone();
+        for (i, v) in d.iter().enumerate() {
+            b[shape + 8 * i..shape + 8 * i + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        let r = no_alloc("8-d shape", || Directory::parse(&b));
+        assert_eq!(code(&r), Some(want), "{d:?}");
+    }
+}
+
+fn write_named(names: &[String]) -> Vec<u8> {
+    let data = [1u8; 3];
+    let specs: Vec<TensorSpec<'_>> = names.iter().map(|n| TensorSpec::new(DType::U8, &[3], &data).named(n)).collect();
+    let mut block = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
+    Writer::new().write(&specs, &mut block).unwrap();
+    block
+}
+
+#[test]
+fn a_large_valid_directory_parses_and_indexes_without_allocating() {
+    // name_off is a u16: 10,000 six-byte names fill 60,000 bytes of heap.
+    let names: Vec<String> = (0..10_000).map(|i| format!("w{i:05}")).collect();
+    let block = write_named(&names);
+    let mut scratch = vec![0u32; kiln_nostd::scratch_len(10_000)];
+    let found = no_alloc("10,000 named tensors with scratch", || {
+        let (dir, index) = Parser::new().scratch(&mut scratch).parse_indexed(&block).expect("valid");
+        (dir.len(), index.get("w09999").map(|t| t.index()))
+    });
+    assert_eq!(found, (10_000, Some(9_999)));
+    // Without scratch the name check is quadratic (no memory): 1,000 tensors.
+    let small = write_named(&names[..1000]);
+    let n = no_alloc("1,000 named tensors without scratch (quadratic)", || Directory::parse(&small).map(|d| d.len()));
+    assert_eq!(n, Ok(1_000));
+}
+
+// ---------------------------------------------------------------- Frozen
+
+fn validate(ty: &str, buf: &[u8], limits: Limits) -> Result<(), kiln_nostd::Error> {
+    let schema: Schema = Schema::parse(ty).expect("type text");
+    no_alloc(ty, || frozen::validate(buf, &schema, &limits, false))
+}
+
+#[test]
+fn frozen_counts_claiming_gigabytes_allocate_nothing() {
+    let claim_16m = [0, 0, 0, 1, 1, 2, 3, 4]; // 16,777,216 claimed, 4 bytes present
+    let claim_max = [0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4]; // 4,294,967,295 claimed
+    for ty in ["list<u64>", "list<str>", "list<list<u8>>", "dict<str,u8>", "list<tensors>", "list<opt<bool>>"] {
+        assert_eq!(validate(ty, &claim_16m, Limits::DEFAULT).map_err(|e| e.code()), Err(ErrorCode::Eof), "{ty}");
+        assert_eq!(validate(ty, &claim_max, Limits::DEFAULT).map_err(|e| e.code()), Err(ErrorCode::Limit), "{ty}");
+        assert_eq!(validate(ty, &claim_max, Limits::MAX).map_err(|e| e.code()), Err(ErrorCode::Eof), "{ty}");
+    }
+    for ty in ["str", "list<u8>"] {
+        assert_eq!(validate(ty, &claim_16m, Limits::DEFAULT).map_err(|e| e.code()), Err(ErrorCode::Eof), "{ty}");
+        assert_eq!(validate(ty, &claim_max, Limits::MAX).map_err(|e| e.code()), Err(ErrorCode::Eof), "{ty}");
+    }
+    // Zero-size elements: the cap bounds the count; 16,777,216 of them pass
+    // (no bytes needed) and still allocate nothing.
+    assert_eq!(validate("list<struct{}>", &[0, 0, 0, 1], Limits::DEFAULT), Ok(()));
+    // A struct whose tensors field claims 16,777,216 tensors.
+    let mut rec = 7i64.to_le_bytes().to_vec();
+    rec.extend(header(16_777_216, 0, 0));
+    assert_eq!(
+        validate("struct{id:i64,batch:tensors,}", &rec, Limits::DEFAULT).map_err(|e| e.code()),
+        Err(ErrorCode::Eof)
+    );
+}
+
+#[test]
+fn the_lazy_reader_allocates_nothing() {
+    let schema: Schema = Schema::parse("dict<str,list<f32>>").unwrap();
+    let mut buf = Vec::new();
+    buf.extend(2u32.to_le_bytes());
+    for key in ["a", "b"] {
+        buf.extend(1u32.to_le_bytes());
+        buf.extend(key.as_bytes());
+        buf.extend(2u32.to_le_bytes());
+        buf.extend(1.0f32.to_le_bytes());
+        buf.extend((-2.0f32).to_le_bytes());
+    }
+    let n = no_alloc("read + walk", || {
+        let v = frozen::read(&buf, &schema, &Limits::DEFAULT, false).expect("valid");
+        let d = v.as_dict().expect("dict");
+        d.get("b").and_then(|l| l.as_list()).map(|l| l.len())
+    });
+    assert_eq!(n, Some(2));
+}
+
+#[cfg(feature = "alloc")]
+mod owned {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Decodes `buf` as `T`; returns the error code and the bytes allocated.
+    fn owned<T: for<'a> frozen::Decode<'a>>(buf: &[u8], limits: Limits) -> (Option<ErrorCode>, usize) {
+        let (r, _calls, bytes) = measure(|| frozen::decode_with::<T>(buf, &limits, false).map(drop));
+        (r.err().map(|e| e.code()), bytes)
+    }
+
+    #[test]
+    fn owned_decoders_allocate_only_for_what_is_present() {
+        let claim_16m = [0, 0, 0, 1, 1, 2, 3, 4];
+        let claim_max = [0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4];
+        for buf in [&claim_16m, &claim_max] {
+            for limits in [Limits::DEFAULT, Limits::MAX] {
+                let results = [
+                    owned::<Vec<u64>>(buf, limits),
+                    owned::<Vec<String>>(buf, limits),
+                    owned::<String>(buf, limits),
+                    owned::<Vec<u8>>(buf, limits),
+                    owned::<Vec<Vec<u8>>>(buf, limits),
+                    owned::<BTreeMap<String, u64>>(buf, limits),
+                    owned::<Vec<Option<bool>>>(buf, limits),
+                ];
+                for (i, (code, bytes)) in results.into_iter().enumerate() {
+                    assert!(code.is_some(), "case {i} accepted a hostile count");
+                    assert_eq!(bytes, 0, "case {i}: {bytes} bytes allocated for a hostile count");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_count_that_fits_the_minimum_allocates_a_small_multiple_of_the_input() {
+        // 1,000 strings claimed in 4,000 bytes (4 each, the minimum): the
+        // count check passes and the Vec is reserved; the first string then
+        // claims 3,999 bytes and fails. Reserved: 1,000 String headers.
+        let mut buf = 1000u32.to_le_bytes().to_vec();
+        buf.extend(3999u32.to_le_bytes());
+        buf.extend([0u8; 3996]);
+        let (code, bytes) = owned::<Vec<String>>(&buf, Limits::DEFAULT);
+        assert_eq!(code, Some(ErrorCode::Eof));
+        assert!(bytes <= 8 * buf.len(), "{bytes} bytes for a {}-byte input", buf.len());
+        // Nested: each level only reserves what its own count proved.
+        let mut nested = 500u32.to_le_bytes().to_vec();
+        nested.extend([0xff; 2000]);
+        let (code, bytes) = owned::<Vec<Vec<Vec<u64>>>>(&nested, Limits::DEFAULT);
+        assert!(code.is_some());
+        assert!(bytes <= 8 * nested.len(), "{bytes} bytes for a {}-byte input", nested.len());
+    }
+}
+
+// ---------------------------------------------------------------- HK
+
+#[test]
+fn hk_counts_claiming_exabytes_allocate_nothing() {
+    let base = kiln_nostd::hk::doc_example_file();
+    assert!(no_alloc("valid HK", || kiln_nostd::hk::HkFile::parse(&base).map(|h| h.tensor_count())).is_ok());
+    for (at, what) in [(16, "tensor_count"), (24, "metadata_kv_count")] {
+        for v in [u64::MAX, 1 << 40, 16_777_216] {
+            let mut f = base;
+            f[at..at + 8].copy_from_slice(&v.to_le_bytes());
+            let r = no_alloc(what, || kiln_nostd::hk::HkFile::parse(&f).map(|h| h.tensor_count()));
+            assert!(r.is_err(), "{what} = {v} accepted");
+        }
+    }
+}

@@ -1,0 +1,931 @@
+//! Differential testing: the Rust core against the Python reference codec
+//! (`spec/reference/kiln_ref.py`).
+//!
+//! Inputs are the golden cases, canonical blocks from the [`Writer`], and
+//! Frozen values of a dozen types, each mutated: single and multiple byte
+//! changes, header/descriptor fields set to boundary values (optionally with
+//! `directory_bytes` kept consistent so the check reaches later steps),
+//! u32 count words set to boundary values, truncations, insertions and
+//! appended bytes; some run with small caps. Both implementations must agree
+//! on accept/reject and on the error code (offsets are diagnostics; their
+//! disagreements are counted and printed, not failed).
+//!
+//! python3 is spawned once and every input goes through its stdin.
+//! `KILN_DIFF_CASES` (default 10,000) and `KILN_DIFF_SEED` choose the run;
+//! disagreements are written to `$CARGO_TARGET_TMPDIR/differential-disagreements.json`
+//! in the regression-case format, ready to move into `spec/regressions/`.
+//!
+//! `spec/regressions/*.json` are replayed on both implementations by
+//! [`regression_cases_replay_on_both`].
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+use kiln_nostd::frozen::{self, Schema};
+use kiln_nostd::{DType, Error, Limits, Parser, Quant, TensorRef, TensorSpec, Writer, DEFAULT_CAP};
+
+// ---------------------------------------------------------------- the reference
+
+/// The driver: imports kiln_ref and validates `TYPE FRAMED COUNT_CAP BYTE_CAP HEX`
+/// lines. Any exception other than a KilnError is reported as `crash`, so a
+/// reference bug shows up as a disagreement instead of killing the run.
+const DRIVER: &str = r#"
+import sys
+sys.path.insert(0, sys.argv[1])
+import kiln_ref as k
+out = sys.stdout
+for line in sys.stdin:
+    if line == "flush\n":
+        out.flush()
+        continue
+    ty, framed, cc, bc, hx = line.rstrip("\n").split(" ")
+    try:
+        e = k.validate(ty, bytes.fromhex(hx), framed=framed == "1", count_cap=int(cc), byte_cap=int(bc))
+        out.write("accept\n" if e is None else "reject %s %d %s\n" % (e.code, e.offset, e.rule))
+    except Exception as x:
+        out.write("crash %s %s\n" % (type(x).__name__, str(x).replace("\n", " ")))
+"#;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
+}
+
+struct Reference {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Reference {
+    fn spawn() -> Reference {
+        let dir = repo_root().join("spec/reference");
+        let mut child = Command::new("python3")
+            .arg("-c")
+            .arg(DRIVER)
+            .arg(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 must be installed to run the differential test");
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().expect("piped"));
+        Reference { child, stdin, stdout }
+    }
+
+    /// Sends every case (from a writer thread, so neither pipe fills up) and
+    /// reads one answer per case.
+    fn run(&mut self, cases: &[Case]) -> Vec<String> {
+        let stdin = self.stdin.as_mut().expect("open");
+        let mut answers = Vec::with_capacity(cases.len());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut w = std::io::BufWriter::with_capacity(1 << 16, stdin);
+                for c in cases {
+                    writeln!(w, "{} {} {} {} {}", c.ty, u8::from(c.framed), c.count_cap, c.byte_cap, hex(&c.bytes))
+                        .expect("write to python");
+                }
+                writeln!(w, "flush").expect("write to python");
+                w.flush().expect("flush to python");
+            });
+            let mut line = String::new();
+            for _ in cases {
+                line.clear();
+                let n = self.stdout.read_line(&mut line).expect("read from python");
+                assert!(n > 0, "python reference exited early");
+                answers.push(line.trim_end().to_owned());
+            }
+        });
+        answers
+    }
+}
+
+impl Drop for Reference {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+// ---------------------------------------------------------------- cases and verdicts
+
+#[derive(Clone, Debug)]
+struct Case {
+    ty: String,
+    framed: bool,
+    count_cap: u32,
+    byte_cap: u32,
+    bytes: Vec<u8>,
+    origin: String,
+}
+
+impl Case {
+    fn new(ty: &str, framed: bool, bytes: Vec<u8>, origin: impl Into<String>) -> Case {
+        Case { ty: ty.to_owned(), framed, count_cap: DEFAULT_CAP, byte_cap: DEFAULT_CAP, bytes, origin: origin.into() }
+    }
+}
+
+/// accept, or (code, offset).
+type Verdict = Option<(String, usize)>;
+
+fn parse_answer(a: &str) -> Result<Verdict, String> {
+    let mut it = a.split(' ');
+    match it.next() {
+        Some("accept") => Ok(None),
+        Some("reject") => {
+            let code = it.next().unwrap_or("?").to_owned();
+            let off = it.next().and_then(|o| o.parse().ok()).unwrap_or(usize::MAX);
+            Ok(Some((code, off)))
+        }
+        _ => Err(a.to_owned()),
+    }
+}
+
+fn verdict(r: &Result<(), Error>) -> Verdict {
+    r.as_ref().err().map(|e| (e.code().as_str().to_owned(), e.offset()))
+}
+
+fn show(v: &Verdict) -> String {
+    match v {
+        None => "accept".into(),
+        Some((c, o)) => format!("{c} at {o}"),
+    }
+}
+
+/// The Rust verdict. For a standalone `tensors` value the directory parser
+/// (with and without name scratch) and the Frozen validator must agree
+/// exactly (rule and offset); every error offset must lie inside the buffer.
+fn rust_check(c: &Case) -> Result<(), Error> {
+    let limits = Limits { count_cap: c.count_cap, byte_cap: c.byte_cap };
+    let schema: Schema = Schema::parse(&c.ty).expect("test types parse");
+    let got = frozen::validate(&c.bytes, &schema, &limits, c.framed);
+    if let Err(e) = &got {
+        assert!(e.offset() <= c.bytes.len(), "{}: error offset {} past {}: {e}", c.origin, e.offset(), c.bytes.len());
+    }
+    if c.ty == "tensors" && !c.framed {
+        let plain = Parser::new().limits(limits).parse(&c.bytes).map(|_| ());
+        assert_eq!(plain, got, "{}: Parser and frozen::validate disagree on {}", c.origin, hex(&c.bytes));
+        let count = kiln_nostd::Header::peek_count(&c.bytes).unwrap_or(0).min(1 << 16);
+        let mut scratch = vec![0u32; kiln_nostd::scratch_len(count)];
+        let hashed = Parser::new().limits(limits).scratch(&mut scratch).hash_seed(0x5eed).parse(&c.bytes).map(|_| ());
+        assert_eq!(hashed, got, "{}: hashed name check disagrees on {}", c.origin, hex(&c.bytes));
+    }
+    if c.ty == "struct{id:i64,batch:tensors,}" && !c.framed && c.bytes.len() >= 8 {
+        // The same block through parse_at: an error there is the frozen error
+        // unless the frozen walk got past the block (then only TRAILING remains).
+        let at = Parser::new().limits(limits).parse_at(&c.bytes, 8);
+        match (&at, &got) {
+            (Err(a), Err(g)) => assert_eq!(a, g, "{}: parse_at disagrees on {}", c.origin, hex(&c.bytes)),
+            (Err(a), Ok(())) => panic!("{}: parse_at rejects ({a}) what frozen accepts", c.origin),
+            (Ok(d), Err(g)) => assert!(g.offset() >= d.end(), "{}: parse_at accepts, frozen {g}", c.origin),
+            (Ok(_), Ok(())) => {}
+        }
+    }
+    got
+}
+
+// ---------------------------------------------------------------- randomness
+
+/// SplitMix64: deterministic, dependency free.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
+    }
+    fn one_in(&mut self, n: u64) -> bool {
+        self.next() % n == 0
+    }
+    fn pick<'a, T>(&mut self, s: &'a [T]) -> &'a T {
+        &s[self.below(s.len())]
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        let _ = write!(s, "{x:02x}");
+    }
+    s
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+}
+
+// ---------------------------------------------------------------- writer-made blocks
+
+#[derive(Clone, Debug)]
+struct OwnedTensor {
+    name: Option<String>,
+    dtype: DType,
+    shape: Vec<u64>,
+    data: Vec<u8>,
+    layout: Option<String>,
+    block_size: u32,
+    quant: Quant<'static>,
+}
+
+fn byte_len(dtype: DType, n: u64) -> usize {
+    match dtype.width() {
+        kiln_nostd::Width::Bytes(w) => (n * u64::from(w)) as usize,
+        kiln_nostd::Width::Nibble => n.div_ceil(2) as usize,
+        kiln_nostd::Width::Opaque => 0,
+    }
+}
+
+fn payload(rng: &mut Rng, dtype: DType, n: u64) -> Vec<u8> {
+    let mut data = rng.bytes(byte_len(dtype, n));
+    match dtype {
+        DType::Bool => data.iter_mut().for_each(|b| *b &= 1),
+        DType::I4 | DType::U4 | DType::E2M1 if n % 2 == 1 => {
+            if let Some(l) = data.last_mut() {
+                *l &= 0x0F;
+            }
+        }
+        _ => {}
+    }
+    if rng.one_in(4) {
+        data.iter_mut().for_each(|b| *b = 0); // zeros look like padding
+    }
+    data
+}
+
+fn plain_tensor(rng: &mut Rng) -> OwnedTensor {
+    if rng.one_in(8) {
+        let block = 1 + rng.below(20) as u32;
+        let blocks = rng.below(3);
+        return OwnedTensor {
+            name: None,
+            dtype: DType::Opaque(4096 + rng.below(28672) as u16),
+            shape: (0..rng.below(3)).map(|_| rng.below(40) as u64).collect(),
+            data: rng.bytes(blocks * block as usize),
+            layout: Some(rng.pick(&["Q4_K", "Q8_0", "é", "x", "Q4_K"]).to_string()),
+            block_size: block,
+            quant: Quant::None,
+        };
+    }
+    let dtype = *rng.pick(DType::closed_set());
+    let rank = rng.below(5);
+    let shape: Vec<u64> = (0..rank).map(|_| if rng.one_in(10) { 0 } else { 1 + rng.below(4) as u64 }).collect();
+    let n = shape.iter().product();
+    OwnedTensor {
+        name: None,
+        data: payload(rng, dtype, n),
+        dtype,
+        shape,
+        layout: None,
+        block_size: 0,
+        quant: Quant::None,
+    }
+}
+
+/// A quantized tensor with its scale (and maybe outer) tensor, appended at `base`.
+fn quant_group(rng: &mut Rng, base: u32) -> Vec<OwnedTensor> {
+    let dtype = *rng.pick(&[DType::E2M1, DType::I4, DType::U8, DType::F8E4M3]);
+    let rank = 1 + rng.below(2);
+    let shape: Vec<u64> = (0..rank).map(|_| 1 + rng.below(40) as u64).collect();
+    let axis = rng.below(rank);
+    let group = 1 + rng.below(40) as u32;
+    let scales = kiln_nostd::quant::scale_count(&shape, axis, group).expect("small");
+    let n: u64 = shape.iter().product();
+    let scale_dtype = *rng.pick(&[DType::E8M0, DType::F8E4M3, DType::F16, DType::F32]);
+    let outer = rng.one_in(2);
+    let scale_first = rng.one_in(3);
+    let (data_i, scale_i) = if scale_first { (base + 1, base) } else { (base, base + 1) };
+    let quant = if outer {
+        Quant::ScalesOuter {
+            axis: axis as u16,
+            group_size: group,
+            scale: TensorRef::Index(scale_i),
+            outer: TensorRef::Index(base + 2),
+        }
+    } else {
+        Quant::Scales { axis: axis as u16, group_size: group, scale: TensorRef::Index(scale_i) }
+    };
+    let data = OwnedTensor {
+        name: None,
+        data: payload(rng, dtype, n),
+        dtype,
+        shape,
+        layout: None,
+        block_size: 0,
+        quant,
+    };
+    let scale = OwnedTensor {
+        name: None,
+        data: payload(rng, scale_dtype, scales),
+        dtype: scale_dtype,
+        shape: vec![scales],
+        layout: None,
+        block_size: 0,
+        quant: Quant::None,
+    };
+    let _ = data_i;
+    let mut out = if scale_first { vec![scale, data] } else { vec![data, scale] };
+    if outer {
+        let shape = if rng.one_in(2) { vec![] } else { vec![1] };
+        out.push(OwnedTensor {
+            name: None,
+            dtype: DType::F32,
+            shape,
+            data: 1.0f32.to_le_bytes().to_vec(),
+            layout: None,
+            block_size: 0,
+            quant: Quant::None,
+        });
+    }
+    out
+}
+
+fn tensor_set(rng: &mut Rng, max: usize) -> Vec<OwnedTensor> {
+    let mut ts: Vec<OwnedTensor> = (0..rng.below(max + 1)).map(|_| plain_tensor(rng)).collect();
+    if rng.one_in(3) {
+        let base = ts.len() as u32;
+        ts.extend(quant_group(rng, base));
+    }
+    if !ts.is_empty() && rng.one_in(2) {
+        let style = rng.below(4);
+        for (i, t) in ts.iter_mut().enumerate() {
+            t.name = Some(match style {
+                0 => format!("t{i}"),
+                1 => format!("model.layers.{}.attention.wq", i),
+                2 => format!("名前-{i}-é"),
+                _ => format!("{}{}", "p".repeat(20), char::from(b'a' + (i % 26) as u8)),
+            });
+        }
+    }
+    ts
+}
+
+fn write_set(ts: &[OwnedTensor]) -> Vec<u8> {
+    let specs: Vec<TensorSpec<'_>> = ts
+        .iter()
+        .map(|t| TensorSpec {
+            name: t.name.as_deref(),
+            dtype: t.dtype,
+            shape: &t.shape,
+            data: &t.data,
+            layout: t.layout.as_deref(),
+            block_size: t.block_size,
+            quant: t.quant,
+        })
+        .collect();
+    let mut out = vec![0u8; Writer::new().encoded_len(&specs).expect("plan")];
+    Writer::new().write(&specs, &mut out).expect("generated sets are legal");
+    out
+}
+
+// ---------------------------------------------------------------- Frozen values
+
+#[derive(Clone, Debug)]
+enum Ty {
+    Scalar(&'static str, usize),
+    Bool,
+    Str,
+    Bytes,
+    Tensors,
+    List(Box<Ty>),
+    Opt(Box<Ty>),
+    Dict(Box<Ty>),
+    Struct(Vec<(&'static str, Ty)>),
+}
+
+impl Ty {
+    fn text(&self) -> String {
+        match self {
+            Ty::Scalar(n, _) => (*n).to_owned(),
+            Ty::Bool => "bool".into(),
+            Ty::Str => "str".into(),
+            Ty::Bytes => "list<u8>".into(),
+            Ty::Tensors => "tensors".into(),
+            Ty::List(t) => format!("list<{}>", t.text()),
+            Ty::Opt(t) => format!("opt<{}>", t.text()),
+            Ty::Dict(t) => format!("dict<str,{}>", t.text()),
+            Ty::Struct(fs) => {
+                let mut s = String::from("struct{");
+                for (n, t) in fs {
+                    s += &format!("{n}:{},", t.text());
+                }
+                s + "}"
+            }
+        }
+    }
+}
+
+fn list(t: Ty) -> Ty {
+    Ty::List(Box::new(t))
+}
+fn opt(t: Ty) -> Ty {
+    Ty::Opt(Box::new(t))
+}
+fn dict(t: Ty) -> Ty {
+    Ty::Dict(Box::new(t))
+}
+
+/// The Frozen types the differential run covers (every construct), with the
+/// count cap to use (types of minimum size 0 get a small one, so a hostile
+/// count cannot make either side loop 16 million times).
+fn frozen_types() -> Vec<(Ty, bool, u32)> {
+    let rec = Ty::Struct(vec![("id", Ty::Scalar("u32", 4)), ("name", Ty::Str)]);
+    let batch = Ty::Struct(vec![("id", Ty::Scalar("i64", 8)), ("batch", Ty::Tensors)]);
+    let mixed = Ty::Struct(vec![
+        ("a", Ty::Bool),
+        ("b", opt(Ty::Scalar("f64", 8))),
+        ("c", dict(Ty::Bytes)),
+        ("d", list(Ty::Tensors)),
+        ("e", Ty::Scalar("uint", 8)),
+        ("f", Ty::Struct(vec![])),
+        ("g", Ty::Scalar("i16", 2)),
+    ]);
+    vec![
+        (Ty::Tensors, false, DEFAULT_CAP),
+        (batch.clone(), false, DEFAULT_CAP),
+        (batch, true, DEFAULT_CAP),
+        (list(Ty::Scalar("f32", 4)), false, DEFAULT_CAP),
+        (list(Ty::Str), false, DEFAULT_CAP),
+        (list(rec.clone()), false, DEFAULT_CAP),
+        (list(rec), true, DEFAULT_CAP),
+        (dict(opt(Ty::Scalar("i16", 2))), false, DEFAULT_CAP),
+        (opt(Ty::Bytes), false, DEFAULT_CAP),
+        (mixed.clone(), false, 4096),
+        (mixed, true, 4096),
+        (list(Ty::Struct(vec![])), false, 4096),
+        (list(opt(Ty::Bool)), false, DEFAULT_CAP),
+        (dict(Ty::Tensors), false, DEFAULT_CAP),
+        (list(list(Ty::Scalar("i8", 1))), false, DEFAULT_CAP),
+        (opt(opt(Ty::Scalar("int", 8))), false, DEFAULT_CAP),
+        (Ty::Str, false, DEFAULT_CAP),
+        (Ty::Bool, false, DEFAULT_CAP),
+        (Ty::Scalar("u16", 2), true, DEFAULT_CAP),
+        (Ty::Scalar("f32", 4), false, DEFAULT_CAP),
+    ]
+}
+
+const STRINGS: &[&str] = &["", "a", "b", "ab", "é", "名前", "key", "k\u{10FFFF}", "zz", "\u{7f}"];
+
+fn gen_value(rng: &mut Rng, t: &Ty, out: &mut Vec<u8>) {
+    match t {
+        Ty::Scalar(_, w) => out.extend(rng.bytes(*w)),
+        Ty::Bool => out.push(rng.below(2) as u8),
+        Ty::Str => {
+            let s = *rng.pick(STRINGS);
+            out.extend((s.len() as u32).to_le_bytes());
+            out.extend(s.as_bytes());
+        }
+        Ty::Bytes => {
+            let n = rng.below(6);
+            let b = rng.bytes(n);
+            out.extend((b.len() as u32).to_le_bytes());
+            out.extend(b);
+        }
+        Ty::Tensors => {
+            let ts = tensor_set(rng, 2);
+            out.extend(write_set(&ts));
+        }
+        Ty::List(e) => {
+            let n = rng.below(4);
+            out.extend((n as u32).to_le_bytes());
+            for _ in 0..n {
+                gen_value(rng, e, out);
+            }
+        }
+        Ty::Opt(e) => {
+            if rng.one_in(3) {
+                out.push(0);
+            } else {
+                out.push(1);
+                gen_value(rng, e, out);
+            }
+        }
+        Ty::Dict(v) => {
+            let mut keys: Vec<&str> = (0..rng.below(4)).map(|_| *rng.pick(STRINGS)).collect();
+            keys.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+            keys.dedup();
+            out.extend((keys.len() as u32).to_le_bytes());
+            for k in keys {
+                out.extend((k.len() as u32).to_le_bytes());
+                out.extend(k.as_bytes());
+                gen_value(rng, v, out);
+            }
+        }
+        Ty::Struct(fs) => fs.iter().for_each(|(_, f)| gen_value(rng, f, out)),
+    }
+}
+
+fn frame(ty: &str, body: Vec<u8>) -> Vec<u8> {
+    let mut out = frozen::frame_bytes(frozen::hash_text(ty)).to_vec();
+    out.extend(body);
+    out
+}
+
+// ---------------------------------------------------------------- mutations
+
+/// Field offsets and widths of the directory header and descriptor.
+const HEADER_FIELDS: &[(usize, usize)] = &[(4, 1), (5, 1), (6, 2), (8, 4), (12, 4), (16, 8), (24, 8)];
+const DESC_FIELDS: &[(usize, usize)] = &[
+    (0, 2),
+    (2, 1),
+    (3, 1),
+    (4, 2),
+    (6, 2),
+    (8, 2),
+    (10, 2),
+    (12, 4),
+    (16, 2),
+    (18, 2),
+    (20, 4),
+    (24, 4),
+    (28, 4),
+    (32, 8),
+    (40, 8),
+    (48, 8),
+    (56, 8),
+    (64, 8),
+    (72, 8),
+    (80, 8),
+    (88, 8),
+    (96, 8),
+    (104, 8),
+    (112, 1),
+    (127, 1),
+];
+
+fn read_le(b: &[u8], at: usize, w: usize) -> u64 {
+    let mut v = [0u8; 8];
+    v[..w].copy_from_slice(&b[at..at + w]);
+    u64::from_le_bytes(v)
+}
+
+fn write_le(b: &mut [u8], at: usize, w: usize, v: u64) {
+    b[at..at + w].copy_from_slice(&v.to_le_bytes()[..w]);
+}
+
+fn boundary(rng: &mut Rng, w: usize, old: u64) -> u64 {
+    let max = if w == 8 { u64::MAX } else { (1u64 << (8 * w)) - 1 };
+    let common = [0, 1, 2, 3, old.wrapping_add(1), old.wrapping_sub(1), max, max - 1, max / 2, max / 2 + 1, rng.next()];
+    let v = match w {
+        1 => *rng.pick(&[7, 8, 9, 0x7f, 0x80, 0xfe][..]),
+        2 => *rng.pick(&[8, 19, 20, 4095, 4096, 32767, 32768, 0xfffe, 0xffff, 64, 128][..]),
+        4 => *rng.pick(&[0xffff, 0x1_0000, 16_777_215, 16_777_216, 16_777_217, 0x7fff_ffff, 0x8000_0000, 32, 33][..]),
+        _ => *rng.pick(
+            &[
+                63,
+                64,
+                65,
+                128,
+                1 << 32,
+                (1 << 32) + 1,
+                1 << 63,
+                u64::MAX - 63,
+                u64::MAX - 64,
+                u64::MAX - old,
+                old.wrapping_mul(2),
+                old.wrapping_add(64),
+                1 << 21,
+                1 << 31,
+                0x1_0000_0001,
+            ][..],
+        ),
+    };
+    let v = if rng.one_in(2) { *rng.pick(&common) } else { v };
+    v & max
+}
+
+/// Positions of `KLNT` in `b` (directory blocks, real or accidental).
+fn blocks_in(b: &[u8]) -> Vec<usize> {
+    b.windows(4).enumerate().filter(|(_, w)| *w == b"KLNT").map(|(i, _)| i).collect()
+}
+
+/// Sets one header or descriptor field of a block in `b` to a boundary value.
+fn mutate_field(rng: &mut Rng, b: &mut [u8]) -> bool {
+    let starts = blocks_in(b);
+    let Some(&start) = starts.get(rng.below(starts.len())) else { return false };
+    if start + 64 > b.len() {
+        return false;
+    }
+    let count = read_le(b, start + 8, 4) as usize;
+    let fits = (b.len() - start - 64) / 128;
+    let (at, w) = if count == 0 || fits == 0 || rng.one_in(3) {
+        if rng.one_in(8) {
+            (start + 32 + rng.below(32), 1)
+        } else {
+            let (f, w) = *rng.pick(HEADER_FIELDS);
+            (start + f, w)
+        }
+    } else {
+        let i = rng.below(count.min(fits));
+        let (f, w) = *rng.pick(DESC_FIELDS);
+        (start + 64 + 128 * i + f, w)
+    };
+    let old = read_le(b, at, w);
+    write_le(b, at, w, boundary(rng, w, old));
+    if rng.one_in(2) {
+        // Keep directory_bytes consistent so later steps run.
+        let count = read_le(b, start + 8, 4);
+        let names = read_le(b, start + 12, 4);
+        write_le(b, start + 24, 8, count.wrapping_mul(128).wrapping_add(names));
+    }
+    true
+}
+
+fn mutate(rng: &mut Rng, mut b: Vec<u8>) -> (Vec<u8>, &'static str) {
+    let what = match rng.below(10) {
+        0 | 1 if !b.is_empty() => {
+            let i = rng.below(b.len());
+            b[i] = match rng.below(4) {
+                0 => b[i] ^ (1 << rng.below(8)),
+                1 => *rng.pick(&[0, 1, 2, 0x7f, 0x80, 0xff]),
+                _ => rng.next() as u8,
+            };
+            "byte"
+        }
+        2 if !b.is_empty() => {
+            for _ in 0..2 + rng.below(7) {
+                let i = rng.below(b.len());
+                b[i] = rng.next() as u8;
+            }
+            "bytes"
+        }
+        3..=5 => {
+            let mut any = false;
+            for _ in 0..1 + rng.below(3) {
+                any |= mutate_field(rng, &mut b);
+            }
+            if any {
+                "field"
+            } else {
+                return mutate(rng, b);
+            }
+        }
+        6 if b.len() >= 4 => {
+            // A u32 word (count or length) at any position.
+            let i = rng.below(b.len() - 3);
+            let old = read_le(&b, i, 4);
+            write_le(&mut b, i, 4, boundary(rng, 4, old));
+            "word"
+        }
+        7 if !b.is_empty() => {
+            let n = rng.below(b.len());
+            b.truncate(n);
+            "truncate"
+        }
+        8 => {
+            let n = 1 + rng.below(70);
+            let extra = rng.bytes(n);
+            if rng.one_in(2) || b.is_empty() {
+                b.extend(extra);
+            } else {
+                let i = rng.below(b.len());
+                b.splice(i..i, extra);
+            }
+            "insert"
+        }
+        9 if !b.is_empty() => {
+            let i = rng.below(b.len());
+            let n = 1 + rng.below((b.len() - i).min(64));
+            b.drain(i..i + n);
+            "delete"
+        }
+        _ => "none",
+    };
+    (b, what)
+}
+
+// ---------------------------------------------------------------- the run
+
+#[derive(serde::Deserialize)]
+struct CaseFile {
+    cases: Vec<CaseEntry>,
+}
+
+#[derive(serde::Deserialize, serde::Serialize, Clone, Debug)]
+struct CaseEntry {
+    name: String,
+    #[serde(rename = "type")]
+    ty: String,
+    framed: bool,
+    hex: String,
+    expect: String,
+    #[serde(default)]
+    note: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    count_cap: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    byte_cap: Option<u32>,
+}
+
+fn goldens() -> Vec<CaseEntry> {
+    let text = std::fs::read_to_string(repo_root().join("spec/kiln-v2-cases.json")).expect("golden cases");
+    serde_json::from_str::<CaseFile>(&text).expect("golden json").cases
+}
+
+fn generate(rng: &mut Rng, n: usize, gold: &[CaseEntry]) -> Vec<Case> {
+    let types = frozen_types();
+    let mut cases = Vec::with_capacity(n);
+    while cases.len() < n {
+        let mut base = match rng.below(10) {
+            0..=2 => {
+                let g = rng.pick(gold);
+                Case::new(&g.ty, g.framed, unhex(&g.hex), format!("golden {}", g.name))
+            }
+            3..=6 => {
+                let ts = tensor_set(rng, 5);
+                Case::new("tensors", false, write_set(&ts), format!("writer {} tensors", ts.len()))
+            }
+            _ => {
+                let (t, framed, cap) = rng.pick(&types).clone();
+                let text = t.text();
+                let mut body = Vec::new();
+                gen_value(rng, &t, &mut body);
+                let bytes = if framed { frame(&text, body) } else { body };
+                let mut c = Case::new(&text, framed, bytes, format!("frozen {text}"));
+                c.count_cap = cap;
+                c
+            }
+        };
+        if rng.one_in(10) {
+            // Small caps, so LIMIT is reachable with small inputs.
+            base.count_cap = base.count_cap.min(*rng.pick(&[0, 1, 2, 3, 4, 100]));
+            base.byte_cap = *rng.pick(&[0, 1, 2, 3, 4, 100, DEFAULT_CAP]);
+        }
+        let rounds = if rng.one_in(20) { 0 } else { 1 + usize::from(rng.one_in(4)) };
+        let mut how = Vec::new();
+        for _ in 0..rounds {
+            let (b, what) = mutate(rng, std::mem::take(&mut base.bytes));
+            base.bytes = b;
+            how.push(what);
+        }
+        base.origin = format!("{} + [{}]", base.origin, how.join(","));
+        cases.push(base);
+    }
+    cases
+}
+
+#[derive(Default)]
+struct Tally {
+    cases: usize,
+    accepted: usize,
+    codes: BTreeMap<String, usize>,
+    offset_mismatches: usize,
+    offset_samples: Vec<String>,
+    disagreements: Vec<(Case, String, String)>,
+}
+
+fn compare(cases: &[Case], answers: &[String], tally: &mut Tally) {
+    for (c, a) in cases.iter().zip(answers) {
+        tally.cases += 1;
+        let rust = verdict(&rust_check(c));
+        let py = match parse_answer(a) {
+            Ok(v) => v,
+            Err(crash) => {
+                tally.disagreements.push((c.clone(), show(&rust), crash));
+                continue;
+            }
+        };
+        match &rust {
+            None => tally.accepted += 1,
+            Some((code, _)) => *tally.codes.entry(code.clone()).or_default() += 1,
+        }
+        let same_code = rust.as_ref().map(|r| &r.0) == py.as_ref().map(|p| &p.0);
+        if !same_code {
+            tally.disagreements.push((c.clone(), show(&rust), a.clone()));
+        } else if rust != py {
+            tally.offset_mismatches += 1;
+            if tally.offset_samples.len() < 5 {
+                tally.offset_samples.push(format!("{} {}: rust {} / python {a}", c.ty, c.origin, show(&rust)));
+            }
+        }
+    }
+}
+
+fn write_disagreements(tally: &Tally) -> PathBuf {
+    let entries: Vec<CaseEntry> = tally
+        .disagreements
+        .iter()
+        .enumerate()
+        .map(|(i, (c, rust, py))| CaseEntry {
+            name: format!("diff-{i}"),
+            ty: c.ty.clone(),
+            framed: c.framed,
+            hex: hex(&c.bytes),
+            expect: "?".into(),
+            note: c.origin.clone(),
+            reason: Some(format!("rust: {rust}; python: {py}")),
+            count_cap: (c.count_cap != DEFAULT_CAP).then_some(c.count_cap),
+            byte_cap: (c.byte_cap != DEFAULT_CAP).then_some(c.byte_cap),
+        })
+        .collect();
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("differential-disagreements.json");
+    let json = serde_json::json!({ "cap": DEFAULT_CAP, "cases": entries });
+    std::fs::write(&path, serde_json::to_string_pretty(&json).expect("json")).expect("write disagreements");
+    path
+}
+
+#[test]
+fn rust_core_and_python_reference_agree() {
+    let total: usize = std::env::var("KILN_DIFF_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000);
+    let seed: u64 = std::env::var("KILN_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x4b49_4c4e);
+    let gold = goldens();
+    let mut rng = Rng(seed);
+    let mut reference = Reference::spawn();
+    let mut tally = Tally::default();
+
+    // The goldens themselves first, then generated cases in batches.
+    let exact: Vec<Case> =
+        gold.iter().map(|g| Case::new(&g.ty, g.framed, unhex(&g.hex), format!("golden {}", g.name))).collect();
+    let answers = reference.run(&exact);
+    compare(&exact, &answers, &mut tally);
+
+    const BATCH: usize = 20_000;
+    let mut left = total;
+    while left > 0 {
+        let n = left.min(BATCH);
+        let cases = generate(&mut rng, n, &gold);
+        let answers = reference.run(&cases);
+        compare(&cases, &answers, &mut tally);
+        left -= n;
+    }
+
+    println!(
+        "differential: {} cases (seed {seed:#x}): {} accepted, rejected by code {:?}; {} offset-only differences",
+        tally.cases, tally.accepted, tally.codes, tally.offset_mismatches
+    );
+    for s in &tally.offset_samples {
+        println!("  offset differs: {s}");
+    }
+    assert!(tally.accepted > tally.cases / 50, "too few accepted inputs: the generator is broken");
+    assert!(tally.codes.len() >= 6, "not every error code is reached: {:?}", tally.codes);
+    if !tally.disagreements.is_empty() {
+        let path = write_disagreements(&tally);
+        let mut msg = format!("{} disagreements (all written to {}):\n", tally.disagreements.len(), path.display());
+        for (c, rust, py) in tally.disagreements.iter().take(10) {
+            msg += &format!("  {} {} [{}]: rust {rust}, python {py}\n    {}\n", c.ty, c.framed, c.origin, hex(&c.bytes));
+        }
+        panic!("{msg}");
+    }
+}
+
+// ---------------------------------------------------------------- regressions
+
+fn regression_entries() -> Vec<(String, CaseEntry)> {
+    let dir = repo_root().join("spec/regressions");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect())
+        .unwrap_or_default();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("regression file");
+        let file: CaseFile = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let stem = f.file_name().unwrap().to_string_lossy().into_owned();
+        out.extend(file.cases.into_iter().map(|c| (stem.clone(), c)));
+    }
+    out
+}
+
+#[test]
+fn regression_cases_replay_on_both() {
+    let entries = regression_entries();
+    let cases: Vec<Case> = entries
+        .iter()
+        .map(|(file, e)| Case {
+            ty: e.ty.clone(),
+            framed: e.framed,
+            count_cap: e.count_cap.unwrap_or(DEFAULT_CAP),
+            byte_cap: e.byte_cap.unwrap_or(DEFAULT_CAP),
+            bytes: unhex(&e.hex),
+            origin: format!("{file}: {}", e.name),
+        })
+        .collect();
+    let answers = if cases.is_empty() { Vec::new() } else { Reference::spawn().run(&cases) };
+    let mut failures = Vec::new();
+    for ((_, e), (c, a)) in entries.iter().zip(cases.iter().zip(&answers)) {
+        assert!(e.reason.as_deref().is_some_and(|r| !r.is_empty()), "{}: a regression case needs a reason", c.origin);
+        let rust = verdict(&rust_check(c)).map_or("accept".to_owned(), |v| v.0);
+        let py = parse_answer(a).map(|v| v.map_or("accept".to_owned(), |v| v.0)).unwrap_or_else(|x| x);
+        if rust != e.expect || py != e.expect {
+            failures.push(format!("{}: expect {}, rust {rust}, python {py}", c.origin, e.expect));
+        }
+    }
+    assert!(failures.is_empty(), "regression cases fail:\n{}", failures.join("\n"));
+    println!("replayed {} regression cases on both implementations", cases.len());
+}

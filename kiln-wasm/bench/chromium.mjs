@@ -1,0 +1,48 @@
+// Chromium benchmark: node kiln-wasm/bench/chromium.mjs [--quick]
+// Serves kiln-wasm/ with python3 -m http.server, runs bench/index.html in headless
+// Chromium (playwright-core, /usr/bin/chromium), writes bench/results/chromium.json.
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync, symlinkSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const quick = process.argv.includes('--quick');
+const root = fileURLToPath(new URL('..', import.meta.url));
+// The page fetches ../../spec-example/digits-mlp.kiln: link the example next to the served tree.
+const served = mkdtempSync(join(tmpdir(), 'kiln-bench-'));
+symlinkSync(root, join(served, 'kiln-wasm'), 'dir');
+symlinkSync(fileURLToPath(new URL('../../spec/examples/', import.meta.url)), join(served, 'spec-example'), 'dir');
+
+const port = await new Promise((r) => { const s = createServer(); s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => r(p)); }); });
+const py = spawn('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', served], { stdio: 'ignore' });
+const profile = mkdtempSync(join(tmpdir(), 'chromium-'));
+let ctx;
+try {
+  for (let i = 0; i < 100; i++) {
+    try { if ((await fetch(`http://127.0.0.1:${port}/kiln-wasm/bench/index.html`)).ok) break; } catch {}
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  ctx = await chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const page = ctx.pages()[0] ?? (await ctx.newPage());
+  page.on('console', (m) => console.error(`# ${m.text()}`));
+  const bytes = quick ? 64 << 20 : 2 ** 30;
+  await page.goto(`http://127.0.0.1:${port}/kiln-wasm/bench/index.html?bytes=${bytes}`);
+  await page.waitForFunction(() => window.__bench !== undefined, null, { timeout: 300000 });
+  const result = await page.evaluate(() => window.__bench);
+  if (result.error) throw new Error(result.error);
+  console.log(await page.locator('#out').innerText());
+  mkdirSync(join(root, 'bench', 'results'), { recursive: true });
+  writeFileSync(join(root, 'bench', 'results', 'chromium.json'), JSON.stringify(result, null, 1));
+} finally {
+  await ctx?.close();
+  py.kill();
+  rmSync(profile, { recursive: true, force: true });
+  rmSync(served, { recursive: true, force: true });
+}

@@ -1,0 +1,171 @@
+// The benchmark, shared by Node (node.mjs) and Chromium (index.html via chromium.mjs).
+// Kiln: parseDirectory (full validation by the Rust core) + a typed-array view per tensor.
+// Baseline: what a JS user does with safetensors today: read the u64 header length,
+// JSON.parse the header, and make a typed-array view per tensor. Same tensors, same names.
+import { encodeKiln, byteLengthOf, CODES } from '../test-support/encode.mjs';
+
+const ST_DTYPE = { f64: 'F64', f32: 'F32', f16: 'F16', bf16: 'BF16', i8: 'I8', u8: 'U8', i16: 'I16', u16: 'U16', i32: 'I32', u32: 'U32', i64: 'I64', u64: 'U64', bool: 'BOOL' };
+const ST_CTOR = { F64: Float64Array, F32: Float32Array, F16: Uint16Array, BF16: Uint16Array, I8: Int8Array, U8: Uint8Array, I16: Int16Array, U16: Uint16Array, I32: Int32Array, U32: Uint32Array, I64: BigInt64Array, U64: BigUint64Array, BOOL: Uint8Array };
+
+/** A safetensors file of the same tensors (packed/narrow dtypes stored as U8 bytes). */
+export function encodeSafetensors(specs) {
+  const header = {};
+  let off = 0;
+  for (const s of specs) {
+    const len = s.data ? s.data.length : byteLengthOf(CODES[s.dtype] ?? s.dtype, s.shape);
+    const dtype = ST_DTYPE[s.dtype] ?? 'U8';
+    const shape = ST_DTYPE[s.dtype] ? s.shape : [len];
+    header[s.name] = { dtype, shape, data_offsets: [off, off + len] };
+    s._stLen = len;
+    off += len;
+  }
+  let json = JSON.stringify(header);
+  // Pad with spaces so the data starts 8-byte aligned (as the reference writer does).
+  json += ' '.repeat((8 - ((8 + json.length) % 8)) % 8);
+  const head = new TextEncoder().encode(json);
+  const out = new Uint8Array(8 + head.length + off);
+  new DataView(out.buffer).setBigUint64(0, BigInt(head.length), true);
+  out.set(head, 8);
+  let at = 8 + head.length;
+  for (const s of specs) {
+    if (s.data) out.set(s.data, at);
+    at += s._stLen;
+  }
+  return out;
+}
+
+/** The baseline reader: header JSON.parse + one view per tensor. */
+export function readSafetensors(bytes) {
+  const n = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
+  const base = bytes.byteOffset + 8 + n;
+  const views = new Map();
+  for (const name in header) {
+    if (name === '__metadata__') continue;
+    const t = header[name];
+    const C = ST_CTOR[t.dtype];
+    const [a, b] = t.data_offsets;
+    views.set(name, new C(bytes.buffer, base + a, (b - a) / C.BYTES_PER_ELEMENT));
+  }
+  return views;
+}
+
+/** Kiln: full validation + one view per tensor. */
+export function readKiln(kiln, bytes) {
+  const dir = kiln.parseDirectory(bytes);
+  const views = new Map();
+  for (const t of dir.tensors()) views.set(t.name, t.view());
+  return views;
+}
+
+export function syntheticSpecs(count, totalBytes) {
+  const each = Math.floor(totalBytes / count / 4);
+  return Array.from({ length: count }, (_, i) => ({ name: `t.${i}`, dtype: 'f32', shape: [each] }));
+}
+
+export function exampleSpecs(kiln, bytes) {
+  const dir = kiln.parseDirectory(bytes);
+  return dir.tensors().map((t) => ({ name: t.name, dtype: t.dtype, shape: [...t.shape], data: t.bytes() }));
+}
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+function calibrate(fn, batchMs) {
+  let k = 1;
+  for (;;) {
+    const t0 = performance.now();
+    for (let i = 0; i < k; i++) fn();
+    if (performance.now() - t0 >= batchMs || k >= 1 << 16) return k;
+    k *= 2;
+  }
+}
+
+/**
+ * Median ms per call of each function. Calls are timed in batches long
+ * enough (>= batchMs) that a coarse clock (Chromium without cross-origin
+ * isolation: 0.1 ms) does not matter, and the functions take turns batch by
+ * batch, so garbage collection and warm-up hit them alike.
+ */
+export function compare(fns, { rounds = 15, batchMs = 12 } = {}) {
+  for (const fn of fns) for (let i = 0; i < 3; i++) fn();
+  const ks = fns.map((fn) => calibrate(fn, batchMs));
+  const samples = fns.map(() => []);
+  for (let r = 0; r < rounds; r++) {
+    fns.forEach((fn, i) => {
+      const t0 = performance.now();
+      for (let j = 0; j < ks[i]; j++) fn();
+      samples[i].push((performance.now() - t0) / ks[i]);
+    });
+  }
+  return samples.map((xs) => ({ median: median(xs), min: Math.min(...xs), runs: xs.length * ks[samples.indexOf(xs)] }));
+}
+
+function checkZeroCopy(views, bytes) {
+  for (const v of views.values()) if (v.buffer !== bytes.buffer) return false;
+  return true;
+}
+
+/** Runs one case: returns timings and checks. */
+export async function runCase(kiln, label, specs, log = () => {}) {
+  const t0 = performance.now();
+  const kbytes = encodeKiln(specs);
+  const sbytes = encodeSafetensors(specs);
+  log(`${label}: generated ${kbytes.length} + ${sbytes.length} bytes in ${(performance.now() - t0).toFixed(0)} ms`);
+  const c0 = performance.now();
+  const first = readKiln(kiln, kbytes);
+  const kilnFirst = performance.now() - c0;
+  const kv = first;
+  const sv = readSafetensors(sbytes);
+  if (kv.size !== specs.length || sv.size !== specs.length) throw new Error('tensor count mismatch');
+  for (const [name, v] of kv) if (sv.get(name).length !== v.length) throw new Error(`length mismatch ${name}`);
+  // Let the collector settle after allocating the inputs (2 GiB in the big case).
+  await new Promise((r) => setTimeout(r, 300));
+  const [kilnParseOnly, kilnAll, stParseOnly, stAll] = compare([
+    () => kiln.parseDirectory(kbytes),
+    () => readKiln(kiln, kbytes),
+    () => {
+      const n = Number(new DataView(sbytes.buffer, 0, 8).getBigUint64(0, true));
+      return JSON.parse(new TextDecoder().decode(sbytes.subarray(8, 8 + n)));
+    },
+    () => readSafetensors(sbytes),
+  ]);
+  return {
+    label,
+    tensors: specs.length,
+    fileBytes: { kiln: kbytes.length, safetensors: sbytes.length },
+    headerBytes: { kiln: kiln.parseDirectory(kbytes).payloadOffset, safetensors: 8 + Number(new DataView(sbytes.buffer, 0, 8).getBigUint64(0, true)) },
+    zeroCopy: { kiln: checkZeroCopy(kv, kbytes), safetensors: checkZeroCopy(sv, sbytes) },
+    ms: {
+      kilnFirstCall: kilnFirst,
+      kilnParse: kilnParseOnly.median,
+      kilnParseAndViews: kilnAll.median,
+      safetensorsParse: stParseOnly.median,
+      safetensorsParseAndViews: stAll.median,
+    },
+    ratio: {
+      parseAndViews: kilnAll.median / stAll.median,
+      parse: kilnParseOnly.median / stParseOnly.median,
+    },
+    runs: kilnAll.runs,
+  };
+}
+
+export function formatResults(env, results) {
+  const lines = [`${env}`];
+  lines.push('case                         | tensors | file MiB | kiln parse | kiln parse+views | safetensors parse | st parse+views | kiln/st (parse+views) | zero-copy');
+  for (const r of results) {
+    lines.push(
+      `${r.label.padEnd(28)} | ${String(r.tensors).padStart(7)} | ${(r.fileBytes.kiln / 1048576).toFixed(1).padStart(8)} | ` +
+        `${r.ms.kilnParse.toFixed(3).padStart(7)} ms | ${r.ms.kilnParseAndViews.toFixed(3).padStart(13)} ms | ` +
+        `${r.ms.safetensorsParse.toFixed(3).padStart(14)} ms | ${r.ms.safetensorsParseAndViews.toFixed(3).padStart(11)} ms | ` +
+        `${r.ratio.parseAndViews.toFixed(2).padStart(21)}x | ${r.zeroCopy.kiln && r.zeroCopy.safetensors ? 'yes' : 'NO'}`,
+    );
+  }
+  for (const r of results) {
+    lines.push(`${r.label}: first call ${r.ms.kilnFirstCall.toFixed(2)} ms (includes reserving the skeleton's address space); parse only: kiln/safetensors ${r.ratio.parse.toFixed(2)}x`);
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# CI for the browser side, idempotent: installs what is missing (the wasm32 target,
+# wasm-bindgen-cli 0.2.130, npm packages pinned in the package-lock files, Debian's
+# chromium), then runs
+#   1. cargo test -p kiln-wasm        (the skeleton's and the Frozen path's verdicts == the core's, on mutations)
+#   2. kiln-wasm/build.sh             (pkg/, and the wasm size budget)
+#   3. node --test kiln-wasm/test/    (goldens, views, Frozen values, loader, range requests, packaging,
+#                                      Frozen values in headless Chromium)
+#   4. web-demo/test.sh               (the demo in headless Chromium, screenshots)
+#   5. with --bench: the Node and Chromium benchmarks (64 MiB quick mode with --quick-bench)
+# Warm machine: about a minute. Usage: kiln-wasm/ci.sh [--bench | --quick-bench]
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+cd "$ROOT"
+
+node -e 'const [a]=process.versions.node.split(".").map(Number); if (a < 20) { console.error("kiln-wasm: Node 20 or newer is required"); process.exit(1); }'
+
+if [ ! -d "$HERE/node_modules/binaryen" ] || [ "$HERE/package-lock.json" -nt "$HERE/node_modules/.package-lock.json" ]; then
+  (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+echo "== cargo test -p kiln-wasm"
+cargo test -p kiln-wasm --quiet
+
+echo "== kiln-wasm/build.sh"
+"$HERE/build.sh"
+
+# test/browser.test.mjs needs Chromium (it skips without it): install it before step 3.
+if [ -z "${CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
+  echo "kiln-wasm: installing Debian's chromium (playwright downloads no browser here)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+export CHROMIUM="${CHROMIUM:-$(command -v chromium)}"
+
+echo "== node --test kiln-wasm/test/"
+node --test kiln-wasm/test/
+
+echo "== web-demo/test.sh"
+"$ROOT/web-demo/test.sh"
+
+case "${1:-}" in
+  --bench) node "$HERE/bench/node.mjs" && node "$HERE/bench/chromium.mjs" ;;
+  --quick-bench) node "$HERE/bench/node.mjs" --quick && node "$HERE/bench/chromium.mjs" --quick ;;
+esac

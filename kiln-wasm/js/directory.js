@@ -1,0 +1,336 @@
+// Directory and Tensor: thin objects over the table the core returned
+// (src/skeleton.rs `table`) and the caller's own bytes.
+
+import { dtype_names, lut as wasmLut } from './wasm/kiln_wasm.js';
+import { canView, elementsOf, isHostLittleEndian, toFloat32 as convert, viewCtor } from './elements.js';
+
+// Table layout (kept in step with kiln_wasm::skeleton): a Uint32Array of
+// META header slots, then SLOTS per tensor, then every tensor's dims as
+// (low, high) word pairs. Absent indexes are 0xFFFFFFFF.
+const META = 8;
+const SLOTS = 15;
+const DTYPE_RANK = 0;
+const OFFSET = 1;
+const LENGTH = 2;
+const COUNT = 3;
+const NAME_AT = 5;
+const NAME_LEN = 6;
+const LAYOUT_AT = 7;
+const LAYOUT_LEN = 8;
+const BLOCK_SIZE = 9;
+const SCHEME_AXIS = 10;
+const GROUP = 11;
+const SCALE = 12;
+const OUTER = 13;
+const SHAPE_AT = 14;
+const NONE = 0xffffffff;
+const u64 = (t, i) => t[i] + t[i + 1] * 4294967296;
+
+let names = null;
+function dtypeName(code) {
+  names ??= dtype_names();
+  return code >= 1 && code <= names.length ? names[code - 1] : `opaque:${code}`;
+}
+
+const luts = new Map();
+function lut(code) {
+  let t = luts.get(code);
+  if (t === undefined) {
+    t = wasmLut(code);
+    luts.set(code, t);
+  }
+  return t;
+}
+
+// ignoreBOM: a name may start with U+FEFF; the default would drop it and shift every later name.
+const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
+function decode(bytes) {
+  // TextDecoder refuses views of a SharedArrayBuffer in some runtimes.
+  const shared = typeof SharedArrayBuffer === 'function' && bytes.buffer instanceof SharedArrayBuffer;
+  return decoder.decode(shared ? bytes.slice() : bytes);
+}
+
+/**
+ * A checked tensor directory. Tensors borrow the caller's bytes.
+ * Build one with parseDirectory, a DirectoryLoader, or openRemote.
+ */
+export class Directory {
+  /** @internal */
+  constructor(table, bytes, state = {}) {
+    this._t = table;
+    this._bytes = bytes; // input byte i at index i (at least the prefix)
+    this._n = table[0];
+    this._segments = state.segments ?? null; // Map<index, Uint8Array> for remote directories
+    this._pending = state.pending ?? null; // message when payloads have not arrived
+    this._heap = null;
+    this._cache = new Array(this._n);
+    this._list = null;
+    this._map = null;
+  }
+
+  /** Number of tensors. */
+  get length() {
+    return this._n;
+  }
+
+  /** Length of the block in bytes (header, descriptors, name heap, padding, payloads). */
+  get byteLength() {
+    return this._t[2];
+  }
+
+  /** Absolute offset of the payload region. */
+  get payloadOffset() {
+    return this._t[3];
+  }
+
+  /** The bytes the tensors borrow (the caller's input for parseDirectory). */
+  get source() {
+    return this._bytes;
+  }
+
+  /** Tensor `index` in descriptor order. */
+  at(index) {
+    if (!Number.isInteger(index) || index < 0 || index >= this._n) return undefined;
+    return (this._cache[index] ??= new Tensor(this, index));
+  }
+
+  /** All tensors in descriptor order (the same array on every call). */
+  tensors() {
+    if (this._list === null) {
+      const list = new Array(this._n);
+      for (let i = 0; i < this._n; i++) list[i] = this.at(i);
+      this._list = Object.freeze(list);
+    }
+    return this._list;
+  }
+
+  /** The tensor named `name`, or undefined. */
+  get(name) {
+    if (this._map === null) {
+      this._map = new Map();
+      for (let i = 0; i < this._n; i++) {
+        const n = this._name(i);
+        if (n !== null) this._map.set(n, i);
+      }
+    }
+    const i = this._map.get(name);
+    return i === undefined ? undefined : this.at(i);
+  }
+
+  /** True when a tensor is named `name`. */
+  has(name) {
+    return this.get(name) !== undefined;
+  }
+
+  /** Tensor names in descriptor order (null for unnamed tensors). */
+  names() {
+    const out = new Array(this._n);
+    for (let i = 0; i < this._n; i++) out[i] = this._name(i);
+    return out;
+  }
+
+  [Symbol.iterator]() {
+    return this.tensors()[Symbol.iterator]();
+  }
+
+  toJSON() {
+    return { byteLength: this.byteLength, tensors: this.tensors().map((t) => t.toJSON()) };
+  }
+
+  _row(i) {
+    return META + i * SLOTS;
+  }
+
+  _heapText() {
+    if (this._heap === null) this._heap = decode(this._bytes.subarray(this._t[4], this._t[5]));
+    return this._heap;
+  }
+
+  _text(at, len) {
+    return at === NONE ? null : this._heapText().slice(at, at + len);
+  }
+
+  _name(i) {
+    const o = this._row(i);
+    return this._text(this._t[o + NAME_AT], this._t[o + NAME_LEN]);
+  }
+
+  _payload(i) {
+    const o = this._row(i);
+    if (this._segments !== null) {
+      const seg = this._segments.get(i);
+      if (seg === undefined) {
+        throw new Error(`kiln: tensor ${JSON.stringify(this._name(i) ?? i)} is not loaded yet: await remote.load(...) first`);
+      }
+      return seg;
+    }
+    if (this._pending !== null) throw new Error(`kiln: ${this._pending}`);
+    const at = this._t[o + OFFSET];
+    return this._bytes.subarray(at, at + this._t[o + LENGTH]);
+  }
+}
+
+/** One tensor of a checked directory. */
+export class Tensor {
+  /** @internal */
+  constructor(dir, index) {
+    this._d = dir;
+    this._i = index;
+    this._o = META + index * SLOTS;
+    this._shape = null;
+  }
+
+  /** Position in descriptor order. */
+  get index() {
+    return this._i;
+  }
+
+  /** The name, or null for an unnamed tensor. */
+  get name() {
+    return this._d._name(this._i);
+  }
+
+  /** The wire dtype code (1..19, or 4096..32767 for opaque layouts). */
+  get dtypeCode() {
+    return this._d._t[this._o + DTYPE_RANK] & 0xffff;
+  }
+
+  /** "f32", "bf16", "e2m1", ..., or "opaque:4096". */
+  get dtype() {
+    return dtypeName(this.dtypeCode);
+  }
+
+  get rank() {
+    return this._d._t[this._o + DTYPE_RANK] >>> 16;
+  }
+
+  /** Dimensions as numbers ([] for a scalar). Exact below 2^53. */
+  get shape() {
+    if (this._shape === null) {
+      const t = this._d._t;
+      const s = new Array(this.rank);
+      const at = t[this._o + SHAPE_AT];
+      for (let k = 0; k < s.length; k++) s[k] = u64(t, at + 2 * k);
+      this._shape = Object.freeze(s);
+    }
+    return this._shape;
+  }
+
+  /** Number of elements (1 for a scalar). */
+  get elementCount() {
+    return u64(this._d._t, this._o + COUNT);
+  }
+
+  /** Absolute offset of the payload in the input. */
+  get byteOffset() {
+    return this._d._t[this._o + OFFSET];
+  }
+
+  get byteLength() {
+    return this._d._t[this._o + LENGTH];
+  }
+
+  /** The layout name of an opaque dtype (e.g. "Q4_K"), else null. */
+  get layout() {
+    return this._d._text(this._d._t[this._o + LAYOUT_AT], this._d._t[this._o + LAYOUT_LEN]);
+  }
+
+  /** Opaque block size in bytes (0 for other dtypes). */
+  get blockSize() {
+    return this._d._t[this._o + BLOCK_SIZE];
+  }
+
+  /** {scheme, axis, groupSize, scale, outer} for scheme 1 or 2, else null. Kiln does not apply scales. */
+  get quant() {
+    const t = this._d._t;
+    const sa = t[this._o + SCHEME_AXIS];
+    const scheme = sa & 0xffff;
+    if (scheme === 0) return null;
+    const outer = t[this._o + OUTER];
+    return {
+      scheme,
+      axis: sa >>> 16,
+      groupSize: t[this._o + GROUP],
+      scale: this._d.at(t[this._o + SCALE]),
+      outer: outer === NONE ? null : this._d.at(outer),
+    };
+  }
+
+  /** True when view() shares the input's ArrayBuffer; false when it must return a copy (misaligned start, big-endian host). */
+  get isView() {
+    return canView(this._d._payload(this._i), this.dtypeCode);
+  }
+
+  /** The payload's wire bytes: a zero-copy Uint8Array over the input. */
+  bytes() {
+    return this._d._payload(this._i);
+  }
+
+  /**
+   * The elements as their natural typed array: a view over the input's
+   * ArrayBuffer when isView, else a host-order copy. f16 gives a Float16Array
+   * where the runtime has one, else Uint16Array bits; bf16 Uint16Array bits;
+   * f8, e8m0, bool and u8 Uint8Array; packed i4/u4/e2m1 and opaque layouts
+   * their bytes.
+   */
+  view() {
+    const d = this._d;
+    const code = d._t[this._o + DTYPE_RANK] & 0xffff;
+    if (d._segments === null && d._pending === null) {
+      // Fast path (no intermediate subarray): a view in place when aligned on a little-endian host.
+      const C = viewCtor(code);
+      const w = C.BYTES_PER_ELEMENT;
+      const at = d._bytes.byteOffset + d._t[this._o + OFFSET];
+      if (w === 1 || (isHostLittleEndian() && at % w === 0)) return new C(d._bytes.buffer, at, d._t[this._o + LENGTH] / w);
+    }
+    return elementsOf(d._payload(this._i), code);
+  }
+
+  /** The element values as a new Float32Array (conversion only: scales are not applied). */
+  toFloat32() {
+    return convert(this._d._payload(this._i), this.dtypeCode, this.elementCount, lut);
+  }
+
+  toJSON() {
+    const q = this.quant;
+    return {
+      index: this.index,
+      name: this.name,
+      dtype: this.dtype,
+      shape: [...this.shape],
+      byteOffset: this.byteOffset,
+      byteLength: this.byteLength,
+      layout: this.layout,
+      blockSize: this.blockSize,
+      quant: q && { scheme: q.scheme, axis: q.axis, groupSize: q.groupSize, scale: q.scale.index, outer: q.outer?.index ?? null },
+    };
+  }
+}
+
+/**
+ * Scale-applied values of a quantized tensor (scheme 1 or 2) as a new
+ * Float32Array: element x scale of its group (x the outer scale). The scale
+ * tensor is read as the data shape with the quantized axis divided (rounded
+ * up) by the group size, row-major, which is how the example model and the
+ * goldens lay it out. Kiln itself stores the metadata and never applies it.
+ */
+export function dequantize(tensor) {
+  const q = tensor.quant;
+  if (q === null) return tensor.toFloat32();
+  const x = tensor.toFloat32();
+  const s = q.scale.toFloat32();
+  const outer = q.outer ? q.outer.toFloat32()[0] : 1;
+  const shape = tensor.shape;
+  const along = shape[q.axis];
+  const groups = Math.ceil(along / q.groupSize);
+  let inner = 1;
+  for (let k = q.axis + 1; k < shape.length; k++) inner *= shape[k];
+  for (let i = 0; i < x.length; i++) {
+    const innerIdx = i % inner;
+    const axisIdx = Math.floor(i / inner) % along;
+    const outerIdx = Math.floor(i / (inner * along));
+    const g = Math.floor(axisIdx / q.groupSize);
+    x[i] = x[i] * s[(outerIdx * groups + g) * inner + innerIdx] * outer;
+  }
+  return x;
+}

@@ -1,0 +1,230 @@
+// Types of the kiln-wasm package.
+
+/** The spec's error codes. */
+export type KilnErrorCode = 'FRAME' | 'LIMIT' | 'EOF' | 'TYPE' | 'UTF8' | 'TRAILING' | 'SCHEMA';
+
+/** A rejected input. `message` is "CODE at byte N: description". */
+export class KilnError extends Error {
+  readonly name: 'KilnError';
+  readonly code: KilnErrorCode;
+  /** Absolute byte offset, from the start of the caller's buffer (or the remote file). */
+  readonly offset: number;
+  /** The rule that failed, e.g. "NonzeroGap", "BoolByte", "DirectoryMagic". */
+  readonly rule: string;
+  /** The rule in one plain sentence. */
+  readonly description: string;
+  /**
+   * True when the fault is in the type text given to decodeValue/decodeFrame (then `offset` is a byte
+   * of that text and `message` reads "TYPE at byte N of the type text: ..."); false for faults in the input.
+   */
+  readonly inTypeText: boolean;
+}
+
+/** The spec's default cap on tensor_count and name_bytes: 16,777,216. */
+export const DEFAULT_CAP: number;
+
+export interface ParseOptions {
+  /** Cap on tensor_count, and on list and dict counts of Frozen values (default 16,777,216; at most 4,294,967,295). Above it: LIMIT. */
+  countCap?: number;
+  /** Cap on name_bytes, and on str and list<u8> lengths of Frozen values (default 16,777,216). Above it: LIMIT. */
+  byteCap?: number;
+}
+
+/** A Float16Array (where the runtime has one: Chromium 135+, Node 24+), typed structurally. */
+export interface Float16ArrayLike extends ArrayLike<number> {
+  readonly BYTES_PER_ELEMENT: 2;
+  readonly buffer: ArrayBufferLike;
+  readonly byteOffset: number;
+  readonly byteLength: number;
+}
+
+export type DType =
+  | 'f64' | 'f32' | 'f16' | 'bf16' | 'f8e4m3' | 'f8e5m2' | 'bool'
+  | 'i8' | 'u8' | 'i16' | 'u16' | 'i32' | 'u32' | 'i64' | 'u64'
+  | 'i4' | 'u4' | 'e2m1' | 'e8m0' | `opaque:${number}`;
+
+export type TensorView =
+  | Float64Array | Float32Array | Float16ArrayLike | Uint16Array | Uint8Array | Int8Array
+  | Int16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
+
+export interface Quantization {
+  /** 1 (scales) or 2 (scales and an outer f32). */
+  scheme: 1 | 2;
+  /** The quantized dimension. */
+  axis: number;
+  /** Elements per scale. */
+  groupSize: number;
+  /** The block scales. */
+  scale: Tensor;
+  /** The one-element f32 outer scale (scheme 2), else null. */
+  outer: Tensor | null;
+}
+
+export class Tensor {
+  /** Position in descriptor order. */
+  readonly index: number;
+  /** The name, or null when the directory's tensors are unnamed. */
+  readonly name: string | null;
+  readonly dtype: DType;
+  /** The wire code: 1..19, or 4096..32767 for opaque layouts. */
+  readonly dtypeCode: number;
+  readonly rank: number;
+  /** Dimensions ([] for a scalar); exact below 2^53. */
+  readonly shape: readonly number[];
+  readonly elementCount: number;
+  /** Absolute offset of the payload in the input. */
+  readonly byteOffset: number;
+  readonly byteLength: number;
+  /** Layout name of an opaque dtype ("Q4_K"), else null. */
+  readonly layout: string | null;
+  /** Opaque block size in bytes, 0 otherwise. */
+  readonly blockSize: number;
+  readonly quant: Quantization | null;
+  /** True when view() shares the input's ArrayBuffer; false when it returns a copy (misaligned start, big-endian host). */
+  readonly isView: boolean;
+  /** The payload's wire bytes, zero-copy over the input's ArrayBuffer. */
+  bytes(): Uint8Array;
+  /**
+   * The natural typed array: Float64Array, Float32Array, Int8Array, Uint8Array, Int16Array, Uint16Array,
+   * Int32Array, Uint32Array, BigInt64Array, BigUint64Array. f16: Float16Array where available, else
+   * Uint16Array bits; bf16: Uint16Array bits; f8/e8m0/bool: Uint8Array; packed i4/u4/e2m1 and opaque: the bytes.
+   */
+  view(): TensorView;
+  /** Element values converted to a new Float32Array (scales are not applied). Throws TypeError for opaque dtypes. */
+  toFloat32(): Float32Array;
+  toJSON(): object;
+}
+
+export class Directory implements Iterable<Tensor> {
+  /** Number of tensors. */
+  readonly length: number;
+  /** Block length in bytes. */
+  readonly byteLength: number;
+  /** Absolute offset of the payload region. */
+  readonly payloadOffset: number;
+  /** The bytes the tensors borrow. */
+  readonly source: Uint8Array;
+  at(index: number): Tensor | undefined;
+  /** All tensors in descriptor order (the same frozen array on every call). */
+  tensors(): readonly Tensor[];
+  get(name: string): Tensor | undefined;
+  has(name: string): boolean;
+  names(): (string | null)[];
+  [Symbol.iterator](): Iterator<Tensor>;
+  toJSON(): object;
+}
+
+/**
+ * Checks a standalone Kiln v2 tensor directory (every rule, in the spec's order, by the Rust core)
+ * and returns views over `bytes`' own ArrayBuffer. Throws KilnError.
+ */
+export function parseDirectory(bytes: Uint8Array | ArrayBuffer | ArrayBufferView, options?: ParseOptions): Directory;
+
+/** Element x group scale (x outer) as a new Float32Array; scales read row-major with the quantized axis divided by the group size. */
+export function dequantize(tensor: Tensor): Float32Array;
+
+export interface LoaderOptions extends ParseOptions {
+  /** Expected stream length (File.size, Content-Length): makes early verdicts exact for short streams too. */
+  totalLength?: number;
+  /** Called once the directory has arrived, before the payload. Its tensors' payload accessors throw until end(). */
+  onDirectory?: (dir: Directory) => void;
+  onProgress?: (received: number, total: number | null) => void;
+}
+
+/** Checks a block as it arrives in chunks. */
+export class DirectoryLoader {
+  constructor(options?: LoaderOptions);
+  readonly receivedBytes: number;
+  /** The declared block length once the header has arrived, else totalLength or null. */
+  readonly totalBytes: number | null;
+  /** The tensor table once the directory has arrived (payload pending), the result after end(), else null. */
+  readonly directory: Directory | null;
+  /** Adds a chunk; throws KilnError as soon as the block is known to be invalid. */
+  push(chunk: Uint8Array | ArrayBuffer | ArrayBufferView): void;
+  /** Final check; returns the Directory (views over the loader's buffer) or throws KilnError. */
+  end(): Directory;
+  /** Pushes every chunk of `stream`, cancelling it on a fault, then end(). */
+  consume(stream: ReadableStream<Uint8Array>): Promise<Directory>;
+}
+
+/** Loads a URL, Response, Blob/File or byte stream through a DirectoryLoader. */
+export function loadDirectory(
+  source: string | URL | Response | Blob | ReadableStream<Uint8Array>,
+  options?: LoaderOptions & { fetch?: typeof fetch; signal?: AbortSignal },
+): Promise<Directory>;
+
+export interface RemoteOptions extends ParseOptions {
+  fetch?: typeof fetch;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+}
+
+/** A directory read with HTTP Range requests; payloads are fetched per tensor. */
+export class RemoteDirectory extends Directory {
+  readonly url: string;
+  /** Size of the remote file. */
+  readonly size: number;
+  /** HTTP requests made so far. */
+  readonly requests: number;
+  /** Bytes fetched so far. */
+  readonly bytesFetched: number;
+  isLoaded(nameOrIndex: string | number): boolean;
+  /** Fetches one tensor's payload (and its scale/outer tensors) and returns it. */
+  load(nameOrIndex: string | number): Promise<Tensor>;
+}
+
+/** Fetches the first 64 bytes, then the directory, with Range requests; throws KilnError for a bad directory. */
+export function openRemote(url: string | URL, options?: RemoteOptions): Promise<RemoteDirectory>;
+
+/** One tensor of a remote file: 64 bytes, the directory, then just that payload. */
+export function loadTensor(url: string | URL, name: string, options?: RemoteOptions): Promise<Tensor>;
+
+/**
+ * A decoded Frozen value:
+ * struct -> plain object (fields in declaration order); dict<str,V> -> Map (keys in wire order);
+ * list<T> -> array, except lists of fixed-width numbers -> typed arrays (list<u8> Uint8Array, list<i8> Int8Array,
+ * i16/u16/i32/u32/f32/f64 their typed arrays, i64/int BigInt64Array, u64/uint BigUint64Array; views over the
+ * input's ArrayBuffer when aligned on a little-endian host, else copies) and list<bool> -> boolean[];
+ * opt<T> -> null or the value (opt<opt<T>> present -> { value: inner }); str -> string; bool -> boolean;
+ * i8..i32, u8..u32, f32, f64 -> number; i64, u64, int, uint -> bigint; tensors -> Directory.
+ */
+export type FrozenValue =
+  | boolean
+  | number
+  | bigint
+  | string
+  | null
+  | Directory
+  | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array
+  | Float32Array | Float64Array | BigInt64Array | BigUint64Array
+  | FrozenValue[]
+  | Map<string, FrozenValue>
+  | { value: FrozenValue }
+  | { [field: string]: FrozenValue };
+
+/**
+ * Checks `bytes` as exactly one Frozen value of `typeText` (canonical type text such as
+ * "struct{id:i64,batch:tensors,}") with the Rust core, then returns it as plain JavaScript values
+ * (see FrozenValue). Typed arrays and tensor views share `bytes`' ArrayBuffer where possible; nothing
+ * refers to wasm memory. Throws KilnError (for a bad type text, with `inTypeText` true).
+ * `T` only annotates the result; it is not checked against `typeText`.
+ */
+export function decodeValue<T = FrozenValue>(
+  bytes: Uint8Array | ArrayBuffer | ArrayBufferView,
+  typeText: string,
+  options?: ParseOptions,
+): T;
+
+/**
+ * decodeValue for a value behind the 16-byte KLN0 frame. The frame's schema hash must equal the hash of
+ * `typeText` (SCHEMA at byte 8 otherwise); a bad magic, profile, flags or reserved byte is FRAME, fewer than
+ * 16 bytes EOF.
+ */
+export function decodeFrame<T = FrozenValue>(
+  bytes: Uint8Array | ArrayBuffer | ArrayBufferView,
+  typeText: string,
+  options?: ParseOptions,
+): T;
+
+/** The package version. */
+export function version(): string;

@@ -1,0 +1,150 @@
+// DirectoryLoader: the table before the payload, checks as chunks arrive,
+// and the same final verdict as parseDirectory.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as kiln from '../pkg/node.js';
+import { example, golden, goldens } from '../test-support/goldens.mjs';
+import { encodeKiln, le } from '../test-support/encode.mjs';
+
+function verdictOf(fn) {
+  try {
+    fn();
+    return 'accept';
+  } catch (e) {
+    if (!(e instanceof kiln.KilnError)) throw e;
+    return `${e.code} ${e.offset} ${e.rule}`;
+  }
+}
+
+function feed(bytes, chunk, options = {}) {
+  const loader = new kiln.DirectoryLoader(options);
+  for (let at = 0; at < bytes.length; at += chunk) loader.push(bytes.subarray(at, at + chunk));
+  return loader.end();
+}
+
+test('the tensor table and the total size arrive before the payload', () => {
+  const bytes = example();
+  const payloadStart = kiln.parseDirectory(bytes).payloadOffset;
+  const seen = [];
+  const loader = new kiln.DirectoryLoader({
+    onDirectory: (d) => seen.push({ received: loader.receivedBytes, names: d.names(), total: loader.totalBytes }),
+  });
+  assert.equal(loader.totalBytes, null);
+  assert.equal(loader.directory, null);
+  let at = 0;
+  for (; at < payloadStart; at += 100) loader.push(bytes.subarray(at, Math.min(at + 100, payloadStart)));
+  assert.equal(seen.length, 1, 'onDirectory fires as soon as the directory region is in');
+  assert.equal(seen[0].received, payloadStart);
+  assert.equal(seen[0].total, bytes.length);
+  assert.equal(loader.totalBytes, bytes.length);
+  const pending = loader.directory;
+  assert.deepEqual(pending.get('fc1.weight').shape, [32, 64]);
+  assert.equal(pending.get('fc1.weight').byteLength, 8192);
+  assert.throws(() => pending.get('fc1.weight').view(), /not arrived/);
+  loader.push(bytes.subarray(payloadStart));
+  const dir = loader.end();
+  assert.equal(dir.length, 8);
+  const v = dir.get('samples.x').view();
+  assert.ok(v instanceof Float32Array);
+  assert.equal(dir.get('fc1.weight').isView, true);
+  assert.deepEqual([...v.subarray(0, 64)], [...kiln.parseDirectory(bytes).get('samples.x').view().subarray(0, 64)]);
+  assert.equal(loader.end(), dir);
+});
+
+test('any chunking gives the same result, including 1-byte chunks', () => {
+  const bytes = example();
+  const want = kiln.parseDirectory(bytes).toJSON();
+  for (const chunk of [1, 7, 64, 1000, 4096, bytes.length]) {
+    assert.deepEqual(feed(bytes, chunk).toJSON(), want, `chunk ${chunk}`);
+  }
+});
+
+test('final verdicts equal parseDirectory on goldens and mutations, for several chunk sizes', () => {
+  let seed = 7;
+  const rnd = (n) => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 8) % Math.max(1, n);
+  const inputs = goldens().filter((g) => g.isDirectory).map((g) => g.bytes);
+  const base = example();
+  for (let i = 0; i < 300; i++) {
+    const b = base.slice(0, rnd(4) === 0 ? rnd(base.length + 1) : base.length);
+    if (b.length) b[rnd(b.length)] = rnd(256);
+    inputs.push(b);
+  }
+  for (const b of inputs) {
+    const want = verdictOf(() => kiln.parseDirectory(b));
+    for (const chunk of [3, 61, 512]) {
+      const got = verdictOf(() => feed(b, chunk, { totalLength: b.length }));
+      assert.equal(got, want, `len ${b.length} chunk ${chunk}`);
+      // Without the length hint a block that is cut short may fail early with its
+      // in-block fault; a complete block gets the same verdict.
+      const free = verdictOf(() => feed(b, chunk));
+      if (!want.startsWith('EOF')) assert.equal(free, want, `no hint, len ${b.length} chunk ${chunk}`);
+    }
+  }
+});
+
+test('a damaged directory is rejected before any payload is pushed', () => {
+  const bytes = example();
+  const bad = bytes.slice();
+  bad[64 + 3] = 1; // reserved descriptor byte
+  const loader = new kiln.DirectoryLoader();
+  const payloadStart = kiln.parseDirectory(bytes).payloadOffset;
+  assert.throws(() => loader.push(bad.subarray(0, payloadStart)), { code: 'FRAME', rule: 'DescriptorReserved', offset: 67 });
+  assert.throws(() => loader.push(bad.subarray(payloadStart)), { rule: 'DescriptorReserved' }, 'the error sticks');
+  assert.throws(() => loader.end(), { rule: 'DescriptorReserved' });
+  // A bad header is rejected at byte 64.
+  const l2 = new kiln.DirectoryLoader();
+  l2.push(golden('kiln-v2-bad-version').subarray(0, 10));
+  assert.throws(() => l2.push(golden('kiln-v2-bad-version').subarray(10)), { code: 'FRAME', offset: 4 });
+});
+
+test('a nonzero gap byte is reported as soon as it arrives', () => {
+  const bytes = encodeKiln([
+    { name: 'a', dtype: 'f32', shape: [3], data: le(Float32Array.of(1, 2, 3)) },
+    { name: 'b', dtype: 'f32', shape: [1000] },
+  ]);
+  const d = kiln.parseDirectory(bytes);
+  const gap = d.get('a').byteOffset + 12 + 5;
+  bytes[gap] = 1;
+  const loader = new kiln.DirectoryLoader();
+  loader.push(bytes.subarray(0, gap)); // up to the bad byte: fine so far
+  assert.throws(() => loader.push(bytes.subarray(gap, gap + 100)), { code: 'TYPE', rule: 'NonzeroGap', offset: gap });
+  assert.ok(loader.receivedBytes < bytes.length / 2, 'long before the end of the block');
+});
+
+test('cut-short and over-long streams', () => {
+  const bytes = example();
+  assert.throws(() => feed(bytes.subarray(0, bytes.length - 1), 999), { code: 'EOF', offset: bytes.length - 1 });
+  const longer = new Uint8Array(bytes.length + 10);
+  longer.set(bytes);
+  assert.throws(() => feed(longer, 999), { code: 'TRAILING', offset: bytes.length });
+  assert.throws(() => feed(bytes.subarray(0, 30), 7), { code: 'EOF', offset: 30 });
+  assert.throws(() => new kiln.DirectoryLoader().end(), { code: 'EOF', offset: 0 });
+});
+
+test('consume() reads a ReadableStream; loadDirectory takes Blobs, Responses and streams', async () => {
+  const bytes = example();
+  const stream = () => new ReadableStream({
+    start(c) {
+      for (let at = 0; at < bytes.length; at += 1500) c.enqueue(bytes.slice(at, at + 1500));
+      c.close();
+    },
+  });
+  const progress = [];
+  const dir = await new kiln.DirectoryLoader({ onProgress: (got, total) => progress.push([got, total]) }).consume(stream());
+  assert.equal(dir.length, 8);
+  assert.deepEqual(progress.at(-1), [bytes.length, bytes.length]);
+  assert.ok(progress.length >= 10);
+  assert.equal((await kiln.loadDirectory(new Blob([bytes]))).length, 8);
+  assert.equal((await kiln.loadDirectory(new Response(bytes))).length, 8);
+  assert.equal((await kiln.loadDirectory(stream())).length, 8);
+  // A fault cancels the stream.
+  const bad = bytes.slice();
+  bad[0] = 0;
+  let cancelled = false;
+  const s = new ReadableStream({
+    pull(c) { c.enqueue(bad.slice(0, 100)); },
+    cancel() { cancelled = true; },
+  });
+  await assert.rejects(kiln.loadDirectory(s), { code: 'FRAME', rule: 'DirectoryMagic' });
+  assert.ok(cancelled);
+});

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Peak RSS of `kiln validate` on hostile files: each claims gigabytes
+# (16,777,216 or 2^32 - 1 tensors, a 4 GiB name heap, 2^64-byte payloads,
+# 8-dimensional shapes near overflow) in a few hundred bytes. Every run must
+# reject the file and stay under the limit (default 16 MiB), measured with
+# /usr/bin/time -v ("Maximum resident set size").
+#
+#   scripts/rss.sh            # build kiln-cli (release), generate, measure
+#   RSS_LIMIT_KIB=16384 scripts/rss.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LIMIT_KIB=${RSS_LIMIT_KIB:-16384}
+[ -x /usr/bin/time ] || { apt-get install -y time >/dev/null; }
+cargo build --release -p kiln-cli >&2
+KILN=target/release/kiln
+DIR=$(mktemp -d)
+trap 'rm -rf "$DIR"' EXIT
+
+python3 - "$DIR" <<'PY'
+import struct, sys, os
+d = sys.argv[1]
+M = (1 << 64) - 1
+
+def header(count=0, name_bytes=0, payload=0, flags=2, dir_bytes=None):
+    if dir_bytes is None:
+        dir_bytes = count * 128 + name_bytes
+    return b"KLNT" + bytes([2, flags, 0, 0]) + struct.pack("<IIQQ", count, name_bytes, payload, dir_bytes) + bytes(32)
+
+def desc(dtype=2, rank=1, shape=(2,), off=0, length=8):
+    s = list(shape) + [0] * (8 - len(shape))
+    return struct.pack("<HBBHHHHIHHIIIQQ8Q16s", dtype, rank, 0, 0xFFFF, 0, 0xFFFF, 0, 0, 0, 0xFFFF, 0,
+                       0xFFFFFFFF, 0xFFFFFFFF, off, length, *s, bytes(16))
+
+files = {
+    "count-16777216": header(count=16_777_216),
+    "count-16777217": header(count=16_777_217),
+    "count-4294967295": header(count=0xFFFFFFFF),
+    "name-heap-4GiB": header(count=1, name_bytes=0xFFFFFFFF),
+    "payload-2^64-1": header(payload=M),
+    "payload-2^63": header(payload=1 << 63),
+    "range-offset-overflow": header(count=1, payload=8) + desc(off=M - 3) + bytes(8),
+    "range-length-2^64-1": header(count=1, payload=8) + desc(length=M) + bytes(8),
+    "shape-8d-256^8": header(count=1, payload=8) + desc(rank=8, shape=[256] * 8) + bytes(8),
+    "shape-8d-255^8": header(count=1, payload=8) + desc(rank=8, shape=[255] * 8) + bytes(8),
+    "shape-8d-2^63x2": header(count=1, payload=8) + desc(rank=8, shape=[1 << 63, 2, 1, 1, 1, 1, 1, 1]) + bytes(8),
+    "shape-f64-2^61": header(count=1, payload=0) + desc(dtype=1, shape=(1 << 61,), length=0),
+}
+for name, b in files.items():
+    with open(os.path.join(d, name + ".kiln"), "wb") as f:
+        f.write(b)
+PY
+
+# Flags per file (caps raised to the wire maximum where the claim needs it).
+declare -A ARGS=(
+  [count-4294967295]="--count-cap 4294967295"
+  [name-heap-4GiB]="--byte-cap 4294967295"
+)
+printf '%-24s %6s %8s %s\n' file bytes rss_kib result
+worst=0
+fail=0
+for f in "$DIR"/*.kiln; do
+  name=$(basename "$f" .kiln)
+  out=$( { /usr/bin/time -v "$KILN" validate ${ARGS[$name]:-} "$f" >"$DIR/out" 2>"$DIR/err"; } 2>&1 || true)
+  # /usr/bin/time writes its report to its own stderr, captured above.
+  rss=$(grep -h "Maximum resident set size" "$DIR/err" <(echo "$out") | awk '{print $NF}' | tail -1)
+  code=$(grep -h "Exit status" "$DIR/err" <(echo "$out") | awk '{print $NF}' | tail -1)
+  verdict=$(grep -hoE '\b(FRAME|LIMIT|EOF|TYPE|UTF8|TRAILING|SCHEMA)\b' "$DIR/out" "$DIR/err" | head -1)
+  printf '%-24s %6s %8s exit %s %s\n' "$name" "$(stat -c %s "$f")" "$rss" "$code" "${verdict:-?}"
+  [ "${rss:-0}" -gt "$worst" ] && worst=$rss
+  if [ "${code:-0}" = 0 ]; then echo "  ^ accepted a hostile file"; fail=1; fi
+  if [ "${rss:-999999}" -ge "$LIMIT_KIB" ]; then echo "  ^ peak RSS above ${LIMIT_KIB} KiB"; fail=1; fi
+done
+echo "peak RSS over all files: ${worst} KiB (limit ${LIMIT_KIB} KiB)"
+exit $fail

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Every test of the project, on a fresh clone or a warm machine: installs what
+# is missing (scripts/setup.sh), then runs each suite and reports which failed.
+# This is the README's test command; CI runs it through .ci/run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+scripts/setup.sh || { echo "setup failed" >&2; exit 1; }
+
+failed=()
+started=$(date +%s)
+run() {
+    local name=$1; shift
+    local t0; t0=$(date +%s)
+    echo; echo "=== $name: $*"
+    if "$@"; then
+        echo "=== $name: ok ($(( $(date +%s) - t0 )) s)"
+    else
+        echo "=== $name: FAILED ($(( $(date +%s) - t0 )) s)"
+        failed+=("$name")
+    fi
+}
+
+# Host workspace: lints, then every Rust test (unit, integration, doc, CLI).
+run clippy cargo clippy --workspace --all-targets --locked -- -D warnings
+run clippy-features cargo clippy -p kiln-nostd --all-targets --all-features --locked -- -D warnings
+run cargo-test cargo test --workspace --locked
+run cargo-test-features cargo test -p kiln-nostd --all-features --locked
+# The reference codec and the golden generator (the generator check also runs in cargo-test).
+run python-reference python3 -m unittest discover -s spec/reference
+
+# The no_std core builds for the three targets of the design card, with and
+# without defmt; the nopanic binary below links without any allocator.
+for t in thumbv7em-none-eabihf thumbv6m-none-eabi wasm32-unknown-unknown; do
+    run "no_std-$t" cargo build -p kiln-nostd --release --locked --target "$t"
+done
+run no_std-defmt cargo build -p kiln-nostd --release --locked --target thumbv7em-none-eabihf --features defmt
+
+# Firmware: the QEMU demo and the no-panic link proof.
+run firmware firmware-demo/ci.sh
+
+# Browser: the npm package under Node, then the page in headless Chromium.
+run wasm-and-web kiln-wasm/ci.sh
+
+# Hostile input: fuzz smoke runs, differential testing, Miri, big-endian, memory bounds.
+run robustness scripts/robustness-ci.sh
+
+echo
+echo "total $(( $(date +%s) - started )) s"
+if [ "${#failed[@]}" -gt 0 ]; then
+    echo "FAILED: ${failed[*]}"
+    exit 1
+fi
+echo "all suites passed"

@@ -1,0 +1,481 @@
+// Kiln inspector: opens .kiln files with the kiln-wasm package (no init call:
+// the package's entry module instantiates the wasm with top-level await).
+import * as kiln from './kiln-wasm/index.js';
+import { drawHistogram, drawHeatmap, summarize } from './charts.js';
+import { Mlp } from './mlp.js';
+
+const $ = (id) => document.getElementById(id);
+const fmt = new Intl.NumberFormat('en-US');
+const bytesText = (n) => (n < 1024 ? `${fmt.format(n)} B` : n < 1048576 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1048576).toFixed(2)} MiB`);
+const shapeText = (s) => `[${s.join(', ')}]`;
+
+const state = { dir: null, source: null, selected: -1, mlp: null };
+window.__kilnDemo = state; // for the browser tests
+
+// ---------- plain words for errors ----------
+const CODE_WORDS = {
+  FRAME: 'The file is not framed as a Kiln v2 tensor directory: its magic, version, flags or a reserved byte is wrong.',
+  LIMIT: 'A count or size in the file is above the reader\u2019s limit, or a size computation overflows.',
+  EOF: 'The file ends too early: a length inside it points past the end of the data.',
+  TYPE: 'A tensor description is inconsistent: its dtype, shape, byte range, name, quantization or placement breaks a rule.',
+  UTF8: 'A tensor name or layout name is not valid UTF-8 text.',
+  TRAILING: 'There are extra bytes after the end of the tensor directory.',
+  SCHEMA: 'The frame\u2019s schema hash does not match the expected type.',
+};
+const HEADER_FIELDS = [[0, 4, 'magic'], [4, 1, 'version'], [5, 1, 'flags'], [6, 2, 'reserved'], [8, 4, 'tensor_count'], [12, 4, 'name_bytes'], [16, 8, 'payload_bytes'], [24, 8, 'directory_bytes'], [32, 32, 'reserved']];
+const DESC_FIELDS = [[0, 2, 'dtype'], [2, 1, 'rank'], [3, 1, 'reserved'], [4, 2, 'name_off'], [6, 2, 'name_len'], [8, 2, 'layout_off'], [10, 2, 'layout_len'], [12, 4, 'block_size'], [16, 2, 'quant_scheme'], [18, 2, 'quant_axis'], [20, 4, 'group_size'], [24, 4, 'scale_index'], [28, 4, 'outer_index'], [32, 8, 'byte_offset'], [40, 8, 'byte_length'], ...Array.from({ length: 8 }, (_, k) => [48 + 8 * k, 8, `shape[${k}]`]), [112, 16, 'reserved']];
+const field = (table, rel) => table.find(([at, len]) => rel >= at && rel < at + len)?.[2] ?? '?';
+
+function where(offset, head, size) {
+  if (offset >= size) return `at the end of the file (byte ${fmt.format(offset)})`;
+  if (offset < 64) return `in the 64-byte header, field <code>${field(HEADER_FIELDS, offset)}</code>`;
+  if (!head || head.length < 64) return '';
+  const dv = new DataView(head.buffer, head.byteOffset, head.byteLength);
+  const count = dv.getUint32(8, true);
+  const names = dv.getUint32(12, true);
+  const descEnd = 64 + count * 128;
+  if (offset < descEnd) {
+    const i = Math.floor((offset - 64) / 128);
+    return `in descriptor ${i} (of ${fmt.format(count)}), field <code>${field(DESC_FIELDS, (offset - 64) % 128)}</code>`;
+  }
+  if (offset < descEnd + names) return 'in the name heap';
+  const base = Math.ceil((descEnd + names) / 64) * 64;
+  if (offset < base) return 'in the zero padding before the payloads';
+  return `in the payload region, ${fmt.format(offset - base)} bytes in`;
+}
+
+function hexDump(bytes, from, hit) {
+  const lines = [];
+  for (let row = from - (from % 16); row < from + bytes.length; row += 16) {
+    let hex = '';
+    let text = '';
+    for (let k = 0; k < 16; k++) {
+      const at = row + k;
+      const i = at - from;
+      if (i < 0 || i >= bytes.length) { hex += '   '; continue; }
+      const b = bytes[i];
+      const h = b.toString(16).padStart(2, '0');
+      const ch = b >= 32 && b < 127 ? String.fromCharCode(b).replace(/[<&>]/g, (c) => `&#${c.charCodeAt(0)};`) : '·';
+      hex += at === hit ? `<span class="hit">${h}</span> ` : `${h} `;
+      text += at === hit ? `<span class="hit">${ch}</span>` : ch;
+    }
+    lines.push(`<span class="off">${row.toString(16).padStart(8, '0')}</span>  ${hex} ${text}`);
+  }
+  return lines.join('\n');
+}
+
+const DTYPES = ['?', 'f64', 'f32', 'f16', 'bf16', 'f8e4m3', 'f8e5m2', 'bool', 'i8', 'u8', 'i16', 'u16', 'i32', 'u32', 'i64', 'u64', 'i4', 'u4', 'e2m1', 'e8m0'];
+// The raw fields of the descriptor an error points into, as the file states them.
+function describeDescriptor(i, d) {
+  const dv = new DataView(d.buffer, d.byteOffset, 128);
+  const code = dv.getUint16(0, true);
+  const rank = d[2];
+  const dims = [];
+  for (let k = 0; k < Math.min(rank, 8); k++) dims.push(dv.getBigUint64(48 + 8 * k, true).toLocaleString('en-US'));
+  const dtype = DTYPES[code] ?? (code >= 4096 && code <= 32767 ? `opaque:${code}` : `unknown code ${code}`);
+  return `Descriptor ${i} as the file states it: dtype <b>${dtype}</b>, rank ${rank}, shape <b>[${dims.join(', ')}]</b>, ` +
+    `byte_offset ${dv.getBigUint64(32, true).toLocaleString('en-US')}, byte_length <b>${dv.getBigUint64(40, true).toLocaleString('en-US')}</b>` +
+    (dv.getUint16(16, true) ? `, quant_scheme ${dv.getUint16(16, true)}` : '');
+}
+
+async function showError(err, source) {
+  document.body.dataset.state = 'error';
+  $('progress-card').hidden = true;
+  $('error-card').hidden = false;
+  $('error-card').scrollIntoView({ block: 'nearest' });
+  if (!(err instanceof kiln.KilnError)) {
+    $('error-code').textContent = 'ERROR';
+    $('error-title').textContent = 'This file could not be read';
+    $('error-where').textContent = '';
+    $('error-plain').textContent = String(err?.message ?? err);
+    $('error-rule').textContent = '';
+    $('error-hex').hidden = true;
+    return;
+  }
+  $('error-code').textContent = err.code;
+  $('error-title').textContent = `${source.name} is not a valid Kiln file`;
+  $('error-plain').textContent = CODE_WORDS[err.code] ?? '';
+  $('error-rule').innerHTML = `What broke: <b>${err.description}</b> <span class="mono">(rule ${err.rule})</span>`;
+  const size = source.size ?? Infinity;
+  const head = await source.read(0, 64).catch(() => null);
+  const place = where(err.offset, head, size);
+  $('error-where').innerHTML = `at byte <b class="mono">${fmt.format(err.offset)}</b> (0x${err.offset.toString(16)})${place ? ` — ${place}` : ''}`;
+  $('error-desc').hidden = true;
+  if (head && head.length >= 64 && err.offset >= 64) {
+    const count = new DataView(head.buffer, head.byteOffset, 64).getUint32(8, true);
+    const i = Math.floor((err.offset - 64) / 128);
+    if (i < count) {
+      const d = await source.read(64 + 128 * i, 64 + 128 * (i + 1)).catch(() => null);
+      if (d && d.length === 128) {
+        $('error-desc').hidden = false;
+        $('error-desc').innerHTML = describeDescriptor(i, d);
+      }
+    }
+  }
+  const from = Math.max(0, err.offset - 32);
+  const bytes = await source.read(from, err.offset + 32).catch(() => null);
+  $('error-hex').hidden = !bytes || bytes.length === 0;
+  if (bytes) $('error-hex').innerHTML = hexDump(bytes, from, err.offset);
+}
+
+// ---------- loading ----------
+function sourceOfFile(file) {
+  return { name: file.name, size: file.size, stream: () => file.stream(), read: async (a, b) => new Uint8Array(await file.slice(a, b).arrayBuffer()) };
+}
+
+function sourceOfUrl(url, name) {
+  let whole = null;
+  const source = {
+    name,
+    size: undefined,
+    stream: async () => {
+      const res = await fetch(url);
+      if (!res.ok) throw new Error(`HTTP ${res.status} for ${url}`);
+      const len = Number(res.headers.get('content-length'));
+      if (len > 0 && !res.headers.get('content-encoding')) source.size = len;
+      return res.body;
+    },
+    read: async (a, b) => {
+      whole ??= new Uint8Array(await (await fetch(url)).arrayBuffer());
+      return whole.subarray(a, b);
+    },
+  };
+  return source;
+}
+
+async function open(source) {
+  state.dir = null;
+  state.source = source;
+  document.body.dataset.state = 'loading';
+  for (const id of ['intro', 'error-card', 'summary', 'table-card', 'detail', 'mlp']) $(id).hidden = true;
+  $('progress-card').hidden = false;
+  $('progress-label').textContent = `Reading ${source.name}…`;
+  $('progress-bar').style.width = '0%';
+  $('progress-bytes').textContent = '';
+  const started = performance.now();
+  try {
+    const stream = await source.stream();
+    const loader = new kiln.DirectoryLoader({
+      totalLength: source.size,
+      onDirectory: (pending) => {
+        $('progress-label').textContent = `Directory checked: ${fmt.format(pending.length)} tensors — loading the payload…`;
+        renderTable(pending, true);
+      },
+      onProgress: (got, total) => {
+        markArrived(loader.directory, got);
+        const of = total ?? source.size;
+        $('progress-bar').style.width = of ? `${Math.min(100, (100 * got) / of).toFixed(1)}%` : '30%';
+        $('progress-bytes').textContent = of ? `${bytesText(got)} of ${bytesText(of)}` : bytesText(got);
+      },
+    });
+    const dir = await loader.consume(stream);
+    const ms = performance.now() - started;
+    $('progress-bar').style.width = '100%';
+    loaded(dir, source, ms);
+  } catch (err) {
+    await showError(err, source);
+  }
+}
+
+function loaded(dir, source, ms) {
+  state.dir = dir;
+  document.body.dataset.state = 'loaded';
+  $('progress-card').hidden = true;
+  $('summary').hidden = false;
+  $('sum-file').textContent = source.name;
+  $('sum-size').textContent = bytesText(dir.byteLength);
+  $('sum-count').textContent = fmt.format(dir.length);
+  $('sum-payload').textContent = `byte ${fmt.format(dir.payloadOffset)}`;
+  $('sum-time').textContent = `${ms.toFixed(1)} ms`;
+  const tensors = dir.tensors();
+  const inPlace = tensors.filter((t) => t.isView && t.view().buffer === dir.source.buffer).length;
+  $('sum-views').textContent = `${inPlace} of ${tensors.length}`;
+  $('sum-views').className = `v ${inPlace === tensors.length ? 'good' : ''}`;
+  renderTable(dir, false);
+  state.mlp = Mlp.from(dir);
+  $('mlp').hidden = !state.mlp;
+  if (state.mlp) setupMlp(state.mlp, dir);
+  if (dir.length > 0) select(0);
+}
+
+// ---------- table ----------
+function quantText(t) {
+  const q = t.quant;
+  if (!q) return '';
+  const outer = q.outer ? ` · outer <span class="mono">${q.outer.name ?? `#${q.outer.index}`}</span>` : '';
+  return `scheme ${q.scheme} · ${q.scale.dtype} scales <span class="mono">${q.scale.name ?? `#${q.scale.index}`}</span> ${shapeText(q.scale.shape)} · axis ${q.axis} · group ${q.groupSize}${outer}`;
+}
+
+function dtypeClass(t) {
+  if (t.quant || ['e2m1', 'e8m0', 'f8e4m3', 'f8e5m2', 'i4', 'u4'].includes(t.dtype)) return 'dtype q';
+  if (/^[iu]\d|bool/.test(t.dtype)) return 'dtype i';
+  return 'dtype';
+}
+
+function renderTable(dir, pending) {
+  $('table-card').hidden = false;
+  const body = $('tensors').querySelector('tbody');
+  const rows = [];
+  const shown = Math.min(dir.length, 2000);
+  for (let i = 0; i < shown; i++) {
+    const t = dir.at(i);
+    const view = pending ? '<span class="pending">arriving…</span>' : t.isView ? '<span class="yes" title="a typed array over your ArrayBuffer">✓ in place</span>' : '<span class="no" title="misaligned or big-endian: a copy">copy</span>';
+    rows.push(`<tr data-i="${i}"><td class="num">${i}</td><td class="name">${escapeHtml(t.name ?? '(unnamed)')}</td><td><span class="${dtypeClass(t)}">${t.dtype}</span></td><td class="mono">${shapeText(t.shape)}</td><td class="num">${fmt.format(t.byteLength)}</td><td class="num">${fmt.format(t.byteOffset)}</td><td class="quant">${quantText(t)}</td><td class="mono">${t.layout ? `${escapeHtml(t.layout)} · ${t.blockSize} B blocks` : ''}</td><td>${view}</td></tr>`);
+  }
+  if (dir.length > shown) rows.push(`<tr><td colspan="9" class="muted">…and ${fmt.format(dir.length - shown)} more</td></tr>`);
+  body.innerHTML = rows.join('');
+}
+
+// While the payload streams in, mark each tensor whose bytes have all arrived.
+function markArrived(dir, received) {
+  if (!dir || state.dir) return;
+  for (const tr of $('tensors').querySelectorAll('tbody tr[data-i]')) {
+    const cell = tr.lastElementChild;
+    if (cell.dataset.arrived) continue;
+    const t = dir.at(Number(tr.dataset.i));
+    if (t.byteOffset + t.byteLength <= received) {
+      cell.dataset.arrived = '1';
+      cell.innerHTML = '<span class="muted">received</span>';
+    }
+  }
+}
+
+function escapeHtml(s) {
+  return s.replace(/[<&>"]/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+$('tensors').addEventListener('click', (e) => {
+  const tr = e.target.closest('tr[data-i]');
+  if (tr && state.dir) select(Number(tr.dataset.i));
+});
+
+// ---------- detail ----------
+function select(i) {
+  state.selected = i;
+  for (const tr of $('tensors').querySelectorAll('tr.selected')) tr.classList.remove('selected');
+  $('tensors').querySelector(`tr[data-i="${i}"]`)?.classList.add('selected');
+  const t = state.dir.at(i);
+  $('detail').hidden = false;
+  $('detail-title').textContent = `${t.name ?? `tensor ${i}`} · ${t.dtype} ${shapeText(t.shape)}`;
+  $('dequant-toggle').hidden = !t.quant;
+  if (!t.quant) $('dequant').checked = false;
+  const v = t.view();
+  const name = JSON.stringify(t.name ?? '');
+  $('detail-code').innerHTML = `const t = dir.get(${escapeHtml(name)});\nt.view();     <span class="c">// ${v.constructor.name}(${fmt.format(v.length)}) ${t.isView ? `over your ArrayBuffer at byte ${fmt.format(v.byteOffset)}` : '(a copy: misaligned or big-endian)'}</span>\nt.toFloat32(); <span class="c">// element values as a new Float32Array${t.quant ? '; kiln.dequantize(t) applies the scales' : ''}</span>`;
+  if (t.dtype.startsWith('opaque')) {
+    $('detail-stats').textContent = `opaque layout ${t.layout}: ${fmt.format(t.byteLength)} bytes in ${t.blockSize}-byte blocks. Kiln does not interpret them; the histogram shows byte values.`;
+    drawHistogram($('hist'), Float32Array.from(t.bytes()));
+    $('heat-fig').hidden = true;
+    return;
+  }
+  const values = t.quant && $('dequant').checked ? kiln.dequantize(t) : t.toFloat32();
+  const s = summarize(values);
+  $('detail-stats').textContent = `${fmt.format(values.length)} values · min ${s.min.toPrecision(4)} · max ${s.max.toPrecision(4)} · mean ${s.mean.toPrecision(4)} · std ${s.std.toPrecision(4)} · zeros ${fmt.format(s.zeros)}${s.nonFinite ? ` · NaN/Inf ${fmt.format(s.nonFinite)}` : ''}`;
+  drawHistogram($('hist'), values, s);
+  const two = t.rank === 2;
+  $('heat-fig').hidden = !two;
+  if (two) {
+    $('heat-caption').textContent = `Heatmap · ${t.shape[0]} rows × ${t.shape[1]} columns`;
+    drawHeatmap($('heat'), values, t.shape[0], t.shape[1], s, $('heat-legend'));
+  }
+}
+$('dequant').addEventListener('change', () => state.selected >= 0 && select(state.selected));
+
+// ---------- the MLP ----------
+function setupMlp(mlp, dir) {
+  const box = $('samples');
+  box.innerHTML = '';
+  for (let s = 0; s < mlp.sampleCount; s++) {
+    const b = document.createElement('button');
+    b.className = 'sample';
+    b.dataset.sample = String(s);
+    b.title = `test image ${s}, label ${mlp.label(s)}`;
+    const c = document.createElement('canvas');
+    c.width = 8;
+    c.height = 8;
+    paint8x8(c, mlp.sample(s));
+    b.append(c, document.createTextNode(String(mlp.label(s))));
+    b.addEventListener('click', () => {
+      for (const x of box.querySelectorAll('.selected')) x.classList.remove('selected');
+      b.classList.add('selected');
+      pad.showImage(mlp.sample(s));
+      run(mlp.sample(s));
+    });
+    box.append(b);
+  }
+  $('pred-mx-box').hidden = !mlp.hasMx;
+  pad.clear();
+  if (mlp.sampleCount > 0) box.firstChild.click();
+}
+
+function paint8x8(canvas, x) {
+  const ctx = canvas.getContext('2d');
+  const img = ctx.createImageData(8, 8);
+  for (let i = 0; i < 64; i++) {
+    const v = 255 - Math.round(Math.max(0, Math.min(1, x[i])) * 255);
+    img.data.set([v, v, v, 255], i * 4);
+  }
+  ctx.putImageData(img, 0, 0);
+}
+
+function bars(el, probs, best) {
+  el.innerHTML = Array.from(probs, (p, k) => `<div class="bar${k === best ? ' top' : ''}"><span>${k}</span><div class="track"><div class="fill" style="width:${(100 * p).toFixed(1)}%"></div></div><span class="p">${(100 * p).toFixed(1)}%</span></div>`).join('');
+}
+
+function run(x) {
+  const mlp = state.mlp;
+  paint8x8($('preview'), x);
+  const a = mlp.predict(x, false);
+  bars($('bars-f32'), a.probs, a.digit);
+  $('pred-f32').textContent = String(a.digit);
+  if (mlp.hasMx) {
+    const b = mlp.predict(x, true);
+    bars($('bars-mx'), b.probs, b.digit);
+    $('pred-mx').textContent = String(b.digit);
+    $('agree').textContent = a.digit === b.digit ? 'Both networks agree.' : 'The 4-bit first layer changed the answer.';
+  }
+  document.body.dataset.predicted = String(a.digit);
+}
+
+// A drawing pad whose ink is turned into an 8x8 image like the training data:
+// crop to the ink, fit into 32x32 keeping the aspect ratio, count ink per
+// 4x4 block (0..16), divide by 16.
+const pad = (() => {
+  const canvas = $('draw');
+  const ctx = canvas.getContext('2d');
+  let drawing = false;
+  let last = null;
+  let timer = 0;
+  function clear() {
+    ctx.fillStyle = '#0d1117';
+    ctx.fillRect(0, 0, canvas.width, canvas.height);
+  }
+  function pos(e) {
+    const r = canvas.getBoundingClientRect();
+    return [((e.clientX - r.left) * canvas.width) / r.width, ((e.clientY - r.top) * canvas.height) / r.height];
+  }
+  function stroke(p) {
+    ctx.strokeStyle = '#fff';
+    ctx.fillStyle = '#fff';
+    ctx.lineWidth = 20;
+    ctx.lineCap = 'round';
+    ctx.lineJoin = 'round';
+    ctx.beginPath();
+    if (last) {
+      ctx.moveTo(last[0], last[1]);
+      ctx.lineTo(p[0], p[1]);
+      ctx.stroke();
+    } else {
+      ctx.arc(p[0], p[1], 10, 0, 2 * Math.PI);
+      ctx.fill();
+    }
+    last = p;
+    clearTimeout(timer);
+    timer = setTimeout(() => state.mlp && run(toImage()), 30);
+  }
+  canvas.addEventListener('pointerdown', (e) => {
+    if (!state.mlp) return;
+    if (canvas.dataset.mode === 'image') clear();
+    canvas.dataset.mode = 'ink';
+    for (const x of $('samples').querySelectorAll('.selected')) x.classList.remove('selected');
+    drawing = true;
+    last = null;
+    canvas.setPointerCapture(e.pointerId);
+    stroke(pos(e));
+  });
+  canvas.addEventListener('pointermove', (e) => drawing && stroke(pos(e)));
+  canvas.addEventListener('pointerup', () => { drawing = false; last = null; });
+  canvas.addEventListener('pointercancel', () => { drawing = false; last = null; });
+  $('clear').addEventListener('click', () => {
+    clear();
+    canvas.dataset.mode = 'ink';
+    paint8x8($('preview'), new Float32Array(64));
+  });
+  function toImage() {
+    const { width: w, height: h } = canvas;
+    const px = ctx.getImageData(0, 0, w, h).data;
+    let x0 = w, y0 = h, x1 = -1, y1 = -1;
+    for (let y = 0; y < h; y++) {
+      for (let x = 0; x < w; x++) {
+        if (px[(y * w + x) * 4] > 128) {
+          if (x < x0) x0 = x;
+          if (x > x1) x1 = x;
+          if (y < y0) y0 = y;
+          if (y > y1) y1 = y;
+        }
+      }
+    }
+    const out = new Float32Array(64);
+    if (x1 < 0) return out;
+    const bw = x1 - x0 + 1;
+    const bh = y1 - y0 + 1;
+    const side = Math.max(bw, bh);
+    const small = document.createElement('canvas');
+    small.width = 32;
+    small.height = 32;
+    const sctx = small.getContext('2d');
+    sctx.fillStyle = '#000';
+    sctx.fillRect(0, 0, 32, 32);
+    const scale = 32 / side;
+    sctx.drawImage(canvas, x0, y0, bw, bh, (32 - bw * scale) / 2, (32 - bh * scale) / 2, bw * scale, bh * scale);
+    const sp = sctx.getImageData(0, 0, 32, 32).data;
+    for (let y = 0; y < 32; y++) {
+      for (let x = 0; x < 32; x++) {
+        if (sp[(y * 32 + x) * 4] > 100) out[(y >> 2) * 8 + (x >> 2)] += 1 / 16;
+      }
+    }
+    return out;
+  }
+  function showImage(x) {
+    clear();
+    canvas.dataset.mode = 'image';
+    const cell = canvas.width / 8;
+    for (let i = 0; i < 64; i++) {
+      const v = Math.round(Math.max(0, Math.min(1, x[i])) * 255);
+      ctx.fillStyle = `rgb(${v},${v},${v})`;
+      ctx.fillRect((i % 8) * cell, Math.floor(i / 8) * cell, cell, cell);
+    }
+  }
+  clear();
+  return { clear, toImage, showImage };
+})();
+
+// ---------- wiring ----------
+$('version').textContent = kiln.version();
+$('file-input').addEventListener('change', (e) => {
+  const f = e.target.files?.[0];
+  if (f) open(sourceOfFile(f));
+  e.target.value = '';
+});
+$('load-example').addEventListener('click', () => open(sourceOfUrl('examples/digits-mlp.kiln', 'digits-mlp.kiln')));
+$('intro-example').addEventListener('click', () => $('load-example').click());
+$('damaged').addEventListener('change', (e) => {
+  const v = e.target.value;
+  if (v) open(sourceOfUrl(`examples/${v}`, v));
+  e.target.value = '';
+});
+
+let dragDepth = 0;
+addEventListener('dragenter', (e) => { e.preventDefault(); dragDepth++; $('drop-overlay').hidden = false; });
+addEventListener('dragover', (e) => e.preventDefault());
+addEventListener('dragleave', () => { if (--dragDepth <= 0) { dragDepth = 0; $('drop-overlay').hidden = true; } });
+addEventListener('drop', (e) => {
+  e.preventDefault();
+  dragDepth = 0;
+  $('drop-overlay').hidden = true;
+  const f = e.dataTransfer?.files?.[0];
+  if (f) open(sourceOfFile(f));
+});
+
+fetch('examples/damaged.json')
+  .then((r) => (r.ok ? r.json() : []))
+  .then((list) => {
+    for (const { file, label } of list) $('damaged').append(new Option(label, file));
+  })
+  .catch(() => {});
+
+document.body.dataset.state = 'ready';
+// ?example opens the bundled model; ?url=... opens any .kiln URL the page may fetch.
+const params = new URLSearchParams(location.search);
+if (params.has('example')) $('load-example').click();
+else if (params.get('url')) open(sourceOfUrl(params.get('url'), params.get('url').split('/').pop()));
