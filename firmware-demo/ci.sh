@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CI for the microcontroller side: prerequisites (idempotent), the QEMU demo,
 # and the no-panic link check. Fast on a warm machine (no apt, no network,
-# incremental builds: ~15 s; cold ~1 min plus apt).
+# nothing to rebuild: ~3 s; cold builds ~40 s, plus apt if needed).
 #
 #   firmware-demo/ci.sh            prerequisites + demo + no-panic check
 #   SIZES=1 firmware-demo/ci.sh    also print the size table (kiln-nopanic/sizes.sh)

@@ -17,7 +17,7 @@ TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
   mapfile -t TARGETS < <(cargo +nightly fuzz list)
 fi
-JOBS=${FUZZ_JOBS:-1}
+JOBS=${FUZZ_JOBS:-1}   # >1: libFuzzer -jobs/-workers (parallel processes)
 RSS_MB=${FUZZ_RSS_MB:-2048}
 LOGDIR=fuzz/logs
 mkdir -p "$LOGDIR"
@@ -29,12 +29,15 @@ for t in "${TARGETS[@]}"; do
   if [ -d "fuzz/seeds/$t" ]; then cp -n fuzz/seeds/"$t"/* "fuzz/corpus/$t/" 2>/dev/null || true; fi
   log="$LOGDIR/$t.log"
   echo "== $t: ${SECONDS_PER_TARGET}s"
+  parallel=()
+  if [ "$JOBS" -gt 1 ]; then parallel=(-jobs="$JOBS" -workers="$JOBS"); fi
   cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- \
     -max_total_time="$SECONDS_PER_TARGET" -dict=fuzz/kiln.dict -rss_limit_mb="$RSS_MB" \
-    -timeout=10 -print_final_stats=1 -jobs="$JOBS" -workers="$JOBS" >"$log" 2>&1
+    -timeout=10 -print_final_stats=1 "${parallel[@]}" >"$log" 2>&1
   rc=$?
-  execs=$(grep -h 'stat::number_of_executed_units' "$log" fuzz/fuzz-*.log 2>/dev/null | awk '{s+=$2} END {print s+0}')
-  rm -f fuzz/fuzz-*.log
+  # With -jobs, each worker's stats are in ./fuzz-N.log.
+  execs=$(grep -h 'stat::number_of_executed_units' "$log" fuzz-*.log 2>/dev/null | awk '{s+=$2} END {print s+0}')
+  rm -f fuzz-*.log
   cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1)
   corpus=$(ls "fuzz/corpus/$t" | wc -l)
   if [ $rc -ne 0 ]; then

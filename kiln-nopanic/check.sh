@@ -61,7 +61,8 @@ else
     exit 1
 fi
 
-# It also runs: exit 0 when the demo model parsed and the writer round trip matched.
+# It also runs: exit 0 when the example model parsed, the writer round trip matched
+# and the Frozen record read back (both ways).
 if [[ " $TARGETS " == *" thumbv7m-none-eabi "* ]] && command -v qemu-system-arm >/dev/null; then
     if timeout 30 "${QEMU[@]}" target/thumbv7m-none-eabi/release/kiln-nopanic 2>/dev/null; then
         echo "OK   run: kiln-nopanic exits 0 under QEMU (lm3s6965evb)"

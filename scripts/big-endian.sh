@@ -19,4 +19,4 @@ export CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_RUNNER=${CARGO_TARGET_S390X_UNKNOWN_
 export KILN_EXPECT_BIG_ENDIAN=1
 rustup target list --installed | grep -q '^s390x-unknown-linux-gnu$' || rustup target add s390x-unknown-linux-gnu
 if [ $# -eq 0 ]; then set -- --lib --tests; fi
-cargo test -p kiln-nostd --all-features --target s390x-unknown-linux-gnu "$@"
+cargo test --no-fail-fast -p kiln-nostd --all-features --target s390x-unknown-linux-gnu "$@"

@@ -17,6 +17,7 @@
 # (a counting global allocator over 10,000-tensor directories: too slow
 # interpreted; it has no unsafe of its own beyond forwarding to System).
 #
+# On s390x, KILN_EXPECT_BIG_ENDIAN=1 makes byte_order assert the run was big-endian.
 # MIRIFLAGS: -Zmiri-deterministic-floats because the mx tests compare exact
 # results of powi, which Miri otherwise perturbs on purpose; proptest needs
 # getcwd for its failure persistence, hence -Zmiri-disable-isolation.
@@ -31,7 +32,9 @@ status=0
 for target in $TARGETS; do
   start=$(date +%s)
   echo "== miri on $target"
-  if cargo +nightly miri test -p kiln-nostd --features "$FEATURES" --target "$target" \
+  big=0
+  case $target in s390x-*|powerpc-*|powerpc64-*|mips-*|mips64-*|sparc64-*) big=1 ;; esac
+  if KILN_EXPECT_BIG_ENDIAN=$big cargo +nightly miri test --no-fail-fast -p kiln-nostd --features "$FEATURES" --target "$target" \
       --lib --test rules --test regressions --test byte_order --test directory_props --test frozen; then
     echo "== miri on $target: ok ($(( $(date +%s) - start ))s)"
   else

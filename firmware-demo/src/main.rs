@@ -199,12 +199,7 @@ fn run() -> bool {
     };
     chk.expect(flash.all_in_place, "every f32 tensor is borrowed in place from flash");
     let f32_run = evaluate(&flash, &Fc1::F32(flash.net.w1), true);
-    hprintln!(
-        "  f32 accuracy: {}/{} (smallest top-2 logit gap {:.3})",
-        f32_run.correct,
-        f32_run.n,
-        f32_run.min_gap
-    );
+    hprintln!("  f32 accuracy: {}/{} (smallest top-2 logit gap {:.3})", f32_run.correct, f32_run.n, f32_run.min_gap);
     chk.expect(f32_run.correct == EXPECT_F32_CORRECT && f32_run.n == EXPECT_F32_CORRECT, "f32 accuracy is 32/32");
 
     // --- 4. MXFP4 first layer, dequantized element by element while it runs
@@ -216,13 +211,17 @@ fn run() -> bool {
                 for i in 0..flash.net.n_in {
                     let w = flash.net.w1.get(h * flash.net.n_in + i).copied().unwrap_or(f32::NAN);
                     let d = (w - q.weight(h, i)).abs();
-                    // `!(d <= worst)` also catches NaN.
-                    if !(d <= worst) {
+                    // A NaN (bad code or scale) makes the figure NaN, and the check below fails.
+                    if d > worst || d.is_nan() {
                         worst = d;
                     }
                 }
             }
-            hprintln!("  largest |fc1.weight - dequant(fc1.weight.mxfp4)|: {:.5} (README: {:.5})", worst, EXPECT_MAX_DEQUANT_ERROR);
+            hprintln!(
+                "  largest |fc1.weight - dequant(fc1.weight.mxfp4)|: {:.5} (README: {:.5})",
+                worst,
+                EXPECT_MAX_DEQUANT_ERROR
+            );
             chk.expect((worst - EXPECT_MAX_DEQUANT_ERROR).abs() < 1e-5, "dequantization error matches the README");
             let q_run = evaluate(&flash, &Fc1::Mxfp4(q), false);
             let agree = f32_run.preds().iter().zip(q_run.preds()).filter(|(a, b)| a == b).count();
@@ -267,7 +266,10 @@ fn run() -> bool {
                 let mut pool = Pool(&mut pool_mem[..]);
                 match load(&index2, &mut pool) {
                     Ok(moved) => {
-                        chk.expect(moved.copied_all, "every f32 tensor is copied out (copy_to) from the misaligned copy");
+                        chk.expect(
+                            moved.copied_all,
+                            "every f32 tensor is copied out (copy_to) from the misaligned copy",
+                        );
                         let r = evaluate(&moved, &Fc1::F32(moved.net.w1), false);
                         let same = r.preds() == f32_run.preds();
                         hprintln!(
@@ -376,7 +378,8 @@ struct Loaded<'a> {
 /// Looks every tensor up by name, takes the shapes from the directory and
 /// checks that they chain; prints how each tensor was obtained.
 fn load<'a>(index: &NameIndex<'a, '_>, pool: &mut Pool<'a>) -> Result<Loaded<'a>, &'static str> {
-    let (w1, b1, w2, b2) = (get(index, FC1_WEIGHT)?, get(index, FC1_BIAS)?, get(index, FC2_WEIGHT)?, get(index, FC2_BIAS)?);
+    let (w1, b1, w2, b2) =
+        (get(index, FC1_WEIGHT)?, get(index, FC1_BIAS)?, get(index, FC2_WEIGHT)?, get(index, FC2_BIAS)?);
     let (x, y) = (get(index, SAMPLES_X)?, get(index, SAMPLES_Y)?);
     let (n_hidden, n_in) = dims(&w1, 2)?;
     let (n_out, hidden2) = dims(&w2, 2)?;
@@ -433,11 +436,8 @@ struct Mxfp4<'a> {
 
 impl Mxfp4<'_> {
     fn weight(&self, r: usize, c: usize) -> f32 {
-        let s = if self.axis == 1 {
-            r * self.groups_per_row + c / self.group
-        } else {
-            (r / self.group) * self.cols + c
-        };
+        let s =
+            if self.axis == 1 { r * self.groups_per_row + c / self.group } else { (r / self.group) * self.cols + c };
         match (mx::nibble(self.codes, r * self.cols + c), self.scales.get(s)) {
             (Some(code), Some(&scale)) => mx::e2m1_to_f32(code) * mx::e8m0_to_f32(scale) * self.outer,
             _ => f32::NAN,
@@ -485,7 +485,15 @@ fn mxfp4_fc1<'a>(index: &NameIndex<'a, '_>, f32_model: &Loaded<'_>) -> Result<Mx
         scale.dtype().name(),
         if quant.outer.is_some() { ", outer scale" } else { "" }
     );
-    Ok(Mxfp4 { codes: q.bytes(), scales: scale.bytes(), cols, axis: quant.axis, group: group.max(1), groups_per_row, outer })
+    Ok(Mxfp4 {
+        codes: q.bytes(),
+        scales: scale.bytes(),
+        cols,
+        axis: quant.axis,
+        group: group.max(1),
+        groups_per_row,
+        outer,
+    })
 }
 
 /// Where fc1's weights come from.
@@ -554,7 +562,14 @@ fn evaluate(m: &Loaded<'_>, fc1: &Fc1<'_>, verbose: bool) -> Eval {
         e.preds[s] = class as u8;
         e.min_gap = e.min_gap.min(gap);
         if verbose {
-            hprintln!("  sample {:>2}: class {} (label {}) {}, top-2 gap {:.3}", s, class, label, if ok { "ok" } else { "WRONG" }, gap);
+            hprintln!(
+                "  sample {:>2}: class {} (label {}) {}, top-2 gap {:.3}",
+                s,
+                class,
+                label,
+                if ok { "ok" } else { "WRONG" },
+                gap
+            );
         }
     }
     e
@@ -589,8 +604,24 @@ fn corruption_tests(dir: &Directory<'_>, model: &[u8], ram: &mut [u8], chk: &mut
     let first_name = dir.get(0).map(|t| heap + usize::from(t.descriptor().name_off));
     let quantized = dir.iter().find(|t| t.quant().is_some());
     let mut cases = [
-        Case { what: "magic byte", at: Some(0), value: b'X', len, code: ErrorCode::Frame, rule: Rule::DirectoryMagic, offset: 0 },
-        Case { what: "version byte", at: Some(4), value: 3, len, code: ErrorCode::Frame, rule: Rule::DirectoryVersion, offset: 4 },
+        Case {
+            what: "magic byte",
+            at: Some(0),
+            value: b'X',
+            len,
+            code: ErrorCode::Frame,
+            rule: Rule::DirectoryMagic,
+            offset: 0,
+        },
+        Case {
+            what: "version byte",
+            at: Some(4),
+            value: 3,
+            len,
+            code: ErrorCode::Frame,
+            rule: Rule::DirectoryVersion,
+            offset: 4,
+        },
         Case {
             what: "descriptor 0, reserved byte 3",
             at: Some(desc(0, AT_RESERVED)),
@@ -609,11 +640,51 @@ fn corruption_tests(dir: &Directory<'_>, model: &[u8], ram: &mut [u8], chk: &mut
             rule: Rule::UnknownDtype,
             offset: desc(0, AT_DTYPE),
         },
-        Case { what: "first name byte -> 0xFF", at: None, value: 0xFF, len: 0, code: ErrorCode::Utf8, rule: Rule::NameUtf8, offset: 0 },
-        Case { what: "MXFP4 group_size halved", at: None, value: 0, len: 0, code: ErrorCode::Type, rule: Rule::ScaleCount, offset: 0 },
-        Case { what: "last byte cut off", at: None, value: 0, len: len - 1, code: ErrorCode::Eof, rule: Rule::BlockTruncated, offset: len - 1 },
-        Case { what: "one trailing byte", at: None, value: 0, len: len + 1, code: ErrorCode::Trailing, rule: Rule::TrailingBytes, offset: len },
-        Case { what: "first payload gap byte -> 0x5A", at: None, value: 0x5A, len: 0, code: ErrorCode::Type, rule: Rule::NonzeroGap, offset: 0 },
+        Case {
+            what: "first name byte -> 0xFF",
+            at: None,
+            value: 0xFF,
+            len: 0,
+            code: ErrorCode::Utf8,
+            rule: Rule::NameUtf8,
+            offset: 0,
+        },
+        Case {
+            what: "MXFP4 group_size halved",
+            at: None,
+            value: 0,
+            len: 0,
+            code: ErrorCode::Type,
+            rule: Rule::ScaleCount,
+            offset: 0,
+        },
+        Case {
+            what: "last byte cut off",
+            at: None,
+            value: 0,
+            len: len - 1,
+            code: ErrorCode::Eof,
+            rule: Rule::BlockTruncated,
+            offset: len - 1,
+        },
+        Case {
+            what: "one trailing byte",
+            at: None,
+            value: 0,
+            len: len + 1,
+            code: ErrorCode::Trailing,
+            rule: Rule::TrailingBytes,
+            offset: len,
+        },
+        Case {
+            what: "first payload gap byte -> 0x5A",
+            at: None,
+            value: 0x5A,
+            len: 0,
+            code: ErrorCode::Type,
+            rule: Rule::NonzeroGap,
+            offset: 0,
+        },
     ];
     if let Some(at) = first_name {
         let c = &mut cases[4];
@@ -624,7 +695,8 @@ fn corruption_tests(dir: &Directory<'_>, model: &[u8], ram: &mut [u8], chk: &mut
     if let Some(q) = quantized.filter(|t| (2..256).contains(&t.descriptor().group_size)) {
         let c = &mut cases[5];
         let at = desc(q.index(), AT_GROUP_SIZE);
-        (c.at, c.value, c.len, c.offset) = (Some(at), (q.descriptor().group_size / 2) as u8, len, desc(q.index(), AT_SCALE_INDEX));
+        (c.at, c.value, c.len, c.offset) =
+            (Some(at), (q.descriptor().group_size / 2) as u8, len, desc(q.index(), AT_SCALE_INDEX));
     }
     if let Some(gap) = first_gap(dir) {
         let c = &mut cases[8];

@@ -7,8 +7,10 @@
 //!
 //! The binary also runs (QEMU lm3s6965evb): it exits 0 when the embedded
 //! example model (spec/examples/digits-mlp.kiln) parsed, the writer round
-//! trip matched and the Frozen record read back, 1 otherwise. No
-//! `core::fmt` anywhere: formatting machinery has panic paths of its own.
+//! trip matched and the Frozen record read back, 1 otherwise. The harness
+//! itself uses no `core::fmt` (formatting machinery has panic paths of its
+//! own). kiln-nostd's Frozen reader does: `TypeRef::hash` measures the type
+//! text with `core::fmt::write`; the `frozen` link shows that path panic-free.
 #![no_std]
 #![no_main]
 
@@ -79,9 +81,9 @@ mod inputs {
 #[cfg(feature = "parse")]
 mod decoder {
     use super::{inputs::*, mix, opaque};
+    use kiln_nostd::{scratch_len, Directory, Error, Header, Limits, Parser};
     #[cfg(feature = "views")]
     use kiln_nostd::{NameIndex, Tensor};
-    use kiln_nostd::{scratch_len, Directory, Error, Header, Limits, Parser};
 
     fn error(sink: &mut u32, e: Error) {
         mix(sink, e.code() as usize);
@@ -352,7 +354,8 @@ mod typed_record {
     use kiln_nostd::frozen::{decode_framed, Decode, Decoder, Field, KilnType, ListView, Ty};
 
     static SCORES: Ty = Ty::list(&Ty::F32);
-    static FIELDS: [Field; 3] = [Field::new("id", &Ty::I64), Field::new("name", &Ty::STR), Field::new("scores", &SCORES)];
+    static FIELDS: [Field; 3] =
+        [Field::new("id", &Ty::I64), Field::new("name", &Ty::STR), Field::new("scores", &SCORES)];
     static RECORD_TY: Ty = Ty::structure(&FIELDS);
 
     /// What `#[derive(Kiln)]` would generate for this struct.

@@ -326,7 +326,12 @@ impl Descriptor {
 }
 
 /// Step 8, first part: reserved byte 3 and bytes 112..128 are zero.
+// Inlined on 64-bit hosts for speed; on microcontrollers the calls keep code small.
+#[cfg_attr(target_pointer_width = "64", inline)]
 pub(crate) fn check_reserved(raw: &RawDescriptor, index: usize) -> Result<()> {
+    if raw.reserved == 0 && u128::from_ne_bytes(raw.reserved_tail) == 0 {
+        return Ok(()); // the usual case, in two compares
+    }
     if raw.reserved != 0 {
         return fail(Rule::DescriptorReserved, field_at(index, AT_RESERVED));
     }
@@ -340,6 +345,7 @@ pub(crate) fn check_reserved(raw: &RawDescriptor, index: usize) -> Result<()> {
 /// in the reference's order (spec/kiln-v2.md section 14), which decides the
 /// code when one descriptor has a LIMIT and a TYPE fault.
 /// Overlap with other tensors is checked by the caller.
+#[cfg_attr(target_pointer_width = "64", inline)]
 pub(crate) fn check_shape_and_range(d: &RawDescriptor, index: usize, payload_bytes: u64) -> Result<()> {
     let at = |field| field_at(index, field);
     let Some(end) = d.range_end() else {
@@ -400,6 +406,7 @@ fn check_length_and_layout(d: &RawDescriptor, dtype: DType, count: u64, index: u
 
 /// Step 11 element bytes: bool bytes and the odd packed tail.
 /// `payload` is this tensor's checked payload, at block offset `payload_at`.
+#[cfg_attr(target_pointer_width = "64", inline)]
 pub(crate) fn check_elements(d: &RawDescriptor, payload: &[u8], payload_at: usize) -> Result<()> {
     match d.dtype() {
         Some(DType::Bool) => match payload.iter().position(|&b| b > 1) {

@@ -115,7 +115,7 @@ fn check_block<'s>(
     let regions = header.regions(block, limits)?; // steps 3 to 7
     let count = usize_from(u64::from(header.tensor_count)).unwrap_or(0);
     let descs = Descriptors::new(block, count);
-    let heap = Heap { bytes: block.get(descs.end()..regions.heap_end).unwrap_or(&[]), at: descs.end() };
+    let heap = Heap::new(block.get(descs.end()..regions.heap_end).unwrap_or(&[]), descs.end());
     let payload = Payload {
         bytes: block.get(regions.payload_base..regions.block_len).unwrap_or(&[]),
         at: regions.payload_base,
@@ -201,9 +201,9 @@ fn check_descriptors<'s>(
     // step-8 name/layout fault, if there is one.
     let mut names_fault: Option<usize> = None;
     let mut ranges = RangeWalk::default();
-    let mut hashes = [0u64; AHEAD];
+    let mut hashes = [0u64; RING];
     if let Some(t) = table.as_ref() {
-        (0..descs.count.min(AHEAD)).for_each(|k| warm(t, &mut hashes, k, seed, name_of));
+        warm(t, &mut hashes, 0, descs.count.min(BATCH), seed, name_of);
     }
     for (i, raw) in descs.raws.iter().enumerate() {
         descriptor::check_reserved(raw, i)?;
@@ -249,38 +249,45 @@ fn check_descriptors<'s>(
     Ok(table.map(Table::freeze))
 }
 
-/// How many names ahead the uniqueness check hashes and touches its slot.
-/// Large tables miss the cache on every insert; touching ahead lets those
-/// misses overlap instead of queueing one behind another. Microcontrollers
-/// have no such caches, so 32-bit targets skip it and save the code.
-const AHEAD: usize = if cfg!(target_pointer_width = "64") { 8 } else { 0 };
+/// Names are hashed and their home slots read a batch ahead of the inserts.
+/// Large tables miss the cache on every insert; a tight loop of independent
+/// reads lets a batch of misses overlap instead of queueing one behind
+/// another. Microcontrollers have no such caches, so 32-bit targets skip it
+/// and save the code.
+const BATCH: usize = if cfg!(target_pointer_width = "64") { 16 } else { 0 };
+const RING: usize = BATCH * 2;
 
-fn warm<'n>(t: &Table<'_>, hashes: &mut [u64; AHEAD], k: usize, seed: u64, name_of: impl Fn(usize) -> &'n [u8]) {
-    let h = names::name_hash(name_of(k), seed);
-    t.touch(h);
-    if let Some(slot) = k.checked_rem(AHEAD).and_then(|k| hashes.get_mut(k)) {
-        *slot = h;
+/// Hashes names `from..to` into the ring and reads their home slots.
+fn warm<'n>(t: &Table<'_>, hashes: &mut [u64; RING], from: usize, to: usize, seed: u64, name_of: impl Fn(usize) -> &'n [u8]) {
+    let mut seen = 0u32;
+    for k in from..to {
+        let h = names::name_hash(name_of(k), seed);
+        seen ^= t.peek(h);
+        if let Some(slot) = k.checked_rem(RING).and_then(|k| hashes.get_mut(k)) {
+            *slot = h;
+        }
     }
+    // Keeps the reads: their values are not needed, their cache lines are.
+    core::hint::black_box(seen);
 }
 
-/// Inserts name `i` (hashed `AHEAD` steps ago) and warms name `i + AHEAD`.
+/// Inserts name `i` (hashed a batch ago); at each batch start, warms the next batch.
 fn insert_ahead<'n>(
     t: &mut Table<'_>,
-    hashes: &mut [u64; AHEAD],
+    hashes: &mut [u64; RING],
     i: usize,
     count: usize,
     seed: u64,
     name_of: impl Fn(usize) -> &'n [u8] + Copy,
 ) -> Option<usize> {
-    let Some(h) = i.checked_rem(AHEAD).and_then(|k| hashes.get(k)).copied() else {
+    let Some(h) = i.checked_rem(RING).and_then(|k| hashes.get(k)).copied() else {
         return t.insert(name_of(i), i, seed, name_of);
     };
-    let found = t.insert_hashed(h, name_of(i), i, name_of);
-    let next = i.saturating_add(AHEAD);
-    if next < count {
-        warm(t, hashes, next, seed, name_of);
+    if i.checked_rem(BATCH) == Some(0) {
+        let from = i.saturating_add(BATCH);
+        warm(t, hashes, from, from.saturating_add(BATCH).min(count), seed, name_of);
     }
-    found
+    t.insert_hashed(h, name_of(i), i, name_of)
 }
 
 fn duplicate(_earlier: usize, later: usize) -> Result<()> {

@@ -15,9 +15,31 @@ pub(crate) struct Heap<'a> {
     pub bytes: &'a [u8],
     /// Block offset of heap byte 0.
     pub at: usize,
+    /// The whole heap as text, when it is valid UTF-8 (the usual case). A
+    /// name is then valid exactly when it starts and ends on a character
+    /// boundary, so one pass over the heap replaces one pass per name.
+    pub text: Option<&'a str>,
 }
 
 impl<'a> Heap<'a> {
+    /// The heap `bytes` at block offset `at`. The whole-heap pass is for
+    /// hosts with many names; 32-bit targets check name by name, which links
+    /// less code (the per-name path also serves any heap that is not UTF-8).
+    pub fn new(bytes: &'a [u8], at: usize) -> Self {
+        let text = if cfg!(target_pointer_width = "64") { core::str::from_utf8(bytes).ok() } else { None };
+        Heap { bytes, at, text }
+    }
+
+    /// The `len` bytes at heap offset `off` as text, if inside and UTF-8.
+    pub fn str(&self, off: u16, len: u16) -> Option<&'a str> {
+        let start = usize::from(off);
+        let end = start.checked_add(usize::from(len))?;
+        match self.text {
+            Some(t) => t.get(start..end),
+            None => core::str::from_utf8(self.bytes.get(start..end)?).ok(),
+        }
+    }
+
     /// The `len` bytes at heap offset `off`, if inside.
     pub fn slice(&self, off: u16, len: u16) -> Option<&'a [u8]> {
         let start = usize::from(off);
@@ -111,8 +133,9 @@ fn take(heap: Heap<'_>, cursor: usize, off: u16, len: u16, i: usize, field: usiz
     let Some(bytes) = heap.slice(off, len) else {
         return fail(Rule::HeapOverrun, field_at(i, field.saturating_add(2)));
     };
-    if let Err(e) = core::str::from_utf8(bytes) {
-        return fail(utf8, heap.at.saturating_add(cursor).saturating_add(e.valid_up_to()));
+    if heap.str(off, len).is_none() {
+        let bad = core::str::from_utf8(bytes).err().map_or(0, |e| e.valid_up_to());
+        return fail(utf8, heap.at.saturating_add(cursor).saturating_add(bad));
     }
     Ok(cursor.saturating_add(bytes.len()))
 }
@@ -120,6 +143,10 @@ fn take(heap: Heap<'_>, cursor: usize, off: u16, len: u16, i: usize, field: usiz
 /// A hash for name bytes. Word-at-a-time multiply-rotate: fast for short
 /// names and well mixed; `seed` lets a caller defeat precomputed collisions.
 pub(crate) fn name_hash(bytes: &[u8], seed: u64) -> u64 {
+    if cfg!(not(target_pointer_width = "64")) {
+        // Microcontrollers: byte-wise FNV-1a, the smallest code that mixes well.
+        return bytes.iter().fold(seed ^ 0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    }
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut h = seed ^ crate::bytes::u64_from(bytes.len()).wrapping_mul(K);
     let mut chunks = bytes.chunks_exact(8);
@@ -127,12 +154,48 @@ pub(crate) fn name_hash(bytes: &[u8], seed: u64) -> u64 {
         let w = crate::bytes::u64_at(c, 0).unwrap_or(0);
         h = (h ^ w).wrapping_mul(K).rotate_left(31);
     }
-    let mut tail = [0u8; 8];
-    for (t, b) in tail.iter_mut().zip(chunks.remainder()) {
-        *t = *b;
-    }
-    h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    h = (h ^ tail_word(chunks.remainder())).wrapping_mul(K);
     h ^ (h >> 32)
+}
+
+/// The last 0 to 7 bytes as one word, from overlapping reads (no byte loop,
+/// no copy through memory). Injective for a given length, which the hash
+/// mixes in separately.
+#[inline]
+fn tail_word(rem: &[u8]) -> u64 {
+    let byte = |i: usize| u64::from(rem.get(i).copied().unwrap_or(0));
+    let len = rem.len();
+    if len >= 4 {
+        let lo = crate::bytes::u32_at(rem, 0).unwrap_or(0);
+        let hi = crate::bytes::u32_at(rem, len.wrapping_sub(4)).unwrap_or(0);
+        u64::from(lo) | (u64::from(hi) << 32)
+    } else if len > 0 {
+        byte(0) | (byte(len / 2) << 8) | (byte(len.wrapping_sub(1)) << 16)
+    } else {
+        0
+    }
+}
+
+/// Byte equality with short names compared in registers: most tensor names
+/// are under 16 bytes, and a call into `memcmp` costs more than the compare.
+#[inline]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if cfg!(not(target_pointer_width = "64")) {
+        return a == b; // smaller code where unaligned word loads are not cheap
+    }
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    match len {
+        0..=7 => tail_word(a) == tail_word(b),
+        8..=16 => {
+            let last = len.wrapping_sub(8);
+            crate::bytes::u64_at(a, 0) == crate::bytes::u64_at(b, 0)
+                && crate::bytes::u64_at(a, last) == crate::bytes::u64_at(b, last)
+        }
+        _ => a == b,
+    }
 }
 
 /// Slot for a hash in a table of `mask + 1` slots: the top bits of a
@@ -189,13 +252,10 @@ impl<'s> Table<'s> {
         self.insert_hashed(name_hash(name, seed), name, index, name_of)
     }
 
-    /// Reads the home slot of hash `h` so that its cache line is on its way
-    /// by the time [`insert_hashed`](Self::insert_hashed) needs it. Plain
-    /// loads, no intrinsics: the value is passed to `black_box` so the load
-    /// is kept, and nothing waits for it.
+    /// The first word of the home slot of hash `h` (see `directory::warm`).
     #[inline]
-    pub fn touch(&self, h: u64) {
-        core::hint::black_box(self.slots.get(slot_of(h, self.mask)).map(|c| c[0]));
+    pub fn peek(&self, h: u64) -> u32 {
+        self.slots.get(slot_of(h, self.mask)).map_or(0, |c| c[0])
     }
 
     /// [`insert`](Self::insert) with the name's hash already computed.
@@ -209,7 +269,7 @@ impl<'s> Table<'s> {
                     *cell = [u32::try_from(index.checked_add(1)?).ok()?, fp];
                     return None;
                 }
-                Some(other) if cell[1] == fp && name_of(other) == name => return Some(other),
+                Some(other) if cell[1] == fp && same_bytes(name_of(other), name) => return Some(other),
                 Some(_) => slot = slot.wrapping_add(1) & self.mask,
             }
         }
@@ -237,7 +297,7 @@ impl FrozenTable<'_> {
         for _ in 0..self.slots.len() {
             let [stored, stored_fp] = *self.slots.get(slot)?;
             let index = usize::try_from(stored).ok()?.checked_sub(1)?;
-            if stored_fp == fp && name_of(index) == name {
+            if stored_fp == fp && same_bytes(name_of(index), name) {
                 return Some(index);
             }
             slot = slot.wrapping_add(1) & self.mask;
@@ -252,7 +312,7 @@ pub(crate) fn find_duplicate_quadratic<'n>(count: usize, name_of: impl Fn(usize)
     for j in 1..count {
         let b = name_of(j);
         for i in 0..j {
-            if name_of(i) == b {
+            if same_bytes(name_of(i), b) {
                 return Some((i, j));
             }
         }
@@ -288,6 +348,36 @@ mod tests {
         assert!(Table::new(&mut scratch, 4).is_none());
         let mut scratch = [0u32; 16];
         assert!(Table::new(&mut scratch, 4).is_some());
+    }
+
+    #[test]
+    fn short_compare_agrees_with_slice_equality() {
+        let words: [&[u8]; 12] =
+            [b"", b"a", b"b", b"ab", b"ba", b"abc", b"abcdefg", b"abcdefgh", b"abcdefgi", b"abcdefghijklmnop",
+             b"abcdefghijklmnoq", b"abcdefghijklmnopq"];
+        for x in words {
+            for y in words {
+                assert_eq!(same_bytes(x, y), x == y, "{x:?} {y:?}");
+            }
+        }
+        assert!(!same_bytes(b"xbcdefghijklmnopq", b"abcdefghijklmnopq"));
+    }
+
+    #[test]
+    fn tail_words_differ_for_different_tails_of_one_length() {
+        extern crate std;
+        use std::collections::HashSet;
+        for len in 0..8usize {
+            let mut seen = HashSet::new();
+            // Every tail that differs in one byte from the first.
+            for pos in 0..len {
+                for v in [1u8, 0x80, 0xff] {
+                    let mut t = [0u8; 7];
+                    t[pos] = v;
+                    assert!(seen.insert(tail_word(&t[..len])), "len {len} pos {pos} v {v}");
+                }
+            }
+        }
     }
 
     #[test]

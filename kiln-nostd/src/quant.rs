@@ -51,6 +51,7 @@ fn div_ceil_u32(n: u64, d: u32) -> Option<u64> {
 }
 
 /// Step 11 quantization rules for descriptor `index` of `count`.
+#[cfg_attr(target_pointer_width = "64", inline)]
 pub(crate) fn check_quant<'r>(d: &RawDescriptor, index: usize, count: usize, desc: impl Fn(usize) -> &'r RawDescriptor) -> Result<()> {
     let at = |field| field_at(index, field);
     match d.quant_scheme() {

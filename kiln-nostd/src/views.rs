@@ -8,7 +8,7 @@ use crate::dtype::DType;
 use crate::element::{Element, ViewError};
 use crate::error::Result;
 use crate::header::{Header, Regions};
-use crate::names::{FrozenTable, Heap};
+use crate::names::{same_bytes, FrozenTable, Heap};
 use crate::quant::SCHEME_SCALES_OUTER;
 
 /// A checked tensor directory borrowed from the caller's buffer.
@@ -46,7 +46,7 @@ impl<'a> Directory<'a> {
         let block = buf.get(start..).unwrap_or(&[]);
         let count = usize_from(u64::from(header.tensor_count)).unwrap_or(0);
         let descs = Descriptors::new(block, count);
-        let heap = Heap { bytes: block.get(descs.end()..regions.heap_end).unwrap_or(&[]), at: descs.end() };
+        let heap = Heap::new(block.get(descs.end()..regions.heap_end).unwrap_or(&[]), descs.end());
         Directory { buf, start, header, regions, descs, heap }
     }
 
@@ -107,7 +107,7 @@ impl<'a> Directory<'a> {
         if !self.header.has_names() {
             return None;
         }
-        (0..self.len()).find(|&i| self.descs.name(&self.heap, i) == name.as_bytes()).and_then(|i| self.get(i))
+        (0..self.len()).find(|&i| same_bytes(self.descs.name(&self.heap, i), name.as_bytes())).and_then(|i| self.get(i))
     }
 
     fn name_bytes(&self, index: usize) -> &'a [u8] {
@@ -239,11 +239,11 @@ impl<'a> Tensor<'a> {
 
     /// The name, or `None` for an unnamed tensor.
     pub fn name(&self) -> Option<&'a str> {
-        let bytes = self.dir.name_bytes(self.index);
-        if bytes.is_empty() {
+        let (off, len) = self.raw.name_field();
+        if len == 0 {
             return None;
         }
-        core::str::from_utf8(bytes).ok()
+        self.dir.heap.str(off, len)
     }
 
     /// The dtype.
@@ -273,8 +273,7 @@ impl<'a> Tensor<'a> {
         if len == 0 {
             return None;
         }
-        let bytes = self.dir.heap.slice(off, len)?;
-        core::str::from_utf8(bytes).ok()
+        self.dir.heap.str(off, len)
     }
 
     /// The opaque block size in bytes (0 for other dtypes).

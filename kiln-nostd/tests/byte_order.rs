@@ -16,9 +16,14 @@ use kiln_nostd::{encode_le, le_bytes, DType, Directory, Element, TensorSpec, Vie
 /// The golden cases, embedded (no file access under Miri or qemu).
 const GOLDEN: &str = include_str!("../../spec/kiln-v2-cases.json");
 
+/// The parsed golden file (parsed once: JSON parsing is slow under Miri).
+fn cases() -> &'static serde_json::Value {
+    static CASES: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    CASES.get_or_init(|| serde_json::from_str(GOLDEN).expect("golden json"))
+}
+
 fn golden(name: &str) -> Vec<u8> {
-    let v: serde_json::Value = serde_json::from_str(GOLDEN).expect("golden json");
-    let case = v["cases"].as_array().unwrap().iter().find(|c| c["name"] == name).expect("case");
+    let case = cases()["cases"].as_array().unwrap().iter().find(|c| c["name"] == name).expect("case");
     let hex = case["hex"].as_str().unwrap();
     (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
 }
@@ -135,9 +140,8 @@ fn the_writer_on_this_host_writes_the_golden_bytes() {
     let bf = wire(&[0x3F80u16]);
     assert_eq!(write(&[TensorSpec::new(DType::BF16, &[1], &bf)]), golden("kiln-v2-bf16"));
     // Every accepted golden directory re-encodes from its views to itself.
-    let v: serde_json::Value = serde_json::from_str(GOLDEN).unwrap();
     let mut n = 0;
-    for c in v["cases"].as_array().unwrap() {
+    for c in cases()["cases"].as_array().unwrap() {
         if c["type"] != "tensors" || c["expect"] != "accept" {
             continue;
         }

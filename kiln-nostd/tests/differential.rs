@@ -787,13 +787,15 @@ struct Tally {
     codes: BTreeMap<String, usize>,
     offset_mismatches: usize,
     offset_samples: Vec<String>,
+    offset_kinds: BTreeMap<String, usize>,
     disagreements: Vec<(Case, String, String)>,
 }
 
 fn compare(cases: &[Case], answers: &[String], tally: &mut Tally) {
     for (c, a) in cases.iter().zip(answers) {
         tally.cases += 1;
-        let rust = verdict(&rust_check(c));
+        let rust_result = rust_check(c);
+        let rust = verdict(&rust_result);
         let py = match parse_answer(a) {
             Ok(v) => v,
             Err(crash) => {
@@ -810,6 +812,9 @@ fn compare(cases: &[Case], answers: &[String], tally: &mut Tally) {
             tally.disagreements.push((c.clone(), show(&rust), a.clone()));
         } else if rust != py {
             tally.offset_mismatches += 1;
+            let rule = rust_result.as_ref().err().map_or("", |e| e.rule().id());
+            let key = format!("{rule} / {}", a.rsplit(' ').next().unwrap_or(""));
+            *tally.offset_kinds.entry(key).or_default() += 1;
             if tally.offset_samples.len() < 5 {
                 tally.offset_samples.push(format!("{} {}: rust {} / python {a}", c.ty, c.origin, show(&rust)));
             }
@@ -871,6 +876,11 @@ fn rust_core_and_python_reference_agree() {
     );
     for s in &tally.offset_samples {
         println!("  offset differs: {s}");
+    }
+    let mut kinds: Vec<_> = tally.offset_kinds.iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(a.1));
+    for (k, n) in kinds.iter().take(12) {
+        println!("  offset differs {n:>7}x  rust rule / python rule: {k}");
     }
     assert!(tally.accepted > tally.cases / 50, "too few accepted inputs: the generator is broken");
     assert!(tally.codes.len() >= 6, "not every error code is reached: {:?}", tally.codes);

@@ -269,7 +269,12 @@ impl Core {
     /// Frozen, step 2: validates the copied value (with the 16-byte frame
     /// first when `framed`), clears the copy, and returns the description
     /// [`frozen`] documents; `with_schema` false leaves the type's nodes out.
-    pub fn frozen(&mut self, framed: bool, limits: Limits, with_schema: bool) -> Result<&[u32], ErrorInfo> {
+    pub fn frozen(
+        &mut self,
+        framed: bool,
+        limits: Limits,
+        with_schema: bool,
+    ) -> Result<&[u32], ErrorInfo> {
         let len = self.frozen_len;
         self.frozen_len = 0;
         let text = core::mem::take(&mut self.type_text);
@@ -291,7 +296,11 @@ impl Core {
                 let count_at = out.len();
                 out.push(0);
                 let buf: &[u8] = self.arena.bytes(len);
-                match Reader::new().limits(limits).framed(framed).read(buf, &schema) {
+                match Reader::new()
+                    .limits(limits)
+                    .framed(framed)
+                    .read(buf, &schema)
+                {
                     Ok(value) => {
                         let n = frozen::tables(value, &mut self.utf16, &mut self.table, &mut out);
                         if let Some(s) = out.get_mut(count_at) {
@@ -409,7 +418,11 @@ impl Checker {
     /// Frozen, step 1: checks the type text and reserves `len` bytes for a
     /// copy of the value; returns where to copy it, or -1 (see the error getters).
     pub fn frozen_begin(&mut self, type_text: &str, len: f64) -> f64 {
-        let len = if len.is_finite() && len >= 0.0 { len as u64 } else { u64::MAX };
+        let len = if len.is_finite() && len >= 0.0 {
+            len as u64
+        } else {
+            u64::MAX
+        };
         match self.core.frozen_begin(type_text, len) {
             Ok(p) => p as f64,
             Err(_) => -1.0,
@@ -418,9 +431,20 @@ impl Checker {
 
     /// Frozen, step 2: validates the copy; the description (a JavaScript-owned
     /// copy, layout in `frozen.rs`) or `undefined`.
-    pub fn frozen(&mut self, framed: bool, count_cap: u32, byte_cap: u32, with_schema: bool) -> Option<js_sys::Uint32Array> {
-        let limits = Limits::DEFAULT.with_count_cap(count_cap).with_byte_cap(byte_cap);
-        self.core.frozen(framed, limits, with_schema).ok().map(js_sys::Uint32Array::from)
+    pub fn frozen(
+        &mut self,
+        framed: bool,
+        count_cap: u32,
+        byte_cap: u32,
+        with_schema: bool,
+    ) -> Option<js_sys::Uint32Array> {
+        let limits = Limits::DEFAULT
+            .with_count_cap(count_cap)
+            .with_byte_cap(byte_cap);
+        self.core
+            .frozen(framed, limits, with_schema)
+            .ok()
+            .map(js_sys::Uint32Array::from)
     }
 }
 

@@ -19,6 +19,7 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(ROOT / "spec" / "reference"))
+sys.dont_write_bytecode = True  # leave spec/reference/ as it is
 
 import kiln_ref as k  # noqa: E402
 from kiln_ref import F32, F64, Some, Tensor  # noqa: E402

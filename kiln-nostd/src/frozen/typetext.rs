@@ -32,6 +32,8 @@ pub(crate) struct Node {
     name_len: u32,
     /// Index one past this node's subtree (its next sibling).
     end: u32,
+    /// Text offset just past this node's type text.
+    text_end: u32,
 }
 
 /// A parsed type: the canonical text and its nodes in pre-order.
@@ -140,7 +142,7 @@ pub struct TypeRef<'s> {
 impl<'s> TypeRef<'s> {
     #[inline]
     fn node(&self) -> &'s Node {
-        const MISSING: &Node = &Node { shape: Shape::scalar(Kind::U8), name_at: 0, name_len: 0, end: 0 };
+        const MISSING: &Node = &Node { shape: Shape::scalar(Kind::U8), name_at: 0, name_len: 0, end: 0, text_end: 0 };
         self.nodes.get(self.index).unwrap_or(MISSING)
     }
 
@@ -221,11 +223,10 @@ impl<'s> TypeRef<'s> {
         self.node().text_at()
     }
 
-    /// Length of the canonical text of this type.
+    /// Length of the canonical text of this type (recorded by the parser,
+    /// so no formatting machinery is linked on devices).
     pub fn text_len(&self) -> usize {
-        let mut n = TextLen(0);
-        let _ = fmt::write(&mut n, format_args!("{self}"));
-        n.0
+        usize::try_from(self.node().text_end).unwrap_or(0).saturating_sub(self.text_start())
     }
 
     /// The canonical text in a fixed-capacity string, or `None` when longer than `L`.
@@ -233,15 +234,6 @@ impl<'s> TypeRef<'s> {
         let mut s = heapless::String::new();
         fmt::write(&mut s, format_args!("{self}")).ok()?;
         Some(s)
-    }
-}
-
-struct TextLen(usize);
-
-impl fmt::Write for TextLen {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        self.0 = self.0.saturating_add(s.len());
-        Ok(())
     }
 }
 
@@ -341,7 +333,7 @@ impl<const N: usize> TextParser<'_, N> {
     fn push(&mut self, shape: Shape, name: (u32, u32), at: usize) -> Result<usize> {
         let index = self.nodes.len();
         let text_at = if name.1 == 0 { u32::try_from(at).unwrap_or(u32::MAX) } else { name.0 };
-        let node = Node { shape, name_at: text_at, name_len: name.1, end: 0 };
+        let node = Node { shape, name_at: text_at, name_len: name.1, end: 0, text_end: 0 };
         self.nodes.push(node).map_err(|_| Error::new(Rule::SchemaCapacity, at))?;
         Ok(index)
     }
@@ -427,12 +419,15 @@ impl<const N: usize> TextParser<'_, N> {
         Ok(())
     }
 
-    /// Records a finished node's shape and subtree end.
+    /// Records a finished node's shape, subtree end and text end (the
+    /// parser stands just past the node's text).
     fn close(&mut self, index: usize, shape: Shape) {
         let end = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
+        let text_end = u32::try_from(self.pos).unwrap_or(u32::MAX);
         if let Some(n) = self.nodes.get_mut(index) {
             n.shape = shape;
             n.end = end;
+            n.text_end = text_end;
         }
     }
 }
@@ -469,6 +464,12 @@ mod tests {
             assert_eq!(s.to_string_in::<128>().as_deref(), Some(text));
             assert_eq!(s.hash(), hash_text(text), "{text}");
             assert_eq!(s.root().text_slice(), text);
+            // Every subtree's recorded text span equals its printed text.
+            fn walk(t: TypeRef<'_>) {
+                assert_eq!(t.text_slice(), t.to_string_in::<128>().unwrap().as_str());
+                t.elem().into_iter().chain(t.fields()).for_each(walk);
+            }
+            walk(s.root());
         }
     }
 
