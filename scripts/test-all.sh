@@ -22,7 +22,8 @@ run() {
     fi
 }
 
-# Host workspace: lints, then every Rust test (unit, integration, doc, CLI).
+# Host workspace: format, lints, then every Rust test (unit, integration, doc, CLI).
+run fmt cargo fmt --all --check
 run clippy cargo clippy --workspace --all-targets --locked -- -D warnings
 run clippy-features cargo clippy -p kiln-nostd --all-targets --all-features --locked -- -D warnings
 run cargo-test cargo test --workspace --locked

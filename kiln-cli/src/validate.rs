@@ -152,11 +152,19 @@ pub fn validate_bytes(bytes: &[u8], opts: &ValidateOptions) -> Result<(), Error>
 /// tensor count, but only when that many descriptors could fit in the buffer
 /// at all (count * 128 <= length), so a hostile count cannot make us allocate.
 pub fn parse_tensors(bytes: &[u8], limits: Limits) -> Result<Directory<'_>, Error> {
-    let parser = Parser::new().limits(limits);
+    let parser = Parser::new().limits(limits).hash_seed(process_seed());
     match name_scratch(bytes, limits) {
         Some(mut scratch) => parser.scratch(&mut scratch).parse(bytes),
         None => parser.parse(bytes),
     }
+}
+
+/// A random seed for the name table, fixed for the process: names crafted to
+/// collide under one seed cannot make every file's check quadratic.
+fn process_seed() -> u64 {
+    use std::hash::BuildHasher;
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0x6b69_6c6eu64))
 }
 
 /// Scratch for the name table, or `None` when the count is not plausible.

@@ -24,8 +24,7 @@ fn model(n: usize) -> Model {
 }
 
 fn kiln_bytes(m: &Model) -> Vec<u8> {
-    let specs: Vec<_> =
-        m.names.iter().map(|n| TensorSpec::new(DType::F32, &m.shape, &m.data).named(n)).collect();
+    let specs: Vec<_> = m.names.iter().map(|n| TensorSpec::new(DType::F32, &m.shape, &m.data).named(n)).collect();
     let mut scratch = vec![0u32; kiln_nostd::scratch_len(specs.len() as u32)];
     let len = Writer::new().encoded_len(&specs).unwrap();
     let mut out = vec![0u8; len];

@@ -59,12 +59,7 @@ fn bench(c: &mut Criterion) {
     assert_eq!((view.id, view.name, view.scores.len(), view.tags.len()), (rec.id, &rec.name[..], 1024, 16));
     let schema: Schema = Schema::parse(RecordView::TYPE_TEXT).unwrap();
     assert_eq!(schema.hash(), Record::SCHEMA_HASH);
-    eprintln!(
-        "sizes: kiln {} B, postcard {} B, bincode {} B",
-        kiln_buf.len(),
-        postcard_buf.len(),
-        bincode_buf.len()
-    );
+    eprintln!("sizes: kiln {} B, postcard {} B, bincode {} B", kiln_buf.len(), postcard_buf.len(), bincode_buf.len());
 
     let mut g = c.benchmark_group("decode_record");
     g.bench_function("kiln_borrowed_typed", |b| {

@@ -93,7 +93,12 @@ impl<'s> Parser<'s> {
         Ok((dir, NameIndex::from_parts(dir, table, seed)))
     }
 
-    fn run<'a>(self, buf: &'a [u8], start: usize, standalone: bool) -> Result<(Directory<'a>, Option<names::FrozenTable<'s>>)> {
+    fn run<'a>(
+        self,
+        buf: &'a [u8],
+        start: usize,
+        standalone: bool,
+    ) -> Result<(Directory<'a>, Option<names::FrozenTable<'s>>)> {
         let Some(block) = buf.get(start..) else {
             return fail(Rule::HeaderTruncated, buf.len());
         };
@@ -145,9 +150,9 @@ struct Payload<'a> {
 enum Stage {
     Names,
     HeapTotal,
-    Ranges, // step 9
+    Ranges,    // step 9
     Placement, // step 10
-    Values, // step 11
+    Values,    // step 11
 }
 
 /// The first fault by (stage, descriptor order) seen so far.
@@ -258,7 +263,14 @@ const BATCH: usize = if cfg!(target_pointer_width = "64") { 16 } else { 0 };
 const RING: usize = BATCH * 2;
 
 /// Hashes names `from..to` into the ring and reads their home slots.
-fn warm<'n>(t: &Table<'_>, hashes: &mut [u64; RING], from: usize, to: usize, seed: u64, name_of: impl Fn(usize) -> &'n [u8]) {
+fn warm<'n>(
+    t: &Table<'_>,
+    hashes: &mut [u64; RING],
+    from: usize,
+    to: usize,
+    seed: u64,
+    name_of: impl Fn(usize) -> &'n [u8],
+) {
     let mut seen = 0u32;
     for k in from..to {
         let h = names::name_hash(name_of(k), seed);
@@ -383,4 +395,3 @@ impl<'a> Descriptors<'a> {
         heap.slice(off, len).unwrap_or(&[])
     }
 }
-

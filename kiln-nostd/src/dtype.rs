@@ -164,9 +164,7 @@ impl DType {
             DType::F64 | DType::I64 | DType::U64 => Width::Bytes(8),
             DType::F32 | DType::I32 | DType::U32 => Width::Bytes(4),
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => Width::Bytes(2),
-            DType::F8E4M3 | DType::F8E5M2 | DType::Bool | DType::I8 | DType::U8 | DType::E8M0 => {
-                Width::Bytes(1)
-            }
+            DType::F8E4M3 | DType::F8E5M2 | DType::Bool | DType::I8 | DType::U8 | DType::E8M0 => Width::Bytes(1),
             DType::I4 | DType::U4 | DType::E2M1 => Width::Nibble,
             DType::Opaque(_) => Width::Opaque,
         }

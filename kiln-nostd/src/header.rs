@@ -116,9 +116,8 @@ impl Header {
 
     /// Step 4 and 5; returns the end of the heap.
     fn check_directory_fits(&self, block: &[u8]) -> Result<usize> {
-        let Some(expected) = u64::from(self.tensor_count)
-            .checked_mul(128)
-            .and_then(|d| d.checked_add(u64::from(self.name_bytes)))
+        let Some(expected) =
+            u64::from(self.tensor_count).checked_mul(128).and_then(|d| d.checked_add(u64::from(self.name_bytes)))
         else {
             return fail(Rule::DirectorySizeOverflow, AT_COUNT);
         };

@@ -84,7 +84,13 @@ impl NameCursor {
     /// absent layout name (layout_len 0) has layout_off 0xFFFF; a present one
     /// starts where the previous layout name ended (the first one right after
     /// all tensor names: `names_total`, computed on first use), fits, and is UTF-8.
-    pub fn check_layout(&mut self, heap: Heap<'_>, raw: &RawDescriptor, i: usize, names_total: impl FnOnce() -> usize) -> Result<()> {
+    pub fn check_layout(
+        &mut self,
+        heap: Heap<'_>,
+        raw: &RawDescriptor,
+        i: usize,
+        names_total: impl FnOnce() -> usize,
+    ) -> Result<()> {
         let (off, len) = raw.layout_field();
         if len == 0 {
             if off != NO_NAME {
@@ -145,7 +151,9 @@ fn take(heap: Heap<'_>, cursor: usize, off: u16, len: u16, i: usize, field: usiz
 pub(crate) fn name_hash(bytes: &[u8], seed: u64) -> u64 {
     if cfg!(not(target_pointer_width = "64")) {
         // Microcontrollers: byte-wise FNV-1a, the smallest code that mixes well.
-        return bytes.iter().fold(seed ^ 0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        return bytes
+            .iter()
+            .fold(seed ^ 0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
     }
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut h = seed ^ crate::bytes::u64_from(bytes.len()).wrapping_mul(K);
@@ -248,7 +256,13 @@ impl<'s> Table<'s> {
 
     /// Inserts descriptor `index` named `name`; returns the index of an
     /// earlier tensor with the same name instead, if there is one.
-    pub fn insert<'n>(&mut self, name: &[u8], index: usize, seed: u64, name_of: impl Fn(usize) -> &'n [u8]) -> Option<usize> {
+    pub fn insert<'n>(
+        &mut self,
+        name: &[u8],
+        index: usize,
+        seed: u64,
+        name_of: impl Fn(usize) -> &'n [u8],
+    ) -> Option<usize> {
         self.insert_hashed(name_hash(name, seed), name, index, name_of)
     }
 
@@ -259,7 +273,13 @@ impl<'s> Table<'s> {
     }
 
     /// [`insert`](Self::insert) with the name's hash already computed.
-    pub fn insert_hashed<'n>(&mut self, h: u64, name: &[u8], index: usize, name_of: impl Fn(usize) -> &'n [u8]) -> Option<usize> {
+    pub fn insert_hashed<'n>(
+        &mut self,
+        h: u64,
+        name: &[u8],
+        index: usize,
+        name_of: impl Fn(usize) -> &'n [u8],
+    ) -> Option<usize> {
         let (fp, mut slot) = (fingerprint(h), slot_of(h, self.mask));
         // There are more slots than tensors, so an empty slot is always found.
         for _ in 0..self.slots.len() {
@@ -308,7 +328,10 @@ impl FrozenTable<'_> {
 
 /// Uniqueness without scratch: every pair, lengths compared first.
 /// Returns (earlier, later) for the first duplicate in descriptor order.
-pub(crate) fn find_duplicate_quadratic<'n>(count: usize, name_of: impl Fn(usize) -> &'n [u8]) -> Option<(usize, usize)> {
+pub(crate) fn find_duplicate_quadratic<'n>(
+    count: usize,
+    name_of: impl Fn(usize) -> &'n [u8],
+) -> Option<(usize, usize)> {
     for j in 1..count {
         let b = name_of(j);
         for i in 0..j {
@@ -352,9 +375,20 @@ mod tests {
 
     #[test]
     fn short_compare_agrees_with_slice_equality() {
-        let words: [&[u8]; 12] =
-            [b"", b"a", b"b", b"ab", b"ba", b"abc", b"abcdefg", b"abcdefgh", b"abcdefgi", b"abcdefghijklmnop",
-             b"abcdefghijklmnoq", b"abcdefghijklmnopq"];
+        let words: [&[u8]; 12] = [
+            b"",
+            b"a",
+            b"b",
+            b"ab",
+            b"ba",
+            b"abc",
+            b"abcdefg",
+            b"abcdefgh",
+            b"abcdefgi",
+            b"abcdefghijklmnop",
+            b"abcdefghijklmnoq",
+            b"abcdefghijklmnopq",
+        ];
         for x in words {
             for y in words {
                 assert_eq!(same_bytes(x, y), x == y, "{x:?} {y:?}");

@@ -24,10 +24,7 @@ pub fn scale_count(dims: &[u64], axis: usize, group_size: u32) -> Option<u64> {
     if groups == 0 || dims.contains(&0) {
         return Some(0);
     }
-    dims.iter()
-        .enumerate()
-        .filter(|&(i, _)| i != axis)
-        .try_fold(groups, |acc, (_, &d)| acc.checked_mul(d))
+    dims.iter().enumerate().filter(|&(i, _)| i != axis).try_fold(groups, |acc, (_, &d)| acc.checked_mul(d))
 }
 
 /// ceil(n / d) by shift and subtract. Quantized tensors are rare, and this
@@ -52,11 +49,19 @@ fn div_ceil_u32(n: u64, d: u32) -> Option<u64> {
 
 /// Step 11 quantization rules for descriptor `index` of `count`.
 #[cfg_attr(target_pointer_width = "64", inline)]
-pub(crate) fn check_quant<'r>(d: &RawDescriptor, index: usize, count: usize, desc: impl Fn(usize) -> &'r RawDescriptor) -> Result<()> {
+pub(crate) fn check_quant<'r>(
+    d: &RawDescriptor,
+    index: usize,
+    count: usize,
+    desc: impl Fn(usize) -> &'r RawDescriptor,
+) -> Result<()> {
     let at = |field| field_at(index, field);
     match d.quant_scheme() {
         SCHEME_NONE => {
-            if d.group_size() != 0 || d.quant_axis() != NO_AXIS || d.scale_index() != NO_INDEX || d.outer_index() != NO_INDEX
+            if d.group_size() != 0
+                || d.quant_axis() != NO_AXIS
+                || d.scale_index() != NO_INDEX
+                || d.outer_index() != NO_INDEX
             {
                 return fail(Rule::QuantFieldsOnPlain, at(AT_QUANT_SCHEME));
             }

@@ -339,7 +339,13 @@ impl<'a> Tensor<'a> {
 #[cfg(feature = "defmt")]
 impl defmt::Format for Directory<'_> {
     fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(f, "Directory {{ tensors: {}, block_len: {}, start: {} }}", self.len(), self.block_len(), self.start);
+        defmt::write!(
+            f,
+            "Directory {{ tensors: {}, block_len: {}, start: {} }}",
+            self.len(),
+            self.block_len(),
+            self.start
+        );
     }
 }
 

@@ -194,10 +194,7 @@ fn plan(specs: &[TensorSpec<'_>]) -> Result<Plan> {
         }
     }
     let name_bytes = u32::try_from(heap).or(fail(Rule::FieldTooWide, 12))?;
-    let dir_end = u64::from(count32)
-        .checked_mul(128)
-        .and_then(|d| d.checked_add(heap))
-        .and_then(|d| d.checked_add(64));
+    let dir_end = u64::from(count32).checked_mul(128).and_then(|d| d.checked_add(heap)).and_then(|d| d.checked_add(64));
     let payload_base = dir_end.and_then(align64);
     let mut end = 0u64;
     for (i, s) in specs.iter().enumerate() {
@@ -288,7 +285,9 @@ fn put_descriptor(block: &mut [u8], at: usize, raw: &[u8; DESCRIPTOR_LEN]) {
 fn set_quant(d: &mut Descriptor, q: &Quant<'_>, specs: &[TensorSpec<'_>], i: usize) -> Result<()> {
     let (scheme, axis, group, scale, outer) = match *q {
         Quant::None => (SCHEME_NONE, NO_AXIS, 0, NO_INDEX, NO_INDEX),
-        Quant::Scales { axis, group_size, scale } => (SCHEME_SCALES, axis, group_size, resolve(scale, specs, i)?, NO_INDEX),
+        Quant::Scales { axis, group_size, scale } => {
+            (SCHEME_SCALES, axis, group_size, resolve(scale, specs, i)?, NO_INDEX)
+        }
         Quant::ScalesOuter { axis, group_size, scale, outer } => {
             (SCHEME_SCALES_OUTER, axis, group_size, resolve(scale, specs, i)?, resolve(outer, specs, i)?)
         }

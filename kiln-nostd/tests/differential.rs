@@ -319,15 +319,8 @@ fn quant_group(rng: &mut Rng, base: u32) -> Vec<OwnedTensor> {
     } else {
         Quant::Scales { axis: axis as u16, group_size: group, scale: TensorRef::Index(scale_i) }
     };
-    let data = OwnedTensor {
-        name: None,
-        data: payload(rng, dtype, n),
-        dtype,
-        shape,
-        layout: None,
-        block_size: 0,
-        quant,
-    };
+    let data =
+        OwnedTensor { name: None, data: payload(rng, dtype, n), dtype, shape, layout: None, block_size: 0, quant };
     let scale = OwnedTensor {
         name: None,
         data: payload(rng, scale_dtype, scales),
@@ -888,7 +881,8 @@ fn rust_core_and_python_reference_agree() {
         let path = write_disagreements(&tally);
         let mut msg = format!("{} disagreements (all written to {}):\n", tally.disagreements.len(), path.display());
         for (c, rust, py) in tally.disagreements.iter().take(10) {
-            msg += &format!("  {} {} [{}]: rust {rust}, python {py}\n    {}\n", c.ty, c.framed, c.origin, hex(&c.bytes));
+            msg +=
+                &format!("  {} {} [{}]: rust {rust}, python {py}\n    {}\n", c.ty, c.framed, c.origin, hex(&c.bytes));
         }
         panic!("{msg}");
     }
@@ -899,7 +893,9 @@ fn rust_core_and_python_reference_agree() {
 fn regression_entries() -> Vec<(String, CaseEntry)> {
     let dir = repo_root().join("spec/regressions");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect())
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "json")).collect()
+        })
         .unwrap_or_default();
     files.sort();
     let mut out = Vec::new();
@@ -938,4 +934,22 @@ fn regression_cases_replay_on_both() {
     }
     assert!(failures.is_empty(), "regression cases fail:\n{}", failures.join("\n"));
     println!("replayed {} regression cases on both implementations", cases.len());
+}
+
+/// Found by review, not by the random run (it needs 65,535 bytes of names):
+/// a layout name that starts at heap offset 0xFFFF, right after tensor names
+/// totalling 65,535 bytes. layout_len != 0 makes it present, and its offset
+/// is where the heap order puts it, so both implementations accept it (the
+/// Rust core used to read layout_off 0xFFFF as "absent" and reject, TYPE,
+/// which also made the Writer refuse this legal set).
+#[test]
+fn layout_name_at_heap_offset_ffff_agrees() {
+    let name = "n".repeat(65_535);
+    let specs = [TensorSpec::opaque(4096, "Q4_K", 1, &[1], &[7]).named(&name)];
+    let mut out = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
+    Writer::new().write(&specs, &mut out).expect("a legal set: the layout name starts at heap offset 65,535");
+    assert_eq!(&out[64 + 8..64 + 12], &[0xff, 0xff, 4, 0], "layout_off 0xFFFF, layout_len 4");
+    let case = Case::new("tensors", false, out, "layout at heap offset 0xFFFF");
+    assert_eq!(rust_check(&case), Ok(()));
+    assert_eq!(Reference::spawn().run(&[case]), ["accept"]);
 }

@@ -165,7 +165,10 @@ fn ruling_6_dict_keys_strictly_increase_by_raw_bytes() {
     assert_eq!(out[..n], again[..n]);
     // The encoder refuses a repeated key.
     assert_eq!(encode(&Dict(&[("a", 1u8), ("a", 2)][..]), &mut out).unwrap_err().rule(), Rule::DuplicateDictKey);
-    assert_eq!(encode(&Dict(&[("b", 1u8), ("a", 2), ("b", 3)][..]), &mut out).unwrap_err().rule(), Rule::DuplicateDictKey);
+    assert_eq!(
+        encode(&Dict(&[("b", 1u8), ("a", 2), ("b", 3)][..]), &mut out).unwrap_err().rule(),
+        Rule::DuplicateDictKey
+    );
     // Only str keys exist.
     assert_eq!(Schema::<8>::parse("dict<u8,u8>").unwrap_err().code(), ErrorCode::Type);
     // Bad UTF-8 in a key is UTF8.
@@ -232,7 +235,10 @@ fn ruling_8_tensors_field_is_one_block_and_the_next_field_follows_it() {
     assert_eq!(reject("tensors", &block[..63]).0, ErrorCode::Eof);
     // The directory's count check uses the count cap.
     let no_tensors = Limits::DEFAULT.with_count_cap(0);
-    assert_eq!(reject_with("struct{id:i64,batch:tensors,}", &buf, no_tensors), (ErrorCode::Limit, 16, Rule::TensorCountCap));
+    assert_eq!(
+        reject_with("struct{id:i64,batch:tensors,}", &buf, no_tensors),
+        (ErrorCode::Limit, 16, Rule::TensorCountCap)
+    );
 
     // Typed: Directory decodes, Tensors encodes the canonical block.
     #[derive(Kiln)]
@@ -273,7 +279,7 @@ fn ruling_9_standalone_value_is_trailing_past_its_end() {
 #[test]
 fn count_checks_run_in_the_spec_order() {
     let ty = "list<struct{id:u32,name:str,}>"; // m = 8
-    // 1. word missing
+                                               // 1. word missing
     assert_eq!(reject(ty, &hex("0100")), (ErrorCode::Eof, 0, Rule::CountTruncated));
     // 2. above the cap, even though also past the end
     assert_eq!(reject(ty, &hex("01000001")), (ErrorCode::Limit, 0, Rule::CountCap));
@@ -286,7 +292,10 @@ fn count_checks_run_in_the_spec_order() {
         (ErrorCode::Eof, 8, Rule::ByteLengthPastEnd)
     );
     // Dict entries: m = 4 + the value's minimum.
-    assert_eq!(reject("dict<str,u64>", &hex("02000000").iter().copied().chain([0; 20]).collect::<Vec<_>>()).0, ErrorCode::Eof);
+    assert_eq!(
+        reject("dict<str,u64>", &hex("02000000").iter().copied().chain([0; 20]).collect::<Vec<_>>()).0,
+        ErrorCode::Eof
+    );
     let fits: Vec<u8> = hex("02000000").into_iter().chain([0; 24]).collect();
     assert_eq!(reject("dict<str,u64>", &fits).2, Rule::DictKeyOrder); // passes the count check
 }
@@ -321,24 +330,41 @@ fn caps_default_and_configurable_to_the_wire_maximum() {
     assert_eq!(reject("list<u8>", &hex("01000001")), (ErrorCode::Limit, 0, Rule::ByteLengthCap));
     // Dict keys are strings: byte cap.
     let keys = Limits::DEFAULT.with_byte_cap(1);
-    assert_eq!(reject_with("dict<str,u8>", &hex("01000000 02000000 6162 00"), keys), (ErrorCode::Limit, 4, Rule::ByteLengthCap));
+    assert_eq!(
+        reject_with("dict<str,u8>", &hex("01000000 02000000 6162 00"), keys),
+        (ErrorCode::Limit, 4, Rule::ByteLengthCap)
+    );
     // Raised to u32::MAX the same counts are EOF, not LIMIT.
     assert_eq!(reject_with("list<u16>", &hex("ffffffff"), Limits::MAX).0, ErrorCode::Eof);
     assert_eq!(reject_with("str", &hex("ffffffff"), Limits::MAX).0, ErrorCode::Eof);
     // Typed decoders use the same caps.
     let small = Limits::DEFAULT.with_count_cap(1);
-    assert_eq!(decode_with::<ListView<u16>>(&hex("02000000 01000200"), &small, false).unwrap_err().rule(), Rule::CountCap);
+    assert_eq!(
+        decode_with::<ListView<u16>>(&hex("02000000 01000200"), &small, false).unwrap_err().rule(),
+        Rule::CountCap
+    );
 }
 
 // ---------------------------------------------------------------- type text and hash
 
 #[test]
 fn type_text_scalars_compounds_and_names() {
-    for s in ["bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "int", "uint", "f32", "f64", "str", "tensors"] {
+    for s in
+        ["bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "int", "uint", "f32", "f64", "str", "tensors"]
+    {
         let schema: Schema = Schema::parse(s).unwrap();
         assert_eq!(schema.to_string(), s);
     }
-    for bad in ["struct{a:i8}", "struct{a:i8 ,}", "struct{a: i8,}", "List<u8>", "dict<str, u8>", "struct{9:i8,}", "struct{a-b:i8,}", "f16"] {
+    for bad in [
+        "struct{a:i8}",
+        "struct{a:i8 ,}",
+        "struct{a: i8,}",
+        "List<u8>",
+        "dict<str, u8>",
+        "struct{9:i8,}",
+        "struct{a-b:i8,}",
+        "f16",
+    ] {
         assert_eq!(Schema::<16>::parse(bad).unwrap_err().code(), ErrorCode::Type, "{bad}");
     }
     assert!(Schema::<16>::parse("struct{_:i8,A9_b:u8,}").is_ok());
@@ -395,7 +421,14 @@ fn frame_is_sixteen_bytes_then_one_value() {
     };
     assert_eq!(framed(&buf[..15]), (ErrorCode::Eof, 0, Rule::FrameTruncated));
     assert_eq!(framed(&[]).0, ErrorCode::Eof);
-    for (at, rule) in [(0, Rule::FrameMagic), (3, Rule::FrameMagic), (4, Rule::FrameProfile), (5, Rule::FrameFlags), (6, Rule::FrameReserved), (7, Rule::FrameReserved)] {
+    for (at, rule) in [
+        (0, Rule::FrameMagic),
+        (3, Rule::FrameMagic),
+        (4, Rule::FrameProfile),
+        (5, Rule::FrameFlags),
+        (6, Rule::FrameReserved),
+        (7, Rule::FrameReserved),
+    ] {
         let mut b = buf.clone();
         b[at] ^= 1;
         let got = framed(&b);
@@ -525,8 +558,9 @@ fn encoder_reports_a_short_buffer_and_sizes_first() {
 fn list_views_are_zero_copy_when_aligned() {
     // Place the elements at an aligned address: the count word at bytes 4..8
     // of 8-aligned storage puts the f64s at byte 8.
-    let words = [2u64 << 32, 1.0f64.to_bits(), (-2.0f64).to_bits()];
-    let bytes: &[u8] = bytemuck_bytes(&words);
+    // Little-endian wire words in 8-aligned storage, on any host.
+    let words = [(2u64 << 32).to_le(), 1.0f64.to_bits().to_le(), (-2.0f64).to_bits().to_le()];
+    let bytes: &[u8] = bytemuck::cast_slice(&words);
     let buf = &bytes[4..];
     let v: ListView<f64> = decode(buf).unwrap();
     if cfg!(target_endian = "little") {
@@ -538,7 +572,7 @@ fn list_views_are_zero_copy_when_aligned() {
         assert_eq!(list.view::<f64>(), Some(&[1.0, -2.0][..]));
     }
     assert_eq!(list.view::<f32>(), None); // wrong element type
-    // Any alignment: the copy works (and the view refuses misaligned bytes).
+                                          // Any alignment: the copy works (and the view refuses misaligned bytes).
     let mut shifted = vec![0u8];
     shifted.extend_from_slice(buf);
     let v2: ListView<f64> = decode(&shifted[1..]).unwrap();
@@ -546,11 +580,6 @@ fn list_views_are_zero_copy_when_aligned() {
     assert_eq!(v2.copy_to(&mut out), Ok(2));
     assert_eq!(out, [1.0, -2.0]);
     assert_eq!(v2.iter().collect::<Vec<_>>(), [1.0, -2.0]);
-}
-
-fn bytemuck_bytes(words: &[u64]) -> &[u8] {
-    // Safe re-view through the crate's own helper.
-    kiln_nostd::le_bytes(words).expect("little-endian host")
 }
 
 // ---------------------------------------------------------------- trusted reader and accessors
@@ -576,7 +605,10 @@ fn trusted_reader_skips_utf8_but_keeps_every_bounds_check() {
     let mut extra = bad_utf8.clone();
     extra.push(0);
     assert_eq!(trusted.read(&extra, &schema).unwrap_err().code(), ErrorCode::Trailing);
-    assert_eq!(trusted.limits(Limits::DEFAULT.with_byte_cap(1)).read(&bad_utf8, &schema).unwrap_err().code(), ErrorCode::Limit);
+    assert_eq!(
+        trusted.limits(Limits::DEFAULT.with_byte_cap(1)).read(&bad_utf8, &schema).unwrap_err().code(),
+        ErrorCode::Limit
+    );
 }
 
 #[test]

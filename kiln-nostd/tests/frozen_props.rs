@@ -104,7 +104,9 @@ fn values(t: &T) -> BoxedStrategy<V> {
             Kind::Str => ".{0,6}".prop_map(V::Str).boxed(),
             _ => prop_oneof![Just(EMPTY_BLOCK.to_vec()), Just(f32_block())].prop_map(V::Tensors).boxed(),
         },
-        T::List(e) if matches!(**e, T::Scalar(Kind::U8)) => prop::collection::vec(any::<u8>(), 0..6).prop_map(V::Bytes).boxed(),
+        T::List(e) if matches!(**e, T::Scalar(Kind::U8)) => {
+            prop::collection::vec(any::<u8>(), 0..6).prop_map(V::Bytes).boxed()
+        }
         T::List(e) => prop::collection::vec(values(e), 0..4).prop_map(V::List).boxed(),
         T::Opt(e) => prop::option::of(values(e)).prop_map(|o| V::Opt(o.map(Box::new))).boxed(),
         T::Dict(e) => prop::collection::btree_map(".{0,3}", values(e), 0..4)
@@ -423,7 +425,12 @@ fn agrees_with_the_python_reference() {
                 Err(e) => (format!("reject {} {}", e.code(), e.offset()), 3),
             };
             let want_short: String = want.split(' ').take(words).collect::<Vec<_>>().join(" ");
-            assert_eq!(got, want_short, "type {text}, input {}", b.iter().map(|x| format!("{x:02x}")).collect::<String>());
+            assert_eq!(
+                got,
+                want_short,
+                "type {text}, input {}",
+                b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+            );
             compared += 1;
         }
     }

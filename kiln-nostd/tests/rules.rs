@@ -367,9 +367,11 @@ fn writer_refusals() {
     assert_eq!(err.rule(), Rule::LengthMismatch);
     let dup = [TensorSpec::new(DType::U8, &[1], &[1]).named("x"), TensorSpec::new(DType::U8, &[1], &[2]).named("x")];
     assert_eq!(Writer::new().write(&dup, &mut [0; 512]).unwrap_err().rule(), Rule::DuplicateName);
-    let q = TensorSpec::new(DType::U8, &[1], &[1])
-        .named("x")
-        .quantized(Quant::Scales { axis: 0, group_size: 1, scale: TensorRef::Name("nope") });
+    let q = TensorSpec::new(DType::U8, &[1], &[1]).named("x").quantized(Quant::Scales {
+        axis: 0,
+        group_size: 1,
+        scale: TensorRef::Name("nope"),
+    });
     assert_eq!(Writer::new().write(&[q], &mut [0; 512]).unwrap_err().rule(), Rule::UnknownReference);
     let mut unnamed = [TensorSpec::new(DType::U8, &[1], &[1])];
     assert_eq!(sort_dict(&mut unnamed).unwrap_err().rule(), Rule::DictKeyMissing);
@@ -384,9 +386,11 @@ fn writer_refusals() {
 #[test]
 fn dict_helper_sorts_by_key_bytes_and_keeps_references() {
     let mut specs = [
-        TensorSpec::new(DType::E2M1, &[32], &[0x21; 16])
-            .named("z.weight")
-            .quantized(Quant::Scales { axis: 0, group_size: 32, scale: TensorRef::Index(1) }),
+        TensorSpec::new(DType::E2M1, &[32], &[0x21; 16]).named("z.weight").quantized(Quant::Scales {
+            axis: 0,
+            group_size: 32,
+            scale: TensorRef::Index(1),
+        }),
         TensorSpec::new(DType::E8M0, &[1], &[127]).named("a.scale"),
         TensorSpec::new(DType::U8, &[1], &[1]).named("B"),
     ];

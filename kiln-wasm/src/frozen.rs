@@ -66,11 +66,7 @@ pub fn schema_nodes(t: TypeRef<'_>, text: &str, out: &mut Vec<u32>) -> u32 {
 fn emit(t: TypeRef<'_>, text: usize, base: usize, out: &mut Vec<u32>) {
     let at = out.len();
     let name = t.name();
-    let name_at = if name.is_empty() {
-        0
-    } else {
-        (name.as_ptr() as usize).wrapping_sub(text)
-    };
+    let name_at = if name.is_empty() { 0 } else { (name.as_ptr() as usize).wrapping_sub(text) };
     out.extend_from_slice(&[kind_code(t.kind()), u32_of(name_at), u32_of(name.len()), 0]);
     match t.kind() {
         Kind::List | Kind::Opt | Kind::Dict => {
@@ -128,18 +124,13 @@ pub fn tables(
             _ => 0,
         },
         Kind::Dict => match v.as_dict().filter(|d| has_tensors(d.value_type())) {
-            Some(dict) => dict
-                .entries()
-                .map(|(_, e)| tables(e, utf16, scratch, out))
-                .sum(),
+            Some(dict) => dict.entries().map(|(_, e)| tables(e, utf16, scratch, out)).sum(),
             None => 0,
         },
         Kind::Struct => match v.as_struct() {
-            Some(st) => st
-                .fields()
-                .filter(|(_, f)| has_tensors(f.ty()))
-                .map(|(_, f)| tables(f, utf16, scratch, out))
-                .sum(),
+            Some(st) => {
+                st.fields().filter(|(_, f)| has_tensors(f.ty())).map(|(_, f)| tables(f, utf16, scratch, out)).sum()
+            }
             None => 0,
         },
         _ => 0,

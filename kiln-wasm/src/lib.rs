@@ -111,12 +111,7 @@ impl Core {
         self.error = None;
         self.error_in_type = false;
         self.plan = skeleton::plan(head, total);
-        let fail = |rule, description| ErrorInfo {
-            code: "LIMIT",
-            offset: 0,
-            rule,
-            description,
-        };
+        let fail = |rule, description| ErrorInfo { code: "LIMIT", offset: 0, rule, description };
         if self.plan.len > MAX_SKELETON {
             return Err(self.fail(fail(
                 "WasmAddressSpace",
@@ -125,10 +120,7 @@ impl Core {
         }
         let len = usize::try_from(self.plan.len).unwrap_or(usize::MAX);
         if !self.arena.reserve(len) {
-            return Err(self.fail(fail(
-                "WasmMemory",
-                "wasm memory could not grow to hold the block's skeleton",
-            )));
+            return Err(self.fail(fail("WasmMemory", "wasm memory could not grow to hold the block's skeleton")));
         }
         Ok(usize::try_from(self.plan.prefix).unwrap_or(0))
     }
@@ -186,8 +178,7 @@ impl Core {
         let count = self.plan.count;
         let need = scratch_len(count);
         let descs_end = u64::from(count) * 128 + 64;
-        let use_scratch =
-            self.plan.payload_base.is_some() && self.plan.prefix >= descs_end && need < usize::MAX;
+        let use_scratch = self.plan.payload_base.is_some() && self.plan.prefix >= descs_end && need < usize::MAX;
         if use_scratch && self.scratch.len() < need {
             self.scratch.resize(need, 0);
         }
@@ -269,12 +260,7 @@ impl Core {
     /// Frozen, step 2: validates the copied value (with the 16-byte frame
     /// first when `framed`), clears the copy, and returns the description
     /// [`frozen`] documents; `with_schema` false leaves the type's nodes out.
-    pub fn frozen(
-        &mut self,
-        framed: bool,
-        limits: Limits,
-        with_schema: bool,
-    ) -> Result<&[u32], ErrorInfo> {
+    pub fn frozen(&mut self, framed: bool, limits: Limits, with_schema: bool) -> Result<&[u32], ErrorInfo> {
         let len = self.frozen_len;
         self.frozen_len = 0;
         let text = core::mem::take(&mut self.type_text);
@@ -296,11 +282,7 @@ impl Core {
                 let count_at = out.len();
                 out.push(0);
                 let buf: &[u8] = self.arena.bytes(len);
-                match Reader::new()
-                    .limits(limits)
-                    .framed(framed)
-                    .read(buf, &schema)
-                {
+                match Reader::new().limits(limits).framed(framed).read(buf, &schema) {
                     Ok(value) => {
                         let n = frozen::tables(value, &mut self.utf16, &mut self.table, &mut out);
                         if let Some(s) = out.get_mut(count_at) {
@@ -342,19 +324,13 @@ impl Checker {
         let seed = (js_sys::Math::random() * 9.007_199_254_740_991e15) as u64;
         #[cfg(not(target_arch = "wasm32"))]
         let seed = 0x6b69_6c6e;
-        Checker {
-            core: Core::new(seed),
-        }
+        Checker { core: Core::new(seed) }
     }
 
     /// Plans and reserves the skeleton; returns the prefix length to copy,
     /// or -1 (see the error getters).
     pub fn begin(&mut self, head: &[u8], total: f64) -> f64 {
-        let total = if total.is_finite() && total >= 0.0 {
-            total as u64
-        } else {
-            0
-        };
+        let total = if total.is_finite() && total >= 0.0 { total as u64 } else { 0 };
         match self.core.begin(head, total) {
             Ok(p) => p as f64,
             Err(_) => -1.0,
@@ -388,9 +364,7 @@ impl Checker {
 
     /// Runs the core; the table (a JavaScript-owned copy) or `undefined`.
     pub fn check(&mut self, count_cap: u32, byte_cap: u32) -> Option<js_sys::Uint32Array> {
-        let limits = Limits::DEFAULT
-            .with_count_cap(count_cap)
-            .with_byte_cap(byte_cap);
+        let limits = Limits::DEFAULT.with_count_cap(count_cap).with_byte_cap(byte_cap);
         self.core.check(limits).ok().map(js_sys::Uint32Array::from)
     }
 
@@ -418,11 +392,7 @@ impl Checker {
     /// Frozen, step 1: checks the type text and reserves `len` bytes for a
     /// copy of the value; returns where to copy it, or -1 (see the error getters).
     pub fn frozen_begin(&mut self, type_text: &str, len: f64) -> f64 {
-        let len = if len.is_finite() && len >= 0.0 {
-            len as u64
-        } else {
-            u64::MAX
-        };
+        let len = if len.is_finite() && len >= 0.0 { len as u64 } else { u64::MAX };
         match self.core.frozen_begin(type_text, len) {
             Ok(p) => p as f64,
             Err(_) => -1.0,
@@ -438,13 +408,8 @@ impl Checker {
         byte_cap: u32,
         with_schema: bool,
     ) -> Option<js_sys::Uint32Array> {
-        let limits = Limits::DEFAULT
-            .with_count_cap(count_cap)
-            .with_byte_cap(byte_cap);
-        self.core
-            .frozen(framed, limits, with_schema)
-            .ok()
-            .map(js_sys::Uint32Array::from)
+        let limits = Limits::DEFAULT.with_count_cap(count_cap).with_byte_cap(byte_cap);
+        self.core.frozen(framed, limits, with_schema).ok().map(js_sys::Uint32Array::from)
     }
 }
 
@@ -453,21 +418,11 @@ impl Checker {
 /// (-1 where the header gives no value).
 #[wasm_bindgen]
 pub fn plan(head: &[u8], total: f64) -> js_sys::Float64Array {
-    let total = if total.is_finite() && total >= 0.0 {
-        total as u64
-    } else {
-        0
-    };
+    let total = if total.is_finite() && total >= 0.0 { total as u64 } else { 0 };
     let p = skeleton::plan(head, total);
     let opt = |v: Option<u64>| v.map_or(-1.0, |v| v as f64);
     js_sys::Float64Array::from(
-        &[
-            p.prefix as f64,
-            p.len as f64,
-            opt(p.payload_base),
-            opt(p.block_len),
-            f64::from(p.count),
-        ][..],
+        &[p.prefix as f64, p.len as f64, opt(p.payload_base), opt(p.block_len), f64::from(p.count)][..],
     )
 }
 
@@ -483,22 +438,12 @@ pub fn wasm_memory() -> JsValue {
 pub fn lut(dtype: u16) -> Option<js_sys::Uint32Array> {
     use kiln_nostd::mx;
     let table: Vec<u32> = match dtype {
-        3 => (0..=u16::MAX)
-            .map(|b| mx::f16_to_f32(b).to_bits())
-            .collect(),
-        4 => (0..=u16::MAX)
-            .map(|b| mx::bf16_to_f32(b).to_bits())
-            .collect(),
-        5 => (0..=u8::MAX)
-            .map(|b| mx::f8e4m3_to_f32(b).to_bits())
-            .collect(),
-        6 => (0..=u8::MAX)
-            .map(|b| mx::f8e5m2_to_f32(b).to_bits())
-            .collect(),
+        3 => (0..=u16::MAX).map(|b| mx::f16_to_f32(b).to_bits()).collect(),
+        4 => (0..=u16::MAX).map(|b| mx::bf16_to_f32(b).to_bits()).collect(),
+        5 => (0..=u8::MAX).map(|b| mx::f8e4m3_to_f32(b).to_bits()).collect(),
+        6 => (0..=u8::MAX).map(|b| mx::f8e5m2_to_f32(b).to_bits()).collect(),
         18 => (0..16u8).map(|b| mx::e2m1_to_f32(b).to_bits()).collect(),
-        19 => (0..=u8::MAX)
-            .map(|b| mx::e8m0_to_f32(b).to_bits())
-            .collect(),
+        19 => (0..=u8::MAX).map(|b| mx::e8m0_to_f32(b).to_bits()).collect(),
         _ => return None,
     };
     Some(js_sys::Uint32Array::from(&table[..]))
@@ -507,33 +452,18 @@ pub fn lut(dtype: u16) -> Option<js_sys::Uint32Array> {
 /// Names of dtype codes 1..=19, in code order.
 #[wasm_bindgen]
 pub fn dtype_names() -> js_sys::Array {
-    kiln_nostd::DType::closed_set()
-        .iter()
-        .map(|d| JsValue::from_str(d.name()))
-        .collect()
+    kiln_nostd::DType::closed_set().iter().map(|d| JsValue::from_str(d.name())).collect()
 }
 
 /// The core run directly on a full copy of `bytes`: `undefined` when it
 /// accepts, else `"CODE offset rule"`. For differential tests only.
 #[wasm_bindgen]
 pub fn check_direct(bytes: &[u8], count_cap: u32, byte_cap: u32) -> Option<String> {
-    let limits = Limits::DEFAULT
-        .with_count_cap(count_cap)
-        .with_byte_cap(byte_cap);
-    let mut scratch =
-        vec![0u32; Header::peek_count(bytes).map_or(0, |c| scratch_len(c.min(1 << 20)))];
-    match Parser::new()
-        .limits(limits)
-        .scratch(&mut scratch)
-        .parse(bytes)
-    {
+    let limits = Limits::DEFAULT.with_count_cap(count_cap).with_byte_cap(byte_cap);
+    let mut scratch = vec![0u32; Header::peek_count(bytes).map_or(0, |c| scratch_len(c.min(1 << 20)))];
+    match Parser::new().limits(limits).scratch(&mut scratch).parse(bytes) {
         Ok(_) => None,
-        Err(e) => Some(format!(
-            "{} {} {}",
-            e.code().as_str(),
-            e.offset(),
-            e.rule().id()
-        )),
+        Err(e) => Some(format!("{} {} {}", e.code().as_str(), e.offset(), e.rule().id())),
     }
 }
 

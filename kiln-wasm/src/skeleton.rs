@@ -69,11 +69,7 @@ pub struct Plan {
 /// follow" (step 12), so `len` keeps all three answers.
 pub fn plan(head: &[u8], total: u64) -> Plan {
     let short = total.min(HEADER);
-    let header_only = Plan {
-        prefix: short,
-        len: short,
-        ..Plan::default()
-    };
+    let header_only = Plan { prefix: short, len: short, ..Plan::default() };
     let Ok(h) = Header::parse(head) else {
         // Steps 1 and 2 read the first 64 bytes and the length below 64 only.
         return header_only;
@@ -82,10 +78,7 @@ pub fn plan(head: &[u8], total: u64) -> Plan {
     // which can never equal tensor_count * 128 + name_bytes (< 2^40): step 4
     // fails with TYPE whatever the length, or step 3 fails first.
     let Some(base) = HEADER.checked_add(h.directory_bytes).and_then(align64) else {
-        return Plan {
-            count: h.tensor_count,
-            ..header_only
-        };
+        return Plan { count: h.tensor_count, ..header_only };
     };
     let prefix = total.min(base);
     let block_len = base.checked_add(h.payload_bytes);
@@ -94,13 +87,7 @@ pub fn plan(head: &[u8], total: u64) -> Plan {
         None => prefix,
         Some(end) => total.min(end.saturating_add(1)),
     };
-    Plan {
-        prefix,
-        len,
-        payload_base: Some(base),
-        block_len,
-        count: h.tensor_count,
-    }
+    Plan { prefix, len, payload_base: Some(base), block_len, count: h.tensor_count }
 }
 
 /// One payload range of the input whose bytes may decide the verdict.
@@ -128,31 +115,18 @@ pub fn probes(prefix: &[u8], plan: &Plan, mut out: impl FnMut(Probe)) {
         return;
     }
     let count = u64::from(plan.count);
-    let Some(end) = count
-        .checked_mul(DESCRIPTOR)
-        .and_then(|d| d.checked_add(HEADER))
-    else {
+    let Some(end) = count.checked_mul(DESCRIPTOR).and_then(|d| d.checked_add(HEADER)) else {
         return;
     };
-    let Some(table) = usize::try_from(end)
-        .ok()
-        .and_then(|e| prefix.get(HEADER_LEN..e))
-    else {
+    let Some(table) = usize::try_from(end).ok().and_then(|e| prefix.get(HEADER_LEN..e)) else {
         return;
     };
     let limit = plan.len;
     let mut push = |start: Option<u64>, end: Option<u64>, kind: u32| {
-        if let (Some(s), Some(e)) = (
-            start.and_then(|s| base.checked_add(s)),
-            end.and_then(|e| base.checked_add(e)),
-        ) {
+        if let (Some(s), Some(e)) = (start.and_then(|s| base.checked_add(s)), end.and_then(|e| base.checked_add(e))) {
             let e = e.min(limit);
             if s < e {
-                out(Probe {
-                    start: s,
-                    end: e,
-                    kind,
-                });
+                out(Probe { start: s, end: e, kind });
             }
         }
     };
@@ -271,13 +245,7 @@ pub fn table(dir: &Directory<'_>, utf16: &mut alloc_free::Utf16Map, out: &mut Ve
     }
 }
 
-fn fill_row(
-    t: &Tensor<'_>,
-    ascii: bool,
-    utf16: &alloc_free::Utf16Map,
-    shape_at: u32,
-    row: &mut [u32],
-) {
+fn fill_row(t: &Tensor<'_>, ascii: bool, utf16: &alloc_free::Utf16Map, shape_at: u32, row: &mut [u32]) {
     let d = t.descriptor();
     let pos = |off: u16, len: u16| -> (u32, u32) {
         if len == 0 {

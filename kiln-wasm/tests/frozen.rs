@@ -9,9 +9,7 @@ use kiln_wasm::frozen::{self, kind_code, NODES};
 use kiln_wasm::{Core, ErrorInfo};
 
 fn hex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
 }
 
 fn root() -> std::path::PathBuf {
@@ -22,10 +20,7 @@ fn root() -> std::path::PathBuf {
 /// and the reference-encoded fixtures of test-support/.
 fn cases() -> Vec<(String, String, bool, Vec<u8>, String)> {
     let mut out = Vec::new();
-    for file in [
-        "spec/kiln-v2-cases.json",
-        "kiln-wasm/test-support/frozen-fixtures.json",
-    ] {
+    for file in ["spec/kiln-v2-cases.json", "kiln-wasm/test-support/frozen-fixtures.json"] {
         let text = std::fs::read_to_string(root().join(file)).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         for c in v["cases"].as_array().unwrap() {
@@ -47,11 +42,7 @@ fn cases() -> Vec<(String, String, bool, Vec<u8>, String)> {
 /// The core run directly: the tables of every directory, in byte order.
 fn direct(ty: &str, framed: bool, bytes: &[u8], limits: Limits) -> Result<Vec<u32>, ErrorInfo> {
     let schema = Schema::<NODES>::parse(ty).map_err(ErrorInfo::from)?;
-    let v = Reader::new()
-        .limits(limits)
-        .framed(framed)
-        .read(bytes, &schema)
-        .map_err(ErrorInfo::from)?;
+    let v = Reader::new().limits(limits).framed(framed).read(bytes, &schema).map_err(ErrorInfo::from)?;
     let mut out = Vec::new();
     let n = frozen::tables(v, &mut Default::default(), &mut Vec::new(), &mut out);
     out.insert(0, n);
@@ -59,22 +50,13 @@ fn direct(ty: &str, framed: bool, bytes: &[u8], limits: Limits) -> Result<Vec<u3
 }
 
 /// What js/frozen.js does, in Rust; returns the tables part of the description.
-fn via_core(
-    core: &mut Core,
-    ty: &str,
-    framed: bool,
-    bytes: &[u8],
-    limits: Limits,
-) -> Result<Vec<u32>, ErrorInfo> {
+fn via_core(core: &mut Core, ty: &str, framed: bool, bytes: &[u8], limits: Limits) -> Result<Vec<u32>, ErrorInfo> {
     core.frozen_begin(ty, bytes.len() as u64)?;
     core.frozen_input().copy_from_slice(bytes);
     let out = core.frozen(framed, limits, false).map(|d| d.to_vec());
     // Nothing of the value is left in the arena.
     core.frozen_begin(ty, bytes.len() as u64).unwrap();
-    assert!(
-        core.frozen_input().iter().all(|&b| b == 0),
-        "the arena must be all zero between checks"
-    );
+    assert!(core.frozen_input().iter().all(|&b| b == 0), "the arena must be all zero between checks");
     let out = out?;
     assert_eq!(out[0], 0, "no schema nodes asked for");
     Ok(out[1..].to_vec())
@@ -126,11 +108,8 @@ fn mutations_give_the_core_s_verdict_and_leave_the_arena_zero() {
                 2 => m.truncate((next() as usize) % m.len()),
                 _ => m.push(next() as u8),
             }
-            let limits = if next() % 8 == 0 {
-                Limits::DEFAULT.with_count_cap(2).with_byte_cap(3)
-            } else {
-                Limits::DEFAULT
-            };
+            let limits =
+                if next() % 8 == 0 { Limits::DEFAULT.with_count_cap(2).with_byte_cap(3) } else { Limits::DEFAULT };
             let d = direct(&ty, framed, &m, limits);
             let c = via_core(&mut core, &ty, framed, &m, limits);
             assert_eq!(d, c, "{name} mutated: {m:02x?}");
@@ -138,10 +117,7 @@ fn mutations_give_the_core_s_verdict_and_leave_the_arena_zero() {
             runs += 1;
         }
     }
-    assert!(
-        runs > 5_000 && rejected > runs / 4,
-        "{rejected} of {runs} rejected"
-    );
+    assert!(runs > 5_000 && rejected > runs / 4, "{rejected} of {runs} rejected");
 }
 
 #[test]

@@ -3,16 +3,12 @@
 //! buffer, for the goldens, the example model, writer-made blocks with every
 //! probe kind, and many thousands of mutations of them.
 
-use kiln_nostd::{
-    scratch_len, DType, Directory, Header, Limits, Parser, Quant, TensorRef, TensorSpec, Writer,
-};
+use kiln_nostd::{scratch_len, DType, Directory, Header, Limits, Parser, Quant, TensorRef, TensorSpec, Writer};
 use kiln_wasm::skeleton::{self, probe_hit, SLOTS};
 use kiln_wasm::{Core, ErrorInfo};
 
 fn hex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2)
-        .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap())
-        .collect()
+    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
 }
 
 fn root() -> std::path::PathBuf {
@@ -39,13 +35,8 @@ fn goldens() -> Vec<(String, Vec<u8>, String)> {
 }
 
 fn direct(bytes: &[u8], limits: Limits) -> Result<Vec<u32>, ErrorInfo> {
-    let mut scratch =
-        vec![0u32; Header::peek_count(bytes).map_or(0, |c| scratch_len(c.min(1 << 16)))];
-    match Parser::new()
-        .limits(limits)
-        .scratch(&mut scratch)
-        .parse(bytes)
-    {
+    let mut scratch = vec![0u32; Header::peek_count(bytes).map_or(0, |c| scratch_len(c.min(1 << 16)))];
+    match Parser::new().limits(limits).scratch(&mut scratch).parse(bytes) {
         Ok(dir) => {
             let mut out = Vec::new();
             skeleton::table(&dir, &mut Default::default(), &mut out);
@@ -64,10 +55,7 @@ fn via_skeleton(core: &mut Core, bytes: &[u8], limits: Limits) -> Result<Vec<u32
     let mut writes = Vec::new();
     for p in probes.chunks_exact(3) {
         let (s, e) = (p[0] as usize, p[1] as usize);
-        assert!(
-            s >= prefix && e <= core.plan().len as usize && s < e,
-            "probe {p:?} outside the payload"
-        );
+        assert!(s >= prefix && e <= core.plan().len as usize && s < e, "probe {p:?} outside the payload");
         if let Some((at, b)) = probe_hit(&bytes[s..e], p[2]) {
             core.skeleton()[s + at] = b;
             writes.push(s + at);
@@ -77,10 +65,7 @@ fn via_skeleton(core: &mut Core, bytes: &[u8], limits: Limits) -> Result<Vec<u32
     for w in writes {
         core.skeleton()[w] = 0;
     }
-    assert!(
-        core.skeleton().iter().all(|&b| b == 0),
-        "the arena must be all zero between checks"
-    );
+    assert!(core.skeleton().iter().all(|&b| b == 0), "the arena must be all zero between checks");
     out
 }
 
@@ -120,13 +105,11 @@ fn rich_block() -> Vec<u8> {
         TensorSpec::new(DType::F32, &[3], &f).named("weights"),
         TensorSpec::new(DType::Bool, &[5], &bools).named("mask"),
         TensorSpec::new(DType::U4, &[3], &u4).named("nibbles"),
-        TensorSpec::new(DType::E2M1, &[32], &e2m1)
-            .named("q")
-            .quantized(Quant::Scales {
-                axis: 0,
-                group_size: 32,
-                scale: TensorRef::Name("q.scale"),
-            }),
+        TensorSpec::new(DType::E2M1, &[32], &e2m1).named("q").quantized(Quant::Scales {
+            axis: 0,
+            group_size: 32,
+            scale: TensorRef::Name("q.scale"),
+        }),
         TensorSpec::new(DType::E8M0, &[1], &scale).named("q.scale"),
         TensorSpec::opaque(4096, "Q4_K", 18, &[1], &opaque).named("blöck·ünïcode"),
         TensorSpec::new(DType::I4, &[1], &[0x07]).named("tail"),
@@ -139,10 +122,7 @@ fn rich_block() -> Vec<u8> {
 
 fn seeds() -> Vec<(String, Vec<u8>)> {
     let mut v: Vec<(String, Vec<u8>)> = goldens().into_iter().map(|(n, b, _)| (n, b)).collect();
-    v.push((
-        "digits-mlp".into(),
-        std::fs::read(root().join("spec/examples/digits-mlp.kiln")).unwrap(),
-    ));
+    v.push(("digits-mlp".into(), std::fs::read(root().join("spec/examples/digits-mlp.kiln")).unwrap()));
     v.push(("rich".into(), rich_block()));
     v
 }
@@ -175,10 +155,7 @@ fn rich_block_parses_and_its_table_is_right() {
     let at = row(5)[skeleton::slot::NAME_AT] as usize;
     let len = row(5)[skeleton::slot::NAME_LEN] as usize;
     let utf16: Vec<u16> = names.encode_utf16().collect();
-    assert_eq!(
-        String::from_utf16(&utf16[at..at + len]).unwrap(),
-        "blöck·ünïcode"
-    );
+    assert_eq!(String::from_utf16(&utf16[at..at + len]).unwrap(), "blöck·ünïcode");
     assert_eq!(row(3)[skeleton::slot::SCALE], 4);
     assert_eq!(row(5)[skeleton::slot::LAYOUT_LEN], 4);
     assert_eq!(row(0)[skeleton::slot::DTYPE_RANK], 2 | 1 << 16);
@@ -218,19 +195,14 @@ fn mutations_give_the_same_verdict_through_the_skeleton() {
                     }
                     _ if b.len() >= 192 => {
                         // Descriptor fields of the first descriptor.
-                        let at = 64
-                            + [0, 2, 4, 6, 8, 10, 12, 16, 18, 20, 24, 28, 32, 40, 48]
-                                [rng.below(15)];
+                        let at = 64 + [0, 2, 4, 6, 8, 10, 12, 16, 18, 20, 24, 28, 32, 40, 48][rng.below(15)];
                         b[at] = rng.next() as u8;
                     }
                     _ => {}
                 }
             }
-            let limits = if round % 7 == 0 {
-                Limits::DEFAULT.with_count_cap(3).with_byte_cap(8)
-            } else {
-                Limits::DEFAULT
-            };
+            let limits =
+                if round % 7 == 0 { Limits::DEFAULT.with_count_cap(3).with_byte_cap(8) } else { Limits::DEFAULT };
             let rule = match same(&mut core, &b, limits, &format!("{name} round {round}")) {
                 Ok(_) => "accept",
                 Err(e) => e.rule,
@@ -250,10 +222,7 @@ fn mutations_give_the_same_verdict_through_the_skeleton() {
         "BlockTruncated",
         "DirectoryTruncated",
     ] {
-        assert!(
-            seen.get(rule).copied().unwrap_or(0) >= 20,
-            "{rule}: {seen:?}"
-        );
+        assert!(seen.get(rule).copied().unwrap_or(0) >= 20, "{rule}: {seen:?}");
     }
 }
 

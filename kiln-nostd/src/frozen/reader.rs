@@ -231,7 +231,11 @@ impl<'a, 's> Value<'a, 's> {
     /// An `opt<T>`: `Some(None)` when absent, `Some(Some(v))` when present.
     pub fn as_opt(&self) -> Option<Option<Value<'a, 's>>> {
         let elem = self.ty.elem().filter(|_| self.kind() == Kind::Opt)?;
-        Some((self.buf.get(self.at) == Some(&1)).then(|| Value { ty: elem, buf: self.buf, at: self.at.saturating_add(1) }))
+        Some((self.buf.get(self.at) == Some(&1)).then(|| Value {
+            ty: elem,
+            buf: self.buf,
+            at: self.at.saturating_add(1),
+        }))
     }
 
     /// A `dict<str,V>`.
@@ -385,7 +389,9 @@ impl<'a, 's> List<'a, 's> {
             return None;
         }
         match self.elem.width().and_then(|w| usize_from(u64::from(w))) {
-            Some(w) => Some(Value { ty: self.elem, buf: self.buf, at: self.body.saturating_add(index.saturating_mul(w)) }),
+            Some(w) => {
+                Some(Value { ty: self.elem, buf: self.buf, at: self.body.saturating_add(index.saturating_mul(w)) })
+            }
             None => self.iter().nth(index),
         }
     }

@@ -605,7 +605,9 @@ impl<'a, T: Decode<'a>> Seq<'a, T> {
             return None;
         }
         match T::TY.width().and_then(|w| usize::try_from(w).ok()) {
-            Some(w) => T::decode(&mut Decoder::at(self.buf, self.body.saturating_add(i.saturating_mul(w)), Limits::MAX)).ok(),
+            Some(w) => {
+                T::decode(&mut Decoder::at(self.buf, self.body.saturating_add(i.saturating_mul(w)), Limits::MAX)).ok()
+            }
             None => self.iter().nth(i),
         }
     }
@@ -805,7 +807,9 @@ impl<K, V: KilnType> KilnType for Dict<'_, K, V> {
 
 impl<K: AsRef<str>, V: Encode> Encode for Dict<'_, K, V> {
     fn encoded_len(&self) -> usize {
-        self.0.iter().fold(4usize, |n, (k, v)| n.saturating_add(k.as_ref().encoded_len()).saturating_add(v.encoded_len()))
+        self.0
+            .iter()
+            .fold(4usize, |n, (k, v)| n.saturating_add(k.as_ref().encoded_len()).saturating_add(v.encoded_len()))
     }
 
     fn encode(&self, e: &mut Encoder<'_>) -> Result<()> {
@@ -822,7 +826,10 @@ impl<K: AsRef<str>, V: Encode> Encode for Dict<'_, K, V> {
         let mut last: Option<&[u8]> = None;
         for _ in 0..pairs.len() {
             let mut next: Option<&(K, V)> = None;
-            for p in pairs.iter().filter(|p| match last { None => true, Some(l) => key(p) > l }) {
+            for p in pairs.iter().filter(|p| match last {
+                None => true,
+                Some(l) => key(p) > l,
+            }) {
                 match next {
                     Some(n) if key(p) == key(n) => return fail(Rule::DuplicateDictKey, e.position()),
                     Some(n) if key(p) > key(n) => {}

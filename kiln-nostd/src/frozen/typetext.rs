@@ -507,7 +507,7 @@ mod tests {
         deeper.push('>').unwrap();
         let e = Schema::<128>::parse(&deeper).unwrap_err();
         assert_eq!((e.code(), e.rule(), e.offset()), (ErrorCode::Limit, Rule::TypeDepth, 4 + 63 * 5)); // the 65th container
-        // struct levels count too
+                                                                                                       // struct levels count too
         let mut st = heapless::String::<1024>::new();
         for _ in 0..65 {
             st.push_str("struct{a:").unwrap();
