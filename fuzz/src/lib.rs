@@ -7,7 +7,7 @@
 //! * a rejected input's error offset lies inside the buffer, or equals its
 //!   length for EOF.
 
-use kiln_nostd::{DType, Directory, Error, ErrorCode, Quant, Tensor, TensorRef, TensorSpec, Writer};
+use kiln_nostd::{DType, Directory, Error, ErrorCode, Tensor, TensorSpec, Writer};
 
 /// A rejected input: the offset is inside the buffer, or equals its length
 /// for EOF (the bytes that would have been needed start there).
@@ -90,33 +90,7 @@ fn check_typed(t: &Tensor<'_>) {
 
 /// The tensors of an accepted directory as writer input (indexes kept).
 pub fn specs<'a>(tensors: &'a [Tensor<'a>]) -> Vec<TensorSpec<'a>> {
-    tensors
-        .iter()
-        .map(|t| TensorSpec {
-            name: t.name(),
-            dtype: t.dtype(),
-            shape: t.shape(),
-            data: t.bytes(),
-            layout: t.layout(),
-            block_size: t.block_size(),
-            quant: match t.quant() {
-                None => Quant::None,
-                Some(q) => match q.outer {
-                    None => Quant::Scales {
-                        axis: q.axis as u16,
-                        group_size: q.group_size,
-                        scale: TensorRef::Index(q.scale.index() as u32),
-                    },
-                    Some(o) => Quant::ScalesOuter {
-                        axis: q.axis as u16,
-                        group_size: q.group_size,
-                        scale: TensorRef::Index(q.scale.index() as u32),
-                        outer: TensorRef::Index(o.index() as u32),
-                    },
-                },
-            },
-        })
-        .collect()
+    tensors.iter().map(TensorSpec::from_tensor).collect()
 }
 
 /// Canonical form: the writer, given the accepted tensors, writes the block

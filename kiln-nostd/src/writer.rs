@@ -11,7 +11,7 @@ use crate::error::{fail, Result, Rule};
 use crate::header::{DESCRIPTOR_LEN, FLAG_LITTLE_ENDIAN, FLAG_NAMES, HEADER_LEN, MAGIC, VERSION};
 use crate::limits::Limits;
 use crate::quant::{SCHEME_NONE, SCHEME_SCALES, SCHEME_SCALES_OUTER};
-use crate::Parser;
+use crate::{Parser, Tensor};
 
 /// A reference from a quantized tensor to its scale tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +101,47 @@ impl<'a> TensorSpec<'a> {
     pub const fn quantized(mut self, quant: Quant<'a>) -> Self {
         self.quant = quant;
         self
+    }
+
+    /// What writes `t` again: its name, dtype, shape, payload, layout and
+    /// quantization (scale tensors by index). Writing every tensor of a
+    /// checked directory this way, in order, reproduces its block exactly.
+    ///
+    /// ```
+    /// use kiln_nostd::{Directory, TensorSpec, Writer};
+    /// # let bytes = kiln_nostd::doc_example_block_named();
+    /// let dir = Directory::parse(&bytes)?;
+    /// let tensors: Vec<_> = dir.iter().collect();
+    /// let specs: Vec<_> = tensors.iter().map(TensorSpec::from_tensor).collect();
+    /// let mut again = vec![0u8; Writer::new().encoded_len(&specs)?];
+    /// Writer::new().write(&specs, &mut again)?;
+    /// assert_eq!(again, bytes);
+    /// # Ok::<(), kiln_nostd::Error>(())
+    /// ```
+    pub fn from_tensor(t: &'a Tensor<'_>) -> Self {
+        let index = |t: Tensor<'_>| TensorRef::Index(u32::try_from(t.index()).unwrap_or(u32::MAX));
+        let axis = |a: usize| u16::try_from(a).unwrap_or(u16::MAX);
+        let quant = match t.quant() {
+            None => Quant::None,
+            Some(q) => match q.outer {
+                None => Quant::Scales { axis: axis(q.axis), group_size: q.group_size, scale: index(q.scale) },
+                Some(o) => Quant::ScalesOuter {
+                    axis: axis(q.axis),
+                    group_size: q.group_size,
+                    scale: index(q.scale),
+                    outer: index(o),
+                },
+            },
+        };
+        TensorSpec {
+            name: t.name(),
+            dtype: t.dtype(),
+            shape: t.shape(),
+            data: t.bytes(),
+            layout: t.layout(),
+            block_size: t.block_size(),
+            quant,
+        }
     }
 }
 

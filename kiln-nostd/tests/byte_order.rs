@@ -148,33 +148,7 @@ fn the_writer_on_this_host_writes_the_golden_bytes() {
         let b = golden(c["name"].as_str().unwrap());
         let dir = Directory::parse(&b).unwrap();
         let tensors: Vec<_> = dir.iter().collect();
-        let specs: Vec<TensorSpec<'_>> = tensors
-            .iter()
-            .map(|t| TensorSpec {
-                name: t.name(),
-                dtype: t.dtype(),
-                shape: t.shape(),
-                data: t.bytes(),
-                layout: t.layout(),
-                block_size: t.block_size(),
-                quant: match t.quant() {
-                    None => kiln_nostd::Quant::None,
-                    Some(q) => match q.outer {
-                        None => kiln_nostd::Quant::Scales {
-                            axis: q.axis as u16,
-                            group_size: q.group_size,
-                            scale: kiln_nostd::TensorRef::Index(q.scale.index() as u32),
-                        },
-                        Some(o) => kiln_nostd::Quant::ScalesOuter {
-                            axis: q.axis as u16,
-                            group_size: q.group_size,
-                            scale: kiln_nostd::TensorRef::Index(q.scale.index() as u32),
-                            outer: kiln_nostd::TensorRef::Index(o.index() as u32),
-                        },
-                    },
-                },
-            })
-            .collect();
+        let specs: Vec<TensorSpec<'_>> = tensors.iter().map(TensorSpec::from_tensor).collect();
         assert_eq!(write(&specs), b, "{}", c["name"]);
         n += 1;
     }

@@ -2,7 +2,7 @@
 //! every accepted directory's bytes.
 
 use kiln_conformance::cases;
-use kiln_nostd::{Directory, Quant, TensorRef, TensorSpec, Writer};
+use kiln_nostd::{Directory, TensorSpec, Writer};
 
 #[test]
 fn there_are_exactly_the_46_cases_of_the_spec() {
@@ -33,31 +33,7 @@ fn directory_goldens_give_their_recorded_result() {
 /// Re-encodes a directory from its views alone.
 fn rewrite(dir: &Directory<'_>) -> Vec<u8> {
     let tensors: Vec<_> = dir.iter().collect();
-    let specs: Vec<TensorSpec<'_>> = tensors
-        .iter()
-        .map(|t| TensorSpec {
-            name: t.name(),
-            dtype: t.dtype(),
-            shape: t.shape(),
-            data: t.bytes(),
-            layout: t.layout(),
-            block_size: t.block_size(),
-            quant: match t.quant() {
-                None => Quant::None,
-                Some(q) if q.outer.is_none() => Quant::Scales {
-                    axis: q.axis as u16,
-                    group_size: q.group_size,
-                    scale: TensorRef::Index(q.scale.index() as u32),
-                },
-                Some(q) => Quant::ScalesOuter {
-                    axis: q.axis as u16,
-                    group_size: q.group_size,
-                    scale: TensorRef::Index(q.scale.index() as u32),
-                    outer: TensorRef::Index(q.outer.unwrap().index() as u32),
-                },
-            },
-        })
-        .collect();
+    let specs: Vec<TensorSpec<'_>> = tensors.iter().map(TensorSpec::from_tensor).collect();
     let mut out = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
     Writer::new().write(&specs, &mut out).unwrap();
     out
