@@ -236,7 +236,7 @@ impl Gen {
         }
         match ty {
             Type::Bool => false,
-            Type::Scalar(s) => !s.is_number(),
+            Type::Scalar(s) => s.width().is_none(),
             Type::List(_) | Type::Dict(_) => true,
             Type::Opt(t) => self.borrows(t),
             Type::Struct(s) => s.fields.iter().any(|f| self.borrows(&f.ty)),
@@ -265,7 +265,7 @@ impl Gen {
             Type::List(elem) => match (&**elem, owned) {
                 (Type::Scalar(Scalar::U8), false) => "&'a [u8]".to_owned(),
                 (e, true) => format!("Vec<{}>", self.rust_type(e)),
-                (Type::Scalar(s), false) if s.is_number() => {
+                (Type::Scalar(s), false) if s.width().is_some() => {
                     self.uses.insert("ListView");
                     format!("ListView<'a, {}>", s.name())
                 }

@@ -47,56 +47,9 @@ pub enum Type {
     Struct(Struct),
 }
 
-/// The fixed-width numeric scalars and `str`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scalar {
-    /// i8
-    I8,
-    /// i16
-    I16,
-    /// i32
-    I32,
-    /// i64
-    I64,
-    /// u8
-    U8,
-    /// u16
-    U16,
-    /// u32
-    U32,
-    /// u64
-    U64,
-    /// f32
-    F32,
-    /// f64
-    F64,
-    /// str
-    Str,
-}
-
-impl Scalar {
-    /// The canonical name (also the Rust type name, except `str`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Scalar::I8 => "i8",
-            Scalar::I16 => "i16",
-            Scalar::I32 => "i32",
-            Scalar::I64 => "i64",
-            Scalar::U8 => "u8",
-            Scalar::U16 => "u16",
-            Scalar::U32 => "u32",
-            Scalar::U64 => "u64",
-            Scalar::F32 => "f32",
-            Scalar::F64 => "f64",
-            Scalar::Str => "str",
-        }
-    }
-
-    /// True for the fixed-width numbers (everything but `str`).
-    pub fn is_number(self) -> bool {
-        self != Scalar::Str
-    }
-}
+/// The scalars a JSON Schema maps to: the core's own kinds (here only the
+/// fixed-width numbers and `str`; `bool` is [`Type::Bool`]).
+pub use kiln_nostd::frozen::Kind as Scalar;
 
 /// A struct type: its fields and where its name comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
