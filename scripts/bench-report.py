@@ -26,6 +26,13 @@ def directory():
         q = estimate(group, "kiln_no_scratch", str(n)) / n
         s = estimate(group, "safetensors", str(n)) / n
         print(f"| {n:,} | {k:,.1f} | {q:,.1f} | {s:,.1f} | {s / k:.1f}x |")
+    phases = [("parse_indexed", "parse (with the name table)"), ("iterate", "iterate"), ("lookup", "look up every name")]
+    if all((ROOT / "phases" / p / "new").exists() for p, _ in phases):
+        print()
+        print("| phase, 10,000 tensors | ns/tensor |")
+        print("|---|---:|")
+        for p, what in phases:
+            print(f"| {what} | {estimate('phases', p) / 10000:,.1f} |")
 
 
 def frozen():

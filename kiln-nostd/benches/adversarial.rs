@@ -92,8 +92,7 @@ fn name_hash(bytes: &[u8], seed: u64) -> u64 {
         let w = u64::from_le_bytes(c.try_into().unwrap());
         h = (h ^ w).wrapping_mul(K).rotate_left(31);
     }
-    h = (h ^ tail_word(chunks.remainder())).wrapping_mul(K);
-    h ^ (h >> 32)
+    (h ^ tail_word(chunks.remainder())).wrapping_mul(K)
 }
 
 fn tail_word(rem: &[u8]) -> u64 {
@@ -110,14 +109,13 @@ fn tail_word(rem: &[u8]) -> u64 {
     }
 }
 
-fn slot_of(h: u64, mask: usize) -> usize {
-    ((h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize) & mask
+fn slot_of(h: u64, slots: usize) -> usize {
+    (h >> (64 - slots.trailing_zeros())) as usize
 }
 
 /// `n` 6-byte names that all hash to the same home slot for seed 0.
 fn colliding(n: usize) -> Vec<Vec<u8>> {
     let slots = (n + n / 2 + 1).next_power_of_two();
-    let mask = slots - 1;
     let mut out = Vec::with_capacity(n);
     let mut i = 0u64;
     while out.len() < n {
@@ -129,7 +127,7 @@ fn colliding(n: usize) -> Vec<Vec<u8>> {
             *b = b'!' + (k % 94) as u8;
             k /= 94;
         }
-        if slot_of(name_hash(&name, 0), mask) == 0 {
+        if slot_of(name_hash(&name, 0), slots) == 0 {
             out.push(name.to_vec());
         }
         i += 1;

@@ -94,10 +94,32 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
+/// The three phases of the 10,000-tensor case on their own, to show where
+/// the time goes.
+fn phases(c: &mut Criterion) {
+    let n = 10_000;
+    let m = model(n);
+    let kiln = kiln_bytes(&m);
+    let mut group = c.benchmark_group("phases");
+    group.throughput(Throughput::Elements(n as u64));
+    let mut scratch = vec![0u32; kiln_nostd::scratch_len(n as u32)];
+    group.bench_function("parse_indexed", |b| {
+        b.iter(|| Parser::new().scratch(&mut scratch).parse_indexed(black_box(&kiln)).map(|(d, _)| d.len()).unwrap())
+    });
+    let (dir, index) = Parser::new().scratch(&mut scratch).parse_indexed(&kiln).unwrap();
+    group.bench_function("iterate", |b| {
+        b.iter(|| black_box(dir).iter().map(|t| t.shape().len() + t.bytes().len()).sum::<usize>())
+    });
+    group.bench_function("lookup", |b| {
+        b.iter(|| m.names.iter().map(|name| index.get(name).map_or(0, |t| t.bytes().len())).sum::<usize>())
+    });
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_secs(1))
         .measurement_time(std::time::Duration::from_secs(3));
-    targets = bench
+    targets = bench, phases
 }
 criterion_main!(benches);

@@ -225,6 +225,7 @@ impl RawDescriptor {
     }
 
     /// All eight shape slots, decoded.
+    #[inline]
     pub fn shape(&self) -> [u64; 8] {
         self.shape.map(u64::from_le_bytes)
     }
@@ -325,6 +326,54 @@ impl Descriptor {
     }
 }
 
+/// Byte width by dtype code for the dtypes whose elements need no per-byte
+/// check (every whole-byte dtype except bool); 0 for all others. A test
+/// derives it again from [`DType::width`].
+const PLAIN_WIDTH: [u8; 20] = [0, 8, 4, 2, 2, 1, 1, 0, 1, 1, 2, 2, 4, 4, 8, 8, 0, 0, 0, 1];
+
+impl RawDescriptor {
+    /// True when this descriptor is the common kind (reserved bytes zero, no
+    /// layout, no quantization, a dense dtype other than bool) and passes
+    /// every step-8, 9 and 11 rule that involves only itself. The name, the
+    /// placement and uniqueness are the caller's. Used by the directory's
+    /// fast path; a `false` says nothing about which rule failed.
+    #[inline]
+    pub(crate) fn is_plain_and_valid(&self, payload_bytes: u64) -> bool {
+        // Bytes 8..32 of a plain descriptor are fixed: no layout (0xFFFF, 0,
+        // block size 0), scheme 0 with axis 0xFFFF and group 0, and both
+        // sibling indexes 0xFFFFFFFF. Compared as three words, with the
+        // reserved bytes, in one test.
+        const NO_LAYOUT: u64 = 0xFFFF;
+        const NO_QUANT: u64 = 0xFFFF_0000;
+        let word = |w: [[u8; 4]; 2]| u64::from(u32::from_le_bytes(w[0])) | (u64::from(u32::from_le_bytes(w[1])) << 32);
+        let [lo, ll, qs, qa] = [self.layout_off, self.layout_len, self.quant_scheme, self.quant_axis];
+        let layout = word([[lo[0], lo[1], ll[0], ll[1]], self.block_size]);
+        let quant = word([[qs[0], qs[1], qa[0], qa[1]], self.group_size]);
+        let siblings = word([self.scale_index, self.outer_index]);
+        let reserved = u64::from(self.reserved) | u64::from(u128::from_ne_bytes(self.reserved_tail) != 0);
+        let fixed = (layout ^ NO_LAYOUT) | (quant ^ NO_QUANT) | !siblings | reserved;
+        let width = PLAIN_WIDTH.get(usize::from(self.dtype_code())).copied().unwrap_or(0);
+        if fixed != 0 || width == 0 || self.rank > MAX_RANK {
+            return false;
+        }
+        // Dims past the rank must be zero. The product of the others
+        // saturates; a saturated product is refused here, so no overflow is
+        // ever accepted (the rule-by-rule path then names the fault).
+        let rank = usize::from(self.rank);
+        let (mut count, mut tail) = (1u64, 0u64);
+        for (i, d) in self.shape.iter().enumerate() {
+            let d = u64::from_le_bytes(*d);
+            if i < rank {
+                count = count.saturating_mul(d);
+            } else {
+                tail |= d;
+            }
+        }
+        let in_range = self.range_end().is_some_and(|end| end <= payload_bytes);
+        in_range && tail == 0 && count != u64::MAX && count.checked_mul(u64::from(width)) == Some(self.byte_length())
+    }
+}
+
 /// Step 8, first part: reserved byte 3 and bytes 112..128 are zero.
 // Inlined on 64-bit hosts for speed; on microcontrollers the calls keep code small.
 #[cfg_attr(target_pointer_width = "64", inline)]
@@ -370,6 +419,7 @@ pub(crate) fn check_shape_and_range(d: &RawDescriptor, index: usize, payload_byt
     check_length_and_layout(d, dtype, count, index)
 }
 
+#[cfg_attr(target_pointer_width = "64", inline)]
 fn check_length_and_layout(d: &RawDescriptor, dtype: DType, count: u64, index: usize) -> Result<()> {
     let at = |field| field_at(index, field);
     // Step 8 already required layout_off and layout_len to agree.
@@ -431,4 +481,23 @@ pub(crate) fn payload_span(d: &RawDescriptor, payload_base: usize) -> Option<(us
     let start = payload_base.checked_add(usize_from(d.byte_offset())?)?;
     let end = start.checked_add(usize_from(d.byte_length())?)?;
     Some((start, end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_widths_follow_the_dtype_table() {
+        for code in 0..=u16::try_from(PLAIN_WIDTH.len()).unwrap() {
+            let want = match DType::from_code(code) {
+                Some(DType::Bool) | None => 0,
+                Some(d) => match d.width() {
+                    Width::Bytes(w) => w,
+                    Width::Nibble | Width::Opaque => 0,
+                },
+            };
+            assert_eq!(PLAIN_WIDTH.get(usize::from(code)).copied().unwrap_or(0), want, "code {code}");
+        }
+    }
 }

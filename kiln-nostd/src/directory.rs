@@ -39,6 +39,9 @@ pub struct Parser<'s> {
     limits: Limits,
     scratch: Option<&'s mut [u32]>,
     seed: u64,
+    /// Takes the plain-descriptor fast path where it applies (see [`PLAIN`]);
+    /// tests turn it off to compare the two paths.
+    plain: bool,
 }
 
 impl Default for Parser<'_> {
@@ -50,7 +53,7 @@ impl Default for Parser<'_> {
 impl<'s> Parser<'s> {
     /// Default caps (16,777,216), no scratch.
     pub const fn new() -> Self {
-        Parser { limits: Limits::DEFAULT, scratch: None, seed: 0 }
+        Parser { limits: Limits::DEFAULT, scratch: None, seed: 0, plain: PLAIN }
     }
 
     /// Uses these caps.
@@ -102,8 +105,7 @@ impl<'s> Parser<'s> {
         let Some(block) = buf.get(start..) else {
             return fail(Rule::HeaderTruncated, buf.len());
         };
-        let (header, regions, table) =
-            check_block(block, &self.limits, self.scratch, self.seed, standalone).map_err(|e| e.shifted(start))?;
+        let (header, regions, table) = check_block(block, self, standalone).map_err(|e| e.shifted(start))?;
         Ok((Directory::from_checked(buf, start, header, regions), table))
     }
 }
@@ -111,13 +113,11 @@ impl<'s> Parser<'s> {
 /// Steps 1 to 12 over `block` (offsets relative to it).
 fn check_block<'s>(
     block: &[u8],
-    limits: &Limits,
-    scratch: Option<&'s mut [u32]>,
-    seed: u64,
+    parser: Parser<'s>,
     standalone: bool,
 ) -> Result<(Header, Regions, Option<names::FrozenTable<'s>>)> {
     let header = Header::parse(block)?; // steps 1, 2
-    let regions = header.regions(block, limits)?; // steps 3 to 7
+    let regions = header.regions(block, &parser.limits)?; // steps 3 to 7
     let count = usize_from(u64::from(header.tensor_count)).unwrap_or(0);
     let descs = Descriptors::new(block, count);
     let heap = Heap::new(block.get(descs.end()..regions.heap_end).unwrap_or(&[]), descs.end());
@@ -126,7 +126,8 @@ fn check_block<'s>(
         at: regions.payload_base,
         len: header.payload_bytes,
     };
-    let table = check_descriptors(&descs, heap, header.has_names(), payload, scratch, seed)?; // steps 8 to 11
+    let b = Block { descs: &descs, heap, has_names: header.has_names(), payload };
+    let table = check_descriptors(b, parser.scratch, parser.seed, parser.plain)?; // steps 8 to 11
     if standalone && regions.block_len != block.len() {
         return fail(Rule::TrailingBytes, regions.block_len); // step 12
     }
@@ -165,6 +166,11 @@ impl FirstFault {
         self.0.is_none_or(|(s, _)| stage < s)
     }
 
+    /// True while no fault at all is held.
+    fn is_clear(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// Records `r`'s fault unless an earlier-ranked one is already held.
     fn note(&mut self, stage: Stage, r: Result<()>) {
         if let Err(e) = r {
@@ -185,18 +191,18 @@ impl FirstFault {
     }
 }
 
-/// Steps 8 to 11 in one pass over the descriptors, so a large directory is
-/// read from memory once. Faults of later stages wait in [`FirstFault`]
-/// until no earlier stage can fail; a reserved byte (the first rule of
-/// step 8) returns at once.
+/// Steps 8 to 11 in one walk over the descriptors, so a large directory is
+/// read from memory once (plain runs read the name fields once more, see
+/// [`plain_run`]). Faults of later stages wait in [`FirstFault`] until no
+/// earlier stage can fail; a reserved byte (the first rule of step 8)
+/// returns at once.
 fn check_descriptors<'s>(
-    descs: &Descriptors<'_>,
-    heap: Heap<'_>,
-    has_names: bool,
-    payload: Payload<'_>,
+    b: Block<'_, '_>,
     scratch: Option<&'s mut [u32]>,
     seed: u64,
+    plain: bool,
 ) -> Result<Option<names::FrozenTable<'s>>> {
+    let Block { descs, heap, has_names, payload } = b;
     names::check_flag_on_empty(descs.count, has_names)?;
     let name_of = |i| descs.name(&heap, i);
     let mut table = if has_names { scratch.and_then(|s| Table::new(s, descs.count)) } else { None };
@@ -206,18 +212,24 @@ fn check_descriptors<'s>(
     // step-8 name/layout fault, if there is one.
     let mut names_fault: Option<usize> = None;
     let mut ranges = RangeWalk::default();
-    let mut hashes = [0u64; RING];
-    if let Some(t) = table.as_ref() {
-        warm(t, &mut hashes, 0, descs.count.min(BATCH), seed, name_of);
-    }
-    for (i, raw) in descs.raws.iter().enumerate() {
+    let mut next = 0;
+    loop {
+        if PLAIN && plain && first.is_clear() {
+            let from = next;
+            next = plain_run(b, from, &mut names, &mut ranges);
+            if let Some((earlier, later)) = table.as_mut().and_then(|t| index_names(t, from..next, seed, name_of)) {
+                first.note(Stage::Names, duplicate(earlier, later));
+            }
+        }
+        let Some(raw) = descs.raws.get(next) else { break };
+        let i = next;
+        next = next.saturating_add(1);
         descriptor::check_reserved(raw, i)?;
         if first.open(Stage::Names) {
             let name = names.check(heap, raw, i, has_names);
             let r = name
                 .and_then(|()| match table.as_mut() {
-                    Some(t) => insert_ahead(t, &mut hashes, i, descs.count, seed, name_of)
-                        .map_or(Ok(()), |earlier| duplicate(earlier, i)),
+                    Some(t) => t.insert(i, seed, name_of).map_or(Ok(()), |earlier| duplicate(earlier, i)),
                     None => Ok(()),
                 })
                 .and_then(|()| names.check_layout(heap, raw, i, || names::names_total(descs.raws)));
@@ -254,52 +266,101 @@ fn check_descriptors<'s>(
     Ok(table.map(Table::freeze))
 }
 
-/// Names are hashed and their home slots read a batch ahead of the inserts.
-/// Large tables miss the cache on every insert; a tight loop of independent
-/// reads lets a batch of misses overlap instead of queueing one behind
-/// another. Microcontrollers have no such caches, so 32-bit targets skip it
-/// and save the code.
-const BATCH: usize = if cfg!(target_pointer_width = "64") { 16 } else { 0 };
-const RING: usize = BATCH * 2;
+/// Most descriptors are plain (a whole-byte dtype other than bool, no
+/// layout, no quantization) and valid. On 64-bit hosts, while nothing has
+/// failed, a run of them is judged by a few compares each ([`plain_run`])
+/// instead of rule by rule, and their names then go into the table in a
+/// loop of their own ([`index_names`]). Any other descriptor, and every
+/// fault, goes through the rule-by-rule path, which alone decides errors and
+/// their order. 32-bit targets keep only that path, for code size.
+const PLAIN: bool = cfg!(target_pointer_width = "64");
 
-/// Hashes names `from..to` into the ring and reads their home slots.
-fn warm<'n>(
-    t: &Table<'_>,
-    hashes: &mut [u64; RING],
-    from: usize,
-    to: usize,
-    seed: u64,
-    name_of: impl Fn(usize) -> &'n [u8],
-) {
-    let mut seen = 0u32;
-    for k in from..to {
-        let h = names::name_hash(name_of(k), seed);
-        seen ^= t.peek(h);
-        if let Some(slot) = k.checked_rem(RING).and_then(|k| hashes.get_mut(k)) {
-            *slot = h;
-        }
-    }
-    // Keeps the reads: their values are not needed, their cache lines are.
-    core::hint::black_box(seen);
+/// What the walk over one block's descriptors reads.
+#[derive(Clone, Copy)]
+struct Block<'b, 'a> {
+    descs: &'b Descriptors<'a>,
+    heap: Heap<'a>,
+    has_names: bool,
+    payload: Payload<'a>,
 }
 
-/// Inserts name `i` (hashed a batch ago); at each batch start, warms the next batch.
-fn insert_ahead<'n>(
+/// Walks plain, valid descriptors from `from` (see [`PLAIN`]) and returns
+/// the index of the first one that is not (or the count). Names are left
+/// for [`index_names`]: kept apart, each loop keeps its own data in cache
+/// (the descriptors here; the table there), which is faster than one loop
+/// that evicts the table while streaming the descriptors.
+fn plain_run(b: Block<'_, '_>, from: usize, names: &mut NameCursor, ranges: &mut RangeWalk) -> usize {
+    // The state lives in locals while the run lasts, so it stays in registers.
+    let (mut cursor, mut walk) = (names.cursor, *ranges);
+    let mut i = from;
+    while let Some(raw) = b.descs.raws.get(i) {
+        let Some(next) = plain(raw, b.has_names, b.heap, cursor, walk.running_end, b.payload) else { break };
+        #[cfg(debug_assertions)]
+        slow_path_agrees(b, raw, i, NameCursor { cursor, ..*names }, walk);
+        cursor = next;
+        walk.advance(raw);
+        i = i.saturating_add(1);
+    }
+    (names.cursor, *ranges) = (cursor, walk);
+    i
+}
+
+/// Adds the names of descriptors `range` to the table in descriptor order.
+/// Returns the first duplicate as (earlier, later).
+fn index_names<'n>(
     t: &mut Table<'_>,
-    hashes: &mut [u64; RING],
-    i: usize,
-    count: usize,
+    range: core::ops::Range<usize>,
     seed: u64,
     name_of: impl Fn(usize) -> &'n [u8] + Copy,
+) -> Option<(usize, usize)> {
+    range.into_iter().find_map(|k| t.insert(k, seed, name_of).map(|earlier| (earlier, k)))
+}
+
+/// Steps 8 to 11 for a plain descriptor when every earlier descriptor
+/// passed: its own rules ([`RawDescriptor::is_plain_and_valid`]), its name
+/// starts at the heap cursor and is UTF-8 (or it is unnamed in an unnamed
+/// directory), and its payload sits at the greedy placement after zero gap
+/// bytes. Overlap needs no check: every earlier range ends at or before the
+/// running end, which the placement puts this one after. Returns the heap
+/// cursor after the name; uniqueness is the caller's.
+#[inline]
+fn plain(
+    raw: &RawDescriptor,
+    has_names: bool,
+    heap: Heap<'_>,
+    cursor: usize,
+    running_end: u64,
+    payload: Payload<'_>,
 ) -> Option<usize> {
-    let Some(h) = i.checked_rem(RING).and_then(|k| hashes.get(k)).copied() else {
-        return t.insert(name_of(i), i, seed, name_of);
-    };
-    if i.checked_rem(BATCH) == Some(0) {
-        let from = i.saturating_add(BATCH);
-        warm(t, hashes, from, from.saturating_add(BATCH).min(count), seed, name_of);
+    if !raw.is_plain_and_valid(payload.len) {
+        return None;
     }
-    t.insert_hashed(h, name_of(i), i, name_of)
+    let (off, len) = raw.name_field();
+    let cursor = match has_names {
+        true if len != 0 && usize::from(off) == cursor => cursor.checked_add(heap.str(off, len)?.len())?,
+        false if (off, len) == (descriptor::NO_NAME, 0) => cursor,
+        _ => return None,
+    };
+    let start = align64(running_end)?;
+    if raw.byte_offset() != start {
+        return None;
+    }
+    let gap = payload.bytes.get(usize_from(running_end)?..usize_from(start)?)?;
+    first_nonzero(gap).is_none().then_some(cursor)
+}
+
+/// Debug builds: the rule-by-rule path accepts what [`plain`] accepted,
+/// from the same state (`names`, `ranges`: copies, so nothing moves on).
+#[cfg(debug_assertions)]
+fn slow_path_agrees(b: Block<'_, '_>, raw: &RawDescriptor, i: usize, mut names: NameCursor, mut ranges: RangeWalk) {
+    let mut first = FirstFault::default();
+    ranges.check(raw, i, b.payload, &mut first);
+    let ok = descriptor::check_reserved(raw, i).is_ok()
+        && names.check(b.heap, raw, i, b.has_names).is_ok()
+        && names.check_layout(b.heap, raw, i, || 0).is_ok()
+        && first.is_clear()
+        && check_values(b.descs, raw, i, b.payload).is_ok();
+    debug_assert!(ok, "fast path accepted descriptor {i}, which the rules reject");
 }
 
 fn duplicate(_earlier: usize, later: usize) -> Result<()> {
@@ -307,7 +368,7 @@ fn duplicate(_earlier: usize, later: usize) -> Result<()> {
 }
 
 /// Step 9 overlap and step 10 greedy placement, tracked across descriptors.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct RangeWalk {
     /// End of the furthest non-empty range so far (overlap).
     overlap_end: u64,
@@ -331,6 +392,15 @@ impl RangeWalk {
             first.note(Stage::Placement, check_placement(d, i, self.running_end, payload));
             self.running_end = end;
         }
+    }
+
+    /// Moves past a descriptor the fast path accepted.
+    fn advance(&mut self, d: &RawDescriptor) {
+        let end = d.range_end().unwrap_or(u64::MAX);
+        if d.byte_length() != 0 {
+            self.overlap_end = end;
+        }
+        self.running_end = end;
     }
 
     // Step 10: payload_bytes is the end of the last tensor.
@@ -393,5 +463,104 @@ impl<'a> Descriptors<'a> {
     pub(crate) fn name<'h>(&self, heap: &Heap<'h>, i: usize) -> &'h [u8] {
         let (off, len) = self.raw(i).name_field();
         heap.slice(off, len).unwrap_or(&[])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::{DType, Quant, TensorRef, TensorSpec, Writer};
+    use std::vec;
+    use std::vec::Vec;
+
+    /// Blocks that exercise both paths: all plain, and plain runs broken by
+    /// a bool, a packed, an opaque and a quantized tensor; named and unnamed.
+    fn blocks() -> Vec<Vec<u8>> {
+        let f32s = [0u8; 24];
+        let bools = [1u8, 0, 1];
+        let nibbles = [0x21u8, 0x03];
+        let scales = [0u8; 2];
+        let plain = |n: Option<&'static str>| {
+            let t = TensorSpec::new(DType::F32, &[2, 3], &f32s);
+            n.map_or(t, |n| t.named(n))
+        };
+        let sets: Vec<Vec<TensorSpec<'_>>> = vec![
+            vec![plain(Some("a")), plain(Some("bb")), TensorSpec::new(DType::U8, &[3], &bools).named("c")],
+            vec![plain(None), TensorSpec::new(DType::U16, &[0, 4], &[]), plain(None)],
+            vec![
+                plain(Some("w")),
+                TensorSpec::new(DType::Bool, &[3], &bools).named("flags"),
+                plain(Some("x")),
+                TensorSpec::new(DType::U4, &[3], &nibbles).named("q").quantized(Quant::Scales {
+                    axis: 0,
+                    group_size: 2,
+                    scale: TensorRef::Name("s"),
+                }),
+                TensorSpec::new(DType::E8M0, &[2], &scales).named("s"),
+                TensorSpec::opaque(4096, "blk", 4, &[8], &[0; 8]).named("o"),
+                plain(Some("y")),
+            ],
+        ];
+        sets.iter()
+            .map(|specs| {
+                let mut out = vec![0u8; Writer::new().encoded_len(specs).unwrap()];
+                Writer::new().write(specs, &mut out).unwrap();
+                out
+            })
+            .collect()
+    }
+
+    fn parse(bytes: &[u8], plain: bool, scratch: bool) -> Result<usize> {
+        let mut s = [0u32; 64];
+        let p = Parser { plain, ..Parser::new() };
+        let p = if scratch { p.scratch(&mut s) } else { p };
+        p.parse(bytes).map(|d| d.len())
+    }
+
+    /// The fast path is an optimisation only: on every single-byte change
+    /// and truncation of the blocks above, it gives exactly the result
+    /// (accept, or the same code, rule and offset) of the rule-by-rule path.
+    /// Debug builds also assert, descriptor by descriptor, that the
+    /// rule-by-rule path accepts whatever the fast path accepted.
+    #[test]
+    fn fast_path_agrees_with_the_rules_on_every_mutation() {
+        let mut compared = 0;
+        for block in blocks() {
+            assert!(parse(&block, true, true).is_ok());
+            for at in 0..block.len() {
+                for v in [0x00u8, 0x01, 0x02, 0x3f, 0x40, 0x7f, 0x80, 0xc0, 0xfe, 0xff] {
+                    let mut m = block.clone();
+                    m[at] = v;
+                    for scratch in [true, false] {
+                        assert_eq!(parse(&m, true, scratch), parse(&m, false, scratch), "byte {at} = {v:#x}");
+                        compared += 1;
+                    }
+                }
+            }
+            for len in 0..block.len() {
+                assert_eq!(parse(&block[..len], true, true), parse(&block[..len], false, true), "len {len}");
+            }
+        }
+        assert!(compared > 10_000, "{compared}");
+    }
+
+    /// A duplicate inside a plain run is reported as the rules report it,
+    /// and a reserved byte in a later descriptor still wins over it.
+    #[test]
+    fn duplicates_in_a_plain_run() {
+        let data = [0u8; 4];
+        let specs: Vec<_> = ["a", "b", "c"].iter().map(|n| TensorSpec::new(DType::F32, &[1], &data).named(n)).collect();
+        let mut block = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
+        Writer::new().write(&specs, &mut block).unwrap();
+        // Rename "c" to "a" in the heap (names start after 3 descriptors).
+        let heap = HEADER_LEN + 3 * DESCRIPTOR_LEN;
+        block[heap + 2] = b'a';
+        let dup = parse(&block, true, true).unwrap_err();
+        assert_eq!(dup.rule(), Rule::DuplicateName);
+        assert_eq!(dup, parse(&block, false, true).unwrap_err());
+        assert_eq!(dup, parse(&block, true, false).unwrap_err());
+        block[HEADER_LEN + 2 * DESCRIPTOR_LEN + 3] = 1; // reserved byte of descriptor 2
+        assert_eq!(parse(&block, true, true).unwrap_err().rule(), Rule::DescriptorReserved);
     }
 }

@@ -132,6 +132,7 @@ pub(crate) fn check_flag_on_empty(count: usize, names_flag: bool) -> Result<()> 
 }
 
 /// One heap entry: it starts at `cursor`, fits, and is UTF-8. Returns the new cursor.
+#[cfg_attr(target_pointer_width = "64", inline)]
 fn take(heap: Heap<'_>, cursor: usize, off: u16, len: u16, i: usize, field: usize, utf8: Rule) -> Result<usize> {
     if usize::from(off) != cursor {
         return fail(Rule::HeapOrder, field_at(i, field));
@@ -148,6 +149,7 @@ fn take(heap: Heap<'_>, cursor: usize, off: u16, len: u16, i: usize, field: usiz
 
 /// A hash for name bytes. Word-at-a-time multiply-rotate: fast for short
 /// names and well mixed; `seed` lets a caller defeat precomputed collisions.
+#[cfg_attr(target_pointer_width = "64", inline)]
 pub(crate) fn name_hash(bytes: &[u8], seed: u64) -> u64 {
     if cfg!(not(target_pointer_width = "64")) {
         // Microcontrollers: byte-wise FNV-1a, the smallest code that mixes well.
@@ -162,8 +164,7 @@ pub(crate) fn name_hash(bytes: &[u8], seed: u64) -> u64 {
         let w = crate::bytes::u64_at(c, 0).unwrap_or(0);
         h = (h ^ w).wrapping_mul(K).rotate_left(31);
     }
-    h = (h ^ tail_word(chunks.remainder())).wrapping_mul(K);
-    h ^ (h >> 32)
+    (h ^ tail_word(chunks.remainder())).wrapping_mul(K)
 }
 
 /// The last 0 to 7 bytes as one word, from overlapping reads (no byte loop,
@@ -206,20 +207,20 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-/// Slot for a hash in a table of `mask + 1` slots: the top bits of a
-/// multiplicative mix, which depend on every input bit (the low bits of a
-/// product do not).
+/// Home slot for a hash, given `shift` = 64 - log2(slots): the top bits.
+/// The hash ends in a multiply, and only a product's top bits depend on
+/// every input bit.
 #[inline]
-fn slot_of(h: u64, mask: usize) -> usize {
-    let top = h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
-    usize::try_from(top).unwrap_or(0) & mask
+fn slot_of(h: u64, shift: u32) -> usize {
+    usize::try_from(h.checked_shr(shift).unwrap_or(0)).unwrap_or(0)
 }
 
 /// The 32 hash bits kept beside each index, so a probe only reads a
-/// descriptor and its name when the fingerprints already agree.
+/// descriptor and its name when the fingerprints already agree. The high
+/// half is folded in: the low bits of a product miss the high input bits.
 #[inline]
 fn fingerprint(h: u64) -> u32 {
-    u32::try_from(h & 0xFFFF_FFFF).unwrap_or(0)
+    u32::try_from((h ^ (h >> 32)) & 0xFFFF_FFFF).unwrap_or(0)
 }
 
 /// Slots a table for `count` names uses: a power of two at least 1.5 times the count.
@@ -242,6 +243,8 @@ pub fn scratch_len(count: u32) -> usize {
 pub(crate) struct Table<'s> {
     slots: &'s mut [[u32; 2]],
     mask: usize,
+    /// 64 - log2(slots), for [`slot_of`].
+    shift: u32,
 }
 
 impl<'s> Table<'s> {
@@ -251,36 +254,15 @@ impl<'s> Table<'s> {
         let words = scratch.get_mut(..want.checked_mul(2)?)?;
         words.fill(0);
         let slots: &mut [[u32; 2]] = bytemuck::try_cast_slice_mut(words).ok()?;
-        Some(Table { slots, mask: want.wrapping_sub(1) })
+        Some(Table { slots, mask: want.wrapping_sub(1), shift: 64u32.saturating_sub(want.trailing_zeros()) })
     }
 
-    /// Inserts descriptor `index` named `name`; returns the index of an
-    /// earlier tensor with the same name instead, if there is one.
-    pub fn insert<'n>(
-        &mut self,
-        name: &[u8],
-        index: usize,
-        seed: u64,
-        name_of: impl Fn(usize) -> &'n [u8],
-    ) -> Option<usize> {
-        self.insert_hashed(name_hash(name, seed), name, index, name_of)
-    }
-
-    /// The first word of the home slot of hash `h` (see `directory::warm`).
-    #[inline]
-    pub fn peek(&self, h: u64) -> u32 {
-        self.slots.get(slot_of(h, self.mask)).map_or(0, |c| c[0])
-    }
-
-    /// [`insert`](Self::insert) with the name's hash already computed.
-    pub fn insert_hashed<'n>(
-        &mut self,
-        h: u64,
-        name: &[u8],
-        index: usize,
-        name_of: impl Fn(usize) -> &'n [u8],
-    ) -> Option<usize> {
-        let (fp, mut slot) = (fingerprint(h), slot_of(h, self.mask));
+    /// Inserts descriptor `index`, whose name is `name_of(index)`; returns
+    /// the index of an earlier tensor with the same name instead, if there is one.
+    pub fn insert<'n>(&mut self, index: usize, seed: u64, name_of: impl Fn(usize) -> &'n [u8]) -> Option<usize> {
+        let name = name_of(index);
+        let h = name_hash(name, seed);
+        let (fp, mut slot) = (fingerprint(h), slot_of(h, self.shift));
         // There are more slots than tensors, so an empty slot is always found.
         for _ in 0..self.slots.len() {
             let cell = self.slots.get_mut(slot)?;
@@ -298,7 +280,7 @@ impl<'s> Table<'s> {
 
     /// Freezes the table for lookups.
     pub fn freeze(self) -> FrozenTable<'s> {
-        FrozenTable { slots: self.slots, mask: self.mask }
+        FrozenTable { slots: self.slots, mask: self.mask, shift: self.shift }
     }
 }
 
@@ -307,13 +289,15 @@ impl<'s> Table<'s> {
 pub(crate) struct FrozenTable<'s> {
     slots: &'s [[u32; 2]],
     mask: usize,
+    shift: u32,
 }
 
 impl FrozenTable<'_> {
     /// The index of the tensor named `name`, if any.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn find<'n>(&self, name: &[u8], seed: u64, name_of: impl Fn(usize) -> &'n [u8]) -> Option<usize> {
         let h = name_hash(name, seed);
-        let (fp, mut slot) = (fingerprint(h), slot_of(h, self.mask));
+        let (fp, mut slot) = (fingerprint(h), slot_of(h, self.shift));
         for _ in 0..self.slots.len() {
             let [stored, stored_fp] = *self.slots.get(slot)?;
             let index = usize::try_from(stored).ok()?.checked_sub(1)?;
@@ -357,7 +341,7 @@ mod tests {
         let names: [&[u8]; 4] = [b"a", b"bb", b"c", b"bb"];
         let mut scratch = [0u32; 16];
         let mut t = Table::new(&mut scratch, 4).unwrap();
-        let dup = (0..4).find_map(|j| t.insert(names[j], j, 7, |i| names[i]).map(|i| (i, j)));
+        let dup = (0..4).find_map(|j| t.insert(j, 7, |i| names[i]).map(|i| (i, j)));
         assert_eq!(dup, Some((1, 3)));
         assert_eq!(find_duplicate_quadratic(4, |i| names[i]), Some((1, 3)));
         assert_eq!(find_duplicate_quadratic(3, |i| names[i]), None);
@@ -419,7 +403,7 @@ mod tests {
         let names: [&[u8]; 3] = [b"x", b"y", b"z"];
         let mut scratch = [0u32; 16];
         let mut t = Table::new(&mut scratch, 3).unwrap();
-        assert!((0..3).all(|j| t.insert(names[j], j, 0, |i| names[i]).is_none()));
+        assert!((0..3).all(|j| t.insert(j, 0, |i| names[i]).is_none()));
         let f = t.freeze();
         for (i, n) in names.iter().enumerate() {
             assert_eq!(f.find(n, 0, |k| names[k]), Some(i));

@@ -86,17 +86,26 @@ impl<'a> Directory<'a> {
     }
 
     /// Absolute offset of the payload region.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn payload_start(&self) -> usize {
         self.start.saturating_add(self.regions.payload_base)
     }
 
     /// Tensor `index`, in descriptor order.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn get(&self, index: usize) -> Option<Tensor<'a>> {
-        let raw = self.descs.raws.get(index)?;
-        Some(Tensor { dir: *self, index, raw, dims: raw.shape() })
+        self.parts().tensor(index)
+    }
+
+    /// What its tensors read of it.
+    #[inline]
+    fn parts(&self) -> Parts<'a> {
+        let at = self.payload_start();
+        Parts { raws: self.descs.raws, heap: self.heap, payload: self.buf.get(at..self.end()).unwrap_or(&[]), at }
     }
 
     /// The tensors in descriptor order.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn iter(&self) -> Tensors<'a> {
         Tensors { dir: *self, next: 0 }
     }
@@ -110,6 +119,7 @@ impl<'a> Directory<'a> {
         (0..self.len()).find(|&i| same_bytes(self.descs.name(&self.heap, i), name.as_bytes())).and_then(|i| self.get(i))
     }
 
+    #[cfg_attr(target_pointer_width = "64", inline)]
     fn name_bytes(&self, index: usize) -> &'a [u8] {
         self.descs.name(&self.heap, index)
     }
@@ -132,6 +142,7 @@ pub struct Tensors<'a> {
 
 impl<'a> Iterator for Tensors<'a> {
     type Item = Tensor<'a>;
+    #[cfg_attr(target_pointer_width = "64", inline)]
     fn next(&mut self) -> Option<Tensor<'a>> {
         let t = self.dir.get(self.next)?;
         self.next = self.next.saturating_add(1);
@@ -174,7 +185,7 @@ impl<'a, 's> NameIndex<'a, 's> {
         let table = crate::names::Table::new(scratch, dir.len()).map(|mut t| {
             for i in 0..dir.len() {
                 // Names are unique (checked), so insert never reports a duplicate.
-                let _ = t.insert(dir.name_bytes(i), i, 0, |k| dir.name_bytes(k));
+                let _ = t.insert(i, 0, |k| dir.name_bytes(k));
             }
             t.freeze()
         });
@@ -187,6 +198,9 @@ impl<'a, 's> NameIndex<'a, 's> {
     }
 
     /// The tensor named `name`.
+    // Always inlined on 64-bit hosts: a tensor handed back from an
+    // out-of-line call goes through memory, which cost more than the lookup.
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
     pub fn get(&self, name: &str) -> Option<Tensor<'a>> {
         match &self.table {
             Some(t) => t.find(name.as_bytes(), self.seed, |k| self.dir.name_bytes(k)).and_then(|i| self.dir.get(i)),
@@ -200,10 +214,29 @@ impl<'a, 's> NameIndex<'a, 's> {
     }
 }
 
+/// The parts of a directory its tensors read. A tensor carries these rather
+/// than the whole [`Directory`], so handing one out copies little.
+#[derive(Clone, Copy, Debug)]
+struct Parts<'a> {
+    raws: &'a [RawDescriptor],
+    heap: Heap<'a>,
+    /// The payload region, which starts at `at` in the caller's buffer.
+    payload: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Parts<'a> {
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    fn tensor(self, index: usize) -> Option<Tensor<'a>> {
+        let raw = self.raws.get(index)?;
+        Some(Tensor { parts: self, index, raw, dims: raw.shape() })
+    }
+}
+
 /// One tensor of a checked directory.
 #[derive(Clone, Copy, Debug)]
 pub struct Tensor<'a> {
-    dir: Directory<'a>,
+    parts: Parts<'a>,
     index: usize,
     raw: &'a RawDescriptor,
     /// Decoded shape slots, so `shape()` can lend a slice.
@@ -243,7 +276,7 @@ impl<'a> Tensor<'a> {
         if len == 0 {
             return None;
         }
-        self.dir.heap.str(off, len)
+        self.parts.heap.str(off, len)
     }
 
     /// The dtype.
@@ -253,11 +286,13 @@ impl<'a> Tensor<'a> {
     }
 
     /// Rank, 0 to 8.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn rank(&self) -> usize {
         usize::from(self.raw.rank())
     }
 
     /// The dimensions (`[]` for a scalar).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn shape(&self) -> &[u64] {
         self.dims.get(..self.rank()).unwrap_or(&[])
     }
@@ -273,7 +308,7 @@ impl<'a> Tensor<'a> {
         if len == 0 {
             return None;
         }
-        self.dir.heap.str(off, len)
+        self.parts.heap.str(off, len)
     }
 
     /// The opaque block size in bytes (0 for other dtypes).
@@ -287,10 +322,10 @@ impl<'a> Tensor<'a> {
         if scheme == 0 {
             return None;
         }
-        let scale = self.dir.get(usize_from(u64::from(self.raw.scale_index()))?)?;
+        let scale = self.parts.tensor(usize_from(u64::from(self.raw.scale_index()))?)?;
         let outer = match self.raw.outer_index() {
             NO_INDEX => None,
-            i => self.dir.get(usize_from(u64::from(i))?),
+            i => self.parts.tensor(usize_from(u64::from(i))?),
         };
         Some(Quantization {
             scheme,
@@ -307,19 +342,22 @@ impl<'a> Tensor<'a> {
     }
 
     /// Absolute offset of the payload in the caller's buffer.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn absolute_offset(&self) -> usize {
-        self.dir.payload_start().saturating_add(usize_from(self.raw.byte_offset()).unwrap_or(0))
+        self.parts.at.saturating_add(usize_from(self.raw.byte_offset()).unwrap_or(0))
     }
 
     /// Payload length in bytes.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn byte_len(&self) -> usize {
         usize_from(self.raw.byte_length()).unwrap_or(0)
     }
 
     /// The payload: wire bytes, borrowed from the caller's buffer.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn bytes(&self) -> &'a [u8] {
-        let start = self.absolute_offset();
-        self.dir.buf.get(start..start.saturating_add(self.byte_len())).unwrap_or(&[])
+        let start = usize_from(self.raw.byte_offset()).unwrap_or(usize::MAX);
+        self.parts.payload.get(start..start.saturating_add(self.byte_len())).unwrap_or(&[])
     }
 
     /// The elements as `&[T]` without copying, when `T` matches the dtype,
