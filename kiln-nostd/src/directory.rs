@@ -525,11 +525,17 @@ mod tests {
     /// rule-by-rule path accepts whatever the fast path accepted.
     #[test]
     fn fast_path_agrees_with_the_rules_on_every_mutation() {
+        // Interpreted under Miri: a sample (every 61st byte, two values).
+        let (stride, values): (usize, &[u8]) = if cfg!(miri) {
+            (61, &[0x00, 0xff])
+        } else {
+            (1, &[0x00, 0x01, 0x02, 0x3f, 0x40, 0x7f, 0x80, 0xc0, 0xfe, 0xff])
+        };
         let mut compared = 0;
         for block in blocks() {
             assert!(parse(&block, true, true).is_ok());
-            for at in 0..block.len() {
-                for v in [0x00u8, 0x01, 0x02, 0x3f, 0x40, 0x7f, 0x80, 0xc0, 0xfe, 0xff] {
+            for at in (0..block.len()).step_by(stride) {
+                for &v in values {
                     let mut m = block.clone();
                     m[at] = v;
                     for scratch in [true, false] {
@@ -538,11 +544,11 @@ mod tests {
                     }
                 }
             }
-            for len in 0..block.len() {
+            for len in (0..block.len()).step_by(stride) {
                 assert_eq!(parse(&block[..len], true, true), parse(&block[..len], false, true), "len {len}");
             }
         }
-        assert!(compared > 10_000, "{compared}");
+        assert!(compared > 10_000 / (stride * stride), "{compared}");
     }
 
     /// A duplicate inside a plain run is reported as the rules report it,
