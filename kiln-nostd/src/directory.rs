@@ -381,20 +381,16 @@ impl RangeWalk {
         if let Err(e) = descriptor::check_shape_and_range(d, i, payload.len) {
             return first.note(Stage::Ranges, Err(e));
         }
-        let end = d.range_end().unwrap_or(u64::MAX);
-        if d.byte_length() != 0 {
-            if d.byte_offset() < self.overlap_end {
-                return first.note(Stage::Ranges, fail(Rule::RangeOverlap, field_at(i, AT_BYTE_OFFSET)));
-            }
-            self.overlap_end = end;
+        if d.byte_length() != 0 && d.byte_offset() < self.overlap_end {
+            return first.note(Stage::Ranges, fail(Rule::RangeOverlap, field_at(i, AT_BYTE_OFFSET)));
         }
         if first.open(Stage::Placement) {
             first.note(Stage::Placement, check_placement(d, i, self.running_end, payload));
-            self.running_end = end;
         }
+        self.advance(d);
     }
 
-    /// Moves past a descriptor the fast path accepted.
+    /// Moves past a descriptor whose range passed (here, or in the fast path).
     fn advance(&mut self, d: &RawDescriptor) {
         let end = d.range_end().unwrap_or(u64::MAX);
         if d.byte_length() != 0 {

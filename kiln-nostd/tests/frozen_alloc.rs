@@ -4,61 +4,14 @@
 //! Only allocations made by the test's own thread while a measurement runs
 //! are counted (the harness allocates on other threads).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+mod support;
+
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use kiln_derive::Kiln;
 use kiln_nostd::frozen::decode;
 use kiln_nostd::{ErrorCode, Rule};
-
-struct Counting;
-
-static CALLS: AtomicUsize = AtomicUsize::new(0);
-static BYTES: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    static ON: Cell<bool> = const { Cell::new(false) };
-}
-
-fn note(size: usize) {
-    if ON.with(Cell::get) {
-        CALLS.fetch_add(1, Ordering::Relaxed);
-        BYTES.fetch_add(size, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// Runs `f` and returns its result with (allocation calls, bytes) made by
-/// this thread meanwhile. Tests in this file run one at a time through a lock.
-fn measure<T>(f: impl FnOnce() -> T) -> (T, usize, usize) {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _g = LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    CALLS.store(0, Ordering::SeqCst);
-    BYTES.store(0, Ordering::SeqCst);
-    ON.with(|on| on.set(true));
-    let out = f();
-    ON.with(|on| on.set(false));
-    (out, CALLS.load(Ordering::SeqCst), BYTES.load(Ordering::SeqCst))
-}
+use support::measure;
 
 #[derive(Kiln, Debug)]
 struct Item {

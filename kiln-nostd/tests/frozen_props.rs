@@ -53,26 +53,8 @@ enum V {
     Tensors(Vec<u8>),
 }
 
-const SCALARS: [Kind; 15] = [
-    Kind::Bool,
-    Kind::I8,
-    Kind::I16,
-    Kind::I32,
-    Kind::I64,
-    Kind::U8,
-    Kind::U16,
-    Kind::U32,
-    Kind::U64,
-    Kind::Int,
-    Kind::Uint,
-    Kind::F32,
-    Kind::F64,
-    Kind::Str,
-    Kind::Tensors,
-];
-
 fn types() -> impl Strategy<Value = T> {
-    let leaf = proptest::sample::select(&SCALARS[..]).prop_map(T::Scalar);
+    let leaf = proptest::sample::select(Kind::scalars()).prop_map(T::Scalar);
     leaf.prop_recursive(5, 40, 4, |inner| {
         prop_oneof![
             inner.clone().prop_map(|t| T::List(Box::new(t))),

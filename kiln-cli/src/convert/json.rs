@@ -9,14 +9,7 @@ pub fn string(s: &str) -> String {
 /// non-finite values as the strings "NaN", "inf", "-inf".
 pub fn f32(x: f32) -> String {
     if x.is_finite() {
-        // Display prints the shortest round-tripping digits, and never an exponent
-        // form JSON rejects.
-        let s = format!("{x}");
-        if s.contains(['.', 'e', 'E']) {
-            s
-        } else {
-            s + ".0"
-        }
+        decimal(format!("{x}"))
     } else {
         non_finite(f64::from(x))
     }
@@ -25,14 +18,20 @@ pub fn f32(x: f32) -> String {
 /// An f64, likewise.
 pub fn f64(x: f64) -> String {
     if x.is_finite() {
-        let s = format!("{x}");
-        if s.contains(['.', 'e', 'E']) {
-            s
-        } else {
-            s + ".0"
-        }
+        decimal(format!("{x}"))
     } else {
         non_finite(x)
+    }
+}
+
+/// A float's Display text as a JSON number. Display prints the shortest
+/// round-tripping digits, and never an exponent form JSON rejects; a whole
+/// number gets ".0" so it reads back as a float.
+fn decimal(s: String) -> String {
+    if s.contains(['.', 'e', 'E']) {
+        s
+    } else {
+        s + ".0"
     }
 }
 

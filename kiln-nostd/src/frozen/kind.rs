@@ -104,6 +104,16 @@ impl Kind {
         SCALARS.iter().copied().find(|k| k.name() == name)
     }
 
+    /// The fifteen scalar kinds, in the order the spec lists them.
+    ///
+    /// ```
+    /// use kiln_nostd::frozen::Kind;
+    /// assert!(Kind::scalars().iter().all(|k| Kind::from_name(k.name()) == Some(*k)));
+    /// ```
+    pub const fn scalars() -> &'static [Kind] {
+        &SCALARS
+    }
+
     /// True for list, opt, dict and struct: the kinds that count towards depth.
     pub const fn is_container(self) -> bool {
         matches!(self, Kind::List | Kind::Opt | Kind::Dict | Kind::Struct)
