@@ -398,10 +398,10 @@ pub(crate) fn check_reserved(raw: &RawDescriptor, index: usize) -> Result<()> {
 pub(crate) fn check_shape_and_range(d: &RawDescriptor, index: usize, payload_bytes: u64) -> Result<()> {
     let at = |field| field_at(index, field);
     let Some(end) = d.range_end() else {
-        return fail(Rule::RangeOverflow, at(AT_BYTE_LENGTH));
+        return fail(Rule::RangeOverflow, at(AT_BYTE_OFFSET));
     };
     if end > payload_bytes {
-        return fail(Rule::RangePastPayload, at(AT_BYTE_OFFSET));
+        return fail(Rule::RangePastPayload, at(AT_BYTE_LENGTH));
     }
     let Some(dtype) = d.dtype() else {
         return fail(Rule::UnknownDtype, at(AT_DTYPE));

@@ -5,16 +5,15 @@
 //! wins; inside a step, the first fault in descriptor order wins.
 
 use crate::bytes::{align64, first_nonzero, usize_from};
-use crate::descriptor::{self, field_at, RawDescriptor, AT_BYTE_OFFSET};
-use crate::error::{fail, Error, Result, Rule};
+use crate::check_order;
+use crate::descriptor::{self, RawDescriptor};
+use crate::error::{fail, Result, Rule};
 use crate::header::{Header, Regions, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::limits::Limits;
 use crate::names::{self, Heap, NameCursor, Table};
 use crate::quant;
+use crate::ranges;
 use crate::views::{Directory, NameIndex};
-
-/// Header field offset of payload_bytes (for step 10's report).
-const AT_PAYLOAD_BYTES: usize = 16;
 
 /// Checks directory blocks with configurable caps and optional name scratch.
 ///
@@ -118,16 +117,8 @@ fn check_block<'s>(
 ) -> Result<(Header, Regions, Option<names::FrozenTable<'s>>)> {
     let header = Header::parse(block)?; // steps 1, 2
     let regions = header.regions(block, &parser.limits)?; // steps 3 to 7
-    let count = usize_from(u64::from(header.tensor_count)).unwrap_or(0);
-    let descs = Descriptors::new(block, count);
-    let heap = Heap::new(block.get(descs.end()..regions.heap_end).unwrap_or(&[]), descs.end());
-    let payload = Payload {
-        bytes: block.get(regions.payload_base..regions.block_len).unwrap_or(&[]),
-        at: regions.payload_base,
-        len: header.payload_bytes,
-    };
-    let b = Block { descs: &descs, heap, has_names: header.has_names(), payload };
-    let table = check_descriptors(b, parser.scratch, parser.seed, parser.plain)?; // steps 8 to 11
+    let b = Block::new(block, &header, regions, true);
+    let table = check_descriptors(&b, parser.scratch, parser.seed, parser.plain)?; // steps 8 to 11
     if standalone && regions.block_len != block.len() {
         return fail(Rule::TrailingBytes, regions.block_len); // step 12
     }
@@ -136,152 +127,117 @@ fn check_block<'s>(
 
 /// The payload region of a block whose size checks passed.
 #[derive(Clone, Copy)]
-struct Payload<'a> {
-    bytes: &'a [u8],
+pub(crate) struct Payload<'a> {
+    /// The region's bytes; `None` when they are not at hand (the incremental
+    /// validator checks the directory before the payload streams past), so
+    /// gap and element bytes are left to the caller.
+    pub(crate) bytes: Option<&'a [u8]>,
     /// Block offset of the region.
-    at: usize,
+    pub(crate) at: usize,
     /// payload_bytes from the header.
-    len: u64,
+    pub(crate) len: u64,
 }
 
-/// Where a fault sits in the check order: step 8 has sub-steps (reserved
-/// bytes, which return at once; then per descriptor its name rules, name
-/// uniqueness and layout rules; then the heap total).
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Stage {
-    Names,
-    HeapTotal,
-    Ranges,    // step 9
-    Placement, // step 10
-    Values,    // step 11
-}
-
-/// The first fault by (stage, descriptor order) seen so far.
-#[derive(Default)]
-struct FirstFault(Option<(Stage, Error)>);
-
-impl FirstFault {
-    /// True while a fault at `stage` could still be the one reported.
-    fn open(&self, stage: Stage) -> bool {
-        self.0.is_none_or(|(s, _)| stage < s)
-    }
-
-    /// True while no fault at all is held.
-    fn is_clear(&self) -> bool {
-        self.0.is_none()
-    }
-
-    /// Records `r`'s fault unless an earlier-ranked one is already held.
-    fn note(&mut self, stage: Stage, r: Result<()>) {
-        if let Err(e) = r {
-            if self.open(stage) {
-                self.0 = Some((stage, e));
-            }
-        }
-    }
-
-    /// Replaces the held fault (a duplicate found after the walk that comes
-    /// before the step-8 fault the walk stopped at).
-    fn replace(&mut self, stage: Stage, e: Error) {
-        self.0 = Some((stage, e));
-    }
-
-    fn into_result(self) -> Result<()> {
-        self.0.map_or(Ok(()), |(_, e)| Err(e))
-    }
-}
-
-/// Steps 8 to 11 in one walk over the descriptors, so a large directory is
-/// read from memory once (plain runs read the name fields once more, see
-/// [`plain_run`]). Faults of later stages wait in [`FirstFault`] until no
-/// earlier stage can fail; a reserved byte (the first rule of step 8)
-/// returns at once.
-fn check_descriptors<'s>(
-    b: Block<'_, '_>,
+/// Steps 8 to 11. Accepting and reporting are kept apart: [`accept`] walks
+/// the descriptors once, all rules of a descriptor together, and answers
+/// only whether the block is valid; when it is not, [`check_order::first_fault`]
+/// finds the fault the spec reports by going step by step (slower, and
+/// faults are rare).
+pub(crate) fn check_descriptors<'s>(
+    b: &Block<'_>,
     scratch: Option<&'s mut [u32]>,
     seed: u64,
     plain: bool,
 ) -> Result<Option<names::FrozenTable<'s>>> {
-    let Block { descs, heap, has_names, payload } = b;
+    let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
+    match accept(b, table.as_mut(), seed, plain) {
+        Ok(()) => Ok(table.map(Table::freeze)),
+        Err(seen) => {
+            let scratch = table.map(Table::into_scratch).or(spare);
+            match check_order::first_fault(b, scratch, seed) {
+                Err(e) => Err(e),
+                // Cannot happen: both paths check the same rules. Should it,
+                // the block is still refused, with the fault the walk met.
+                Ok(()) => Err(seen),
+            }
+        }
+    }
+}
+
+/// One walk over the descriptors, every rule of each descriptor together, so
+/// a large directory is read from memory once (plain runs read the name
+/// fields once more, see [`plain_run`]). `Ok` exactly when steps 8 to 11 hold;
+/// the error is the first fault met, which need not be the one the spec's
+/// order reports.
+///
+/// No overlap check is needed: a block whose offsets all sit at the greedy
+/// placement has its ranges in increasing order, so none can intersect.
+fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64, plain: bool) -> Result<()> {
+    let Block { descs, heap, has_names, payload } = *b;
     names::check_flag_on_empty(descs.count, has_names)?;
     let name_of = |i| descs.name(&heap, i);
-    let mut table = if has_names { scratch.and_then(|s| Table::new(s, descs.count)) } else { None };
-    let mut first = FirstFault::default();
     let mut names = NameCursor::default();
-    // How many descriptors' names passed their own rules before the first
-    // step-8 name/layout fault, if there is one.
-    let mut names_fault: Option<usize> = None;
-    let mut ranges = RangeWalk::default();
+    let mut running_end = 0u64;
     let mut next = 0;
     loop {
-        if PLAIN && plain && first.is_clear() {
+        if PLAIN && plain {
             let from = next;
-            next = plain_run(b, from, &mut names, &mut ranges);
-            if let Some((earlier, later)) = table.as_mut().and_then(|t| index_names(t, from..next, seed, name_of)) {
-                first.note(Stage::Names, duplicate(earlier, later));
+            next = plain_run(b, from, &mut names, &mut running_end);
+            if let Some((_, later)) = table.as_deref_mut().and_then(|t| index_names(t, from..next, seed, name_of)) {
+                return duplicate(later);
             }
         }
         let Some(raw) = descs.raws.get(next) else { break };
         let i = next;
         next = next.saturating_add(1);
         descriptor::check_reserved(raw, i)?;
-        if first.open(Stage::Names) {
-            let name = names.check(heap, raw, i, has_names);
-            let r = name
-                .and_then(|()| match table.as_mut() {
-                    Some(t) => t.insert(i, seed, name_of).map_or(Ok(()), |earlier| duplicate(earlier, i)),
-                    None => Ok(()),
-                })
-                .and_then(|()| names.check_layout(heap, raw, i, || names::names_total(descs.raws)));
-            if r.is_err() {
-                names_fault = Some(if name.is_ok() { i.saturating_add(1) } else { i });
-            }
-            first.note(Stage::Names, r);
+        names.check(heap, raw, i, has_names)?;
+        if let Some(earlier) = table.as_deref_mut().and_then(|t| t.insert(i, seed, name_of)) {
+            return duplicate_pair(earlier, i);
         }
-        if first.open(Stage::Ranges) {
-            ranges.check(raw, i, payload, &mut first);
-            if first.open(Stage::Values) {
-                first.note(Stage::Values, check_values(descs, raw, i, payload));
-            }
+        names.check_layout(heap, raw, i, || names::names_total(descs.raws))?;
+        descriptor::check_shape_and_range(raw, i, payload.len)?;
+        ranges::check_placement(raw, i, running_end, payload)?;
+        running_end = raw.range_end().unwrap_or(u64::MAX);
+        check_values(&descs, raw, i, payload)?;
+    }
+    if has_names && table.is_none() {
+        if let Some((earlier, later)) = names::find_duplicate_quadratic(descs.count, name_of) {
+            return duplicate_pair(earlier, later);
         }
     }
-    if has_names && table.is_none() && (names_fault.is_some() || first.open(Stage::Names)) {
-        // Without scratch, duplicates are found after the walk. One among
-        // the names that passed their own rules comes before the walk's
-        // step-8 fault (uniqueness is checked before a descriptor's layout).
-        let upto = names_fault.unwrap_or(descs.count);
-        if let Some((earlier, later)) = names::find_duplicate_quadratic(upto, name_of) {
-            if let Err(e) = duplicate(earlier, later) {
-                first.replace(Stage::Names, e);
-            }
-        }
-    }
-    if first.open(Stage::HeapTotal) {
-        first.note(Stage::HeapTotal, names.check_heap_total(heap));
-    }
-    if first.open(Stage::Placement) {
-        first.note(Stage::Placement, ranges.check_total(payload.len));
-    }
-    first.into_result()?;
-    Ok(table.map(Table::freeze))
+    names.check_heap_total(heap)?;
+    ranges::check_total(running_end, payload.len)
 }
 
 /// Most descriptors are plain (a whole-byte dtype other than bool, no
-/// layout, no quantization) and valid. On 64-bit hosts, while nothing has
-/// failed, a run of them is judged by a few compares each ([`plain_run`])
-/// instead of rule by rule, and their names then go into the table in a
-/// loop of their own ([`index_names`]). Any other descriptor, and every
-/// fault, goes through the rule-by-rule path, which alone decides errors and
-/// their order. 32-bit targets keep only that path, for code size.
+/// layout, no quantization) and valid. On 64-bit hosts a run of them is
+/// judged by a few compares each ([`plain_run`]) instead of rule by rule,
+/// and their names then go into the table in a loop of their own
+/// ([`index_names`]). Any other descriptor, and every fault, goes through
+/// the rule-by-rule walk. 32-bit targets keep only that walk, for code size.
 const PLAIN: bool = cfg!(target_pointer_width = "64");
 
-/// What the walk over one block's descriptors reads.
+/// What the checks of steps 8 to 11 read of one block.
 #[derive(Clone, Copy)]
-struct Block<'b, 'a> {
-    descs: &'b Descriptors<'a>,
-    heap: Heap<'a>,
-    has_names: bool,
-    payload: Payload<'a>,
+pub(crate) struct Block<'a> {
+    pub(crate) descs: Descriptors<'a>,
+    pub(crate) heap: Heap<'a>,
+    pub(crate) has_names: bool,
+    pub(crate) payload: Payload<'a>,
+}
+
+impl<'a> Block<'a> {
+    /// The parts of `block`, which passed steps 1 to 7. With `with_payload`
+    /// false only the directory prefix (up to `payload_base`) need be there.
+    pub(crate) fn new(block: &'a [u8], header: &Header, regions: Regions, with_payload: bool) -> Block<'a> {
+        let count = usize_from(u64::from(header.tensor_count)).unwrap_or(0);
+        let descs = Descriptors::new(block, count);
+        let heap = Heap::new(block.get(descs.end()..regions.heap_end).unwrap_or(&[]), descs.end());
+        let bytes = with_payload.then(|| block.get(regions.payload_base..regions.block_len).unwrap_or(&[]));
+        let payload = Payload { bytes, at: regions.payload_base, len: header.payload_bytes };
+        Block { descs, heap, has_names: header.has_names(), payload }
+    }
 }
 
 /// Walks plain, valid descriptors from `from` (see [`PLAIN`]) and returns
@@ -289,19 +245,19 @@ struct Block<'b, 'a> {
 /// for [`index_names`]: kept apart, each loop keeps its own data in cache
 /// (the descriptors here; the table there), which is faster than one loop
 /// that evicts the table while streaming the descriptors.
-fn plain_run(b: Block<'_, '_>, from: usize, names: &mut NameCursor, ranges: &mut RangeWalk) -> usize {
+fn plain_run(b: &Block<'_>, from: usize, names: &mut NameCursor, running_end: &mut u64) -> usize {
     // The state lives in locals while the run lasts, so it stays in registers.
-    let (mut cursor, mut walk) = (names.cursor, *ranges);
+    let (mut cursor, mut end) = (names.cursor, *running_end);
     let mut i = from;
     while let Some(raw) = b.descs.raws.get(i) {
-        let Some(next) = plain(raw, b.has_names, b.heap, cursor, walk.running_end, b.payload) else { break };
+        let Some(next) = plain(raw, b.has_names, b.heap, cursor, end, b.payload) else { break };
         #[cfg(debug_assertions)]
-        slow_path_agrees(b, raw, i, NameCursor { cursor, ..*names }, walk);
+        slow_path_agrees(b, raw, i, NameCursor { cursor, ..*names }, end);
         cursor = next;
-        walk.advance(raw);
+        end = raw.range_end().unwrap_or(u64::MAX);
         i = i.saturating_add(1);
     }
-    (names.cursor, *ranges) = (cursor, walk);
+    (names.cursor, *running_end) = (cursor, end);
     i
 }
 
@@ -320,9 +276,7 @@ fn index_names<'n>(
 /// passed: its own rules ([`RawDescriptor::is_plain_and_valid`]), its name
 /// starts at the heap cursor and is UTF-8 (or it is unnamed in an unnamed
 /// directory), and its payload sits at the greedy placement after zero gap
-/// bytes. Overlap needs no check: every earlier range ends at or before the
-/// running end, which the placement puts this one after. Returns the heap
-/// cursor after the name; uniqueness is the caller's.
+/// bytes. Returns the heap cursor after the name; uniqueness is the caller's.
 #[inline]
 fn plain(
     raw: &RawDescriptor,
@@ -345,88 +299,43 @@ fn plain(
     if raw.byte_offset() != start {
         return None;
     }
-    let gap = payload.bytes.get(usize_from(running_end)?..usize_from(start)?)?;
-    first_nonzero(gap).is_none().then_some(cursor)
+    match payload.bytes {
+        Some(bytes) => {
+            first_nonzero(bytes.get(usize_from(running_end)?..usize_from(start)?)?).is_none().then_some(cursor)
+        }
+        None => Some(cursor),
+    }
 }
 
-/// Debug builds: the rule-by-rule path accepts what [`plain`] accepted,
-/// from the same state (`names`, `ranges`: copies, so nothing moves on).
+/// Debug builds: the rule-by-rule checks accept what [`plain`] accepted,
+/// from the same state (`names` is a copy, so nothing moves on).
 #[cfg(debug_assertions)]
-fn slow_path_agrees(b: Block<'_, '_>, raw: &RawDescriptor, i: usize, mut names: NameCursor, mut ranges: RangeWalk) {
-    let mut first = FirstFault::default();
-    ranges.check(raw, i, b.payload, &mut first);
+fn slow_path_agrees(b: &Block<'_>, raw: &RawDescriptor, i: usize, mut names: NameCursor, running_end: u64) {
     let ok = descriptor::check_reserved(raw, i).is_ok()
         && names.check(b.heap, raw, i, b.has_names).is_ok()
         && names.check_layout(b.heap, raw, i, || 0).is_ok()
-        && first.is_clear()
-        && check_values(b.descs, raw, i, b.payload).is_ok();
+        && descriptor::check_shape_and_range(raw, i, b.payload.len).is_ok()
+        && ranges::check_placement(raw, i, running_end, b.payload).is_ok()
+        && check_values(&b.descs, raw, i, b.payload).is_ok();
     debug_assert!(ok, "fast path accepted descriptor {i}, which the rules reject");
 }
 
-fn duplicate(_earlier: usize, later: usize) -> Result<()> {
+fn duplicate(later: usize) -> Result<()> {
     fail(Rule::DuplicateName, names::duplicate_at(later))
 }
 
-/// Step 9 overlap and step 10 greedy placement, tracked across descriptors.
-#[derive(Default, Clone, Copy)]
-struct RangeWalk {
-    /// End of the furthest non-empty range so far (overlap).
-    overlap_end: u64,
-    /// The canonical running end (placement).
-    running_end: u64,
+fn duplicate_pair(_earlier: usize, later: usize) -> Result<()> {
+    duplicate(later)
 }
 
-impl RangeWalk {
-    fn check(&mut self, d: &RawDescriptor, i: usize, payload: Payload<'_>, first: &mut FirstFault) {
-        if let Err(e) = descriptor::check_shape_and_range(d, i, payload.len) {
-            return first.note(Stage::Ranges, Err(e));
-        }
-        if d.byte_length() != 0 && d.byte_offset() < self.overlap_end {
-            return first.note(Stage::Ranges, fail(Rule::RangeOverlap, field_at(i, AT_BYTE_OFFSET)));
-        }
-        if first.open(Stage::Placement) {
-            first.note(Stage::Placement, check_placement(d, i, self.running_end, payload));
-        }
-        self.advance(d);
+/// Step 11 for one tensor: element bytes (when the payload is at hand), then quantization.
+pub(crate) fn check_values(descs: &Descriptors<'_>, d: &RawDescriptor, i: usize, payload: Payload<'_>) -> Result<()> {
+    if let Some(bytes) = payload.bytes {
+        let span = descriptor::payload_span(d, 0);
+        let elements = span.and_then(|(s, e)| bytes.get(s..e)).unwrap_or(&[]);
+        let at = payload.at.saturating_add(span.map_or(0, |(s, _)| s));
+        descriptor::check_elements(d, elements, at)?;
     }
-
-    /// Moves past a descriptor whose range passed (here, or in the fast path).
-    fn advance(&mut self, d: &RawDescriptor) {
-        let end = d.range_end().unwrap_or(u64::MAX);
-        if d.byte_length() != 0 {
-            self.overlap_end = end;
-        }
-        self.running_end = end;
-    }
-
-    // Step 10: payload_bytes is the end of the last tensor.
-    fn check_total(&self, payload_bytes: u64) -> Result<()> {
-        if self.running_end != payload_bytes {
-            return fail(Rule::NonCanonicalPayloadBytes, AT_PAYLOAD_BYTES);
-        }
-        Ok(())
-    }
-}
-
-// Step 10 for one tensor: offset is the greedy placement, the gap before it is zero.
-fn check_placement(d: &RawDescriptor, i: usize, running_end: u64, payload: Payload<'_>) -> Result<()> {
-    if align64(running_end) != Some(d.byte_offset()) {
-        return fail(Rule::NonCanonicalOffset, field_at(i, AT_BYTE_OFFSET));
-    }
-    let gap_start = usize_from(running_end).unwrap_or(usize::MAX);
-    let gap_end = usize_from(d.byte_offset()).unwrap_or(usize::MAX);
-    match payload.bytes.get(gap_start..gap_end).and_then(first_nonzero) {
-        Some(k) => fail(Rule::NonzeroGap, payload.at.saturating_add(gap_start).saturating_add(k)),
-        None => Ok(()),
-    }
-}
-
-// Step 11 for one tensor: element bytes, then quantization.
-fn check_values(descs: &Descriptors<'_>, d: &RawDescriptor, i: usize, payload: Payload<'_>) -> Result<()> {
-    let span = descriptor::payload_span(d, 0);
-    let bytes = span.and_then(|(s, e)| payload.bytes.get(s..e)).unwrap_or(&[]);
-    let at = payload.at.saturating_add(span.map_or(0, |(s, _)| s));
-    descriptor::check_elements(d, bytes, at)?;
     quant::check_quant(d, i, descs.count, |j| descs.raw(j))
 }
 
@@ -434,7 +343,7 @@ fn check_values(descs: &Descriptors<'_>, d: &RawDescriptor, i: usize, payload: P
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Descriptors<'a> {
     pub(crate) raws: &'a [RawDescriptor],
-    count: usize,
+    pub(crate) count: usize,
 }
 
 impl<'a> Descriptors<'a> {

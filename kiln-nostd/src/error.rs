@@ -174,8 +174,8 @@ rules! {
     OpaqueWithoutLayout => Type, "an opaque dtype has no layout name";
     /// An opaque dtype with block_size 0 or a length that is not a multiple of it.
     OpaqueBlockSize => Type, "an opaque dtype's block_size is 0 or does not divide byte_length";
-    /// Two payload ranges overlap (or are out of canonical order).
-    RangeOverlap => Type, "a payload range overlaps or precedes an earlier tensor's range";
+    /// Two nonempty payload ranges intersect (an out-of-order range that intersects nothing is step 10).
+    RangeOverlap => Type, "a payload range intersects an earlier tensor's range";
     // --- step 10 (canonical placement)
     /// byte_offset is not the greedy 64-aligned placement.
     NonCanonicalOffset => Type, "byte_offset is not the canonical 64-byte aligned placement";

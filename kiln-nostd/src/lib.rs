@@ -49,6 +49,7 @@
 extern crate alloc;
 
 mod bytes;
+mod check_order;
 pub mod descriptor;
 mod directory;
 pub mod dtype;
@@ -62,6 +63,7 @@ mod limits;
 pub mod mx;
 mod names;
 pub mod quant;
+mod ranges;
 mod views;
 mod writer;
 

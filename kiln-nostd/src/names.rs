@@ -278,6 +278,26 @@ impl<'s> Table<'s> {
         None
     }
 
+    /// A table in `scratch` when there are names to check and it is large
+    /// enough; otherwise no table, and the scratch is handed back unused.
+    pub fn claim(
+        scratch: Option<&'s mut [u32]>,
+        count: usize,
+        has_names: bool,
+    ) -> (Option<Table<'s>>, Option<&'s mut [u32]>) {
+        match scratch {
+            Some(s) if has_names && slots_for(count).and_then(|n| n.checked_mul(2)).is_some_and(|n| n <= s.len()) => {
+                (Table::new(s, count), None)
+            }
+            other => (None, other),
+        }
+    }
+
+    /// Gives the table's memory back as plain scratch (its contents are left as they are).
+    pub fn into_scratch(self) -> &'s mut [u32] {
+        bytemuck::cast_slice_mut(self.slots)
+    }
+
     /// Freezes the table for lookups.
     pub fn freeze(self) -> FrozenTable<'s> {
         FrozenTable { slots: self.slots, mask: self.mask, shift: self.shift }

@@ -171,7 +171,7 @@ fn offset_plus_length_overflow_in_a_struct_field_reports_absolute_offsets() {
     put_u64(&mut b, AT_OFFSET, u64::MAX - 3);
     rec.extend(&b);
     let e = Parser::new().parse_at(&rec, 8).unwrap_err();
-    assert_eq!((e.code(), e.rule(), e.offset()), (ErrorCode::Limit, Rule::RangeOverflow, 8 + AT_LENGTH));
+    assert_eq!((e.code(), e.rule(), e.offset()), (ErrorCode::Limit, Rule::RangeOverflow, 8 + AT_OFFSET));
     let s: Schema = Schema::parse("struct{id:i64,batch:tensors,}").unwrap();
     assert_eq!(frozen::validate(&rec, &s, &Limits::DEFAULT, false), Err(e));
 }

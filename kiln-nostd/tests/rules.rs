@@ -216,10 +216,10 @@ fn dtype_shape_and_ranges() {
     let mut m = b.clone();
     put(&mut m, DESC + 32, &1u64.to_le_bytes());
     put(&mut m, DESC + 40, &u64::MAX.to_le_bytes());
-    expect(&m, Rule::RangeOverflow, DESC + 40);
+    expect(&m, Rule::RangeOverflow, DESC + 32);
     let mut m = b.clone();
     put(&mut m, DESC + 40, &9u64.to_le_bytes());
-    expect(&m, Rule::RangePastPayload, DESC + 32);
+    expect(&m, Rule::RangePastPayload, DESC + 40);
     let mut m = b.clone();
     put(&mut m, DESC + 48, &3u64.to_le_bytes());
     expect(&m, Rule::LengthMismatch, DESC + 40);
