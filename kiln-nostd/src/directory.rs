@@ -7,7 +7,7 @@
 use crate::bytes::{align64, first_nonzero, usize_from};
 use crate::check_order;
 use crate::descriptor::{self, RawDescriptor};
-use crate::error::{fail, Result, Rule};
+use crate::error::{fail, Error, Result, Rule};
 use crate::header::{Header, Regions, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::limits::Limits;
 use crate::names::{self, Heap, NameCursor, Table};
@@ -161,6 +161,47 @@ pub(crate) fn check_descriptors<'s>(
                 Ok(()) => Err(seen),
             }
         }
+    }
+}
+
+/// Steps 8 to 11 over a block whose payload is not at hand (the incremental
+/// validator, once the directory prefix is in), sorted by how much of the
+/// payload must still be seen before the verdict is certain.
+pub(crate) enum PrefixVerdict {
+    /// Steps 8 and 9 hold, and step 10's placement and step 11's
+    /// quantization; only gap and element bytes are left.
+    Clean,
+    /// A step 8 or 9 fault: the verdict, whatever the payload holds.
+    Certain(Error),
+    /// The first step-10 fault the descriptors show, at descriptor `.0`
+    /// (the count for payload_bytes): the verdict unless a gap before that
+    /// descriptor holds a nonzero byte.
+    Misplaced(usize, Error),
+    /// The first quantization fault, at descriptor `.0`: the verdict unless
+    /// a gap byte, or an element byte of a descriptor up to `.0`, is bad.
+    Quant(usize, Error),
+}
+
+/// Classifies the descriptor-only faults of `b` (built without payload).
+pub(crate) fn check_prefix(b: &Block<'_>, scratch: Option<&mut [u32]>, seed: u64) -> PrefixVerdict {
+    let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
+    if accept(b, table.as_mut(), seed, PLAIN).is_ok() {
+        return PrefixVerdict::Clean;
+    }
+    let scratch = table.map(Table::into_scratch).or(spare);
+    let scratch = match check_order::step8(b, scratch, seed) {
+        Ok(s) => s,
+        Err(e) => return PrefixVerdict::Certain(e),
+    };
+    if let Err(e) = check_order::step9(b, scratch) {
+        return PrefixVerdict::Certain(e);
+    }
+    if let Err((i, e)) = check_order::step10(b) {
+        return PrefixVerdict::Misplaced(i, e);
+    }
+    match check_order::step11(b) {
+        Err((i, e)) => PrefixVerdict::Quant(i, e),
+        Ok(()) => PrefixVerdict::Clean,
     }
 }
 
@@ -342,6 +383,7 @@ pub(crate) fn check_values(descs: &Descriptors<'_>, d: &RawDescriptor, i: usize,
 /// The descriptor table of a block whose directory is known to fit.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Descriptors<'a> {
+    /// The descriptors (at most `count`, all inside the block).
     pub(crate) raws: &'a [RawDescriptor],
     pub(crate) count: usize,
 }

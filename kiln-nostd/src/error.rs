@@ -207,6 +207,10 @@ rules! {
     // --- step 12
     /// Bytes follow a standalone value.
     TrailingBytes => Trailing, "the buffer continues past the end of the value";
+    // --- incremental validator
+    /// The directory prefix (header, descriptors, heap, padding) is longer
+    /// than the memory the caller gave the incremental validator for it.
+    PrefixBufferTooSmall => Limit, "the directory prefix is longer than the memory given for it";
     // --- writer
     /// The writer was given an output buffer shorter than the block.
     OutputTooSmall => Eof, "the output buffer is shorter than the encoded block";

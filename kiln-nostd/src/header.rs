@@ -1,6 +1,6 @@
 //! The 64-byte directory header and the regions it implies (check steps 1 to 7).
 
-use crate::bytes::{align64, first_nonzero, u32_at, u64_at, usize_from};
+use crate::bytes::{align64, first_nonzero, u32_at, u64_at, u64_from, usize_from};
 use crate::error::{fail, Result, Rule};
 use crate::limits::Limits;
 
@@ -96,26 +96,27 @@ impl Header {
 
     /// Steps 3 to 7: caps, size arithmetic, the block inside `block`, zero padding.
     pub(crate) fn regions(&self, block: &[u8], limits: &Limits) -> Result<Regions> {
-        self.check_caps(limits)?;
-        let heap_end = self.check_directory_fits(block)?;
-        let (payload_base, block_len) = self.check_payload_fits(block, heap_end)?;
-        check_padding(block, heap_end, payload_base)?;
+        let avail = u64_from(block.len());
+        let heap_end = self.check_sizes(limits)?; // steps 3, 4
+        check_directory_fits(heap_end, avail)?; // step 5
+        let (payload_base, block_len) = self.check_payload(heap_end)?; // step 6
+        check_block_fits(block_len, avail)?;
+        // All three ends are at most `avail`, a usize.
+        let [heap_end, payload_base, block_len] =
+            [heap_end, payload_base, block_len].map(|v| usize_from(v).unwrap_or(0));
+        check_padding(block, heap_end, payload_base)?; // step 7
         Ok(Regions { heap_end, payload_base, block_len })
     }
 
-    // Step 3.
-    fn check_caps(&self, limits: &Limits) -> Result<()> {
+    /// Steps 3 and 4 (caps, then the directory size): the end of the name
+    /// heap, block-relative. Needs no byte past the header.
+    pub(crate) fn check_sizes(&self, limits: &Limits) -> Result<u64> {
         if self.tensor_count > limits.count_cap {
             return fail(Rule::TensorCountCap, AT_COUNT);
         }
         if self.name_bytes > limits.byte_cap {
             return fail(Rule::NameBytesCap, AT_NAME_BYTES);
         }
-        Ok(())
-    }
-
-    /// Step 4 and 5; returns the end of the heap.
-    fn check_directory_fits(&self, block: &[u8]) -> Result<usize> {
         let Some(expected) =
             u64::from(self.tensor_count).checked_mul(128).and_then(|d| d.checked_add(u64::from(self.name_bytes)))
         else {
@@ -124,22 +125,16 @@ impl Header {
         if self.directory_bytes != expected {
             return fail(Rule::DirectoryBytesMismatch, AT_DIRECTORY_BYTES);
         }
-        match usize_from(expected).and_then(|d| d.checked_add(HEADER_LEN)) {
-            Some(end) if end <= block.len() => Ok(end),
-            _ => fail(Rule::DirectoryTruncated, block.len()),
-        }
+        // At most 2^32 * 129 + 64: no overflow.
+        Ok(expected.saturating_add(u64_from(HEADER_LEN)))
     }
 
-    /// Step 6; returns (payload_base, block length).
-    fn check_payload_fits(&self, block: &[u8], heap_end: usize) -> Result<(usize, usize)> {
-        let base = align64(crate::bytes::u64_from(heap_end));
-        let Some(end) = base.and_then(|b| b.checked_add(self.payload_bytes)) else {
-            return fail(Rule::PayloadSizeOverflow, AT_PAYLOAD_BYTES);
-        };
-        let base = base.unwrap_or(0);
-        match (usize_from(base), usize_from(end)) {
-            (Some(b), Some(e)) if e <= block.len() => Ok((b, e)),
-            _ => fail(Rule::BlockTruncated, block.len()),
+    /// Step 6, the arithmetic: (payload_base, block length) after a heap
+    /// ending at `heap_end`; LIMIT when the block end overflows.
+    pub(crate) fn check_payload(&self, heap_end: u64) -> Result<(u64, u64)> {
+        match align64(heap_end).and_then(|b| Some((b, b.checked_add(self.payload_bytes)?))) {
+            Some(ends) => Ok(ends),
+            None => fail(Rule::PayloadSizeOverflow, AT_PAYLOAD_BYTES),
         }
     }
 
@@ -150,6 +145,22 @@ impl Header {
     }
 }
 
+/// Step 5: the directory (header, descriptors, heap) ends inside the `avail` bytes at hand.
+pub(crate) fn check_directory_fits(heap_end: u64, avail: u64) -> Result<()> {
+    if heap_end > avail {
+        return fail(Rule::DirectoryTruncated, usize_from(avail).unwrap_or(usize::MAX));
+    }
+    Ok(())
+}
+
+/// Step 6, the length: the block ends inside the `avail` bytes at hand.
+pub(crate) fn check_block_fits(block_len: u64, avail: u64) -> Result<()> {
+    if block_len > avail {
+        return fail(Rule::BlockTruncated, usize_from(avail).unwrap_or(usize::MAX));
+    }
+    Ok(())
+}
+
 fn check_zero(bytes: &[u8], at: usize) -> Result<()> {
     match first_nonzero(bytes) {
         Some(i) => fail(Rule::HeaderReserved, at.saturating_add(i)),
@@ -158,7 +169,7 @@ fn check_zero(bytes: &[u8], at: usize) -> Result<()> {
 }
 
 // Step 7.
-fn check_padding(block: &[u8], heap_end: usize, payload_base: usize) -> Result<()> {
+pub(crate) fn check_padding(block: &[u8], heap_end: usize, payload_base: usize) -> Result<()> {
     let pad = block.get(heap_end..payload_base).unwrap_or(&[]);
     match first_nonzero(pad) {
         Some(i) => fail(Rule::NonzeroPadding, heap_end.saturating_add(i)),

@@ -50,6 +50,12 @@ impl<'a> Directory<'a> {
         Directory { buf, start, header, regions, descs, heap }
     }
 
+    /// A directory over a checked prefix only (header to payload base), for
+    /// the incremental validator: the tensor table without payload bytes.
+    pub(crate) fn from_checked_prefix(prefix: &'a [u8], header: Header, regions: Regions) -> Self {
+        Directory::from_checked(prefix, 0, header, regions)
+    }
+
     /// The block's bytes.
     pub fn block(&self) -> &'a [u8] {
         self.buf.get(self.start..self.end()).unwrap_or(&[])

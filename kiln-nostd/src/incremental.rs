@@ -1,0 +1,549 @@
+//! Checking a block that arrives in pieces: from a socket, a radio, a
+//! `fetch` stream or storage that is not memory-mapped.
+//!
+//! [`Incremental`] takes the block in chunks of any size and keeps only the
+//! directory prefix (header, descriptors, name heap, padding) in memory the
+//! caller gives it. Payload bytes stream past and are never copied: the few
+//! that decide the verdict (gap bytes, bool bytes, the last byte of an odd
+//! packed tensor) are checked as they pass. At the end its verdict is the
+//! one [`Parser`](crate::Parser) gives on the whole block: the same code,
+//! offset and rule.
+//!
+//! ```
+//! use kiln_nostd::{Incremental, Progress};
+//! # let block = kiln_nostd::doc_example_block();
+//! let mut prefix = [0u8; 1024];
+//! let mut v = Incremental::new(&mut prefix);
+//! for chunk in block.chunks(7) {
+//!     if v.feed(chunk)? == Progress::Directory {
+//!         // The tensor table is checked: shapes and names before any payload.
+//!         assert_eq!(v.directory().map(|d| d.len()), Some(1));
+//!     }
+//! }
+//! let summary = v.finish()?;
+//! assert_eq!(summary.block_len, block.len() as u64);
+//! # Ok::<(), kiln_nostd::Error>(())
+//! ```
+
+use crate::bytes::{u64_from, usize_from};
+use crate::descriptor::RawDescriptor;
+use crate::directory::{check_prefix, Block, Descriptors, PrefixVerdict};
+use crate::dtype::DType;
+use crate::error::{fail, Error, Result, Rule};
+use crate::header::{self, Header, Regions, HEADER_LEN, MAGIC};
+use crate::limits::Limits;
+use crate::views::Directory;
+
+/// How far an [`Incremental`] has got, after a chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Progress {
+    /// The 64-byte header is not complete yet.
+    Header,
+    /// The header is checked ([`Incremental::header`]); the directory
+    /// prefix is still arriving.
+    Prefix,
+    /// The directory prefix was completed by this chunk and is valid:
+    /// [`Incremental::directory`] shows the tensor table. Reported once.
+    Directory,
+    /// Payload bytes are streaming past.
+    Payload,
+    /// The whole block is in and valid so far; [`Incremental::finish`] gives
+    /// the verdict (a standalone block still refuses further bytes).
+    Complete,
+}
+
+/// What [`Incremental::finish`] reports for an accepted block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Summary {
+    /// The checked header.
+    pub header: Header,
+    /// Length of the block in bytes.
+    pub block_len: u64,
+    /// Where the payload region starts in the block (the prefix length).
+    pub payload_base: u64,
+}
+
+/// An incremental, out-of-core validator for one tensor directory block.
+///
+/// Memory: the caller's prefix buffer (at least `payload_base` bytes: 64 +
+/// 128 per tensor + the name heap, rounded up to 64; see
+/// [`Incremental::prefix_len`]) and optional name scratch, as for
+/// [`Parser::scratch`](crate::Parser::scratch); its own state is a few
+/// words. A chunk costs time in proportion to the tensor boundaries it
+/// crosses and the bool or gap bytes it holds, not to its length.
+///
+/// A prefix longer than that memory is refused with LIMIT
+/// ([`Rule::PrefixBufferTooSmall`]) once the header is in; [`finish`](Self::finish)
+/// still reports EOF instead when the stream ends inside the directory, as
+/// [`Parser`](crate::Parser) would for those bytes.
+///
+/// [`feed`](Self::feed) returns an error at the first chunk after which the
+/// block is certainly rejected. That error is the verdict for the complete
+/// block; should the stream then end before the block does, the spec's
+/// order makes the verdict EOF (a truncated block is checked first), which
+/// [`finish`](Self::finish) reports. Feeding after an error only counts bytes.
+pub struct Incremental<'m, 's> {
+    prefix: &'m mut [u8],
+    scratch: Option<&'s mut [u32]>,
+    limits: Limits,
+    seed: u64,
+    standalone: bool,
+    /// Bytes of the block fed so far (past the block too, when standalone).
+    fed: u64,
+    /// Set once the header passed steps 1 to 4.
+    sizes: Option<Sizes>,
+    /// The first fault that is certain (unless the block is truncated).
+    fault: Option<Error>,
+    /// Set once the prefix is in and passed steps 7 to 9.
+    walk: Option<Walk>,
+    /// `Directory` was reported.
+    announced: bool,
+}
+
+/// The header's sizes after steps 1 to 4.
+#[derive(Clone, Copy, Debug)]
+struct Sizes {
+    header: Header,
+    heap_end: u64,
+    /// (payload_base, block_len), or the step-6 overflow.
+    ends: core::result::Result<(u64, u64), Error>,
+}
+
+/// The payload walk: which descriptor's gap or bytes come next.
+#[derive(Clone, Copy, Debug)]
+struct Walk {
+    payload_base: u64,
+    block_len: u64,
+    /// Descriptors whose gaps are checked: all, or those before the first
+    /// misplaced one.
+    upto: usize,
+    /// The next descriptor in stream order.
+    next: usize,
+    /// Its gap starts here (payload offset; the previous range's end).
+    gap_from: u64,
+    /// A step-10 fault of the descriptors, certain once the gaps before it passed.
+    misplaced: Option<Error>,
+    /// The first step-11 fault in descriptor order so far: (descriptor, error).
+    values: Option<(usize, Error)>,
+    /// `values` holds an element-byte fault (final: bytes stream in order),
+    /// not the descriptors' quantization fault (which an element fault of a
+    /// descriptor up to its own overrides).
+    element_fault: bool,
+}
+
+impl<'m, 's> Incremental<'m, 's> {
+    /// A validator for a standalone block (step 12 applies), default caps,
+    /// keeping the directory prefix in `prefix`.
+    pub fn new(prefix: &'m mut [u8]) -> Self {
+        Incremental {
+            prefix,
+            scratch: None,
+            limits: Limits::DEFAULT,
+            seed: 0,
+            standalone: true,
+            fed: 0,
+            sizes: None,
+            fault: None,
+            walk: None,
+            announced: false,
+        }
+    }
+
+    /// Uses these caps.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Name scratch for the linear-time uniqueness check, as for
+    /// [`Parser::scratch`](crate::Parser::scratch).
+    pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
+        self.scratch = Some(scratch);
+        self
+    }
+
+    /// Seeds the name hash, as [`Parser::hash_seed`](crate::Parser::hash_seed).
+    pub fn hash_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The block is a `tensors` field: bytes after it belong to the next
+    /// field, so [`feed`](Self::feed) stops consuming at the block's end
+    /// (see [`consumed`](Self::consumed)) and step 12 does not apply.
+    pub fn embedded(mut self) -> Self {
+        self.standalone = false;
+        self
+    }
+
+    /// The prefix memory a block needs, from its first 64 bytes: `Ok(None)`
+    /// when fewer are given, an error for a header that fails steps 1 to 4.
+    pub fn prefix_len(header: &[u8], limits: &Limits) -> Result<Option<usize>> {
+        if header.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let h = Header::parse(header)?;
+        let heap_end = h.check_sizes(limits)?;
+        let (base, _) = h.check_payload(heap_end)?;
+        Ok(usize_from(base))
+    }
+
+    /// Bytes taken so far (for an embedded block, at most the block length).
+    pub fn consumed(&self) -> u64 {
+        self.fed
+    }
+
+    /// The header, once the first 64 bytes are in and pass steps 1 to 4.
+    pub fn header(&self) -> Option<&Header> {
+        self.sizes.as_ref().map(|s| &s.header)
+    }
+
+    /// The tensor table (names, dtypes, shapes, offsets, quantization) once
+    /// the directory prefix is in and valid, before any payload byte. Its
+    /// tensors' [`bytes`](crate::Tensor::bytes) are empty: the payload
+    /// is not kept.
+    pub fn directory(&self) -> Option<Directory<'_>> {
+        let walk = self.walk.as_ref()?;
+        let sizes = self.sizes.as_ref()?;
+        let regions = self.regions(sizes, walk.payload_base)?;
+        let prefix = self.prefix.get(..regions.payload_base)?;
+        Some(Directory::from_checked_prefix(prefix, sizes.header, regions))
+    }
+
+    fn regions(&self, sizes: &Sizes, payload_base: u64) -> Option<Regions> {
+        let (_, block_len) = sizes.ends.ok()?;
+        Some(Regions {
+            heap_end: usize_from(sizes.heap_end)?,
+            payload_base: usize_from(payload_base)?,
+            block_len: usize_from(block_len).unwrap_or(usize::MAX),
+        })
+    }
+
+    /// Takes the next chunk. See the type's documentation for what an error means.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Progress> {
+        let mut chunk = chunk;
+        if let Some(e) = self.fault {
+            self.fed = self.fed.saturating_add(u64_from(self.take_len(chunk)));
+            return Err(e);
+        }
+        let announce = self.walk.is_none();
+        loop {
+            self.settle();
+            if chunk.is_empty() || self.fault.is_some() {
+                break;
+            }
+            let used = self.step(chunk);
+            self.fed = self.fed.saturating_add(u64_from(used));
+            chunk = chunk.get(used..).unwrap_or(&[]);
+            if used == 0 {
+                break; // an embedded block that is complete
+            }
+        }
+        if let Some(e) = self.fault {
+            self.fed = self.fed.saturating_add(u64_from(self.take_len(chunk)));
+            return Err(e);
+        }
+        Ok(self.progress(announce))
+    }
+
+    /// Checks the prefix once it is all in (steps 6 to 11 as far as the
+    /// descriptors decide them), and a block with no payload bytes once it ends.
+    fn settle(&mut self) {
+        let (Some(sizes), None, None) = (self.sizes, self.walk, self.fault) else { return };
+        let Ok((base, block_len)) = sizes.ends else {
+            // Steps 1 to 5 hold once the directory is in: the overflow is the verdict.
+            if self.fed >= sizes.heap_end {
+                self.fault = sizes.ends.err();
+            }
+            return;
+        };
+        if self.fed < base {
+            return;
+        }
+        self.fault = self.check_whole_prefix(sizes, base, block_len).err();
+        if let (Some(mut walk), None) = (self.walk, self.fault) {
+            if self.fed >= block_len {
+                self.fault = walk.verdict_at_end().err();
+            }
+        }
+    }
+
+    /// How much of `chunk` a validator that only counts takes.
+    fn take_len(&self, chunk: &[u8]) -> usize {
+        match (self.standalone, self.sizes.and_then(|s| s.ends.ok())) {
+            (false, Some((_, block_len))) => {
+                usize_from(block_len.saturating_sub(self.fed)).map_or(chunk.len(), |n| n.min(chunk.len()))
+            }
+            _ => chunk.len(),
+        }
+    }
+
+    fn progress(&mut self, announce: bool) -> Progress {
+        match (&self.sizes, &self.walk) {
+            (None, _) => Progress::Header,
+            (Some(_), None) => Progress::Prefix,
+            (Some(_), Some(w)) if announce && !self.announced => {
+                self.announced = true;
+                let _ = w;
+                Progress::Directory
+            }
+            (Some(_), Some(w)) if self.fed >= w.block_len => Progress::Complete,
+            _ => Progress::Payload,
+        }
+    }
+
+    /// Consumes a prefix of `chunk` in the current phase; returns its length.
+    fn step(&mut self, chunk: &[u8]) -> usize {
+        match (self.sizes, self.walk) {
+            (None, _) => self.take_header(chunk),
+            (Some(sizes), None) => self.take_prefix(sizes, chunk),
+            (Some(_), Some(walk)) => self.take_payload(walk, chunk),
+        }
+    }
+
+    /// Steps 1 to 4 as the first 64 bytes arrive.
+    fn take_header(&mut self, chunk: &[u8]) -> usize {
+        let used = self.copy_in(chunk, u64_from(HEADER_LEN));
+        let have = self.prefix.get(..usize_from(self.fed).unwrap_or(0).saturating_add(used)).unwrap_or(&[]);
+        if have.len() >= MAGIC.len() && have.get(..MAGIC.len()) != Some(&MAGIC[..]) {
+            self.fault = Some(Error::new(Rule::DirectoryMagic, 0));
+        } else if have.len() == HEADER_LEN {
+            match Header::parse(have).and_then(|h| Ok((h, h.check_sizes(&self.limits)?))) {
+                Ok((header, heap_end)) => {
+                    let ends = header.check_payload(heap_end);
+                    self.sizes = Some(Sizes { header, heap_end, ends });
+                    self.check_prefix_memory(heap_end, ends);
+                }
+                Err(e) => self.fault = Some(e),
+            }
+        }
+        used
+    }
+
+    /// The prefix must fit the caller's memory: known once the header is in.
+    fn check_prefix_memory(&mut self, heap_end: u64, ends: core::result::Result<(u64, u64), Error>) {
+        let need = ends.map_or(heap_end, |(base, _)| base);
+        if need > u64_from(self.prefix.len()) {
+            self.fault = Some(Error::new(Rule::PrefixBufferTooSmall, 0));
+        }
+    }
+
+    /// Copies up to `end` (block offset) of the prefix into memory.
+    fn copy_in(&mut self, chunk: &[u8], end: u64) -> usize {
+        let at = usize_from(self.fed).unwrap_or(usize::MAX);
+        let want = usize_from(end.saturating_sub(self.fed)).unwrap_or(usize::MAX).min(chunk.len());
+        match (self.prefix.get_mut(at..at.saturating_add(want)), chunk.get(..want)) {
+            (Some(dst), Some(src)) => {
+                dst.copy_from_slice(src);
+                want
+            }
+            // Cannot happen: the prefix was checked to fit the memory.
+            _ => {
+                self.fault = Some(Error::new(Rule::PrefixBufferTooSmall, at));
+                0
+            }
+        }
+    }
+
+    /// Collects the prefix (see [`settle`](Self::settle) for its check).
+    fn take_prefix(&mut self, sizes: Sizes, chunk: &[u8]) -> usize {
+        let end = sizes.ends.map_or(sizes.heap_end, |(base, _)| base);
+        self.copy_in(chunk, end)
+    }
+
+    fn check_whole_prefix(&mut self, sizes: Sizes, base: u64, block_len: u64) -> Result<()> {
+        let regions = self.regions(&sizes, base).unwrap_or(Regions { heap_end: 0, payload_base: 0, block_len: 0 });
+        let prefix = self.prefix.get(..regions.payload_base).unwrap_or(&[]);
+        header::check_padding(prefix, regions.heap_end, regions.payload_base)?; // step 7
+        let b = Block::new(prefix, &sizes.header, regions, false);
+        let count = b.descs.count;
+        let (upto, misplaced, values) = match check_prefix(&b, self.scratch.as_deref_mut(), self.seed) {
+            PrefixVerdict::Clean => (count, None, None),
+            PrefixVerdict::Certain(e) => return Err(e),
+            PrefixVerdict::Misplaced(i, e) => (i, Some(e), None),
+            PrefixVerdict::Quant(i, e) => (count, None, Some((i, e))),
+        };
+        let walk =
+            Walk { payload_base: base, block_len, upto, next: 0, gap_from: 0, misplaced, values, element_fault: false };
+        // A misplacement of the first descriptor has no gap before it.
+        if let Some(e) = walk.certain_misplacement() {
+            return Err(e);
+        }
+        self.walk = Some(walk);
+        Ok(())
+    }
+
+    /// Streams payload bytes past the descriptors' gaps and element checks.
+    fn take_payload(&mut self, mut walk: Walk, chunk: &[u8]) -> usize {
+        let end = if self.standalone { u64::MAX } else { walk.block_len };
+        let len = usize_from(end.saturating_sub(self.fed)).map_or(chunk.len(), |n| n.min(chunk.len()));
+        let chunk = chunk.get(..len).unwrap_or(&[]);
+        // Payload offsets of the chunk.
+        let from = self.fed.saturating_sub(walk.payload_base);
+        let to = from.saturating_add(u64_from(chunk.len()));
+        let descs = self.descriptors(&walk);
+        let result = walk.scan(&descs, chunk, from, to);
+        let result = result.and_then(|()| {
+            if self.standalone && to.saturating_add(walk.payload_base) > walk.block_len {
+                // Step 12: every earlier step is settled once the block is whole.
+                walk.verdict_at_end()?;
+                return fail(Rule::TrailingBytes, usize_from(walk.block_len).unwrap_or(usize::MAX));
+            }
+            if to.saturating_add(walk.payload_base) >= walk.block_len {
+                walk.verdict_at_end()?;
+            }
+            Ok(())
+        });
+        self.walk = Some(walk);
+        if let Err(e) = result {
+            self.fault = Some(e);
+        }
+        len
+    }
+
+    fn descriptors(&self, walk: &Walk) -> Descriptors<'_> {
+        let prefix = self.prefix.get(..usize_from(walk.payload_base).unwrap_or(0)).unwrap_or(&[]);
+        let count = self.sizes.map_or(0, |s| usize_from(u64::from(s.header.tensor_count)).unwrap_or(0));
+        Descriptors::new(prefix, count)
+    }
+
+    /// The verdict once the stream has ended: the same as
+    /// [`Parser::parse`](crate::Parser::parse) on all the bytes fed (or
+    /// [`Parser::parse_at`](crate::Parser::parse_at) for an embedded block).
+    pub fn finish(mut self) -> Result<Summary> {
+        self.settle();
+        let fed = self.fed;
+        let avail = usize_from(fed).unwrap_or(usize::MAX);
+        let Some(sizes) = self.sizes else {
+            // Steps 1 and 2: a wrong magic is certain at 4 bytes; else too short.
+            return Err(self.fault.unwrap_or(Error::new(Rule::HeaderTruncated, avail)));
+        };
+        if let Some(e) = self.fault.filter(|e| is_header_fault(e.rule())) {
+            return Err(e); // steps 2 to 4
+        }
+        header::check_directory_fits(sizes.heap_end, fed)?; // step 5
+        let (_, block_len) = sizes.ends?; // step 6
+        header::check_block_fits(block_len, fed)?;
+        if let Some(e) = self.fault {
+            return Err(e);
+        }
+        match self.walk {
+            Some(walk) => {
+                // A block whose payload is empty never saw a payload chunk.
+                let mut walk = walk;
+                walk.verdict_at_end()?;
+                Ok(Summary { header: sizes.header, block_len, payload_base: walk.payload_base })
+            }
+            // Cannot happen: the prefix is in (fed >= block_len) and faultless.
+            None => fail(Rule::BlockTruncated, avail),
+        }
+    }
+}
+
+/// Faults found in the header alone (steps 1 to 4), which no truncation
+/// later in the block can override.
+fn is_header_fault(rule: Rule) -> bool {
+    matches!(
+        rule,
+        Rule::DirectoryMagic
+            | Rule::DirectoryVersion
+            | Rule::UnknownFlag
+            | Rule::LittleEndianFlagClear
+            | Rule::HeaderReserved
+            | Rule::TensorCountCap
+            | Rule::NameBytesCap
+            | Rule::DirectorySizeOverflow
+            | Rule::DirectoryBytesMismatch
+    )
+}
+
+impl Walk {
+    /// A misplacement is certain once every gap before its descriptor passed.
+    fn certain_misplacement(&self) -> Option<Error> {
+        self.misplaced.filter(|_| self.next >= self.upto)
+    }
+
+    /// Checks the payload bytes `from..to` (payload offsets) held in `chunk`.
+    fn scan(&mut self, descs: &Descriptors<'_>, chunk: &[u8], from: u64, to: u64) -> Result<()> {
+        while self.next < self.upto {
+            let d = descs.raw(self.next);
+            let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
+            // The gap before this descriptor (step 10).
+            if let Some((bytes, at)) = window(chunk, from, to, self.gap_from, start) {
+                if let Some(k) = bytes.iter().position(|&b| b != 0) {
+                    let abs = self.payload_base.saturating_add(at).saturating_add(u64_from(k));
+                    return fail(Rule::NonzeroGap, usize_from(abs).unwrap_or(usize::MAX));
+                }
+            }
+            if to <= start {
+                return Ok(()); // the chunk ends inside the gap
+            }
+            if self.next.saturating_add(1) >= self.upto {
+                if let Some(e) = self.misplaced {
+                    return Err(e); // every gap before the misplaced descriptor passed
+                }
+            }
+            // Its element bytes (step 11), only while no step-10 fault is known.
+            if self.misplaced.is_none() && !self.element_fault && self.values.is_none_or(|(i, _)| self.next <= i) {
+                if let Some((bytes, at)) = window(chunk, from, to, start, end) {
+                    self.check_elements(d, bytes, at, end);
+                }
+            }
+            if to < end {
+                return Ok(()); // the chunk ends inside this tensor
+            }
+            self.gap_from = end;
+            self.next = self.next.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    /// Step 11's byte checks on the part of tensor `self.next` at payload offset `at`.
+    fn check_elements(&mut self, d: &RawDescriptor, bytes: &[u8], at: u64, end: u64) {
+        let abs = |k: usize| usize_from(self.payload_base.saturating_add(at).saturating_add(u64_from(k)));
+        let bad = match d.dtype() {
+            Some(DType::Bool) => bytes.iter().position(|&b| b > 1).map(|k| (Rule::BoolByte, k)),
+            Some(DType::I4 | DType::U4 | DType::E2M1) => {
+                let odd = d.element_count().unwrap_or(0) % 2 == 1;
+                let last_here = at.saturating_add(u64_from(bytes.len())) == end;
+                match bytes.last() {
+                    Some(&b) if odd && last_here && b & 0xF0 != 0 => {
+                        Some((Rule::PackedHighNibble, bytes.len().saturating_sub(1)))
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some((rule, k)) = bad {
+            self.values = Some((self.next, Error::new(rule, abs(k).unwrap_or(usize::MAX))));
+            self.element_fault = true;
+        }
+    }
+
+    /// Once the whole payload passed: a step-10 fault of the descriptors,
+    /// then the first step-11 fault.
+    fn verdict_at_end(&mut self) -> Result<()> {
+        if let Some(e) = self.misplaced {
+            return Err(e);
+        }
+        match self.values {
+            Some((_, e)) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The part of `chunk` (payload offsets `from..to`) that lies in `lo..hi`,
+/// with its payload offset.
+fn window(chunk: &[u8], from: u64, to: u64, lo: u64, hi: u64) -> Option<(&[u8], u64)> {
+    let (a, b) = (lo.max(from), hi.min(to));
+    if a >= b {
+        return None;
+    }
+    let s = usize_from(a.saturating_sub(from))?;
+    let e = usize_from(b.saturating_sub(from))?;
+    Some((chunk.get(s..e)?, a))
+}
