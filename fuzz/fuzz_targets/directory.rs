@@ -4,12 +4,14 @@
 //! the Frozen `tensors` validator return the same result; an accepted block
 //! has views inside the buffer, in order, not overlapping, and re-encodes
 //! byte for byte; an error offset lies inside the buffer (or at its end for
-//! EOF); every name of an accepted block is found through the index.
+//! EOF); every name of an accepted block is found through the index; the
+//! incremental validator, fed the input in chunks whose lengths are drawn
+//! from the input's own bytes, gives the same verdict (code, offset, rule).
 #![no_main]
 
 use kiln_fuzz::{check_directory, check_error};
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::{scratch_len, Header, Limits, Parser};
+use kiln_nostd::{scratch_len, Header, Incremental, Limits, Parser};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -26,6 +28,8 @@ fuzz_target!(|data: &[u8]| {
     let fro = frozen::validate(data, &schema, &Limits::DEFAULT, false);
     assert_eq!(plain.as_ref().err(), fro.as_ref().err(), "Parser and frozen::validate disagree");
 
+    assert_eq!(incremental(data), plain.as_ref().map(|_| ()).map_err(|e| *e), "Incremental and Parser disagree");
+
     match plain {
         Ok(dir) => {
             assert_eq!((dir.start(), dir.end()), (0, data.len()));
@@ -40,3 +44,20 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => check_error(&e, data.len()),
     }
 });
+
+/// The incremental verdict, chunk lengths 1 to 97 taken from the input's
+/// bytes, so the fuzzer steers the chunking along with the block.
+fn incremental(data: &[u8]) -> Result<(), kiln_nostd::Error> {
+    let need = Incremental::prefix_len(data.get(..64).unwrap_or(&[]), &Limits::DEFAULT).ok().flatten().unwrap_or(64);
+    let mut prefix = vec![0u8; need.min(data.len() + 64).max(64)];
+    let mut v = Incremental::new(&mut prefix);
+    let (mut at, mut k) = (0usize, 0usize);
+    while at < data.len() {
+        let n = 1 + usize::from(data[k % data.len()]) % 97;
+        k = k.wrapping_add(7);
+        let end = (at + n).min(data.len());
+        let _ = v.feed(&data[at..end]);
+        at = end;
+    }
+    v.finish().map(|_| ())
+}

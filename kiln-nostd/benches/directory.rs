@@ -5,7 +5,7 @@
 //! Run: `cargo bench -p kiln-nostd --bench directory`
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use kiln_nostd::{DType, Directory, Parser, TensorSpec, Writer};
+use kiln_nostd::{DType, Directory, Incremental, Parser, TensorSpec, Writer};
 use safetensors::tensor::{serialize, Dtype, TensorView};
 
 struct Model {
@@ -116,10 +116,43 @@ fn phases(c: &mut Criterion) {
     group.finish();
 }
 
+/// The incremental validator against `Parser` on the whole buffer, in one
+/// run: the 10,000-tensor directory (whole, and in 64 KiB chunks) and a
+/// 1 GiB block of 1,024 f32 tensors fed in 64 KiB chunks.
+fn incremental(c: &mut Criterion) {
+    let mut group = c.benchmark_group("incremental");
+    let n = 10_000;
+    let small = kiln_bytes(&model(n));
+    let data = vec![0u8; 1 << 20];
+    let shape = [1u64 << 18];
+    let specs: Vec<_> = (0..1024).map(|_| TensorSpec::new(DType::F32, &shape, &data)).collect();
+    let mut big = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
+    Writer::new().write(&specs, &mut big).unwrap();
+    let mut scratch = vec![0u32; kiln_nostd::scratch_len(n as u32)];
+    let mut prefix = vec![0u8; 4 << 20];
+    for (what, block) in [("10000_tensors", &small), ("1GiB", &big)] {
+        group.bench_function(BenchmarkId::new("parser_whole", what), |b| {
+            b.iter(|| Parser::new().scratch(&mut scratch).parse(black_box(block)).map(|d| d.len()).unwrap())
+        });
+        for (how, chunk) in [("incremental_whole", block.len()), ("incremental_64KiB", 64 << 10)] {
+            group.bench_function(BenchmarkId::new(how, what), |b| {
+                b.iter(|| {
+                    let mut v = Incremental::new(&mut prefix).scratch(&mut scratch);
+                    for c in black_box(block).chunks(chunk) {
+                        v.feed(c).unwrap();
+                    }
+                    v.finish().unwrap().block_len
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_secs(1))
         .measurement_time(std::time::Duration::from_secs(3));
-    targets = bench, phases
+    targets = bench, phases, incremental
 }
 criterion_main!(benches);

@@ -471,7 +471,8 @@ impl Walk {
             let d = descs.raw(self.next);
             let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
             // The gap before this descriptor (step 10).
-            if let Some((bytes, at)) = window(chunk, from, to, self.gap_from, start) {
+            let gap = self.gap_from < start;
+            if let Some((bytes, at)) = window(chunk, from, to, self.gap_from, start).filter(|_| gap) {
                 if let Some(k) = bytes.iter().position(|&b| b != 0) {
                     let abs = self.payload_base.saturating_add(at).saturating_add(u64_from(k));
                     return fail(Rule::NonzeroGap, usize_from(abs).unwrap_or(usize::MAX));
@@ -486,7 +487,8 @@ impl Walk {
                 }
             }
             // Its element bytes (step 11), only while no step-10 fault is known.
-            if self.misplaced.is_none() && !self.element_fault && self.values.is_none_or(|(i, _)| self.next <= i) {
+            let open = self.misplaced.is_none() && !self.element_fault;
+            if open && has_byte_rules(d) && self.values.is_none_or(|(i, _)| self.next <= i) {
                 if let Some((bytes, at)) = window(chunk, from, to, start, end) {
                     self.check_elements(d, bytes, at, end);
                 }
@@ -534,6 +536,12 @@ impl Walk {
             None => Ok(()),
         }
     }
+}
+
+/// True for the dtypes whose bytes step 11 reads: bool, and packed nibbles
+/// (of which only an odd count's last byte matters).
+fn has_byte_rules(d: &RawDescriptor) -> bool {
+    matches!(d.dtype(), Some(DType::Bool | DType::I4 | DType::U4 | DType::E2M1))
 }
 
 /// The part of `chunk` (payload offsets `from..to`) that lies in `lo..hi`,

@@ -122,7 +122,12 @@ fn json_cases(path: &Path) -> Vec<(String, Vec<u8>)> {
 fn goldens_regressions_and_the_check_order_matrix() {
     let root = repo_root();
     let mut files = vec![root.join("spec/kiln-v2-cases.json"), root.join("spec/check-order-matrix.json")];
-    for e in std::fs::read_dir(root.join("spec/regressions")).expect("regressions") {
+    // Interpreted under Miri: the goldens only, in two chunkings.
+    let chunkings: &[Chunking] = if cfg!(miri) { &[Chunking::Fixed(7), Chunking::Whole] } else { &ALL };
+    if cfg!(miri) {
+        files.truncate(1);
+    }
+    for e in std::fs::read_dir(root.join("spec/regressions")).expect("regressions").filter(|_| !cfg!(miri)) {
         let p = e.expect("entry").path();
         if p.extension().is_some_and(|x| x == "json") {
             files.push(p);
@@ -131,10 +136,10 @@ fn goldens_regressions_and_the_check_order_matrix() {
     let mut n = 0;
     for f in &files {
         for (name, bytes) in json_cases(f) {
-            n += compare(&bytes, Limits::DEFAULT, &ALL, &name);
+            n += compare(&bytes, Limits::DEFAULT, chunkings, &name);
         }
     }
-    assert!(n > 40 * 10, "{n} comparisons");
+    assert!(n > 40 * 2 * chunkings.len(), "{n} comparisons");
 }
 
 /// Valid blocks that exercise every payload check: gaps, bool bytes, odd
