@@ -35,9 +35,3 @@ pub(crate) fn usize_from(v: u64) -> Option<usize> {
 pub(crate) fn u64_from(v: usize) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
-
-/// The next multiple of 64 at or after `v`, `None` on overflow.
-#[inline]
-pub(crate) fn align64(v: u64) -> Option<u64> {
-    Some(v.checked_add(63)? & !63)
-}

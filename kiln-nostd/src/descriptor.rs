@@ -103,6 +103,31 @@ pub struct RawDescriptor {
 }
 
 const _: () = assert!(core::mem::size_of::<RawDescriptor>() == DESCRIPTOR_LEN);
+// The field offsets used in error reports are the struct's own: one source.
+macro_rules! same_offsets {
+    ($($field:ident = $at:ident),* $(,)?) => {
+        $(const _: () = assert!(core::mem::offset_of!(RawDescriptor, $field) == $at);)*
+    };
+}
+same_offsets!(
+    dtype = AT_DTYPE,
+    rank = AT_RANK,
+    reserved = AT_RESERVED,
+    name_off = AT_NAME_OFF,
+    name_len = AT_NAME_LEN,
+    layout_off = AT_LAYOUT_OFF,
+    layout_len = AT_LAYOUT_LEN,
+    block_size = AT_BLOCK_SIZE,
+    quant_scheme = AT_QUANT_SCHEME,
+    quant_axis = AT_QUANT_AXIS,
+    group_size = AT_GROUP_SIZE,
+    scale_index = AT_SCALE_INDEX,
+    outer_index = AT_OUTER_INDEX,
+    byte_offset = AT_BYTE_OFFSET,
+    byte_length = AT_BYTE_LENGTH,
+    shape = AT_SHAPE,
+    reserved_tail = AT_RESERVED_TAIL,
+);
 
 impl RawDescriptor {
     /// All zeros.

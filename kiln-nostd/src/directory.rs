@@ -4,11 +4,12 @@
 //! handed out afterwards can point outside the buffer. The first failing step
 //! wins; inside a step, the first fault in descriptor order wins.
 
-use crate::bytes::{align64, first_nonzero, usize_from};
+use crate::bytes::{first_nonzero, usize_from};
 use crate::check_order;
 use crate::descriptor::{self, RawDescriptor};
 use crate::error::{fail, Error, Result, Rule};
 use crate::header::{Header, Regions, DESCRIPTOR_LEN, HEADER_LEN};
+use crate::layout::Placement;
 use crate::limits::Limits;
 use crate::names::{self, Heap, NameCursor, Table};
 use crate::quant;
@@ -336,7 +337,7 @@ fn plain(
         false if (off, len) == (descriptor::NO_NAME, 0) => cursor,
         _ => return None,
     };
-    let start = align64(running_end)?;
+    let start = Placement::after(running_end).next_offset()?;
     if raw.byte_offset() != start {
         return None;
     }

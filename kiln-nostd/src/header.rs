@@ -1,6 +1,6 @@
 //! The 64-byte directory header and the regions it implies (check steps 1 to 7).
 
-use crate::bytes::{align64, first_nonzero, u32_at, u64_at, u64_from, usize_from};
+use crate::bytes::{first_nonzero, u32_at, u64_at, u64_from, usize_from};
 use crate::error::{fail, Result, Rule};
 use crate::limits::Limits;
 
@@ -23,7 +23,7 @@ pub(crate) const AT_FLAGS: usize = 5;
 const AT_RESERVED: usize = 6;
 const AT_COUNT: usize = 8;
 const AT_NAME_BYTES: usize = 12;
-const AT_PAYLOAD_BYTES: usize = 16;
+pub(crate) const AT_PAYLOAD_BYTES: usize = 16;
 const AT_DIRECTORY_BYTES: usize = 24;
 const AT_RESERVED_TAIL: usize = 32;
 
@@ -132,7 +132,7 @@ impl Header {
     /// Step 6, the arithmetic: (payload_base, block length) after a heap
     /// ending at `heap_end`; LIMIT when the block end overflows.
     pub(crate) fn check_payload(&self, heap_end: u64) -> Result<(u64, u64)> {
-        match align64(heap_end).and_then(|b| Some((b, b.checked_add(self.payload_bytes)?))) {
+        match crate::layout::align(heap_end).and_then(|b| Some((b, b.checked_add(self.payload_bytes)?))) {
             Some(ends) => Ok(ends),
             None => fail(Rule::PayloadSizeOverflow, AT_PAYLOAD_BYTES),
         }

@@ -60,6 +60,7 @@ pub mod frozen;
 pub mod header;
 pub mod hk;
 mod incremental;
+pub mod layout;
 mod limits;
 pub mod mx;
 mod names;

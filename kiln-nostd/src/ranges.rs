@@ -5,13 +5,12 @@
 //! that lies before an earlier one without touching it breaks only the
 //! placement, which step 10 reports.
 
-use crate::bytes::{align64, first_nonzero, usize_from};
+use crate::bytes::{first_nonzero, usize_from};
 use crate::descriptor::{field_at, RawDescriptor, AT_BYTE_OFFSET};
 use crate::directory::{Descriptors, Payload};
 use crate::error::{fail, Result, Rule};
-
-/// Header field offset of payload_bytes (for step 10's last report).
-pub(crate) const AT_PAYLOAD_BYTES: usize = 16;
+use crate::header::AT_PAYLOAD_BYTES;
+use crate::layout::Placement;
 
 /// Step 10 for descriptor `i`: its offset is the greedy placement after
 /// `running_end`, and the gap before it is zero (when the payload is at hand).
@@ -25,7 +24,7 @@ pub(crate) fn check_placement(d: &RawDescriptor, i: usize, running_end: u64, pay
 
 /// Step 10, placement only: `byte_offset` is the next multiple of 64 at or after `running_end`.
 pub(crate) fn check_offset(d: &RawDescriptor, i: usize, running_end: u64) -> Result<()> {
-    if align64(running_end) != Some(d.byte_offset()) {
+    if Placement::after(running_end).next_offset() != Some(d.byte_offset()) {
         return fail(Rule::NonCanonicalOffset, field_at(i, AT_BYTE_OFFSET));
     }
     Ok(())

@@ -2,13 +2,14 @@
 //! memory. A written block is checked by the same [`Parser`] before the
 //! writer reports success, so it refuses exactly what a reader would reject.
 
-use crate::bytes::{align64, u64_from, usize_from};
+use crate::bytes::{u64_from, usize_from};
 use crate::descriptor::{
     field_at, Descriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, AT_RANK, AT_SCALE_INDEX, NO_AXIS, NO_INDEX, NO_NAME,
 };
 use crate::dtype::DType;
 use crate::error::{fail, Result, Rule};
-use crate::header::{DESCRIPTOR_LEN, FLAG_LITTLE_ENDIAN, FLAG_NAMES, HEADER_LEN, MAGIC, VERSION};
+use crate::header::{AT_PAYLOAD_BYTES, DESCRIPTOR_LEN, HEADER_LEN};
+use crate::layout::{self, Placement};
 use crate::limits::Limits;
 use crate::quant::{SCHEME_NONE, SCHEME_SCALES, SCHEME_SCALES_OUTER};
 use crate::{Parser, Tensor};
@@ -235,34 +236,27 @@ fn plan(specs: &[TensorSpec<'_>]) -> Result<Plan> {
         }
     }
     let name_bytes = u32::try_from(heap).or(fail(Rule::FieldTooWide, 12))?;
-    let dir_end = u64::from(count32).checked_mul(128).and_then(|d| d.checked_add(heap)).and_then(|d| d.checked_add(64));
-    let payload_base = dir_end.and_then(align64);
-    let mut end = 0u64;
-    for (i, s) in specs.iter().enumerate() {
-        let at = if i == 0 { Some(0) } else { align64(end) };
-        end = match at.and_then(|a| a.checked_add(u64_from(s.data.len()))) {
-            Some(e) => e,
-            None => return fail(Rule::PayloadSizeOverflow, 16),
-        };
+    let mut placement = Placement::new();
+    for s in specs {
+        if placement.place(u64_from(s.data.len())).is_none() {
+            return fail(Rule::PayloadSizeOverflow, AT_PAYLOAD_BYTES);
+        }
     }
-    let block_len = payload_base.and_then(|b| b.checked_add(end)).and_then(usize_from);
+    let payload_base = layout::payload_base(count32, name_bytes);
+    let block_len = payload_base.and_then(|b| b.checked_add(placement.payload_bytes())).and_then(usize_from);
     match (payload_base.and_then(usize_from), block_len) {
-        (Some(payload_base), Some(block_len)) => Ok(Plan { name_bytes, payload_base, payload_bytes: end, block_len }),
-        _ => fail(Rule::PayloadSizeOverflow, 16),
+        (Some(payload_base), Some(block_len)) => {
+            Ok(Plan { name_bytes, payload_base, payload_bytes: placement.payload_bytes(), block_len })
+        }
+        _ => fail(Rule::PayloadSizeOverflow, AT_PAYLOAD_BYTES),
     }
 }
 
 fn emit(specs: &[TensorSpec<'_>], plan: &Plan, block: &mut [u8]) -> Result<()> {
     let count = specs.len();
     let named = specs.iter().any(|s| s.name.is_some());
-    let flags = FLAG_LITTLE_ENDIAN | if named { FLAG_NAMES } else { 0 };
-    let dir_bytes = u64_from(count).saturating_mul(128).saturating_add(u64::from(plan.name_bytes));
-    put(block, 0, &MAGIC);
-    put(block, 4, &[VERSION, flags]);
-    put(block, 8, &u32::try_from(count).unwrap_or(u32::MAX).to_le_bytes());
-    put(block, 12, &plan.name_bytes.to_le_bytes());
-    put(block, 16, &plan.payload_bytes.to_le_bytes());
-    put(block, 24, &dir_bytes.to_le_bytes());
+    let count32 = u32::try_from(count).unwrap_or(u32::MAX);
+    put(block, 0, &layout::header(count32, plan.name_bytes, plan.payload_bytes, named).encode());
 
     let heap_at = HEADER_LEN.saturating_add(count.saturating_mul(DESCRIPTOR_LEN));
     let mut cursor = 0usize;
@@ -283,11 +277,11 @@ fn emit(specs: &[TensorSpec<'_>], plan: &Plan, block: &mut [u8]) -> Result<()> {
         set_heap_fields(block, i, AT_LAYOUT_OFF, off, len);
     }
 
-    let mut end = 0u64;
+    let mut placement = Placement::new();
     for (i, s) in specs.iter().enumerate() {
-        let offset = if i == 0 { 0 } else { align64(end).unwrap_or(u64::MAX) };
         let len = u64_from(s.data.len());
-        end = offset.saturating_add(len);
+        // The plan placed these lengths without overflow.
+        let offset = placement.place(len).unwrap_or(u64::MAX);
         let mut d = Descriptor {
             dtype: s.dtype.code(),
             rank: u8::try_from(s.shape.len()).unwrap_or(u8::MAX),

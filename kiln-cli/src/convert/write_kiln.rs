@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use anyhow::{anyhow, bail};
 use kiln_nostd::descriptor::{Descriptor, NO_AXIS, NO_INDEX, NO_NAME};
 use kiln_nostd::frozen;
-use kiln_nostd::header::{FLAG_LITTLE_ENDIAN, FLAG_NAMES, HEADER_LEN, MAGIC, VERSION};
+use kiln_nostd::layout;
 
 use super::copy::Sink;
 use super::model::{Source, TensorOut};
@@ -51,10 +51,6 @@ pub struct Plan {
     pub offsets: Vec<u64>,
     /// Total block length.
     pub block_len: u64,
-}
-
-fn align64(v: u64) -> Option<u64> {
-    Some(v.checked_add(63)? & !63)
 }
 
 /// Lays out the canonical directory for `tensors` in the given order.
@@ -95,28 +91,18 @@ pub fn plan(tensors: &[TensorOut]) -> anyhow::Result<Plan> {
         });
     }
     let name_bytes = u32::try_from(heap.len()).map_err(|_| anyhow!("name heap too large"))?;
-    let dir_bytes = u64::from(count) * 128 + u64::from(name_bytes);
-    let payload_base = align64(HEADER_LEN as u64 + dir_bytes).ok_or_else(|| anyhow!("directory too large"))?;
-
-    let mut offsets = Vec::with_capacity(tensors.len());
-    let mut end = 0u64;
-    for (i, t) in tensors.iter().enumerate() {
-        let at = if i == 0 { 0 } else { align64(end).ok_or_else(|| anyhow!("payload too large"))? };
-        end = at.checked_add(t.len).ok_or_else(|| anyhow!("payload too large"))?;
-        offsets.push(at);
-    }
-    let block_len = payload_base.checked_add(end).ok_or_else(|| anyhow!("block too large"))?;
+    // The core's layout arithmetic: the same placement the reader demands.
+    let payload_base = layout::payload_base(count, name_bytes).ok_or_else(|| anyhow!("directory too large"))?;
+    let mut placement = layout::Placement::new();
+    let offsets = tensors
+        .iter()
+        .map(|t| placement.place(t.len).ok_or_else(|| anyhow!("payload too large")))
+        .collect::<anyhow::Result<Vec<u64>>>()?;
+    let block_len = payload_base.checked_add(placement.payload_bytes()).ok_or_else(|| anyhow!("block too large"))?;
 
     let mut head = Vec::with_capacity(payload_base as usize);
-    head.extend_from_slice(&MAGIC);
-    head.push(VERSION);
-    head.push(FLAG_LITTLE_ENDIAN | if tensors.is_empty() { 0 } else { FLAG_NAMES });
-    head.extend_from_slice(&[0, 0]);
-    head.extend_from_slice(&count.to_le_bytes());
-    head.extend_from_slice(&name_bytes.to_le_bytes());
-    head.extend_from_slice(&end.to_le_bytes());
-    head.extend_from_slice(&dir_bytes.to_le_bytes());
-    head.resize(HEADER_LEN, 0);
+    let named = !tensors.is_empty();
+    head.extend_from_slice(&layout::header(count, name_bytes, placement.payload_bytes(), named).encode());
     let lookup = |name: &str, what: &str, of: &str| -> anyhow::Result<u32> {
         index.get(name).copied().ok_or_else(|| anyhow!("tensor {of}: its {what} tensor {name:?} is not in the output"))
     };

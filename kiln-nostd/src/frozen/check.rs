@@ -5,7 +5,7 @@
 //! Both work on any [`Tree`]: a parsed [`Schema`](super::Schema) node or a
 //! static [`Ty`](super::Ty), so the dynamic and the typed API share them.
 
-use crate::bytes::{align64, u32_at, u64_at, u64_from, usize_from};
+use crate::bytes::{u32_at, u64_from, usize_from};
 use crate::error::{fail, Error, Result, Rule};
 use crate::limits::Limits;
 
@@ -311,10 +311,8 @@ pub(crate) fn word(buf: &[u8], at: usize) -> usize {
 
 /// Length of the checked directory block at `at`, from its header.
 pub(crate) fn block_len(buf: &[u8], at: usize) -> usize {
-    let payload = u64_at(buf, at.saturating_add(16)).unwrap_or(0);
-    let directory = u64_at(buf, at.saturating_add(24)).unwrap_or(0);
-    let base = align64(directory.saturating_add(64)).unwrap_or(u64::MAX);
-    usize_from(base.saturating_add(payload)).unwrap_or(usize::MAX)
+    let header = buf.get(at..).and_then(|b| crate::Header::parse(b).ok());
+    header.and_then(|h| h.block_len()).and_then(usize_from).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]

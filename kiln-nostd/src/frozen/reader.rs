@@ -6,10 +6,10 @@
 //! bytes). The [`Value`] it returns then reads fields, elements and keys on
 //! demand from the caller's buffer: no copies, no allocation, no panics.
 
-use crate::bytes::{align64, u64_from, usize_from};
+use crate::bytes::usize_from;
 use crate::element::{Element, ViewError};
 use crate::error::{fail, Result, Rule};
-use crate::header::{Header, Regions};
+use crate::header::Header;
 use crate::limits::Limits;
 use crate::views::Directory;
 
@@ -267,10 +267,7 @@ impl<'a, 's> Value<'a, 's> {
 /// header alone.
 fn checked_directory(buf: &[u8], at: usize) -> Option<Directory<'_>> {
     let header = Header::parse(buf.get(at..)?).ok()?;
-    let heap_end = usize_from(header.directory_bytes)?.checked_add(64)?;
-    let payload_base = usize_from(align64(u64_from(heap_end))?)?;
-    let block_len = payload_base.checked_add(usize_from(header.payload_bytes)?)?;
-    Some(Directory::from_checked(buf, at, header, Regions { heap_end, payload_base, block_len }))
+    Some(Directory::from_checked(buf, at, header, header.implied_regions()?))
 }
 
 /// A validated struct.

@@ -1,0 +1,158 @@
+//! The canonical layout's arithmetic in one place: where the payload region
+//! starts, where each payload goes, how long a block is, and the header's
+//! encoding. The writer, the validators, Frozen's block length and the
+//! converter's streaming planner all use it, so no two of them can drift.
+//!
+//! ```
+//! use kiln_nostd::layout::{self, Placement};
+//! // Two tensors of 5 and 8 bytes, unnamed: the second starts at offset 64.
+//! let mut p = Placement::new();
+//! assert_eq!((p.place(5), p.place(8)), (Some(0), Some(64)));
+//! assert_eq!(p.payload_bytes(), 72);
+//! assert_eq!(layout::payload_base(2, 0), Some(64 + 2 * 128));
+//! assert_eq!(layout::block_len(2, 0, [5, 8]), Some(64 + 2 * 128 + 72));
+//! ```
+
+use crate::bytes::{u64_from, usize_from};
+use crate::header::{Header, Regions, DESCRIPTOR_LEN, FLAG_LITTLE_ENDIAN, FLAG_NAMES, HEADER_LEN, MAGIC, VERSION};
+
+/// Payload offsets and the payload region's start are multiples of this.
+pub const ALIGN: u64 = 64;
+
+/// The next multiple of 64 at or after `v`; `None` on overflow.
+#[inline]
+pub const fn align(v: u64) -> Option<u64> {
+    match v.checked_add(ALIGN - 1) {
+        Some(x) => Some(x & !(ALIGN - 1)),
+        None => None,
+    }
+}
+
+/// directory_bytes: 128 per descriptor plus the heap (at most 2^32 * 129: no overflow).
+pub fn directory_bytes(tensor_count: u32, name_bytes: u32) -> u64 {
+    u64::from(tensor_count).saturating_mul(u64_from(DESCRIPTOR_LEN)).saturating_add(u64::from(name_bytes))
+}
+
+/// The end of the name heap: the header, then the directory.
+pub fn heap_end(tensor_count: u32, name_bytes: u32) -> u64 {
+    directory_bytes(tensor_count, name_bytes).saturating_add(u64_from(HEADER_LEN))
+}
+
+/// Where the payload region starts: the heap end rounded up to 64.
+pub fn payload_base(tensor_count: u32, name_bytes: u32) -> Option<u64> {
+    align(heap_end(tensor_count, name_bytes))
+}
+
+/// The greedy placement: payload lengths in descriptor order in, offsets out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    running_end: u64,
+}
+
+impl Placement {
+    /// Nothing placed yet (the running end is 0).
+    pub const fn new() -> Self {
+        Placement { running_end: 0 }
+    }
+
+    /// Continues after a tensor that ended at `running_end`.
+    pub const fn after(running_end: u64) -> Self {
+        Placement { running_end }
+    }
+
+    /// Where the next tensor (at the current running end) must start.
+    pub const fn next_offset(&self) -> Option<u64> {
+        align(self.running_end)
+    }
+
+    /// Places a tensor of `byte_length` bytes; returns its offset, `None`
+    /// when the end overflows a u64 (and then places nothing).
+    pub fn place(&mut self, byte_length: u64) -> Option<u64> {
+        let at = self.next_offset()?;
+        self.running_end = at.checked_add(byte_length)?;
+        Some(at)
+    }
+
+    /// payload_bytes of the block so far: the running end.
+    pub const fn payload_bytes(&self) -> u64 {
+        self.running_end
+    }
+}
+
+/// The length of a canonical block whose tensors have these payload
+/// lengths, in descriptor order; `None` on overflow.
+pub fn block_len(tensor_count: u32, name_bytes: u32, lengths: impl IntoIterator<Item = u64>) -> Option<u64> {
+    let mut p = Placement::new();
+    for len in lengths {
+        p.place(len)?;
+    }
+    payload_base(tensor_count, name_bytes)?.checked_add(p.payload_bytes())
+}
+
+/// A canonical header for these sizes (the name flag when `named`).
+pub fn header(tensor_count: u32, name_bytes: u32, payload_bytes: u64, named: bool) -> Header {
+    Header {
+        flags: FLAG_LITTLE_ENDIAN | if named { FLAG_NAMES } else { 0 },
+        tensor_count,
+        name_bytes,
+        payload_bytes,
+        directory_bytes: directory_bytes(tensor_count, name_bytes),
+    }
+}
+
+impl Header {
+    /// The block length this header implies (payload_base + payload_bytes),
+    /// `None` on overflow. For a header that passed the size checks.
+    pub fn block_len(&self) -> Option<u64> {
+        payload_base(self.tensor_count, self.name_bytes)?.checked_add(self.payload_bytes)
+    }
+
+    /// The regions this header implies, as block offsets; `None` when one
+    /// does not fit a usize. The caller has checked the sizes.
+    pub(crate) fn implied_regions(&self) -> Option<Regions> {
+        let heap_end = heap_end(self.tensor_count, self.name_bytes);
+        let base = payload_base(self.tensor_count, self.name_bytes)?;
+        Some(Regions {
+            heap_end: usize_from(heap_end)?,
+            payload_base: usize_from(base)?,
+            block_len: usize_from(base.checked_add(self.payload_bytes)?)?,
+        })
+    }
+
+    /// The 64 wire bytes of this header (reserved bytes zero).
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        let fields: [(usize, &[u8]); 6] = [
+            (0, &MAGIC),
+            (4, &[VERSION, self.flags]),
+            (8, &self.tensor_count.to_le_bytes()),
+            (12, &self.name_bytes.to_le_bytes()),
+            (16, &self.payload_bytes.to_le_bytes()),
+            (24, &self.directory_bytes.to_le_bytes()),
+        ];
+        for (at, bytes) in fields {
+            if let Some(dst) = out.get_mut(at..at.saturating_add(bytes.len())) {
+                dst.copy_from_slice(bytes);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trips_and_zero_length_tensors_follow_the_greedy_rule() {
+        let h = header(3, 7, 200, true);
+        assert_eq!(Header::parse(&h.encode()), Ok(h));
+        assert_eq!(crate::EMPTY_BLOCK, header(0, 0, 0, false).encode());
+        // After a 5-byte tensor a 0-byte tensor sits at 64 and the end becomes 64.
+        let mut p = Placement::new();
+        assert_eq!([p.place(5), p.place(0), p.place(1)], [Some(0), Some(64), Some(64)]);
+        assert_eq!(p.payload_bytes(), 65);
+        assert_eq!(Placement::after(u64::MAX - 3).place(1), None);
+        assert_eq!(block_len(1, 0, [u64::MAX]), None);
+    }
+}
