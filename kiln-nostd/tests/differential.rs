@@ -118,11 +118,24 @@ struct Case {
     byte_cap: u32,
     bytes: Vec<u8>,
     origin: String,
+    /// Set for the out-of-order class: where its directory block starts.
+    /// Such a case is compared strictly: the error offset must point at the
+    /// same descriptor (or the same byte outside the descriptor table) on
+    /// both sides, not only the code.
+    block_at: Option<usize>,
 }
 
 impl Case {
     fn new(ty: &str, framed: bool, bytes: Vec<u8>, origin: impl Into<String>) -> Case {
-        Case { ty: ty.to_owned(), framed, count_cap: DEFAULT_CAP, byte_cap: DEFAULT_CAP, bytes, origin: origin.into() }
+        Case {
+            ty: ty.to_owned(),
+            framed,
+            count_cap: DEFAULT_CAP,
+            byte_cap: DEFAULT_CAP,
+            bytes,
+            origin: origin.into(),
+            block_at: None,
+        }
     }
 }
 
@@ -140,6 +153,11 @@ fn parse_answer(a: &str) -> Result<Verdict, String> {
         }
         _ => Err(a.to_owned()),
     }
+}
+
+/// The reference's rule name from a `reject CODE OFFSET RULE` answer.
+fn answer_rule(a: &str) -> Option<&str> {
+    a.strip_prefix("reject ").and_then(|r| r.splitn(3, ' ').nth(2))
 }
 
 fn verdict(r: &Result<(), Error>) -> Verdict {
@@ -354,17 +372,22 @@ fn tensor_set(rng: &mut Rng, max: usize) -> Vec<OwnedTensor> {
         ts.extend(quant_group(rng, base));
     }
     if !ts.is_empty() && rng.one_in(2) {
-        let style = rng.below(4);
-        for (i, t) in ts.iter_mut().enumerate() {
-            t.name = Some(match style {
-                0 => format!("t{i}"),
-                1 => format!("model.layers.{}.attention.wq", i),
-                2 => format!("名前-{i}-é"),
-                _ => format!("{}{}", "p".repeat(20), char::from(b'a' + (i % 26) as u8)),
-            });
-        }
+        name_all(rng, &mut ts);
     }
     ts
+}
+
+/// Names every tensor in one of four styles (ASCII, dotted, non-ASCII, long).
+fn name_all(rng: &mut Rng, ts: &mut [OwnedTensor]) {
+    let style = rng.below(4);
+    for (i, t) in ts.iter_mut().enumerate() {
+        t.name = Some(match style {
+            0 => format!("t{i}"),
+            1 => format!("model.layers.{}.attention.wq", i),
+            2 => format!("名前-{i}-é"),
+            _ => format!("{}{}", "p".repeat(20), char::from(b'a' + (i % 26) as u8)),
+        });
+    }
 }
 
 fn write_set(ts: &[OwnedTensor]) -> Vec<u8> {
@@ -701,6 +724,474 @@ fn mutate(rng: &mut Rng, mut b: Vec<u8>) -> (Vec<u8>, &'static str) {
     (b, what)
 }
 
+// ---------------------------------------------------------------- out-of-order ranges
+
+/// Descriptor field offsets used by the out-of-order generator.
+const AT_DTYPE: usize = 0;
+const AT_RANK: usize = 2;
+const AT_NAME_OFF: usize = 4;
+const AT_NAME_LEN: usize = 6;
+const AT_LAYOUT_OFF: usize = 8;
+const AT_LAYOUT_LEN: usize = 10;
+const AT_OFFSET: usize = 32;
+const AT_LENGTH: usize = 40;
+const AT_SHAPE: usize = 48;
+
+/// A step-9 (or step-10) fault planted in a descriptor that comes after the
+/// first out-of-order range. `None` leaves the block to step 10.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Later {
+    None,
+    /// LIMIT: the shape product overflows.
+    ShapeOverflow,
+    /// LIMIT: byte_offset + byte_length overflows.
+    RangeOverflow,
+    /// LIMIT: the element count fits, n × width does not.
+    WidthOverflow,
+    /// TYPE: the range ends past payload_bytes.
+    PastPayload,
+    /// TYPE: dtype 0, reserved, above 32767, or opaque without a layout.
+    Dtype,
+    /// TYPE: rank above 8.
+    Rank,
+    /// TYPE: a shape slot at or past the rank is nonzero.
+    ShapeTail,
+    /// TYPE: byte_length is not n × width.
+    LengthMismatch,
+    /// TYPE: the range really intersects another nonempty range.
+    Intersect,
+}
+
+const LATER: &[Later] = &[
+    Later::None,
+    Later::None,
+    Later::ShapeOverflow,
+    Later::ShapeOverflow,
+    Later::RangeOverflow,
+    Later::WidthOverflow,
+    Later::WidthOverflow,
+    Later::PastPayload,
+    Later::Dtype,
+    Later::Rank,
+    Later::ShapeTail,
+    Later::LengthMismatch,
+    Later::Intersect,
+    Later::Intersect,
+];
+
+fn align64(x: u64) -> u64 {
+    x.div_ceil(64) * 64
+}
+
+fn zero_length_tensor(rng: &mut Rng) -> OwnedTensor {
+    if rng.one_in(5) {
+        return OwnedTensor {
+            name: None,
+            dtype: DType::Opaque(4096 + rng.below(28672) as u16),
+            shape: vec![rng.below(3) as u64],
+            data: Vec::new(),
+            layout: Some("Q4_K".into()),
+            block_size: 1 + rng.below(20) as u32,
+            quant: Quant::None,
+        };
+    }
+    let rank = 1 + rng.below(3);
+    let mut shape: Vec<u64> = (0..rank).map(|_| 1 + rng.below(4) as u64).collect();
+    shape[rng.below(rank)] = 0;
+    OwnedTensor {
+        name: None,
+        dtype: *rng.pick(DType::closed_set()),
+        shape,
+        data: Vec::new(),
+        layout: None,
+        block_size: 0,
+        quant: Quant::None,
+    }
+}
+
+/// A legal set of at least two tensors, some of them zero-length, sometimes
+/// with a quantized group at the end, sometimes named.
+fn out_of_order_set(rng: &mut Rng) -> Vec<OwnedTensor> {
+    let n = match rng.below(8) {
+        0 => 2,
+        1 => 7 + rng.below(6),
+        _ => 3 + rng.below(4),
+    };
+    let mut ts: Vec<OwnedTensor> =
+        (0..n).map(|_| if rng.one_in(5) { zero_length_tensor(rng) } else { plain_tensor(rng) }).collect();
+    if rng.one_in(5) {
+        let base = ts.len() as u32;
+        ts.extend(quant_group(rng, base));
+    }
+    if rng.one_in(2) {
+        name_all(rng, &mut ts);
+    }
+    ts
+}
+
+/// A placement order of `n >= 2` items that is usually not the identity.
+fn placement_order(rng: &mut Rng, n: usize) -> Vec<usize> {
+    let mut p: Vec<usize> = (0..n).collect();
+    match rng.below(4) {
+        0 => p.reverse(),
+        1 => {
+            let i = rng.below(n - 1);
+            p.swap(i, i + 1);
+        }
+        2 => p.rotate_left(1 + rng.below(n - 1)),
+        _ => {
+            for i in (1..n).rev() {
+                let j = rng.below(i + 1);
+                p.swap(i, j);
+            }
+        }
+    }
+    p
+}
+
+/// The first descriptor whose nonempty range starts before the end of an
+/// earlier nonempty range (the place where the old Rust core reported a
+/// false overlap), if any.
+fn first_inversion(offs: &[u64], lens: &[u64]) -> Option<usize> {
+    let mut furthest = 0u64;
+    let mut any = false;
+    for (i, (&o, &l)) in offs.iter().zip(lens).enumerate() {
+        if l == 0 {
+            continue;
+        }
+        if any && o < furthest {
+            return Some(i);
+        }
+        furthest = furthest.max(o.saturating_add(l));
+        any = true;
+    }
+    None
+}
+
+/// A canonical block whose payloads are moved to out-of-order places that
+/// intersect nothing (gaps of any size, touching ranges, zero-length tensors
+/// anywhere, even inside another range), `payload_bytes` set so every range
+/// stays inside the region; then, usually in a descriptor after the first
+/// out-of-order range, one step-9 fault of each kind (or none, so step 10
+/// decides), sometimes a second one, sometimes an earlier step-8 fault, and
+/// sometimes a nonzero gap byte. Returns the block and a description.
+fn out_of_order_block(rng: &mut Rng) -> (Vec<u8>, String) {
+    let ts = out_of_order_set(rng);
+    let canon = write_set(&ts);
+    let n = ts.len();
+    let name_bytes = read_le(&canon, 12, 4) as usize;
+    let base = (64 + 128 * n + name_bytes + 63) & !63;
+    let d = |i: usize| 64 + 128 * i;
+    let lens: Vec<u64> = (0..n).map(|i| read_le(&canon, d(i) + AT_LENGTH, 8)).collect();
+    let data: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let o = base + read_le(&canon, d(i) + AT_OFFSET, 8) as usize;
+            canon[o..o + lens[i] as usize].to_vec()
+        })
+        .collect();
+
+    // Nonempty ranges in a permuted order, never intersecting.
+    let order = placement_order(rng, n);
+    let mut offs = vec![0u64; n];
+    let mut cursor = if rng.one_in(5) { 64 * rng.below(3) as u64 } else { 0 };
+    for &i in order.iter().filter(|&&i| lens[i] != 0) {
+        let o = match rng.below(5) {
+            0 => cursor, // touching the range placed before it
+            1..=3 => align64(cursor),
+            _ => cursor + rng.below(100) as u64,
+        };
+        offs[i] = o;
+        cursor = o + lens[i];
+    }
+    // Zero-length tensors: anywhere in the region, even inside a range.
+    for i in (0..n).filter(|&i| lens[i] == 0) {
+        offs[i] = match rng.below(4) {
+            0 => rng.below(cursor as usize + 1) as u64,
+            1 => align64(rng.below(cursor as usize + 1) as u64),
+            2 => cursor,
+            _ => order.iter().position(|&k| k == i).map_or(0, |p| 64 * p as u64),
+        };
+    }
+
+    let inv = first_inversion(&offs, &lens);
+    let later_than = |rng: &mut Rng| -> usize {
+        match inv {
+            Some(v) if v + 1 < n && !rng.one_in(8) => v + 1 + rng.below(n - v - 1),
+            _ => rng.below(n),
+        }
+    };
+    let mut faults = vec![(*rng.pick(LATER), later_than(rng))];
+    if rng.one_in(6) {
+        faults.push((*rng.pick(&LATER[2..]), later_than(rng)));
+    }
+
+    // A true intersection moves an offset, so it is planted before the
+    // payload region is laid out.
+    for &(kind, j) in &faults {
+        if kind != Later::Intersect {
+            continue;
+        }
+        let others: Vec<usize> = (0..n).filter(|&k| k != j && lens[k] != 0).collect();
+        let earlier: Vec<usize> = others.iter().copied().filter(|&k| k < j).collect();
+        let pool = if earlier.is_empty() { &others } else { &earlier };
+        if pool.is_empty() {
+            continue;
+        }
+        let k = *rng.pick(pool);
+        let len_j = lens[j].max(1);
+        offs[j] = if rng.one_in(2) {
+            offs[k] + rng.below(lens[k] as usize) as u64
+        } else {
+            offs[k].saturating_sub(rng.below(len_j as usize) as u64)
+        };
+    }
+
+    let end = (0..n).map(|i| offs[i] + lens[i]).max().unwrap_or(0);
+    let payload_bytes = end + if rng.one_in(5) { rng.below(70) as u64 } else { 0 };
+    let mut region = vec![0u8; payload_bytes as usize];
+    for i in 0..n {
+        region[offs[i] as usize..(offs[i] + lens[i]) as usize].copy_from_slice(&data[i]);
+    }
+    let mut b = canon[..base].to_vec();
+    write_le(&mut b, 16, 8, payload_bytes);
+    for (i, &o) in offs.iter().enumerate() {
+        write_le(&mut b, d(i) + AT_OFFSET, 8, o);
+    }
+    let mut notes = Vec::new();
+    if rng.one_in(8) {
+        // A nonzero byte that no range covers (step 10, after the offsets).
+        let free: Vec<usize> = (0..region.len())
+            .filter(|&p| !(0..n).any(|i| (offs[i]..offs[i] + lens[i]).contains(&(p as u64))))
+            .collect();
+        if !free.is_empty() {
+            let p = *rng.pick(&free);
+            region[p] = 1 + rng.below(255) as u8;
+            notes.push(format!("gap byte {p}"));
+        }
+    }
+    b.extend(region);
+
+    for &(kind, j) in &faults {
+        plant(rng, &mut b, kind, d(j), payload_bytes, offs[j], lens[j]);
+    }
+    if rng.one_in(8) {
+        notes.push(step8_fault(rng, &mut b, n, name_bytes));
+    }
+    let faults: Vec<String> = faults.iter().map(|(k, j)| format!("{k:?}@{j}")).collect();
+    let how = format!(
+        "out-of-order {n} tensors, placement {order:?}, first inversion {inv:?}, later {}{}{}",
+        faults.join("+"),
+        if notes.is_empty() { "" } else { ", " },
+        notes.join(", ")
+    );
+    (b, how)
+}
+
+/// Plants one step-9 fault in the descriptor at `at` (range already placed).
+fn plant(rng: &mut Rng, b: &mut [u8], kind: Later, at: usize, payload_bytes: u64, off: u64, len: u64) {
+    let set_shape = |b: &mut [u8], dims: &[u64]| {
+        b[at + AT_RANK] = dims.len() as u8;
+        for s in 0..8 {
+            write_le(b, at + AT_SHAPE + 8 * s, 8, dims.get(s).copied().unwrap_or(0));
+        }
+    };
+    match kind {
+        Later::None | Later::Intersect => {}
+        Later::ShapeOverflow => {
+            let dims: &[u64] = match rng.below(6) {
+                0 => &[1 << 62, 8],
+                1 => &[1 << 32, 1 << 32],
+                2 => &[u64::MAX, 2],
+                3 => &[3, 1 << 63, 1],
+                4 => &[1 << 8; 8],
+                _ => &[1 << 16, 1 << 16, 1 << 16, 1 << 16, 1 << 16],
+            };
+            set_shape(b, dims);
+        }
+        Later::RangeOverflow => {
+            if rng.one_in(2) {
+                let len = if len == 0 { 1 + rng.below(100) as u64 } else { len };
+                write_le(b, at + AT_LENGTH, 8, len);
+                write_le(b, at + AT_OFFSET, 8, u64::MAX - rng.below(len as usize) as u64);
+            } else {
+                let off = if off == 0 { 1 + rng.below(64) as u64 } else { off };
+                write_le(b, at + AT_OFFSET, 8, off);
+                write_le(b, at + AT_LENGTH, 8, u64::MAX - rng.below(off as usize) as u64);
+            }
+        }
+        Later::WidthOverflow => {
+            let (code, w) = *rng.pick(&[(1u16, 8u64), (2, 4), (3, 2), (11, 2), (14, 8), (13, 4)]);
+            write_le(b, at + AT_DTYPE, 2, u64::from(code));
+            let least = u64::MAX / w + 1; // the smallest count whose byte size overflows
+            match rng.below(3) {
+                0 => set_shape(b, &[least]),
+                1 => set_shape(b, &[u64::MAX - rng.below(1000) as u64]),
+                _ => set_shape(b, &[1 << 32, least.div_ceil(1 << 32)]),
+            }
+        }
+        Later::PastPayload => match rng.below(3) {
+            0 => write_le(b, at + AT_LENGTH, 8, payload_bytes - off + 1 + rng.below(64) as u64),
+            1 => write_le(b, at + AT_OFFSET, 8, payload_bytes + 1 + rng.below(1 << 20) as u64),
+            _ => {
+                write_le(b, at + AT_OFFSET, 8, payload_bytes);
+                write_le(b, at + AT_LENGTH, 8, len.max(1));
+            }
+        },
+        Later::Dtype => {
+            let code = match rng.below(7) {
+                0 => 0,
+                1 => 20,
+                2 => 21 + rng.below(4074) as u64,
+                3 => 4095,
+                4 => 32768,
+                5 => 0xffff,
+                _ => 4096 + rng.below(28672) as u64, // opaque: needs a layout name
+            };
+            write_le(b, at + AT_DTYPE, 2, code);
+        }
+        Later::Rank => b[at + AT_RANK] = 9 + rng.below(247) as u8,
+        Later::ShapeTail => {
+            let rank = usize::from(b[at + AT_RANK]).min(8);
+            if rank < 8 {
+                let s = rank + rng.below(8 - rank);
+                write_le(b, at + AT_SHAPE + 8 * s, 8, *rng.pick(&[1, 2, 1 << 63, u64::MAX]));
+            } else {
+                write_le(b, at + AT_DTYPE, 2, 0);
+            }
+        }
+        Later::LengthMismatch => {
+            let rank = usize::from(b[at + AT_RANK]);
+            let dim0 = read_le(b, at + AT_SHAPE, 8);
+            if rank >= 1 && dim0 < 1 << 20 && rng.one_in(2) {
+                write_le(b, at + AT_SHAPE, 8, dim0 + 1);
+            } else if len > 0 {
+                write_le(b, at + AT_LENGTH, 8, len - 1);
+            } else {
+                write_le(b, at + AT_LENGTH, 8, 1);
+            }
+        }
+    }
+}
+
+/// Plants a step-8 fault (reserved byte, name field, name or layout UTF-8)
+/// in any descriptor of a block of `n` descriptors.
+fn step8_fault(rng: &mut Rng, b: &mut [u8], n: usize, name_bytes: usize) -> String {
+    let e = rng.below(n);
+    let at = 64 + 128 * e;
+    let heap = 64 + 128 * n;
+    let named = b[5] & 1 != 0;
+    let name_len = read_le(b, at + AT_NAME_LEN, 2) as usize;
+    match rng.below(3) {
+        0 => {
+            let r = if rng.one_in(3) { 3 } else { 112 + rng.below(16) };
+            b[at + r] = 1 + rng.below(255) as u8;
+            format!("step 8 reserved byte {r} of descriptor {e}")
+        }
+        1 if named => {
+            let off = read_le(b, at + AT_NAME_OFF, 2);
+            write_le(b, at + AT_NAME_OFF, 2, off + 1);
+            format!("step 8 name_off of descriptor {e}")
+        }
+        1 => {
+            write_le(b, at + AT_NAME_LEN, 2, 1);
+            format!("step 8 name_len without the flag, descriptor {e}")
+        }
+        _ if named && name_len > 0 => {
+            let off = read_le(b, at + AT_NAME_OFF, 2) as usize;
+            b[heap + off + rng.below(name_len)] = 0xff;
+            format!("step 8 name of descriptor {e} not UTF-8")
+        }
+        _ => {
+            let layout_len = read_le(b, at + AT_LAYOUT_LEN, 2) as usize;
+            let layout_off = read_le(b, at + AT_LAYOUT_OFF, 2) as usize;
+            if layout_len > 0 && layout_off + layout_len <= name_bytes {
+                b[heap + layout_off] = 0xc0;
+                format!("step 8 layout name of descriptor {e} not UTF-8")
+            } else {
+                write_le(b, at + AT_LAYOUT_OFF, 2, 0);
+                format!("step 8 layout_off of descriptor {e}")
+            }
+        }
+    }
+}
+
+/// An out-of-order case: a standalone `tensors` value, or the same block as
+/// the `batch` field of `struct{id:i64,batch:tensors,}`. Its verdict is
+/// compared strictly (see [`compare`]).
+fn out_of_order_case(rng: &mut Rng) -> Case {
+    let (block, how) = out_of_order_block(rng);
+    let mut c = if rng.one_in(4) {
+        let mut bytes = rng.bytes(8);
+        bytes.extend(block);
+        let mut c = Case::new("struct{id:i64,batch:tensors,}", false, bytes, how);
+        c.block_at = Some(8);
+        c
+    } else {
+        let mut c = Case::new("tensors", false, block, how);
+        c.block_at = Some(0);
+        c
+    };
+    if rng.one_in(10) {
+        // Now and then a random mutation on top: an ordinary case again.
+        let (b, what) = mutate(rng, std::mem::take(&mut c.bytes));
+        c.bytes = b;
+        c.origin = format!("{} + [{what}]", c.origin);
+        c.block_at = None;
+    }
+    c
+}
+
+/// Where an error offset points, for comparing two implementations that may
+/// pick different fields of one descriptor for the same fault: the
+/// descriptor's index, or the exact byte outside the descriptor table.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Place {
+    Descriptor(usize),
+    Byte(usize),
+}
+
+fn place(bytes: &[u8], block_at: usize, off: usize) -> Place {
+    let count = if bytes.len() >= block_at + 12 { read_le(bytes, block_at + 8, 4) as usize } else { 0 };
+    let table = block_at + 64;
+    match off.checked_sub(table).map(|k| k / 128) {
+        Some(i) if i < count => Place::Descriptor(i),
+        _ => Place::Byte(off),
+    }
+}
+
+fn show_place(p: Place) -> String {
+    match p {
+        Place::Descriptor(i) => format!("descriptor {i}"),
+        Place::Byte(o) => format!("byte {o}"),
+    }
+}
+
+/// The Rust rules that report what a reference rule reports (steps 8 to 10,
+/// where the out-of-order class lands); `None` for rules not compared.
+fn rust_rules_for(py_rule: &str) -> Option<&'static [&'static str]> {
+    Some(match py_rule {
+        "desc_reserved" => &["DescriptorReserved"],
+        "name_utf8" => &["NameUtf8"],
+        "layout_utf8" => &["LayoutUtf8"],
+        "name_duplicate" => &["DuplicateName"],
+        "range_overflow" => &["RangeOverflow"],
+        "range_past_payload" => &["RangePastPayload"],
+        "dtype_zero" | "dtype_reserved" | "dtype_range" => &["UnknownDtype"],
+        "rank" => &["RankTooLarge"],
+        "shape_tail" => &["ShapeTail"],
+        "shape_overflow" | "byte_size_overflow" => &["ShapeOverflow"],
+        "length_mismatch" => &["LengthMismatch"],
+        "layout_non_opaque" | "block_size_non_opaque" => &["LayoutOnDenseDtype"],
+        "opaque_no_layout" => &["OpaqueWithoutLayout"],
+        "opaque_block_size" | "opaque_block_multiple" => &["OpaqueBlockSize"],
+        "overlap" => &["RangeOverlap"],
+        "offset_not_canonical" => &["NonCanonicalOffset"],
+        "gap_nonzero" => &["NonzeroGap"],
+        "payload_bytes_not_canonical" => &["NonCanonicalPayloadBytes"],
+        _ => return None,
+    })
+}
+
 // ---------------------------------------------------------------- the run
 
 #[derive(serde::Deserialize)]
@@ -724,6 +1215,14 @@ struct CaseEntry {
     count_cap: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     byte_cap: Option<u32>,
+    /// The reference's error offset, where the case pins it: the reference
+    /// must report exactly this offset, the Rust core an offset in the same
+    /// descriptor (or this exact byte outside the descriptor table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    offset: Option<usize>,
+    /// The reference's rule name, where the case pins it (reference only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rule: Option<String>,
 }
 
 fn goldens() -> Vec<CaseEntry> {
@@ -731,10 +1230,17 @@ fn goldens() -> Vec<CaseEntry> {
     serde_json::from_str::<CaseFile>(&text).expect("golden json").cases
 }
 
+/// Percentage of generated cases drawn from the out-of-order class.
+const OUT_OF_ORDER_PERCENT: usize = 15;
+
 fn generate(rng: &mut Rng, n: usize, gold: &[CaseEntry]) -> Vec<Case> {
     let types = frozen_types();
     let mut cases = Vec::with_capacity(n);
     while cases.len() < n {
+        if rng.below(100) < OUT_OF_ORDER_PERCENT {
+            cases.push(out_of_order_case(rng));
+            continue;
+        }
         let mut base = match rng.below(10) {
             0..=2 => {
                 let g = rng.pick(gold);
@@ -781,18 +1287,60 @@ struct Tally {
     offset_mismatches: usize,
     offset_samples: Vec<String>,
     offset_kinds: BTreeMap<String, usize>,
-    disagreements: Vec<(Case, String, String)>,
+    /// Same code, and the reference rule is one [`rust_rules_for`] maps.
+    rules_compared: usize,
+    rule_mismatches: usize,
+    rule_kinds: BTreeMap<String, usize>,
+    ooo: ClassTally,
+    disagreements: Vec<Disagreement>,
+}
+
+/// Counts for the out-of-order class (cases with `block_at`).
+#[derive(Default)]
+struct ClassTally {
+    cases: usize,
+    accepted: usize,
+    codes: BTreeMap<String, usize>,
+    /// Reference verdicts by rule (what the class reaches).
+    py_rules: BTreeMap<String, usize>,
+    code_disagreements: usize,
+    /// Same code, offsets in different descriptors (or bytes): failures.
+    place_disagreements: usize,
+    /// Same code and place, different exact offset: counted only (the two
+    /// implementations pick different fields of one descriptor for some rules).
+    exact_offset_differences: usize,
+    /// Those by "rust rule / python rule".
+    exact_offset_kinds: BTreeMap<String, usize>,
+    rule_mismatches: usize,
+}
+
+struct Disagreement {
+    case: Case,
+    /// "code", "crash" or "offset".
+    kind: &'static str,
+    rust: String,
+    python: String,
 }
 
 fn compare(cases: &[Case], answers: &[String], tally: &mut Tally) {
     for (c, a) in cases.iter().zip(answers) {
         tally.cases += 1;
+        let strict = c.block_at.is_some();
+        if strict {
+            tally.ooo.cases += 1;
+        }
         let rust_result = rust_check(c);
         let rust = verdict(&rust_result);
+        let rust_rule = rust_result.as_ref().err().map_or("", |e| e.rule().id());
         let py = match parse_answer(a) {
             Ok(v) => v,
             Err(crash) => {
-                tally.disagreements.push((c.clone(), show(&rust), crash));
+                tally.disagreements.push(Disagreement {
+                    case: c.clone(),
+                    kind: "crash",
+                    rust: show(&rust),
+                    python: crash,
+                });
                 continue;
             }
         };
@@ -800,17 +1348,60 @@ fn compare(cases: &[Case], answers: &[String], tally: &mut Tally) {
             None => tally.accepted += 1,
             Some((code, _)) => *tally.codes.entry(code.clone()).or_default() += 1,
         }
+        if strict {
+            match &py {
+                None => tally.ooo.accepted += 1,
+                Some((code, _)) => {
+                    *tally.ooo.codes.entry(code.clone()).or_default() += 1;
+                    let rule = answer_rule(a).unwrap_or("?");
+                    *tally.ooo.py_rules.entry(format!("{code} {rule}")).or_default() += 1;
+                }
+            }
+        }
         let same_code = rust.as_ref().map(|r| &r.0) == py.as_ref().map(|p| &p.0);
         if !same_code {
-            tally.disagreements.push((c.clone(), show(&rust), a.clone()));
-        } else if rust != py {
-            tally.offset_mismatches += 1;
-            let rule = rust_result.as_ref().err().map_or("", |e| e.rule().id());
-            let key = format!("{rule} / {}", a.rsplit(' ').next().unwrap_or(""));
-            *tally.offset_kinds.entry(key).or_default() += 1;
-            if tally.offset_samples.len() < 5 {
-                tally.offset_samples.push(format!("{} {}: rust {} / python {a}", c.ty, c.origin, show(&rust)));
+            if strict {
+                tally.ooo.code_disagreements += 1;
             }
+            let rust = format!("{} ({rust_rule})", show(&rust));
+            tally.disagreements.push(Disagreement { case: c.clone(), kind: "code", rust, python: a.clone() });
+            continue;
+        }
+        let (Some((_, r_off)), Some((_, p_off))) = (&rust, &py) else { continue };
+        let py_rule = answer_rule(a).unwrap_or("");
+        if let Some(ok) = rust_rules_for(py_rule) {
+            tally.rules_compared += 1;
+            if !ok.contains(&rust_rule) {
+                tally.rule_mismatches += 1;
+                *tally.rule_kinds.entry(format!("{rust_rule} / {py_rule}")).or_default() += 1;
+                if strict {
+                    tally.ooo.rule_mismatches += 1;
+                }
+            }
+        }
+        if r_off == p_off {
+            continue;
+        }
+        if let Some(at) = c.block_at {
+            let (rp, pp) = (place(&c.bytes, at, *r_off), place(&c.bytes, at, *p_off));
+            if rp != pp {
+                tally.ooo.place_disagreements += 1;
+                tally.disagreements.push(Disagreement {
+                    case: c.clone(),
+                    kind: "offset",
+                    rust: format!("{} ({rust_rule}, {})", show(&rust), show_place(rp)),
+                    python: format!("{a} ({})", show_place(pp)),
+                });
+                continue;
+            }
+            tally.ooo.exact_offset_differences += 1;
+            *tally.ooo.exact_offset_kinds.entry(format!("{rust_rule} / {py_rule}")).or_default() += 1;
+        }
+        tally.offset_mismatches += 1;
+        let key = format!("{rust_rule} / {py_rule}");
+        *tally.offset_kinds.entry(key).or_default() += 1;
+        if tally.offset_samples.len() < 5 {
+            tally.offset_samples.push(format!("{} {}: rust {} / python {a}", c.ty, c.origin, show(&rust)));
         }
     }
 }
@@ -820,16 +1411,18 @@ fn write_disagreements(tally: &Tally) -> PathBuf {
         .disagreements
         .iter()
         .enumerate()
-        .map(|(i, (c, rust, py))| CaseEntry {
+        .map(|(i, d)| CaseEntry {
             name: format!("diff-{i}"),
-            ty: c.ty.clone(),
-            framed: c.framed,
-            hex: hex(&c.bytes),
+            ty: d.case.ty.clone(),
+            framed: d.case.framed,
+            hex: hex(&d.case.bytes),
             expect: "?".into(),
-            note: c.origin.clone(),
-            reason: Some(format!("rust: {rust}; python: {py}")),
-            count_cap: (c.count_cap != DEFAULT_CAP).then_some(c.count_cap),
-            byte_cap: (c.byte_cap != DEFAULT_CAP).then_some(c.byte_cap),
+            note: d.case.origin.clone(),
+            reason: Some(format!("{} disagreement; rust: {}; python: {}", d.kind, d.rust, d.python)),
+            count_cap: (d.case.count_cap != DEFAULT_CAP).then_some(d.case.count_cap),
+            byte_cap: (d.case.byte_cap != DEFAULT_CAP).then_some(d.case.byte_cap),
+            offset: None,
+            rule: None,
         })
         .collect();
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("differential-disagreements.json");
@@ -867,6 +1460,35 @@ fn rust_core_and_python_reference_agree() {
         "differential: {} cases (seed {seed:#x}): {} accepted, rejected by code {:?}; {} offset-only differences",
         tally.cases, tally.accepted, tally.codes, tally.offset_mismatches
     );
+    let o = &tally.ooo;
+    println!(
+        "  out-of-order class: {} cases, {} accepted, rejected by code {:?}; {} code disagreements, {} offset \
+         (descriptor) disagreements, {} exact-offset differences in the same descriptor, {} rule differences",
+        o.cases,
+        o.accepted,
+        o.codes,
+        o.code_disagreements,
+        o.place_disagreements,
+        o.exact_offset_differences,
+        o.rule_mismatches
+    );
+    let mut reached: Vec<_> = o.py_rules.iter().collect();
+    reached.sort_by(|a, b| b.1.cmp(a.1));
+    let reached: Vec<String> = reached.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    println!("  out-of-order class, reference verdicts: {}", reached.join(", "));
+    let mut exact: Vec<_> = o.exact_offset_kinds.iter().collect();
+    exact.sort_by(|a, b| b.1.cmp(a.1));
+    let exact: Vec<String> = exact.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    println!("  out-of-order class, same descriptor, other field (rust rule / python rule): {}", exact.join(", "));
+    println!(
+        "  rules: {} same-code rejections with a compared rule, {} rule differences",
+        tally.rules_compared, tally.rule_mismatches
+    );
+    let mut rk: Vec<_> = tally.rule_kinds.iter().collect();
+    rk.sort_by(|a, b| b.1.cmp(a.1));
+    for (k, n) in rk.iter().take(12) {
+        println!("  rule differs {n:>7}x  rust rule / python rule: {k}");
+    }
     for s in &tally.offset_samples {
         println!("  offset differs: {s}");
     }
@@ -877,12 +1499,31 @@ fn rust_core_and_python_reference_agree() {
     }
     assert!(tally.accepted > tally.cases / 50, "too few accepted inputs: the generator is broken");
     assert!(tally.codes.len() >= 6, "not every error code is reached: {:?}", tally.codes);
+    assert!(
+        total < 1000 || tally.ooo.cases > total / 20,
+        "too few out-of-order cases ({} of {total}): the generator is broken",
+        tally.ooo.cases
+    );
     if !tally.disagreements.is_empty() {
         let path = write_disagreements(&tally);
-        let mut msg = format!("{} disagreements (all written to {}):\n", tally.disagreements.len(), path.display());
-        for (c, rust, py) in tally.disagreements.iter().take(10) {
-            msg +=
-                &format!("  {} {} [{}]: rust {rust}, python {py}\n    {}\n", c.ty, c.framed, c.origin, hex(&c.bytes));
+        let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
+        for d in &tally.disagreements {
+            *kinds.entry(d.kind).or_default() += 1;
+        }
+        let mut msg =
+            format!("{} disagreements {kinds:?} (all written to {}):\n", tally.disagreements.len(), path.display());
+        for d in tally.disagreements.iter().take(10) {
+            let c = &d.case;
+            msg += &format!(
+                "  [{}] {} {} [{}]: rust {}, python {}\n    {}\n",
+                d.kind,
+                c.ty,
+                c.framed,
+                c.origin,
+                d.rust,
+                d.python,
+                hex(&c.bytes)
+            );
         }
         panic!("{msg}");
     }
@@ -920,16 +1561,42 @@ fn regression_cases_replay_on_both() {
             byte_cap: e.byte_cap.unwrap_or(DEFAULT_CAP),
             bytes: unhex(&e.hex),
             origin: format!("{file}: {}", e.name),
+            block_at: None,
         })
         .collect();
     let answers = if cases.is_empty() { Vec::new() } else { Reference::spawn().run(&cases) };
     let mut failures = Vec::new();
     for ((_, e), (c, a)) in entries.iter().zip(cases.iter().zip(&answers)) {
         assert!(e.reason.as_deref().is_some_and(|r| !r.is_empty()), "{}: a regression case needs a reason", c.origin);
-        let rust = verdict(&rust_check(c)).map_or("accept".to_owned(), |v| v.0);
-        let py = parse_answer(a).map(|v| v.map_or("accept".to_owned(), |v| v.0)).unwrap_or_else(|x| x);
+        let rust_result = rust_check(c);
+        let rust_verdict = verdict(&rust_result);
+        let rust = rust_verdict.as_ref().map_or("accept".to_owned(), |v| v.0.clone());
+        let py_verdict = parse_answer(a);
+        let py = py_verdict.as_ref().map(|v| v.as_ref().map_or("accept".to_owned(), |v| v.0.clone()));
+        let py = py.unwrap_or_else(|x| x.clone());
         if rust != e.expect || py != e.expect {
             failures.push(format!("{}: expect {}, rust {rust}, python {py}", c.origin, e.expect));
+            continue;
+        }
+        // Cases that pin the offset: the reference exactly (and its rule),
+        // the Rust core in the same descriptor.
+        let Some(want) = e.offset else { continue };
+        let py_off = py_verdict.ok().flatten().map(|v| v.1);
+        if py_off != Some(want) || e.rule.as_deref().is_some_and(|r| answer_rule(a) != Some(r)) {
+            failures.push(format!("{}: expect offset {want} {:?}, python {a}", c.origin, e.rule));
+        }
+        let block_at = if c.ty == "tensors" { 0 } else { 8 };
+        let rust_off = rust_verdict.map(|v| v.1).unwrap_or(usize::MAX);
+        let (rp, wp) = (place(&c.bytes, block_at, rust_off), place(&c.bytes, block_at, want));
+        if rp != wp {
+            let rule = rust_result.err().map_or("", |e| e.rule().id());
+            failures.push(format!(
+                "{}: expect {} at {want} ({}), rust {rust} at {rust_off} ({rule}, {})",
+                c.origin,
+                e.expect,
+                show_place(wp),
+                show_place(rp)
+            ));
         }
     }
     assert!(failures.is_empty(), "regression cases fail:\n{}", failures.join("\n"));

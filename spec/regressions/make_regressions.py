@@ -7,10 +7,13 @@ each with the verdict the spec and the rulings give and the reason.
     python3 spec/regressions/make_regressions.py --check   # compare with the files on disk
 
 Each file has the shape of spec/kiln-v2-cases.json: {"cap": ..., "cases": [...]},
-every case {name, type, framed, hex, expect, note, reason}. The script checks
-every case against kiln_ref before writing; the Rust test
-`regression_cases_replay_on_both` (kiln-nostd/tests/differential.rs) replays
-them on both implementations.
+every case {name, type, framed, hex, expect, note, reason}. A case may also pin
+the reference's error "offset" and "rule" (where the code alone cannot tell
+the right fault from a wrong one, e.g. two TYPE faults in different
+descriptors). The script checks every case against kiln_ref before writing;
+the Rust test `regression_cases_replay_on_both` (kiln-nostd/tests/differential.rs)
+replays them on both implementations (a pinned offset: exactly on the
+reference, in the same descriptor on the Rust core).
 
 Hand-made cases come first in each file (the smallest input showing the
 class); the inputs the differential run actually found follow (`found-*`).
@@ -45,8 +48,13 @@ def put(buf, fmt, at, value):
     return buf
 
 
-def case(name, hexstr, expect, note, ty="tensors", framed=False):
-    return {"name": name, "type": ty, "framed": framed, "hex": hexstr, "expect": expect, "note": note}
+def case(name, hexstr, expect, note, ty="tensors", framed=False, offset=None, rule=None):
+    c = {"name": name, "type": ty, "framed": framed, "hex": hexstr, "expect": expect, "note": note}
+    if offset is not None:
+        c["offset"] = offset
+    if rule is not None:
+        c["rule"] = rule
+    return c
 
 
 def f32_block():
@@ -198,6 +206,157 @@ FOUND_STEP8: list = [
 ]
 
 
+# ---------------------------------------------------------------- step 9: out of order is not overlap
+
+
+def relaid(tensors, offsets, payload_bytes=None):
+    """The canonical block of `tensors` with each payload moved to `offsets`
+    (payload offsets); payload_bytes is the furthest end unless given."""
+    b = block(tensors)
+    n = len(tensors)
+    base = K.HEADER_SIZE + K.DESC_SIZE * n
+    base += struct.unpack_from("<I", b, 12)[0]
+    base = (base + 63) & ~63
+    data = []
+    for i in range(n):
+        off, length = struct.unpack_from("<QQ", b, desc_at(i, DESC.BYTE_OFFSET))
+        data.append(bytes(b[base + off:base + off + length]))
+    end = max(o + len(d) for o, d in zip(offsets, data))
+    pb = end if payload_bytes is None else payload_bytes
+    region = bytearray(pb)
+    for o, d in zip(offsets, data):
+        region[o:o + len(d)] = d
+    out = b[:base]
+    put(out, "Q", 16, pb)
+    for i, o in enumerate(offsets):
+        put(out, "Q", desc_at(i, DESC.BYTE_OFFSET), o)
+    return out + region
+
+
+def u8x4(fill):
+    return Tensor("u8", (4,), bytes([fill] * 4))
+
+
+def f32x2():
+    return Tensor("f32", (2,), bytes.fromhex("0000803f000000c0"))
+
+
+def out_of_order_cases():
+    out = []
+    # u8[4] at 64, u8[4] at 0: descriptor 1 lies before descriptor 0 and
+    # intersects nothing. Descriptor 2 is f32[2] (8 bytes) at 128, made faulty.
+    three = [u8x4(1), u8x4(2), f32x2()]
+
+    b = relaid(three, [64, 0, 128])
+    put(b, "B", desc_at(2, DESC.RANK), 2)
+    put(b, "Q", desc_at(2, DESC.SHAPE), 1 << 62)
+    put(b, "Q", desc_at(2, DESC.SHAPE + 8), 8)
+    out.append(case("out-of-order-then-shape-overflow", b.hex(), "LIMIT",
+                    "u8[4] at 64, u8[4] at 0, f32[2^62, 8] at 128 (byte_length 8), payload_bytes 136: "
+                    "descriptor 1 precedes descriptor 0 without intersecting it; descriptor 2's shape "
+                    "product overflows (step 9, LIMIT)",
+                    offset=desc_at(2, DESC.SHAPE), rule="shape_overflow"))
+
+    b = relaid(three, [64, 0, 128])
+    put(b, "Q", desc_at(2, DESC.BYTE_OFFSET), U64 - 3)
+    out.append(case("out-of-order-then-range-overflow", b.hex(), "LIMIT",
+                    "as above with descriptor 2 a plain f32[2] whose byte_offset is 2^64 - 4: "
+                    "byte_offset + byte_length overflows (step 9, LIMIT)",
+                    offset=desc_at(2, DESC.BYTE_OFFSET), rule="range_overflow"))
+
+    b = relaid(three, [64, 0, 128])
+    put(b, "Q", desc_at(2, DESC.SHAPE), 1 << 62)
+    out.append(case("out-of-order-then-width-overflow", b.hex(), "LIMIT",
+                    "as above with descriptor 2 f32[2^62]: the element count fits, 2^62 * 4 bytes "
+                    "does not (step 9, LIMIT)",
+                    offset=desc_at(2, DESC.SHAPE), rule="byte_size_overflow"))
+
+    b = relaid(three, [64, 0, 128])
+    put(b, "H", desc_at(2, DESC.DTYPE), 0)
+    out.append(case("out-of-order-then-later-dtype", b.hex(), "TYPE",
+                    "as above with descriptor 2's dtype 0: TYPE at descriptor 2's dtype (step 9), "
+                    "not at descriptor 1's byte_offset",
+                    offset=desc_at(2, DESC.DTYPE), rule="dtype_zero"))
+
+    b = relaid(three, [64, 0, 128])
+    put(b, "Q", desc_at(2, DESC.SHAPE + 8), 3)
+    out.append(case("out-of-order-then-later-shape-tail", b.hex(), "TYPE",
+                    "as above with descriptor 2's second shape slot 3 at rank 1: TYPE at that slot "
+                    "(step 9), not at descriptor 1's byte_offset",
+                    offset=desc_at(2, DESC.SHAPE + 8), rule="shape_tail"))
+
+    b = relaid(three, [64, 0, 2], payload_bytes=68)
+    out.append(case("out-of-order-then-intersects-it", b.hex(), "TYPE",
+                    "u8[4] at 64, u8[4] at 0, f32[2] at 2: descriptor 2's range [2, 10) intersects "
+                    "descriptor 1's out-of-order range [0, 4) (step 9 overlap at descriptor 2)",
+                    offset=desc_at(2, DESC.BYTE_OFFSET), rule="overlap"))
+
+    b = relaid(three, [64, 0, 62])
+    out.append(case("out-of-order-then-intersects-earlier", b.hex(), "TYPE",
+                    "u8[4] at 64, u8[4] at 0, f32[2] at 62: descriptor 2's range [62, 70) intersects "
+                    "descriptor 0's range [64, 68) (step 9 overlap at descriptor 2)",
+                    offset=desc_at(2, DESC.BYTE_OFFSET), rule="overlap"))
+
+    b = relaid(three, [64, 0, 128])
+    out.append(case("out-of-order-only-first-misplaced", b.hex(), "TYPE",
+                    "u8[4] at 64, u8[4] at 0, f32[2] at 128, no step-9 fault: step 10 reports "
+                    "descriptor 0 (offset 64, the canonical placement is 0)",
+                    offset=desc_at(0, DESC.BYTE_OFFSET), rule="offset_not_canonical"))
+
+    b = relaid([u8x4(1), u8x4(2), u8x4(3)], [0, 128, 64])
+    out.append(case("out-of-order-only-later-misplaced", b.hex(), "TYPE",
+                    "u8[4] at 0, 128, 64, no step-9 fault: descriptor 2 lies before descriptor 1 "
+                    "without intersecting it; step 10 reports descriptor 1 (offset 128, the canonical "
+                    "placement is 64)",
+                    offset=desc_at(1, DESC.BYTE_OFFSET), rule="offset_not_canonical"))
+
+    b = relaid([u8x4(1), u8x4(2), f32x2()], [4, 0, 128])
+    put(b, "B", desc_at(2, DESC.RANK), 2)
+    put(b, "Q", desc_at(2, DESC.SHAPE), 1 << 32)
+    put(b, "Q", desc_at(2, DESC.SHAPE + 8), 1 << 32)
+    out.append(case("touching-out-of-order-then-shape-overflow", b.hex(), "LIMIT",
+                    "u8[4] at 4, u8[4] at 0 (the ranges touch: [4, 8) and [0, 4)), f32[2^32, 2^32] at 128: "
+                    "touching is not intersecting; descriptor 2's shape overflows (LIMIT)",
+                    offset=desc_at(2, DESC.SHAPE), rule="shape_overflow"))
+
+    zero = Tensor("u8", (0,), b"")
+    b = relaid([u8x4(1), zero, u8x4(2), f32x2()], [64, 65, 0, 128])
+    put(b, "B", desc_at(3, DESC.RANK), 2)
+    put(b, "Q", desc_at(3, DESC.SHAPE), 1 << 62)
+    put(b, "Q", desc_at(3, DESC.SHAPE + 8), 8)
+    out.append(case("zero-length-inside-range-then-shape-overflow", b.hex(), "LIMIT",
+                    "u8[4] at 64, u8[0] at 65 (inside [64, 68): a zero length intersects nothing), "
+                    "u8[4] at 0, f32[2^62, 8] at 128: descriptor 3's shape overflows (LIMIT)",
+                    offset=desc_at(3, DESC.SHAPE), rule="shape_overflow"))
+
+    b = relaid([zero, u8x4(1), u8x4(2), Tensor("f32", (3, 0), b"")], [68, 64, 0, 2])
+    put(b, "H", desc_at(3, DESC.DTYPE), 20)
+    out.append(case("zero-length-out-of-order-then-later-dtype", b.hex(), "TYPE",
+                    "u8[0] at 68, u8[4] at 64, u8[4] at 0, f32[3, 0] at 2 with dtype 20: descriptor 2 "
+                    "precedes descriptor 1 without intersecting it, the zero-length ranges sit anywhere "
+                    "and intersect nothing; descriptor 3's dtype is reserved (TYPE at descriptor 3's "
+                    "dtype, not at descriptor 2's byte_offset)",
+                    offset=desc_at(3, DESC.DTYPE), rule="dtype_reserved"))
+
+    b = relaid([u8x4(1), zero, Tensor("f32", (0,), b""), u8x4(2)], [0, 200, 3, 64], payload_bytes=200)
+    out.append(case("zero-length-out-of-order-only", b.hex(), "TYPE",
+                    "u8[4] at 0, u8[0] at 200 (= payload_bytes), f32[0] at 3, u8[4] at 64: no step-9 "
+                    "fault; step 10 reports descriptor 1 (offset 200, the canonical placement is 64)",
+                    offset=desc_at(1, DESC.BYTE_OFFSET), rule="offset_not_canonical"))
+
+    reason = ("Issue 17. 'Overlap' (spec step 9) means two nonempty half-open payload ranges that "
+              "intersect; a zero length intersects nothing, and a range that lies before an earlier "
+              "tensor's range without intersecting it is not a step-9 fault: the canonical placement "
+              "(step 10) rejects it (shared/kiln-decisions.md, tensor directory placements; "
+              "spec/kiln-v2.md section 14, steps 9 and 10). The Rust core (RangeWalk in "
+              "kiln-nostd/src/directory.rs) reported any nonempty range starting before the end of "
+              "the previous one as TYPE overlap at step 9, so a later descriptor's step-9 LIMIT "
+              "(shape, range or n*width overflow) lost to that TYPE, and a later step-9 TYPE fault or "
+              "the step-10 misplacement was reported at the wrong descriptor. The reference's offset "
+              "and rule are pinned; the Rust core must report the same code in the same descriptor.")
+    return out, reason
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -205,6 +364,7 @@ FILES = {
     "step9-range-before-dtype.json": step9_cases,
     "exact-element-count.json": zero_dim_cases,
     "step8-per-descriptor-order.json": step8_cases,
+    "step9-out-of-order-is-not-overlap.json": out_of_order_cases,
 }
 
 
@@ -218,6 +378,9 @@ def build():
             got = "accept" if e is None else e.code
             if got != c["expect"]:
                 raise SystemExit(f"{fname}: {c['name']}: kiln_ref gives {got} ({e}), expected {c['expect']}")
+            if "offset" in c and (e.offset, e.rule) != (c["offset"], c.get("rule", e.rule)):
+                raise SystemExit(f"{fname}: {c['name']}: kiln_ref gives {e.code} at {e.offset} ({e.rule}), "
+                                 f"expected offset {c['offset']} ({c.get('rule')})")
         out[fname] = json.dumps({"cap": K.DEFAULT_CAP, "cases": cases}, indent=1) + "\n"
     return out
 
