@@ -10,6 +10,7 @@ mod input;
 mod inspect;
 mod output;
 mod schema;
+mod stream;
 mod validate;
 
 use std::io::{self, Write};
@@ -18,9 +19,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use kiln_nostd::{Limits, DEFAULT_CAP};
+use kiln_nostd::{Directory, Limits, DEFAULT_CAP};
 
-use crate::input::Input;
+use crate::input::{Source, STDIN};
 use crate::output::FileReport;
 use crate::validate::{ValidateOptions, TENSORS};
 
@@ -94,14 +95,18 @@ struct ValidateArgs {
     /// {"file","ok"[,"error","offset","rule","message"]}.
     #[arg(long)]
     json: bool,
-    /// Files to check (memory-mapped).
+    /// Files to check (memory-mapped). `-` is standard input, read as it
+    /// streams: a tensor directory is checked in constant memory (its
+    /// directory prefix and a 64 KiB chunk); with --type/--framed the value is
+    /// read into memory first.
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
 struct InspectArgs {
-    /// The tensor directory file (memory-mapped).
+    /// The tensor directory file (memory-mapped), or `-` for standard input
+    /// (read as it streams; only the directory prefix is kept).
     #[arg(value_name = "FILE")]
     file: PathBuf,
     /// Print one JSON document (header fields and a `tensors` array).
@@ -148,18 +153,22 @@ fn run_validate(args: &ValidateArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_ERROR);
         }
     };
+    if args.files.iter().filter(|p| p.as_os_str() == STDIN).count() > 1 {
+        eprintln!("kiln: standard input (-) can be named only once");
+        return Ok(EXIT_ERROR);
+    }
     let mut out = io::stdout().lock();
     let (mut rejected, mut io_failed) = (false, false);
     for path in &args.files {
-        let input = match Input::open(path) {
-            Ok(input) => input,
+        let checked = Source::open(path).and_then(|source| validate::validate_source(source, &opts));
+        let result = match checked {
+            Ok(result) => result,
             Err(err) => {
                 eprintln!("kiln: cannot read {}: {err}", path.display());
                 io_failed = true;
                 continue;
             }
         };
-        let result = validate::validate_bytes(input.bytes(), &opts);
         rejected |= result.is_err();
         let file = display(path);
         writeln!(out, "{}", FileReport::new(&file, &result).line(args.json)).context("writing to stdout")?;
@@ -174,20 +183,46 @@ fn run_validate(args: &ValidateArgs) -> anyhow::Result<u8> {
     })
 }
 
+/// What `kiln inspect` prints for a checked directory read from `file`.
+fn inspect_text(file: &str, dir: &Directory<'_>, json: bool) -> String {
+    let summary = inspect::Summary::new(file.to_owned(), dir);
+    if json {
+        output::summary_json(&summary) + "\n"
+    } else {
+        output::summary_human(&summary)
+    }
+}
+
 fn run_inspect(args: &InspectArgs) -> anyhow::Result<u8> {
-    let input = match Input::open(&args.file) {
-        Ok(input) => input,
+    let file = display(&args.file);
+    // A file is checked in place; a stream as it arrives, the table built
+    // from its directory prefix and printed once the whole block passed.
+    let checked = Source::open(&args.file).and_then(|source| match source {
+        Source::File(input) => Ok(match validate::parse_tensors(input.bytes(), Limits::DEFAULT) {
+            Ok(dir) => Ok(inspect_text(&file, &dir, args.json)),
+            Err(err) => Err(err),
+        }),
+        Source::Stream(reader) => {
+            let seed = validate::process_seed();
+            let streamed = stream::check(reader, Limits::DEFAULT, seed, |dir| inspect_text(&file, dir, args.json))?;
+            Ok(match (streamed.verdict, streamed.directory) {
+                (Ok(()), Some(text)) => Ok(text),
+                // Cannot happen: an accepted block's prefix passed before its payload.
+                (Ok(()), None) => return Err(io::Error::other("the block passed, but its directory was not reported")),
+                (Err(err), _) => Err(err),
+            })
+        }
+    });
+    let result = match checked {
+        Ok(result) => result,
         Err(err) => {
             eprintln!("kiln: cannot read {}: {err}", args.file.display());
             return Ok(EXIT_ERROR);
         }
     };
-    let file = display(&args.file);
     let mut out = io::stdout().lock();
-    match validate::parse_tensors(input.bytes(), Limits::DEFAULT) {
-        Ok(dir) => {
-            let summary = inspect::Summary::new(file, &dir);
-            let text = if args.json { output::summary_json(&summary) + "\n" } else { output::summary_human(&summary) };
+    match result {
+        Ok(text) => {
             out.write_all(text.as_bytes()).context("writing to stdout")?;
             out.flush().context("writing to stdout")?;
             Ok(EXIT_OK)

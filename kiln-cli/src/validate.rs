@@ -1,6 +1,6 @@
 //! Per-file validation. Everything `kiln validate` checks goes through
-//! [`validate_bytes`], with a [`Target`] built once from `--type` and
-//! `--framed` by [`ValidateOptions::new`].
+//! [`validate_source`] (a stream) or [`validate_bytes`], with a [`Target`]
+//! built once from `--type` and `--framed` by [`ValidateOptions::new`].
 
 use std::fmt;
 use std::path::PathBuf;
@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::{Directory, Error, Header, Limits, Parser};
 
+use crate::input::Source;
 use crate::schema::{self, SchemaError, NODES};
+use crate::stream;
 
 /// The canonical type text of a tensor directory.
 pub const TENSORS: &str = "tensors";
@@ -138,6 +140,20 @@ impl ValidateOptions {
     }
 }
 
+/// Checks one input. A standalone directory block read from standard input
+/// or another pipe is checked as it streams, holding only its directory
+/// prefix; a Frozen value (`--type`, `--framed`) is read into memory first.
+/// The outer `Err` is a read error; the inner result is the verdict, the
+/// same as [`validate_bytes`] gives on the same bytes.
+pub fn validate_source(source: Source, opts: &ValidateOptions) -> std::io::Result<Result<(), Error>> {
+    match (source, &opts.target) {
+        (Source::Stream(reader), Target::Tensors) => {
+            Ok(stream::check(reader, opts.limits, process_seed(), |_| ())?.verdict)
+        }
+        (source, _) => Ok(validate_bytes(source.into_input()?.bytes(), opts)),
+    }
+}
+
 /// Checks one file's bytes. `Ok` when the file is accepted.
 pub fn validate_bytes(bytes: &[u8], opts: &ValidateOptions) -> Result<(), Error> {
     match &opts.target {
@@ -161,7 +177,7 @@ pub fn parse_tensors(bytes: &[u8], limits: Limits) -> Result<Directory<'_>, Erro
 
 /// A random seed for the name table, fixed for the process: names crafted to
 /// collide under one seed cannot make every file's check quadratic.
-fn process_seed() -> u64 {
+pub fn process_seed() -> u64 {
     use std::hash::BuildHasher;
     static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0x6b69_6c6eu64))
