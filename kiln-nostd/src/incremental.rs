@@ -223,26 +223,52 @@ impl<'m, 's> Incremental<'m, 's> {
 
     /// Takes the next chunk. See the type's documentation for what an error means.
     pub fn feed(&mut self, chunk: &[u8]) -> Result<Progress> {
-        let mut chunk = chunk;
+        self.take(Data::Bytes(chunk))
+    }
+
+    /// The block offset of the next byte the verdict depends on: the caller
+    /// may [`skip`](Self::skip) the bytes before it instead of feeding them
+    /// (payload bytes of tensors without byte rules). `u64::MAX` when no
+    /// further byte matters, only how many there are.
+    pub fn next_needed(&self) -> u64 {
+        match (self.walk, self.fault) {
+            (Some(walk), None) => walk.next_needed(&self.descriptors(&walk), self.fed),
+            (None, None) => self.fed,
+            (_, Some(_)) => u64::MAX,
+        }
+    }
+
+    /// Passes over `n` bytes the verdict does not depend on, without their
+    /// contents: at most up to [`next_needed`](Self::next_needed). Returns
+    /// how many were passed over (fewer than `n` when a needed byte came first).
+    pub fn skip(&mut self, n: u64) -> Result<u64> {
+        let n = n.min(self.next_needed().saturating_sub(self.fed));
+        let before = self.fed;
+        self.take(Data::Skipped(n))?;
+        Ok(self.fed.saturating_sub(before))
+    }
+
+    fn take(&mut self, data: Data<'_>) -> Result<Progress> {
+        let mut data = data;
         if let Some(e) = self.fault {
-            self.fed = self.fed.saturating_add(u64_from(self.take_len(chunk)));
+            self.fed = self.fed.saturating_add(self.take_len(data.len()));
             return Err(e);
         }
         let announce = self.walk.is_none();
         loop {
             self.settle();
-            if chunk.is_empty() || self.fault.is_some() {
+            if data.is_empty() || self.fault.is_some() {
                 break;
             }
-            let used = self.step(chunk);
-            self.fed = self.fed.saturating_add(u64_from(used));
-            chunk = chunk.get(used..).unwrap_or(&[]);
+            let used = self.step(data);
+            self.fed = self.fed.saturating_add(used);
+            data = data.after(used);
             if used == 0 {
                 break; // an embedded block that is complete
             }
         }
         if let Some(e) = self.fault {
-            self.fed = self.fed.saturating_add(u64_from(self.take_len(chunk)));
+            self.fed = self.fed.saturating_add(self.take_len(data.len()));
             return Err(e);
         }
         Ok(self.progress(announce))
@@ -270,13 +296,11 @@ impl<'m, 's> Incremental<'m, 's> {
         }
     }
 
-    /// How much of `chunk` a validator that only counts takes.
-    fn take_len(&self, chunk: &[u8]) -> usize {
+    /// How much of `len` more bytes a validator that only counts takes.
+    fn take_len(&self, len: u64) -> u64 {
         match (self.standalone, self.sizes.and_then(|s| s.ends.ok())) {
-            (false, Some((_, block_len))) => {
-                usize_from(block_len.saturating_sub(self.fed)).map_or(chunk.len(), |n| n.min(chunk.len()))
-            }
-            _ => chunk.len(),
+            (false, Some((_, block_len))) => block_len.saturating_sub(self.fed).min(len),
+            _ => len,
         }
     }
 
@@ -294,12 +318,14 @@ impl<'m, 's> Incremental<'m, 's> {
         }
     }
 
-    /// Consumes a prefix of `chunk` in the current phase; returns its length.
-    fn step(&mut self, chunk: &[u8]) -> usize {
-        match (self.sizes, self.walk) {
-            (None, _) => self.take_header(chunk),
-            (Some(sizes), None) => self.take_prefix(sizes, chunk),
-            (Some(_), Some(walk)) => self.take_payload(walk, chunk),
+    /// Consumes a prefix of `data` in the current phase; returns its length.
+    /// Only payload bytes are ever skipped ([`skip`](Self::skip) allows none before).
+    fn step(&mut self, data: Data<'_>) -> u64 {
+        match (self.sizes, self.walk, data) {
+            (None, _, Data::Bytes(chunk)) => u64_from(self.take_header(chunk)),
+            (Some(sizes), None, Data::Bytes(chunk)) => u64_from(self.take_prefix(sizes, chunk)),
+            (Some(_), Some(walk), data) => self.take_payload(walk, data),
+            (_, _, Data::Skipped(_)) => 0,
         }
     }
 
@@ -376,15 +402,14 @@ impl<'m, 's> Incremental<'m, 's> {
     }
 
     /// Streams payload bytes past the descriptors' gaps and element checks.
-    fn take_payload(&mut self, mut walk: Walk, chunk: &[u8]) -> usize {
+    fn take_payload(&mut self, mut walk: Walk, data: Data<'_>) -> u64 {
         let end = if self.standalone { u64::MAX } else { walk.block_len };
-        let len = usize_from(end.saturating_sub(self.fed)).map_or(chunk.len(), |n| n.min(chunk.len()));
-        let chunk = chunk.get(..len).unwrap_or(&[]);
-        // Payload offsets of the chunk.
+        let data = data.first(end.saturating_sub(self.fed));
+        // Payload offsets of the data.
         let from = self.fed.saturating_sub(walk.payload_base);
-        let to = from.saturating_add(u64_from(chunk.len()));
+        let to = from.saturating_add(data.len());
         let descs = self.descriptors(&walk);
-        let result = walk.scan(&descs, chunk, from, to);
+        let result = walk.scan(&descs, data, from, to);
         let result = result.and_then(|()| {
             if self.standalone && to.saturating_add(walk.payload_base) > walk.block_len {
                 // Step 12: every earlier step is settled once the block is whole.
@@ -400,7 +425,7 @@ impl<'m, 's> Incremental<'m, 's> {
         if let Err(e) = result {
             self.fault = Some(e);
         }
-        len
+        data.len()
     }
 
     fn descriptors(&self, walk: &Walk) -> Descriptors<'_> {
@@ -465,8 +490,44 @@ impl Walk {
         self.misplaced.filter(|_| self.next >= self.upto)
     }
 
-    /// Checks the payload bytes `from..to` (payload offsets) held in `chunk`.
-    fn scan(&mut self, descs: &Descriptors<'_>, chunk: &[u8], from: u64, to: u64) -> Result<()> {
+    /// The block offset of the next byte a check reads, at or after `fed`
+    /// (see [`Incremental::next_needed`]). Walks a copy of the state.
+    fn next_needed(mut self, descs: &Descriptors<'_>, fed: u64) -> u64 {
+        let fed = fed.max(self.payload_base);
+        let abs = |p: u64| self.payload_base.saturating_add(p);
+        while self.next < self.upto {
+            let d = descs.raw(self.next);
+            let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
+            if self.gap_from < start && abs(start) > fed {
+                return fed.max(abs(self.gap_from));
+            }
+            if self.reads_elements(d) && abs(end) > fed {
+                let first = match d.dtype() {
+                    Some(DType::Bool) => start,
+                    _ => end.saturating_sub(1), // an odd packed tensor's last byte
+                };
+                return fed.max(abs(first));
+            }
+            self.gap_from = end;
+            self.next = self.next.saturating_add(1);
+        }
+        u64::MAX
+    }
+
+    /// True when step 11 still reads this descriptor's bytes: while no
+    /// step-10 fault and no earlier element fault is known, for bool and
+    /// odd packed tensors, up to the descriptors' own step-11 fault.
+    fn reads_elements(&self, d: &RawDescriptor) -> bool {
+        let odd_packed =
+            matches!(d.dtype(), Some(DType::I4 | DType::U4 | DType::E2M1)) && d.element_count().unwrap_or(0) % 2 == 1;
+        let byte_rules = d.dtype() == Some(DType::Bool) || odd_packed;
+        let open = self.misplaced.is_none() && !self.element_fault;
+        open && byte_rules && d.byte_length() != 0 && self.values.is_none_or(|(i, _)| self.next <= i)
+    }
+
+    /// Checks the payload bytes `from..to` (payload offsets) held in `chunk`
+    /// (or passed over: see [`Incremental::skip`], which passes over none that a check reads).
+    fn scan(&mut self, descs: &Descriptors<'_>, chunk: Data<'_>, from: u64, to: u64) -> Result<()> {
         while self.next < self.upto {
             let d = descs.raw(self.next);
             let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
@@ -487,8 +548,7 @@ impl Walk {
                 }
             }
             // Its element bytes (step 11), only while no step-10 fault is known.
-            let open = self.misplaced.is_none() && !self.element_fault;
-            if open && has_byte_rules(d) && self.values.is_none_or(|(i, _)| self.next <= i) {
+            if self.reads_elements(d) {
                 if let Some((bytes, at)) = window(chunk, from, to, start, end) {
                     self.check_elements(d, bytes, at, end);
                 }
@@ -538,15 +598,46 @@ impl Walk {
     }
 }
 
-/// True for the dtypes whose bytes step 11 reads: bool, and packed nibbles
-/// (of which only an odd count's last byte matters).
-fn has_byte_rules(d: &RawDescriptor) -> bool {
-    matches!(d.dtype(), Some(DType::Bool | DType::I4 | DType::U4 | DType::E2M1))
+/// Payload data handed to the walk: bytes, or a length passed over.
+#[derive(Clone, Copy)]
+enum Data<'c> {
+    Bytes(&'c [u8]),
+    Skipped(u64),
+}
+
+impl<'c> Data<'c> {
+    fn len(&self) -> u64 {
+        match self {
+            Data::Bytes(b) => u64_from(b.len()),
+            Data::Skipped(n) => *n,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first `n` bytes (or all, when fewer).
+    fn first(self, n: u64) -> Data<'c> {
+        match self {
+            Data::Bytes(b) => Data::Bytes(b.get(..usize_from(n).map_or(b.len(), |n| n.min(b.len()))).unwrap_or(b)),
+            Data::Skipped(m) => Data::Skipped(m.min(n)),
+        }
+    }
+
+    /// What follows the first `n` bytes.
+    fn after(self, n: u64) -> Data<'c> {
+        match self {
+            Data::Bytes(b) => Data::Bytes(usize_from(n).and_then(|n| b.get(n..)).unwrap_or(&[])),
+            Data::Skipped(m) => Data::Skipped(m.saturating_sub(n)),
+        }
+    }
 }
 
 /// The part of `chunk` (payload offsets `from..to`) that lies in `lo..hi`,
-/// with its payload offset.
-fn window(chunk: &[u8], from: u64, to: u64, lo: u64, hi: u64) -> Option<(&[u8], u64)> {
+/// with its payload offset; `None` when there is none, or it was passed over.
+fn window<'c>(chunk: Data<'c>, from: u64, to: u64, lo: u64, hi: u64) -> Option<(&'c [u8], u64)> {
+    let Data::Bytes(chunk) = chunk else { return None };
     let (a, b) = (lo.max(from), hi.min(to));
     if a >= b {
         return None;

@@ -32,6 +32,8 @@ enum Chunking {
     Whole,
     Fixed(usize),
     Random(u64),
+    /// Chunks of this many bytes, passing over whatever `next_needed` allows.
+    Skipping(usize),
 }
 
 fn parser_verdict(buf: &[u8], limits: Limits, scratch: bool) -> Result<(), Error> {
@@ -57,9 +59,19 @@ fn incremental_verdict(buf: &[u8], limits: Limits, scratch: bool, chunking: Chun
     });
     let mut saw_directory = false;
     while !rest.is_empty() {
+        if let Chunking::Skipping(_) = chunking {
+            let pos = (buf.len() - rest.len()) as u64;
+            let gap = v.next_needed().saturating_sub(pos).min(rest.len() as u64);
+            if gap > 0 {
+                let skipped = v.skip(gap).map_or(gap, |n| n);
+                assert_eq!(skipped, gap, "skip takes what next_needed allows");
+                rest = &rest[gap as usize..];
+                continue;
+            }
+        }
         let n = match chunking {
             Chunking::Whole => rest.len(),
-            Chunking::Fixed(n) => n.min(rest.len()),
+            Chunking::Fixed(n) | Chunking::Skipping(n) => n.min(rest.len()),
             Chunking::Random(_) => 1 + rng.below(rest.len().min(300)),
         };
         let (chunk, tail) = rest.split_at(n);
@@ -98,8 +110,15 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-const ALL: [Chunking; 5] =
-    [Chunking::Fixed(1), Chunking::Fixed(7), Chunking::Fixed(4096), Chunking::Random(0x5eed), Chunking::Whole];
+const ALL: [Chunking; 7] = [
+    Chunking::Fixed(1),
+    Chunking::Fixed(7),
+    Chunking::Fixed(4096),
+    Chunking::Random(0x5eed),
+    Chunking::Whole,
+    Chunking::Skipping(1),
+    Chunking::Skipping(4096),
+];
 
 /// Directory cases from a JSON file shaped like the goldens.
 fn json_cases(path: &Path) -> Vec<(String, Vec<u8>)> {
@@ -326,4 +345,58 @@ fn embedded_blocks_stop_at_their_end() {
         assert_eq!(s.block_len, t[0].len() as u64);
         assert_eq!(Parser::new().parse_at(&rec, 0).unwrap().end(), t[0].len());
     }
+}
+
+/// A caller that skips what `next_needed` allows reads, of a block of large
+/// plain tensors, only the directory prefix and the bytes with rules.
+#[test]
+fn skipping_reads_only_the_bytes_that_decide() {
+    let big = vec![0u8; 1 << 20];
+    let bools = [1u8, 0, 1];
+    let specs = [
+        TensorSpec::new(DType::F32, &[1 << 18], &big).named("w"),
+        TensorSpec::new(DType::Bool, &[3], &bools).named("b"),
+        TensorSpec::new(DType::F32, &[1 << 18], &big).named("v"),
+    ];
+    let mut block = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
+    Writer::new().write(&specs, &mut block).unwrap();
+    let mut prefix = [0u8; 4096];
+    let mut v = Incremental::new(&mut prefix);
+    let (mut pos, mut fed) = (0usize, 0usize);
+    while pos < block.len() {
+        let need = v.next_needed().min(block.len() as u64) as usize;
+        if need > pos {
+            pos += v.skip((need - pos) as u64).unwrap() as usize;
+        } else {
+            let end = (pos + 64).min(block.len());
+            v.feed(&block[pos..end]).unwrap();
+            fed += end - pos;
+            pos = end;
+        }
+    }
+    v.finish().unwrap();
+    // The prefix (448 bytes) and the gap and bool bytes around "b": a few
+    // chunks of 64, not the 2 MiB of f32 payload.
+    assert!(fed < 1024, "fed {fed} of {} bytes", block.len());
+    // A bad bool byte is still found by the skipping caller.
+    let at = Parser::new().parse(&block).unwrap().find("b").unwrap().absolute_offset();
+    block[at] = 2;
+    let mut v = Incremental::new(&mut prefix);
+    let mut pos = 0usize;
+    let mut verdict = Ok(Progress::Header);
+    while pos < block.len() && verdict.is_ok() {
+        let need = v.next_needed().min(block.len() as u64) as usize;
+        if need > pos {
+            // Passing the last gap makes the bool fault certain.
+            verdict = v.skip((need - pos) as u64).map(|n| {
+                pos += n as usize;
+                Progress::Payload
+            });
+        } else {
+            let end = (pos + 64).min(block.len());
+            verdict = v.feed(&block[pos..end]);
+            pos = end;
+        }
+    }
+    assert_eq!(v.finish().unwrap_err(), Parser::new().parse(&block).unwrap_err());
 }
