@@ -98,8 +98,6 @@ pub struct Incremental<'m, 's> {
     fault: Option<Error>,
     /// Set once the prefix is in and passed steps 7 to 9.
     walk: Option<Walk>,
-    /// `Directory` was reported.
-    announced: bool,
 }
 
 /// The header's sizes after steps 1 to 4.
@@ -147,7 +145,6 @@ impl<'m, 's> Incremental<'m, 's> {
             sizes: None,
             fault: None,
             walk: None,
-            announced: false,
         }
     }
 
@@ -254,7 +251,7 @@ impl<'m, 's> Incremental<'m, 's> {
             self.fed = self.fed.saturating_add(self.take_len(data.len()));
             return Err(e);
         }
-        let announce = self.walk.is_none();
+        let in_prefix = self.walk.is_none();
         loop {
             self.settle();
             if data.is_empty() || self.fault.is_some() {
@@ -271,7 +268,7 @@ impl<'m, 's> Incremental<'m, 's> {
             self.fed = self.fed.saturating_add(self.take_len(data.len()));
             return Err(e);
         }
-        Ok(self.progress(announce))
+        Ok(self.progress(in_prefix))
     }
 
     /// Checks the prefix once it is all in (steps 6 to 11 as far as the
@@ -304,15 +301,13 @@ impl<'m, 's> Incremental<'m, 's> {
         }
     }
 
-    fn progress(&mut self, announce: bool) -> Progress {
+    /// Where the stream stands; `was_prefix`: the prefix was incomplete
+    /// before this chunk (so a complete one is announced exactly once).
+    fn progress(&self, was_prefix: bool) -> Progress {
         match (&self.sizes, &self.walk) {
             (None, _) => Progress::Header,
             (Some(_), None) => Progress::Prefix,
-            (Some(_), Some(w)) if announce && !self.announced => {
-                self.announced = true;
-                let _ = w;
-                Progress::Directory
-            }
+            (Some(_), Some(_)) if was_prefix => Progress::Directory,
             (Some(_), Some(w)) if self.fed >= w.block_len => Progress::Complete,
             _ => Progress::Payload,
         }
