@@ -1,4 +1,5 @@
-"""Tests for the Kiln v2 reference codec and the golden-case generator.
+"""Tests for the Kiln v2 reference codec, the golden-case generator and the
+check-order matrix generator.
 
     python3 -m unittest discover -s spec/reference
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import gen_check_order as CO  # noqa: E402
 import gen_v2_cases as G  # noqa: E402
 import kiln_ref as K  # noqa: E402
 from kiln_ref import DESC, HDR, F32, F64, KilnError, Some, Tensor  # noqa: E402
@@ -865,6 +867,77 @@ class GeneratorTests(unittest.TestCase):
 
     def test_refuses_wrong_count(self):
         self._refuses(lambda cases: cases.pop(), "46")
+
+
+class CheckOrderMatrixTests(unittest.TestCase):
+    """spec/check-order-matrix.json: current, and every case holds on the reference."""
+
+    def test_matrix_is_current_and_every_case_replays(self):
+        r = subprocess.run([sys.executable, str(HERE / "gen_check_order.py"), "--check"],
+                           capture_output=True, text=True, timeout=600)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        data = json.loads(CO.DEFAULT_OUT.read_text())
+        self.assertEqual(data["cap"], CAP)
+        fields = {"name", "type", "framed", "hex", "expect", "offset", "rule", "rust_rule", "note",
+                  "relation", "a_step", "b_step"}
+        for c in data["cases"]:
+            self.assertEqual(set(c), fields, c["name"])
+            e = K.validate(c["type"], bytes.fromhex(c["hex"]), framed=c["framed"])
+            self.assertIsNotNone(e, f"{c['name']}: accepted")
+            self.assertEqual((e.code, e.offset, e.rule), (c["expect"], c["offset"], c["rule"]),
+                             c["name"])
+        self.assertGreater(len(data["cases"]), 2000)
+        self.assertTrue(all(s["reason"] for s in data["skipped"]))
+
+    def test_tables_parse_with_a_planter_for_every_rule(self):
+        text = CO.SPEC.read_text(encoding="utf-8")
+        rows = CO.parse_table(text, "directory")
+        frozen = CO.parse_table(text, "frozen")
+        self.assertEqual(len(rows), 66)
+        self.assertEqual(len(frozen), 21)
+        self.assertEqual([r.rule for r in rows.values() if r.unreachable], ["dir_size_overflow"])
+        planted = {p.rule for p in CO.directory_planters()}
+        self.assertEqual(planted, {r.rule for r in rows.values() if not r.unreachable})
+        self.assertEqual(rows["overlap"].step, "9")
+        self.assertEqual(rows["offset_not_canonical"].step, "10")
+        order = CO.Order(rows)
+        # payload_bytes_not_canonical runs after every descriptor's placement
+        self.assertLess(order.key("gap_nonzero", 50), order.key("payload_bytes_not_canonical", None))
+        self.assertLess(order.key("name_duplicate", 0), order.key("heap_length", None))
+
+    def test_out_of_order_ranges_lose_to_a_later_step_9_fault(self):
+        # u8[4] @64, u8[4] @0, f32[2^62, 8] @128: not an overlap; LIMIT at the third
+        cases, _skipped, _d, _f = self.matrix()
+        pinned = [c for c in cases if c["name"] == "pinned/out-of-order-ranges-then-shape-overflow"]
+        self.assertEqual(len(pinned), 1)
+        c = pinned[0]
+        self.assertEqual((c["expect"], c["offset"], c["rule"]), ("LIMIT", 64 + 2 * 128 + 48, "shape_overflow"))
+        for rule in ("shape_overflow", "range_overflow", "byte_size_overflow"):
+            self.assertTrue(any(c["rule"] == rule and "offset_not_canonical.swap" in c["name"]
+                                and c["b_step"] == "10" for c in cases), rule)
+
+    def test_refuses_a_table_the_reference_disagrees_with(self):
+        # Claim shape_tail is checked before rank: one descriptor with rank 9
+        # and a nonzero slot 7 then expects shape_tail, the reference says rank.
+        text = CO.SPEC.read_text(encoding="utf-8")
+        rank = "| `rank` | `RankTooLarge` | 9 | 6 | yes | TYPE | |\n"
+        tail = "| `shape_tail` | `ShapeTail` | 9 | 7 | yes | TYPE | |\n"
+        self.assertIn(rank + tail, text)
+        swapped = text.replace(rank + tail, tail.replace("| 7 |", "| 6 |") + rank.replace("| 6 |", "| 7 |"))
+        with self.assertRaises(CO.MatrixError) as cm:
+            CO.build(swapped)
+        self.assertIn("kiln_ref gives", str(cm.exception))
+        # a table row out of check order is refused before anything is built
+        with self.assertRaises(CO.MatrixError):
+            CO.build(text.replace(rank + tail, tail + rank))
+
+    _cache = None
+
+    @classmethod
+    def matrix(cls):
+        if cls._cache is None:
+            cls._cache = CO.build()
+        return cls._cache
 
 
 class CliTests(unittest.TestCase):
