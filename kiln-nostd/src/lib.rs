@@ -66,6 +66,7 @@ pub mod mx;
 mod names;
 pub mod quant;
 mod ranges;
+pub mod source;
 mod views;
 mod writer;
 
@@ -78,6 +79,7 @@ pub use header::Header;
 pub use incremental::{Incremental, Progress, Summary};
 pub use limits::{Limits, DEFAULT_CAP};
 pub use names::scratch_len;
+pub use source::{ReadAt, SourceError};
 pub use views::{Directory, NameIndex, Quantization, Tensor, Tensors};
 pub use writer::{sort_dict, Quant, TensorRef, TensorSpec, Writer};
 
