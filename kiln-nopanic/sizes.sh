@@ -14,6 +14,10 @@
 #                                            validates directories pays for the Frozen record
 #   typed     -F frozen-typed                the same record through frozen::decode_framed with a
 #                                            compile-time Ty (hand-written Decode, as derive(Kiln) makes)
+#   incr      -F incremental                 Incremental: prefix_len, feed in chunks, next_needed/skip,
+#                                            header, directory + one lookup, consumed, finish
+#   incr+typ  -F typical,incremental         incr on top of typical: what an over-the-air update adds
+#                                            to a firmware that already validates directories
 # The validator figure is views - baseline (directory parse + views). Each
 # delta includes the compiler-builtins it pulls in (memcpy, u64 division, ...)
 # and the harness's own glue that consumes the results. Every build here uses
@@ -42,23 +46,26 @@ declare -A FEATS=(
     [frozen]="--no-default-features --features frozen"
     [typfroz]="--no-default-features --features typical,frozen"
     [typed]="--no-default-features --features frozen-typed"
+    [incr]="--no-default-features --features incremental"
+    [typincr]="--no-default-features --features typical,incremental"
 )
 
-printf '%-22s %8s | %7s %7s %10s %9s | %7s %7s | %8s %7s %8s %6s\n' target baseline parse views "validator" builtins texts writer typical frozen "+typical" typed
+printf '%-22s %8s | %7s %7s %10s %9s | %7s %7s | %8s %7s %8s %6s | %6s %8s\n' target baseline parse views "validator" builtins texts writer typical frozen "+typical" typed incr "incr+typ"
 for target in $TARGETS; do
     declare -A TEXT=() BUILTINS=()
-    for v in baseline parse views texts full typical frozen typfroz typed; do
+    for v in baseline parse views texts full typical frozen typfroz typed incr typincr; do
         # shellcheck disable=SC2086
         cargo build -q --release --target "$target" ${FEATS[$v]} --target-dir "target/size-$v"
         TEXT[$v]=$(section .text "target/size-$v/$target/release/kiln-nopanic")
         BUILTINS[$v]=$(builtins "target/size-$v/$target/release/kiln-nopanic")
     done
-    printf '%-22s %8d | %7d %7d %10d %9d | %7d %7d | %8d %7d %8d %6d\n' "$target" "${TEXT[baseline]}" \
+    printf '%-22s %8d | %7d %7d %10d %9d | %7d %7d | %8d %7d %8d %6d | %6d %8d\n' "$target" "${TEXT[baseline]}" \
         $((TEXT[parse] - TEXT[baseline])) $((TEXT[views] - TEXT[parse])) $((TEXT[views] - TEXT[baseline])) \
         $((BUILTINS[views] - BUILTINS[baseline])) \
         $((TEXT[texts] - TEXT[views])) $((TEXT[full] - TEXT[texts])) \
         $((TEXT[typical] - TEXT[baseline])) $((TEXT[frozen] - TEXT[baseline])) $((TEXT[typfroz] - TEXT[typical])) \
-        $((TEXT[typed] - TEXT[baseline]))
+        $((TEXT[typed] - TEXT[baseline])) \
+        $((TEXT[incr] - TEXT[baseline])) $((TEXT[typincr] - TEXT[typical]))
 done
 echo "(.text bytes; baseline is absolute, the rest are deltas incl. the builtins they pull in;"
 echo " validator = parse + views, every directory API (budget 8192);"
@@ -66,4 +73,6 @@ echo " builtins = the part of validator that is compiler-builtins code: memcpy/m
 echo " typical = FixedIndex parse + lookups by name + f32 reads + table walk, over the baseline;"
 echo " frozen = Schema::parse + frozen::Reader validate/read of one framed record + field reads, over the baseline;"
 echo " +typical = the same frozen code linked beside typical, over typical (shared directory validator/builtins);"
-echo " typed = the same record through decode_framed with a compile-time Ty, over the baseline)"
+echo " typed = the same record through decode_framed with a compile-time Ty, over the baseline;"
+echo " incr = Incremental fed in chunks (prefix_len, feed, next_needed/skip, directory, finish), over the baseline;"
+echo " incr+typ = the same linked beside typical, over typical)"

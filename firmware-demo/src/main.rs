@@ -1,9 +1,12 @@
 //! Kiln v2 on a Cortex-M3 (LM3S6965 under QEMU): validate the bundled example
 //! model (`spec/examples/digits-mlp.kiln`) in place, run it on its own
 //! labelled samples in f32 and with an MXFP4 first layer dequantized on the
-//! fly, and show that corrupted copies are rejected with the spec's error
-//! codes. Output goes through semihosting; the exit status is 0 only when
-//! every check matched its expectation.
+//! fly, show that corrupted copies are rejected with the spec's error
+//! codes, and take an over-the-air update (`ota.rs`): a new model in
+//! 256-byte packets, checked by `kiln_nostd::Incremental` as it is written
+//! into the inactive slot and activated only when accepted. Output goes
+//! through semihosting; the exit status is 0 only when every check matched
+//! its expectation.
 //!
 //! The model (see spec/examples/README.md), read by name, shapes from the
 //! directory: `logits = fc2.weight @ relu(fc1.weight @ x + fc1.bias) + fc2.bias`,
@@ -22,6 +25,9 @@ use cortex_m_semihosting::{debug, hprintln};
 use kiln_nostd::header::{DESCRIPTOR_LEN, HEADER_LEN};
 use kiln_nostd::{mx, scratch_len, DType, Directory, Error, ErrorCode, Header, NameIndex, Parser, Rule, Tensor};
 
+#[cfg(feature = "ota")]
+mod ota;
+
 /// 64-byte alignment: every canonical payload offset is a multiple of 64, so
 /// an aligned block gives aligned payloads and `as_slice::<f32>()` works in place.
 #[repr(C, align(64))]
@@ -32,8 +38,12 @@ const MODEL_LEN: usize = include_bytes!("../../spec/examples/digits-mlp.kiln").l
 static MODEL: Aligned<[u8; MODEL_LEN]> = Aligned(*include_bytes!("../../spec/examples/digits-mlp.kiln"));
 
 /// RAM copy for the misaligned run and the corruption tests (+64: room for a
-/// trailing byte and a copy at offset 1).
-static mut RAM: Aligned<[u8; MODEL_LEN + 64]> = Aligned([0; MODEL_LEN + 64]);
+/// trailing byte and a copy at offset 1); afterwards slot B of the OTA update.
+#[cfg(not(feature = "ota"))]
+const RAM_LEN: usize = MODEL_LEN + 64;
+#[cfg(feature = "ota")]
+const RAM_LEN: usize = if ota::SLOT_LEN > MODEL_LEN + 64 { ota::SLOT_LEN } else { MODEL_LEN + 64 };
+static mut RAM: Aligned<[u8; RAM_LEN]> = Aligned([0; RAM_LEN]);
 
 /// f32 storage for tensors that cannot be viewed in place (the misaligned
 /// run copies fc1, fc2 and samples.x: 4458 values for the example model).
@@ -67,7 +77,7 @@ const MAX_SAMPLES: usize = 64;
 /// Budget for the parser's stack (bytes); override at build time with
 /// `KILN_STACK_BUDGET=2048 cargo run --release`.
 fn stack_budget() -> usize {
-    option_env!("KILN_STACK_BUDGET").and_then(|s| s.parse().ok()).unwrap_or(1024)
+    option_env!("KILN_STACK_BUDGET").and_then(|s| s.parse().ok()).unwrap_or(1152)
 }
 
 #[entry]
@@ -190,7 +200,7 @@ fn run() -> bool {
     // --- 3. f32 model from flash: every tensor viewed in place
     hprintln!("run 1: f32 model in flash (64-byte aligned, zero-copy)");
     let mut pool = Pool(&mut pool_mem[..]);
-    let flash = match load(&index, &mut pool) {
+    let flash = match load(&index, &mut pool, true) {
         Ok(m) => m,
         Err(e) => {
             chk.expect(false, e);
@@ -264,7 +274,7 @@ fn run() -> bool {
         match Parser::new().scratch(&mut scratch2).parse_indexed(copy) {
             Ok((_, index2)) => {
                 let mut pool = Pool(&mut pool_mem[..]);
-                match load(&index2, &mut pool) {
+                match load(&index2, &mut pool, true) {
                     Ok(moved) => {
                         chk.expect(
                             moved.copied_all,
@@ -295,6 +305,10 @@ fn run() -> bool {
     // --- 6. corrupted copies are rejected with the expected code
     hprintln!("corruption tests (RAM copy, 64-byte aligned):");
     corruption_tests(&dir, model, ram, &mut chk);
+
+    // --- 7. over-the-air update into slot B (the RAM buffer), activated only when valid
+    #[cfg(feature = "ota")]
+    ota::run(model, ram, &mut chk);
 
     if chk.failed != 0 {
         hprintln!("{} check(s) failed", chk.failed);
@@ -376,8 +390,8 @@ struct Loaded<'a> {
 }
 
 /// Looks every tensor up by name, takes the shapes from the directory and
-/// checks that they chain; prints how each tensor was obtained.
-fn load<'a>(index: &NameIndex<'a, '_>, pool: &mut Pool<'a>) -> Result<Loaded<'a>, &'static str> {
+/// checks that they chain; `verbose` prints how each tensor was obtained.
+fn load<'a>(index: &NameIndex<'a, '_>, pool: &mut Pool<'a>, verbose: bool) -> Result<Loaded<'a>, &'static str> {
     let (w1, b1, w2, b2) =
         (get(index, FC1_WEIGHT)?, get(index, FC1_BIAS)?, get(index, FC2_WEIGHT)?, get(index, FC2_BIAS)?);
     let (x, y) = (get(index, SAMPLES_X)?, get(index, SAMPLES_Y)?);
@@ -399,6 +413,9 @@ fn load<'a>(index: &NameIndex<'a, '_>, pool: &mut Pool<'a>) -> Result<Loaded<'a>
         let (v, in_place) = load_f32(t, pool)?;
         vals[k] = v;
         flags[k] = in_place;
+        if !verbose {
+            continue;
+        }
         hprintln!(
             "  {:<10} {:?} {}",
             t.name().unwrap_or("?"),
@@ -408,7 +425,9 @@ fn load<'a>(index: &NameIndex<'a, '_>, pool: &mut Pool<'a>) -> Result<Loaded<'a>
     }
     // One-byte labels can always be viewed in place.
     let labels = y.as_slice::<u8>().ok_or("labels must be u8")?;
-    hprintln!("  {:<10} {:?} in place (as_slice::<u8>)", SAMPLES_Y, y.shape());
+    if verbose {
+        hprintln!("  {:<10} {:?} in place (as_slice::<u8>)", SAMPLES_Y, y.shape());
+    }
     Ok(Loaded {
         net: Net { w1: vals[0], b1: vals[1], w2: vals[2], b2: vals[3], n_in, n_hidden, n_out },
         x: vals[4],

@@ -57,7 +57,7 @@ fn mix(sink: &mut u32, v: usize) {
     *sink = sink.rotate_left(5) ^ (v as u32);
 }
 
-#[cfg(any(feature = "parse", feature = "typical"))]
+#[cfg(any(feature = "parse", feature = "typical", feature = "incremental"))]
 #[allow(dead_code)] // NAME and INDEX serve the views
 mod inputs {
     #[repr(C, align(64))]
@@ -76,6 +76,9 @@ mod inputs {
     pub static INDEX: usize = 4;
     pub static COUNT_CAP: u32 = 1024;
     pub static SEED: u64 = 0x1234_5678;
+    /// Packet size for the incremental validator, and whether the block is embedded.
+    pub static CHUNK: usize = 256;
+    pub static EMBEDDED: bool = false;
 }
 
 #[cfg(feature = "parse")]
@@ -251,6 +254,76 @@ mod typical {
             }
         }
         true
+    }
+}
+
+/// A block that arrives in packets (an over-the-air update): the
+/// incremental validator, fed in chunks of an opaque size, skipping what
+/// `next_needed` allows, with caps, seed and name scratch; the tensor table
+/// when it is complete, and the verdict at the end.
+#[cfg(feature = "incremental")]
+mod incremental {
+    use super::{inputs::*, mix, opaque};
+    use kiln_nostd::{Error, Incremental, Limits, Progress};
+
+    fn error(sink: &mut u32, e: Error) {
+        mix(sink, e.code() as usize);
+        mix(sink, e.offset());
+        mix(sink, e.rule() as usize);
+    }
+
+    pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
+        let limits = Limits::DEFAULT.with_count_cap(opaque(&COUNT_CAP)).with_byte_cap(opaque(&COUNT_CAP));
+        match Incremental::prefix_len(buf.get(..64).unwrap_or(&[]), &limits) {
+            Ok(n) => mix(sink, n.unwrap_or(1)),
+            Err(e) => error(sink, e),
+        }
+        let mut prefix = [0u8; 2048];
+        let mut scratch = [0u32; 64];
+        let v = Incremental::new(&mut prefix).limits(limits).hash_seed(opaque(&SEED)).scratch(&mut scratch);
+        let mut v = if opaque(&EMBEDDED) { v.embedded() } else { v };
+        let chunk = opaque(&CHUNK).max(1);
+        let (len, mut pos) = (buf.len(), 0usize);
+        let mut saw_directory = false;
+        while pos < len {
+            let need = usize::try_from(v.next_needed()).unwrap_or(len).min(len);
+            if need > pos {
+                match v.skip(u64::try_from(need - pos).unwrap_or(0)) {
+                    Ok(0) => break,
+                    Ok(n) => pos = pos.saturating_add(usize::try_from(n).unwrap_or(len)),
+                    Err(e) => {
+                        error(sink, e);
+                        break;
+                    }
+                }
+                continue;
+            }
+            let end = pos.saturating_add(chunk).min(len);
+            match v.feed(buf.get(pos..end).unwrap_or(&[])) {
+                Ok(Progress::Directory) => {
+                    saw_directory = true;
+                    mix(sink, v.header().map_or(0, |h| h.tensor_count as usize));
+                    if let Some(dir) = v.directory() {
+                        mix(sink, dir.len());
+                        mix(sink, dir.find(opaque(&NAME)).map_or(0, |t| t.shape().len() ^ t.absolute_offset()));
+                    }
+                }
+                Ok(p) => mix(sink, p as usize),
+                Err(e) => error(sink, e),
+            }
+            pos = end;
+        }
+        mix(sink, v.consumed() as usize);
+        match v.finish() {
+            Ok(s) => {
+                mix(sink, s.payload_base as usize);
+                saw_directory && s.block_len == buf.len() as u64
+            }
+            Err(e) => {
+                error(sink, e);
+                false
+            }
+        }
     }
 }
 
@@ -480,6 +553,10 @@ fn main() -> ! {
             mix(&mut sink, usize::from(buf[opaque(&inputs::INDEX) * 100_000]));
         }
     }
+    #[cfg(feature = "incremental")]
+    {
+        ok &= incremental::run(&mut sink, opaque(&inputs::INPUT));
+    }
     #[cfg(feature = "writer")]
     {
         ok &= writer::run(&mut sink);
@@ -492,7 +569,13 @@ fn main() -> ! {
     {
         ok &= typed_record::run(&mut sink);
     }
-    #[cfg(not(any(feature = "parse", feature = "typical", feature = "frozen", feature = "frozen-typed")))]
+    #[cfg(not(any(
+        feature = "parse",
+        feature = "typical",
+        feature = "frozen",
+        feature = "frozen-typed",
+        feature = "incremental"
+    )))]
     {
         // Baseline: the same opaque read and sink traffic, no decoder.
         static NOTHING: usize = 0;

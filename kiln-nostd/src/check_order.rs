@@ -10,19 +10,30 @@ use crate::error::{fail, Error, Result, Rule};
 use crate::names::{self, same_bytes, NameCursor, Table};
 use crate::ranges;
 
-/// The first fault of steps 8 to 11 in the spec's order, or `Ok` when there is none.
-pub(crate) fn first_fault(b: &Block<'_>, scratch: Option<&mut [u32]>, seed: u64) -> Result<()> {
-    let scratch = step8(b, scratch, seed)?;
-    step9(b, scratch)?;
+/// Steps 8 to 11 in the spec's order: the first fault, or the filled name
+/// table (when there is scratch for one) of a valid block.
+/// Never inlined: its stack frame stays off the accepting walk's (firmware stack budget).
+#[cold]
+#[inline(never)]
+pub(crate) fn check<'s>(b: &Block<'_>, scratch: Option<&'s mut [u32]>, seed: u64) -> Result<Option<Table<'s>>> {
+    let (mut table, spare) = step8(b, scratch, seed)?;
+    step9(b, &mut table, spare)?;
     step10(b).map_err(|(_, e)| e)?;
-    step11(b).map_err(|(_, e)| e)
+    step11(b).map_err(|(_, e)| e)?;
+    Ok(table)
 }
 
 /// Step 8: every descriptor's reserved bytes first; then the name flag on an
 /// empty directory; then per descriptor its name rules, its name's
-/// uniqueness and its layout rules; last, the heap's total length. Hands
-/// the scratch back for step 9.
-pub(crate) fn step8<'s>(b: &Block<'_>, scratch: Option<&'s mut [u32]>, seed: u64) -> Result<Option<&'s mut [u32]>> {
+/// uniqueness and its layout rules; last, the heap's total length. Returns
+/// the name table (in `scratch`, when it is large enough) or the unused scratch.
+// Not inlined: one step's frame at a time on the stack.
+#[inline(never)]
+pub(crate) fn step8<'s>(
+    b: &Block<'_>,
+    scratch: Option<&'s mut [u32]>,
+    seed: u64,
+) -> Result<(Option<Table<'s>>, Option<&'s mut [u32]>)> {
     let Block { descs, heap, has_names, .. } = *b;
     for (i, raw) in descs.raws.iter().enumerate() {
         descriptor::check_reserved(raw, i)?;
@@ -45,12 +56,16 @@ pub(crate) fn step8<'s>(b: &Block<'_>, scratch: Option<&'s mut [u32]>, seed: u64
         cursor.check_layout(heap, raw, i, || names::names_total(descs.raws))?;
     }
     cursor.check_heap_total(heap)?;
-    Ok(table.map(Table::into_scratch).or(spare))
+    Ok((table, spare))
 }
 
 /// Step 9: per descriptor, its own range, dtype and shape rules, then
 /// intersection with an earlier range; the first descriptor with a fault.
-pub(crate) fn step9(b: &Block<'_>, scratch: Option<&mut [u32]>) -> Result<()> {
+/// Ranges out of order make the block invalid whatever step 9 finds, so
+/// the name table may then give its memory to the intersection search.
+// Not inlined: one step's frame at a time on the stack.
+#[inline(never)]
+pub(crate) fn step9(b: &Block<'_>, table: &mut Option<Table<'_>>, spare: Option<&mut [u32]>) -> Result<()> {
     let descs = &b.descs;
     let own = descs
         .raws
@@ -59,15 +74,25 @@ pub(crate) fn step9(b: &Block<'_>, scratch: Option<&mut [u32]>) -> Result<()> {
         .find_map(|(i, raw)| descriptor::check_shape_and_range(raw, i, b.payload.len).err().map(|e| (i, e)));
     // Ranges of descriptors before the first own fault are well formed.
     let upto = own.map_or(descs.count, |(i, _)| i);
+    if ranges::in_order(descs, upto) {
+        return own.map_or(Ok(()), |(_, e)| Err(e));
+    }
+    let scratch = table.take().map(Table::into_scratch).or(spare);
     if let Some(j) = ranges::first_intersection(descs, upto, scratch) {
         return fail(Rule::RangeOverlap, field_at(j, AT_BYTE_OFFSET));
     }
-    own.map_or(Ok(()), |(_, e)| Err(e))
+    match own {
+        Some((_, e)) => Err(e),
+        // Out of order, no intersection, no own fault: step 10 will object.
+        None => Ok(()),
+    }
 }
 
 /// Step 10: per descriptor, the greedy offset, then a zero gap before it
 /// (when the payload is at hand); last, payload_bytes is the running end.
 /// The fault comes with its descriptor's index (the count for the last rule).
+// Not inlined: one step's frame at a time on the stack.
+#[inline(never)]
 pub(crate) fn step10(b: &Block<'_>) -> core::result::Result<(), (usize, Error)> {
     let mut running_end = 0u64;
     for (i, raw) in b.descs.raws.iter().enumerate() {
@@ -79,6 +104,8 @@ pub(crate) fn step10(b: &Block<'_>) -> core::result::Result<(), (usize, Error)> 
 
 /// Step 11: per descriptor, its element bytes (when the payload is at hand),
 /// then its quantization. The fault comes with its descriptor's index.
+// Not inlined: one step's frame at a time on the stack.
+#[inline(never)]
 pub(crate) fn step11(b: &Block<'_>) -> core::result::Result<(), (usize, Error)> {
     for (i, raw) in b.descs.raws.iter().enumerate() {
         check_values(&b.descs, raw, i, b.payload).map_err(|e| (i, e))?;

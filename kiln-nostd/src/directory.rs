@@ -42,6 +42,9 @@ pub struct Parser<'s> {
     /// Takes the plain-descriptor fast path where it applies (see [`PLAIN`]);
     /// tests turn it off to compare the two paths.
     plain: bool,
+    /// Accepts with one walk (see [`ONE_WALK`]); tests turn it off to run
+    /// the bare-metal path, the step-by-step checks alone, on the host.
+    one_walk: bool,
 }
 
 impl Default for Parser<'_> {
@@ -53,7 +56,7 @@ impl Default for Parser<'_> {
 impl<'s> Parser<'s> {
     /// Default caps (16,777,216), no scratch.
     pub const fn new() -> Self {
-        Parser { limits: Limits::DEFAULT, scratch: None, seed: 0, plain: PLAIN }
+        Parser { limits: Limits::DEFAULT, scratch: None, seed: 0, plain: PLAIN, one_walk: ONE_WALK }
     }
 
     /// Uses these caps.
@@ -74,6 +77,11 @@ impl<'s> Parser<'s> {
     pub const fn hash_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
+    }
+
+    /// The caps this parser checks against.
+    pub(crate) const fn caps(&self) -> Limits {
+        self.limits
     }
 
     /// Checks a standalone block: `buf` must hold exactly one block (step 12).
@@ -119,7 +127,8 @@ fn check_block<'s>(
     let header = Header::parse(block)?; // steps 1, 2
     let regions = header.regions(block, &parser.limits)?; // steps 3 to 7
     let b = Block::new(block, &header, regions, true);
-    let table = check_descriptors(&b, parser.scratch, parser.seed, parser.plain)?; // steps 8 to 11
+    let walk = if parser.one_walk { Some(parser.plain) } else { None };
+    let table = check_descriptors(&b, parser.scratch, parser.seed, walk)?; // steps 8 to 11
     if standalone && regions.block_len != block.len() {
         return fail(Rule::TrailingBytes, regions.block_len); // step 12
     }
@@ -148,22 +157,31 @@ pub(crate) fn check_descriptors<'s>(
     b: &Block<'_>,
     scratch: Option<&'s mut [u32]>,
     seed: u64,
-    plain: bool,
+    walk: Option<bool>,
 ) -> Result<Option<names::FrozenTable<'s>>> {
+    // `walk`: accept in one walk (with the plain fast path or not), or step by step.
+    let Some(plain) = walk else {
+        return check_order::check(b, scratch, seed).map(|t| t.map(Table::freeze));
+    };
     let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
     match accept(b, table.as_mut(), seed, plain) {
         Ok(()) => Ok(table.map(Table::freeze)),
         Err(seen) => {
             let scratch = table.map(Table::into_scratch).or(spare);
-            match check_order::first_fault(b, scratch, seed) {
+            match check_order::check(b, scratch, seed) {
                 Err(e) => Err(e),
                 // Cannot happen: both paths check the same rules. Should it,
                 // the block is still refused, with the fault the walk met.
-                Ok(()) => Err(seen),
+                Ok(_) => Err(seen),
             }
         }
     }
 }
+
+/// Hosts and browsers accept with [`accept`] (one walk) and report with
+/// [`check_order`]; bare-metal targets link only the step-by-step checks,
+/// which accept as well (four passes over a small directory), for code size.
+const ONE_WALK: bool = !cfg!(target_os = "none");
 
 /// Steps 8 to 11 over a block whose payload is not at hand (the incremental
 /// validator, once the directory prefix is in), sorted by how much of the
@@ -186,15 +204,15 @@ pub(crate) enum PrefixVerdict {
 /// Classifies the descriptor-only faults of `b` (built without payload).
 pub(crate) fn check_prefix(b: &Block<'_>, scratch: Option<&mut [u32]>, seed: u64) -> PrefixVerdict {
     let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
-    if accept(b, table.as_mut(), seed, PLAIN).is_ok() {
+    if ONE_WALK && accept(b, table.as_mut(), seed, PLAIN).is_ok() {
         return PrefixVerdict::Clean;
     }
     let scratch = table.map(Table::into_scratch).or(spare);
-    let scratch = match check_order::step8(b, scratch, seed) {
-        Ok(s) => s,
+    let (mut table, spare) = match check_order::step8(b, scratch, seed) {
+        Ok(kept) => kept,
         Err(e) => return PrefixVerdict::Certain(e),
     };
-    if let Err(e) = check_order::step9(b, scratch) {
+    if let Err(e) = check_order::step9(b, &mut table, spare) {
         return PrefixVerdict::Certain(e);
     }
     if let Err((i, e)) = check_order::step10(b) {
@@ -214,6 +232,10 @@ pub(crate) fn check_prefix(b: &Block<'_>, scratch: Option<&mut [u32]>, seed: u64
 ///
 /// No overlap check is needed: a block whose offsets all sit at the greedy
 /// placement has its ranges in increasing order, so none can intersect.
+///
+/// Not inlined, so its frame and the error path's are never on the stack
+/// together (the firmware's stack budget).
+#[inline(never)]
 fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64, plain: bool) -> Result<()> {
     let Block { descs, heap, has_names, payload } = *b;
     names::check_flag_on_empty(descs.count, has_names)?;
@@ -466,6 +488,22 @@ mod tests {
         p.parse(bytes).map(|d| d.len())
     }
 
+    /// The bare-metal path: the step-by-step checks alone. An accepted
+    /// block's name index finds every tensor.
+    fn parse_steps(bytes: &[u8], scratch: bool) -> Result<usize> {
+        let mut s = [0u32; 64];
+        let p = Parser { one_walk: false, ..Parser::new() };
+        let p = if scratch { p.scratch(&mut s) } else { p };
+        let (dir, index) = p.parse_indexed(bytes)?;
+        assert_eq!(index.is_hashed(), scratch && dir.iter().any(|t| t.name().is_some()));
+        for t in dir.iter() {
+            if let Some(n) = t.name() {
+                assert_eq!(index.get(n).map(|f| f.index()), Some(t.index()));
+            }
+        }
+        Ok(dir.len())
+    }
+
     /// The fast path is an optimisation only: on every single-byte change
     /// and truncation of the blocks above, it gives exactly the result
     /// (accept, or the same code, rule and offset) of the rule-by-rule path.
@@ -487,13 +525,17 @@ mod tests {
                     let mut m = block.clone();
                     m[at] = v;
                     for scratch in [true, false] {
-                        assert_eq!(parse(&m, true, scratch), parse(&m, false, scratch), "byte {at} = {v:#x}");
+                        let want = parse(&m, false, scratch);
+                        assert_eq!(parse(&m, true, scratch), want, "byte {at} = {v:#x}");
+                        assert_eq!(parse_steps(&m, scratch), want, "steps only: byte {at} = {v:#x}");
                         compared += 1;
                     }
                 }
             }
             for len in (0..block.len()).step_by(stride) {
-                assert_eq!(parse(&block[..len], true, true), parse(&block[..len], false, true), "len {len}");
+                let want = parse(&block[..len], false, true);
+                assert_eq!(parse(&block[..len], true, true), want, "len {len}");
+                assert_eq!(parse_steps(&block[..len], true), want, "steps only: len {len}");
             }
         }
         assert!(compared > 10_000 / (stride * stride), "{compared}");

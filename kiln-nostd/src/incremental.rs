@@ -355,7 +355,7 @@ impl<'m, 's> Incremental<'m, 's> {
     fn copy_in(&mut self, chunk: &[u8], end: u64) -> usize {
         let at = usize_from(self.fed).unwrap_or(usize::MAX);
         let want = usize_from(end.saturating_sub(self.fed)).unwrap_or(usize::MAX).min(chunk.len());
-        match (self.prefix.get_mut(at..at.saturating_add(want)), chunk.get(..want)) {
+        match (at.checked_add(want).and_then(|end| self.prefix.get_mut(at..end)), chunk.get(..want)) {
             (Some(dst), Some(src)) => {
                 dst.copy_from_slice(src);
                 want

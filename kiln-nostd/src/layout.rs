@@ -131,7 +131,7 @@ impl Header {
             (24, &self.directory_bytes.to_le_bytes()),
         ];
         for (at, bytes) in fields {
-            if let Some(dst) = out.get_mut(at..at.saturating_add(bytes.len())) {
+            if let Some(dst) = at.checked_add(bytes.len()).and_then(|end| out.get_mut(at..end)) {
                 dst.copy_from_slice(bytes);
             }
         }

@@ -62,6 +62,7 @@ pub mod hk;
 mod incremental;
 pub mod layout;
 mod limits;
+pub mod model;
 pub mod mx;
 mod names;
 pub mod quant;

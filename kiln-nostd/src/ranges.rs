@@ -56,21 +56,34 @@ pub(crate) fn check_total(running_end: u64, payload_bytes: u64) -> Result<()> {
 /// From the first range that starts before the furthest end so far, the
 /// block is invalid (an intersection here, or a misplacement for step 10)
 /// and the exact answer takes a slower path: with `scratch` of at least
-/// `upto` slots, a sort and a binary search, O(n log n); without, every
-/// later range against every earlier one.
+/// `upto` slots, a sort and a binary search, O(n log n); without (and on
+/// bare-metal targets), every later range against every earlier one.
 pub(crate) fn first_intersection(descs: &Descriptors<'_>, upto: usize, scratch: Option<&mut [u32]>) -> Option<usize> {
     let nonempty = |i: &usize| descs.raw(*i).byte_length() != 0;
+    let from = first_disorder(descs, upto)?;
+    // Bare-metal targets (small directories) keep only the pairwise scan, for code size.
+    match scratch.filter(|_| !cfg!(target_os = "none")).and_then(|s| s.get_mut(..upto)) {
+        Some(order) => first_intersection_sorted(descs, from, upto, order),
+        None => (from..upto).filter(nonempty).find(|&j| (0..j).filter(nonempty).any(|k| intersect(descs, j, k))),
+    }
+}
+
+/// True when the nonempty ranges of descriptors `0..upto` come in increasing
+/// order (each starts at or after the furthest end before it), as in every
+/// canonical block: then none intersects.
+pub(crate) fn in_order(descs: &Descriptors<'_>, upto: usize) -> bool {
+    first_disorder(descs, upto).is_none()
+}
+
+/// The first nonempty range before `upto` that starts before the furthest end so far.
+fn first_disorder(descs: &Descriptors<'_>, upto: usize) -> Option<usize> {
     let mut furthest = 0u64;
-    let from = (0..upto).filter(nonempty).find(|&i| {
+    (0..upto).filter(|&i| descs.raw(i).byte_length() != 0).find(|&i| {
         let d = descs.raw(i);
         let disorder = d.byte_offset() < furthest;
         furthest = furthest.max(d.range_end().unwrap_or(u64::MAX));
         disorder
-    })?;
-    match scratch.and_then(|s| s.get_mut(..upto)) {
-        Some(order) => first_intersection_sorted(descs, from, upto, order),
-        None => (from..upto).filter(nonempty).find(|&j| (0..j).filter(nonempty).any(|k| intersect(descs, j, k))),
-    }
+    })
 }
 
 fn intersect(descs: &Descriptors<'_>, j: usize, k: usize) -> bool {
@@ -91,7 +104,7 @@ fn first_intersection_sorted(descs: &Descriptors<'_>, from: usize, upto: usize, 
     }
     let order = order.get_mut(..n)?;
     let index = |k: u32| usize::try_from(k).unwrap_or(usize::MAX);
-    order.sort_unstable_by_key(|&k| (descs.raw(index(k)).byte_offset(), k));
+    heapsort_by_key(order, |k| (descs.raw(index(k)).byte_offset(), k));
     // Walks the sorted ranges of descriptors 0..=m: disjoint exactly when
     // each starts at or after the end of the one before.
     let disjoint = |m: usize| {
@@ -117,6 +130,44 @@ fn first_intersection_sorted(descs: &Descriptors<'_>, from: usize, upto: usize, 
         }
     }
     Some(hi)
+}
+
+/// Sorts `v` by `key` in place: heapsort, O(n log n), no allocation and no
+/// panic path (core's sort keeps one for an inconsistent order).
+fn heapsort_by_key<K: Ord>(v: &mut [u32], key: impl Fn(u32) -> K) {
+    let k = |v: &[u32], i: usize| v.get(i).map(|&x| key(x));
+    let sift = |v: &mut [u32], mut root: usize, end: usize| loop {
+        let left = root.saturating_mul(2).saturating_add(1);
+        if left >= end {
+            return;
+        }
+        let right = left.saturating_add(1);
+        let child = if right < end && k(v, right) > k(v, left) { right } else { left };
+        if k(v, root) >= k(v, child) {
+            return;
+        }
+        swap(v, root, child);
+        root = child;
+    };
+    let len = v.len();
+    for start in (0..len / 2).rev() {
+        sift(v, start, len);
+    }
+    for end in (1..len).rev() {
+        swap(v, 0, end);
+        sift(v, 0, end);
+    }
+}
+
+fn swap(v: &mut [u32], a: usize, b: usize) {
+    if let (Some(&x), Some(&y)) = (v.get(a), v.get(b)) {
+        if let Some(p) = v.get_mut(a) {
+            *p = y;
+        }
+        if let Some(p) = v.get_mut(b) {
+            *p = x;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,7 @@
 //! ```
 
 mod check;
+pub(crate) use check::Checker;
 mod frame;
 mod hash;
 mod kind;

@@ -1,0 +1,105 @@
+//! Model files (`kiln_nostd::model`): the record `kiln convert` writes,
+//! opened without a type text, with the verdicts of a Frozen reader of
+//! `struct{metadata:dict<str,str>,tensors:tensors,}`.
+
+use kiln_nostd::frozen::{self, Schema};
+use kiln_nostd::model::{self, Model, MODEL_HASH, MODEL_TYPE, PAD_KEY};
+use kiln_nostd::{DType, ErrorCode, Limits, Parser, Rule, TensorSpec, Writer};
+
+fn string(out: &mut Vec<u8>, s: &str) {
+    out.extend((s.len() as u32).to_le_bytes());
+    out.extend(s.as_bytes());
+}
+
+/// A model file: frame, metadata (keys in byte order), a directory block.
+fn model_file(meta: &[(&str, &str)], specs: &[TensorSpec<'_>]) -> Vec<u8> {
+    let mut out = frozen::frame_bytes(MODEL_HASH).to_vec();
+    out.extend((meta.len() as u32).to_le_bytes());
+    for (k, v) in meta {
+        string(&mut out, k);
+        string(&mut out, v);
+    }
+    let mut block = vec![0u8; Writer::new().encoded_len(specs).unwrap()];
+    Writer::new().write(specs, &mut block).unwrap();
+    out.extend(block);
+    out
+}
+
+fn example() -> Vec<u8> {
+    let w = [0u8; 24];
+    let flags = [1u8, 0, 1];
+    model_file(
+        &[("author", "kiln"), (PAD_KEY, "      "), ("license", "MIT")],
+        &[
+            TensorSpec::new(DType::F32, &[2, 3], &w).named("w"),
+            TensorSpec::new(DType::Bool, &[3], &flags).named("flags"),
+        ],
+    )
+}
+
+#[test]
+fn the_hash_is_the_record_types() {
+    assert_eq!(MODEL_HASH, frozen::hash_text(MODEL_TYPE));
+    let s: Schema = Schema::parse(MODEL_TYPE).unwrap();
+    assert_eq!(s.root().hash(), MODEL_HASH);
+}
+
+#[test]
+fn metadata_hides_the_padding_and_the_directory_is_checked() {
+    let f = example();
+    let m = Model::parse(&f).unwrap();
+    let entries: Vec<_> = m.metadata().iter().collect();
+    assert_eq!(entries, [("author", "kiln"), ("license", "MIT")]);
+    assert_eq!(m.metadata().get(PAD_KEY), None);
+    assert_eq!(m.metadata().padding(), 6);
+    assert_eq!(m.metadata().len(), 2);
+    assert_eq!(m.directory().find("w").unwrap().shape(), &[2, 3]);
+    assert_eq!(m.directory().end(), f.len());
+    let (meta, dir) = model::parse_any(&f).unwrap();
+    assert_eq!((meta.map(|m| m.len()), dir.len()), (Some(2), 2));
+}
+
+#[test]
+fn plain_directories_and_other_frames_are_read_as_before() {
+    let block = kiln_nostd::doc_example_block();
+    let (meta, dir) = model::parse_any(&block).unwrap();
+    assert!(meta.is_none());
+    assert_eq!(dir.len(), 1);
+    // A frame of another type is not a model file: the directory magic fails, as before.
+    let mut other = frozen::frame_bytes(frozen::hash_text("struct{id:i64,batch:tensors,}")).to_vec();
+    other.extend(7i64.to_le_bytes());
+    other.extend(block);
+    let e = model::parse_any(&other).unwrap_err();
+    assert_eq!((e.code(), e.rule(), e.offset()), (ErrorCode::Frame, Rule::DirectoryMagic, 0));
+    assert!(!model::is_model_file(&other));
+}
+
+/// `Model::parse` gives the Frozen reader's verdict (code, offset, rule)
+/// on every single-byte change and truncation of a model file.
+#[test]
+fn same_verdicts_as_the_frozen_reader() {
+    let f = example();
+    let s: Schema = Schema::parse(MODEL_TYPE).unwrap();
+    let frozen_verdict = |b: &[u8]| frozen::validate(b, &s, &Limits::DEFAULT, true);
+    let model_verdict = |b: &[u8]| Model::parse(b).map(|_| ());
+    let mut scratch = vec![0u32; 64];
+    let mut n = 0;
+    for at in 0..f.len() {
+        for v in [0u8, 1, 2, 0x41, 0x7f, 0x80, 0xff] {
+            let mut m = f.clone();
+            m[at] = v;
+            let want = frozen_verdict(&m);
+            assert_eq!(model_verdict(&m), want, "byte {at} = {v:#x}");
+            let scratched = Model::parse_with(&m, Parser::new().scratch(&mut scratch)).map(|_| ());
+            assert_eq!(scratched, want, "byte {at} = {v:#x}, with scratch");
+            n += 1;
+        }
+    }
+    for len in 0..f.len() {
+        assert_eq!(model_verdict(&f[..len]), frozen_verdict(&f[..len]), "length {len}");
+    }
+    let mut longer = f.clone();
+    longer.push(0);
+    assert_eq!(model_verdict(&longer).unwrap_err().rule(), Rule::TrailingBytes);
+    assert!(n > 1000);
+}
