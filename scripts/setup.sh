@@ -21,8 +21,10 @@ if [ "${#apt_missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_missing[@]}" >/dev/null
 fi
 
-# Rust targets and components.
-targets=(wasm32-unknown-unknown thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf s390x-unknown-linux-gnu)
+# Rust targets and components. The Windows and macOS targets are only
+# checked (`cargo check`/`clippy` need their standard library, not a linker).
+targets=(wasm32-unknown-unknown thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf s390x-unknown-linux-gnu
+    x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin)
 installed=$(rustup target list --installed)
 for t in "${targets[@]}"; do
     grep -qx "$t" <<<"$installed" || { log "rustup target add $t"; rustup target add "$t"; }

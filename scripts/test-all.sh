@@ -38,6 +38,19 @@ for t in thumbv7em-none-eabihf thumbv6m-none-eabi wasm32-unknown-unknown; do
 done
 run no_std-defmt cargo build -p kiln-nostd --release --locked --target thumbv7em-none-eabihf --features defmt
 
+# Windows and macOS: the host crates (all but the wasm-only kiln-wasm), with
+# their tests and benches, and kiln-nostd with every feature, must build there
+# too. Checked, not run (no linker needed; see the README's Platforms note).
+# Clippy is `cargo check` plus lints, so code behind #[cfg(windows)] and
+# #[cfg(target_os = "macos")] is linted as well.
+desktop_check() {
+    cargo clippy --workspace --exclude kiln-wasm --all-targets --locked --target "$1" -- -D warnings &&
+        cargo clippy -p kiln-nostd --all-targets --all-features --locked --target "$1" -- -D warnings
+}
+for t in x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin; do
+    run "check-$t" desktop_check "$t"
+done
+
 # Firmware: the QEMU demo and the no-panic link proof.
 run firmware firmware-demo/ci.sh
 

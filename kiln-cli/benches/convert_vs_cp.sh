@@ -25,7 +25,10 @@ cd "$WORK"
 
 echo "== building kiln (release)"
 cargo build --release -q -p kiln-cli --manifest-path "$ROOT/Cargo.toml"
-KILN="$ROOT/target/release/kiln"
+# The binary cargo just built, wherever CARGO_TARGET_DIR (or a config) puts it.
+TARGET_DIR=$(cargo metadata -q --format-version 1 --no-deps --manifest-path "$ROOT/Cargo.toml" |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+KILN="$TARGET_DIR/release/kiln"
 
 IN="$WORK/in-${SIZE_GIB}g.safetensors"
 if [ ! -f "$IN" ]; then

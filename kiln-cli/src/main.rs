@@ -9,6 +9,7 @@ mod gen_rust;
 mod input;
 mod inspect;
 mod output;
+mod platform;
 mod schema;
 mod stream;
 mod validate;

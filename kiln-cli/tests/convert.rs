@@ -504,3 +504,20 @@ fn bad_inputs_are_refused_without_output() {
     let out = kiln(p, &["convert", "missing.safetensors", "-o", "out.kiln"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn converting_a_file_onto_itself_replaces_it() {
+    // OUT may name IN: the input is read (and closed) before the temporary
+    // file is renamed over it, which Windows needs as well as Linux.
+    let d = tempdir();
+    let p = d.path();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/examples/digits-mlp.kiln");
+    std::fs::copy(&example, p.join("m.kiln")).unwrap();
+    convert_ok(p, "m.kiln", "m.kiln", &["-q"]);
+    // Now a record holding the same tensors, byte for byte.
+    let (_, got, _) = read_record(&p.join("m.kiln"));
+    let original = std::fs::read(&example).unwrap();
+    assert_eq!(tensors_of(&Directory::parse(&original).unwrap()), got);
+    let leftovers = std::fs::read_dir(p).unwrap().count();
+    assert_eq!(leftovers, 1, "only m.kiln");
+}

@@ -1,16 +1,16 @@
 //! The output sink: payloads go from the input file to the output file
 //! without passing through this process's memory where the kernel can do
-//! it (`std::io::copy` between two files uses `copy_file_range` on Linux),
-//! in chunks so the progress bar moves.
+//! it (`copy_file_range` on Linux, see [`platform::copy_range`]), in chunks
+//! so the progress bar moves.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::FileExt;
+use std::io::{self, BufWriter, Read, Write};
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::model::Source;
+use crate::platform;
 
 const CHUNK: u64 = 64 << 20;
 const ZEROS: [u8; 4096] = [0; 4096];
@@ -78,9 +78,7 @@ impl<'a> Sink<'a> {
                 let mut done = 0;
                 while done < len {
                     let n = (len - done).min(CHUNK);
-                    let mut f = self.input;
-                    f.seek(SeekFrom::Start(offset + done))?;
-                    let copied = io::copy(&mut f.take(n), &mut self.out)?;
+                    let copied = platform::copy_range(self.input, offset + done, n, &mut self.out)?;
                     if copied != n {
                         anyhow::bail!("the input ended early (it changed while being converted?)");
                     }
@@ -95,7 +93,7 @@ impl<'a> Sink<'a> {
                 while done < len {
                     let n = (len - done).min(buf.len() as u64) as usize;
                     let chunk = &mut buf[..n];
-                    self.input.read_exact_at(chunk, offset + done).context("reading the input")?;
+                    platform::read_exact_at(self.input, chunk, offset + done).context("reading the input")?;
                     for el in chunk.chunks_exact_mut(*width) {
                         el.reverse();
                     }

@@ -30,6 +30,7 @@ use kiln_nostd::frozen::{self, Schema};
 use kiln_nostd::{Limits, Parser};
 use memmap2::Mmap;
 
+use crate::platform;
 pub use model::Format;
 use model::Model;
 pub use write_kiln::RECORD_TYPE;
@@ -134,7 +135,7 @@ impl Temp {
         Ok((Temp { path, keep: false }, file))
     }
     fn persist(mut self, out: &Path) -> anyhow::Result<()> {
-        fs::rename(&self.path, out).with_context(|| format!("cannot rename to {}", out.display()))?;
+        platform::replace(&self.path, out).with_context(|| format!("cannot rename to {}", out.display()))?;
         self.keep = true;
         Ok(())
     }
@@ -210,6 +211,10 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
         notes.push(format!("metadata written to {} (a standalone directory holds tensors only)", side.display()));
     }
     large_value_notes(&model, &mut notes);
+    // Close the input before replacing OUT: OUT may be the input itself, and
+    // Windows cannot replace a file this process still has mapped.
+    drop(map);
+    drop(file);
     temp.persist(&args.output)?;
     Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written, notes })
 }
