@@ -199,6 +199,154 @@ impl<'a> Iterator for MetadataIter<'a> {
     }
 }
 
+/// Writes model files: the frame, the metadata (with the padding key when
+/// the payload region is to be aligned in the file) and the canonical block.
+///
+/// ```
+/// use kiln_nostd::model::{Model, ModelWriter};
+/// use kiln_nostd::{DType, TensorSpec};
+/// let w = [0u8; 16];
+/// let specs = [TensorSpec::new(DType::F32, &[4], &w).named("w")];
+/// let meta = [("author", "kiln")];
+/// let writer = ModelWriter::new().align(4096);
+/// let mut out = vec![0u8; writer.encoded_len(&meta, &specs)?];
+/// let n = writer.write(&meta, &specs, &mut out)?;
+/// let m = Model::parse(&out[..n])?;
+/// assert_eq!(m.metadata().get("author"), Some("kiln"));
+/// assert_eq!(m.directory().payload_start() % 4096, 0);   // payloads at page offsets in the file
+/// # Ok::<(), kiln_nostd::Error>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ModelWriter {
+    align: u64,
+    limits: crate::Limits,
+}
+
+impl ModelWriter {
+    /// No alignment beyond the format's own, default caps.
+    pub const fn new() -> Self {
+        ModelWriter { align: 1, limits: crate::Limits::DEFAULT }
+    }
+
+    /// Places the payload region at a multiple of `align` bytes from the
+    /// start of the file (a power of two, e.g. 4096 for memory maps), with
+    /// the padding key. 0 or 1: no padding key.
+    pub const fn align(mut self, align: u64) -> Self {
+        self.align = align;
+        self
+    }
+
+    /// Caps the written file must respect (a reader with the same caps accepts it).
+    pub const fn limits(mut self, limits: crate::Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The exact length of the model file for `metadata` (keys strictly
+    /// increasing by bytes, none of them [`PAD_KEY`]) and `specs`.
+    pub fn encoded_len(&self, metadata: &[(&str, &str)], specs: &[crate::TensorSpec<'_>]) -> Result<usize> {
+        self.plan(metadata, specs).map(|p| p.total)
+    }
+
+    /// Writes the model file into `out`, checks it with [`Model::parse`] and
+    /// returns its length.
+    pub fn write(&self, metadata: &[(&str, &str)], specs: &[crate::TensorSpec<'_>], out: &mut [u8]) -> Result<usize> {
+        let plan = self.plan(metadata, specs)?;
+        let Some(file) = out.get_mut(..plan.total) else {
+            return fail(Rule::ValueOutputTooSmall, out.len());
+        };
+        let mut at = 0usize;
+        let mut put = |file: &mut [u8], bytes: &[u8]| {
+            if let Some(dst) = at.checked_add(bytes.len()).and_then(|end| file.get_mut(at..end)) {
+                dst.copy_from_slice(bytes);
+            }
+            at = at.saturating_add(bytes.len());
+        };
+        put(file, &crate::frozen::frame_bytes(MODEL_HASH));
+        let shown = u32::try_from(metadata.len().saturating_add(usize::from(plan.pad.is_some()))).unwrap_or(u32::MAX);
+        put(file, &shown.to_le_bytes());
+        let mut pad_written = plan.pad.is_none();
+        for &(k, v) in metadata {
+            if !pad_written && k.as_bytes() > PAD_KEY.as_bytes() {
+                put_pad(file, &mut put, plan.pad.unwrap_or(0));
+                pad_written = true;
+            }
+            put_str(file, &mut put, k);
+            put_str(file, &mut put, v);
+        }
+        if !pad_written {
+            put_pad(file, &mut put, plan.pad.unwrap_or(0));
+        }
+        let block = file.get_mut(at..).unwrap_or(&mut []);
+        crate::Writer::new().limits(self.limits).write(specs, block)?;
+        Model::parse_with(file, crate::Parser::new().limits(self.limits))?;
+        Ok(plan.total)
+    }
+
+    fn plan(&self, metadata: &[(&str, &str)], specs: &[crate::TensorSpec<'_>]) -> Result<Plan> {
+        let mut dict = 4usize; // the count word
+        for (i, &(k, v)) in metadata.iter().enumerate() {
+            let prev = i.checked_sub(1).and_then(|j| metadata.get(j)).map(|&(p, _)| p);
+            if k == PAD_KEY || prev.is_some_and(|p| p.as_bytes() >= k.as_bytes()) {
+                return fail(Rule::DictKeyOrder, 0);
+            }
+            for s in [k, v] {
+                if u32::try_from(s.len()).is_err() {
+                    return fail(Rule::CountTooWide, 0);
+                }
+                dict = dict.saturating_add(4).saturating_add(s.len());
+            }
+        }
+        let block = crate::Writer::new().encoded_len(specs)?;
+        let payload_in_block = block_payload_base(specs)?;
+        let pad = match self.align {
+            0 | 1 => None,
+            a => {
+                // Frame, metadata and an empty padding entry (two length words and the key).
+                let without = 16usize.saturating_add(dict).saturating_add(8).saturating_add(PAD_KEY.len());
+                let at = u64::try_from(without.saturating_add(payload_in_block)).unwrap_or(u64::MAX);
+                let pad = at.checked_rem(a).map_or(0, |r| a.saturating_sub(r).checked_rem(a).unwrap_or(0));
+                Some(usize::try_from(pad).unwrap_or(usize::MAX))
+            }
+        };
+        let pad_entry = pad.map_or(0, |p| 8usize.saturating_add(PAD_KEY.len()).saturating_add(p));
+        let total = 16usize.saturating_add(dict).saturating_add(pad_entry).saturating_add(block);
+        Ok(Plan { pad, total })
+    }
+}
+
+/// Sizes of a model file before it is written.
+struct Plan {
+    /// The padding value's length, when there is a padding key.
+    pad: Option<usize>,
+    total: usize,
+}
+
+/// Where the payload region starts in the canonical block of `specs`.
+fn block_payload_base(specs: &[crate::TensorSpec<'_>]) -> Result<usize> {
+    let heap =
+        specs.iter().flat_map(|s| s.name.iter().chain(s.layout.iter())).fold(0usize, |n, t| n.saturating_add(t.len()));
+    let count = u32::try_from(specs.len()).or(fail(Rule::FieldTooWide, 8))?;
+    let heap = u32::try_from(heap).or(fail(Rule::FieldTooWide, 12))?;
+    match crate::layout::payload_base(count, heap).and_then(usize_from) {
+        Some(b) => Ok(b),
+        None => fail(Rule::PayloadSizeOverflow, 16),
+    }
+}
+
+fn put_str(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), s: &str) {
+    put(file, &u32::try_from(s.len()).unwrap_or(u32::MAX).to_le_bytes());
+    put(file, s.as_bytes());
+}
+
+fn put_pad(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), len: usize) {
+    put_str(file, put, PAD_KEY);
+    put(file, &u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes());
+    for _ in 0..len {
+        put(file, b" ");
+    }
+}
+
 #[doc(hidden)]
 /// A small model file for the examples: metadata {author: kiln, kiln.convert.pad: "  "}, one f32 [2].
 pub fn doc_example_file() -> [u8; 16 + 4 + 4 + 6 + 4 + 4 + 4 + 16 + 4 + 2 + 200] {

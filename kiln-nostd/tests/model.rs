@@ -103,3 +103,33 @@ fn same_verdicts_as_the_frozen_reader() {
     assert_eq!(model_verdict(&longer).unwrap_err().rule(), Rule::TrailingBytes);
     assert!(n > 1000);
 }
+
+#[test]
+fn the_writer_aligns_the_payload_region_and_hides_its_padding() {
+    use kiln_nostd::model::ModelWriter;
+    let w = [7u8; 40];
+    let specs = [TensorSpec::new(DType::U8, &[40], &w).named("w"), TensorSpec::new(DType::U8, &[3], &w[..3])];
+    let specs = [specs[0].clone(), specs[1].clone().named("x")];
+    // Keys before and after "kiln.convert.pad" in byte order.
+    for meta in [&[][..], &[("a", "1")][..], &[("a", "1"), ("zz", "2")][..], &[("kiln.z", "v")][..]] {
+        for align in [0u64, 1, 64, 4096, 2 << 20] {
+            let writer = ModelWriter::new().align(align);
+            let n = writer.encoded_len(meta, &specs).unwrap();
+            let mut out = vec![0u8; n];
+            assert_eq!(writer.write(meta, &specs, &mut out).unwrap(), n);
+            let m = Model::parse(&out).unwrap();
+            let shown: Vec<_> = m.metadata().iter().collect();
+            assert_eq!(shown, meta);
+            if align > 1 {
+                assert_eq!(m.directory().payload_start() as u64 % align, 0, "align {align}, {meta:?}");
+            } else {
+                assert_eq!(m.metadata().padding(), 0);
+            }
+            assert_eq!(m.directory().find("w").unwrap().bytes(), &w);
+        }
+    }
+    // Keys out of order, repeated, or the reserved padding key: refused.
+    for meta in [&[("b", ""), ("a", "")][..], &[("a", ""), ("a", "")][..], &[(PAD_KEY, "")][..]] {
+        assert_eq!(ModelWriter::new().encoded_len(meta, &specs).unwrap_err().rule(), Rule::DictKeyOrder);
+    }
+}
