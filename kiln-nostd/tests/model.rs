@@ -108,8 +108,8 @@ fn same_verdicts_as_the_frozen_reader() {
 fn the_writer_aligns_the_payload_region_and_hides_its_padding() {
     use kiln_nostd::model::ModelWriter;
     let w = [7u8; 40];
-    let specs = [TensorSpec::new(DType::U8, &[40], &w).named("w"), TensorSpec::new(DType::U8, &[3], &w[..3])];
-    let specs = [specs[0].clone(), specs[1].clone().named("x")];
+    let specs =
+        [TensorSpec::new(DType::U8, &[40], &w).named("w"), TensorSpec::new(DType::U8, &[3], &w[..3]).named("x")];
     // Keys before and after "kiln.convert.pad" in byte order.
     for meta in [&[][..], &[("a", "1")][..], &[("a", "1"), ("zz", "2")][..], &[("kiln.z", "v")][..]] {
         for align in [0u64, 1, 64, 4096, 2 << 20] {
