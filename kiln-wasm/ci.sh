@@ -2,10 +2,12 @@
 # CI for the browser side, idempotent: installs what is missing (the wasm32 target,
 # wasm-bindgen-cli 0.2.130, npm packages pinned in the package-lock files, Debian's
 # chromium), then runs
-#   1. cargo test -p kiln-wasm        (the skeleton's and the Frozen path's verdicts == the core's, on mutations)
+#   1. cargo test -p kiln-wasm        (the incremental validator as JS drives it, and the Frozen path:
+#                                      verdicts == the core's Parser/Reader, on mutations)
 #   2. kiln-wasm/build.sh             (pkg/, and the wasm size budget)
-#   3. node --test kiln-wasm/test/    (goldens, views, Frozen values, loader, range requests, packaging,
-#                                      Frozen values in headless Chromium)
+#   3. node --test kiln-wasm/test/    (goldens, views, Frozen values, loader, range requests on sparse
+#                                      100 MiB / 6 GiB / 20 GiB files, multi-GiB parses, packaging;
+#                                      Frozen values and range requests in headless Chromium)
 #   4. web-demo/test.sh               (the demo in headless Chromium, screenshots)
 #   5. with --bench: the Node and Chromium benchmarks (64 MiB quick mode with --quick-bench)
 # Warm machine: about a minute. Usage: kiln-wasm/ci.sh [--bench | --quick-bench]

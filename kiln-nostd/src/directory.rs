@@ -275,12 +275,12 @@ fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64, plain: bo
 }
 
 /// Most descriptors are plain (a whole-byte dtype other than bool, no
-/// layout, no quantization) and valid. On 64-bit hosts a run of them is
+/// layout, no quantization) and valid. On 64-bit hosts and wasm a run of them is
 /// judged by a few compares each ([`plain_run`]) instead of rule by rule,
 /// and their names then go into the table in a loop of their own
 /// ([`index_names`]). Any other descriptor, and every fault, goes through
-/// the rule-by-rule walk. 32-bit targets keep only that walk, for code size.
-const PLAIN: bool = cfg!(target_pointer_width = "64");
+/// the rule-by-rule walk. Bare-metal 32-bit targets keep only that walk, for code size.
+const PLAIN: bool = cfg!(any(target_pointer_width = "64", target_arch = "wasm32"));
 
 /// What the checks of steps 8 to 11 read of one block.
 #[derive(Clone, Copy)]

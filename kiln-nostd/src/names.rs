@@ -23,10 +23,15 @@ pub(crate) struct Heap<'a> {
 
 impl<'a> Heap<'a> {
     /// The heap `bytes` at block offset `at`. The whole-heap pass is for
-    /// hosts with many names; 32-bit targets check name by name, which links
-    /// less code (the per-name path also serves any heap that is not UTF-8).
+    /// hosts and browsers with many names; bare-metal targets check name by
+    /// name, which links less code (the per-name path also serves any heap
+    /// that is not UTF-8).
     pub fn new(bytes: &'a [u8], at: usize) -> Self {
-        let text = if cfg!(target_pointer_width = "64") { core::str::from_utf8(bytes).ok() } else { None };
+        let text = if cfg!(any(target_pointer_width = "64", target_arch = "wasm32")) {
+            core::str::from_utf8(bytes).ok()
+        } else {
+            None
+        };
         Heap { bytes, at, text }
     }
 

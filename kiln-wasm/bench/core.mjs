@@ -165,7 +165,7 @@ export function formatResults(env, results) {
     );
   }
   for (const r of results) {
-    lines.push(`${r.label}: first call ${r.ms.kilnFirstCall.toFixed(2)} ms (includes reserving the skeleton's address space); parse only: kiln/safetensors ${r.ratio.parse.toFixed(2)}x`);
+    lines.push(`${r.label}: first call in this process ${r.ms.kilnFirstCall.toFixed(2)} ms; parse only: kiln/safetensors ${r.ratio.parse.toFixed(2)}x`);
   }
   return lines.join('\n');
 }

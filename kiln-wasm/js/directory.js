@@ -1,28 +1,33 @@
 // Directory and Tensor: thin objects over the table the core returned
-// (src/skeleton.rs `table`) and the caller's own bytes.
+// (src/table.rs) and the caller's own bytes.
 
 import { dtype_names, lut as wasmLut } from './wasm/kiln_wasm.js';
 import { canView, elementsOf, isHostLittleEndian, toFloat32 as convert, viewCtor } from './elements.js';
 
-// Table layout (kept in step with kiln_wasm::skeleton): a Uint32Array of
-// META header slots, then SLOTS per tensor, then every tensor's dims as
-// (low, high) word pairs. Absent indexes are 0xFFFFFFFF.
-const META = 8;
-const SLOTS = 15;
+// Table layout (kept in step with kiln_wasm::table): a Uint32Array of META
+// directory-wide slots, then SLOTS per tensor, then every tensor's dims as
+// (low, high) word pairs. 64-bit values are (low, high) pairs too, so
+// offsets past 4 GiB (a remote file) are exact. Absent indexes are 0xFFFFFFFF.
+const META = 10;
+const SLOTS = 17;
+const BLOCK_LEN = 3;
+const PAYLOAD = 5;
+const HEAP_START = 7;
+const HEAP_END = 8;
 const DTYPE_RANK = 0;
 const OFFSET = 1;
-const LENGTH = 2;
-const COUNT = 3;
-const NAME_AT = 5;
-const NAME_LEN = 6;
-const LAYOUT_AT = 7;
-const LAYOUT_LEN = 8;
-const BLOCK_SIZE = 9;
-const SCHEME_AXIS = 10;
-const GROUP = 11;
-const SCALE = 12;
-const OUTER = 13;
-const SHAPE_AT = 14;
+const LENGTH = 3;
+const COUNT = 5;
+const NAME_AT = 7;
+const NAME_LEN = 8;
+const LAYOUT_AT = 9;
+const LAYOUT_LEN = 10;
+const BLOCK_SIZE = 11;
+const SCHEME_AXIS = 12;
+const GROUP = 13;
+const SCALE = 14;
+const OUTER = 15;
+const SHAPE_AT = 16;
 const NONE = 0xffffffff;
 const u64 = (t, i) => t[i] + t[i + 1] * 4294967296;
 
@@ -62,7 +67,7 @@ export class Directory {
     this._n = table[0];
     this._segments = state.segments ?? null; // Map<index, Uint8Array> for remote directories
     this._pending = state.pending ?? null; // message when payloads have not arrived
-    this._heap = null;
+    this._heap = null; // the decoded heap when it is all ASCII, else false
     this._cache = new Array(this._n);
     this._list = null;
     this._map = null;
@@ -75,12 +80,12 @@ export class Directory {
 
   /** Length of the block in bytes (header, descriptors, name heap, padding, payloads). */
   get byteLength() {
-    return this._t[2];
+    return u64(this._t, BLOCK_LEN);
   }
 
   /** Absolute offset of the payload region. */
   get payloadOffset() {
-    return this._t[3];
+    return u64(this._t, PAYLOAD);
   }
 
   /** The bytes the tensors borrow (the caller's input for parseDirectory). */
@@ -141,13 +146,25 @@ export class Directory {
     return META + i * SLOTS;
   }
 
-  _heapText() {
-    if (this._heap === null) this._heap = decode(this._bytes.subarray(this._t[4], this._t[5]));
-    return this._heap;
-  }
-
+  // Names are byte ranges of the heap. An all-ASCII heap is decoded once and
+  // sliced; otherwise each name is decoded on its own.
   _text(at, len) {
-    return at === NONE ? null : this._heapText().slice(at, at + len);
+    if (at === NONE) return null;
+    const t = this._t;
+    if (this._heap === null) {
+      const heap = this._bytes.subarray(t[HEAP_START], t[HEAP_END]);
+      let ascii = true;
+      for (let i = 0; i < heap.length; i++) {
+        if (heap[i] > 127) {
+          ascii = false;
+          break;
+        }
+      }
+      this._heap = ascii ? decode(heap) : false;
+    }
+    if (this._heap !== false) return this._heap.slice(at, at + len);
+    const from = t[HEAP_START] + at;
+    return decode(this._bytes.subarray(from, from + len));
   }
 
   _name(i) {
@@ -165,8 +182,8 @@ export class Directory {
       return seg;
     }
     if (this._pending !== null) throw new Error(`kiln: ${this._pending}`);
-    const at = this._t[o + OFFSET];
-    return this._bytes.subarray(at, at + this._t[o + LENGTH]);
+    const at = u64(this._t, o + OFFSET);
+    return this._bytes.subarray(at, at + u64(this._t, o + LENGTH));
   }
 }
 
@@ -221,13 +238,13 @@ export class Tensor {
     return u64(this._d._t, this._o + COUNT);
   }
 
-  /** Absolute offset of the payload in the input. */
+  /** Absolute offset of the payload in the input (exact below 2^53). */
   get byteOffset() {
-    return this._d._t[this._o + OFFSET];
+    return u64(this._d._t, this._o + OFFSET);
   }
 
   get byteLength() {
-    return this._d._t[this._o + LENGTH];
+    return u64(this._d._t, this._o + LENGTH);
   }
 
   /** The layout name of an opaque dtype (e.g. "Q4_K"), else null. */
@@ -280,8 +297,8 @@ export class Tensor {
       // Fast path (no intermediate subarray): a view in place when aligned on a little-endian host.
       const C = viewCtor(code);
       const w = C.BYTES_PER_ELEMENT;
-      const at = d._bytes.byteOffset + d._t[this._o + OFFSET];
-      if (w === 1 || (isHostLittleEndian() && at % w === 0)) return new C(d._bytes.buffer, at, d._t[this._o + LENGTH] / w);
+      const at = d._bytes.byteOffset + u64(d._t, this._o + OFFSET);
+      if (w === 1 || (isHostLittleEndian() && at % w === 0)) return new C(d._bytes.buffer, at, u64(d._t, this._o + LENGTH) / w);
     }
     return elementsOf(d._payload(this._i), code);
   }

@@ -1,7 +1,7 @@
 // Frozen values: decodeValue and decodeFrame.
 //
-// The Rust core validates the whole value first (a copy in wasm memory,
-// cleared afterwards: kiln_wasm::frozen and Checker::frozen). Only when it
+// The Rust core validates the whole value first (a copy in wasm memory, in a
+// buffer reused from call to call: kiln_wasm::frozen and FrozenChecker). Only when it
 // accepts does this module build anything, walking the CALLER's bytes with
 // the type's nodes and the tensor tables the core returned. The check has
 // proved the bytes well formed (every count fits, every string is UTF-8,
@@ -10,7 +10,7 @@
 // caller's ArrayBuffer (or host-order copies where a view is impossible);
 // nothing returned refers to wasm memory.
 
-import { asBytes, frozenCheck, limitsOf } from './check.js';
+import { asBytes, frozenCheck, limitsOf } from './validate.js';
 import { Directory } from './directory.js';
 import { copyElements, isHostLittleEndian } from './elements.js';
 
@@ -221,8 +221,9 @@ function tensors(p) {
   const len = T[TI];
   const table = T.subarray(TI + 1, TI + 1 + len);
   TI += 1 + len;
-  if (table[1] !== p) throw new Error('kiln: internal: tensor tables out of step with the value');
-  P = p + table[2];
+  // Slots 1-2: the block's absolute start; 3-4: its length (kiln_wasm::table::meta).
+  if (table[1] + table[2] * 4294967296 !== p) throw new Error('kiln: internal: tensor tables out of step with the value');
+  P = p + table[3] + table[4] * 4294967296;
   return new Directory(table, B);
 }
 

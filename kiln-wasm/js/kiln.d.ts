@@ -7,7 +7,11 @@ export type KilnErrorCode = 'FRAME' | 'LIMIT' | 'EOF' | 'TYPE' | 'UTF8' | 'TRAIL
 export class KilnError extends Error {
   readonly name: 'KilnError';
   readonly code: KilnErrorCode;
-  /** Absolute byte offset, from the start of the caller's buffer (or the remote file). */
+  /**
+   * Absolute byte offset, from the start of the caller's buffer (or the remote file). Exact below 2^53,
+   * except that the wasm32 core counts in 32 bits: a fault at or past 4 GiB in a remote file is reported at
+   * 4294967295, save EOF (the file's length) and TRAILING (the block's length), which are exact.
+   */
   readonly offset: number;
   /** The rule that failed, e.g. "NonzeroGap", "BoolByte", "DirectoryMagic". */
   readonly rule: string;
@@ -72,7 +76,7 @@ export class Tensor {
   /** Dimensions ([] for a scalar); exact below 2^53. */
   readonly shape: readonly number[];
   readonly elementCount: number;
-  /** Absolute offset of the payload in the input. */
+  /** Absolute offset of the payload in the input (or the remote file); exact below 2^53. */
   readonly byteOffset: number;
   readonly byteLength: number;
   /** Layout name of an opaque dtype ("Q4_K"), else null. */
@@ -115,8 +119,9 @@ export class Directory implements Iterable<Tensor> {
 }
 
 /**
- * Checks a standalone Kiln v2 tensor directory (every rule, in the spec's order, by the Rust core)
- * and returns views over `bytes`' own ArrayBuffer. Throws KilnError.
+ * Checks a standalone Kiln v2 tensor directory (every rule, in the spec's order, by the Rust core's
+ * incremental validator) and returns views over `bytes`' own ArrayBuffer. Throws KilnError.
+ * wasm memory receives the directory prefix and the few payload bytes a rule reads, never the payload.
  */
 export function parseDirectory(bytes: Uint8Array | ArrayBuffer | ArrayBufferView, options?: ParseOptions): Directory;
 
@@ -131,7 +136,12 @@ export interface LoaderOptions extends ParseOptions {
   onProgress?: (received: number, total: number | null) => void;
 }
 
-/** Checks a block as it arrives in chunks. */
+/**
+ * Checks a block as it arrives in chunks, with the core's incremental validator: the tensor table as soon
+ * as the directory is in, faults at the first chunk after which the block is certainly invalid, and at
+ * `end()` the verdict parseDirectory gives for all the bytes pushed. The payload is copied once, into the
+ * loader's buffer (the views of the result borrow it); wasm memory holds only the directory.
+ */
 export class DirectoryLoader {
   constructor(options?: LoaderOptions);
   readonly receivedBytes: number;
@@ -154,29 +164,42 @@ export function loadDirectory(
 ): Promise<Directory>;
 
 export interface RemoteOptions extends ParseOptions {
+  /** The fetch to use (default: globalThis.fetch). */
   fetch?: typeof fetch;
+  /** Extra request headers (the Range header is set by the package). */
   headers?: Record<string, string>;
   signal?: AbortSignal;
 }
 
-/** A directory read with HTTP Range requests; payloads are fetched per tensor. */
+/**
+ * A directory read with HTTP Range requests; payloads are fetched per tensor. Every verdict is the core's
+ * verdict on the whole file with the payload bytes not fetched taken as zero: the header, descriptors,
+ * names, padding, canonical offsets, quantization references and the file length are checked exactly as
+ * parseDirectory would (at openRemote); the byte rules of the payload (gap bytes, bool bytes, odd packed
+ * tails) only for the tensors loaded, each fetched with the alignment gap before it (at load).
+ */
 export class RemoteDirectory extends Directory {
   readonly url: string;
-  /** Size of the remote file. */
+  /** Size of the remote file (may exceed 4 GiB). */
   readonly size: number;
   /** HTTP requests made so far. */
   readonly requests: number;
-  /** Bytes fetched so far. */
+  /** Bytes fetched so far (response bodies). */
   readonly bytesFetched: number;
   isLoaded(nameOrIndex: string | number): boolean;
-  /** Fetches one tensor's payload (and its scale/outer tensors) and returns it. */
+  /** Fetches one tensor's payload (and its scale/outer tensors) with the gap before it, checks it, returns it. */
   load(nameOrIndex: string | number): Promise<Tensor>;
 }
 
-/** Fetches the first 64 bytes, then the directory, with Range requests; throws KilnError for a bad directory. */
+/**
+ * Fetches the first 64 bytes, then the rest of the directory, with Range requests (two requests); throws
+ * KilnError for a bad directory. HTTP trouble is an Error: a status other than 206 (a server that ignores
+ * Range answers 200: its body is cancelled, not downloaded), or a 206 whose Content-Range cannot be read
+ * (a cross-origin server must send `Access-Control-Expose-Headers: Content-Range`).
+ */
 export function openRemote(url: string | URL, options?: RemoteOptions): Promise<RemoteDirectory>;
 
-/** One tensor of a remote file: 64 bytes, the directory, then just that payload. */
+/** One tensor of a remote file: 64 bytes, the directory, then that payload and the gap before it (three requests). */
 export function loadTensor(url: string | URL, name: string, options?: RemoteOptions): Promise<Tensor>;
 
 /**

@@ -1,9 +1,7 @@
 // Progressive loading: a block arriving in chunks (fetch, File.stream()).
 
-import { KilnError, limitsOf, planOf, runCheck } from './check.js';
+import { Check, KilnError, checkWhole, headerInfo, limitsOf } from './validate.js';
 import { Directory } from './directory.js';
-
-const PROBE_GAP = 0;
 
 function toBytes(chunk) {
   if (chunk instanceof Uint8Array) return chunk;
@@ -26,20 +24,21 @@ function concat(chunks, total) {
 /**
  * Checks a standalone block as it arrives.
  *
- * Once the header, descriptors and name heap are in, `directory` holds the
- * tensor table (metadata only) and `totalBytes` the block length, before any
- * payload has arrived; `onDirectory` is called then. Payload chunks are copied
- * once into a buffer of the block's length, and the few payload bytes the
- * format constrains (alignment gaps, bool bytes, odd packed tails) are checked
- * as they arrive. `end()` runs the core over the whole block and returns a
- * Directory whose views borrow that buffer: the same verdict parseDirectory
- * gives for the concatenated bytes.
+ * The core's incremental validator takes the chunks as they come: once the
+ * header, descriptors and name heap are in, `directory` holds the tensor
+ * table (metadata only) and `totalBytes` the block length, before any
+ * payload has arrived; `onDirectory` is called then. Payload chunks are
+ * copied once into a buffer of the block's length; of them, only the few
+ * bytes a rule reads (alignment gaps, bool bytes, odd packed tails) also go
+ * to the validator. `end()` gives the validator's verdict, which is the
+ * verdict parseDirectory gives for the concatenated bytes, and a Directory
+ * whose views borrow that buffer.
  *
- * A fault found early (in the directory, or a nonzero gap byte) is thrown at
- * once, so a damaged download can be cancelled. It is the verdict for the
- * block as declared; had the stream also been cut short, a whole-buffer parse
- * would have said EOF instead (pass `totalLength` when the size is known, e.g.
- * File.size or Content-Length, and that case is exact too).
+ * A fault is thrown by the first push after which the block is certainly
+ * invalid, so a damaged download can be cancelled. It is the verdict for the
+ * block as declared; had the stream also been cut short, a whole-buffer
+ * parse would have said EOF instead (pass `totalLength` when the size is
+ * known, e.g. File.size or Content-Length, and that case is exact too).
  */
 export class DirectoryLoader {
   /**
@@ -54,12 +53,9 @@ export class DirectoryLoader {
     this._onProgress = options.onProgress ?? null;
     this._chunks = [];
     this._received = 0;
-    this._plan = null;
-    this._need = 64;
+    this._info = null;
+    this._check = null;
     this._buffer = null;
-    this._stored = 0;
-    this._probes = null;
-    this._pk = 0;
     this._directory = null;
     this._error = null;
     this._done = false;
@@ -71,9 +67,9 @@ export class DirectoryLoader {
     return this._received;
   }
 
-  /** The block length the header declares, once 64 bytes have arrived (else null). */
+  /** The block length the header declares, once 64 bytes have arrived (else totalLength or null). */
   get totalBytes() {
-    if (this._plan !== null && this._plan.blockLength >= 0) return this._plan.blockLength;
+    if (this._info !== null && this._info.blockLength >= 0) return this._info.blockLength;
     return this._hint;
   }
 
@@ -89,41 +85,41 @@ export class DirectoryLoader {
     const bytes = toBytes(chunk);
     if (bytes.length === 0) return;
     try {
-      if (this._buffer !== null) {
-        this._store(bytes, this._received);
-        this._received += bytes.length;
-        this._scan();
+      const at = this._received;
+      this._received += bytes.length;
+      if (this._check !== null) {
+        this._store(bytes, at);
+        if (!this._check.pump(bytes, at, this._received)) this._reject();
       } else {
         this._chunks.push(bytes);
-        this._received += bytes.length;
         this._maybeDirectory();
       }
     } catch (e) {
-      this._error = e;
+      this._fail(e);
       throw e;
     }
     this._onProgress?.(this._received, this.totalBytes);
   }
 
-  /** Ends the stream: the final check. Returns the Directory or throws a KilnError. */
+  /** Ends the stream: the final verdict. Returns the Directory or throws a KilnError. */
   end() {
     if (this._error !== null) throw this._error;
     if (this._result !== null) return this._result;
     this._done = true;
     try {
-      if (this._buffer === null) {
+      if (this._check === null) {
+        // The stream ended before the directory was complete: check what came.
         const bytes = concat(this._chunks, this._received);
         this._chunks = [];
-        const { table } = runCheck({ bytes, avail: bytes.length, total: bytes.length }, this._limits);
-        this._result = new Directory(table, bytes);
+        this._result = new Directory(checkWhole(bytes, this._limits), bytes);
       } else {
-        const avail = Math.min(this._received, this._buffer.length);
-        const bytes = this._buffer.subarray(0, avail);
-        const { table } = runCheck({ bytes, avail, total: this._received }, this._limits);
+        const table = this._check.finish();
+        this._release();
+        const bytes = this._buffer.subarray(0, Math.min(this._received, this._buffer.length));
         this._result = new Directory(table, bytes);
       }
     } catch (e) {
-      this._error = e;
+      this._fail(e);
       throw e;
     }
     return this._result;
@@ -147,26 +143,43 @@ export class DirectoryLoader {
     return this.end();
   }
 
-  // The header is in: plan; the directory is in: provisional check.
+  // Chunks are kept until the directory prefix is complete (its length is in
+  // the header): only then is memory reserved for it, so a header that
+  // declares a huge directory costs nothing until those bytes really arrive.
   _maybeDirectory() {
     if (this._received < 64) return;
-    if (this._plan === null) {
+    if (this._info === null) {
       const head = concat(this._chunks, this._received).subarray(0, 64);
-      this._plan = planOf(head, this._hint ?? Number.MAX_SAFE_INTEGER);
-      // A header fault, or a directory size that cannot be, needs nothing more.
-      this._need = this._plan.payloadBase >= 0 ? this._plan.payloadBase : 64;
+      this._info = headerInfo(head, this._limits);
+      this._need = this._info.prefix;
+      this._shortStream(head);
     }
     if (this._received < this._need) return;
     const joined = concat(this._chunks, this._received);
-    this._chunks = [joined];
-    const declared = this._plan.blockLength >= 0 ? this._plan.blockLength : this._received;
-    const total = Math.max(this._received, this._hint ?? declared);
-    const { table, probes } = runCheck({ bytes: joined, avail: this._received, total }, this._limits);
+    this._chunks = [];
+    const c = (this._check = new Check(this._info, this._limits, this._need));
+    if (!c.pump(joined, 0, this._need)) this._reject();
+    const table = c.table();
     this._directory = new Directory(table, joined, { pending: 'the payload has not arrived yet: await loader.end()' });
-    this._probes = probes;
-    this._allocate(table[2], joined);
+    this._allocate(this._info.blockLength, joined);
     this._onDirectory?.(this._directory);
-    this._scan();
+    if (!c.pump(joined, 0, this._received)) this._reject();
+  }
+
+  // With a length hint shorter than the block the header declares, the
+  // verdict is EOF (the spec checks the lengths before the descriptors), or
+  // whatever the header itself breaks: known now, before the directory.
+  _shortStream(head) {
+    const info = this._info;
+    const end = info.blockLength >= 0 ? info.blockLength : info.prefix;
+    if (this._hint === null || info.prefix <= 64 || this._received > this._hint || this._hint >= end) return;
+    const c = new Check(info, this._limits, 0); // exactly 64 bytes of memory: the core stops after the header
+    try {
+      if (!c.pump(head, 0, 64)) c.count(this._hint);
+      c.finish();
+    } finally {
+      c.free();
+    }
   }
 
   _allocate(blockLength, joined) {
@@ -181,7 +194,6 @@ export class DirectoryLoader {
         `the block declares ${blockLength} bytes, more than this runtime can hold in one ArrayBuffer`,
       );
     }
-    this._chunks = [];
     this._store(joined, 0);
   }
 
@@ -189,30 +201,28 @@ export class DirectoryLoader {
     const room = this._buffer.length - at;
     if (room <= 0) return;
     this._buffer.set(room >= bytes.length ? bytes : bytes.subarray(0, room), at);
-    this._stored = Math.min(this._buffer.length, at + bytes.length);
   }
 
-  // Checks the probes whose bytes have all arrived. A nonzero gap byte is
-  // final (gaps come in descriptor order and step 10 precedes step 11), so
-  // the core is asked at once for the exact report; bool and packed faults
-  // wait for end(), because a later gap fault would be reported first.
-  _scan() {
-    const p = this._probes;
-    const b = this._buffer;
-    while (this._pk < p.length && p[this._pk + 1] <= this._stored) {
-      const s = p[this._pk];
-      const e = p[this._pk + 1];
-      const kind = p[this._pk + 2];
-      this._pk += 3;
-      if (kind !== PROBE_GAP) continue;
-      for (let i = s; i < e; i++) {
-        if (b[i] !== 0) {
-          const total = Math.max(this._received, this._hint ?? this._buffer.length);
-          runCheck({ bytes: b, avail: this._stored, total }, this._limits);
-          return;
-        }
-      }
+  // The validator met a fault: that is the verdict for the block as declared.
+  // With a length hint, the verdict for a stream of that length (EOF first
+  // when it is shorter than the block), which needs only the count.
+  _reject() {
+    const c = this._check;
+    if (this._hint !== null) {
+      c.count(Math.max(this._hint, this._received));
+      c.finish();
     }
+    throw c.error();
+  }
+
+  _fail(e) {
+    this._error = e;
+    this._release();
+  }
+
+  _release() {
+    this._check?.free();
+    this._check = null;
   }
 }
 

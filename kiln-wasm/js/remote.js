@@ -1,6 +1,6 @@
 // Range-request loading: the directory of a remote file, then single tensors.
 
-import { KilnError, limitsOf, planOf, runCheck, scanProbes } from './check.js';
+import { Check, headerInfo, limitsOf } from './validate.js';
 import { Directory } from './directory.js';
 
 function parseContentRange(value) {
@@ -9,89 +9,128 @@ function parseContentRange(value) {
   return { start: Number(m[1]), end: Number(m[2]), total: m[3] === '*' ? null : Number(m[3]) };
 }
 
-// Reads a body up to `want` bytes, then cancels it.
-async function readPrefix(response, want) {
-  const reader = response.body.getReader();
-  const chunks = [];
+// Ends a response we will not read: cancels its body and aborts the request,
+// so the rest of it is not downloaded.
+async function drop(r, ac) {
+  try {
+    await r.body?.cancel();
+  } catch {
+    // already closed
+  }
+  ac.abort();
+}
+
+// Reads a body of exactly `len` bytes into `out` at `at`.
+async function readInto(r, out, at, len, what) {
+  const reader = r.body.getReader();
   let got = 0;
   try {
-    while (got < want) {
+    for (;;) {
       const { done, value } = await reader.read();
       if (done) break;
-      chunks.push(value);
+      if (got + value.length > len) throw new Error(`${what}: the body is longer than its Content-Range`);
+      out.set(value, at + got);
       got += value.length;
     }
-  } finally {
+  } catch (e) {
     await reader.cancel().catch(() => {});
+    throw e;
   }
-  const out = new Uint8Array(Math.min(got, want));
-  let at = 0;
-  for (const c of chunks) {
-    if (at >= out.length) break;
-    const part = c.subarray(0, out.length - at);
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
+  if (got !== len) throw new Error(`${what}: the body ended after ${got} of ${len} bytes`);
 }
 
 /**
- * Bytes [start, end] (inclusive) of `url` with a Range request:
- * {bytes, total}. A server that ignores Range (200) still works: the body
- * is read from the start up to `end` and then cancelled.
+ * Bytes [start, end] (inclusive) of the remote file with a Range request,
+ * copied into `out` at `at` (a new buffer when `out` is omitted): {bytes, total}.
+ * Anything but 206 Partial Content (or 416 past the end) is an error, and its
+ * body is cancelled: a server that ignores Range would send the whole file.
  */
-async function rangeGet(fetchFn, url, start, end, init) {
-  const headers = { ...(init.headers ?? {}), Range: `bytes=${start}-${end}` };
-  const r = await fetchFn(url, { ...init, headers });
-  if (r.status === 206) {
-    const cr = parseContentRange(r.headers.get('content-range'));
-    if (cr === null || cr.start !== start) {
-      throw new Error(`kiln: ${url}: the server answered Content-Range ${r.headers.get('content-range')} for bytes=${start}-${end}`);
+async function rangeGet(ctx, start, end, out = null, at = 0) {
+  const what = `kiln: ${ctx.url}`;
+  const ac = new AbortController();
+  const outer = ctx.signal;
+  const forward = () => ac.abort(outer.reason);
+  if (outer) {
+    if (outer.aborted) throw outer.reason ?? new Error(`${what}: aborted`);
+    outer.addEventListener('abort', forward, { once: true });
+  }
+  try {
+    const r = await ctx.fetch(ctx.url, { headers: { ...ctx.headers, Range: `bytes=${start}-${end}` }, signal: ac.signal });
+    ctx.requests += 1;
+    if (r.status === 206) {
+      const raw = r.headers.get('content-range');
+      if (raw === null) {
+        await drop(r, ac);
+        throw new Error(
+          `${what}: the 206 response has no readable Content-Range header; a server on another origin must send ` +
+            '"Access-Control-Expose-Headers: Content-Range" for a page to read it',
+        );
+      }
+      const cr = parseContentRange(raw);
+      if (cr === null || cr.start !== start || cr.end > end || cr.end < start) {
+        await drop(r, ac);
+        throw new Error(`${what}: the server answered Content-Range ${raw} for bytes=${start}-${end}`);
+      }
+      const len = cr.end - cr.start + 1;
+      const bytes = out ?? new Uint8Array(len);
+      await readInto(r, bytes, at, len, what);
+      ctx.bytesFetched += len;
+      return { bytes: out ? bytes.subarray(at, at + len) : bytes, total: cr.total };
     }
-    const bytes = new Uint8Array(await r.arrayBuffer());
-    if (bytes.length !== cr.end - cr.start + 1) throw new Error(`kiln: ${url}: short range body`);
-    return { bytes, total: cr.total };
+    if (r.status === 416) {
+      const cr = /\/(\d+)$/.exec(r.headers.get('content-range') ?? '');
+      await drop(r, ac);
+      return { bytes: new Uint8Array(0), total: cr ? Number(cr[1]) : null };
+    }
+    await drop(r, ac);
+    if (r.status === 200) {
+      throw new Error(
+        `${what}: the server ignored the Range request (HTTP 200 instead of 206 Partial Content); the response was ` +
+          'cancelled rather than downloading the whole file. openRemote/loadTensor need a server that honours Range ' +
+          'requests; loadDirectory(url) streams a whole file instead',
+      );
+    }
+    throw new Error(`${what}: HTTP ${r.status} ${r.statusText}`);
+  } finally {
+    outer?.removeEventListener('abort', forward);
   }
-  if (r.status === 416) {
-    const cr = /\/(\d+)$/.exec(r.headers.get('content-range') ?? '');
-    await r.body?.cancel().catch(() => {});
-    return { bytes: new Uint8Array(0), total: cr ? Number(cr[1]) : start };
-  }
-  if (r.status === 200) {
-    const len = Number(r.headers.get('content-length'));
-    const whole = await readPrefix(r, end + 1);
-    const total = Number.isFinite(len) && len > 0 && !r.headers.get('content-encoding') ? len : null;
-    return { bytes: whole.subarray(Math.min(start, whole.length)), total: total ?? (whole.length <= end ? whole.length : null) };
-  }
-  await r.body?.cancel().catch(() => {});
-  throw new Error(`kiln: ${url}: HTTP ${r.status} ${r.statusText}`);
 }
 
 /**
  * A directory read over HTTP Range requests: the header (64 bytes), then the
- * descriptors and name heap, checked by the core as if the payloads it has
- * not fetched were zero. `load(name)` fetches one tensor (and its scale and
- * outer tensors) and checks the bytes of it the format constrains (bool
- * bytes, an odd packed tail). Payloads of tensors never loaded are never read,
- * so their gaps and element bytes are not checked: use parseDirectory or a
- * DirectoryLoader on the whole file for that.
+ * descriptors and name heap. `load(name)` fetches one tensor (and its scale
+ * and outer tensors), each with the alignment gap before it.
+ *
+ * What is checked: every verdict is the core's verdict on the whole file
+ * with each payload byte never fetched taken as zero. So the header,
+ * descriptors, names, padding, canonical offsets, quantization references,
+ * the file length (EOF, TRAILING) are checked exactly as parseDirectory
+ * would, at openRemote; the payload's byte rules (gap bytes, bool bytes, the
+ * high nibble of an odd packed tensor) are checked for the tensors loaded,
+ * at load(). Bytes never fetched are never checked: a fault there is what
+ * parseDirectory on the whole file would report and this does not.
  */
 export class RemoteDirectory extends Directory {
   /** @internal */
   constructor(table, prefix, info) {
     super(table, prefix, { segments: new Map() });
-    this.url = info.url;
+    this.url = info.ctx.url;
     /** Size of the remote file in bytes. */
     this.size = info.size;
-    /** HTTP requests made so far. */
-    this.requests = info.requests;
-    /** Bytes fetched so far. */
-    this.bytesFetched = info.bytesFetched;
-    this._fetch = info.fetchFn;
-    this._init = info.init;
+    this._ctx = info.ctx;
+    this._info = info.header;
     this._limits = info.limits;
-    this._probes = info.probes;
-    this._prefixLen = info.prefixLen;
+    this._known = []; // [{at, bytes}]: fetched ranges (gap + payload), for the check
+  }
+
+  /** HTTP requests made so far. */
+  get requests() {
+    return this._ctx.requests;
+  }
+
+  /** Bytes fetched so far (response bodies). */
+  get bytesFetched() {
+    return this._ctx.bytesFetched;
   }
 
   /** True when tensor `nameOrIndex`'s payload has been fetched. */
@@ -100,31 +139,53 @@ export class RemoteDirectory extends Directory {
     return this._segments.has(t.index);
   }
 
-  /** Fetches one tensor's payload (plus its quantization scales) and returns the Tensor. */
+  /** Fetches one tensor's payload (plus its quantization scales), checks it, and returns the Tensor. */
   async load(nameOrIndex) {
     const t = this._find(nameOrIndex);
     const q = t.quant;
-    const want = [t, q?.scale, q?.outer].filter((x) => x && !this._segments.has(x.index));
-    const fetched = await Promise.all(
-      want.map(async (x) => {
-        if (x.byteLength === 0) return [x, new Uint8Array(0)];
-        const { bytes } = await rangeGet(this._fetch, this.url, x.byteOffset, x.byteOffset + x.byteLength - 1, this._init);
-        this.requests += 1;
-        this.bytesFetched += bytes.length;
-        if (bytes.length !== x.byteLength) throw new Error(`kiln: ${this.url}: tensor ${x.index} came back short`);
-        return [x, bytes];
-      }),
-    );
-    // The constrained payload bytes of what arrived: if one breaks a rule,
-    // the core says which (with the bytes never fetched taken as zero).
-    const bad = fetched.some(([x, bytes]) => scanProbes(this._probes, bytes, x.byteOffset) >= 0);
-    if (bad) {
-      const extra = fetched.map(([x, bytes]) => ({ at: x.byteOffset, bytes }));
-      for (const [i, seg] of this._segments) extra.push({ at: this.at(i).byteOffset, bytes: seg });
-      runCheck({ bytes: this._bytes, avail: this._prefixLen, total: this.size, extra }, this._limits);
+    const want = [...new Set([t, q?.scale, q?.outer])].filter((x) => x && !this._segments.has(x.index));
+    if (want.length === 0) return t;
+    const fetched = await Promise.all(want.map((x) => this._fetch(x)));
+    // The core's verdict on the file with every fetched byte in place and the rest zero.
+    this._check([...this._known, ...fetched]);
+    for (const f of fetched) {
+      this._known.push(f);
+      this._segments.set(f.index, f.payload);
     }
-    for (const [x, bytes] of fetched) this._segments.set(x.index, bytes);
     return t;
+  }
+
+  // One tensor and the gap before it (from the previous tensor's end), in a
+  // buffer laid out so the payload's address is a multiple of 64 (views in place).
+  async _fetch(x) {
+    const gapFrom = x.index === 0 ? this.payloadOffset : this.at(x.index - 1).byteOffset + this.at(x.index - 1).byteLength;
+    const end = x.byteOffset + x.byteLength;
+    const floor = gapFrom - (gapFrom % 64);
+    let buf;
+    try {
+      buf = new Uint8Array(end - floor);
+    } catch {
+      throw new RangeError(`kiln: tensor ${JSON.stringify(x.name ?? x.index)} is ${x.byteLength} bytes, more than one ArrayBuffer holds here`);
+    }
+    const seg = end > gapFrom ? (await rangeGet(this._ctx, gapFrom, end - 1, buf, gapFrom - floor)).bytes : buf.subarray(0, 0);
+    if (seg.length !== end - gapFrom) throw new Error(`kiln: ${this.url}: tensor ${x.index} came back short`);
+    return { index: x.index, at: gapFrom, bytes: seg, payload: buf.subarray(x.byteOffset - floor, end - floor) };
+  }
+
+  _check(segments) {
+    const c = new Check(this._info, this._limits, this.size, { reuse: true });
+    try {
+      let ok = c.pump(this._bytes, 0, this._bytes.length);
+      for (const s of [...segments].sort((a, b) => a.at - b.at)) {
+        if (!ok) break;
+        ok = c.passUnknown(s.at) && c.pump(s.bytes, s.at, s.at + s.bytes.length);
+      }
+      ok = ok && c.passUnknown(this.size);
+      if (!ok) c.count(this.size);
+      c.finish();
+    } finally {
+      c.free();
+    }
   }
 
   _find(nameOrIndex) {
@@ -136,49 +197,46 @@ export class RemoteDirectory extends Directory {
 
 /**
  * Opens a remote .kiln file with Range requests: 64 bytes, then the rest of
- * the directory. Resolves to a RemoteDirectory (throws a KilnError for an
- * invalid directory).
+ * the directory prefix; checks the directory with the payload taken as
+ * zeros (see RemoteDirectory). Resolves to a RemoteDirectory, or throws a
+ * KilnError for an invalid directory (an Error for HTTP trouble).
  * @param {string | URL} url
  * @param {{countCap?: number, byteCap?: number, fetch?: typeof fetch, headers?: Record<string,string>, signal?: AbortSignal}} options
  */
 export async function openRemote(url, options = {}) {
   const limits = limitsOf(options);
-  const fetchFn = options.fetch ?? globalThis.fetch;
-  const init = { headers: options.headers, signal: options.signal };
-  url = String(url);
-  const first = await rangeGet(fetchFn, url, 0, 63, init);
-  let requests = 1;
-  let fetched = first.bytes.length;
-  const size = first.total ?? first.bytes.length;
-  if (first.total === null && first.bytes.length === 64) {
-    throw new Error(`kiln: ${url}: the server did not say how long the file is (Content-Range total)`);
+  const ctx = {
+    url: String(url),
+    fetch: options.fetch ?? ((...args) => globalThis.fetch(...args)),
+    headers: options.headers ?? {},
+    signal: options.signal,
+    requests: 0,
+    bytesFetched: 0,
+  };
+  const first = await rangeGet(ctx, 0, 63);
+  if (first.total === null) {
+    throw new Error(`kiln: ${ctx.url}: the server did not say how long the file is (Content-Range total "*")`);
   }
+  const size = first.total;
+  const info = headerInfo(first.bytes, limits);
+  const want = Math.min(info.prefix < 0 ? 64 : info.prefix, size);
   let prefix = first.bytes;
-  const p = planOf(prefix.subarray(0, Math.min(64, prefix.length)), size);
-  if (p.prefix > prefix.length) {
-    const rest = await rangeGet(fetchFn, url, prefix.length, p.prefix - 1, init);
-    requests += 1;
-    fetched += rest.bytes.length;
-    const joined = new Uint8Array(prefix.length + rest.bytes.length);
+  if (want > prefix.length) {
+    const joined = new Uint8Array(want);
     joined.set(prefix);
-    joined.set(rest.bytes, prefix.length);
+    await rangeGet(ctx, prefix.length, want - 1, joined, prefix.length);
     prefix = joined;
   }
-  if (prefix.length < p.prefix) {
-    throw new KilnError('EOF', prefix.length, 'RemoteTruncated', 'the server sent fewer bytes than the file length it announced');
+  const c = new Check(info, limits, size, { reuse: true });
+  let table;
+  try {
+    const ok = c.pump(prefix, 0, prefix.length) && c.passUnknown(size);
+    if (!ok) c.count(size);
+    table = c.finish();
+  } finally {
+    c.free();
   }
-  const { table, probes } = runCheck({ bytes: prefix, avail: p.prefix, total: size }, limits);
-  return new RemoteDirectory(table, prefix, {
-    url,
-    size,
-    requests,
-    bytesFetched: fetched,
-    fetchFn,
-    init,
-    limits,
-    probes,
-    prefixLen: p.prefix,
-  });
+  return new RemoteDirectory(table, prefix, { ctx, size, header: info, limits });
 }
 
 /** openRemote(url) then load(name): one tensor of a remote file, fetched with Range requests. */

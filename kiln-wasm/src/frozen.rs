@@ -19,12 +19,12 @@
 //!                        units), the index one past the node's subtree
 //! T                      number of tensor directories in the value
 //! T × [len, table…]      for each `tensors` value in byte order, the table
-//!                        skeleton::table builds (absolute offsets)
+//!                        table::build writes (absolute offsets)
 //! ```
 
 use kiln_nostd::frozen::{Kind, TypeRef, Value};
 
-use crate::skeleton;
+use crate::table;
 
 /// Node capacity of a parsed type: the CLI's (`kiln decode --type`), so both
 /// accept the same type texts.
@@ -99,16 +99,11 @@ pub fn has_tensors(t: TypeRef<'_>) -> bool {
 
 /// Appends `[len, table…]` for every directory in the checked value `v`, in
 /// byte order; returns how many. `scratch` holds one table at a time.
-pub fn tables(
-    v: Value<'_, '_>,
-    utf16: &mut skeleton::alloc_free::Utf16Map,
-    scratch: &mut Vec<u32>,
-    out: &mut Vec<u32>,
-) -> u32 {
+pub fn tables(v: Value<'_, '_>, scratch: &mut Vec<u32>, out: &mut Vec<u32>) -> u32 {
     match v.kind() {
         Kind::Tensors => match v.as_tensors() {
             Some(dir) => {
-                skeleton::table(&dir, utf16, scratch);
+                table::build(&dir, dir.start() as u64, scratch);
                 out.push(u32_of(scratch.len()));
                 out.extend_from_slice(scratch);
                 1
@@ -116,21 +111,19 @@ pub fn tables(
             None => 0,
         },
         Kind::List => match v.as_list().filter(|l| has_tensors(l.elem())) {
-            Some(list) => list.iter().map(|e| tables(e, utf16, scratch, out)).sum(),
+            Some(list) => list.iter().map(|e| tables(e, scratch, out)).sum(),
             None => 0,
         },
         Kind::Opt => match v.as_opt().flatten() {
-            Some(inner) if has_tensors(inner.ty()) => tables(inner, utf16, scratch, out),
+            Some(inner) if has_tensors(inner.ty()) => tables(inner, scratch, out),
             _ => 0,
         },
         Kind::Dict => match v.as_dict().filter(|d| has_tensors(d.value_type())) {
-            Some(dict) => dict.entries().map(|(_, e)| tables(e, utf16, scratch, out)).sum(),
+            Some(dict) => dict.entries().map(|(_, e)| tables(e, scratch, out)).sum(),
             None => 0,
         },
         Kind::Struct => match v.as_struct() {
-            Some(st) => {
-                st.fields().filter(|(_, f)| has_tensors(f.ty())).map(|(_, f)| tables(f, utf16, scratch, out)).sum()
-            }
+            Some(st) => st.fields().filter(|(_, f)| has_tensors(f.ty())).map(|(_, f)| tables(f, scratch, out)).sum(),
             None => 0,
         },
         _ => 0,

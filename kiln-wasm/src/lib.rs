@@ -4,46 +4,48 @@
 //! low-level half: the npm package in `pkg/` (sources in `js/`) wraps it in
 //! the public API (`parseDirectory`, `DirectoryLoader`, `openRemote`, ...).
 //!
-//! JavaScript never receives a view of wasm memory. A check goes:
+//! JavaScript never receives a view of wasm memory. A tensor directory is
+//! checked by a [`Validator`] (`kiln_nostd::Incremental` with its memory,
+//! see [`validator`]):
 //!
-//! 1. [`Checker::begin`] reads the 64-byte header and plans a *skeleton* (see
-//!    [`skeleton`]): how many leading bytes to copy and how long the buffer the
-//!    core sees must be.
-//! 2. JavaScript copies that prefix (header, descriptors, name heap, padding)
-//!    into the arena, and for each [`Checker::probes`] range copies the one
-//!    payload byte, if any, that could change the verdict. The payload itself
-//!    is never copied.
-//! 3. [`Checker::check`] runs `kiln_nostd::Parser` over the skeleton and
-//!    returns a compact table (offsets, dtypes, shapes, name positions), or an
-//!    error with the core's code, absolute offset and rule.
+//! 1. [`header_info`] reads the 64-byte header: how much prefix memory the
+//!    block needs (header, descriptors, name heap, padding) and its length.
+//! 2. JavaScript creates a [`Validator`] of that size and copies bytes in
+//!    through its small fixed window: the prefix, then, of the payload, only
+//!    the bytes a rule reads ([`Validator::next_needed`]: gap bytes, bool
+//!    tensors, odd packed last bytes); it passes over the rest with
+//!    [`Validator::skip`]. A gigabyte of payload costs a few calls.
+//! 3. [`Validator::finish`] gives the core's verdict on all the bytes: a
+//!    compact table (see [`table`]: offsets, dtypes, shapes, name positions)
+//!    or an error with the core's code, absolute offset and rule.
 //!
 //! JavaScript then builds typed arrays over the caller's own `ArrayBuffer`.
+//! wasm memory grows with the directory, not with the file.
 //!
 //! Frozen values (`decodeValue`, `decodeFrame` in `js/frozen.js`) go another
-//! way, since every byte of a value is checked: [`Checker::frozen_begin`]
+//! way, since every byte of a value is checked: [`FrozenChecker::begin`]
 //! parses the type text and reserves room, JavaScript copies the whole value
-//! into the arena, [`Checker::frozen`] runs `kiln_nostd::frozen::Reader` over
-//! it and returns the type's nodes and, for each `tensors` value, the table
-//! [`skeleton::table`] builds (see [`frozen`]). The arena is zeroed again
-//! afterwards. JavaScript walks the caller's bytes with that description, so
+//! in, [`FrozenChecker::check`] runs `kiln_nostd::frozen::Reader` over it and
+//! returns the type's nodes and, for each `tensors` value, its [`table`] (see
+//! [`frozen`]). JavaScript walks the caller's bytes with that description, so
 //! every typed array and tensor view it returns is over the caller's buffer.
 
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::{scratch_len, Error, Header, Limits, Parser};
 use wasm_bindgen::prelude::*;
 
-mod arena;
 pub mod frozen;
-pub mod skeleton;
+pub mod table;
+pub mod validator;
 
-use skeleton::{Plan, Probe, MAX_SKELETON};
+use validator::Session;
 
 /// An error as JavaScript sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ErrorInfo {
     /// The spec's code (`"TYPE"`, ...).
     pub code: &'static str,
-    /// Absolute byte offset in the caller's buffer.
+    /// Absolute byte offset in the caller's buffer (or the remote file).
     pub offset: u64,
     /// The core's rule id (`"NonzeroGap"`, ...), or a rule of this crate.
     pub rule: &'static str,
@@ -62,209 +64,221 @@ impl From<Error> for ErrorInfo {
     }
 }
 
-/// The checker without the JavaScript glue (host-testable).
-pub struct Core {
-    arena: arena::Arena,
-    plan: Plan,
-    probes: Vec<u32>,
-    scratch: Vec<u32>,
-    utf16: skeleton::alloc_free::Utf16Map,
+fn limits_of(count_cap: u32, byte_cap: u32) -> Limits {
+    Limits::DEFAULT.with_count_cap(count_cap).with_byte_cap(byte_cap)
+}
+
+fn random_seed() -> u64 {
+    #[cfg(target_arch = "wasm32")]
+    let seed = (js_sys::Math::random() * 9.007_199_254_740_991e15) as u64;
+    #[cfg(not(target_arch = "wasm32"))]
+    let seed = 0x6b69_6c6e;
+    seed
+}
+
+fn f64_to_u64(v: f64) -> u64 {
+    if v.is_finite() && v >= 0.0 {
+        v as u64
+    } else if v > 0.0 {
+        u64::MAX
+    } else {
+        0
+    }
+}
+
+/// What the first bytes of a block say: `[prefix, blockLength, payloadBase,
+/// count]`, -1 where unknown. `prefix` is the memory a [`Validator`] needs
+/// (64 for a header that fails steps 1 to 4; -1 with fewer than 64 bytes).
+#[wasm_bindgen]
+pub fn header_info(head: &[u8], count_cap: u32, byte_cap: u32) -> js_sys::Float64Array {
+    let n = validator::need(head, &limits_of(count_cap, byte_cap));
+    let opt = |v: Option<u64>| v.map_or(-1.0, |v| v as f64);
+    js_sys::Float64Array::from(&[opt(n.prefix), opt(n.block_len), opt(n.payload_base), f64::from(n.count)][..])
+}
+
+/// Bytes JavaScript copies in per call: the validator's window.
+pub const WINDOW: usize = 65_536;
+
+/// One standalone tensor directory being checked, fed by JavaScript (see the
+/// crate docs). Methods that can reject return -1 then; the error getters
+/// say why. Call `free()` when done (the package does).
+#[wasm_bindgen]
+pub struct Validator {
+    session: Session,
+    window: Vec<u8>,
+}
+
+#[wasm_bindgen]
+impl Validator {
+    /// A validator with `mem` bytes of prefix memory (from [`header_info`])
+    /// and name scratch for `count` tensors.
+    #[wasm_bindgen(constructor)]
+    pub fn new(mem: f64, count: u32, count_cap: u32, byte_cap: u32) -> Validator {
+        let session = Session::new(f64_to_u64(mem), count, limits_of(count_cap, byte_cap), random_seed());
+        Validator { session, window: vec![0; WINDOW] }
+    }
+
+    /// Starts over on a new block, as `new` would, reusing the memory this
+    /// validator holds when it is large enough.
+    pub fn reset(&mut self, mem: f64, count: u32, count_cap: u32, byte_cap: u32) {
+        self.session.reset(f64_to_u64(mem), count, limits_of(count_cap, byte_cap), random_seed());
+    }
+
+    /// Address of the window in wasm memory (JavaScript copies bytes there).
+    pub fn window_ptr(&self) -> u32 {
+        self.window.as_ptr() as usize as u32
+    }
+
+    /// Length of the window.
+    pub fn window_len(&self) -> u32 {
+        WINDOW as u32
+    }
+
+    /// Feeds the first `n` bytes of the window, then passes over up to
+    /// `skip` bytes no rule reads (as [`skip`](Self::skip)); returns how
+    /// many were passed over, or -1 on a rejection. One call per needed run.
+    pub fn feed(&mut self, n: u32, skip: f64) -> f64 {
+        let n = (n as usize).min(WINDOW);
+        if self.session.feed(&self.window[..n]).is_err() {
+            return -1.0;
+        }
+        if skip > 0.0 {
+            self.skip(skip)
+        } else {
+            0.0
+        }
+    }
+
+    /// Advances to block offset `to` without the bytes: passes over what no
+    /// rule reads, zeros for what one does. 0 or -1.
+    pub fn pass_unknown(&mut self, to: f64) -> i32 {
+        match self.session.pass_unknown(f64_to_u64(to)) {
+            Ok(()) => 0,
+            Err(_) => -1,
+        }
+    }
+
+    /// Passes over up to `n` bytes, stopping at the next byte a rule reads;
+    /// returns how many (fewer than `n`: the byte after them is needed), or
+    /// -1 (after a rejection the bytes are still counted).
+    pub fn skip(&mut self, n: f64) -> f64 {
+        match self.session.skip(f64_to_u64(n)) {
+            Ok(k) => k as f64,
+            Err(_) => -1.0,
+        }
+    }
+
+    /// Block offset of the next byte a rule reads; `Infinity` when none.
+    pub fn next_needed(&self) -> f64 {
+        match self.session.next_needed() {
+            u64::MAX => f64::INFINITY,
+            n => n as f64,
+        }
+    }
+
+    /// Bytes taken so far (fed and passed over).
+    pub fn fed(&self) -> f64 {
+        self.session.fed() as f64
+    }
+
+    /// Builds the tensor table once the directory prefix is in and valid;
+    /// returns its length in `u32`s (read it at [`table_ptr`](Self::table_ptr)
+    /// and copy it out before the next call), or -1.
+    pub fn table(&mut self) -> i32 {
+        self.session.table().map_or(-1, |t| t.len() as i32)
+    }
+
+    /// The verdict on all the bytes taken: the table's length (as for
+    /// [`table`](Self::table)), or -1 (see the error getters). Ends the validator.
+    pub fn finish(&mut self) -> i32 {
+        self.session.finish().map_or(-1, |t| t.len() as i32)
+    }
+
+    /// Where the table is in wasm memory.
+    pub fn table_ptr(&mut self) -> u32 {
+        self.session.table_ptr() as usize as u32
+    }
+
+    pub fn error_code(&self) -> String {
+        self.session.error().map_or("", |e| e.code).into()
+    }
+
+    pub fn error_offset(&self) -> f64 {
+        self.session.error().map_or(0.0, |e| e.offset as f64)
+    }
+
+    pub fn error_rule(&self) -> String {
+        self.session.error().map_or("", |e| e.rule).into()
+    }
+
+    pub fn error_description(&self) -> String {
+        self.session.error().map_or("", |e| e.description).into()
+    }
+}
+
+/// The Frozen value checker without the JavaScript glue (host-testable).
+#[derive(Default)]
+pub struct FrozenCore {
+    /// The copy of the value (reused; grows to the largest value checked).
+    input: Vec<u8>,
+    input_len: usize,
+    type_text: String,
     table: Vec<u32>,
+    out: Vec<u32>,
     error: Option<ErrorInfo>,
     /// The last error is about the type text (offset into it), not the input.
     error_in_type: bool,
-    seed: u64,
-    /// Frozen: the type text and the input length of the pending check.
-    type_text: String,
-    frozen_len: usize,
-    frozen_out: Vec<u32>,
 }
 
-impl Default for Core {
-    fn default() -> Self {
-        Core::new(0x6b69_6c6e)
-    }
-}
-
-impl Core {
-    /// A checker whose name hash uses `seed` (verdicts never depend on it).
-    pub fn new(seed: u64) -> Self {
-        Core {
-            arena: arena::Arena::new(),
-            plan: Plan::default(),
-            probes: Vec::new(),
-            scratch: Vec::new(),
-            utf16: Default::default(),
-            table: Vec::new(),
-            error: None,
-            error_in_type: false,
-            seed,
-            type_text: String::new(),
-            frozen_len: 0,
-            frozen_out: Vec::new(),
-        }
-    }
-
-    /// Step 1: plans the skeleton for an input of `total` bytes starting with
-    /// `head`, and reserves it. Returns the prefix length to copy.
-    pub fn begin(&mut self, head: &[u8], total: u64) -> Result<usize, ErrorInfo> {
-        self.error = None;
-        self.error_in_type = false;
-        self.plan = skeleton::plan(head, total);
-        let fail = |rule, description| ErrorInfo { code: "LIMIT", offset: 0, rule, description };
-        if self.plan.len > MAX_SKELETON {
-            return Err(self.fail(fail(
-                "WasmAddressSpace",
-                "the block is larger than this wasm32 build can check (about 3.75 GiB)",
-            )));
-        }
-        let len = usize::try_from(self.plan.len).unwrap_or(usize::MAX);
-        if !self.arena.reserve(len) {
-            return Err(self.fail(fail("WasmMemory", "wasm memory could not grow to hold the block's skeleton")));
-        }
-        Ok(usize::try_from(self.plan.prefix).unwrap_or(0))
-    }
-
+impl FrozenCore {
     fn fail(&mut self, e: ErrorInfo) -> ErrorInfo {
         self.error = Some(e);
         e
     }
 
-    /// The plan of the last [`begin`](Self::begin).
-    pub fn plan(&self) -> &Plan {
-        &self.plan
-    }
-
-    /// Where the skeleton starts (a wasm memory address on wasm32).
-    pub fn arena_ptr(&self) -> usize {
-        self.arena.ptr()
-    }
-
-    /// The skeleton, `plan.len` bytes (prefix not yet copied after `begin`).
-    pub fn skeleton(&mut self) -> &mut [u8] {
-        let len = usize::try_from(self.plan.len).unwrap_or(0);
-        self.arena.bytes(len)
-    }
-
-    /// Step 2: the probe ranges, as `[start, end, kind]` triples, once the
-    /// prefix has been copied.
-    pub fn probes(&mut self) -> &[u32] {
-        self.probes.clear();
-        let plan = self.plan;
-        let prefix_len = usize::try_from(plan.prefix).unwrap_or(0);
-        let mut list = core::mem::take(&mut self.probes);
-        {
-            let prefix = self.arena.bytes(prefix_len);
-            skeleton::probes(prefix, &plan, |p: Probe| {
-                // plan.len <= MAX_SKELETON < 2^32, so both ends fit.
-                list.extend_from_slice(&[
-                    u32::try_from(p.start).unwrap_or(u32::MAX),
-                    u32::try_from(p.end).unwrap_or(u32::MAX),
-                    p.kind,
-                ]);
-            });
-        }
-        self.probes = list;
-        &self.probes
-    }
-
-    /// Step 3: runs the core over the skeleton, then clears the prefix.
-    /// On success the table is in [`table`](Self::table).
-    pub fn check(&mut self, limits: Limits) -> Result<&[u32], ErrorInfo> {
-        let len = usize::try_from(self.plan.len).unwrap_or(0);
-        let prefix = usize::try_from(self.plan.prefix).unwrap_or(0);
-        // Name-table scratch, only when the descriptors are really there
-        // (so a hostile count cannot make us allocate).
-        let count = self.plan.count;
-        let need = scratch_len(count);
-        let descs_end = u64::from(count) * 128 + 64;
-        let use_scratch = self.plan.payload_base.is_some() && self.plan.prefix >= descs_end && need < usize::MAX;
-        if use_scratch && self.scratch.len() < need {
-            self.scratch.resize(need, 0);
-        }
-        let seed = self.seed;
-        let result = {
-            let buf: &[u8] = self.arena.bytes(len);
-            let mut parser = Parser::new().limits(limits).hash_seed(seed);
-            if use_scratch {
-                parser = parser.scratch(&mut self.scratch[..need]);
-            }
-            match parser.parse(buf) {
-                Ok(dir) => {
-                    skeleton::table(&dir, &mut self.utf16, &mut self.table);
-                    Ok(())
-                }
-                Err(e) => Err(ErrorInfo::from(e)),
-            }
-        };
-        self.arena.bytes(prefix).fill(0);
-        match result {
-            Ok(()) => Ok(&self.table),
-            Err(e) => Err(self.fail(e)),
-        }
-    }
-
-    /// The last error.
-    pub fn error(&self) -> Option<ErrorInfo> {
-        self.error
-    }
-
-    /// True when the last error is about the type text (its offset is a byte
-    /// of the text), false when it is about the input.
-    pub fn error_in_type(&self) -> bool {
-        self.error_in_type
-    }
-
-    /// Frozen, step 1: checks `type_text` and reserves `len` bytes of the
-    /// arena for the value; returns where to copy it (see
-    /// [`arena_ptr`](Self::arena_ptr)). A bad type text is TYPE or LIMIT
-    /// with [`error_in_type`](Self::error_in_type) set.
-    pub fn frozen_begin(&mut self, type_text: &str, len: u64) -> Result<usize, ErrorInfo> {
+    /// Step 1: checks `type_text` and reserves `len` bytes for a copy of the
+    /// value; a bad type text is TYPE or LIMIT with
+    /// [`error_in_type`](Self::error_in_type) set.
+    pub fn begin(&mut self, type_text: &str, len: u64) -> Result<(), ErrorInfo> {
         self.error = None;
         self.error_in_type = false;
-        self.frozen_len = 0;
+        self.input_len = 0;
         if let Err(e) = Schema::<{ frozen::NODES }>::parse(type_text) {
             self.error_in_type = true;
             return Err(self.fail(e.into()));
         }
         self.type_text.clear();
         self.type_text.push_str(type_text);
-        let too_big = ErrorInfo {
+        let memory = ErrorInfo {
             code: "LIMIT",
             offset: 0,
-            rule: "WasmAddressSpace",
-            description: "the value is larger than this wasm32 build can check (about 3.75 GiB)",
+            rule: "WasmMemory",
+            description: "wasm memory cannot hold a copy of the value",
         };
-        let len = match usize::try_from(len) {
-            Ok(l) if len <= MAX_SKELETON => l,
-            _ => return Err(self.fail(too_big)),
-        };
-        if !self.arena.reserve(len) {
-            return Err(self.fail(ErrorInfo {
-                code: "LIMIT",
-                offset: 0,
-                rule: "WasmMemory",
-                description: "wasm memory could not grow to hold a copy of the value",
-            }));
+        let Ok(len) = usize::try_from(len) else { return Err(self.fail(memory)) };
+        if self.input.len() < len {
+            if self.input.try_reserve_exact(len - self.input.len()).is_err() {
+                return Err(self.fail(memory));
+            }
+            self.input.resize(len, 0);
         }
-        self.frozen_len = len;
-        Ok(self.arena.ptr())
+        self.input_len = len;
+        Ok(())
     }
 
-    /// The arena bytes the value is copied into after [`frozen_begin`](Self::frozen_begin).
-    pub fn frozen_input(&mut self) -> &mut [u8] {
-        let len = self.frozen_len;
-        self.arena.bytes(len)
+    /// The bytes the value is copied into after [`begin`](Self::begin).
+    pub fn input(&mut self) -> &mut [u8] {
+        let len = self.input_len;
+        &mut self.input[..len]
     }
 
-    /// Frozen, step 2: validates the copied value (with the 16-byte frame
-    /// first when `framed`), clears the copy, and returns the description
-    /// [`frozen`] documents; `with_schema` false leaves the type's nodes out.
-    pub fn frozen(&mut self, framed: bool, limits: Limits, with_schema: bool) -> Result<&[u32], ErrorInfo> {
-        let len = self.frozen_len;
-        self.frozen_len = 0;
+    /// Step 2: validates the copied value (with the 16-byte frame first when
+    /// `framed`) and returns the description [`frozen`] documents;
+    /// `with_schema` false leaves the type's nodes out.
+    pub fn check(&mut self, framed: bool, limits: Limits, with_schema: bool) -> Result<&[u32], ErrorInfo> {
+        let len = core::mem::take(&mut self.input_len);
         let text = core::mem::take(&mut self.type_text);
-        let mut out = core::mem::take(&mut self.frozen_out);
+        let mut out = core::mem::take(&mut self.out);
         out.clear();
         let result = match Schema::<{ frozen::NODES }>::parse(&text) {
             Err(e) => {
@@ -281,10 +295,10 @@ impl Core {
                 }
                 let count_at = out.len();
                 out.push(0);
-                let buf: &[u8] = self.arena.bytes(len);
+                let buf: &[u8] = &self.input[..len];
                 match Reader::new().limits(limits).framed(framed).read(buf, &schema) {
                     Ok(value) => {
-                        let n = frozen::tables(value, &mut self.utf16, &mut self.table, &mut out);
+                        let n = frozen::tables(value, &mut self.table, &mut out);
                         if let Some(s) = out.get_mut(count_at) {
                             *s = n;
                         }
@@ -294,78 +308,59 @@ impl Core {
                 }
             }
         };
-        self.arena.bytes(len).fill(0);
         self.type_text = text;
-        self.frozen_out = out;
+        self.out = out;
         match result {
-            Ok(()) => Ok(&self.frozen_out),
+            Ok(()) => Ok(&self.out),
             Err(e) => Err(self.fail(e)),
         }
     }
-}
 
-/// The low-level checker JavaScript drives (one per module instance is enough).
-#[wasm_bindgen]
-pub struct Checker {
-    core: Core,
-}
+    /// The last error.
+    pub fn error(&self) -> Option<ErrorInfo> {
+        self.error
+    }
 
-impl Default for Checker {
-    fn default() -> Self {
-        Checker::new()
+    /// True when the last error's offset is a byte of the type text.
+    pub fn error_in_type(&self) -> bool {
+        self.error_in_type
     }
 }
 
+/// The Frozen value checker JavaScript drives (one per module instance).
 #[wasm_bindgen]
-impl Checker {
+#[derive(Default)]
+pub struct FrozenChecker {
+    core: FrozenCore,
+}
+
+#[wasm_bindgen]
+impl FrozenChecker {
     #[wasm_bindgen(constructor)]
-    pub fn new() -> Checker {
-        #[cfg(target_arch = "wasm32")]
-        let seed = (js_sys::Math::random() * 9.007_199_254_740_991e15) as u64;
-        #[cfg(not(target_arch = "wasm32"))]
-        let seed = 0x6b69_6c6e;
-        Checker { core: Core::new(seed) }
+    pub fn new() -> FrozenChecker {
+        FrozenChecker::default()
     }
 
-    /// Plans and reserves the skeleton; returns the prefix length to copy,
-    /// or -1 (see the error getters).
-    pub fn begin(&mut self, head: &[u8], total: f64) -> f64 {
-        let total = if total.is_finite() && total >= 0.0 { total as u64 } else { 0 };
-        match self.core.begin(head, total) {
-            Ok(p) => p as f64,
+    /// Checks the type text and reserves `len` bytes for a copy of the
+    /// value; returns where to copy it, or -1 (see the error getters).
+    pub fn begin(&mut self, type_text: &str, len: f64) -> f64 {
+        let len = if len.is_finite() && len >= 0.0 { len as u64 } else { u64::MAX };
+        match self.core.begin(type_text, len) {
+            Ok(()) => self.core.input().as_ptr() as usize as f64,
             Err(_) => -1.0,
         }
     }
 
-    /// Address of the skeleton in wasm memory.
-    pub fn arena_ptr(&self) -> u32 {
-        u32::try_from(self.core.arena_ptr()).unwrap_or(0)
-    }
-
-    /// Length of the skeleton (L).
-    pub fn skeleton_len(&self) -> f64 {
-        self.core.plan().len as f64
-    }
-
-    /// The payload region's start, or -1.
-    pub fn payload_base(&self) -> f64 {
-        self.core.plan().payload_base.map_or(-1.0, |b| b as f64)
-    }
-
-    /// The declared block length, or -1.
-    pub fn block_len(&self) -> f64 {
-        self.core.plan().block_len.map_or(-1.0, |b| b as f64)
-    }
-
-    /// `[start, end, kind]` triples (a JavaScript-owned copy).
-    pub fn probes(&mut self) -> js_sys::Uint32Array {
-        js_sys::Uint32Array::from(self.core.probes())
-    }
-
-    /// Runs the core; the table (a JavaScript-owned copy) or `undefined`.
-    pub fn check(&mut self, count_cap: u32, byte_cap: u32) -> Option<js_sys::Uint32Array> {
-        let limits = Limits::DEFAULT.with_count_cap(count_cap).with_byte_cap(byte_cap);
-        self.core.check(limits).ok().map(js_sys::Uint32Array::from)
+    /// Validates the copy; the description (a JavaScript-owned copy, layout
+    /// in `frozen.rs`) or `undefined`.
+    pub fn check(
+        &mut self,
+        framed: bool,
+        count_cap: u32,
+        byte_cap: u32,
+        with_schema: bool,
+    ) -> Option<js_sys::Uint32Array> {
+        self.core.check(framed, limits_of(count_cap, byte_cap), with_schema).ok().map(js_sys::Uint32Array::from)
     }
 
     pub fn error_code(&self) -> String {
@@ -388,45 +383,9 @@ impl Checker {
     pub fn error_in_type(&self) -> bool {
         self.core.error_in_type()
     }
-
-    /// Frozen, step 1: checks the type text and reserves `len` bytes for a
-    /// copy of the value; returns where to copy it, or -1 (see the error getters).
-    pub fn frozen_begin(&mut self, type_text: &str, len: f64) -> f64 {
-        let len = if len.is_finite() && len >= 0.0 { len as u64 } else { u64::MAX };
-        match self.core.frozen_begin(type_text, len) {
-            Ok(p) => p as f64,
-            Err(_) => -1.0,
-        }
-    }
-
-    /// Frozen, step 2: validates the copy; the description (a JavaScript-owned
-    /// copy, layout in `frozen.rs`) or `undefined`.
-    pub fn frozen(
-        &mut self,
-        framed: bool,
-        count_cap: u32,
-        byte_cap: u32,
-        with_schema: bool,
-    ) -> Option<js_sys::Uint32Array> {
-        let limits = Limits::DEFAULT.with_count_cap(count_cap).with_byte_cap(byte_cap);
-        self.core.frozen(framed, limits, with_schema).ok().map(js_sys::Uint32Array::from)
-    }
 }
 
-/// The skeleton plan for an input of `total` bytes starting with `head`,
-/// without reserving anything: `[prefix, len, payload_base, block_len, count]`
-/// (-1 where the header gives no value).
-#[wasm_bindgen]
-pub fn plan(head: &[u8], total: f64) -> js_sys::Float64Array {
-    let total = if total.is_finite() && total >= 0.0 { total as u64 } else { 0 };
-    let p = skeleton::plan(head, total);
-    let opt = |v: Option<u64>| v.map_or(-1.0, |v| v as f64);
-    js_sys::Float64Array::from(
-        &[p.prefix as f64, p.len as f64, opt(p.payload_base), opt(p.block_len), f64::from(p.count)][..],
-    )
-}
-
-/// The module's linear memory (for copying the prefix in; never handed to users).
+/// The module's linear memory (for copying bytes in; never handed to users).
 #[wasm_bindgen]
 pub fn wasm_memory() -> JsValue {
     wasm_bindgen::memory()
@@ -459,7 +418,7 @@ pub fn dtype_names() -> js_sys::Array {
 /// accepts, else `"CODE offset rule"`. For differential tests only.
 #[wasm_bindgen]
 pub fn check_direct(bytes: &[u8], count_cap: u32, byte_cap: u32) -> Option<String> {
-    let limits = Limits::DEFAULT.with_count_cap(count_cap).with_byte_cap(byte_cap);
+    let limits = limits_of(count_cap, byte_cap);
     let mut scratch = vec![0u32; Header::peek_count(bytes).map_or(0, |c| scratch_len(c.min(1 << 20)))];
     match Parser::new().limits(limits).scratch(&mut scratch).parse(bytes) {
         Ok(_) => None,

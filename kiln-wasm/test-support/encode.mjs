@@ -20,8 +20,10 @@ export function byteLengthOf(code, shape) {
  * specs: [{name?, dtype: code or name, shape, data?: Uint8Array, byteLength?, layout?, blockSize?,
  *          quant?: {scheme, axis, groupSize, scale, outer?}}]
  * Payloads without data stay zero (cheap for huge synthetic files).
+ * `upto`: write only the block's first `upto` bytes (the head of a block too
+ * big for memory, e.g. for a sparse file); data past it is left out.
  */
-export function encodeKiln(specs) {
+export function encodeKiln(specs, upto = Infinity) {
   const enc = new TextEncoder();
   const count = specs.length;
   const ts = specs.map((s) => {
@@ -37,7 +39,7 @@ export function encodeKiln(specs) {
   let end = 0;
   for (const t of ts) { t.off = align64(end); end = t.off + t.len; }
   const payload = count ? end : 0;
-  const out = new Uint8Array(base + payload);
+  const out = new Uint8Array(Math.min(base + payload, upto));
   const dv = new DataView(out.buffer);
   out.set([0x4b, 0x4c, 0x4e, 0x54, 2, 2 | (ts.some((t) => t.nameBytes) ? 1 : 0)], 0);
   dv.setUint32(8, count, true);
@@ -64,7 +66,7 @@ export function encodeKiln(specs) {
     t.shape.forEach((s, k) => dv.setBigUint64(d + 48 + 8 * k, BigInt(s), true));
     if (t.nameBytes) out.set(t.nameBytes, 64 + count * 128 + t.nameOff);
     if (t.layoutBytes) out.set(t.layoutBytes, 64 + count * 128 + t.layoutOff);
-    if (t.data) out.set(t.data, base + t.off);
+    if (t.data && base + t.off + t.data.length <= out.length) out.set(t.data, base + t.off);
   });
   return out;
 }

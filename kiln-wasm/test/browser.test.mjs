@@ -1,13 +1,16 @@
-// decodeValue / decodeFrame in headless Chromium: the same fixtures as frozen.test.mjs,
-// through the browser entry (index.js, top-level await, streaming instantiate).
+// The package in headless Chromium, through the browser entry (index.js,
+// top-level await, streaming instantiate): the Frozen fixtures of
+// frozen.test.mjs, and openRemote on sparse 100 MiB / 6 GiB / 20 GiB files
+// (same origin and cross-origin, with and without the exposed Content-Range,
+// a server that ignores Range), counting requests, bytes and wasm memory.
 // Skipped when Chromium or playwright-core is missing (kiln-wasm/ci.sh installs both).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { extname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SMALL, rangeServer, sparseBlock } from '../test-support/range-server.mjs';
 
 const pkg = fileURLToPath(new URL('../pkg/', import.meta.url));
 const executablePath = process.env.CHROMIUM ?? '/usr/bin/chromium';
@@ -21,28 +24,40 @@ const skip = (!existsSync(executablePath) && `no Chromium at ${executablePath}`)
 const cases = JSON.parse(readFileSync(new URL('../test-support/frozen-fixtures.json', import.meta.url), 'utf8')).cases;
 
 const TYPES = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html', '.json': 'application/json' };
-let server;
+const GiB = 2 ** 30;
+const MiB = 2 ** 20;
+const SPARSE = [['100m', 100 * MiB], ['6g', 6 * GiB], ['20g', 20 * GiB]];
+let server; // the page's origin: the package and the sparse files
+let other; // another origin (CORS), the same files
+let sparseDir;
 let ctx;
 let page;
 let profile;
 const problems = [];
 
+// The package files; everything else falls through to the range server's files.
+function pkgRoute(req, res) {
+  const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^[/\\]+/, '');
+  if (path === '' || path === 'index.html') {
+    res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><link rel="icon" href="data:,"><title>kiln-wasm</title>');
+    return true;
+  }
+  const file = join(pkg, path);
+  if (path.endsWith('.kiln') || !file.startsWith(pkg) || !existsSync(file)) return false;
+  res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
+  return true;
+}
+
 before(async () => {
   if (skip) return;
-  server = createServer((req, res) => {
-    const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^[/\\]+/, '');
-    if (path === '' || path === 'index.html') {
-      res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><link rel="icon" href="data:,"><title>kiln-wasm</title>');
-      return;
-    }
-    const file = join(pkg, path);
-    if (!file.startsWith(pkg) || !existsSync(file)) {
-      res.writeHead(404).end();
-      return;
-    }
-    res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  server = await rangeServer({ routes: pkgRoute });
+  other = await rangeServer({ cors: true });
+  sparseDir = mkdtempSync(join(tmpdir(), 'kiln-sparse-'));
+  for (const [name, size] of SPARSE) {
+    const f = sparseBlock(join(sparseDir, `${name}.kiln`), size);
+    server.files.set(`/${name}.kiln`, f);
+    other.files.set(`/${name}.kiln`, f);
+  }
   profile = mkdtempSync(join(tmpdir(), 'chromium-'));
   ctx = await chromium.launchPersistentContext(profile, {
     executablePath,
@@ -52,13 +67,15 @@ before(async () => {
   page = ctx.pages()[0] ?? (await ctx.newPage());
   page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
   page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
-  await page.goto(`http://127.0.0.1:${server.address().port}/index.html`);
+  await page.goto(`${server.base}/index.html`);
 });
 
 after(async () => {
   await ctx?.close();
-  server?.close();
+  await server?.close();
+  await other?.close();
   if (profile) rmSync(profile, { recursive: true, force: true });
+  if (sparseDir) rmSync(sparseDir, { recursive: true, force: true });
 });
 
 test('Frozen fixtures decode in Chromium as in Node', { skip }, async () => {
@@ -101,6 +118,77 @@ test('Frozen fixtures decode in Chromium as in Node', { skip }, async () => {
   assert.deepEqual(out.dict, [true, ['', '10', '2', '__proto__', 'a', 'constructor', 'é']]);
   assert.equal(out.strings[2], '\ufeffbom');
   assert.equal(out.strings[4], 'ünïcödé longer than thirty-two bytes, for TextDecoder');
+});
+
+test('openRemote in Chromium: sparse 100 MiB, 6 GiB, 20 GiB files in 3 requests, wasm memory flat', { skip }, async () => {
+  server.reset();
+  const out = await page.evaluate(async ({ base, names }) => {
+    const kiln = await import('./index.js');
+    const { wasm_memory } = await import('./wasm/kiln_wasm.js');
+    const mem = () => wasm_memory().buffer.byteLength;
+    const res = {};
+    for (const name of names) {
+      const before = mem();
+      const r = await kiln.openRemote(`${base}/${name}.kiln`);
+      const grew = mem() - before;
+      const t = await r.load('small');
+      const huge = r.get('huge');
+      res[name] = {
+        size: r.size,
+        requests: r.requests,
+        fetched: r.bytesFetched,
+        tensorBytes: t.byteLength,
+        values: Array.from(t.view()),
+        isView: t.isView,
+        hugeEnd: huge.byteOffset + huge.byteLength,
+        grew,
+        memory: mem(),
+      };
+    }
+    return res;
+  }, { base: server.base, names: SPARSE.map(([n]) => n) });
+  for (const [name, size] of SPARSE) {
+    const r = out[name];
+    const served = server.stats.log.filter((e) => e[0] === `/${name}.kiln`);
+    const bytes = served.reduce((a, e) => a + e[3], 0);
+    assert.equal(r.size, size, name);
+    assert.equal(r.hugeEnd, size, name);
+    assert.deepEqual(r.values, [...SMALL], name);
+    assert.ok(r.isView, name);
+    assert.equal(served.length, 3, `${name}: ${JSON.stringify(served)}`);
+    assert.equal(r.requests, 3, name);
+    assert.equal(bytes, r.fetched, name);
+    assert.ok(bytes - r.tensorBytes < 1024, `${name}: ${bytes - r.tensorBytes} bytes beyond the tensor`);
+    assert.ok(r.grew < 16 * MiB, `${name}: wasm memory grew ${r.grew}`);
+    console.log(`# Chromium ${name}: ${served.length} requests, ${bytes} bytes served (${bytes - r.tensorBytes} beyond the tensor), wasm memory +${r.grew} bytes (now ${r.memory})`);
+  }
+});
+
+test('openRemote in Chromium: cross-origin needs Access-Control-Expose-Headers; a server ignoring Range is cancelled', { skip }, async () => {
+  server.reset();
+  const out = await page.evaluate(async ({ same, cross }) => {
+    const kiln = await import('./index.js');
+    const attempt = async (url) => {
+      try {
+        const r = await kiln.openRemote(url);
+        return `opened ${r.size}`;
+      } catch (e) {
+        return `${e.name}: ${e.message}`;
+      }
+    };
+    return {
+      exposed: await attempt(`${cross}/6g.kiln`),
+      hidden: await attempt(`${cross}/6g.kiln?noexpose`),
+      norange: await attempt(`${same}/6g.kiln?norange`),
+    };
+  }, { same: server.base, cross: other.base });
+  assert.equal(out.exposed, `opened ${6 * GiB}`);
+  assert.match(out.hidden, /no readable Content-Range header.*Access-Control-Expose-Headers: Content-Range/);
+  assert.match(out.norange, /ignored the Range request \(HTTP 200/);
+  await new Promise((r) => setTimeout(r, 300));
+  const sent = server.stats.log.filter((e) => e[1] === 200).reduce((a, e) => a + e[3], 0);
+  assert.ok(sent < 64 * MiB, `the server sent ${sent} bytes of 6 GiB before the page cancelled`);
+  console.log(`# Chromium, server ignoring Range: ${sent} bytes sent before the page cancelled`);
 });
 
 test('no page errors', { skip }, () => {

@@ -1,5 +1,6 @@
-// The package's verdict (skeleton + JS probes) against the core run directly
-// on a full copy of the bytes, over thousands of mutated inputs.
+// The package's verdict (the incremental validator, fed only the bytes it
+// asks for) against the core's Parser run directly on a full copy of the
+// bytes, over thousands of mutated inputs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as kiln from '../pkg/node.js';
@@ -72,7 +73,7 @@ test('mutations: same verdict as the core on the real bytes', () => {
   }
 });
 
-test('payload faults found through probes: bool byte, high nibble, gap byte', () => {
+test('payload faults: bool byte, high nibble, gap byte', () => {
   const base = richBlock();
   const d = kiln.parseDirectory(base);
   const at = (n) => d.get(n).byteOffset;
@@ -97,7 +98,7 @@ test('payload faults found through probes: bool byte, high nibble, gap byte', ()
 test('wasm memory is not handed out and stays consistent across many parses', () => {
   const bytes = example();
   const views = kiln.parseDirectory(bytes).tensors().map((t) => t.view());
-  // Grow wasm memory a lot (a big skeleton), then check the old views are intact.
+  // A big block (64 MiB of payload), then check the old views are intact.
   const big = encodeKiln([{ name: 'big', dtype: 'u8', shape: [64 << 20] }]);
   assert.equal(kiln.parseDirectory(big).get('big').byteLength, 64 << 20);
   const again = kiln.parseDirectory(bytes).tensors().map((t) => t.view());

@@ -48,7 +48,7 @@ for (const c of cases) {
         (e) => {
           assert.ok(e instanceof kiln.KilnError && e instanceof Error);
           assert.equal(e.code, c.expect);
-          // The skeleton's verdict is the core's verdict on the real bytes: code, offset, rule.
+          // The incremental verdict is Parser's on the same bytes: code, offset, rule.
           assert.equal(`${e.code} ${e.offset} ${e.rule}`, direct);
           assert.equal(e.message, `${e.code} at byte ${e.offset}: ${e.description}`);
           return true;

@@ -111,6 +111,16 @@ test('a nonzero gap byte is reported as soon as it arrives', () => {
   assert.ok(loader.receivedBytes < bytes.length / 2, 'long before the end of the block');
 });
 
+test('with totalLength, a stream shorter than the block is EOF as soon as the header is in', () => {
+  const bytes = example();
+  const loader = new kiln.DirectoryLoader({ totalLength: 5000 });
+  loader.push(bytes.subarray(0, 60));
+  assert.throws(() => loader.push(bytes.subarray(60, 100)), { code: 'EOF', rule: 'BlockTruncated', offset: 5000 });
+  const l2 = new kiln.DirectoryLoader({ totalLength: 300 });
+  assert.throws(() => l2.push(bytes.subarray(0, 200)), { code: 'EOF', rule: 'DirectoryTruncated', offset: 300 });
+  assert.throws(() => kiln.parseDirectory(bytes.subarray(0, 300)), { code: 'EOF', rule: 'DirectoryTruncated', offset: 300 });
+});
+
 test('cut-short and over-long streams', () => {
   const bytes = example();
   assert.throws(() => feed(bytes.subarray(0, bytes.length - 1), 999), { code: 'EOF', offset: bytes.length - 1 });
@@ -147,4 +157,38 @@ test('consume() reads a ReadableStream; loadDirectory takes Blobs, Responses and
   });
   await assert.rejects(kiln.loadDirectory(s), { code: 'FRAME', rule: 'DirectoryMagic' });
   assert.ok(cancelled);
+});
+
+test('random chunks of a 1,000-tensor block: the same table; a bad bool byte deep inside is found; wasm memory stays flat', async () => {
+  const { wasm_memory } = await import('../pkg/wasm/kiln_wasm.js');
+  const bytes = encodeKiln(Array.from({ length: 1000 }, (_, i) => ({
+    name: `layer.${i}`,
+    dtype: ['f32', 'bool', 'u4', 'f16', 'e2m1'][i % 5],
+    shape: [1 + ((i * 37) % 301)],
+  })));
+  const want = kiln.parseDirectory(bytes).toJSON();
+  let seed = 99;
+  const rnd = (n) => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 8) % n;
+  const chunked = (b) => {
+    const loader = new kiln.DirectoryLoader();
+    for (let at = 0; at < b.length;) {
+      const n = 1 + rnd(9000);
+      loader.push(b.subarray(at, at + n));
+      at += n;
+    }
+    return loader.end();
+  };
+  assert.deepEqual(chunked(bytes).toJSON(), want);
+  const flag = kiln.parseDirectory(bytes).at(901);
+  assert.equal(flag.dtype, 'bool');
+  const bad = bytes.slice();
+  bad[flag.byteOffset + 3] = 5;
+  assert.throws(() => chunked(bad), { code: 'TYPE', rule: 'BoolByte', offset: flag.byteOffset + 3 });
+  // 256 MiB through a loader: wasm memory holds the directory, not the block.
+  const big = encodeKiln([{ name: 'w', dtype: 'f32', shape: [64 << 20] }, { name: 'b', dtype: 'bool', shape: [7] }]);
+  const mem0 = wasm_memory().buffer.byteLength;
+  const loader = new kiln.DirectoryLoader();
+  for (let at = 0; at < big.length; at += 1 << 20) loader.push(big.subarray(at, at + (1 << 20)));
+  assert.equal(loader.end().get('w').byteLength, 256 << 20);
+  assert.ok(wasm_memory().buffer.byteLength - mem0 < 16 << 20);
 });

@@ -1,77 +1,54 @@
 // Range-request loading against a small local HTTP server.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
 import * as kiln from '../pkg/node.js';
 import { example } from '../test-support/goldens.mjs';
-import { encodeKiln } from '../test-support/encode.mjs';
+import { encodeKiln, le } from '../test-support/encode.mjs';
+import { rangeServer } from '../test-support/range-server.mjs';
 
-const files = new Map();
-const log = [];
-let server;
-let base;
+let srv;
 
 before(async () => {
-  server = createServer((req, res) => {
-    const url = new URL(req.url, 'http://x');
-    const body = files.get(url.pathname);
-    if (!body) {
-      res.writeHead(404).end();
-      return;
-    }
-    const noRange = url.searchParams.has('norange');
-    const m = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? '');
-    if (m && !noRange) {
-      const start = Number(m[1]);
-      const end = Math.min(Number(m[2]), body.length - 1);
-      if (start >= body.length) {
-        res.writeHead(416, { 'content-range': `bytes */${body.length}` }).end();
-        log.push([url.pathname, start, 0]);
-        return;
-      }
-      log.push([url.pathname, start, end - start + 1]);
-      res.writeHead(206, {
-        'content-range': `bytes ${start}-${end}/${body.length}`,
-        'content-length': end - start + 1,
-        'accept-ranges': 'bytes',
-      });
-      res.end(Buffer.from(body.buffer, body.byteOffset + start, end - start + 1));
-    } else {
-      log.push([url.pathname, 0, body.length]);
-      res.writeHead(200, { 'content-length': body.length });
-      res.end(Buffer.from(body.buffer, body.byteOffset, body.length));
-    }
-  });
-  await new Promise((r) => server.listen(0, '127.0.0.1', r));
-  base = `http://127.0.0.1:${server.address().port}`;
-  files.set('/digits.kiln', example());
+  srv = await rangeServer();
+  srv.files.set('/digits.kiln', example());
 });
 
-after(() => server.close());
+after(() => srv.close());
 
-test('loadTensor fetches 64 bytes, the directory, then just that payload', async () => {
-  log.length = 0;
+const url = (p) => `${srv.base}${p}`;
+const log = () => srv.stats.log.map(([p, status, start, n]) => [p, status, start, n]);
+
+test('loadTensor fetches 64 bytes, the directory, then that payload with the gap before it', async () => {
+  srv.reset();
   const bytes = example();
   const local = kiln.parseDirectory(bytes);
-  const t = await kiln.loadTensor(`${base}/digits.kiln`, 'fc2.weight');
-  assert.equal(t.name, 'fc2.weight');
-  assert.deepEqual(t.shape, [10, 32]);
-  assert.equal(t.byteOffset, local.get('fc2.weight').byteOffset);
-  assert.deepEqual([...t.view()], [...local.get('fc2.weight').view()]);
-  assert.ok(t.isView);
-  const payloadStart = local.payloadOffset;
-  assert.deepEqual(log, [
-    ['/digits.kiln', 0, 64],
-    ['/digits.kiln', 64, payloadStart - 64],
-    ['/digits.kiln', t.byteOffset, 1280],
+  const t = await kiln.loadTensor(url('/digits.kiln'), 'fc2.bias');
+  assert.equal(t.name, 'fc2.bias');
+  assert.deepEqual(t.shape, [10]);
+  assert.equal(t.byteOffset, local.get('fc2.bias').byteOffset);
+  assert.deepEqual([...t.view()], [...local.get('fc2.bias').view()]);
+  assert.ok(t.isView, 'the payload lands 64-byte aligned in its buffer');
+  const prev = local.get('fc2.weight');
+  assert.deepEqual(log(), [
+    ['/digits.kiln', 206, 0, 64],
+    ['/digits.kiln', 206, 64, local.payloadOffset - 64],
+    // fc2.bias (40 bytes) ends at 10,856; fc1.weight.mxfp4 starts at 10,880: the gap before
+    // fc2.bias is empty (fc2.weight ends where it starts).
+    ['/digits.kiln', 206, prev.byteOffset + prev.byteLength, 40],
   ]);
+  // A tensor after a gap: the gap's bytes come with it, and are checked.
+  srv.reset();
+  const q = await (await kiln.openRemote(url('/digits.kiln'))).load('fc1.weight.mxfp4');
+  const qGap = local.get('fc2.bias').byteOffset + 40;
+  assert.ok(qGap < q.byteOffset);
+  assert.deepEqual(log().find((e) => e[2] === qGap), ['/digits.kiln', 206, qGap, q.byteOffset + q.byteLength - qGap]);
 });
 
 test('a RemoteDirectory loads tensors one at a time, with their scales', async () => {
-  log.length = 0;
-  const remote = await kiln.openRemote(`${base}/digits.kiln`);
+  const remote = await kiln.openRemote(url('/digits.kiln'));
   assert.equal(remote.size, example().length);
   assert.equal(remote.length, 8);
+  assert.equal(remote.requests, 2);
   assert.equal(remote.isLoaded('fc1.weight.mxfp4'), false);
   assert.throws(() => remote.get('fc1.bias').view(), /not loaded/);
   const q = await remote.load('fc1.weight.mxfp4');
@@ -82,44 +59,108 @@ test('a RemoteDirectory loads tensors one at a time, with their scales', async (
   assert.ok(remote.bytesFetched < remote.size / 2, `${remote.bytesFetched} of ${remote.size}`);
   await remote.load(0);
   assert.equal(remote.requests, 5);
+  await remote.load(0);
+  assert.equal(remote.requests, 5, 'a loaded tensor is not fetched again');
+  for (const t of remote) if (remote.isLoaded(t.index)) assert.deepEqual([...t.bytes()], [...local.at(t.index).bytes()]);
   await assert.rejects(remote.load('missing'), RangeError);
 });
 
 test('loadDirectory(url) streams a whole file through a DirectoryLoader', async () => {
   const seen = [];
-  const dir = await kiln.loadDirectory(`${base}/digits.kiln`, { onProgress: (got, total) => seen.push([got, total]) });
+  const dir = await kiln.loadDirectory(url('/digits.kiln'), { onProgress: (got, total) => seen.push([got, total]) });
   assert.equal(dir.length, 8);
   assert.deepEqual(seen.at(-1), [example().length, example().length]);
-  await assert.rejects(kiln.loadDirectory(`${base}/missing.kiln`), /HTTP 404/);
+  await assert.rejects(kiln.loadDirectory(url('/missing.kiln')), /HTTP 404/);
 });
 
-test('a server that ignores Range still works (the body is cut off early)', async () => {
-  const t = await kiln.loadTensor(`${base}/digits.kiln?norange`, 'fc1.bias');
-  assert.deepEqual([...t.view()], [...kiln.parseDirectory(example()).get('fc1.bias').view()]);
+test('a server that ignores Range is an error, and its body is cancelled', async () => {
+  // 64 MiB, served whole on ?norange: the client must not download it.
+  const big = encodeKiln([{ name: 'w', dtype: 'u8', shape: [64 << 20] }]);
+  srv.files.set('/big.kiln', big);
+  await assert.rejects(kiln.openRemote(url('/big.kiln?norange')), (e) => {
+    assert.ok(!(e instanceof kiln.KilnError));
+    assert.match(e.message, /ignored the Range request \(HTTP 200/);
+    return true;
+  });
+  await assert.rejects(kiln.loadTensor(url('/digits.kiln?norange'), 'fc1.bias'), /ignored the Range request/);
+  srv.files.delete('/big.kiln');
 });
 
-test('a damaged remote directory and a damaged remote payload are reported', async () => {
+test('a 206 whose Content-Range cannot be read names Access-Control-Expose-Headers', async () => {
+  // What a page sees from another origin that does not expose the header.
+  const hide = async (u, init) => {
+    const r = await fetch(u, init);
+    const h = new Headers(r.headers);
+    h.delete('content-range');
+    return new Response(r.body, { status: r.status, headers: h });
+  };
+  await assert.rejects(kiln.openRemote(url('/digits.kiln'), { fetch: hide }), /Access-Control-Expose-Headers: Content-Range/);
+  // A total of "*" is not enough either.
+  const star = async (u, init) => {
+    const r = await fetch(u, init);
+    const h = new Headers(r.headers);
+    h.set('content-range', h.get('content-range').replace(/\/\d+$/, '/*'));
+    return new Response(r.body, { status: r.status, headers: h });
+  };
+  await assert.rejects(kiln.openRemote(url('/digits.kiln'), { fetch: star }), /did not say how long the file is/);
+});
+
+test('a damaged remote directory and damaged remote payloads are reported as parseDirectory would', async () => {
   const bad = example();
-  bad[100] = 0xff; // inside descriptor 0: a shape slot past the rank? find out from the core
-  files.set('/bad.kiln', bad);
+  bad[100] = 0xff;
+  srv.files.set('/bad.kiln', bad);
   let want;
-  try { kiln.parseDirectory(bad); } catch (e) { want = e; }
-  await assert.rejects(kiln.openRemote(`${base}/bad.kiln`), { code: want.code, offset: want.offset, rule: want.rule });
+  try {
+    kiln.parseDirectory(bad);
+  } catch (e) {
+    want = e;
+  }
+  await assert.rejects(kiln.openRemote(url('/bad.kiln')), { code: want.code, offset: want.offset, rule: want.rule });
 
   const withBool = encodeKiln([
-    { name: 'x', dtype: 'f32', shape: [4] },
+    { name: 'x', dtype: 'f32', shape: [3] },
     { name: 'flags', dtype: 'bool', shape: [4], data: Uint8Array.of(0, 1, 7, 1) },
+    { name: 'nib', dtype: 'u4', shape: [3], data: Uint8Array.of(0x21, 0x13) },
   ]);
-  files.set('/bool.kiln', withBool);
-  const remote = await kiln.openRemote(`${base}/bool.kiln`);
+  srv.files.set('/bool.kiln', withBool);
+  const remote = await kiln.openRemote(url('/bool.kiln'));
   await remote.load('x');
   const flags = remote.get('flags');
   await assert.rejects(remote.load('flags'), { code: 'TYPE', rule: 'BoolByte', offset: flags.byteOffset + 2 });
+  assert.equal(remote.isLoaded('flags'), false);
+  await assert.rejects(remote.load('nib'), { code: 'TYPE', rule: 'PackedHighNibble', offset: remote.get('nib').byteOffset + 1 });
+
+  // A nonzero gap byte before a tensor comes with it.
+  const gap = encodeKiln([
+    { name: 'a', dtype: 'f32', shape: [3], data: le(Float32Array.of(1, 2, 3)) },
+    { name: 'b', dtype: 'f32', shape: [2], data: le(Float32Array.of(4, 5)) },
+  ]);
+  const local = kiln.parseDirectory(gap);
+  const at = local.get('a').byteOffset + 12 + 7;
+  gap[at] = 1;
+  srv.files.set('/gap.kiln', gap);
+  const r2 = await kiln.openRemote(url('/gap.kiln'));
+  await r2.load('a');
+  await assert.rejects(r2.load('b'), { code: 'TYPE', rule: 'NonzeroGap', offset: at });
+
+  // Descriptor-level faults that a full parse finds only at the end of the payload.
+  const trailing = new Uint8Array(example().length + 3);
+  trailing.set(example());
+  srv.files.set('/trailing.kiln', trailing);
+  await assert.rejects(kiln.openRemote(url('/trailing.kiln')), { code: 'TRAILING', offset: example().length });
 
   // A file shorter than its header says.
-  files.set('/short.kiln', example().subarray(0, 5000));
-  await assert.rejects(kiln.openRemote(`${base}/short.kiln`), { code: 'EOF', offset: 5000 });
-  files.set('/tiny.kiln', Uint8Array.of(0x4b, 0x4c));
-  await assert.rejects(kiln.openRemote(`${base}/tiny.kiln`), { code: 'EOF', offset: 2 });
-  await assert.rejects(kiln.openRemote(`${base}/missing.kiln`), /HTTP 404/);
+  srv.files.set('/short.kiln', example().subarray(0, 5000));
+  await assert.rejects(kiln.openRemote(url('/short.kiln')), { code: 'EOF', offset: 5000 });
+  srv.files.set('/tiny.kiln', Uint8Array.of(0x4b, 0x4c));
+  await assert.rejects(kiln.openRemote(url('/tiny.kiln')), { code: 'EOF', offset: 2 });
+  srv.files.set('/empty.kiln', new Uint8Array(0));
+  await assert.rejects(kiln.openRemote(url('/empty.kiln')), { code: 'EOF', offset: 0 });
+  await assert.rejects(kiln.openRemote(url('/missing.kiln')), /HTTP 404/);
+});
+
+test('an abort signal stops openRemote', async () => {
+  const ac = new AbortController();
+  ac.abort(new Error('stop'));
+  await assert.rejects(kiln.openRemote(url('/digits.kiln'), { signal: ac.signal }), /stop/);
 });

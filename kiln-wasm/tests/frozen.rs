@@ -1,12 +1,12 @@
-//! Frozen values through `Core::frozen_begin` / `Core::frozen` (what
-//! `js/frozen.js` drives): the verdict is the core's on the same bytes, the
-//! description lists the type's nodes and every directory's table in byte
-//! order, and the arena is all zero again afterwards.
+//! Frozen values through `FrozenCore::begin` / `FrozenCore::check` (what
+//! `js/frozen.js` drives): the verdict is the core's on the same bytes, and
+//! the description lists the type's nodes and every directory's table in
+//! byte order.
 
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::Limits;
 use kiln_wasm::frozen::{self, kind_code, NODES};
-use kiln_wasm::{Core, ErrorInfo};
+use kiln_wasm::{ErrorInfo, FrozenCore};
 
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
@@ -25,7 +25,7 @@ fn cases() -> Vec<(String, String, bool, Vec<u8>, String)> {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         for c in v["cases"].as_array().unwrap() {
             if c["type"] == "tensors" && c["framed"] == false && file.starts_with("spec") {
-                continue; // directory goldens: tests/skeleton.rs
+                continue; // directory goldens: tests/validator.rs
             }
             out.push((
                 c["name"].as_str().unwrap().to_owned(),
@@ -44,27 +44,29 @@ fn direct(ty: &str, framed: bool, bytes: &[u8], limits: Limits) -> Result<Vec<u3
     let schema = Schema::<NODES>::parse(ty).map_err(ErrorInfo::from)?;
     let v = Reader::new().limits(limits).framed(framed).read(bytes, &schema).map_err(ErrorInfo::from)?;
     let mut out = Vec::new();
-    let n = frozen::tables(v, &mut Default::default(), &mut Vec::new(), &mut out);
+    let n = frozen::tables(v, &mut Vec::new(), &mut out);
     out.insert(0, n);
     Ok(out)
 }
 
 /// What js/frozen.js does, in Rust; returns the tables part of the description.
-fn via_core(core: &mut Core, ty: &str, framed: bool, bytes: &[u8], limits: Limits) -> Result<Vec<u32>, ErrorInfo> {
-    core.frozen_begin(ty, bytes.len() as u64)?;
-    core.frozen_input().copy_from_slice(bytes);
-    let out = core.frozen(framed, limits, false).map(|d| d.to_vec());
-    // Nothing of the value is left in the arena.
-    core.frozen_begin(ty, bytes.len() as u64).unwrap();
-    assert!(core.frozen_input().iter().all(|&b| b == 0), "the arena must be all zero between checks");
-    let out = out?;
+fn via_core(
+    core: &mut FrozenCore,
+    ty: &str,
+    framed: bool,
+    bytes: &[u8],
+    limits: Limits,
+) -> Result<Vec<u32>, ErrorInfo> {
+    core.begin(ty, bytes.len() as u64)?;
+    core.input().copy_from_slice(bytes);
+    let out = core.check(framed, limits, false).map(|d| d.to_vec())?;
     assert_eq!(out[0], 0, "no schema nodes asked for");
     Ok(out[1..].to_vec())
 }
 
 #[test]
 fn goldens_and_fixtures_give_the_core_s_verdict() {
-    let mut core = Core::default();
+    let mut core = FrozenCore::default();
     let all = cases();
     assert!(all.len() >= 7 + 30, "{} cases", all.len());
     for (name, ty, framed, bytes, expect) in &all {
@@ -79,8 +81,8 @@ fn goldens_and_fixtures_give_the_core_s_verdict() {
 }
 
 #[test]
-fn mutations_give_the_core_s_verdict_and_leave_the_arena_zero() {
-    let mut core = Core::default();
+fn mutations_give_the_core_s_verdict() {
+    let mut core = FrozenCore::default();
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         seed ^= seed << 13;
@@ -127,10 +129,10 @@ fn the_description_lists_nodes_then_tables() {
     value.extend([1, 0, 0, 0, 1, 0, 0, 0, b'k']);
     value.extend(kiln_nostd::EMPTY_BLOCK);
     value.extend([1, 0, 0, 0, 1, 0, 0, 0x80, 0x3f]);
-    let mut core = Core::default();
-    core.frozen_begin(ty, value.len() as u64).unwrap();
-    core.frozen_input().copy_from_slice(&value);
-    let out = core.frozen(false, Limits::DEFAULT, true).unwrap().to_vec();
+    let mut core = FrozenCore::default();
+    core.begin(ty, value.len() as u64).unwrap();
+    core.input().copy_from_slice(&value);
+    let out = core.check(false, Limits::DEFAULT, true).unwrap().to_vec();
     use kiln_nostd::frozen::Kind::*;
     #[rustfmt::skip]
     let nodes = [
@@ -147,25 +149,26 @@ fn the_description_lists_nodes_then_tables() {
     assert_eq!(&ty[7..9], "id");
     assert_eq!(&ty[14..15], "m");
     assert_eq!(&ty[34..36], "xs");
-    // One directory, its table with absolute offsets: block at 17, 64 bytes.
+    // One directory, its table with absolute offsets (u64 as two slots):
+    // block at 17, 64 bytes, payload and heap at 81.
     assert_eq!(out[29], 1);
     let len = out[30] as usize;
-    assert_eq!(len, 8);
-    assert_eq!(&out[31..31 + len], &[0, 17, 64, 81, 81, 81, 0, 0]);
+    assert_eq!(len, kiln_wasm::table::META);
+    assert_eq!(&out[31..31 + len], &[0, 17, 0, 64, 0, 81, 0, 81, 81, 0]);
     assert_eq!(out.len(), 31 + len);
 }
 
 #[test]
 fn type_text_errors_come_first_and_say_so() {
-    let mut core = Core::default();
-    let e = core.frozen_begin("struct{a:i8}", 3).unwrap_err();
+    let mut core = FrozenCore::default();
+    let e = core.begin("struct{a:i8}", 3).unwrap_err();
     assert_eq!((e.code, e.offset, e.rule), ("TYPE", 11, "TypeTextSyntax"));
     assert!(core.error_in_type());
-    core.frozen_begin("u8", 1).unwrap();
+    core.begin("u8", 1).unwrap();
     assert!(!core.error_in_type());
-    core.frozen_input().copy_from_slice(&[7]);
-    assert!(core.frozen(false, Limits::DEFAULT, true).is_ok());
-    let e = core.frozen_begin("u8", u64::MAX).unwrap_err();
-    assert_eq!((e.code, e.rule), ("LIMIT", "WasmAddressSpace"));
+    core.input().copy_from_slice(&[7]);
+    assert!(core.check(false, Limits::DEFAULT, true).is_ok());
+    let e = core.begin("u8", u64::MAX).unwrap_err();
+    assert_eq!((e.code, e.rule), ("LIMIT", "WasmMemory"));
     assert!(!core.error_in_type());
 }

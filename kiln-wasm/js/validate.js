@@ -1,0 +1,237 @@
+// Drives the core's incremental validator (kiln_nostd::Incremental, wrapped
+// by src/validator.rs). wasm memory holds the directory prefix, the name
+// scratch and a 64 KiB window, never the payload: bytes reach the core
+// through the window, and of the payload only those a rule reads (the
+// validator says which: next_needed), the rest passed over with skip.
+
+import { FrozenChecker, Validator, header_info, wasm_memory } from './wasm/kiln_wasm.js';
+
+/** The spec's default count and byte cap. */
+export const DEFAULT_CAP = 16777216;
+
+/** A rejected input: the spec's code, the absolute byte offset and the rule that failed. */
+export class KilnError extends Error {
+  constructor(code, offset, rule, description, inTypeText = false) {
+    super(`${code} at byte ${offset}${inTypeText ? ' of the type text' : ''}: ${description}`);
+    this.name = 'KilnError';
+    /** "FRAME" | "LIMIT" | "EOF" | "TYPE" | "UTF8" | "TRAILING" | "SCHEMA" */
+    this.code = code;
+    /** Absolute byte offset in the caller's buffer (or the file). */
+    this.offset = offset;
+    /** The core's rule id, e.g. "NonzeroGap". */
+    this.rule = rule;
+    /** The rule in one plain sentence. */
+    this.description = description;
+    /** True when the fault is in the type text given to decodeValue/decodeFrame (offset is a byte of it). */
+    this.inTypeText = inTypeText;
+  }
+}
+
+// A validator kept between synchronous checks, with its memory.
+let spare = null;
+const SPARE_MAX = 4 << 20;
+
+let mem = null;
+function memory() {
+  mem ??= wasm_memory();
+  return mem;
+}
+
+function errorFrom(c, inTypeText = false) {
+  return new KilnError(c.error_code(), c.error_offset(), c.error_rule(), c.error_description(), inTypeText);
+}
+
+function cap(v, name) {
+  if (v === undefined || v === null) return DEFAULT_CAP;
+  if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) {
+    throw new RangeError(`${name} must be an integer from 0 to 4294967295`);
+  }
+  return v;
+}
+
+/** `bytes` as a Uint8Array over the same memory (ArrayBuffer, SharedArrayBuffer or any view). */
+export function asBytes(bytes, fn) {
+  if (bytes instanceof Uint8Array) return bytes;
+  if (bytes instanceof ArrayBuffer || (typeof SharedArrayBuffer === 'function' && bytes instanceof SharedArrayBuffer)) {
+    return new Uint8Array(bytes);
+  }
+  if (ArrayBuffer.isView(bytes)) return new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  throw new TypeError(`${fn} expects a Uint8Array (or another ArrayBuffer view, or an ArrayBuffer)`);
+}
+
+export function limitsOf(options = {}) {
+  return { countCap: cap(options.countCap, 'countCap'), byteCap: cap(options.byteCap, 'byteCap') };
+}
+
+/**
+ * What the first bytes (up to 64) of a block say: {prefix, blockLength,
+ * payloadBase, count}, -1 where unknown. `prefix` is the memory the
+ * validator needs: the directory prefix (header, descriptors, name heap,
+ * padding), 64 for a header the core rejects at once, -1 with fewer than 64 bytes.
+ */
+export function headerInfo(head, limits) {
+  const h = header_info(head.subarray(0, 64), limits.countCap, limits.byteCap);
+  return { prefix: h[0], blockLength: h[1], payloadBase: h[2], count: h[3] };
+}
+
+/**
+ * One standalone block checked by the core, in order, from its first byte.
+ * Every method that returns false has met a rejection: `count(total)` then
+ * `finish()` gives the verdict for an input of `total` bytes (the core
+ * reports EOF first when the input is shorter than the block).
+ */
+export class Check {
+  /**
+   * @param info    headerInfo() of the block's first bytes
+   * @param limits  limitsOf()
+   * @param known   how many bytes of the input there are at least (the prefix
+   *                memory is only reserved when they can hold it; a shorter
+   *                input is EOF anyway)
+   */
+  constructor(info, limits, known, { reuse = false } = {}) {
+    const want = info.prefix < 0 ? 64 : info.prefix;
+    const mem = want <= known ? want : 64;
+    this.prefixEnd = want;
+    // A check that runs to its end synchronously may borrow the spare validator
+    // (its memory reused from call to call, up to SPARE_MAX).
+    this.reused = reuse && mem <= SPARE_MAX;
+    if (this.reused && spare !== null) {
+      this.v = spare;
+      spare = null;
+      this.v.reset(mem, info.count, limits.countCap, limits.byteCap);
+    } else {
+      this.v = new Validator(mem, info.count, limits.countCap, limits.byteCap);
+    }
+    this.ptr = this.v.window_ptr();
+    this.wlen = this.v.window_len();
+    this.win = null;
+  }
+
+  window() {
+    // A grown wasm memory detaches the old buffer, and the view's length drops to 0.
+    if (this.win === null || this.win.length === 0) this.win = new Uint8Array(memory().buffer, this.ptr, this.wlen);
+    return this.win;
+  }
+
+  /** Bytes taken so far. */
+  get fed() {
+    return this.v.fed();
+  }
+
+  /**
+   * Takes input bytes up to `to` from `src`, a Uint8Array whose index 0 is
+   * input byte `base`. Copies into wasm memory the prefix, then only the
+   * payload bytes a rule reads: the validator passes over everything up to
+   * the next byte it reads (skip), then gets a piece up to the next 64-byte
+   * boundary (where a gap ends), growing while the bytes stay needed (a bool
+   * tensor). Payload bytes no rule reads are never read.
+   */
+  pump(src, base, to) {
+    const v = this.v;
+    let fed = v.fed();
+    while (fed < to && fed < this.prefixEnd) {
+      const n = Math.min(this.prefixEnd, to, fed + this.wlen) - fed;
+      this.window().set(src.subarray(fed - base, fed - base + n));
+      if (v.feed(n, 0) < 0) return false;
+      fed += n;
+    }
+    if (fed >= to) return true;
+    let k = v.skip(to - fed);
+    let run = 0;
+    for (;;) {
+      if (k < 0) return false;
+      if (k > 0) run = 0;
+      fed += k;
+      if (fed >= to) return true;
+      // The byte at `fed` is needed. A gap ends at the next 64-byte
+      // boundary; past it the next needed bytes are often close (many small
+      // tensors), so one call takes a whole window: one copy instead of a
+      // call per gap. Past the window the validator skips again.
+      let n = run === 0 ? 64 - (fed % 64) : this.wlen;
+      if (n > to - fed) n = to - fed;
+      run = n;
+      const at = fed - base;
+      const w = this.window();
+      if (n <= 64) {
+        for (let i = 0; i < n; i++) w[i] = src[at + i];
+      } else {
+        w.set(src.subarray(at, at + n));
+      }
+      fed += n;
+      k = v.feed(n, to - fed);
+    }
+  }
+
+  /** Advances to input offset `to` without the bytes: what a rule reads is taken as zero. */
+  passUnknown(to) {
+    return this.v.pass_unknown(to) >= 0;
+  }
+
+  /** After a rejection: counts the input up to `to` (only the length matters then). */
+  count(to) {
+    const left = to - this.v.fed();
+    if (left > 0) this.v.skip(left);
+  }
+
+  // A copy of the table the validator holds (`n` u32s), out of wasm memory.
+  copyTable(n) {
+    return new Uint32Array(memory().buffer, this.v.table_ptr(), n).slice();
+  }
+
+  /** The tensor table once the directory prefix is in and valid, else undefined. */
+  table() {
+    const n = this.v.table();
+    return n < 0 ? undefined : this.copyTable(n);
+  }
+
+  /** The error the validator holds. */
+  error() {
+    return errorFrom(this.v);
+  }
+
+  /** The verdict on everything taken: the table, or throws the KilnError. Ends the check. */
+  finish() {
+    const n = this.v.finish();
+    if (n < 0) throw errorFrom(this.v);
+    return this.copyTable(n);
+  }
+
+  /** Releases the validator (to the spare slot, or its wasm memory). */
+  free() {
+    if (this.v === null) return;
+    if (this.reused && spare === null) spare = this.v;
+    else this.v.free();
+    this.v = null;
+  }
+}
+
+/** Checks a whole input held in memory; returns the table or throws a KilnError. */
+export function checkWhole(input, limits) {
+  const total = input.length;
+  const c = new Check(headerInfo(input, limits), limits, total, { reuse: true });
+  try {
+    if (!c.pump(input, 0, total)) c.count(total);
+    return c.finish();
+  } finally {
+    c.free();
+  }
+}
+
+let frozen = null;
+
+/**
+ * Validates a whole Frozen value with the core (a copy of `bytes` in wasm
+ * memory, in a buffer reused from call to call) and returns its description
+ * (see kiln_wasm::frozen): the type's nodes when `withSchema`, then one
+ * tensor table per `tensors` value. Throws KilnError.
+ */
+export function frozenCheck(bytes, typeText, framed, limits, withSchema) {
+  frozen ??= new FrozenChecker();
+  const c = frozen;
+  const ptr = c.begin(typeText, bytes.length);
+  if (ptr < 0) throw errorFrom(c, c.error_in_type());
+  if (bytes.length > 0) new Uint8Array(memory().buffer, ptr, bytes.length).set(bytes);
+  const out = c.check(framed, limits.countCap, limits.byteCap, withSchema);
+  if (out === undefined) throw errorFrom(c, c.error_in_type());
+  return out;
+}

@@ -1,0 +1,141 @@
+//! The compact tensor table handed to JavaScript (`js/directory.js` reads it).
+//!
+//! One `u32` array per checked directory: [`META`] directory-wide slots, then
+//! [`SLOTS`] per tensor, then the dims of every tensor. 64-bit values take two
+//! slots, low word first, so offsets and lengths past 4 GiB survive (a remote
+//! file can be 20 GiB although wasm32's `usize` is 32 bits): everything is
+//! computed from the header and the descriptors in `u64`, never from the
+//! core's `usize` offsets. Absent indexes are `u32::MAX`.
+//!
+//! Names and layout names are given as byte ranges of the name heap; the
+//! heap lies in the prefix, so its absolute bounds fit one slot each. The
+//! heap is exactly the names and layouts (the core rejects a heap hole), so
+//! JavaScript decodes it once and slices it when it is all ASCII, and
+//! decodes names one by one otherwise.
+
+use kiln_nostd::descriptor::Descriptor;
+use kiln_nostd::header::{DESCRIPTOR_LEN, HEADER_LEN};
+use kiln_nostd::{layout, Directory};
+
+/// u32 slots of the directory-wide part.
+pub const META: usize = 10;
+// Slot 9 is reserved (0).
+/// u32 slots per tensor row.
+pub const SLOTS: usize = 17;
+
+/// Directory-wide slots (mirrored in `js/directory.js`).
+pub mod meta {
+    /// Number of tensors.
+    pub const COUNT: usize = 0;
+    /// Absolute start of the block (two slots).
+    pub const START: usize = 1;
+    /// Block length (two slots).
+    pub const BLOCK_LEN: usize = 3;
+    /// Absolute start of the payload region (two slots).
+    pub const PAYLOAD: usize = 5;
+    /// Absolute start of the name heap.
+    pub const HEAP_START: usize = 7;
+    /// Absolute end of the name heap.
+    pub const HEAP_END: usize = 8;
+}
+
+/// Slots of a tensor row (mirrored in `js/directory.js`).
+pub mod slot {
+    /// dtype code (low 16 bits) | rank << 16.
+    pub const DTYPE_RANK: usize = 0;
+    /// Absolute payload offset (two slots).
+    pub const OFFSET: usize = 1;
+    /// Payload length (two slots).
+    pub const LENGTH: usize = 3;
+    /// Element count (two slots).
+    pub const COUNT: usize = 5;
+    /// Name: byte offset in the heap (or u32::MAX), byte length.
+    pub const NAME_AT: usize = 7;
+    pub const NAME_LEN: usize = 8;
+    /// Layout name: byte offset in the heap (or u32::MAX), byte length.
+    pub const LAYOUT_AT: usize = 9;
+    pub const LAYOUT_LEN: usize = 10;
+    pub const BLOCK_SIZE: usize = 11;
+    /// quant_scheme (low 16 bits) | quant_axis << 16.
+    pub const SCHEME_AXIS: usize = 12;
+    pub const GROUP: usize = 13;
+    pub const SCALE: usize = 14;
+    pub const OUTER: usize = 15;
+    /// Index in the table of this tensor's dims: `rank` (low, high) pairs.
+    pub const SHAPE_AT: usize = 16;
+}
+
+fn u32_of(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+fn lo_hi(v: u64) -> [u32; 2] {
+    [(v & 0xFFFF_FFFF) as u32, (v >> 32) as u32]
+}
+
+/// Writes the table of a checked directory whose block starts at absolute
+/// offset `start` (0 for a standalone block; the field's offset inside a
+/// Frozen value). `dir` may come from `Incremental::directory` (a prefix
+/// without payload bytes) or from a parse of the whole value.
+pub fn build(dir: &Directory<'_>, start: u64, out: &mut Vec<u32>) {
+    let h = dir.header();
+    let count = dir.len();
+    let heap_start = start.saturating_add((HEADER_LEN + count.saturating_mul(DESCRIPTOR_LEN)) as u64);
+    let heap_end = start.saturating_add(layout::heap_end(h.tensor_count, h.name_bytes));
+    let base = layout::payload_base(h.tensor_count, h.name_bytes).unwrap_or(u64::MAX);
+    let payload = start.saturating_add(base);
+    let block_len = base.saturating_add(h.payload_bytes);
+    out.clear();
+    out.push(u32_of(count as u64));
+    out.extend_from_slice(&lo_hi(start));
+    out.extend_from_slice(&lo_hi(block_len));
+    out.extend_from_slice(&lo_hi(payload));
+    out.extend_from_slice(&[u32_of(heap_start), u32_of(heap_end), 0]);
+    let rows_end = META + count * SLOTS;
+    out.resize(rows_end, 0);
+    let mut at = META;
+    for t in dir.iter() {
+        let d = t.descriptor();
+        let rank = usize::from(d.rank).min(d.shape.len());
+        let shape_at = u32_of(out.len() as u64);
+        for &dim in &d.shape[..rank] {
+            out.extend_from_slice(&lo_hi(dim));
+        }
+        if let Some(row) = out.get_mut(at..at + SLOTS) {
+            fill_row(&d, payload, shape_at, row);
+        }
+        at += SLOTS;
+    }
+}
+
+fn fill_row(d: &Descriptor, payload: u64, shape_at: u32, row: &mut [u32]) {
+    let pos = |off: u16, len: u16| if len == 0 { (u32::MAX, 0) } else { (u32::from(off), u32::from(len)) };
+    let (name_at, name_len) = pos(d.name_off, d.name_len);
+    let (layout_at, layout_len) = pos(d.layout_off, d.layout_len);
+    let [off_lo, off_hi] = lo_hi(payload.saturating_add(d.byte_offset));
+    let [len_lo, len_hi] = lo_hi(d.byte_length);
+    // Checked by the core: the product does not overflow.
+    let [count_lo, count_hi] = lo_hi(d.element_count().unwrap_or(0));
+    let values = [
+        u32::from(d.dtype) | u32::from(d.rank) << 16,
+        off_lo,
+        off_hi,
+        len_lo,
+        len_hi,
+        count_lo,
+        count_hi,
+        name_at,
+        name_len,
+        layout_at,
+        layout_len,
+        d.block_size,
+        u32::from(d.quant_scheme) | u32::from(d.quant_axis) << 16,
+        d.group_size,
+        d.scale_index,
+        d.outer_index,
+        shape_at,
+    ];
+    for (dst, v) in row.iter_mut().zip(values) {
+        *dst = v;
+    }
+}

@@ -1,0 +1,308 @@
+//! A tensor directory checked in pieces: `kiln_nostd::Incremental` with its
+//! prefix memory and name scratch owned here, so JavaScript can hold one
+//! across calls (and across `await`s: a stream, HTTP range requests).
+//!
+//! The memory is sized from the header ([`need`]): the directory prefix
+//! (header, descriptors, name heap, padding), never the file. The payload
+//! goes past without being stored: JavaScript asks
+//! [`Session::next_needed`], copies in only the bytes a rule reads (gap
+//! bytes, bool tensors, the last byte of an odd packed tensor) and passes
+//! over the rest with [`Session::skip`]. [`Session::feed_zeros`] stands in
+//! for bytes that are needed but not at hand (a remote file's payloads that
+//! were never fetched). The verdict is the core's: `Incremental::finish`
+//! equals `Parser::parse` on all the bytes fed, code, offset and rule.
+
+use kiln_nostd::header::HEADER_LEN;
+use kiln_nostd::{layout, scratch_len, Error, Header, Incremental, Limits, Progress, Rule};
+
+use crate::{table, ErrorInfo};
+
+/// What the header says about the memory a block needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Need {
+    /// Bytes of prefix memory the validator needs: the directory prefix, or
+    /// 64 when the header fails steps 1 to 4 (the verdict needs no more), or
+    /// the heap end when payload_base + payload_bytes overflows. `None` while
+    /// fewer than 64 bytes are known.
+    pub prefix: Option<u64>,
+    /// The block length the header declares, when it passes steps 1 to 4 and 6.
+    pub block_len: Option<u64>,
+    /// Where the payload region starts, likewise.
+    pub payload_base: Option<u64>,
+    /// tensor_count, when the header passes steps 1 and 2 (sizes the name scratch).
+    pub count: u32,
+}
+
+/// Sizes the validator from the first bytes of a block (`head`, at most 64 used).
+pub fn need(head: &[u8], limits: &Limits) -> Need {
+    let none = Need { prefix: None, block_len: None, payload_base: None, count: 0 };
+    let Some(head) = head.get(..HEADER_LEN) else { return none };
+    let header_only = Need { prefix: Some(HEADER_LEN as u64), ..none };
+    let Ok(h) = Header::parse(head) else { return header_only };
+    let count = h.tensor_count;
+    let heap_end = layout::heap_end(h.tensor_count, h.name_bytes);
+    match Incremental::prefix_len(head, limits) {
+        // Steps 1 to 4 and 6 pass (prefix_len is None only where it exceeds
+        // usize: the header's own arithmetic then says how much).
+        Ok(_) => {
+            let base = layout::payload_base(h.tensor_count, h.name_bytes);
+            Need {
+                prefix: base,
+                block_len: base.and_then(|b| b.checked_add(h.payload_bytes)),
+                payload_base: base,
+                count,
+            }
+        }
+        // Step 6 overflows: the verdict waits for the directory (step 5 first).
+        Err(e) if e.rule() == Rule::PayloadSizeOverflow => Need { prefix: Some(heap_end), count, ..none },
+        Err(_) => Need { count, ..header_only },
+    }
+}
+
+/// The core's error with its offset as a `u64`. On wasm32 the core's offsets
+/// are `usize` and saturate at 4 GiB - 1; where the true value is known here
+/// (the input's end for EOF, the block length for TRAILING) it is put back.
+/// Other offsets past 4 GiB stay saturated at 4,294,967,295.
+fn with_offset(e: Error, fed: u64, block_len: Option<u64>) -> ErrorInfo {
+    let mut info = ErrorInfo::from(e);
+    if e.offset() == usize::MAX && usize::BITS < 64 {
+        match e.rule() {
+            Rule::TrailingBytes => info.offset = block_len.unwrap_or(info.offset),
+            Rule::BlockTruncated | Rule::DirectoryTruncated | Rule::HeaderTruncated => info.offset = fed,
+            _ => {}
+        }
+    }
+    info
+}
+
+fn block_len_of(v: &Incremental<'_, '_>) -> Option<u64> {
+    let h = v.header()?;
+    layout::payload_base(h.tensor_count, h.name_bytes)?.checked_add(h.payload_bytes)
+}
+
+/// Zeros fed for needed bytes that are not at hand.
+static ZEROS: [u8; 16384] = [0; 16384];
+
+/// One directory block being checked.
+pub struct Session {
+    /// Borrows `prefix` and `scratch` (see `Drop`); `None` after `finish`
+    /// or when the memory could not be had.
+    inner: Option<Incremental<'static, 'static>>,
+    prefix: *mut [u8],
+    scratch: Option<*mut [u32]>,
+    table: Vec<u32>,
+    table_built: bool,
+    error: Option<ErrorInfo>,
+    /// Bytes taken when `inner` went away.
+    fed_at_end: u64,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // The validator's borrows end before the memory they borrow is freed.
+        self.inner = None;
+        // SAFETY: both pointers come from `Box::into_raw` in `new`, are freed
+        // only here, once, and nothing borrows them any more.
+        unsafe {
+            drop(Box::from_raw(self.prefix));
+            if let Some(s) = self.scratch {
+                drop(Box::from_raw(s));
+            }
+        }
+    }
+}
+
+fn boxed<T: Copy + Default>(len: usize) -> Option<Box<[T]>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).ok()?;
+    v.resize(len, T::default());
+    Some(v.into_boxed_slice())
+}
+
+impl Session {
+    /// A validator with `mem` bytes of prefix memory (see [`need`]) and name
+    /// scratch for `count` tensors when the memory holds their descriptors.
+    /// When wasm memory cannot hold that, every call reports LIMIT `WasmMemory`.
+    pub fn new(mem: u64, count: u32, limits: Limits, seed: u64) -> Session {
+        let mut s = Session {
+            inner: None,
+            prefix: Box::into_raw(Box::<[u8]>::default()),
+            scratch: None,
+            table: Vec::new(),
+            table_built: false,
+            error: None,
+            fed_at_end: 0,
+        };
+        s.reset(mem, count, limits, seed);
+        s
+    }
+
+    /// Starts over on a new block, as [`new`](Self::new) would, reusing the
+    /// memory already held when it is large enough.
+    pub fn reset(&mut self, mem: u64, count: u32, limits: Limits, seed: u64) {
+        // The validator's borrows end before the memory is reused or freed.
+        self.inner = None;
+        self.table.clear();
+        self.table_built = false;
+        self.error = None;
+        self.fed_at_end = 0;
+        let memory = ErrorInfo {
+            code: "LIMIT",
+            offset: 0,
+            rule: "WasmMemory",
+            description: "wasm memory cannot hold the directory (header, descriptors and names)",
+        };
+        let Ok(mem) = usize::try_from(mem) else {
+            self.error = Some(memory);
+            return;
+        };
+        if self.prefix.len() < mem {
+            // SAFETY: from `Box::into_raw`, and no longer borrowed (`inner` is gone).
+            drop(unsafe { Box::from_raw(self.prefix) });
+            self.prefix = Box::into_raw(boxed::<u8>(mem).unwrap_or_default());
+        }
+        let want = if count > 0 && (count as usize).saturating_mul(128).saturating_add(HEADER_LEN) <= mem {
+            scratch_len(count)
+        } else {
+            0
+        };
+        if want > 0 && self.scratch.is_none_or(|s| s.len() < want) {
+            if let Some(old) = self.scratch.take() {
+                // SAFETY: as above.
+                drop(unsafe { Box::from_raw(old) });
+            }
+            self.scratch = boxed::<u32>(want).map(Box::into_raw);
+        }
+        if self.prefix.len() < mem || (want > 0 && self.scratch.is_none()) {
+            self.error = Some(memory);
+            return;
+        }
+        // SAFETY: the allocations live until `drop` or the next `reset`, both
+        // of which drop `inner` first; `inner` is their only user.
+        let (p, sc) = unsafe { (&mut *self.prefix, self.scratch.filter(|_| want > 0).map(|s| &mut *s)) };
+        let mut v = Incremental::new(p).limits(limits).hash_seed(seed);
+        if let Some(sc) = sc {
+            v = v.scratch(sc);
+        }
+        self.inner = Some(v);
+    }
+
+    fn block_len(&self) -> Option<u64> {
+        self.inner.as_ref().and_then(block_len_of)
+    }
+
+    fn record(&mut self, e: Error) -> ErrorInfo {
+        let info = with_offset(e, self.fed(), self.block_len());
+        self.error = Some(info);
+        info
+    }
+
+    fn gone(&self) -> ErrorInfo {
+        self.error.unwrap_or(ErrorInfo {
+            code: "LIMIT",
+            offset: 0,
+            rule: "ValidatorFinished",
+            description: "the validator has already given its verdict",
+        })
+    }
+
+    /// Takes the next bytes of the block.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Progress, ErrorInfo> {
+        let Some(v) = self.inner.as_mut() else { return Err(self.gone()) };
+        match v.feed(bytes) {
+            Ok(p) => Ok(p),
+            Err(e) => Err(self.record(e)),
+        }
+    }
+
+    /// Takes `n` zero bytes: stands in for bytes that are needed but unknown.
+    pub fn feed_zeros(&mut self, n: u64) -> Result<Progress, ErrorInfo> {
+        let mut left = n;
+        let mut p = Progress::Header;
+        while left > 0 {
+            let k = usize::try_from(left).unwrap_or(usize::MAX).min(ZEROS.len());
+            p = self.feed(&ZEROS[..k])?;
+            left -= k as u64;
+        }
+        Ok(p)
+    }
+
+    /// Passes over `n` bytes the verdict does not depend on (at most up to
+    /// [`next_needed`](Self::next_needed)); returns how many. After a
+    /// rejection it only counts bytes (and reports the rejection).
+    pub fn skip(&mut self, n: u64) -> Result<u64, ErrorInfo> {
+        let Some(v) = self.inner.as_mut() else { return Err(self.gone()) };
+        match v.skip(n) {
+            Ok(k) => Ok(k),
+            Err(e) => Err(self.record(e)),
+        }
+    }
+
+    /// Advances to block offset `to` with none of the bytes at hand: passes
+    /// over what no rule reads and feeds zeros for what one does (up to the
+    /// next 64-byte boundary first, where a gap ends, then in growing pieces).
+    pub fn pass_unknown(&mut self, to: u64) -> Result<(), ErrorInfo> {
+        let mut run = 0u64;
+        loop {
+            let fed = self.fed();
+            if fed >= to {
+                return Ok(());
+            }
+            if self.skip(to - fed)? > 0 {
+                run = 0;
+                continue;
+            }
+            let piece = if run == 0 { 64 - fed % 64 } else { (run * 2).min(ZEROS.len() as u64) };
+            let n = piece.min(to - fed);
+            self.feed_zeros(n)?;
+            run = n;
+        }
+    }
+
+    /// The block offset of the next byte a rule reads (`u64::MAX`: none).
+    pub fn next_needed(&self) -> u64 {
+        self.inner.as_ref().map_or(u64::MAX, |v| v.next_needed())
+    }
+
+    /// Bytes taken so far.
+    pub fn fed(&self) -> u64 {
+        self.inner.as_ref().map_or(self.fed_at_end, |v| v.consumed())
+    }
+
+    /// The tensor table, once the directory prefix is in and valid.
+    pub fn table(&mut self) -> Option<&[u32]> {
+        if !self.table_built {
+            let dir = self.inner.as_ref()?.directory()?;
+            table::build(&dir, 0, &mut self.table);
+            self.table_built = true;
+        }
+        Some(&self.table)
+    }
+
+    /// Where the table's `u32`s are (valid until the next call).
+    pub fn table_ptr(&self) -> *const u32 {
+        self.table.as_ptr()
+    }
+
+    /// The verdict on all the bytes fed: the table, or the core's error.
+    pub fn finish(&mut self) -> Result<&[u32], ErrorInfo> {
+        self.table();
+        let (fed, block_len) = (self.fed(), self.block_len());
+        let Some(v) = self.inner.take() else { return Err(self.gone()) };
+        self.fed_at_end = fed;
+        match v.finish() {
+            Ok(_) if self.table_built => Ok(&self.table),
+            Ok(_) => Err(self.gone()),
+            Err(e) => {
+                let info = with_offset(e, fed, block_len);
+                self.error = Some(info);
+                Err(info)
+            }
+        }
+    }
+
+    /// The last error.
+    pub fn error(&self) -> Option<ErrorInfo> {
+        self.error
+    }
+}

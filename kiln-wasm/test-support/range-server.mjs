@@ -1,0 +1,128 @@
+// A static HTTP server on 127.0.0.1 for the range-request tests (Node and
+// Chromium): files from memory or from disk (sparse files of many GiB),
+// single-range requests, and a count of requests and body bytes sent.
+//
+//   ?norange   answer 200 with the whole file, ignoring Range (the body is
+//              streamed, so a client that cancels stops it)
+//   ?noexpose  with cors: no Access-Control-Expose-Headers
+import { createServer } from 'node:http';
+import { createReadStream, fstatSync, openSync, closeSync, truncateSync, writeSync } from 'node:fs';
+import { encodeKiln, le } from './encode.mjs';
+
+/**
+ * @param {{cors?: boolean, routes?: (req, res) => boolean}} options  cors: answer any origin (and preflights);
+ *        routes: a handler tried first (true when it answered)
+ * @returns {Promise<{base: string, files: Map, stats: {requests: number, bytes: number, log: Array}, reset(): void, close(): Promise<void>}>}
+ */
+export async function rangeServer({ cors = false, routes = null } = {}) {
+  const files = new Map(); // pathname -> Uint8Array | {path, size}
+  const stats = { requests: 0, bytes: 0, log: [] };
+  const sockets = new Set();
+  const server = createServer((req, res) => {
+    if (routes?.(req, res)) return;
+    const url = new URL(req.url, 'http://x');
+    const headers = { 'content-type': 'application/octet-stream', 'accept-ranges': 'bytes' };
+    if (cors) {
+      headers['access-control-allow-origin'] = '*';
+      if (!url.searchParams.has('noexpose')) headers['access-control-expose-headers'] = 'Content-Range, Content-Length';
+      if (req.method === 'OPTIONS') {
+        res.writeHead(204, { ...headers, 'access-control-allow-headers': 'range', 'access-control-allow-methods': 'GET' }).end();
+        return;
+      }
+    }
+    const file = files.get(url.pathname);
+    if (file === undefined) {
+      res.writeHead(404, headers).end();
+      return;
+    }
+    stats.requests += 1;
+    const size = file instanceof Uint8Array ? file.length : file.size;
+    const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
+    let start = 0;
+    let end = size - 1;
+    let status = 200;
+    if (m && !url.searchParams.has('norange')) {
+      start = Number(m[1]);
+      end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+      if (start >= size) {
+        stats.log.push([url.pathname, 416, start, 0]);
+        res.writeHead(416, { ...headers, 'content-range': `bytes */${size}` }).end();
+        return;
+      }
+      status = 206;
+      headers['content-range'] = `bytes ${start}-${end}/${size}`;
+    }
+    const len = end - start + 1;
+    const entry = [url.pathname, status, start, 0];
+    stats.log.push(entry);
+    headers['content-length'] = len;
+    res.writeHead(status, headers);
+    const count = (n) => {
+      entry[3] += n;
+      stats.bytes += n;
+    };
+    if (file instanceof Uint8Array) {
+      count(len);
+      res.end(Buffer.from(file.buffer, file.byteOffset + start, len));
+      return;
+    }
+    const body = createReadStream(file.path, { start, end, highWaterMark: 1 << 16 });
+    body.on('data', (c) => count(c.length));
+    body.pipe(res);
+    res.on('close', () => body.destroy());
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    base: `http://127.0.0.1:${server.address().port}`,
+    files,
+    stats,
+    reset() {
+      stats.requests = 0;
+      stats.bytes = 0;
+      stats.log.length = 0;
+    },
+    close() {
+      for (const s of sockets) s.destroy();
+      return new Promise((r) => server.close(() => r()));
+    },
+  };
+}
+
+/** The small tensor of a sparse block: 16 f32 values. */
+export const SMALL = Float32Array.from({ length: 16 }, (_, i) => i - 7.5);
+
+/**
+ * A sparse file holding a valid block of exactly `size` bytes: "small" (f32
+ * [16]) and "huge" (u8, the rest), optionally followed by "flags" (bool [3],
+ * given bytes) past the huge tensor; `extra` bytes after the block (negative:
+ * the file is cut short). Only the head and the flags are written; the rest
+ * is a hole (truncate). Returns {path, size: file size, blockLength}.
+ */
+export function sparseBlock(path, size, { flags = null, extra = 0 } = {}) {
+  const small = { name: 'small', dtype: 'f32', shape: [16], data: le(SMALL) };
+  const names = flags ? 14 : 9;
+  const count = flags ? 3 : 2;
+  const base = Math.ceil((64 + count * 128 + names) / 64) * 64;
+  // "huge" starts at payload offset 64; its length makes the block `size` long.
+  const hugeLen = flags ? Math.floor((size - base - 64 - 64 - flags.length) / 64) * 64 : size - base - 64;
+  const specs = [small, { name: 'huge', dtype: 'u8', shape: [hugeLen] }];
+  if (flags) specs.push({ name: 'flags', dtype: 'bool', shape: [flags.length] });
+  const head = encodeKiln(specs, base + 64);
+  const blockLength = flags ? base + 64 + hugeLen + flags.length : size;
+  const fd = openSync(path, 'w');
+  try {
+    writeSync(fd, head, 0, head.length, 0);
+    if (flags) writeSync(fd, flags, 0, flags.length, base + 64 + hugeLen);
+  } finally {
+    closeSync(fd);
+  }
+  truncateSync(path, blockLength + extra);
+  const fd2 = openSync(path, 'r');
+  const fileSize = fstatSync(fd2).size;
+  closeSync(fd2);
+  return { path, size: fileSize, blockLength, flagsAt: flags ? base + 64 + hugeLen : -1 };
+}
