@@ -61,7 +61,7 @@ pub struct DecodeArgs {
 /// 2 a bad --type or an unreadable file.
 pub fn run(args: &DecodeArgs) -> anyhow::Result<u8> {
     let limits = Limits { count_cap: args.count_cap, byte_cap: args.byte_cap };
-    let opts = match ValidateOptions::new(&args.type_text, args.framed, limits) {
+    let opts = match ValidateOptions::new(Some(&args.type_text), args.framed, limits) {
         Ok(opts) => opts,
         Err(err) => {
             eprintln!("kiln: {err}");
@@ -79,7 +79,8 @@ pub fn run(args: &DecodeArgs) -> anyhow::Result<u8> {
     let mut out = BufWriter::new(io::stdout().lock());
     let mut json = JsonWriter::new(&mut out, !args.compact);
     let checked = match &opts.target {
-        Target::Tensors => parse_tensors(bytes, opts.limits).map(|dir| json.tensors(&dir)),
+        // `decode` always has a --type, so `Any` does not occur; it would be a directory.
+        Target::Tensors | Target::Any => parse_tensors(bytes, opts.limits).map(|dir| json.tensors(&dir)),
         Target::Frozen { schema, framed } => {
             Reader::new().limits(opts.limits).framed(*framed).read(bytes, schema).map(|v| json.value(v))
         }

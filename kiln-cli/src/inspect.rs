@@ -1,6 +1,7 @@
 //! `kiln inspect`: a summary of a checked tensor directory, built once and
 //! rendered as a table or as JSON by [`crate::output`].
 
+use kiln_nostd::model::Metadata;
 use kiln_nostd::quant::SCHEME_SCALES_OUTER;
 use kiln_nostd::{DType, Directory, Tensor};
 use serde::Serialize;
@@ -26,6 +27,10 @@ pub struct Summary<'a> {
     pub block_length: usize,
     /// Absolute offset of the payload region.
     pub payload_start: usize,
+    /// A model file's metadata in key order (the padding key hidden);
+    /// absent for a plain directory, so its JSON is unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Vec<(&'a str, &'a str)>>,
     /// The tensors in descriptor order.
     pub tensors: Vec<TensorInfo<'a>>,
 }
@@ -88,8 +93,15 @@ impl<'a> Summary<'a> {
             directory_bytes: h.directory_bytes,
             block_length: dir.block_len(),
             payload_start: dir.payload_start(),
+            metadata: None,
             tensors: tensor_table(dir),
         }
+    }
+
+    /// The same summary with a model file's metadata.
+    pub fn with_metadata(mut self, metadata: Option<Metadata<'a>>) -> Self {
+        self.metadata = metadata.map(|m| m.iter().collect());
+        self
     }
 }
 

@@ -20,11 +20,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use kiln_nostd::model::Metadata;
 use kiln_nostd::{Directory, Limits, DEFAULT_CAP};
 
 use crate::input::{Source, STDIN};
 use crate::output::FileReport;
-use crate::validate::{ValidateOptions, TENSORS};
+use crate::validate::ValidateOptions;
 
 /// Every file accepted.
 const EXIT_OK: u8 = 0;
@@ -78,11 +79,12 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct ValidateArgs {
-    /// Canonical type text of the value each file holds (`tensors`, a
-    /// standalone tensor directory, by default), or `@SCHEMA.json` for the
-    /// type of a JSON Schema.
-    #[arg(long = "type", value_name = "TEXT", default_value = TENSORS)]
-    type_text: String,
+    /// Canonical type text of the value each file holds, or `@SCHEMA.json`
+    /// for the type of a JSON Schema. Without it (and without --framed) a
+    /// file is a model file (spec/model-file.md) or, failing its frame, a
+    /// standalone tensor directory (`tensors`), told apart by content.
+    #[arg(long = "type", value_name = "TEXT")]
+    type_text: Option<String>,
     /// Files start with a 16-byte KLN0 frame whose schema hash must match --type (SCHEMA otherwise).
     #[arg(long)]
     framed: bool,
@@ -147,7 +149,7 @@ fn display(path: &Path) -> String {
 
 fn run_validate(args: &ValidateArgs) -> anyhow::Result<u8> {
     let limits = Limits { count_cap: args.count_cap, byte_cap: args.byte_cap };
-    let opts = match ValidateOptions::new(&args.type_text, args.framed, limits) {
+    let opts = match ValidateOptions::new(args.type_text.as_deref(), args.framed, limits) {
         Ok(opts) => opts,
         Err(unsupported) => {
             eprintln!("kiln: {unsupported}");
@@ -184,9 +186,10 @@ fn run_validate(args: &ValidateArgs) -> anyhow::Result<u8> {
     })
 }
 
-/// What `kiln inspect` prints for a checked directory read from `file`.
-fn inspect_text(file: &str, dir: &Directory<'_>, json: bool) -> String {
-    let summary = inspect::Summary::new(file.to_owned(), dir);
+/// What `kiln inspect` prints for a checked directory (and the metadata of
+/// a model file, padding key hidden) read from `file`.
+fn inspect_text(file: &str, metadata: Option<Metadata<'_>>, dir: &Directory<'_>, json: bool) -> String {
+    let summary = inspect::Summary::new(file.to_owned(), dir).with_metadata(metadata);
     if json {
         output::summary_json(&summary) + "\n"
     } else {
@@ -199,13 +202,21 @@ fn run_inspect(args: &InspectArgs) -> anyhow::Result<u8> {
     // A file is checked in place; a stream as it arrives, the table built
     // from its directory prefix and printed once the whole block passed.
     let checked = Source::open(&args.file).and_then(|source| match source {
-        Source::File(input) => Ok(match validate::parse_tensors(input.bytes(), Limits::DEFAULT) {
-            Ok(dir) => Ok(inspect_text(&file, &dir, args.json)),
+        Source::File(input) => Ok(match validate::parse_any(input.bytes(), Limits::DEFAULT) {
+            Ok((metadata, dir)) => Ok(inspect_text(&file, metadata, &dir, args.json)),
             Err(err) => Err(err),
         }),
         Source::Stream(reader) => {
+            let reader = match stream::sniff_model(reader)? {
+                stream::Sniffed::Model(bytes) => {
+                    return Ok(validate::parse_any(&bytes, Limits::DEFAULT)
+                        .map(|(metadata, dir)| inspect_text(&file, metadata, &dir, args.json)));
+                }
+                stream::Sniffed::Other(reader) => reader,
+            };
             let seed = validate::process_seed();
-            let streamed = stream::check(reader, Limits::DEFAULT, seed, |dir| inspect_text(&file, dir, args.json))?;
+            let streamed =
+                stream::check(reader, Limits::DEFAULT, seed, |dir| inspect_text(&file, None, dir, args.json))?;
             Ok(match (streamed.verdict, streamed.directory) {
                 (Ok(()), Some(text)) => Ok(text),
                 // Cannot happen: an accepted block's prefix passed before its payload.

@@ -110,6 +110,14 @@ fn printable(text: &str) -> String {
 }
 
 /// The header summary and the tensor table, ending in a newline.
+/// `text`, cut to about `max` characters with a note of how much was left out.
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}... ({} bytes)", &text[..at], text.len()),
+        None => text.to_owned(),
+    }
+}
+
 pub fn summary_human(summary: &Summary<'_>) -> String {
     let mut out = String::new();
     let facts = [
@@ -124,6 +132,13 @@ pub fn summary_human(summary: &Summary<'_>) -> String {
         out.push_str(&format!("{:<17}{value}\n", format!("{key}:")));
     }
     out.push('\n');
+    if let Some(metadata) = &summary.metadata {
+        out.push_str(&format!("metadata ({} entries):\n", metadata.len()));
+        for (k, v) in metadata {
+            out.push_str(&format!("  {} = {}\n", printable(k), printable(&shorten(v, 120))));
+        }
+        out.push('\n');
+    }
     if summary.tensors.is_empty() {
         out.push_str("(no tensors)\n");
         return out;

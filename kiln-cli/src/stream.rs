@@ -118,6 +118,34 @@ where
     Ok(Streamed { verdict: validator.finish().map(|_| ()), directory })
 }
 
+/// What the first bytes of a stream showed.
+pub enum Sniffed<R> {
+    /// A model file (spec/model-file.md), read into memory: its metadata
+    /// must be parsed before its block, so it does not stream.
+    Model(Vec<u8>),
+    /// Anything else, with the bytes already read put back in front.
+    Other(io::Chain<io::Cursor<Vec<u8>>, R>),
+}
+
+/// Reads up to the 16 bytes of a frame and tells a model file from anything else.
+pub fn sniff_model<R: Read>(mut reader: R) -> io::Result<Sniffed<R>> {
+    let mut head = vec![0u8; kiln_nostd::frozen::FRAME_LEN];
+    let mut filled = 0;
+    while filled < head.len() {
+        let n = read_some(&mut reader, &mut head[filled..])?;
+        if n == 0 {
+            break;
+        }
+        filled += n;
+    }
+    head.truncate(filled);
+    if kiln_nostd::model::is_model_file(&head) {
+        reader.read_to_end(&mut head)?;
+        return Ok(Sniffed::Model(head));
+    }
+    Ok(Sniffed::Other(io::Cursor::new(head).chain(reader)))
+}
+
 /// One `read`, retried when interrupted by a signal; 0 at the end of the stream.
 fn read_some(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     loop {

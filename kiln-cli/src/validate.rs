@@ -6,6 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use kiln_nostd::frozen::{Reader, Schema};
+use kiln_nostd::model::{self, Metadata, Model};
 use kiln_nostd::{Directory, Error, Header, Limits, Parser};
 
 use crate::input::Source;
@@ -18,6 +19,10 @@ pub const TENSORS: &str = "tensors";
 /// What each file is checked as.
 #[derive(Clone, Debug)]
 pub enum Target {
+    /// No `--type` and no `--framed`: a model file when the input starts
+    /// like one (spec/model-file.md), otherwise a standalone directory block
+    /// checked exactly as [`Target::Tensors`].
+    Any,
     /// One standalone, unframed tensor directory block (`--type tensors`
     /// without `--framed`): checked by the directory parser, with a name
     /// table in heap scratch.
@@ -125,11 +130,15 @@ pub fn parse_type(text: String) -> Result<Box<Schema<'static, NODES>>, TypeError
 }
 
 impl ValidateOptions {
-    /// The options for `--type ARG [--framed]` with `limits`. `ARG` is
-    /// canonical type text or `@FILE` (a JSON Schema). `tensors` without a
-    /// frame is the standalone directory check; anything else is a Frozen
-    /// value.
-    pub fn new(type_arg: &str, framed: bool, limits: Limits) -> Result<Self, TypeError> {
+    /// The options for `[--type ARG] [--framed]` with `limits`. `ARG` is
+    /// canonical type text or `@FILE` (a JSON Schema). Neither flag: a model
+    /// file or a standalone directory, by content. `tensors` without a frame
+    /// is the standalone directory check; anything else is a Frozen value
+    /// (`--framed` alone means `--type tensors --framed`).
+    pub fn new(type_arg: Option<&str>, framed: bool, limits: Limits) -> Result<Self, TypeError> {
+        let Some(type_arg) = type_arg.or(framed.then_some(TENSORS)) else {
+            return Ok(ValidateOptions { target: Target::Any, limits });
+        };
         let text = type_text(type_arg)?;
         let target = if text == TENSORS && !framed {
             Target::Tensors
@@ -150,6 +159,10 @@ pub fn validate_source(source: Source, opts: &ValidateOptions) -> std::io::Resul
         (Source::Stream(reader), Target::Tensors) => {
             Ok(stream::check(reader, opts.limits, process_seed(), |_| ())?.verdict)
         }
+        (Source::Stream(reader), Target::Any) => match stream::sniff_model(reader)? {
+            stream::Sniffed::Model(bytes) => Ok(parse_any(&bytes, opts.limits).map(|_| ())),
+            stream::Sniffed::Other(reader) => Ok(stream::check(reader, opts.limits, process_seed(), |_| ())?.verdict),
+        },
         (source, _) => Ok(validate_bytes(source.into_input()?.bytes(), opts)),
     }
 }
@@ -157,6 +170,7 @@ pub fn validate_source(source: Source, opts: &ValidateOptions) -> std::io::Resul
 /// Checks one file's bytes. `Ok` when the file is accepted.
 pub fn validate_bytes(bytes: &[u8], opts: &ValidateOptions) -> Result<(), Error> {
     match &opts.target {
+        Target::Any => parse_any(bytes, opts.limits).map(|_| ()),
         Target::Tensors => parse_tensors(bytes, opts.limits).map(|_| ()),
         Target::Frozen { schema, framed } => Reader::new().limits(opts.limits).framed(*framed).validate(bytes, schema),
     }
@@ -173,6 +187,21 @@ pub fn parse_tensors(bytes: &[u8], limits: Limits) -> Result<Directory<'_>, Erro
         Some(mut scratch) => parser.scratch(&mut scratch).parse(bytes),
         None => parser.parse(bytes),
     }
+}
+
+/// Checks `bytes` by content: a model file (its metadata and directory) when
+/// it starts like one, otherwise one standalone directory, exactly as
+/// [`parse_tensors`] checks it.
+pub fn parse_any(bytes: &[u8], limits: Limits) -> Result<(Option<Metadata<'_>>, Directory<'_>), Error> {
+    if !model::is_model_file(bytes) {
+        return parse_tensors(bytes, limits).map(|d| (None, d));
+    }
+    let parser = Parser::new().limits(limits).hash_seed(process_seed());
+    // Scratch sized from the block's header, which follows the metadata:
+    // only for a count that could fit in the file (see `name_scratch`).
+    let count = (bytes.len() / 128).min(usize::try_from(limits.count_cap).unwrap_or(usize::MAX));
+    let mut scratch = vec![0u32; kiln_nostd::scratch_len(u32::try_from(count).unwrap_or(u32::MAX))];
+    Model::parse_with(bytes, parser.scratch(&mut scratch)).map(|m| (Some(m.metadata()), m.directory()))
 }
 
 /// A random seed for the name table, fixed for the process: names crafted to
@@ -196,7 +225,7 @@ mod tests {
     use super::*;
 
     fn opts(ty: &str, framed: bool) -> ValidateOptions {
-        ValidateOptions::new(ty, framed, Limits::DEFAULT).unwrap_or_else(|e| panic!("{ty}: {e}"))
+        ValidateOptions::new(Some(ty), framed, Limits::DEFAULT).unwrap_or_else(|e| panic!("{ty}: {e}"))
     }
 
     #[test]
@@ -209,18 +238,18 @@ mod tests {
 
     #[test]
     fn bad_type_text_names_the_code() {
-        let e = ValidateOptions::new("list<u8", false, Limits::DEFAULT).unwrap_err();
+        let e = ValidateOptions::new(Some("list<u8"), false, Limits::DEFAULT).unwrap_err();
         assert_eq!(
             e.to_string(),
             "invalid --type \"list<u8\": TYPE at byte 7 of the type text: the type text is not canonical Kiln type text (rule TypeTextSyntax)"
         );
         let deep = format!("{}u8{}", "list<".repeat(65), ">".repeat(65));
-        let e = ValidateOptions::new(&deep, true, Limits::DEFAULT).unwrap_err().to_string();
+        let e = ValidateOptions::new(Some(&deep), true, Limits::DEFAULT).unwrap_err().to_string();
         assert!(
             e.contains("LIMIT at byte 320 of the type text") && e.contains("(rule TypeDepth)") && e.contains("..."),
             "{e}"
         );
-        let e = ValidateOptions::new("@/nonexistent/s.json", false, Limits::DEFAULT).unwrap_err().to_string();
+        let e = ValidateOptions::new(Some("@/nonexistent/s.json"), false, Limits::DEFAULT).unwrap_err().to_string();
         assert!(e.starts_with("invalid --type @/nonexistent/s.json: cannot read it: "), "{e}");
     }
 

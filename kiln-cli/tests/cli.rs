@@ -734,3 +734,72 @@ fn inspect_missing_file_exits_two() {
     let missing = files.dir.path().join("missing.kiln");
     kiln().args(["inspect", s(&missing)]).assert().code(2).stderr(predicate::str::contains(s(&missing)));
 }
+
+// ---------------------------------------------------------------- model files
+
+/// A model file (spec/model-file.md) with a padding key and one more key.
+fn model_file() -> Vec<u8> {
+    let specs = [TensorSpec::new(DType::F32, &[2], &F32_PAIR).named("w")];
+    let meta = [("author", "kiln")];
+    let w = kiln_nostd::model::ModelWriter::new().align(4096);
+    let mut out = vec![0u8; w.encoded_len(&meta, &specs).expect("plannable")];
+    w.write(&meta, &specs, &mut out).expect("valid");
+    out
+}
+
+#[test]
+fn model_files_validate_and_inspect_without_a_type() {
+    let files = Files::new();
+    let m = files.write("m.kiln", &model_file());
+    kiln()
+        .args(["validate", "--json", s(&m)])
+        .assert()
+        .code(0)
+        .stdout(format!("{{\"file\":\"{}\",\"ok\":true}}\n", s(&m)));
+    // The same bytes from standard input.
+    kiln()
+        .args(["validate", "--json", "-"])
+        .write_stdin(model_file())
+        .assert()
+        .code(0)
+        .stdout("{\"file\":\"-\",\"ok\":true}\n");
+    // An explicit --type keeps its meaning: a model file is not a bare directory.
+    kiln()
+        .args(["validate", "--type", "tensors", "--json", s(&m)])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("\"error\":\"FRAME\",\"offset\":0,\"rule\":\"DirectoryMagic\""));
+    kiln()
+        .args(["validate", "--type", "struct{metadata:dict<str,str>,tensors:tensors,}", "--framed", s(&m)])
+        .assert()
+        .code(0);
+    // inspect shows the metadata, never the padding key.
+    let out = kiln().args(["inspect", s(&m)]).assert().code(0).get_output().stdout.clone();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("metadata (1 entries):\n  author = kiln\n"), "{text}");
+    assert!(!text.contains("kiln.convert.pad"), "{text}");
+    let out = kiln().args(["inspect", "--json", s(&m)]).assert().code(0).get_output().stdout.clone();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["metadata"], json!([["author", "kiln"]]));
+    assert_eq!(v["tensors"][0]["name"], "w");
+    assert_eq!(v["payload_start"].as_u64().unwrap() % 4096, 0);
+    // A plain directory's inspect JSON has no metadata key.
+    let d = files.write("d.kiln", &f32_vector());
+    let out = kiln().args(["inspect", "--json", s(&d)]).assert().code(0).get_output().stdout.clone();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert!(v.get("metadata").is_none());
+}
+
+#[test]
+fn a_damaged_model_file_gets_the_frozen_readers_verdict() {
+    let files = Files::new();
+    let mut bytes = model_file();
+    let n = bytes.len();
+    bytes.push(0);
+    let m = files.write("m.kiln", &bytes);
+    kiln()
+        .args(["validate", "--json", s(&m)])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains(format!("\"error\":\"TRAILING\",\"offset\":{n}")));
+}

@@ -181,3 +181,37 @@ fn example_model_is_canonical() {
     kiln_nostd::Writer::new().write(&specs, &mut out).unwrap();
     assert_eq!(out, bytes);
 }
+
+/// The metadata of the model-file form of the example.
+const MODEL_METADATA: [(&str, &str); 3] = [
+    ("description", "8x8 handwritten digits: a 64-32-10 MLP, an MXFP4 copy of fc1, 32 labelled samples"),
+    ("license", "MIT OR Apache-2.0"),
+    ("source", "spec/examples/make_digits_model.py"),
+];
+
+/// spec/examples/digits-mlp.model.kiln is the same tensors as a model file
+/// (spec/model-file.md), its payload region at a 4 KiB offset in the file.
+/// `KILN_WRITE_EXAMPLES=1` rewrites it; otherwise it must be current.
+#[test]
+fn the_model_file_form_is_current_and_opens_by_content() {
+    let plain = model_bytes();
+    let dir = Directory::parse(&plain).unwrap();
+    let tensors: Vec<_> = dir.iter().collect();
+    let specs: Vec<_> = tensors.iter().map(kiln_nostd::TensorSpec::from_tensor).collect();
+    let writer = kiln_nostd::model::ModelWriter::new().align(4096);
+    let mut want = vec![0u8; writer.encoded_len(&MODEL_METADATA, &specs).unwrap()];
+    writer.write(&MODEL_METADATA, &specs, &mut want).unwrap();
+    let path = kiln_conformance::repo_root().join("spec/examples/digits-mlp.model.kiln");
+    if std::env::var_os("KILN_WRITE_EXAMPLES").is_some() {
+        std::fs::write(&path, &want).unwrap();
+    }
+    let have = std::fs::read(&path).unwrap_or_default();
+    assert!(have == want, "{} is stale: run KILN_WRITE_EXAMPLES=1 cargo test -p kiln-conformance", path.display());
+    let (meta, from_file) = kiln_nostd::model::parse_any(&have).unwrap();
+    let meta: Vec<_> = meta.expect("a model file").iter().collect();
+    assert_eq!(meta, MODEL_METADATA);
+    assert_eq!(from_file.payload_start() % 4096, 0);
+    for (a, b) in dir.iter().zip(from_file.iter()) {
+        assert_eq!((a.name(), a.shape(), a.bytes()), (b.name(), b.shape(), b.bytes()));
+    }
+}
