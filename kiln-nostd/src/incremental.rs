@@ -513,6 +513,9 @@ impl Walk {
     /// step-10 fault and no earlier element fault is known, for bool and
     /// odd packed tensors, up to the descriptors' own step-11 fault.
     fn reads_elements(&self, d: &RawDescriptor) -> bool {
+        if !has_byte_rules(d.dtype_code()) {
+            return false; // most tensors: one compare
+        }
         let odd_packed =
             matches!(d.dtype(), Some(DType::I4 | DType::U4 | DType::E2M1)) && d.element_count().unwrap_or(0) % 2 == 1;
         let byte_rules = d.dtype() == Some(DType::Bool) || odd_packed;
@@ -526,6 +529,15 @@ impl Walk {
         while self.next < self.upto {
             let d = descs.raw(self.next);
             let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
+            // Most tensors need nothing: no gap before them, no byte rules.
+            if self.gap_from == start && self.misplaced.is_none() && !self.reads_elements(d) {
+                if to < end {
+                    return Ok(());
+                }
+                self.gap_from = end;
+                self.next = self.next.saturating_add(1);
+                continue;
+            }
             // The gap before this descriptor (step 10).
             let gap = self.gap_from < start;
             if let Some((bytes, at)) = window(chunk, from, to, self.gap_from, start).filter(|_| gap) {
@@ -591,6 +603,12 @@ impl Walk {
             None => Ok(()),
         }
     }
+}
+
+/// Dtype codes whose bytes step 11 reads: bool (7) and the packed nibbles
+/// (16 to 18; only an odd count's last byte).
+fn has_byte_rules(code: u16) -> bool {
+    code == DType::Bool.code() || (DType::I4.code()..=DType::E2M1.code()).contains(&code)
 }
 
 /// Payload data handed to the walk: bytes, or a length passed over.
