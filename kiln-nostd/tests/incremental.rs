@@ -4,28 +4,10 @@
 //! exactly (accept, or the same code, offset and rule), with and without
 //! name scratch. `KILN_INCR_CASES` and `KILN_INCR_SEED` choose the run.
 
-use std::path::{Path, PathBuf};
+mod cases;
 
-use kiln_nostd::{DType, Error, Incremental, Limits, Parser, Progress, Quant, TensorRef, TensorSpec, Writer};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
-}
-
-/// xorshift64*: the run is reproducible from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use cases::{hex, json_cases, mutate, templates, Rng};
+use kiln_nostd::{DType, Error, Incremental, Limits, Parser, Progress, TensorSpec, Writer};
 
 #[derive(Clone, Copy, Debug)]
 enum Chunking {
@@ -103,13 +85,6 @@ fn compare(buf: &[u8], limits: Limits, chunkings: &[Chunking], what: &str) -> us
     n
 }
 
-fn hex(b: &[u8]) -> String {
-    if b.len() > 2048 {
-        return format!("({} bytes)", b.len());
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 const ALL: [Chunking; 7] = [
     Chunking::Fixed(1),
     Chunking::Fixed(7),
@@ -120,37 +95,13 @@ const ALL: [Chunking; 7] = [
     Chunking::Skipping(4096),
 ];
 
-/// Directory cases from a JSON file shaped like the goldens.
-fn json_cases(path: &Path) -> Vec<(String, Vec<u8>)> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
-    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-    v["cases"]
-        .as_array()
-        .expect("cases")
-        .iter()
-        .filter(|c| c["type"] == "tensors" && c["framed"] != true)
-        .map(|c| {
-            let hx = c["hex"].as_str().expect("hex");
-            let bytes = (0..hx.len()).step_by(2).map(|i| u8::from_str_radix(&hx[i..i + 2], 16).expect("hex")).collect();
-            (c["name"].as_str().unwrap_or("?").to_string(), bytes)
-        })
-        .collect()
-}
-
 #[test]
 fn goldens_regressions_and_the_check_order_matrix() {
-    let root = repo_root();
-    let mut files = vec![root.join("spec/kiln-v2-cases.json"), root.join("spec/check-order-matrix.json")];
+    let mut files = cases::case_files();
     // Interpreted under Miri: the goldens only, in two chunkings.
     let chunkings: &[Chunking] = if cfg!(miri) { &[Chunking::Fixed(7), Chunking::Whole] } else { &ALL };
     if cfg!(miri) {
         files.truncate(1);
-    }
-    for e in std::fs::read_dir(root.join("spec/regressions")).expect("regressions").filter(|_| !cfg!(miri)) {
-        let p = e.expect("entry").path();
-        if p.extension().is_some_and(|x| x == "json") {
-            files.push(p);
-        }
     }
     let mut n = 0;
     for f in &files {
@@ -159,96 +110,6 @@ fn goldens_regressions_and_the_check_order_matrix() {
         }
     }
     assert!(n > 40 * 2 * chunkings.len(), "{n} comparisons");
-}
-
-/// Valid blocks that exercise every payload check: gaps, bool bytes, odd
-/// packed tails, zero-length and quantized tensors, names and layouts.
-fn templates() -> Vec<Vec<u8>> {
-    let f32s: Vec<u8> = (0..24u8).collect();
-    let bools = [1u8, 0, 1, 1, 0];
-    let nib = [0x21u8, 0x03];
-    let sets: Vec<Vec<TensorSpec<'_>>> = vec![
-        vec![
-            TensorSpec::new(DType::F32, &[2, 3], &f32s).named("a"),
-            TensorSpec::new(DType::Bool, &[5], &bools).named("b"),
-        ],
-        vec![
-            TensorSpec::new(DType::Bool, &[5], &bools),
-            TensorSpec::new(DType::U4, &[3], &nib),
-            TensorSpec::new(DType::U8, &[0], &[]),
-            TensorSpec::new(DType::F32, &[6], &f32s),
-        ],
-        vec![
-            TensorSpec::new(DType::E2M1, &[3], &nib).named("q").quantized(Quant::Scales {
-                axis: 0,
-                group_size: 2,
-                scale: TensorRef::Name("s"),
-            }),
-            TensorSpec::new(DType::E8M0, &[2], &[127, 127]).named("s"),
-            TensorSpec::opaque(4096, "Q4_K", 4, &[8], &[0; 8]).named("o"),
-            TensorSpec::new(DType::Bool, &[5], &bools).named("flags"),
-        ],
-        vec![],
-    ];
-    sets.iter()
-        .map(|specs| {
-            let mut out = vec![0u8; Writer::new().encoded_len(specs).expect("len")];
-            Writer::new().write(specs, &mut out).expect("write");
-            out
-        })
-        .collect()
-}
-
-/// One random change: a byte, a descriptor or header field set to a
-/// boundary value, an out-of-order offset, a truncation or appended bytes.
-fn mutate(rng: &mut Rng, b: &mut Vec<u8>) {
-    let fields = [2usize, 8, 16, 24, 32, 40, 48, 56];
-    match rng.below(8) {
-        0 | 1 if !b.is_empty() => {
-            let i = rng.below(b.len());
-            b[i] = [0u8, 1, 2, 0x10, 0x7f, 0x80, 0xff][rng.below(7)];
-        }
-        2 if b.len() > 64 + 128 => {
-            let count = (b.len() - 64) / 128;
-            let at = 64 + 128 * rng.below(count.min(4)) + fields[rng.below(fields.len())];
-            let v = [0u64, 1, 63, 64, 128, u64::MAX, u64::MAX - 3, 1 << 62][rng.below(8)];
-            if at + 8 <= b.len() {
-                b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-            }
-        }
-        3 if b.len() >= 64 => {
-            let at = [8usize, 12, 16, 24][rng.below(4)];
-            let v = [0u64, 1, 2, 64, 200, u64::MAX][rng.below(6)];
-            let w = if at < 16 { 4 } else { 8 };
-            b[at..at + w].copy_from_slice(&v.to_le_bytes()[..w]);
-        }
-        4 => {
-            let keep = rng.below(b.len() + 1);
-            b.truncate(keep);
-        }
-        5 => {
-            for _ in 0..1 + rng.below(3) {
-                b.push([0u8, 1, 0xff][rng.below(3)]);
-            }
-        }
-        6 if b.len() > 64 + 2 * 128 => {
-            // Swap two descriptors' offsets: ranges out of order.
-            let (i, j) = (rng.below(2), 2 + rng.below(((b.len() - 64) / 128).saturating_sub(2).clamp(1, 2)));
-            let (ai, aj) = (64 + 128 * i + 32, 64 + 128 * j + 32);
-            if aj + 8 <= b.len() {
-                let (x, y) = (b[ai..ai + 8].to_vec(), b[aj..aj + 8].to_vec());
-                b[ai..ai + 8].copy_from_slice(&y);
-                b[aj..aj + 8].copy_from_slice(&x);
-            }
-        }
-        _ => {
-            // A payload byte (gap, bool, nibble) near the end.
-            if !b.is_empty() {
-                let i = b.len() - 1 - rng.below(b.len().min(96));
-                b[i] = [2u8, 0x30, 0xff][rng.below(3)];
-            }
-        }
-    }
 }
 
 #[test]

@@ -17,35 +17,17 @@
 //! `KILN_SOURCE_CASES` sets the number of mutated blocks (default 600).
 
 use std::cell::Cell;
-use std::path::{Path, PathBuf};
+mod cases;
+
+use cases::{hex, json_cases, mutate, repo_root, templates, Rng};
 
 use kiln_nostd::source::{self, Options, OutOfBounds, ReadAt, SourceError, TensorId, Window};
-use kiln_nostd::{DType, Directory, Error, Incremental, Limits, Parser, Quant, Rule, TensorRef, TensorSpec, Writer};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
-}
+use kiln_nostd::{DType, Directory, Error, Incremental, Limits, Parser, Rule, TensorSpec};
 
 fn example_model() -> Vec<u8> {
     std::fs::read(repo_root().join("spec/examples/digits-mlp.kiln")).expect("example model")
 }
 
-/// xorshift64*: the run is reproducible from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
-/// A source that counts its reads and the bytes they return.
 struct Counting<S> {
     inner: S,
     reads: Cell<usize>,
@@ -189,30 +171,6 @@ fn compare_open(buf: &[u8], limits: Limits, what: &str) -> bool {
     true
 }
 
-fn hex(b: &[u8]) -> String {
-    if b.len() > 2048 {
-        return format!("({} bytes)", b.len());
-    }
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Directory cases from a JSON file shaped like the goldens.
-fn json_cases(path: &Path) -> Vec<(String, Vec<u8>)> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Vec::new() };
-    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-    v["cases"]
-        .as_array()
-        .expect("cases")
-        .iter()
-        .filter(|c| c["type"] == "tensors" && c["framed"] != true)
-        .map(|c| {
-            let hx = c["hex"].as_str().expect("hex");
-            let bytes = (0..hx.len()).step_by(2).map(|i| u8::from_str_radix(&hx[i..i + 2], 16).expect("hex")).collect();
-            (c["name"].as_str().unwrap_or("?").to_string(), bytes)
-        })
-        .collect()
-}
-
 #[test]
 fn goldens_regressions_and_the_check_order_matrix() {
     let root = repo_root();
@@ -233,96 +191,6 @@ fn goldens_regressions_and_the_check_order_matrix() {
     }
     assert_eq!(goldens, 39, "directory goldens");
     println!("{n} verify comparisons, {opened} blocks opened");
-}
-
-/// Valid blocks that exercise every payload check: gaps, bool bytes, odd
-/// packed tails, zero-length and quantized tensors, names and layouts.
-fn templates() -> Vec<Vec<u8>> {
-    let f32s: Vec<u8> = (0..24u8).collect();
-    let bools = [1u8, 0, 1, 1, 0];
-    let nib = [0x21u8, 0x03];
-    let sets: Vec<Vec<TensorSpec<'_>>> = vec![
-        vec![
-            TensorSpec::new(DType::F32, &[2, 3], &f32s).named("a"),
-            TensorSpec::new(DType::Bool, &[5], &bools).named("b"),
-        ],
-        vec![
-            TensorSpec::new(DType::Bool, &[5], &bools),
-            TensorSpec::new(DType::U4, &[3], &nib),
-            TensorSpec::new(DType::U8, &[0], &[]),
-            TensorSpec::new(DType::F32, &[6], &f32s),
-        ],
-        vec![
-            TensorSpec::new(DType::E2M1, &[3], &nib).named("q").quantized(Quant::Scales {
-                axis: 0,
-                group_size: 2,
-                scale: TensorRef::Name("s"),
-            }),
-            TensorSpec::new(DType::E8M0, &[2], &[127, 127]).named("s"),
-            TensorSpec::opaque(4096, "Q4_K", 4, &[8], &[0; 8]).named("o"),
-            TensorSpec::new(DType::Bool, &[5], &bools).named("flags"),
-        ],
-        vec![],
-    ];
-    sets.iter().map(|specs| write(specs)).collect()
-}
-
-fn write(specs: &[TensorSpec<'_>]) -> Vec<u8> {
-    let mut out = vec![0u8; Writer::new().encoded_len(specs).expect("len")];
-    Writer::new().write(specs, &mut out).expect("write");
-    out
-}
-
-/// One random change: a byte, a descriptor or header field set to a
-/// boundary value, an out-of-order offset, a truncation or appended bytes.
-fn mutate(rng: &mut Rng, b: &mut Vec<u8>) {
-    let fields = [2usize, 8, 16, 24, 32, 40, 48, 56];
-    match rng.below(8) {
-        0 | 1 if !b.is_empty() => {
-            let i = rng.below(b.len());
-            b[i] = [0u8, 1, 2, 0x10, 0x7f, 0x80, 0xff][rng.below(7)];
-        }
-        2 if b.len() > 64 + 128 => {
-            let count = (b.len() - 64) / 128;
-            let at = 64 + 128 * rng.below(count.min(4)) + fields[rng.below(fields.len())];
-            let v = [0u64, 1, 63, 64, 128, u64::MAX, u64::MAX - 3, 1 << 62][rng.below(8)];
-            if at + 8 <= b.len() {
-                b[at..at + 8].copy_from_slice(&v.to_le_bytes());
-            }
-        }
-        3 if b.len() >= 64 => {
-            let at = [8usize, 12, 16, 24][rng.below(4)];
-            let v = [0u64, 1, 2, 64, 200, u64::MAX][rng.below(6)];
-            let w = if at < 16 { 4 } else { 8 };
-            b[at..at + w].copy_from_slice(&v.to_le_bytes()[..w]);
-        }
-        4 => {
-            let keep = rng.below(b.len() + 1);
-            b.truncate(keep);
-        }
-        5 => {
-            for _ in 0..1 + rng.below(3) {
-                b.push([0u8, 1, 0xff][rng.below(3)]);
-            }
-        }
-        6 if b.len() > 64 + 2 * 128 => {
-            // Swap two descriptors' offsets: ranges out of order.
-            let (i, j) = (rng.below(2), 2 + rng.below(((b.len() - 64) / 128).saturating_sub(2).clamp(1, 2)));
-            let (ai, aj) = (64 + 128 * i + 32, 64 + 128 * j + 32);
-            if aj + 8 <= b.len() {
-                let (x, y) = (b[ai..ai + 8].to_vec(), b[aj..aj + 8].to_vec());
-                b[ai..ai + 8].copy_from_slice(&y);
-                b[aj..aj + 8].copy_from_slice(&x);
-            }
-        }
-        _ => {
-            // A payload byte (gap, bool, nibble) near the end.
-            if !b.is_empty() {
-                let i = b.len() - 1 - rng.below(b.len().min(96));
-                b[i] = [2u8, 0x30, 0xff][rng.below(3)];
-            }
-        }
-    }
 }
 
 #[test]
@@ -461,7 +329,7 @@ fn rows_of_every_width() {
         TensorSpec::opaque(4097, "R", 16, &[2, 8], &[7; 16]).named("opq1"),
         TensorSpec::new(DType::U8, &[0, 5], &[]).named("empty"),
     ];
-    let mut block = write(&specs);
+    let mut block = cases::write(&specs);
     let mut prefix = [0u8; 2048];
     let src = block.clone();
     let model = source::open(&src[..], &mut prefix).unwrap();
@@ -515,7 +383,7 @@ fn verify_reads_little_more_than_the_prefix() {
         TensorSpec::new(DType::U4, &[5], &[0x21, 0x43, 0x05]).named("n"),
         TensorSpec::new(DType::F32, &[1 << 18], &big[..1 << 20]).named("u"),
     ];
-    let mut block = write(&specs);
+    let mut block = cases::write(&specs);
     let base = Directory::parse(&block).unwrap().payload_start() as u64;
     let mut prefix = [0u8; 4096];
     let mut report = Vec::new();
@@ -811,7 +679,7 @@ fn readme_example() -> Result<(), Box<dyn std::error::Error>> {
 fn many_small_tensors() {
     let (one, shape) = ([7u8], [1u64]);
     let specs: Vec<_> = (0..20_000).map(|_| TensorSpec::new(DType::U8, &shape, &one)).collect();
-    let block = write(&specs);
+    let block = cases::write(&specs);
     let base = Directory::parse(&block).unwrap().payload_start();
     let mut prefix = vec![0u8; base];
     let mut chunk = vec![0u8; 65536];
@@ -837,7 +705,7 @@ fn many_small_tensors() {
     let (b_shape, f_shape) = ([1u64 << 20], [16u64]);
     let mut specs = vec![TensorSpec::new(DType::Bool, &b_shape, &bools)];
     specs.extend((0..20_000).map(|_| TensorSpec::new(DType::F32, &f_shape, &f32s)));
-    let block = write(&specs);
+    let block = cases::write(&specs);
     let base = Directory::parse(&block).unwrap().payload_start() as u64;
     let mut prefix = vec![0u8; base as usize];
     let mut src = Counting::new(&block[..]);
