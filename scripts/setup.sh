@@ -10,7 +10,7 @@ log() { printf '== setup: %s\n' "$*"; }
 
 # Debian packages: browser tests, QEMU (Cortex-M system + s390x user mode),
 # the s390x cross linker, ARM binutils for sizes, GNU time for peak RSS.
-apt_want=(chromium qemu-system-arm qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross binutils-arm-none-eabi time)
+apt_want=(chromium qemu-system-arm qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross binutils-arm-none-eabi time gcc-multilib)
 apt_missing=()
 for p in "${apt_want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || apt_missing+=("$p")
@@ -24,6 +24,7 @@ fi
 # Rust targets and components. The Windows and macOS targets are only
 # checked (`cargo check`/`clippy` need their standard library, not a linker).
 targets=(wasm32-unknown-unknown thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf s390x-unknown-linux-gnu
+    i686-unknown-linux-gnu
     x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin)
 installed=$(rustup target list --installed)
 for t in "${targets[@]}"; do

@@ -31,6 +31,11 @@ run cargo-test-features cargo test -p kiln-nostd --all-features --locked
 # The reference codec and the golden generator (the generator check also runs in cargo-test).
 run python-reference python3 -m unittest discover -s spec/reference
 
+# A 32-bit host: the core's whole suite (rules, properties, differential,
+# incremental, ranged reading) where usize is 32 bits and the 64-bit-only
+# fast paths are compiled out, so the 32-bit code paths run, not just build.
+run i686 cargo test -p kiln-nostd --features alloc,derive,sha2,std --locked --target i686-unknown-linux-gnu
+
 # The no_std core builds for the three targets of the design card, with and
 # without defmt; the nopanic binary below links without any allocator.
 for t in thumbv7em-none-eabihf thumbv6m-none-eabi wasm32-unknown-unknown; do
