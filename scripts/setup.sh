@@ -9,8 +9,11 @@ SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
 log() { printf '== setup: %s\n' "$*"; }
 
 # Debian packages: browser tests, QEMU (Cortex-M system + s390x user mode),
-# the s390x cross linker, ARM binutils for sizes, GNU time for peak RSS.
-apt_want=(chromium qemu-system-arm qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross binutils-arm-none-eabi time gcc-multilib)
+# the s390x cross linker, ARM binutils for sizes, GNU time for peak RSS, the
+# 32-bit x86 C runtime for the i686 job (not gcc-multilib: it removes the s390x
+# cross compiler).
+apt_want=(chromium qemu-system-arm qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross binutils-arm-none-eabi time
+    lib32gcc-12-dev libc6-dev-i386)
 apt_missing=()
 for p in "${apt_want[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || apt_missing+=("$p")
