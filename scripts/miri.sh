@@ -13,6 +13,7 @@
 #   directory_props  proptest, 8 cases per property under cfg(miri)
 #   frozen           Frozen rulings, typed API, views
 #   incremental      the incremental validator against Parser (a sample under cfg(miri))
+#   model            model files: metadata, the Frozen reader's verdicts, the writer
 # Left out: frozen_props (400 proptest cases, not reduced under Miri, and
 # one test spawns python3), differential (spawns python3), alloc_bounds
 # (a counting global allocator over 10,000-tensor directories: too slow
@@ -36,7 +37,7 @@ for target in $TARGETS; do
   big=0
   case $target in s390x-*|powerpc-*|powerpc64-*|mips-*|mips64-*|sparc64-*) big=1 ;; esac
   if KILN_EXPECT_BIG_ENDIAN=$big cargo +nightly miri test --no-fail-fast -p kiln-nostd --features "$FEATURES" --target "$target" \
-      --lib --test rules --test regressions --test byte_order --test directory_props --test frozen --test incremental; then
+      --lib --test rules --test regressions --test byte_order --test directory_props --test frozen --test incremental --test model; then
     echo "== miri on $target: ok ($(( $(date +%s) - start ))s)"
   else
     echo "== miri on $target: FAILED ($(( $(date +%s) - start ))s)"

@@ -84,7 +84,9 @@ fn same_verdicts_as_the_frozen_reader() {
     let model_verdict = |b: &[u8]| Model::parse(b).map(|_| ());
     let mut scratch = vec![0u32; 64];
     let mut n = 0;
-    for at in 0..f.len() {
+    // Interpreted under Miri: a sample (every 13th byte).
+    let stride = if cfg!(miri) { 13 } else { 1 };
+    for at in (0..f.len()).step_by(stride) {
         for v in [0u8, 1, 2, 0x41, 0x7f, 0x80, 0xff] {
             let mut m = f.clone();
             m[at] = v;
@@ -95,13 +97,13 @@ fn same_verdicts_as_the_frozen_reader() {
             n += 1;
         }
     }
-    for len in 0..f.len() {
+    for len in (0..f.len()).step_by(stride) {
         assert_eq!(model_verdict(&f[..len]), frozen_verdict(&f[..len]), "length {len}");
     }
     let mut longer = f.clone();
     longer.push(0);
     assert_eq!(model_verdict(&longer).unwrap_err().rule(), Rule::TrailingBytes);
-    assert!(n > 1000);
+    assert!(n > 1000 / stride);
 }
 
 #[test]
