@@ -77,7 +77,7 @@ const MAX_SAMPLES: usize = 64;
 /// Budget for the parser's stack (bytes); override at build time with
 /// `KILN_STACK_BUDGET=2048 cargo run --release`.
 fn stack_budget() -> usize {
-    option_env!("KILN_STACK_BUDGET").and_then(|s| s.parse().ok()).unwrap_or(1152)
+    option_env!("KILN_STACK_BUDGET").and_then(|s| s.parse().ok()).unwrap_or(1024)
 }
 
 #[entry]

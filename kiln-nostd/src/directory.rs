@@ -127,7 +127,7 @@ fn check_block<'s>(
     let header = Header::parse(block)?; // steps 1, 2
     let regions = header.regions(block, &parser.limits)?; // steps 3 to 7
     let b = Block::new(block, &header, regions, true);
-    let walk = if parser.one_walk { Some(parser.plain) } else { None };
+    let walk = if ONE_WALK && parser.one_walk { Some(parser.plain) } else { None };
     let table = check_descriptors(&b, parser.scratch, parser.seed, walk)?; // steps 8 to 11
     if standalone && regions.block_len != block.len() {
         return fail(Rule::TrailingBytes, regions.block_len); // step 12
