@@ -109,14 +109,14 @@ fn goldens_regressions_and_the_check_order_matrix() {
             n += compare(&bytes, Limits::DEFAULT, chunkings, &name);
         }
     }
-    assert!(n > 40 * 2 * chunkings.len(), "{n} comparisons");
+    assert!(n >= 35 * 2 * chunkings.len(), "{n} comparisons"); // 39 directory goldens alone
 }
 
 #[test]
 fn mutated_blocks_get_the_parsers_verdict() {
     let cases: usize = std::env::var("KILN_INCR_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let seed: u64 = std::env::var("KILN_INCR_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x1ce_b10c);
-    let cases = if cfg!(miri) { 20 } else { cases };
+    let cases = if cfg!(miri) { 8 } else { cases };
     let mut rng = Rng(seed | 1);
     let templates = templates();
     let (mut rejected, mut n) = (0, 0);
@@ -127,8 +127,12 @@ fn mutated_blocks_get_the_parsers_verdict() {
         }
         let limits = if k % 17 == 0 { Limits::DEFAULT.with_count_cap(2).with_byte_cap(4) } else { Limits::DEFAULT };
         // One-byte chunks for a sample (they cost a call per byte); the rest always.
-        let chunkings: &[Chunking] =
-            if k % 16 == 0 { &ALL } else { &[Chunking::Fixed(7), Chunking::Random(k as u64), Chunking::Whole] };
+        // Interpreted under Miri: no one-byte chunks.
+        let chunkings: &[Chunking] = if k % 16 == 0 && !cfg!(miri) {
+            &ALL
+        } else {
+            &[Chunking::Fixed(7), Chunking::Random(k as u64), Chunking::Whole, Chunking::Skipping(3)]
+        };
         n += compare(&b, limits, chunkings, &format!("case {k}"));
         rejected += usize::from(parser_verdict(&b, limits, true).is_err());
     }
@@ -212,8 +216,8 @@ fn embedded_blocks_stop_at_their_end() {
 /// plain tensors, only the directory prefix and the bytes with rules.
 #[test]
 fn skipping_reads_only_the_bytes_that_decide() {
-    // 1 MiB tensors (16 KiB when interpreted under Miri).
-    let elements: u64 = if cfg!(miri) { 1 << 12 } else { 1 << 18 };
+    // 1 MiB tensors (1 KiB when interpreted under Miri).
+    let elements: u64 = if cfg!(miri) { 1 << 8 } else { 1 << 18 };
     let big = vec![0u8; elements as usize * 4];
     let (bools, shape) = ([1u8, 0, 1], [elements]);
     let specs = [
