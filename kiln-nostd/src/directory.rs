@@ -256,8 +256,9 @@ fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64, plain: bo
         next = next.saturating_add(1);
         descriptor::check_reserved(raw, i)?;
         names.check(heap, raw, i, has_names)?;
-        if let Some(earlier) = table.as_deref_mut().and_then(|t| t.insert(i, seed, name_of)) {
-            return duplicate_pair(earlier, i);
+        // A repeated name is reported at the later descriptor.
+        if table.as_deref_mut().and_then(|t| t.insert(i, seed, name_of)).is_some() {
+            return duplicate(i);
         }
         names.check_layout(heap, raw, i, || names::names_total(descs.raws))?;
         descriptor::check_shape_and_range(raw, i, payload.len)?;
@@ -266,8 +267,8 @@ fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64, plain: bo
         check_values(&descs, raw, i, payload)?;
     }
     if has_names && table.is_none() {
-        if let Some((earlier, later)) = names::find_duplicate_quadratic(descs.count, name_of) {
-            return duplicate_pair(earlier, later);
+        if let Some((_, later)) = names::find_duplicate_quadratic(descs.count, name_of) {
+            return duplicate(later);
         }
     }
     names.check_heap_total(heap)?;
@@ -386,10 +387,6 @@ fn slow_path_agrees(b: &Block<'_>, raw: &RawDescriptor, i: usize, mut names: Nam
 
 fn duplicate(later: usize) -> Result<()> {
     fail(Rule::DuplicateName, names::duplicate_at(later))
-}
-
-fn duplicate_pair(_earlier: usize, later: usize) -> Result<()> {
-    duplicate(later)
 }
 
 /// Step 11 for one tensor: element bytes (when the payload is at hand), then quantization.
