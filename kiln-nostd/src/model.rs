@@ -35,6 +35,8 @@ static RECORD: Ty = Ty::structure(&FIELDS);
 
 /// The schema hash of [`MODEL_TYPE`], which the frame carries.
 pub const MODEL_HASH: u64 = crate::frozen::hash_text(MODEL_TYPE);
+// The static type and the text are the same record.
+const _: () = assert!(RECORD.schema_hash() == MODEL_HASH);
 
 /// The reserved metadata key whose value (spaces) aligns the payload region
 /// in the file. Readers hide it.
@@ -70,7 +72,7 @@ impl<'a> Model<'a> {
     /// metadata too.
     pub fn parse_with(buf: &'a [u8], parser: Parser<'_>) -> Result<Model<'a>> {
         let limits = parser.caps();
-        let at = check_frame(buf, RECORD.schema_hash())?;
+        let at = check_frame(buf, MODEL_HASH)?;
         let checker = crate::frozen::Checker { buf, limits, utf8: true };
         let end = checker.value(&METADATA, at)?;
         let directory = parser.parse_at(buf, end)?;
