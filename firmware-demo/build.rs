@@ -24,6 +24,10 @@ fn main() {
     println!("cargo:rerun-if-changed=memory.x");
     println!("cargo:rerun-if-changed={MODEL}");
     println!("cargo:rerun-if-changed=build.rs");
+    // The defmt binary links defmt's linker script too (it places the log strings).
+    if env::var_os("CARGO_FEATURE_DEFMT").is_some() {
+        println!("cargo:rustc-link-arg-bin=firmware-defmt=-Tdefmt.x");
+    }
 
     let model = fs::read(MODEL).expect("read the example model");
     let update = ota_update(&model);

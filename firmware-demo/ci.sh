@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CI for the microcontroller side: prerequisites (idempotent), the QEMU demo,
-# and the no-panic link check. Fast on a warm machine (no apt, no network,
-# nothing to rebuild: ~3 s; cold builds ~40 s, plus apt if needed).
+# the defmt-logged binary (decoded with defmt-print), and the no-panic link
+# check (kiln-nostd's API and the C API's entry points). Fast on a warm
+# machine (no apt, no network, nothing to rebuild: a few seconds; cold builds
+# about 2 minutes, plus apt if needed).
 #
 #   firmware-demo/ci.sh            prerequisites + demo + no-panic check
 #   SIZES=1 firmware-demo/ci.sh    also print the size table (kiln-nopanic/sizes.sh)
@@ -18,6 +20,11 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
     SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+# defmt-print decodes the defmt binary's log (pinned, as in scripts/setup.sh).
+if ! command -v defmt-print >/dev/null || [ "$(defmt-print --version | head -1)" != "defmt-print 1.2.0" ]; then
+    echo "== cargo install defmt-print 1.2.0"
+    cargo install -q defmt-print --version 1.2.0 --locked
 fi
 installed=$(rustup target list --installed)
 for t in thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf; do
@@ -42,6 +49,26 @@ elif ! grep -q '^result: PASS$' "$out"; then
     failed+=(firmware-demo)
 else
     echo "OK   firmware-demo exited 0"
+fi
+
+# --- the same model logged through defmt (kiln-nostd's `defmt` feature), decoded on the host
+echo "== firmware-defmt: cargo build --release --features defmt --bin firmware-defmt | defmt-print"
+elf=${CARGO_TARGET_DIR:-$here/target}/thumbv7m-none-eabi/release/firmware-defmt
+set +e
+(cd "$here" && cargo build -q --release --features defmt --bin firmware-defmt) &&
+    timeout 60 qemu-system-arm -cpu cortex-m3 -machine lm3s6965evb -nographic \
+        -semihosting-config enable=on,target=native -kernel "$elf" 2>"$out.err" | defmt-print -e "$elf" | tee "$out"
+rc=$((${PIPESTATUS[0]} + ${PIPESTATUS[1]} + ${PIPESTATUS[2]}))
+set -e
+if [ "$rc" != 0 ]; then
+    echo "FAIL firmware-defmt: build, run or decode failed" >&2
+    failed+=(firmware-defmt)
+elif ! grep -q '^INFO  corrupted copy rejected: Error { rule: DirectoryVersion, offset: 4 }' "$out" ||
+    ! grep -q '^INFO  result: PASS$' "$out"; then
+    echo "FAIL firmware-defmt: the decoded log lacks the expected lines" >&2
+    failed+=(firmware-defmt)
+else
+    echo "OK   firmware-defmt: defmt frames decoded by defmt-print, result: PASS"
 fi
 
 # --- no-panic link check (all three Cortex-M targets + canary + QEMU run)

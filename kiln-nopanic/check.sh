@@ -5,7 +5,7 @@
 #   TARGETS="thumbv7m-none-eabi" ./check.sh    only these targets
 #
 # The release build links only if no panic path survived optimisation in any
-# kiln-nostd API the binary calls. The canary build adds one unchecked
+# kiln-nostd API (and kiln-c C entry point) the binary calls. The canary build adds one unchecked
 # `input[i]` and must FAIL to link, proving the check bites.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -13,6 +13,8 @@ cd "$(dirname "$0")"
 TARGETS=${TARGETS:-"thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf"}
 MARK='a panic path survived optimisation'
 QEMU=(qemu-system-arm -cpu cortex-m3 -machine lm3s6965evb -nographic -semihosting-config enable=on,target=native -kernel)
+# Honour CARGO_TARGET_DIR (where cargo puts the default build).
+out=${CARGO_TARGET_DIR:-target}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
@@ -36,7 +38,7 @@ locate_panics() {
 status=0
 for target in $TARGETS; do
     if cargo build --release --target "$target" >"$log" 2>&1; then
-        echo "OK   $target: kiln-nopanic links: no panic path left in the kiln-nostd API it calls"
+        echo "OK   $target: kiln-nopanic links: no panic path left in the kiln-nostd API and the C API (kiln.h) it calls"
     elif grep -q "$MARK" "$log"; then
         echo "FAIL $target: a panic path survived optimisation (undefined symbol '$MARK')"
         locate_panics "$target"
@@ -61,10 +63,10 @@ else
     exit 1
 fi
 
-# It also runs: exit 0 when the example model parsed, the writer round trip matched
-# and the Frozen record read back (both ways).
+# It also runs: exit 0 when the example model parsed, the writer round trip matched,
+# the Frozen record read back (both ways) and every C API call on the model succeeded.
 if [[ " $TARGETS " == *" thumbv7m-none-eabi "* ]] && command -v qemu-system-arm >/dev/null; then
-    if timeout 30 "${QEMU[@]}" target/thumbv7m-none-eabi/release/kiln-nopanic 2>/dev/null; then
+    if timeout 30 "${QEMU[@]}" "$out/thumbv7m-none-eabi/release/kiln-nopanic" 2>/dev/null; then
         echo "OK   run: kiln-nopanic exits 0 under QEMU (lm3s6965evb)"
     else
         echo "FAIL run: kiln-nopanic did not exit 0 under QEMU"

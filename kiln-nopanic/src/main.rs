@@ -57,7 +57,7 @@ fn mix(sink: &mut u32, v: usize) {
     *sink = sink.rotate_left(5) ^ (v as u32);
 }
 
-#[cfg(any(feature = "parse", feature = "typical", feature = "incremental"))]
+#[cfg(any(feature = "parse", feature = "typical", feature = "incremental", feature = "c-api"))]
 #[allow(dead_code)] // NAME and INDEX serve the views
 mod inputs {
     #[repr(C, align(64))]
@@ -533,6 +533,209 @@ mod writer {
     }
 }
 
+/// The C API (kiln-c): every entry point of kiln.h, called as a C program
+/// would (raw pointers and lengths, all opaque), so the static library's
+/// code is proven panic-free too. Handles live in plain memory, as in C.
+#[cfg(feature = "c-api")]
+mod c_api {
+    use super::{inputs::*, mix, opaque};
+    use core::ffi::{c_char, c_int, c_void, CStr};
+    use core::ptr::{null, null_mut};
+    use kiln_c_api::*;
+
+    static NAME_C: &CStr = c"fc1.weight";
+    static KEY_C: &CStr = c"author";
+    static ROWS: (u64, u64) = (3, 5);
+    static NULL_LEN: usize = 0;
+
+    fn err() -> kiln_error {
+        kiln_error { code: 0, offset: 0, rule: null(), description: null(), needed: 0, read_status: 0 }
+    }
+
+    fn error(sink: &mut u32, e: &kiln_error) {
+        mix(sink, e.code as usize);
+        mix(sink, e.offset as usize);
+        mix(sink, e.rule as usize);
+        mix(sink, e.description as usize);
+        mix(sink, e.needed as usize);
+        mix(sink, e.read_status as usize);
+    }
+
+    /// The read callback: bytes of the model in flash.
+    unsafe extern "C" fn read_at(ctx: *mut c_void, offset: u64, buf: *mut u8, len: usize) -> c_int {
+        // SAFETY: ctx is the &[u8] passed below.
+        let src: &[u8] = unsafe { *(ctx as *const &[u8]) };
+        let Some(bytes) = usize::try_from(offset).ok().and_then(|o| src.get(o..o.checked_add(len)?)) else {
+            return 1;
+        };
+        // SAFETY: the library asks for `len` writable bytes at `buf`.
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), buf, len) };
+        0
+    }
+
+    macro_rules! each_element {
+        ($sink:expr, $d:expr, $i:expr, $($view:ident $copy:ident $t:ty),*) => {$({
+            let mut n = 0usize;
+            // SAFETY: valid handle and out pointers, as C would pass them.
+            let p = unsafe { $view($d, $i, &mut n) };
+            mix($sink, p as usize ^ n);
+            let mut out = [<$t>::default(); 256];
+            let len = opaque(&out.len());
+            let rc = unsafe { $copy($d, $i, out.as_mut_ptr(), len, &mut n) };
+            mix($sink, rc as usize ^ n);
+            mix($sink, out.first().map_or(0, |v| *v as usize));
+        })*};
+    }
+
+    pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
+        let mut ok = true;
+        let (data, len) = (opaque(&buf.as_ptr()), opaque(&buf.len()));
+        let mut e = err();
+        // SAFETY (every call below): pointers to live memory of the stated lengths.
+        let rc = unsafe { kiln_validate(data, len, &mut e) };
+        ok &= rc == KILN_OK;
+        error(sink, &e);
+        mix(sink, kiln_code_name(opaque(&rc)) as usize);
+        mix(sink, kiln_dtype_name(opaque(&(INDEX as u16))) as usize);
+        mix(sink, unsafe { kiln_validate(null(), opaque(&NULL_LEN), null_mut()) } as usize);
+        mix(sink, kiln_scratch_len(opaque(&COUNT_CAP)));
+
+        // Parse with options (scratch, caps, seed); and without.
+        let mut scratch = [0u32; 64];
+        let opts = kiln_options {
+            scratch: scratch.as_mut_ptr(),
+            scratch_len: opaque(&scratch.len()),
+            count_cap: opaque(&COUNT_CAP),
+            byte_cap: opaque(&COUNT_CAP),
+            hash_seed: opaque(&SEED),
+        };
+        let mut d = kiln_dir { opaque: [0; KILN_DIR_WORDS] };
+        let rc = unsafe { kiln_parse_ex(data, len, &opts, &mut d, &mut e) };
+        ok &= rc == KILN_OK;
+        let mut plain = kiln_dir { opaque: [0; KILN_DIR_WORDS] };
+        mix(sink, unsafe { kiln_parse(data, len, &mut plain, null_mut()) } as usize);
+        let mut info = kiln_dir_info {
+            tensor_count: 0,
+            block_offset: 0,
+            block_len: 0,
+            payload_offset: 0,
+            payload_len: 0,
+            named: false,
+            is_model: false,
+            hashed_index: false,
+            has_payload: false,
+            metadata_count: 0,
+        };
+        mix(sink, unsafe { kiln_dir_get_info(&d, &mut info) } as usize);
+        mix(sink, info.tensor_count ^ info.block_len as usize ^ usize::from(info.hashed_index));
+        let count = unsafe { kiln_count(&d) };
+        let mut t = core::mem::MaybeUninit::<kiln_tensor>::uninit();
+        for i in 0..count {
+            if unsafe { kiln_tensor_at(&d, i, t.as_mut_ptr()) } == KILN_OK {
+                // SAFETY: filled by the successful call.
+                let t = unsafe { t.assume_init_ref() };
+                mix(sink, t.name.len ^ t.rank as usize ^ t.shape[0] as usize ^ t.data as usize);
+                mix(sink, t.quant.scale_index as usize ^ t.dtype_name as usize ^ t.layout.len);
+            }
+            let mut out = [0f32; 2048];
+            let mut n = 0;
+            mix(sink, unsafe { kiln_tensor_dequantize_f32(&d, i, out.as_mut_ptr(), opaque(&out.len()), &mut n) }
+                as usize);
+            mix(sink, n ^ out.first().map_or(0, |v| v.to_bits() as usize));
+        }
+        let mut index = 0usize;
+        let name: *const c_char = opaque(&NAME_C.as_ptr());
+        ok &= unsafe { kiln_find(&d, name, &mut index) } == KILN_OK;
+        let name_len = opaque(&NAME_C.to_bytes().len());
+        mix(sink, unsafe { kiln_find_n(&plain, name, name_len, &mut index) } as usize ^ index);
+        let i = opaque(&INDEX);
+        each_element!(sink, &d, i,
+            kiln_tensor_view_u8 kiln_tensor_copy_u8 u8, kiln_tensor_view_i8 kiln_tensor_copy_i8 i8,
+            kiln_tensor_view_u16 kiln_tensor_copy_u16 u16, kiln_tensor_view_i16 kiln_tensor_copy_i16 i16,
+            kiln_tensor_view_u32 kiln_tensor_copy_u32 u32, kiln_tensor_view_i32 kiln_tensor_copy_i32 i32,
+            kiln_tensor_view_u64 kiln_tensor_copy_u64 u64, kiln_tensor_view_i64 kiln_tensor_copy_i64 i64,
+            kiln_tensor_view_f32 kiln_tensor_copy_f32 f32, kiln_tensor_view_f64 kiln_tensor_copy_f64 f64);
+        let mut key = kiln_str { ptr: null(), len: 0 };
+        let mut value = key;
+        mix(sink, unsafe { kiln_metadata_count(&d) });
+        mix(sink, unsafe { kiln_metadata_at(&d, opaque(&NULL_LEN), &mut key, &mut value) } as usize ^ value.len);
+        mix(sink, unsafe { kiln_metadata_get(&d, opaque(&KEY_C.as_ptr()), &mut value) } as usize ^ key.len);
+
+        // The incremental validator, in chunks, skipping what it allows.
+        let mut needed = 0u64;
+        mix(sink, unsafe { kiln_prefix_len(data, len.min(64), &mut needed, &mut e) } as usize ^ needed as usize);
+        let mut prefix = [0u8; 2048];
+        let mut v = kiln_incremental { opaque: [0; KILN_INCREMENTAL_WORDS] };
+        let mut names = [0u32; 64];
+        let vopts = kiln_options { scratch: names.as_mut_ptr(), scratch_len: opaque(&names.len()), ..opts };
+        mix(sink, unsafe { kiln_incremental_init(&mut v, prefix.as_mut_ptr(), opaque(&prefix.len()), &vopts) }
+            as usize);
+        let chunk = opaque(&CHUNK).max(1);
+        let mut pos = 0usize;
+        let mut table = kiln_dir { opaque: [0; KILN_DIR_WORDS] };
+        while pos < len {
+            let need = unsafe { kiln_incremental_next_needed(&v) };
+            if need > pos as u64 && need != u64::MAX {
+                let mut skipped = 0u64;
+                if unsafe { kiln_incremental_skip(&mut v, need - pos as u64, &mut skipped, &mut e) } != KILN_OK
+                    || skipped == 0
+                {
+                    break;
+                }
+                pos = pos.saturating_add(usize::try_from(skipped).unwrap_or(len));
+                continue;
+            }
+            let end = pos.saturating_add(chunk).min(len);
+            let Some(piece) = buf.get(pos..end) else { break };
+            let mut progress = 0;
+            let rc = unsafe { kiln_incremental_feed(&mut v, piece.as_ptr(), piece.len(), &mut progress, &mut e) };
+            if rc == KILN_OK && progress == KILN_PROGRESS_DIRECTORY {
+                mix(sink, unsafe { kiln_incremental_directory(&v, &mut table) } as usize);
+                mix(sink, unsafe { kiln_find(&table, name, &mut index) } as usize ^ index);
+            }
+            pos = end;
+        }
+        mix(sink, unsafe { kiln_incremental_consumed(&v) } as usize);
+        let mut summary = kiln_summary { block_len: 0, payload_base: 0, tensor_count: 0 };
+        ok &= unsafe { kiln_incremental_finish(&mut v, &mut summary, &mut e) } == KILN_OK;
+        error(sink, &e);
+        ok &= summary.block_len == len as u64;
+
+        // Ranged reading through the callback.
+        let mut ctx: &[u8] = buf;
+        let src =
+            kiln_source { read_at: Some(read_at), ctx: (&mut ctx as *mut &[u8]).cast(), len: opaque(&(len as u64)) };
+        let mut chunk_buf = [0u8; 128];
+        let rc = unsafe {
+            kiln_source_verify(
+                &src,
+                prefix.as_mut_ptr(),
+                opaque(&prefix.len()),
+                chunk_buf.as_mut_ptr(),
+                opaque(&chunk_buf.len()),
+                &mut e,
+            )
+        };
+        ok &= rc == KILN_OK;
+        let mut opened = kiln_dir { opaque: [0; KILN_DIR_WORDS] };
+        ok &= unsafe { kiln_source_open(&src, prefix.as_mut_ptr(), opaque(&prefix.len()), &mut opened, &mut e) }
+            == KILN_OK;
+        let mut out = [0u8; 8192];
+        let mut n = 0usize;
+        let rc = unsafe {
+            kiln_source_read_tensor(&src, &opened, opaque(&INDEX), out.as_mut_ptr(), opaque(&out.len()), &mut n, &mut e)
+        };
+        mix(sink, rc as usize ^ n);
+        let (a, b) = opaque(&ROWS);
+        let rc = unsafe {
+            kiln_source_read_rows(&src, &opened, index, a, b, out.as_mut_ptr(), opaque(&out.len()), &mut n, &mut e)
+        };
+        mix(sink, rc as usize ^ n);
+        error(sink, &e);
+        ok
+    }
+}
+
 #[entry]
 fn main() -> ! {
     let mut sink = 0u32;
@@ -569,12 +772,17 @@ fn main() -> ! {
     {
         ok &= typed_record::run(&mut sink);
     }
+    #[cfg(feature = "c-api")]
+    {
+        ok &= c_api::run(&mut sink, opaque(&inputs::INPUT));
+    }
     #[cfg(not(any(
         feature = "parse",
         feature = "typical",
         feature = "frozen",
         feature = "frozen-typed",
-        feature = "incremental"
+        feature = "incremental",
+        feature = "c-api"
     )))]
     {
         // Baseline: the same opaque read and sink traffic, no decoder.
