@@ -5,6 +5,7 @@
 
 mod convert;
 mod decode;
+mod foreign;
 mod gen_rust;
 mod input;
 mod inspect;
@@ -49,11 +50,18 @@ enum Command {
     /// Prints `PATH: ok` or `PATH: CODE at byte N: description` per file
     /// (or one JSON object per line with --json). Exits 0 when every file is
     /// accepted, 1 when any is rejected, 2 on a usage or I/O error.
+    ///
+    /// Without --type, the formats `kiln convert` reads (safetensors, GGUF,
+    /// HK, .npy, .npz; detected by content, or --from) get their reader's
+    /// verdict: `PATH: ok (FORMAT)`, and with --json the object gains a
+    /// "format" key (and "error"/"offset"/"rule" where the reader knows them).
     Validate(ValidateArgs),
     /// Show a tensor directory's header and a table of its tensors.
     ///
-    /// Exits 1 (and prints the error) when the file is not a valid
-    /// standalone tensor directory, 2 when it cannot be read.
+    /// Safetensors, GGUF, HK, .npy and .npz files (by content, or --from) get
+    /// their metadata and a table of their tensors as `kiln convert` would
+    /// carry them. Exits 1 (and prints the error) when the file is not valid,
+    /// 2 when it cannot be read.
     Inspect(InspectArgs),
     /// Print one Frozen value (of --type) as JSON.
     ///
@@ -73,7 +81,22 @@ enum Command {
     /// The output is a framed Kiln record struct{metadata:dict<str,str>,tensors:tensors,}
     /// (or, with --to tensors, a standalone directory plus OUT.meta.json); an OUT ending
     /// in .safetensors converts a Kiln input back. Prints what could not be carried as-is.
-    /// Exits 0 on success, 1 when the input cannot be converted, 2 on a usage or I/O error.
+    ///
+    /// Output guarantees: OUT is replaced atomically (a new temporary file with a random
+    /// name, created exclusively beside OUT, checked, then renamed over it; OUT.meta.json
+    /// only after OUT); on any failure, Ctrl-C or SIGTERM nothing is left behind and OUT
+    /// is untouched. OUT that is the input file itself (same device and inode: also a hard
+    /// link or a `..` path) is refused, and so is OUT that is a directory, device, FIFO or
+    /// socket. A symbolic link OUT is written through (its target is replaced); a replaced
+    /// OUT keeps its permission bits. IN must be a regular file (a FIFO is refused, never
+    /// waited on).
+    ///
+    /// Budgets: --metadata-budget (64M) bounds the converted metadata; an .npz member is
+    /// refused above --max-member-size (64G) decompressed or --max-ratio (1000:1). HK
+    /// appendix lineage is verified (--no-verify-lineage skips it, with a note).
+    ///
+    /// Exits 0 on success, 1 when the input cannot be converted, 2 on a usage or I/O
+    /// error, 130 when interrupted.
     Convert(convert::ConvertArgs),
 }
 
@@ -104,6 +127,8 @@ struct ValidateArgs {
     /// read into memory first.
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
+    #[command(flatten)]
+    read: convert::ReadArgs,
 }
 
 #[derive(Args, Debug)]
@@ -115,6 +140,8 @@ struct InspectArgs {
     /// Print one JSON document (header fields and a `tensors` array).
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    read: convert::ReadArgs,
 }
 
 fn main() -> ExitCode {
@@ -163,6 +190,18 @@ fn run_validate(args: &ValidateArgs) -> anyhow::Result<u8> {
     let mut out = io::stdout().lock();
     let (mut rejected, mut io_failed) = (false, false);
     for path in &args.files {
+        let plain = args.type_text.is_none() && !args.framed && path.as_os_str() != STDIN;
+        if let Some((format, verdict)) = plain.then(|| foreign::probe(path, &args.read)).flatten() {
+            if let foreign::Verdict::Io(e) = &verdict {
+                eprintln!("kiln: cannot read {}: {e:#}", path.display());
+                io_failed = true;
+                continue;
+            }
+            rejected |= matches!(verdict, foreign::Verdict::Rejected(_));
+            let line = foreign::validate_line(&display(path), format, &verdict, args.json);
+            writeln!(out, "{line}").context("writing to stdout")?;
+            continue;
+        }
         let checked = Source::open(path).and_then(|source| validate::validate_source(source, &opts));
         let result = match checked {
             Ok(result) => result,
@@ -199,6 +238,29 @@ fn inspect_text(file: &str, metadata: Option<Metadata<'_>>, dir: &Directory<'_>,
 
 fn run_inspect(args: &InspectArgs) -> anyhow::Result<u8> {
     let file = display(&args.file);
+    if args.file.as_os_str() != STDIN {
+        if let Some((format, verdict)) = foreign::probe(&args.file, &args.read) {
+            return Ok(match verdict {
+                foreign::Verdict::Ok(model) => {
+                    output::print(&foreign::inspect_text(&file, &model, args.json))?;
+                    EXIT_OK
+                }
+                foreign::Verdict::Rejected(e) => {
+                    if args.json {
+                        let line = foreign::validate_line(&file, format, &foreign::Verdict::Rejected(e), true);
+                        output::print(&(line + "\n"))?;
+                    } else {
+                        eprintln!("{file}: {e:#}");
+                    }
+                    EXIT_REJECTED
+                }
+                foreign::Verdict::Io(e) => {
+                    eprintln!("kiln: cannot read {file}: {e:#}");
+                    EXIT_ERROR
+                }
+            });
+        }
+    }
     // A file is checked in place; a stream as it arrives, the table built
     // from its directory prefix and printed once the whole block passed.
     let checked = Source::open(&args.file).and_then(|source| match source {

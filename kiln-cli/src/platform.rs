@@ -1,21 +1,142 @@
 //! The file operations `kiln` needs that operating systems spell
 //! differently, in one place, so the CLI builds and behaves the same on
-//! Linux, macOS and Windows. Plain `std`, no dependency:
+//! Linux, macOS and Windows. Plain `std` and `libc` constants (Windows:
+//! `same-file`):
 //!
 //! | operation | Linux | macOS, other Unix | Windows |
 //! |---|---|---|---|
 //! | [`read_exact_at`] | `pread` | `pread` | `ReadFile` at an offset (moves the file cursor) |
 //! | [`copy_range`] | `copy_file_range` (in the kernel; std falls back to `sendfile`, then read/write) | read/write through the writer's buffer | read/write through the writer's buffer |
 //! | [`replace`] | `rename` | `rename` | `SetFileInformationByHandle` / `MoveFileExW`, replacing an existing file |
+//! | [`open_input`] | `O_NONBLOCK` (a FIFO does not block the open) | the same | a plain open |
+//! | [`create_new`] | `O_CREAT\|O_EXCL\|O_NOFOLLOW\|O_CLOEXEC`, a mode | the same | `CREATE_NEW` (fails on anything there, a link too) |
+//! | [`keep_owner_and_mode`] | `fchown` (when permitted) and `fchmod` to OUT's | the same | nothing (ACLs are inherited from the folder) |
+//! | [`same_file`] | device and inode | the same | volume serial and file index (`same-file`) |
 //!
-//! Memory maps (`memmap2`) and terminal detection (`std::io::IsTerminal`) are
-//! already portable and are used directly. `kiln` installs no signal
-//! handlers: an interrupted read is retried where it is made
-//! (`ErrorKind::Interrupted`), which is portable too.
+//! Memory maps (`memmap2`), terminal detection (`std::io::IsTerminal`) and
+//! the SIGINT/SIGTERM handler of `kiln convert`
+//! (`ctrlc`: a signal on Unix, the console control handler on Windows) are
+//! portable crates and are used directly. An interrupted read is retried
+//! where it is made (`ErrorKind::Interrupted`), which is portable too.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Seek, SeekFrom};
 use std::path::Path;
+
+/// Opens `path` for reading without waiting for a writer when it is a FIFO
+/// (on Unix the open is non-blocking; reads of a regular file are unaffected).
+/// The caller checks the file type on the open handle.
+pub fn open_input(path: &Path) -> io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NONBLOCK);
+    }
+    o.open(path)
+}
+
+/// Creates a new file at `path` for reading and writing, failing when
+/// anything is there already, a symbolic link included (dangling or not):
+/// `O_CREAT|O_EXCL|O_NOFOLLOW` on Unix, with permission bits `mode` (less the
+/// umask), `CREATE_NEW` on Windows.
+pub fn create_new(path: &Path, mode: u32) -> io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.read(true).write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC).mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    o.open(path)
+}
+
+/// The permission bits a new file gets on Unix (before the umask), or an
+/// existing file's, so a replaced OUT keeps its mode.
+pub fn mode_of(meta: Option<&std::fs::Metadata>) -> u32 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        meta.map_or(0o666, |m| m.permissions().mode() & 0o777)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        0o666
+    }
+}
+
+/// Gives `file` the owner (when this process may) and the exact permission
+/// bits of the file it replaces (the umask does not apply). Setuid, setgid
+/// and sticky bits are not copied. Nothing on Windows.
+pub fn keep_owner_and_mode(file: &File, old: &std::fs::Metadata) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        // Only root may give a file away; anyone may keep their own. A
+        // failure leaves this process's user as the owner, as `cp` does.
+        let _ = std::os::unix::fs::fchown(file, Some(old.uid()), Some(old.gid()));
+        file.set_permissions(std::fs::Permissions::from_mode(old.permissions().mode() & 0o777))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, old);
+        Ok(())
+    }
+}
+
+/// True when `path` (whose metadata is `meta`) is the open file `input`: the
+/// same device and inode on Unix (no open needed, so a write-only OUT can be
+/// checked), the same volume serial number and file index on Windows.
+pub fn same_file(path: &Path, meta: &std::fs::Metadata, input: &File) -> io::Result<bool> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let _ = path;
+        let theirs = input.metadata()?;
+        Ok(meta.dev() == theirs.dev() && meta.ino() == theirs.ino())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        Ok(same_file::Handle::from_path(path)? == same_file::Handle::from_file(input.try_clone()?)?)
+    }
+}
+
+/// What kind of non-regular file `meta` describes, for messages.
+pub fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_dir() {
+        return "a directory";
+    }
+    if t.is_symlink() {
+        return "a symbolic link";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+    }
+    if t.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
 
 /// Fills `buf` with the bytes of `file` at `offset`, or fails with
 /// `UnexpectedEof` when the file ends first.
@@ -135,6 +256,41 @@ mod tests {
         assert_eq!(&got[..4], b"head");
         assert_eq!(&got[4..150_004], &data[1000..151_000]);
         assert_eq!(&got[150_004..], &data[199_990..]);
+    }
+
+    #[test]
+    fn create_new_never_follows_or_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, b"precious").unwrap();
+        let exists = dir.path().join("exists");
+        std::fs::write(&exists, b"x").unwrap();
+        assert_eq!(create_new(&exists, 0o666).unwrap_err().kind(), io::ErrorKind::AlreadyExists);
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("link");
+            std::os::unix::fs::symlink(&target, &link).unwrap();
+            assert!(create_new(&link, 0o666).is_err(), "a planted symlink is never followed");
+            let dangling = dir.path().join("dangling");
+            std::os::unix::fs::symlink(dir.path().join("nowhere"), &dangling).unwrap();
+            assert!(create_new(&dangling, 0o666).is_err(), "nor a dangling one");
+            assert!(!dir.path().join("nowhere").exists());
+        }
+        assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+        let mut f = create_new(&dir.path().join("new"), 0o600).unwrap();
+        f.write_all(b"ok").unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn open_input_does_not_block_on_a_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let f = open_input(&fifo).unwrap(); // returns at once, no writer needed
+        assert_eq!(kind_of(&f.metadata().unwrap()), "a FIFO");
     }
 
     #[test]

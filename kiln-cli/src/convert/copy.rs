@@ -9,6 +9,7 @@ use std::io::{self, BufWriter, Read, Write};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::error::io_fail;
 use super::model::Source;
 use crate::platform;
 
@@ -36,24 +37,165 @@ pub struct Sink<'a> {
     zip: Option<zip::ZipArchive<&'a File>>,
     bar: ProgressBar,
     written: u64,
+    /// "IN" and "OUT" as given, for messages.
+    names: (String, String),
 }
 
+/// Reads buffered sources (byte-swapped, CRC-checked, compressed) from the input.
+pub struct Pump<'a> {
+    input: &'a File,
+    zip: Option<zip::ZipArchive<&'a File>>,
+    input_name: String,
+}
+
+impl<'a> Pump<'a> {
+    pub fn new(input: &'a File, input_name: String) -> Self {
+        Pump { input, zip: None, input_name }
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> anyhow::Result<()> {
+        platform::read_exact_at(self.input, buf, offset).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                anyhow::anyhow!("the input ended early at byte {offset} (it changed while being converted?)")
+            } else {
+                io_fail(format!("cannot read {}", self.input_name))(e)
+            }
+        })
+    }
+
+    /// Writes the `len` bytes of a buffered source to `out`, calling `step`
+    /// with each chunk's length. File sources are not buffered (see [`Sink`]).
+    pub fn run(
+        &mut self,
+        src: &Source,
+        len: u64,
+        out: &mut dyn Write,
+        out_err: &dyn Fn(io::Error) -> anyhow::Error,
+        step: &mut dyn FnMut(u64),
+    ) -> anyhow::Result<()> {
+        match src {
+            Source::Bytes(b) => {
+                out.write_all(b).map_err(out_err)?;
+                step(b.len() as u64);
+            }
+            Source::File { offset } => {
+                let mut buf = vec![0u8; BUF];
+                let mut done = 0u64;
+                while done < len {
+                    let n = usize::try_from((len - done).min(BUF as u64)).unwrap_or(BUF);
+                    self.read_at(&mut buf[..n], offset + done)?;
+                    out.write_all(&buf[..n]).map_err(out_err)?;
+                    done += n as u64;
+                    step(n as u64);
+                }
+            }
+            Source::Swap { offset, width } => {
+                let w = (*width).max(1);
+                let mut buf = vec![0u8; BUF / w * w];
+                let mut done = 0u64;
+                while done < len {
+                    let n = usize::try_from((len - done).min(buf.len() as u64)).unwrap_or(buf.len());
+                    let chunk = &mut buf[..n];
+                    self.read_at(chunk, offset + done)?;
+                    for el in chunk.chunks_exact_mut(w) {
+                        el.reverse();
+                    }
+                    out.write_all(chunk).map_err(out_err)?;
+                    done += n as u64;
+                    step(n as u64);
+                }
+            }
+            Source::Checked { offset, crc_so_far, header_len, expect, member, swap } => {
+                let w = (*swap).max(1);
+                let mut crc = crc32fast::Hasher::new_with_initial_len(*crc_so_far, *header_len);
+                let mut buf = vec![0u8; BUF / w * w];
+                let mut done = 0u64;
+                while done < len {
+                    let n = usize::try_from((len - done).min(buf.len() as u64)).unwrap_or(buf.len());
+                    let chunk = &mut buf[..n];
+                    self.read_at(chunk, offset + done)?;
+                    crc.update(chunk);
+                    if w > 1 {
+                        for el in chunk.chunks_exact_mut(w) {
+                            el.reverse();
+                        }
+                    }
+                    out.write_all(chunk).map_err(out_err)?;
+                    done += n as u64;
+                    step(n as u64);
+                }
+                let got = crc.finalize();
+                if got != *expect {
+                    anyhow::bail!(
+                        ".npz member {member}: CRC-32 {got:08x} of its bytes, the archive says {expect:08x} (a corrupt archive; np.load refuses it too)"
+                    );
+                }
+            }
+            Source::Zip { index, skip, expect, member } => {
+                if self.zip.is_none() {
+                    self.zip = Some(zip::ZipArchive::new(self.input).context("reopening the .npz archive")?);
+                }
+                let Some(zip) = self.zip.as_mut() else { anyhow::bail!("the .npz archive is not open") };
+                let mut entry = zip.by_index(*index).with_context(|| format!(".npz member {member}"))?;
+                let mut crc = crc32fast::Hasher::new();
+                let mut buf = vec![0u8; BUF];
+                let mut left = *skip;
+                while left > 0 {
+                    let want = usize::try_from(left.min(BUF as u64)).unwrap_or(BUF);
+                    let k = entry.read(&mut buf[..want]).with_context(|| format!(".npz member {member}"))?;
+                    if k == 0 {
+                        anyhow::bail!(".npz member {member} ended inside its .npy header");
+                    }
+                    crc.update(&buf[..k]);
+                    left -= k as u64;
+                }
+                let mut copied = 0u64;
+                while copied < len {
+                    let want = usize::try_from((len - copied).min(BUF as u64)).unwrap_or(BUF);
+                    let k = entry.read(&mut buf[..want]).with_context(|| format!(".npz member {member}"))?;
+                    if k == 0 {
+                        anyhow::bail!(".npz member {member} ended early ({copied} of {len} data bytes)");
+                    }
+                    crc.update(&buf[..k]);
+                    out.write_all(&buf[..k]).map_err(out_err)?;
+                    copied += k as u64;
+                    step(k as u64);
+                }
+                // Nothing may follow, and the member's CRC-32 covers every byte.
+                let extra = entry.read(&mut buf[..1]).with_context(|| format!(".npz member {member}"))?;
+                if extra != 0 {
+                    anyhow::bail!(".npz member {member} is longer than its .npy header says");
+                }
+                let got = crc.finalize();
+                if got != *expect {
+                    anyhow::bail!(
+                        ".npz member {member}: CRC-32 {got:08x} of its bytes, the archive says {expect:08x} (a corrupt archive; np.load refuses it too)"
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+const BUF: usize = 1 << 20;
+
 impl<'a> Sink<'a> {
-    pub fn new(out: File, input: &'a File, bar: ProgressBar) -> Self {
-        Sink { out: BufWriter::with_capacity(1 << 20, out), input, zip: None, bar, written: 0 }
+    pub fn new(out: File, input: &'a File, bar: ProgressBar, names: (String, String)) -> Self {
+        Sink { out: BufWriter::with_capacity(BUF, out), input, zip: None, bar, written: 0, names }
     }
 
     pub fn written(&self) -> u64 {
         self.written
     }
 
-    pub fn bytes(&mut self, b: &[u8]) -> io::Result<()> {
-        self.out.write_all(b)?;
+    pub fn bytes(&mut self, b: &[u8]) -> anyhow::Result<()> {
+        self.out.write_all(b).map_err(|e| io_fail(format!("cannot write {}", self.names.1))(e))?;
         self.written += b.len() as u64;
         Ok(())
     }
 
-    pub fn zeros(&mut self, mut n: u64) -> io::Result<()> {
+    pub fn zeros(&mut self, mut n: u64) -> anyhow::Result<()> {
         while n > 0 {
             let k = n.min(ZEROS.len() as u64) as usize;
             self.bytes(&ZEROS[..k])?;
@@ -62,79 +204,40 @@ impl<'a> Sink<'a> {
         Ok(())
     }
 
-    fn advance(&mut self, n: u64) {
-        self.written += n;
-        self.bar.inc(n);
-    }
-
     /// Writes `len` payload bytes from `src`.
     pub fn source(&mut self, src: &Source, len: u64) -> anyhow::Result<()> {
-        match src {
-            Source::Bytes(b) => {
-                self.out.write_all(b)?;
-                self.advance(b.len() as u64);
+        if let Source::File { offset } = src {
+            let mut done = 0;
+            while done < len {
+                let n = (len - done).min(CHUNK);
+                let copied = platform::copy_range(self.input, offset + done, n, &mut self.out)
+                    .map_err(|e| io_fail(format!("cannot copy {} to {}", self.names.0, self.names.1))(e))?;
+                if copied != n {
+                    anyhow::bail!("the input ended early (it changed while being converted?)");
+                }
+                done += n;
+                self.written += n;
+                self.bar.inc(n);
             }
-            Source::File { offset } => {
-                let mut done = 0;
-                while done < len {
-                    let n = (len - done).min(CHUNK);
-                    let copied = platform::copy_range(self.input, offset + done, n, &mut self.out)?;
-                    if copied != n {
-                        anyhow::bail!("the input ended early (it changed while being converted?)");
-                    }
-                    done += n;
-                    self.advance(n);
-                }
-            }
-            Source::Swap { offset, width } => {
-                let w = *width as u64;
-                let mut buf = vec![0u8; (1 << 20) / *width * *width];
-                let mut done = 0;
-                while done < len {
-                    let n = (len - done).min(buf.len() as u64) as usize;
-                    let chunk = &mut buf[..n];
-                    platform::read_exact_at(self.input, chunk, offset + done).context("reading the input")?;
-                    for el in chunk.chunks_exact_mut(*width) {
-                        el.reverse();
-                    }
-                    self.out.write_all(chunk)?;
-                    done += n as u64;
-                    self.advance(n as u64);
-                }
-                debug_assert_eq!(len % w, 0);
-            }
-            Source::Zip { index, skip } => {
-                if self.zip.is_none() {
-                    self.zip = Some(zip::ZipArchive::new(self.input).context("reopening the .npz archive")?);
-                }
-                let zip = self.zip.as_mut().expect("just set");
-                let mut entry = zip.by_index(*index)?;
-                io::copy(&mut (&mut entry).take(*skip), &mut io::sink())?;
-                let mut limited = (&mut entry).take(len);
-                let mut copied = 0u64;
-                let mut buf = vec![0u8; 1 << 20];
-                loop {
-                    let k = limited.read(&mut buf)?;
-                    if k == 0 {
-                        break;
-                    }
-                    self.out.write_all(&buf[..k])?;
-                    copied += k as u64;
-                    self.written += k as u64;
-                    self.bar.inc(k as u64);
-                }
-                if copied != len {
-                    anyhow::bail!("a compressed .npz member ended early");
-                }
-            }
+            return Ok(());
         }
-        Ok(())
+        let mut pump = Pump { input: self.input, zip: self.zip.take(), input_name: self.names.0.clone() };
+        let out_name = self.names.1.clone();
+        let out_err = move |e: io::Error| io_fail(format!("cannot write {out_name}"))(e);
+        let (written, bar) = (&mut self.written, &self.bar);
+        let result = pump.run(src, len, &mut self.out, &out_err, &mut |n| {
+            *written += n;
+            bar.inc(n);
+        });
+        self.zip = pump.zip;
+        result
     }
 
     /// Flushes and returns the file.
     pub fn finish(self) -> anyhow::Result<File> {
         self.bar.finish_and_clear();
-        let f = self.out.into_inner().map_err(|e| e.into_error())?;
+        let name = self.names.1.clone();
+        let f = self.out.into_inner().map_err(|e| io_fail(format!("cannot write {name}"))(e.into_error()))?;
         Ok(f)
     }
 }

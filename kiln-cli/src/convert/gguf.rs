@@ -6,11 +6,13 @@
 //! arithmetic, and nested arrays are limited to 16 levels. Nothing is copied
 //! out of the file except metadata text.
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::Context;
 
 use super::codes::{ggml_block, ggml_code, ggml_dense};
+use super::error::at as at_byte;
 use super::json;
-use super::model::{Format, Model, Source, TensorOut, KEY_SOURCE_TYPES, KEY_VALUE_ENCODING};
+use super::meta::{Dups, ValueWriter};
+use super::model::{Format, Model, ReadOptions, Source, TensorOut, KEY_SOURCE_TYPES, KEY_VALUE_ENCODING};
 
 const MAX_DEPTH: usize = 16;
 const DEFAULT_ALIGNMENT: u64 = 32;
@@ -72,7 +74,7 @@ impl<'a> Cur<'a> {
             .ok()
             .and_then(|n| self.pos.checked_add(n))
             .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| anyhow!("{what} at byte {} runs past the end of the file ({n} bytes)", self.pos))?;
+            .ok_or_else(|| at_byte(self.pos as u64, format!("{what} runs past the end of the file ({n} bytes)")))?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -93,141 +95,233 @@ impl<'a> Cur<'a> {
     fn check_count(&self, count: u64, min: u64, what: &str) -> anyhow::Result<()> {
         match count.checked_mul(min) {
             Some(need) if need <= self.remaining() => Ok(()),
-            _ => bail!("{what} count {count} at byte {} needs more bytes than the file has", self.pos),
+            _ => Err(at_byte(self.pos as u64, format!("{what} count {count} needs more bytes than the file has"))),
         }
     }
     fn string(&mut self, what: &str) -> anyhow::Result<&'a str> {
         let len = self.u64(what)?;
         let at = self.pos;
         let b = self.take(len, what)?;
-        std::str::from_utf8(b).map_err(|_| anyhow!("{what} at byte {at} is not UTF-8"))
+        std::str::from_utf8(b).map_err(|_| at_byte(at as u64, format!("{what} is not UTF-8")))
     }
 }
 
-/// Reads one value as JSON text; returns (json, type description).
-fn value(c: &mut Cur<'_>, t: u32, depth: usize) -> anyhow::Result<(String, String)> {
+/// Writes one value as JSON text into the metadata arena (within its
+/// budget, as it is read); returns the value's type description.
+fn value(c: &mut Cur<'_>, t: u32, depth: usize, w: &mut ValueWriter<'_>) -> anyhow::Result<String> {
     Ok(match t {
-        T_U8 => (c.arr::<1>("u8")?[0].to_string(), "u8".into()),
-        T_I8 => ((c.arr::<1>("i8")?[0] as i8).to_string(), "i8".into()),
-        T_U16 => (u16::from_le_bytes(c.arr("u16")?).to_string(), "u16".into()),
-        T_I16 => (i16::from_le_bytes(c.arr("i16")?).to_string(), "i16".into()),
-        T_U32 => (c.u32("u32")?.to_string(), "u32".into()),
-        T_I32 => (i32::from_le_bytes(c.arr("i32")?).to_string(), "i32".into()),
-        T_F32 => (json::f32(f32::from_le_bytes(c.arr("f32")?)), "f32".into()),
-        T_BOOL => match c.arr::<1>("bool")?[0] {
-            0 => ("false".into(), "bool".into()),
-            1 => ("true".into(), "bool".into()),
-            b => bail!("bool byte {b} at byte {}", c.pos - 1),
-        },
-        T_STRING => (json::string(c.string("string")?), "string".into()),
-        T_U64 => (c.u64("u64")?.to_string(), "u64".into()),
-        T_I64 => (i64::from_le_bytes(c.arr("i64")?).to_string(), "i64".into()),
-        T_F64 => (json::f64(f64::from_le_bytes(c.arr("f64")?)), "f64".into()),
+        T_U8 => {
+            w.push_str(&c.arr::<1>("u8")?[0].to_string())?;
+            "u8".into()
+        }
+        T_I8 => {
+            w.push_str(&i8::from_le_bytes(c.arr("i8")?).to_string())?;
+            "i8".into()
+        }
+        T_U16 => {
+            w.push_str(&u16::from_le_bytes(c.arr("u16")?).to_string())?;
+            "u16".into()
+        }
+        T_I16 => {
+            w.push_str(&i16::from_le_bytes(c.arr("i16")?).to_string())?;
+            "i16".into()
+        }
+        T_U32 => {
+            w.push_str(&c.u32("u32")?.to_string())?;
+            "u32".into()
+        }
+        T_I32 => {
+            w.push_str(&i32::from_le_bytes(c.arr("i32")?).to_string())?;
+            "i32".into()
+        }
+        T_F32 => {
+            w.push_str(&json::f32(f32::from_le_bytes(c.arr("f32")?)))?;
+            "f32".into()
+        }
+        T_BOOL => {
+            let at = c.pos;
+            match c.arr::<1>("bool")?[0] {
+                0 => w.push_str("false")?,
+                1 => w.push_str("true")?,
+                b => return Err(at_byte(at, format!("bool byte {b} (must be 0 or 1)"))),
+            }
+            "bool".into()
+        }
+        T_STRING => {
+            w.push_str(&json::string(c.string("string")?))?;
+            "string".into()
+        }
+        T_U64 => {
+            w.push_str(&c.u64("u64")?.to_string())?;
+            "u64".into()
+        }
+        T_I64 => {
+            w.push_str(&i64::from_le_bytes(c.arr("i64")?).to_string())?;
+            "i64".into()
+        }
+        T_F64 => {
+            w.push_str(&json::f64(f64::from_le_bytes(c.arr("f64")?)))?;
+            "f64".into()
+        }
         T_ARRAY => {
             if depth >= MAX_DEPTH {
-                bail!("arrays nested deeper than {MAX_DEPTH} at byte {}", c.pos);
+                return Err(at_byte(c.pos, format!("arrays nested deeper than {MAX_DEPTH}")));
             }
+            let type_at = c.pos;
             let et = c.u32("array type")?;
-            let min = min_size(et).ok_or_else(|| anyhow!("unknown array element type {et} at byte {}", c.pos - 4))?;
+            let min = min_size(et).ok_or_else(|| at_byte(type_at, format!("unknown array element type {et}")))?;
             let n = c.u64("array count")?;
             c.check_count(n, min, "array")?;
-            let mut out = String::from("[");
+            w.push('[')?;
             let mut inner = String::new();
             for i in 0..n {
                 if i > 0 {
-                    out.push(',');
+                    w.push(',')?;
                 }
-                let (v, ty) = value(c, et, depth + 1)?;
-                out.push_str(&v);
+                let ty = value(c, et, depth + 1, w)?;
                 if i == 0 {
                     inner = ty;
                 }
             }
-            out.push(']');
+            w.push(']')?;
             if n == 0 {
                 inner = type_name(et).to_string();
             }
-            (out, format!("array<{inner}>"))
+            format!("array<{inner}>")
         }
-        other => bail!("unknown metadata value type {other} at byte {}", c.pos - 4),
+        other => return Err(at_byte(c.pos.saturating_sub(4), format!("unknown metadata value type {other}"))),
     })
 }
 
-pub fn read(bytes: &[u8]) -> anyhow::Result<Model> {
+/// The most tensors a Kiln directory can name: names are non-empty and the
+/// name heap holds at most 65,535 bytes.
+pub const MAX_KILN_TENSORS: u64 = 65_535;
+
+pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
     let mut c = Cur { buf: bytes, pos: 0 };
     let magic = c.arr::<4>("magic")?;
     if &magic != b"GGUF" {
-        bail!("not a GGUF file");
+        return Err(at_byte(0, "not a GGUF file (magic)"));
     }
     let version = c.u32("version")?;
     if !(2..=3).contains(&version) {
-        bail!("GGUF version {version} is not supported (2 and 3 are)");
+        let swapped = version.swap_bytes();
+        if (1..=3).contains(&swapped) {
+            return Err(at_byte(
+                4,
+                format!(
+                    "a big-endian GGUF file (version {swapped}, byte-swapped); only little-endian GGUF is supported"
+                ),
+            ));
+        }
+        return Err(at_byte(4, format!("GGUF version {version} is not supported (2 and 3 are)")));
     }
     let tensor_count = c.u64("tensor_count")?;
     let kv_count = c.u64("metadata_kv_count")?;
     // Minimum sizes: a KV is key (8) + type (4) + 1; a tensor info is name (8) + n_dims (4) + type (4) + offset (8).
     c.check_count(kv_count, 13, "metadata")?;
     c.check_count(tensor_count, 24, "tensor")?;
+    // What Kiln can hold, before anything is allocated: a dict count is a
+    // u32, and a directory names at most 65,535 tensors.
+    if tensor_count > MAX_KILN_TENSORS {
+        return Err(at_byte(
+            8,
+            format!(
+                "{tensor_count} tensors: a Kiln directory holds at most {MAX_KILN_TENSORS} (its names share a 64 KiB heap)"
+            ),
+        ));
+    }
+    if kv_count > u64::from(u32::MAX) {
+        return Err(at_byte(16, format!("{kv_count} metadata pairs: a Kiln dict holds at most 2^32 - 1")));
+    }
 
-    let mut model = Model::new(Format::Gguf);
-    model.metadata.insert(KEY_VALUE_ENCODING.into(), "json".into());
-    let mut types = serde_json::Map::new();
+    let mut model = Model::new(Format::Gguf, opts);
+    model.metadata.set_own(KEY_VALUE_ENCODING, "json".into());
     let mut alignment = DEFAULT_ALIGNMENT;
     for _ in 0..kv_count {
         let key_at = c.pos;
-        let key = c.string("metadata key")?.to_string();
+        let key = c.string("metadata key")?;
+        let type_at = c.pos;
         let t = c.u32("metadata value type")?;
-        let (v, ty) = value(&mut c, t, 0).with_context(|| format!("metadata key {key:?}"))?;
         if key == "general.alignment" {
             if t != T_U32 {
-                bail!("general.alignment is a {} (must be u32)", type_name(t));
+                return Err(at_byte(type_at, format!("general.alignment is a {} (must be u32)", type_name(t))));
             }
-            alignment = v.parse().context("general.alignment")?;
+            let a = u32::from_le_bytes(
+                bytes.get(c.pos..).and_then(|b| b.get(..4)).and_then(|b| b.try_into().ok()).unwrap_or([0; 4]),
+            );
+            alignment = u64::from(a);
             if alignment == 0 || !alignment.is_power_of_two() {
-                bail!("general.alignment {alignment} is not a power of two");
+                return Err(at_byte(c.pos, format!("general.alignment {alignment} is not a power of two")));
             }
         }
-        if model.metadata.contains_key(&key) {
-            bail!("metadata key {key:?} at byte {key_at} appears twice");
-        }
-        types.insert(key.clone(), serde_json::Value::String(ty));
-        model.metadata.insert(key, v);
+        model
+            .metadata
+            .push_with(key, |w| value(&mut c, t, 0, w))
+            .with_context(|| format!("metadata key {key:?} (at byte {key_at})"))?;
     }
-    model.metadata.insert(KEY_SOURCE_TYPES.into(), serde_json::Value::Object(types).to_string());
+    let notes = model.metadata.seal(Dups::Refuse)?;
+    model.notes.extend(notes);
+    let moved = model.metadata.protect()?;
+    model.notes.extend(moved);
+    let types = model.metadata.types_json()?;
+    model.metadata.set_own(KEY_SOURCE_TYPES, types);
 
     struct Info {
         name: String,
         dims: Vec<u64>,
         ty: u32,
         offset: u64,
+        at: usize,
     }
     let mut infos = Vec::new();
+    let mut name_bytes = 0u64;
     for _ in 0..tensor_count {
+        let at = c.pos;
         let name = c.string("tensor name")?.to_string();
+        name_bytes = name_bytes.saturating_add(name.len() as u64);
+        if name_bytes > MAX_KILN_TENSORS {
+            return Err(at_byte(
+                at,
+                format!(
+                    "tensor {name}: the tensor names need more than 65,535 bytes, a Kiln limit (name offsets are u16)"
+                ),
+            ));
+        }
+        let dims_at = c.pos;
         let n_dims = c.u32("n_dims")?;
         if n_dims > 8 {
-            bail!("tensor {name}: {n_dims} dimensions (Kiln and ggml allow at most 8)");
+            return Err(at_byte(
+                dims_at,
+                format!("tensor {name}: {n_dims} dimensions (Kiln and ggml allow at most 8)"),
+            ));
         }
         c.check_count(u64::from(n_dims), 8, "dimension")?;
         let dims = (0..n_dims).map(|_| c.u64("dimension")).collect::<anyhow::Result<Vec<_>>>()?;
         let ty = c.u32("tensor type")?;
         let offset = c.u64("tensor offset")?;
-        infos.push(Info { name, dims, ty, offset });
+        infos.push(Info { name, dims, ty, offset, at });
     }
     let data_start = (c.pos as u64).div_ceil(alignment) * alignment;
     let file_len = bytes.len() as u64;
     if data_start > file_len && !infos.is_empty() {
-        bail!("the tensor data section starts at {data_start}, past the end of the file ({file_len})");
+        return Err(at_byte(
+            c.pos,
+            format!("the tensor data section starts at {data_start}, past the end of the file ({file_len})"),
+        ));
     }
     for info in infos {
-        let Info { name, dims, ty, offset } = info;
+        let Info { name, dims, ty, offset, at } = info;
         if offset % alignment != 0 {
-            bail!("tensor {name}: offset {offset} is not a multiple of the alignment {alignment}");
+            return Err(at_byte(
+                at,
+                format!("tensor {name}: offset {offset} is not a multiple of the alignment {alignment}"),
+            ));
         }
         let count = dims
             .iter()
             .try_fold(1u64, |a, &d| a.checked_mul(d))
-            .ok_or_else(|| anyhow!("tensor {name}: the element count overflows"))?;
+            .ok_or_else(|| at_byte(at, format!("tensor {name}: the element count overflows")))?;
         // ggml lists the fastest-varying dimension first; Kiln (like NumPy) lists it last.
         let shape: Vec<u64> = dims.iter().rev().copied().collect();
         let (len, tensor) = if let Some(dtype) = ggml_dense(ty) {
@@ -235,15 +329,19 @@ pub fn read(bytes: &[u8]) -> anyhow::Result<Model> {
                 kiln_nostd::Width::Bytes(w) => u64::from(w),
                 _ => unreachable!("dense ggml types are whole-byte"),
             };
-            let len = count.checked_mul(width).ok_or_else(|| anyhow!("tensor {name}: size overflows"))?;
+            let len = count.checked_mul(width).ok_or_else(|| at_byte(at, format!("tensor {name}: size overflows")))?;
             (len, TensorOut::dense(&name, dtype, shape, 0, len))
         } else if let Some(b) = ggml_block(ty) {
             let row = dims.first().copied().unwrap_or(1);
             if row % b.elements != 0 {
-                bail!("tensor {name}: {} needs rows of a multiple of {} elements, not {row}", b.name, b.elements);
+                return Err(at_byte(
+                    at,
+                    format!("tensor {name}: {} needs rows of a multiple of {} elements, not {row}", b.name, b.elements),
+                ));
             }
-            let len =
-                (count / b.elements).checked_mul(b.bytes).ok_or_else(|| anyhow!("tensor {name}: size overflows"))?;
+            let len = (count / b.elements)
+                .checked_mul(b.bytes)
+                .ok_or_else(|| at_byte(at, format!("tensor {name}: size overflows")))?;
             let t =
                 TensorOut::opaque(&name, ggml_code(&b), b.name, b.bytes as u32, shape, Source::File { offset: 0 }, len);
             (len, t)
@@ -253,10 +351,15 @@ pub fn read(bytes: &[u8]) -> anyhow::Result<Model> {
             ));
             continue;
         };
-        let abs =
-            data_start.checked_add(offset).filter(|s| s.checked_add(len).is_some_and(|e| e <= file_len)).ok_or_else(
-                || anyhow!("tensor {name}: bytes {offset}+{len} of the data section run past the end of the file"),
-            )?;
+        let abs = data_start
+            .checked_add(offset)
+            .filter(|s| s.checked_add(len).is_some_and(|e| e <= file_len))
+            .ok_or_else(|| {
+                at_byte(
+                    at,
+                    format!("tensor {name}: bytes {offset}+{len} of the data section run past the end of the file"),
+                )
+            })?;
         let mut tensor = tensor;
         tensor.source = Source::File { offset: abs };
         model.tensors.push(tensor);
@@ -314,9 +417,9 @@ mod tests {
 
     #[test]
     fn reads_a_small_file() {
-        let m = read(&sample()).unwrap();
-        assert_eq!(m.metadata["general.name"], "\"tiny\"");
-        assert_eq!(m.metadata["x.nested"], "[[1,2],[3]]");
+        let m = read(&sample(), &ReadOptions::default()).unwrap();
+        assert_eq!(m.metadata.get("general.name"), Some("\"tiny\""));
+        assert_eq!(m.metadata.get("x.nested"), Some("[[1,2],[3]]"));
         assert_eq!(m.tensors.len(), 2);
         assert_eq!((m.tensors[0].shape.clone(), m.tensors[0].len), (vec![3, 2], 24));
         assert_eq!((m.tensors[1].shape.clone(), m.tensors[1].len, m.tensors[1].block_size), (vec![1, 32], 34, 34));
@@ -327,13 +430,13 @@ mod tests {
     fn every_prefix_and_corruption_is_an_error_not_a_panic() {
         let f = sample();
         for n in 0..f.len() {
-            assert!(read(&f[..n]).is_err(), "prefix {n}");
+            assert!(read(&f[..n], &ReadOptions::default()).is_err(), "prefix {n}");
         }
         for at in 0..f.len() {
             for v in [0u8, 0x7f, 0xff] {
                 let mut b = f.clone();
                 b[at] = v;
-                let _ = read(&b);
+                let _ = read(&b, &ReadOptions::default());
             }
         }
     }

@@ -5,13 +5,16 @@ use anyhow::{anyhow, bail};
 use kiln_nostd::frozen::{self, Schema};
 use kiln_nostd::{Directory, Limits, Parser};
 
-use super::model::{Format, Model, QuantOut, Source, TensorOut};
-use super::write_kiln::RECORD_TYPE;
+use super::meta::Dups;
+use super::model::{Format, Model, QuantOut, ReadOptions, Source, TensorOut};
+use super::write_kiln::{KEY_PAD, RECORD_TYPE};
 
-/// The record's tensors and metadata, or a standalone directory.
-pub fn read(bytes: &[u8]) -> anyhow::Result<Model> {
-    let mut model = Model::new(Format::Kiln);
-    model.metadata.clear();
+/// The record's tensors and metadata, or a standalone directory. The
+/// record's `kiln.convert.*` keys were written by an earlier conversion and
+/// still describe its values: they are carried as they are (the padding key
+/// is recomputed).
+pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
+    let mut model = Model::new(Format::Kiln, opts);
     let dir = if bytes.starts_with(b"KLN0") {
         let schema: Schema = Schema::parse(RECORD_TYPE).map_err(|e| anyhow!("{e}"))?;
         let v = frozen::read(bytes, &schema, &Limits::MAX, true)
@@ -19,8 +22,11 @@ pub fn read(bytes: &[u8]) -> anyhow::Result<Model> {
         let dict = v.field("metadata").and_then(|m| m.as_dict()).ok_or_else(|| anyhow!("record without metadata"))?;
         for (k, val) in dict.iter() {
             let val = val.as_str().ok_or_else(|| anyhow!("metadata value of {k} is not a string"))?;
-            model.metadata.insert(k.to_string(), val.to_string());
+            if k != KEY_PAD {
+                model.metadata.push(k, val, "")?;
+            }
         }
+        model.metadata.seal(Dups::Refuse)?;
         v.field("tensors").and_then(|t| t.as_tensors()).ok_or_else(|| anyhow!("record without tensors"))?
     } else {
         let dir: Directory<'_> = Parser::new()

@@ -10,29 +10,34 @@
 
 mod codes;
 mod copy;
+pub mod error;
 mod gguf;
 mod hk_in;
 mod json;
 mod kiln_in;
-mod model;
+pub mod meta;
+pub mod model;
 mod npy;
+mod outfile;
 mod safetensors_in;
 mod write_kiln;
 mod write_safetensors;
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
 use kiln_nostd::frozen::{self, Schema};
 use kiln_nostd::{Limits, Parser};
 use memmap2::Mmap;
 
 use crate::platform;
+use error::{io_fail, Usage};
 pub use model::Format;
-use model::Model;
+pub use model::{Model, ReadOptions, Source};
+use outfile::Target;
 pub use write_kiln::RECORD_TYPE;
 
 /// Progress bars appear for conversions of at least this many payload bytes.
@@ -50,6 +55,21 @@ pub enum From {
     Kiln,
 }
 
+impl From {
+    /// The forced format, or `None` for detection.
+    pub fn format(self) -> Option<Format> {
+        match self {
+            From::Auto => None,
+            From::Safetensors => Some(Format::Safetensors),
+            From::Gguf => Some(Format::Gguf),
+            From::Hk => Some(Format::Hk),
+            From::Npy => Some(Format::Npy),
+            From::Npz => Some(Format::Npz),
+            From::Kiln => Some(Format::Kiln),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum To {
     /// `.safetensors` output names choose safetensors, anything else a Kiln record.
@@ -62,20 +82,73 @@ pub enum To {
     Safetensors,
 }
 
+/// A byte count: digits with an optional K, M, G or T suffix (powers of 1024).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("{text:?}: use digits with an optional K, M, G or T suffix")),
+            };
+            (t.get(..i).unwrap_or(""), shift)
+        }
+        _ => (t, 0),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{text:?}: use digits with an optional K, M, G or T suffix"))?;
+    n.checked_mul(1u64 << shift).ok_or_else(|| format!("{text:?} is too large"))
+}
+
+/// What every reader of foreign formats may spend, and whether HK lineage is checked.
+#[derive(Args, Debug, Clone)]
+pub struct ReadArgs {
+    /// Input format, when detection from the first bytes should be overridden.
+    #[arg(long, value_enum, default_value_t = From::Auto)]
+    pub from: From,
+    /// Do not verify the SHA-256 lineage of HK appendix records (verified by default; a note says it was skipped).
+    #[arg(long)]
+    pub no_verify_lineage: bool,
+    /// The most bytes the converted metadata may take (the whole dictionary); more is refused.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
+    pub metadata_budget: u64,
+    /// .npz: refuse a compressed member that decompresses to more than this.
+    #[arg(long, value_name = "SIZE", default_value = "64G", value_parser = parse_size)]
+    pub max_member_size: u64,
+    /// .npz: refuse a compressed member whose decompressed/compressed ratio is above this.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub max_ratio: u64,
+}
+
+impl ReadArgs {
+    pub fn options(&self) -> ReadOptions {
+        ReadOptions {
+            metadata_budget: self.metadata_budget,
+            max_member: self.max_member_size,
+            max_ratio: self.max_ratio,
+            verify_lineage: !self.no_verify_lineage,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
     /// The input file (safetensors, GGUF, HK, .npy, .npz or Kiln; detected from its bytes).
     #[arg(value_name = "IN")]
     pub input: PathBuf,
-    /// The output file. It is written to a temporary file beside it and renamed at the end.
+    /// The output file, a regular file (or a link to one, which is written through).
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
-    /// Input format, when detection should be overridden.
-    #[arg(long, value_enum, default_value_t = From::Auto)]
-    pub from: From,
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = To::Auto)]
     pub to: To,
+    /// fsync the output before renaming it into place (durable across a power cut; slower).
+    #[arg(long)]
+    pub fsync: bool,
     /// No progress bar and no summary line (notes about what was not carried are still printed).
     #[arg(short, long)]
     pub quiet: bool,
@@ -90,135 +163,210 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
-fn open(path: &Path) -> anyhow::Result<(File, Option<Mmap>)> {
-    let file = File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let meta = file.metadata()?;
+/// The open input: a regular file and its map (none when empty).
+pub struct Input {
+    pub file: File,
+    pub map: Option<Mmap>,
+}
+
+impl Input {
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+/// Opens IN: a regular file, never waiting on a FIFO (exit 2 for anything else).
+pub fn open(path: &Path) -> anyhow::Result<Input> {
+    let file = platform::open_input(path).map_err(io_fail(format!("cannot read {}", path.display())))?;
+    let meta = file.metadata().map_err(io_fail(format!("cannot read {}", path.display())))?;
     if !meta.is_file() {
-        bail!("{} is not a regular file", path.display());
+        return Err(Usage(format!(
+            "{} is {}; the input must be a regular file",
+            path.display(),
+            platform::kind_of(&meta)
+        ))
+        .into());
     }
     if meta.len() == 0 {
-        return Ok((file, None));
+        return Ok(Input { file, map: None });
     }
     // SAFETY: read-only map of a regular file. If another process truncates
     // it while we read, accesses fault (SIGBUS), as with any mapped reader;
     // the payload bytes are read through the file descriptor, not the map.
-    let map = unsafe { Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
-    Ok((file, Some(map)))
+    let map = unsafe { Mmap::map(&file) }.map_err(io_fail(format!("cannot map {}", path.display())))?;
+    Ok(Input { file, map: Some(map) })
 }
 
-fn read_model(format: Format, file: &File, bytes: &[u8], input: &Path) -> anyhow::Result<Model> {
-    match format {
-        Format::Safetensors => safetensors_in::read(bytes),
-        Format::Gguf => gguf::read(bytes),
-        Format::Hk => hk_in::read(bytes),
+/// The input's format: forced, or detected from its first bytes.
+pub fn format_of(input: &Input, path: &Path, from: From) -> anyhow::Result<Format> {
+    match from.format() {
+        Some(f) => Ok(f),
+        None => Format::detect(input.bytes()).ok_or_else(|| {
+            anyhow!("{}: not a recognised format (safetensors, GGUF, HK, .npy, .npz, Kiln)", path.display())
+        }),
+    }
+}
+
+/// Reads the input with its format's reader. `kiln_limits` false (validate,
+/// inspect) reports the format's own verdict, not what Kiln cannot hold.
+pub fn read_model(
+    format: Format,
+    input: &Input,
+    path: &Path,
+    opts: &ReadOptions,
+    kiln_limits: bool,
+) -> anyhow::Result<Model> {
+    let bytes = input.bytes();
+    let model = match format {
+        Format::Safetensors => safetensors_in::read(bytes, opts, kiln_limits),
+        Format::Gguf => gguf::read(bytes, opts),
+        Format::Hk => hk_in::read(bytes, opts),
         Format::Npy => {
-            let stem = input.file_stem().and_then(|s| s.to_str()).filter(|s| !s.is_empty()).unwrap_or("array");
-            npy::read_npy(bytes, stem)
+            let stem = path.file_stem().and_then(|s| s.to_str()).filter(|s| !s.is_empty()).unwrap_or("array");
+            npy::read_npy(bytes, stem, opts)
         }
-        Format::Npz => npy::read_npz(file, bytes),
-        Format::Kiln => kiln_in::read(bytes),
-    }
+        Format::Npz => npy::read_npz(&input.file, bytes, opts),
+        Format::Kiln => kiln_in::read(bytes, opts),
+    };
+    model.with_context(|| format!("{} ({})", path.display(), format.name()))
 }
 
-/// A temporary file beside `out`, removed unless it is persisted.
-struct Temp {
-    path: PathBuf,
-    keep: bool,
-}
-
-impl Temp {
-    fn new(out: &Path) -> anyhow::Result<(Temp, File)> {
-        let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let name = out.file_name().ok_or_else(|| anyhow!("{} is not a file name", out.display()))?;
-        let path = dir.join(format!(".{}.kiln-convert-{}", name.to_string_lossy(), std::process::id()));
-        let file = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-        Ok((Temp { path, keep: false }, file))
-    }
-    fn persist(mut self, out: &Path) -> anyhow::Result<()> {
-        platform::replace(&self.path, out).with_context(|| format!("cannot rename to {}", out.display()))?;
-        self.keep = true;
-        Ok(())
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        if !self.keep {
-            let _ = fs::remove_file(&self.path);
+/// Reads every buffered payload once without writing it: the CRC-32 of each
+/// `.npz` member (what `kiln validate` checks that only reading the data can).
+pub fn check_payloads(model: &Model, input: &Input, path: &Path) -> anyhow::Result<()> {
+    let mut pump = copy::Pump::new(&input.file, path.display().to_string());
+    for t in &model.tensors {
+        if matches!(t.source, Source::Checked { .. } | Source::Zip { .. }) {
+            pump.run(&t.source, t.len, &mut std::io::sink(), &|e| anyhow!(e), &mut |_| {})
+                .with_context(|| format!("{} ({})", path.display(), model.format.name()))?;
         }
     }
+    Ok(())
 }
 
 /// Runs one conversion. Errors about the input's content come back as
-/// `Err` with the message; the caller maps them to exit codes.
+/// `Err` with the message; [`error::exit_code`] maps them to exit codes.
 pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
-    let (file, map) = open(&args.input)?;
-    let bytes: &[u8] = map.as_deref().unwrap_or(&[]);
-    let format = match args.from {
-        From::Auto => Format::detect(bytes).ok_or_else(|| {
-            anyhow!("{}: not a recognised format (safetensors, GGUF, HK, .npy, .npz, Kiln)", args.input.display())
-        })?,
-        From::Safetensors => Format::Safetensors,
-        From::Gguf => Format::Gguf,
-        From::Hk => Format::Hk,
-        From::Npy => Format::Npy,
-        From::Npz => Format::Npz,
-        From::Kiln => Format::Kiln,
-    };
-    let mut model = read_model(format, &file, bytes, &args.input)
-        .with_context(|| format!("{} ({})", args.input.display(), format.name()))?;
+    let input = open(&args.input)?;
     let to = match args.to {
         To::Auto if args.output.extension().is_some_and(|e| e == "safetensors") => To::Safetensors,
         To::Auto => To::Record,
         other => other,
     };
+    // Refuse what must not be replaced before reading anything.
+    let out = Target::resolve(&args.output, &input.file)?;
+    let side = if to == To::Tensors { Some(Target::resolve(&sidecar(&args.output), &input.file)?) } else { None };
+    let format = format_of(&input, &args.input, args.read.from)?;
     if to == To::Safetensors && format != Format::Kiln {
-        bail!("safetensors output is for Kiln inputs (the way back); convert {} to Kiln first", format.name());
+        return Err(Usage(format!(
+            "safetensors output is for Kiln inputs (the way back); convert {} to Kiln first",
+            format.name()
+        ))
+        .into());
     }
+    let opts = args.read.options();
+    let mut model = read_model(format, &input, &args.input, &opts, true)?;
+    let in_name = format!("{} ({})", args.input.display(), format.name());
     let mut notes = std::mem::take(&mut model.notes);
     let total = model.payload_bytes();
     let bar = copy::progress(total, PROGRESS_MIN, args.quiet);
-    let (temp, out) = Temp::new(&args.output)?;
-    let mut sink = copy::Sink::new(out, &file, bar);
+    let temp = out.temp()?;
+    let mut sink = copy::Sink::new(
+        temp.file()?,
+        &input.file,
+        bar,
+        (args.input.display().to_string(), args.output.display().to_string()),
+    );
+    // Where the block starts in OUT, to name the tensor of a fault the check finds.
+    let mut block_at = 0u64;
+    let mut plan_offsets: Option<(u64, Vec<u64>)> = None;
     match to {
         To::Record | To::Tensors => {
-            let plan = write_kiln::plan(&model.tensors)?;
+            let plan = write_kiln::plan(&model.tensors).with_context(|| in_name.clone())?;
             if to == To::Record {
                 let modulus = write_kiln::pad_modulus(total);
                 let pad = write_kiln::pad_len(&model.tensors, &plan, &model.metadata, modulus)?;
-                model.metadata.insert(write_kiln::KEY_PAD.to_string(), " ".repeat(pad));
+                model.metadata.set_own(write_kiln::KEY_PAD, " ".repeat(pad));
                 sink.bytes(&write_kiln::frame())?;
-                sink.bytes(&write_kiln::encode_dict(&model.metadata)?)?;
+                write_kiln::write_dict(&mut sink, &model.metadata)?;
+                block_at = sink.written();
             }
-            write_kiln::write_block(&mut sink, &model.tensors, &plan)?;
+            write_kiln::write_block(&mut sink, &model.tensors, &plan).with_context(|| in_name.clone())?;
+            plan_offsets = Some((plan.head.len() as u64, plan.offsets));
         }
         To::Safetensors => {
-            let plan = write_safetensors::plan(&model, &mut notes)?;
-            write_safetensors::write(&mut sink, &model, &plan)?;
+            let plan = write_safetensors::plan(&model, &mut notes).with_context(|| in_name.clone())?;
+            write_safetensors::write(&mut sink, &model, &plan).with_context(|| in_name.clone())?;
         }
         To::Auto => unreachable!(),
     }
     let written = sink.written();
-    // No fsync, like cp: the rename makes the result appear whole to other
-    // readers; durability across a power cut is the caller's `sync`.
     drop(sink.finish()?);
-    verify(&temp.path, to).context("the written file did not check out")?;
-    if to == To::Tensors {
-        let side = sidecar(&args.output);
-        let mut f = File::create(&side).with_context(|| format!("cannot create {}", side.display()))?;
-        f.write_all(serde_json::to_string_pretty(&model.metadata)?.as_bytes())?;
-        f.write_all(b"\n")?;
-        notes.push(format!("metadata written to {} (a standalone directory holds tensors only)", side.display()));
+    if args.fsync {
+        outfile::sync(&temp)?;
+    }
+    if let Err(e) = verify(temp.path(), to) {
+        let culprit = plan_offsets.as_ref().and_then(|(head, offsets)| locate(&model, block_at + head, offsets, &e));
+        return Err(match culprit {
+            Some(c) => {
+                anyhow!("{in_name}: {c}: {e} (a Kiln limit: the output would not be valid Kiln, so none was written)")
+            }
+            None => anyhow!("{in_name}: the written file did not check out: {e}"),
+        });
+    }
+    let mut outputs = vec![(temp, &out)];
+    if let (Some(side), To::Tensors) = (&side, to) {
+        let st = side.temp()?;
+        let mut f = st.file()?;
+        let write = |f: &mut File| -> std::io::Result<()> {
+            let mut w = std::io::BufWriter::new(f);
+            w.write_all(b"{")?;
+            for (i, (k, v)) in model.metadata.iter().enumerate() {
+                w.write_all(if i == 0 { b"\n  " } else { b",\n  " })?;
+                serde_json::to_writer(&mut w, k)?;
+                w.write_all(b": ")?;
+                serde_json::to_writer(&mut w, v)?;
+            }
+            w.write_all(if model.metadata.len() == 0 { b"}\n" } else { b"\n}\n" })?;
+            w.flush()
+        };
+        write(&mut f).map_err(io_fail(format!("cannot write {}", side.given.display())))?;
+        drop(f);
+        if args.fsync {
+            outfile::sync(&st)?;
+        }
+        notes.push(format!("metadata written to {} (a standalone directory holds tensors only)", side.given.display()));
+        outputs.push((st, side));
     }
     large_value_notes(&model, &mut notes);
-    // Close the input before replacing OUT: OUT may be the input itself, and
-    // Windows cannot replace a file this process still has mapped.
-    drop(map);
-    drop(file);
-    temp.persist(&args.output)?;
+    // Close the input before replacing OUT (Windows cannot replace a file
+    // this process still has mapped; OUT is never the input, but may share
+    // its directory entry's folder).
+    drop(input);
+    outfile::persist(outputs)?;
     Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written, notes })
 }
 
+/// For a fault the check found at an offset of OUT inside a payload: which
+/// tensor, and where that byte is in the input.
+fn locate(model: &Model, payload_base: u64, offsets: &[u64], e: &VerifyError) -> Option<String> {
+    let at = e.offset?;
+    for (t, &off) in model.tensors.iter().zip(offsets) {
+        let start = payload_base + off;
+        if at >= start && at < start + t.len.max(1) {
+            let delta = at - start;
+            let input_at = match &t.source {
+                Source::File { offset } | Source::Swap { offset, .. } | Source::Checked { offset, .. } => {
+                    format!("byte {} of the input", offset + delta)
+                }
+                Source::Zip { member, skip, .. } => format!("byte {} of .npz member {member}", skip + delta),
+                Source::Bytes(_) => format!("byte {delta} of its payload"),
+            };
+            return Some(format!("tensor {} ({}), {input_at}", t.name, t.dtype.name()));
+        }
+    }
+    None
+}
 /// `OUT.meta.json`.
 pub fn sidecar(out: &Path) -> PathBuf {
     let mut s = out.as_os_str().to_owned();
@@ -228,7 +376,7 @@ pub fn sidecar(out: &Path) -> PathBuf {
 
 fn large_value_notes(model: &Model, notes: &mut Vec<String>) {
     let cap = u64::from(kiln_nostd::DEFAULT_CAP);
-    for (k, v) in &model.metadata {
+    for (k, v) in model.metadata.iter() {
         if v.len() as u64 > cap {
             notes.push(format!(
                 "metadata {k}: {} bytes, above the default 16 MiB string cap; readers must raise their byte cap",
@@ -238,37 +386,52 @@ fn large_value_notes(model: &Model, notes: &mut Vec<String>) {
     }
 }
 
+/// A check of the written file failed: the core's message and offset in OUT.
+#[derive(Debug)]
+pub struct VerifyError {
+    pub offset: Option<u64>,
+    pub message: String,
+}
+
+impl std::fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+fn core_verify(e: kiln_nostd::Error) -> VerifyError {
+    VerifyError {
+        offset: u64::try_from(e.offset()).ok(),
+        message: format!("{}: {} (rule {})", e.code().as_str(), e.rule().description(), e.rule().id()),
+    }
+}
+
 /// Checks the written file with the no_std validator (through a map: only
 /// the header, descriptors, gaps and bool/packed payloads are read).
-fn verify(path: &Path, to: To) -> anyhow::Result<()> {
-    let file = File::open(path)?;
-    if file.metadata()?.len() == 0 {
-        bail!("empty output");
+fn verify(path: &Path, to: To) -> Result<(), VerifyError> {
+    let fail = |m: String| VerifyError { offset: None, message: m };
+    let file = File::open(path).map_err(|e| fail(e.to_string()))?;
+    if file.metadata().map_err(|e| fail(e.to_string()))?.len() == 0 {
+        return Err(fail("empty output".into()));
     }
     // SAFETY: as in `open`; the file is our own temporary file.
-    let map = unsafe { Mmap::map(&file)? };
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| fail(e.to_string()))?;
     match to {
         To::Record => {
-            let schema: Schema = Schema::parse(RECORD_TYPE).map_err(|e| anyhow!("{e}"))?;
-            frozen::validate(&map, &schema, &Limits::MAX, true).map_err(|e| anyhow!("{e} (rule {})", e.rule().id()))
+            let schema: Schema = Schema::parse(RECORD_TYPE).map_err(|e| fail(e.to_string()))?;
+            frozen::validate(&map, &schema, &Limits::MAX, true).map_err(core_verify)
         }
-        To::Tensors => Parser::new()
-            .limits(Limits::MAX)
-            .parse(&map)
-            .map(|_| ())
-            .map_err(|e| anyhow!("{e} (rule {})", e.rule().id())),
-        To::Safetensors => safetensors::SafeTensors::read_metadata(&map).map(|_| ()).map_err(|e| anyhow!("{e}")),
+        To::Tensors => Parser::new().limits(Limits::MAX).parse(&map).map(|_| ()).map_err(core_verify),
+        To::Safetensors => safetensors::SafeTensors::read_metadata(&map).map(|_| ()).map_err(|e| fail(e.to_string())),
         To::Auto => Ok(()),
     }
 }
 
 /// The `kiln convert` subcommand: prints the notes and a summary on stderr;
-/// returns the exit code (0 done, 1 the input could not be converted, 2 I/O).
+/// returns the exit code (0 done, 1 the input could not be converted, 2
+/// usage or I/O; 130 after SIGINT/SIGTERM, from the signal handler).
 pub fn run(args: &ConvertArgs) -> anyhow::Result<u8> {
-    if let Err(e) = File::open(&args.input) {
-        eprintln!("kiln: cannot read {}: {e}", args.input.display());
-        return Ok(2);
-    }
+    outfile::install_cleanup();
     match convert(args) {
         Ok(s) => {
             for n in &s.notes {
@@ -288,8 +451,7 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<u8> {
         }
         Err(e) => {
             eprintln!("kiln convert: {e:#}");
-            let io = e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some());
-            Ok(if io { 2 } else { 1 })
+            Ok(error::exit_code(&e))
         }
     }
 }

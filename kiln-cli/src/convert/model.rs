@@ -2,9 +2,9 @@
 //! still in the input file (or, rarely, small owned buffers), plus string
 //! metadata and the notes about what could not be carried as-is.
 
-use std::collections::BTreeMap;
-
 use kiln_nostd::DType;
+
+use super::meta::Metadata;
 
 /// Input formats `kiln convert` reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,8 +62,15 @@ pub enum Source {
     /// Bytes of the input file holding big-endian elements of `width` bytes,
     /// byte-swapped to little-endian while they are copied.
     Swap { offset: u64, width: usize },
-    /// A compressed `.npz` member: entry `index`, after its `skip`-byte `.npy` header.
-    Zip { index: usize, skip: u64 },
+    /// Bytes of the input file copied through this process so their CRC-32
+    /// can be checked: a stored `.npz` member's data, whose member CRC
+    /// (`expect`) covers the `.npy` header too (`crc_so_far`, the CRC of the
+    /// header bytes, and `header_len` of them).
+    /// Elements of `swap` > 1 bytes are big-endian and byte-swapped after the CRC is taken.
+    Checked { offset: u64, crc_so_far: u32, header_len: u64, expect: u32, member: String, swap: usize },
+    /// A compressed `.npz` member: entry `index`, after its `skip`-byte `.npy`
+    /// header; the member's CRC-32 (`expect`) is checked over every byte.
+    Zip { index: usize, skip: u64, expect: u32, member: String },
     /// A small owned buffer.
     Bytes(Vec<u8>),
 }
@@ -137,16 +144,18 @@ impl TensorOut {
 pub struct Model {
     pub format: Format,
     pub tensors: Vec<TensorOut>,
-    /// Metadata, sorted by key (the Frozen dict order).
-    pub metadata: BTreeMap<String, String>,
+    /// Metadata: the input's pairs and the converter's keys (Frozen dict order).
+    pub metadata: Metadata,
     /// Human-readable notes: what was not carried, or carried differently.
     pub notes: Vec<String>,
 }
 
 impl Model {
-    pub fn new(format: Format) -> Self {
-        let mut metadata = BTreeMap::new();
-        metadata.insert(KEY_SOURCE_FORMAT.to_string(), format.name().to_string());
+    pub fn new(format: Format, opts: &ReadOptions) -> Self {
+        let mut metadata = Metadata::new(opts.metadata_budget);
+        if format != Format::Kiln {
+            metadata.set_own(KEY_SOURCE_FORMAT, format.name().to_string());
+        }
         Model { format, tensors: Vec::new(), metadata, notes: Vec::new() }
     }
 
@@ -157,6 +166,30 @@ impl Model {
     /// Total payload bytes.
     pub fn payload_bytes(&self) -> u64 {
         self.tensors.iter().map(|t| t.len).sum()
+    }
+}
+
+/// What the readers may spend and check.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    /// The whole metadata dictionary, in bytes (`--metadata-budget`).
+    pub metadata_budget: u64,
+    /// The largest `.npz` member, decompressed (`--max-member-size`).
+    pub max_member: u64,
+    /// The largest decompressed / compressed ratio of a `.npz` member (`--max-ratio`).
+    pub max_ratio: u64,
+    /// Check HK appendix lineage (off with `--no-verify-lineage`).
+    pub verify_lineage: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            metadata_budget: super::meta::DEFAULT_BUDGET,
+            max_member: 64 << 30,
+            max_ratio: 1000,
+            verify_lineage: true,
+        }
     }
 }
 

@@ -8,7 +8,8 @@ use std::io::Read;
 use anyhow::{anyhow, bail, Context};
 use kiln_nostd::DType;
 
-use super::model::{Format, Model, Source, TensorOut};
+use super::error::at;
+use super::model::{Format, Model, ReadOptions, Source, TensorOut};
 
 /// A parsed `.npy` header.
 #[derive(Debug, PartialEq, Eq)]
@@ -53,8 +54,28 @@ pub fn parse_header(b: &[u8]) -> anyhow::Result<Result<NpyHeader, String>> {
     } else {
         text.iter().map(|&c| char::from(c)).collect()
     };
-    let dict = DictParser { s: text.as_bytes(), pos: 0 }.dict()?;
-    let get = |k: &str| dict.iter().find(|(key, _)| key == k).map(|(_, v)| v);
+    let base = start as u64;
+    let dict = DictParser { s: text.as_bytes(), pos: 0 }.dict().map_err(|e| at(base, format!("{e:#}")))?;
+    // NumPy reads the header with ast.literal_eval, where a repeated key
+    // silently takes its last value, and then requires exactly these three
+    // keys. A repeated key is refused here rather than guessed.
+    for (i, (k, _, at_pos)) in dict.iter().enumerate() {
+        if dict[..i].iter().any(|(earlier, _, _)| earlier == k) {
+            return Err(at(
+                base + *at_pos as u64,
+                format!(
+                    ".npy header has the key {k:?} twice (NumPy would silently use the last value); refusing to guess"
+                ),
+            ));
+        }
+        if !["descr", "fortran_order", "shape"].contains(&k.as_str()) {
+            return Err(at(
+                base + *at_pos as u64,
+                format!(".npy header has the key {k:?}; NumPy requires exactly descr, fortran_order and shape"),
+            ));
+        }
+    }
+    let get = |k: &str| dict.iter().find(|(key, _, _)| key == k).map(|(_, v, _)| v);
     let descr = match get("descr") {
         Some(Val::Str(s)) => s.clone(),
         Some(_) => return Ok(Err("a structured dtype (descr is not a string)".into())),
@@ -214,20 +235,23 @@ impl DictParser<'_> {
             },
         }
     }
-    fn dict(mut self) -> anyhow::Result<Vec<(String, Val)>> {
+    /// The top-level dict: (key, value, byte of the key in the header text).
+    fn dict(mut self) -> anyhow::Result<Vec<(String, Val, usize)>> {
         self.dict_depth(0)
     }
-    fn dict_depth(&mut self, depth: usize) -> anyhow::Result<Vec<(String, Val)>> {
+    fn dict_depth(&mut self, depth: usize) -> anyhow::Result<Vec<(String, Val, usize)>> {
         self.expect(b'{')?;
         let mut out = Vec::new();
         loop {
             if self.eat(b'}') {
                 return Ok(out);
             }
+            self.ws();
+            let key_at = self.pos;
             let k = self.string()?;
             self.expect(b':')?;
             let v = self.value(depth)?;
-            out.push((k, v));
+            out.push((k, v, key_at));
             if !self.eat(b',') {
                 self.expect(b'}')?;
                 return Ok(out);
@@ -236,22 +260,25 @@ impl DictParser<'_> {
     }
 }
 
+fn width(dtype: DType) -> usize {
+    match dtype.width() {
+        kiln_nostd::Width::Bytes(w) => usize::from(w),
+        _ => 1,
+    }
+}
+
 fn tensor(model: &mut Model, name: &str, h: NpyHeader, base: u64) {
     let offset = base + h.data_offset;
     let mut t = TensorOut::dense(name, h.dtype, h.shape, offset, h.len);
     if h.big_endian {
-        let width = match h.dtype.width() {
-            kiln_nostd::Width::Bytes(w) => usize::from(w),
-            _ => 1,
-        };
-        t.source = Source::Swap { offset, width };
+        t.source = Source::Swap { offset, width: width(h.dtype) };
         model.note(format!("tensor {name}: big-endian NumPy data byte-swapped to little-endian"));
     }
     model.tensors.push(t);
 }
 
-pub fn read_npy(bytes: &[u8], name: &str) -> anyhow::Result<Model> {
-    let mut model = Model::new(Format::Npy);
+pub fn read_npy(bytes: &[u8], name: &str, opts: &ReadOptions) -> anyhow::Result<Model> {
+    let mut model = Model::new(Format::Npy, opts);
     match parse_header(bytes)? {
         Ok(h) => {
             if h.data_offset + h.len != bytes.len() as u64 {
@@ -268,8 +295,8 @@ pub fn read_npy(bytes: &[u8], name: &str) -> anyhow::Result<Model> {
     Ok(model)
 }
 
-pub fn read_npz(file: &File, bytes: &[u8]) -> anyhow::Result<Model> {
-    let mut model = Model::new(Format::Npz);
+pub fn read_npz(file: &File, bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
+    let mut model = Model::new(Format::Npz, opts);
     let mut zip = zip::ZipArchive::new(file).context("not a valid .npz (zip) archive")?;
     let mut members = Vec::new();
     for i in 0..zip.len() {
@@ -283,28 +310,51 @@ pub fn read_npz(file: &File, bytes: &[u8]) -> anyhow::Result<Model> {
             continue;
         };
         let stored = entry.compression() == zip::CompressionMethod::Stored;
+        let expect = entry.crc32();
+        if !stored {
+            // The decompression budget, from the sizes the archive declares
+            // (reading stops at the declared size; more is an error).
+            let (size, packed) = (entry.size(), entry.compressed_size());
+            if size > opts.max_member {
+                bail!(
+                    "member {full}: {size} bytes decompressed, above the {} byte limit (raise it with --max-member-size)",
+                    opts.max_member
+                );
+            }
+            if size > packed.max(1).saturating_mul(opts.max_ratio) {
+                bail!(
+                    "member {full}: {size} bytes from {packed} compressed, a ratio above {}:1 (a decompression bomb? \
+                     raise the limit with --max-ratio)",
+                    opts.max_ratio
+                );
+            }
+        }
         let header = if stored {
             let start = entry.data_start();
             let end = start.checked_add(entry.size()).filter(|&e| e <= bytes.len() as u64);
             let member = end
-                .map(|e| &bytes[start as usize..e as usize])
+                .and_then(|e| bytes.get(usize::try_from(start).ok()?..usize::try_from(e).ok()?))
                 .ok_or_else(|| anyhow!("member {full}: runs past the archive"))?;
-            parse_header(member).with_context(|| format!("member {full}"))?.map(|h| (h, Some((start, entry.size()))))
+            parse_header(member).with_context(|| format!("member {full} (at byte {start})"))?.map(|h| {
+                let head = usize::try_from(h.data_offset).ok().and_then(|n| member.get(..n)).unwrap_or(&[]);
+                let crc = crc32fast::hash(head);
+                (h, Some((start, entry.size(), crc)))
+            })
         } else {
             let mut head = Vec::new();
             (&mut entry)
                 .take((MAX_HEADER + 12) as u64)
                 .read_to_end(&mut head)
                 .with_context(|| format!("member {full}"))?;
-            parse_header(&head).with_context(|| format!("member {full}"))?.map(|h| (h, None))
+            parse_header(&head).with_context(|| format!("member {full} (decompressed)"))?.map(|h| (h, None))
         };
         match header {
             Err(why) => model.note(format!("array {name}: {why}; NOT carried")),
-            Ok((h, Some((start, size)))) => {
+            Ok((h, Some((start, size, crc)))) => {
                 if h.data_offset + h.len != size {
                     bail!("member {full}: {size} bytes, but the header says {}", h.data_offset + h.len);
                 }
-                members.push((name.to_string(), h, Ok(start)));
+                members.push((name.to_string(), h, Ok((start, crc, expect, full))));
             }
             Ok((h, None)) => {
                 if h.data_offset + h.len != entry.size() {
@@ -314,7 +364,7 @@ pub fn read_npz(file: &File, bytes: &[u8]) -> anyhow::Result<Model> {
                     model.note(format!("array {name}: big-endian data in a compressed member; NOT carried"));
                     continue;
                 }
-                members.push((name.to_string(), h, Err(i)));
+                members.push((name.to_string(), h, Err((i, expect, full))));
             }
         }
     }
@@ -322,11 +372,21 @@ pub fn read_npz(file: &File, bytes: &[u8]) -> anyhow::Result<Model> {
     members.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     for (name, h, at) in members {
         match at {
-            Ok(start) => tensor(&mut model, &name, h, start),
-            Err(index) => {
+            Ok((start, crc_so_far, expect, member)) => {
+                let header_len = h.data_offset;
+                let offset = start + h.data_offset;
+                let swap = if h.big_endian { width(h.dtype) } else { 1 };
+                if swap > 1 {
+                    model.note(format!("tensor {name}: big-endian NumPy data byte-swapped to little-endian"));
+                }
+                let mut t = TensorOut::dense(&name, h.dtype, h.shape, offset, h.len);
+                t.source = Source::Checked { offset, crc_so_far, header_len, expect, member, swap };
+                model.tensors.push(t);
+            }
+            Err((index, expect, member)) => {
                 let skip = h.data_offset;
                 let mut t = TensorOut::dense(&name, h.dtype, h.shape, 0, h.len);
-                t.source = Source::Zip { index, skip };
+                t.source = Source::Zip { index, skip, expect, member };
                 model.tensors.push(t);
             }
         }

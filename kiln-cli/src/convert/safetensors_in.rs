@@ -1,23 +1,186 @@
 //! safetensors input, through the `safetensors` crate's header parser
 //! (which checks the header length, the JSON, the dtypes, that offsets are
 //! contiguous and that the data fills the file exactly).
+//!
+//! Before the crate parses the header (into maps sized by the header), a
+//! streaming pass over the JSON that stores nothing counts the tensors, their
+//! name bytes and the `__metadata__` bytes, so a header that Kiln could not
+//! hold (more than 65,535 bytes of names) or that is over the metadata budget
+//! is refused first, in bounded memory.
+//!
+//! The way back: a file this converter wrote from Kiln carries, for every
+//! tensor safetensors has no dtype for, `__metadata__["kiln.dtype.NAME"]`
+//! (and `kiln.quant.NAME` for scheme 1/2 links); those records are read back
+//! here, so Kiln -> safetensors -> Kiln restores i4, u4, odd-length e2m1,
+//! opaque blocks and quantization links exactly.
 
-use anyhow::Context;
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fmt;
+
+use anyhow::anyhow;
+use kiln_nostd::DType;
 use safetensors::tensor::SafeTensors;
+use safetensors::SafeTensorError;
+use serde::de::{self, Deserializer as _, IgnoredAny, MapAccess, Visitor};
 
 use super::codes::{SAFETENSORS_DENSE, SAFETENSORS_OPAQUE};
-use super::model::{Format, Model, Source, TensorOut, KEY_VALUE_ENCODING};
+use super::error::at;
+use super::gguf::MAX_KILN_TENSORS;
+use super::meta::Dups;
+use super::model::{Format, Model, QuantOut, ReadOptions, Source, TensorOut, KEY_VALUE_ENCODING};
 
-pub fn read(bytes: &[u8]) -> anyhow::Result<Model> {
-    let (header_len, meta) = SafeTensors::read_metadata(bytes).context("not a valid safetensors file")?;
-    let data_start = 8 + header_len as u64;
-    let mut model = Model::new(Format::Safetensors);
-    model.metadata.insert(KEY_VALUE_ENCODING.into(), "text".into());
-    if let Some(m) = meta.metadata() {
-        for (k, v) in m {
-            model.metadata.insert(k.clone(), v.clone());
+/// Counts from the streaming pass.
+#[derive(Default, Debug)]
+struct Scan {
+    tensors: u64,
+    name_bytes: u64,
+    meta_entries: u64,
+    meta_bytes: u64,
+}
+
+struct ScanVisitor<'s>(&'s mut Scan);
+
+impl<'de> Visitor<'de> for ScanVisitor<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            if key == "__metadata__" {
+                map.next_value_seed(MetaSeed(self.0))?;
+            } else {
+                self.0.tensors = self.0.tensors.saturating_add(1);
+                self.0.name_bytes = self.0.name_bytes.saturating_add(key.len() as u64);
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+struct MetaSeed<'s>(&'s mut Scan);
+
+impl<'de> de::DeserializeSeed<'de> for MetaSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetaSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of strings")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(k) = map.next_key::<Cow<'de, str>>()? {
+            let v = map.next_value::<Cow<'de, str>>()?;
+            self.0.meta_entries = self.0.meta_entries.saturating_add(1);
+            self.0.meta_bytes = self.0.meta_bytes.saturating_add((k.len() + v.len()) as u64);
+        }
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// The header bytes (after the 8-byte length), when the length is plausible.
+fn header(bytes: &[u8]) -> Option<&[u8]> {
+    let n = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+    let end = usize::try_from(n).ok()?.checked_add(8)?;
+    bytes.get(8..end)
+}
+
+/// Byte offset in the file of a serde_json error at (line, column) of the header.
+fn json_offset(head: &[u8], line: usize, column: usize) -> u64 {
+    let mut at = 0usize;
+    for _ in 1..line {
+        match head.get(at..).and_then(|rest| rest.iter().position(|&b| b == b'\n')) {
+            Some(p) => at = at.saturating_add(p).saturating_add(1),
+            None => break,
         }
     }
+    8u64.saturating_add(at.saturating_add(column.saturating_sub(1)) as u64)
+}
+
+/// Where `name` appears as a JSON key in the header (for errors naming a tensor).
+fn key_offset(head: &[u8], name: &str) -> Option<u64> {
+    let needle = serde_json::to_string(name).ok()?;
+    let pos = head.windows(needle.len()).position(|w| w == needle.as_bytes())?;
+    Some(8u64.saturating_add(pos as u64))
+}
+
+/// The crate's error, at a byte offset where one is known.
+fn crate_error(bytes: &[u8], e: SafeTensorError) -> anyhow::Error {
+    let head = header(bytes).unwrap_or(&[]);
+    let offset = match &e {
+        SafeTensorError::HeaderTooLarge | SafeTensorError::HeaderTooSmall | SafeTensorError::InvalidHeaderLength => {
+            Some(0)
+        }
+        SafeTensorError::InvalidHeader(_) => Some(8),
+        SafeTensorError::InvalidHeaderDeserialization(j) => Some(json_offset(head, j.line(), j.column())),
+        SafeTensorError::InvalidOffset(name) | SafeTensorError::TensorNotFound(name) => key_offset(head, name),
+        SafeTensorError::MetadataIncompleteBuffer => Some(bytes.len() as u64),
+        _ => None,
+    };
+    let msg = format!("not a valid safetensors file: {e}");
+    match offset {
+        Some(o) => at(o, msg),
+        None => anyhow!(msg),
+    }
+}
+
+/// The streaming pass: refuses a header Kiln could not hold before the crate parses it.
+fn prescan(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<()> {
+    let Some(head) = header(bytes) else { return Ok(()) };
+    let mut scan = Scan::default();
+    let mut de = serde_json::Deserializer::from_slice(head);
+    if de.deserialize_map(ScanVisitor(&mut scan)).is_err() {
+        // Not JSON: the crate says where and why.
+        return Ok(());
+    }
+    if scan.tensors > MAX_KILN_TENSORS || scan.name_bytes > MAX_KILN_TENSORS {
+        return Err(at(
+            8,
+            format!(
+                "{} tensors with {} bytes of names: a Kiln directory holds at most 65,535 bytes of names (a Kiln limit, not a safetensors fault)",
+                scan.tensors, scan.name_bytes
+            ),
+        ));
+    }
+    let need = scan.meta_bytes.saturating_add(scan.meta_entries.saturating_mul(32));
+    if need > opts.metadata_budget {
+        return Err(at(
+            8,
+            format!(
+                "__metadata__ has {} entries of {} bytes, above the {} byte metadata budget (raise it with --metadata-budget)",
+                scan.meta_entries, scan.meta_bytes, opts.metadata_budget
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Reads a safetensors file; `kiln_limits` false (validate, inspect) skips the
+/// refusals of what Kiln cannot hold, so the verdict is the crate's.
+pub fn read(bytes: &[u8], opts: &ReadOptions, kiln_limits: bool) -> anyhow::Result<Model> {
+    if kiln_limits {
+        prescan(bytes, opts)?;
+    }
+    let (header_len, meta) = SafeTensors::read_metadata(bytes).map_err(|e| crate_error(bytes, e))?;
+    let data_start = 8 + header_len as u64;
+    let mut model = Model::new(Format::Safetensors, opts);
+    model.metadata.set_own(KEY_VALUE_ENCODING, "text".into());
+    if let Some(m) = meta.metadata() {
+        for (k, v) in m {
+            model.metadata.push(k, v, "")?;
+        }
+    }
+    let notes = model.metadata.seal(Dups::Refuse)?;
+    model.notes.extend(notes);
     // A dict of tensors: sorted by name, the canonical order.
     let mut infos: Vec<_> = meta.tensors().into_iter().collect();
     infos.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
@@ -41,5 +204,113 @@ pub fn read(bytes: &[u8]) -> anyhow::Result<Model> {
             ));
         }
     }
+    restore(&mut model);
+    // Only now: restored records are no longer user keys.
+    let moved = model.metadata.protect()?;
+    model.notes.extend(moved);
     Ok(model)
+}
+
+/// `kiln.dtype.NAME`: what a U8 tensor really is.
+#[derive(serde::Deserialize)]
+struct DtypeRecord {
+    dtype: String,
+    code: u16,
+    layout: Option<String>,
+    block_size: u32,
+    shape: Vec<u64>,
+}
+
+/// `kiln.quant.NAME`: a scheme 1/2 link.
+#[derive(serde::Deserialize)]
+struct QuantRecord {
+    scheme: u16,
+    axis: u16,
+    group_size: u32,
+    scale: String,
+    outer: Option<String>,
+}
+
+/// Why a `kiln.dtype.NAME` record does not describe tensor `t`, or the restored tensor.
+fn restored(t: &TensorOut, rec: &DtypeRecord) -> Result<TensorOut, String> {
+    let dtype = DType::from_code(rec.code).ok_or_else(|| format!("code {} is not a Kiln dtype", rec.code))?;
+    if dtype.name() != rec.dtype {
+        return Err(format!("code {} is {}, not {}", rec.code, dtype.name(), rec.dtype));
+    }
+    if t.dtype != DType::U8 || t.shape.len() != 1 {
+        return Err("the tensor is not the one-dimensional U8 the converter writes".into());
+    }
+    if rec.shape.len() > 8 {
+        return Err(format!("rank {}", rec.shape.len()));
+    }
+    let count = rec.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or("the shape overflows")?;
+    match dtype.byte_length(count) {
+        Some(n) if n == t.len => {}
+        Some(n) => return Err(format!("{} elements of {} need {n} bytes, the tensor has {}", count, rec.dtype, t.len)),
+        None => {
+            let layout_ok = rec.layout.as_deref().is_some_and(|l| !l.is_empty());
+            if !layout_ok || rec.block_size == 0 || t.len % u64::from(rec.block_size) != 0 {
+                return Err("an opaque dtype needs a layout and a block size dividing the byte length".into());
+            }
+        }
+    }
+    let mut out = t.clone();
+    out.dtype = dtype;
+    out.shape = rec.shape.clone();
+    if dtype.is_opaque() {
+        out.layout = rec.layout.clone();
+        out.block_size = rec.block_size;
+    }
+    Ok(out)
+}
+
+/// Applies the converter's `kiln.dtype.*` / `kiln.quant.*` records and drops the ones used.
+fn restore(model: &mut Model) {
+    let names: HashSet<String> = model.tensors.iter().map(|t| t.name.clone()).collect();
+    let mut used = HashSet::new();
+    let mut notes = Vec::new();
+    for t in &mut model.tensors {
+        let key = format!("kiln.dtype.{}", t.name);
+        if let Some(text) = model.metadata.user(&key) {
+            match serde_json::from_str::<DtypeRecord>(text).map_err(|e| e.to_string()).and_then(|r| restored(t, &r)) {
+                Ok(r) => {
+                    notes.push(format!(
+                        "tensor {}: restored as Kiln {}{} {:?} from __metadata__ {key}",
+                        t.name,
+                        r.dtype.name(),
+                        r.layout.as_deref().map(|l| format!(" ({l})")).unwrap_or_default(),
+                        r.shape
+                    ));
+                    *t = r;
+                    used.insert(key);
+                }
+                Err(why) => notes.push(format!(
+                    "tensor {}: __metadata__ {key} does not describe it ({why}); kept as safetensors wrote it, and the record kept as metadata",
+                    t.name
+                )),
+            }
+        }
+        let key = format!("kiln.quant.{}", t.name);
+        if let Some(text) = model.metadata.user(&key) {
+            match serde_json::from_str::<QuantRecord>(text) {
+                Ok(q) if names.contains(&q.scale) && q.outer.as_ref().is_none_or(|o| names.contains(o)) => {
+                    notes.push(format!("tensor {}: quantization scheme {} restored from __metadata__ {key}", t.name, q.scheme));
+                    t.quant = Some(QuantOut {
+                        scheme: q.scheme,
+                        axis: q.axis,
+                        group_size: q.group_size,
+                        scale: q.scale,
+                        outer: q.outer,
+                    });
+                    used.insert(key);
+                }
+                _ => notes.push(format!(
+                    "tensor {}: __metadata__ {key} is not a quantization link to tensors of this file; kept as metadata",
+                    t.name
+                )),
+            }
+        }
+    }
+    model.metadata.remove_user(&used);
+    model.notes.extend(notes);
 }

@@ -16,6 +16,7 @@ use kiln_nostd::frozen;
 use kiln_nostd::layout;
 
 use super::copy::Sink;
+use super::meta::Metadata;
 use super::model::{Source, TensorOut};
 
 /// The Frozen type of a `kiln convert` record: the metadata dict, then the
@@ -169,12 +170,7 @@ pub fn write_block(sink: &mut Sink<'_>, tensors: &[TensorOut], plan: &Plan) -> a
 /// [`KEY_PAD`] yet): the block then starts at a file offset B with
 /// B + payload_base + byte_offset congruent to the input offset, modulo
 /// `modulus`, for the input tensors that hold the most bytes.
-pub fn pad_len(
-    tensors: &[TensorOut],
-    plan: &Plan,
-    metadata: &BTreeMap<String, String>,
-    modulus: u64,
-) -> anyhow::Result<usize> {
+pub fn pad_len(tensors: &[TensorOut], plan: &Plan, metadata: &Metadata, modulus: u64) -> anyhow::Result<usize> {
     let page = modulus;
     let base = plan.head.len() as u64 % page;
     let mut weight: BTreeMap<u64, u64> = BTreeMap::new();
@@ -188,26 +184,38 @@ pub fn pad_len(
     // payloads, page-align the payload region.
     let target =
         weight.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(r, _)| *r).unwrap_or((page - base) % page);
-    let mut with_pad = metadata.clone();
-    with_pad.insert(KEY_PAD.to_string(), String::new());
-    let start = (16 + encode_dict(&with_pad)?.len() as u64) % page;
+    // The dict with an empty padding value (4 + 8 + the key's bytes more).
+    let with_pad = metadata.encoded_len() + 8 + KEY_PAD.len() as u64;
+    let start = (16 + with_pad) % page;
     Ok(((target + page - start) % page) as usize)
 }
 
-/// The Frozen encoding of a dict<str,str> (keys in byte order: a BTreeMap<String, _> iterates so).
-pub fn encode_dict(map: &BTreeMap<String, String>) -> anyhow::Result<Vec<u8>> {
+/// Streams the Frozen encoding of the metadata as a `dict<str,str>` (keys in byte order).
+pub fn write_dict(sink: &mut Sink<'_>, metadata: &Metadata) -> anyhow::Result<()> {
     let word = |n: usize, what: &str| -> anyhow::Result<[u8; 4]> {
         u32::try_from(n).map(u32::to_le_bytes).map_err(|_| anyhow!("{what} longer than 4 GiB"))
     };
-    let mut out = Vec::new();
-    out.extend(word(map.len(), "metadata")?);
-    for (k, v) in map {
-        out.extend(word(k.len(), "a metadata key")?);
+    sink.bytes(&word(metadata.len(), "metadata")?)?;
+    for (k, v) in metadata.iter() {
+        sink.bytes(&word(k.len(), "a metadata key")?)?;
+        sink.bytes(k.as_bytes())?;
+        sink.bytes(&word(v.len(), "a metadata value")?)?;
+        sink.bytes(v.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The Frozen encoding of a dict<str,str> in memory (tests).
+#[cfg(test)]
+pub fn encode_dict(metadata: &Metadata) -> Vec<u8> {
+    let mut out = (metadata.len() as u32).to_le_bytes().to_vec();
+    for (k, v) in metadata.iter() {
+        out.extend((k.len() as u32).to_le_bytes());
         out.extend(k.as_bytes());
-        out.extend(word(v.len(), "a metadata value")?);
+        out.extend((v.len() as u32).to_le_bytes());
         out.extend(v.as_bytes());
     }
-    Ok(out)
+    out
 }
 
 /// The 16-byte frame for [`RECORD_TYPE`].
@@ -296,11 +304,13 @@ mod tests {
             .collect();
         let p = plan(&tensors).unwrap();
         for modulus in [4096u64, 2 << 20] {
-            let mut meta: BTreeMap<String, String> = [("k".to_string(), "v".to_string())].into_iter().collect();
+            let mut meta = Metadata::new(1 << 20);
+            meta.push("k", "v", "").unwrap();
+            meta.seal(super::super::meta::Dups::Refuse).unwrap();
             let pad = pad_len(&tensors, &p, &meta, modulus).unwrap();
             assert!((pad as u64) < modulus);
-            meta.insert(KEY_PAD.into(), " ".repeat(pad));
-            let block_start = 16 + encode_dict(&meta).unwrap().len() as u64;
+            meta.set_own(KEY_PAD, " ".repeat(pad));
+            let block_start = 16 + encode_dict(&meta).len() as u64;
             let big_at = block_start + p.head.len() as u64 + p.offsets[1];
             assert_eq!(big_at % modulus, 123_457 % modulus);
         }
@@ -313,10 +323,11 @@ mod tests {
         let p = plan(&[]).unwrap();
         assert_eq!(p.head, kiln_nostd::EMPTY_BLOCK);
         assert_eq!(&frame()[..4], b"KLN0");
-        let dict = encode_dict(
-            &[("b".to_string(), "2".to_string()), ("a".to_string(), "1".to_string())].into_iter().collect(),
-        )
-        .unwrap();
+        let mut m = Metadata::new(1 << 20);
+        m.push("b", "2", "").unwrap();
+        m.push("a", "1", "").unwrap();
+        m.seal(super::super::meta::Dups::Refuse).unwrap();
+        let dict = encode_dict(&m);
         assert_eq!(dict, [2, 0, 0, 0, 1, 0, 0, 0, b'a', 1, 0, 0, 0, b'1', 1, 0, 0, 0, b'b', 1, 0, 0, 0, b'2']);
     }
 

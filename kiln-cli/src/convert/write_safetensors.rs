@@ -8,15 +8,17 @@
 //! the crate (or by the Python package, which wraps it) with at most one
 //! metadata key therefore round-trips to identical bytes.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use anyhow::{anyhow, Context};
+use anyhow::{anyhow, bail, Context};
 use kiln_nostd::DType;
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::Dtype;
 
 use super::codes::{SAFETENSORS_DENSE, SAFETENSORS_OPAQUE};
 use super::copy::Sink;
+use super::meta::MOVED;
 use super::model::{Model, TensorOut, KEY_PREFIX};
 
 fn st_dtype(name: &str) -> Option<Dtype> {
@@ -51,9 +53,20 @@ fn st_dtype(name: &str) -> Option<Dtype> {
 /// The safetensors form of one tensor: dtype and shape, and metadata/notes when it is not exact.
 fn map(
     t: &TensorOut,
-    meta: &mut BTreeMap<String, String>,
+    meta: &mut BTreeMap<Cow<'_, str>, Cow<'_, str>>,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<(Dtype, Vec<usize>)> {
+    let mut record = |key: String, value: String| -> anyhow::Result<()> {
+        if meta.contains_key(key.as_str()) {
+            bail!(
+                "tensor {}: the metadata already has a key {key:?}, where the converter records what safetensors cannot hold; \
+                 refusing to overwrite it",
+                t.name
+            );
+        }
+        meta.insert(Cow::Owned(key), Cow::Owned(value));
+        Ok(())
+    };
     let usize_shape = |s: &[u64]| -> anyhow::Result<Vec<usize>> {
         s.iter().map(|&d| usize::try_from(d).map_err(|_| anyhow!("tensor {}: dimension too large", t.name))).collect()
     };
@@ -67,11 +80,11 @@ fn map(
         d => SAFETENSORS_DENSE.iter().find(|(_, k)| *k == d).and_then(|(n, _)| st_dtype(n)),
     };
     if let Some(q) = &t.quant {
-        meta.insert(
+        record(
             format!("kiln.quant.{}", t.name),
             serde_json::json!({"scheme": q.scheme, "axis": q.axis, "group_size": q.group_size, "scale": q.scale, "outer": q.outer})
                 .to_string(),
-        );
+        )?;
         notes.push(format!(
             "tensor {}: quantization scheme {} recorded in __metadata__ kiln.quant.{}",
             t.name, q.scheme, t.name
@@ -80,16 +93,17 @@ fn map(
     if let Some(d) = exact {
         return Ok((d, usize_shape(&t.shape)?));
     }
-    meta.insert(
+    record(
         format!("kiln.dtype.{}", t.name),
         serde_json::json!({
             "dtype": t.dtype.name(), "code": t.dtype.code(), "layout": t.layout,
             "block_size": t.block_size, "shape": t.shape,
         })
         .to_string(),
-    );
+    )?;
     notes.push(format!(
-        "tensor {}: Kiln {}{} has no safetensors dtype; written as U8 bytes [{}], its dtype and shape in __metadata__ kiln.dtype.{}",
+        "tensor {}: Kiln {}{} has no safetensors dtype; written as U8 bytes [{}], its dtype and shape in __metadata__ kiln.dtype.{} \
+         (kiln convert restores it on the way back)",
         t.name,
         t.dtype.name(),
         t.layout.as_deref().map(|l| format!(" ({l})")).unwrap_or_default(),
@@ -105,13 +119,20 @@ pub struct SafetensorsPlan {
 }
 
 pub fn plan(model: &Model, notes: &mut Vec<String>) -> anyhow::Result<SafetensorsPlan> {
-    let mut meta: BTreeMap<String, String> = model
-        .metadata
-        .iter()
-        .filter(|(k, _)| !k.starts_with(KEY_PREFIX))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let dropped = model.metadata.keys().filter(|k| k.starts_with(KEY_PREFIX)).count();
+    // The user's keys; converter keys are dropped, except user keys an
+    // earlier conversion moved out of the converter's namespace, which get
+    // their own names back.
+    let mut meta: BTreeMap<Cow<'_, str>, Cow<'_, str>> = BTreeMap::new();
+    let mut dropped = 0usize;
+    for (k, v) in model.metadata.iter() {
+        if let Some(original) = k.strip_prefix(MOVED) {
+            meta.insert(Cow::Borrowed(original), Cow::Borrowed(v));
+        } else if k.starts_with(KEY_PREFIX) {
+            dropped += 1;
+        } else {
+            meta.insert(Cow::Borrowed(k), Cow::Borrowed(v));
+        }
+    }
     if dropped > 0 {
         notes.push(format!("{dropped} converter key(s) (kiln.convert.*) are not written into __metadata__"));
     }
