@@ -1,0 +1,290 @@
+"""NumPy arrays to and from Kiln model files, in the shape of ``safetensors.numpy``.
+
+Loading checks the whole file with the Rust core first. Arrays are
+**read-only**: zero-copy views of the memory map (or of the buffer given to
+:func:`load`) when the payload is aligned for its element type on a
+little-endian host, copies otherwise. A view keeps the memory map open:
+its base chain ends in a memoryview holding a buffer export of the map, so
+the map cannot be closed (nor a ``bytearray`` given to :func:`load`
+resized) under a live array. ``arr.copy()`` gives a writable array. Do not
+modify or truncate a file while arrays viewing it are alive (as with any
+memory map).
+
+Dtypes on load:
+
+============================  ==============================================
+Kiln                          NumPy
+============================  ==============================================
+f64 f32 f16, i8..i64, u8..u64  the same, little-endian
+bool                          ``bool`` (the core has checked every byte is 0 or 1)
+bf16                          ``ml_dtypes.bfloat16``; without ml_dtypes ``uint16`` (the raw bits)
+f8e4m3, f8e5m2                ``ml_dtypes.float8_e4m3fn``/``float8_e5m2``; without ml_dtypes ``uint8`` (the raw bits)
+e8m0                          ``ml_dtypes.float8_e8m0fnu``; without ml_dtypes ``uint8`` (the raw bits)
+i4, u4, e2m1 (packed)         1-D ``uint8`` of the wire bytes (two elements per byte, low nibble first); :func:`unpack`
+opaque (4096..32767)          1-D ``uint8`` of the wire bytes; ``safe_open(...).tensor_info(name)`` has the layout
+============================  ==============================================
+
+The raw rule: a dtype NumPy cannot name loads as the unsigned integer of
+its width holding the exact bits, and ``safe_open(...).tensor_info(name).dtype``
+names the Kiln dtype. Saving accepts every dtype above (``ml_dtypes.int4``,
+``uint4`` and ``float4_e2m1fn`` arrays are packed to i4/u4/e2m1; a
+:class:`Packed` or :class:`Opaque` wraps wire bytes).
+
+Tensors are written sorted by name (a dict of tensors is sorted by key, as
+the spec's canonical layout requires), and the file is the model file
+``kiln convert`` writes: frame, metadata, directory, payloads at 4 KiB
+aligned file offsets.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _kiln
+
+__all__ = ["save", "save_file", "load", "load_file", "unpack", "Packed", "Opaque", "dtype_for", "has_ml_dtypes"]
+
+_ml: Any
+try:  # bf16 and f8 as real dtypes when ml_dtypes is installed
+    import ml_dtypes as _ml
+except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
+    _ml = None
+
+_LE = {1: "<f8", 2: "<f4", 3: "<f2", 7: "?", 8: "i1", 9: "u1", 10: "<i2", 11: "<u2",
+       12: "<i4", 13: "<u4", 14: "<i8", 15: "<u8"}
+_ML_NAMES = {4: "bfloat16", 5: "float8_e4m3fn", 6: "float8_e5m2", 19: "float8_e8m0fnu"}
+_RAW = {4: "<u2", 5: "u1", 6: "u1", 19: "u1"}
+_PACKED = {16: "i4", 17: "u4", 18: "e2m1"}
+
+
+def has_ml_dtypes() -> bool:
+    """True when bf16/f8 load as ml_dtypes types (else as their raw bits)."""
+    return _ml is not None
+
+
+def _build_dtypes() -> Tuple[Any, ...]:
+    out: List[Any] = [np.dtype("u1")] + [None] * 19
+    for code, name in _LE.items():
+        out[code] = np.dtype(name)
+    for code, name in _ML_NAMES.items():
+        ml = getattr(_ml, name, None) if _ml is not None else None
+        out[code] = np.dtype(ml) if ml is not None else np.dtype(_RAW[code])
+    return tuple(out)
+
+
+_DTYPES = _build_dtypes()
+
+
+def _dtypes() -> Tuple[Any, ...]:
+    return _DTYPES
+
+
+def dtype_for(code: int) -> np.dtype[Any]:
+    """The NumPy dtype a tensor of Kiln dtype ``code`` loads as."""
+    if 1 <= code < len(_DTYPES) and _DTYPES[code] is not None:
+        d: np.dtype[Any] = _DTYPES[code]
+        return d
+    return np.dtype("u1")
+
+
+@dataclass(frozen=True)
+class Packed:
+    """Wire bytes of a packed tensor to save: ``dtype`` is ``"i4"``, ``"u4"``
+    or ``"e2m1"``, ``data`` the ``uint8`` bytes (two elements per byte, low
+    nibble first, ``ceil(prod(shape) / 2)`` bytes), ``shape`` the logical shape."""
+
+    dtype: str
+    data: Any
+    shape: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Opaque:
+    """Wire bytes of an opaque tensor to save: ``code`` in 4096..32767,
+    ``layout`` its name, ``block_size`` the bytes per block."""
+
+    code: int
+    layout: str
+    block_size: int
+    data: Any
+    shape: Tuple[int, ...]
+
+
+_TABLE = {("f", 8): 1, ("f", 4): 2, ("f", 2): 3, ("b", 1): 7, ("i", 1): 8, ("u", 1): 9,
+          ("i", 2): 10, ("u", 2): 11, ("i", 4): 12, ("u", 4): 13, ("i", 8): 14, ("u", 8): 15}
+
+
+def _build_codes() -> Dict[Any, int]:
+    """Kiln code by NumPy dtype for the native-order dtypes (the fast path);
+    the packed nibble dtypes of ml_dtypes map to 16/17/18."""
+    codes: Dict[Any, int] = {}
+    for code, name in _LE.items():
+        codes[np.dtype(name).newbyteorder("=")] = code
+    if _ml is not None:
+        for code, name in list(_ML_NAMES.items()) + [(16, "int4"), (17, "uint4"), (18, "float4_e2m1fn")]:
+            ml = getattr(_ml, name, None)
+            if ml is not None:
+                codes[np.dtype(ml)] = code
+    return codes
+
+
+_CODES = _build_codes()
+
+
+def _code_of(dt: np.dtype[Any]) -> int:
+    code = _CODES.get(dt)
+    if code is not None:
+        return code
+    found = _TABLE.get((dt.kind, dt.itemsize))  # other byte orders
+    if found is None:
+        raise TypeError(f"Kiln has no dtype for NumPy {dt} (use an explicit conversion, or kiln.numpy.Packed/Opaque)")
+    return found
+
+
+_NATIVE_LE = sys.byteorder == "little"
+
+
+def _wire_bytes(a: npt.NDArray[Any]) -> Any:
+    """An object exporting the array's elements as little-endian bytes in C
+    order (the array itself when it already is one: no copy)."""
+    order = a.dtype.byteorder
+    if order == ">" or (order == "=" and not _NATIVE_LE and a.dtype.itemsize > 1):
+        a = a.astype(a.dtype.newbyteorder("<"))
+    if not a.flags.c_contiguous:
+        a = a.copy(order="C")
+    if a.dtype.kind in "biuf":
+        return a  # NumPy exports these as their bytes
+    return a.reshape(-1).view(np.uint8)  # ml_dtypes types have no buffer format
+
+
+def _pack_nibbles(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    bits = np.ascontiguousarray(a).reshape(-1).view(np.uint8) & 0x0F
+    if bits.size % 2:
+        bits = np.concatenate([bits, np.zeros(1, np.uint8)])
+    packed: npt.NDArray[Any] = bits[0::2] | (bits[1::2] << 4)
+    return packed
+
+
+def _spec(name: str, value: Any) -> Tuple[str, int, Tuple[int, ...], Any, Optional[str], int]:
+    if isinstance(value, Packed):
+        codes = {v: k for k, v in _PACKED.items()}
+        if value.dtype not in codes:
+            raise ValueError(f"{name}: packed dtype must be i4, u4 or e2m1, not {value.dtype!r}")
+        data = _wire_bytes(np.asarray(value.data, dtype=np.uint8))
+        return (name, codes[value.dtype], tuple(int(d) for d in value.shape), data, None, 0)
+    if isinstance(value, Opaque):
+        data = _wire_bytes(np.asarray(value.data, dtype=np.uint8))
+        return (name, int(value.code), tuple(int(d) for d in value.shape), data, value.layout, int(value.block_size))
+    if not isinstance(value, (np.ndarray, np.generic)):
+        raise TypeError(f"{name}: expected a numpy.ndarray, got {type(value).__name__}")
+    a = value if isinstance(value, np.ndarray) else np.asarray(value)
+    code = _code_of(a.dtype)
+    if code in _PACKED:
+        return (name, code, a.shape, _pack_nibbles(a), None, 0)
+    return (name, code, a.shape, _wire_bytes(a), None, 0)
+
+
+def _specs(tensors: Mapping[str, Any]) -> List[Tuple[str, int, Tuple[int, ...], Any, Optional[str], int]]:
+    if not isinstance(tensors, Mapping):
+        raise TypeError(f"tensors must be a dict of name -> numpy.ndarray, not {type(tensors).__name__}")
+    out = []
+    for name, value in tensors.items():
+        if not isinstance(name, str):
+            raise TypeError(f"tensor names must be str, not {type(name).__name__}")
+        out.append(_spec(name, value))
+    return out
+
+
+def _tensor_specs(value: Any) -> Tuple[bool, List[Tuple[str, int, Tuple[int, ...], Any, Optional[str], int]]]:
+    """For ``kiln.encode`` of a ``tensors`` value: a dict (named, sorted) or a sequence (unnamed, in order)."""
+    if isinstance(value, Mapping):
+        return True, _specs(value)
+    if isinstance(value, (list, tuple)):
+        return False, [_spec(str(i), v) for i, v in enumerate(value)]
+    raise TypeError(f"a tensors value must be a dict of arrays or a list of arrays, not {type(value).__name__}")
+
+
+def _metadata(metadata: Optional[Mapping[str, str]]) -> List[Tuple[str, str]]:
+    if metadata is None:
+        return []
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata must be a dict of str -> str, not {type(metadata).__name__}")
+    out = []
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError(f"metadata must map str to str, got {type(k).__name__} -> {type(v).__name__}")
+        out.append((k, v))
+    return out
+
+
+def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None) -> bytes:
+    """The model file of ``tensors`` and ``metadata`` as bytes (see :func:`save_file`)."""
+    out = _kiln.save(_specs(tensors), _metadata(metadata), None, 4096)
+    assert out is not None
+    return out
+
+
+def save_file(
+    tensors: Dict[str, Any],
+    filename: Union[str, "os.PathLike[str]"],
+    metadata: Optional[Dict[str, str]] = None,
+) -> None:
+    """Writes ``tensors`` (name -> array) and string ``metadata`` as a Kiln
+    model file: the file ``kiln convert`` writes, tensors sorted by name,
+    payloads at 4 KiB aligned file offsets. The core checks the bytes before
+    they reach the file, which is written to a temporary name and renamed
+    over ``filename`` (arrays still viewing the old file keep its bytes).
+    Raises ``TypeError`` for a dtype Kiln does not have and
+    :class:`kiln.KilnError` for anything a reader would reject."""
+    _kiln.save(_specs(tensors), _metadata(metadata), os.fspath(filename), 4096)
+
+
+def load(data: Union[bytes, bytearray, memoryview]) -> Dict[str, npt.NDArray[Any]]:
+    """The tensors of a model file or plain directory held in ``data``, as
+    read-only arrays viewing ``data`` (see the module docs; a ``bytearray``
+    cannot be resized while they live). Unnamed tensors
+    get their index as key ("0", "1", ...)."""
+    if isinstance(data, (str, os.PathLike)):
+        raise TypeError("load() takes bytes; use load_file() for a path")
+    from . import _owner
+
+    _, arrays = _kiln.load_arrays(_owner(data), _DTYPES)
+    return arrays
+
+
+def load_file(filename: Union[str, "os.PathLike[str]"]) -> Dict[str, npt.NDArray[Any]]:
+    """The tensors of a Kiln file, as read-only views of a memory map."""
+    from . import _buffer
+
+    _, arrays = _kiln.load_arrays(_buffer(filename), _DTYPES)
+    return arrays
+
+
+def unpack(packed: npt.NDArray[Any], dtype: str, shape: Sequence[int]) -> npt.NDArray[Any]:
+    """Unpacks the wire bytes of an ``i4``/``u4``/``e2m1`` tensor into one
+    element per byte: ``int8`` for i4, ``uint8`` for u4, and for e2m1
+    ``ml_dtypes.float4_e2m1fn`` (or the ``uint8`` codes without ml_dtypes)."""
+    raw = np.asarray(packed, dtype=np.uint8).reshape(-1)
+    count = int(np.prod(np.asarray(shape, dtype=np.int64))) if len(shape) else 1
+    if raw.size != (count + 1) // 2:
+        raise ValueError(f"{raw.size} bytes do not hold {count} packed elements")
+    nib = np.empty(raw.size * 2, np.uint8)
+    nib[0::2] = raw & 0x0F
+    nib[1::2] = raw >> 4
+    nib = nib[:count]
+    if dtype == "i4":
+        out: npt.NDArray[Any] = ((nib.astype(np.int8) << 4) >> 4).astype(np.int8)
+    elif dtype == "u4":
+        out = nib
+    elif dtype == "e2m1":
+        ml = getattr(_ml, "float4_e2m1fn", None) if _ml is not None else None
+        out = nib.view(ml) if ml is not None else nib
+    else:
+        raise ValueError(f"dtype must be i4, u4 or e2m1, not {dtype!r}")
+    return out.reshape(tuple(shape))

@@ -1,0 +1,526 @@
+//! `kiln._kiln`: the native half of the `kiln` Python package.
+//!
+//! Every check is `kiln_nostd`'s: this crate borrows the caller's bytes
+//! (a buffer export held for the length of the call), runs the core's
+//! parser on them and hands NumPy the offsets the core proved safe. The
+//! Python half (`python/kiln`) only maps files and picks dtypes.
+
+use std::path::{Path, PathBuf};
+
+use kiln_nostd::frozen::{Reader, Schema};
+use kiln_nostd::model::{self, Metadata, ModelWriter, PAD_KEY};
+use kiln_nostd::{scratch_len, DType, Directory, Error, Header, Limits, Parser, TensorSpec, Width, DEFAULT_CAP};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+mod buffer;
+mod frozen;
+
+use buffer::Held;
+
+pyo3::create_exception!(
+    kiln,
+    KilnError,
+    PyValueError,
+    "A rejected input: `code` (FRAME, LIMIT, EOF, TYPE, UTF8, TRAILING, SCHEMA), `offset` (absolute byte \
+     offset of the field that broke the rule) and `rule` (the rule's stable id, as `kiln validate --json` \
+     prints it); `description` is the rule in words and `str(err)` the CLI's message."
+);
+pyo3::create_exception!(
+    kiln,
+    TypeTextError,
+    PyValueError,
+    "Type text that is not canonical Kiln type text; `code`, `offset` (a byte of the text) and `rule` as \
+     for KilnError."
+);
+
+/// Node capacity for type text (the CLI's).
+pub(crate) const NODES: usize = 2048;
+
+/// The module's `KilnError` for a core error.
+pub(crate) fn kiln_error(py: Python<'_>, e: Error) -> PyErr {
+    with_fields(py, KilnError::new_err(e.to_string()), e)
+}
+
+pub(crate) fn type_text_error(py: Python<'_>, text: &str, e: Error) -> PyErr {
+    let quoted: String = text.chars().take(120).collect();
+    let msg = format!(
+        "invalid type text {quoted:?}: {} at byte {} of the type text: {}",
+        e.code(),
+        e.offset(),
+        e.rule().description()
+    );
+    with_fields(py, TypeTextError::new_err(msg), e)
+}
+
+fn with_fields(py: Python<'_>, err: PyErr, e: Error) -> PyErr {
+    let v = err.value(py);
+    let set = || -> PyResult<()> {
+        v.setattr("code", e.code().as_str())?;
+        v.setattr("offset", e.offset())?;
+        v.setattr("rule", e.rule().id())?;
+        v.setattr("description", e.rule().description())?;
+        Ok(())
+    };
+    match set() {
+        Ok(()) => err,
+        Err(other) => other,
+    }
+}
+
+/// One random seed per process for the name table (as the CLI does), so
+/// names crafted against a known seed cannot make a check quadratic.
+fn process_seed() -> u64 {
+    use std::hash::BuildHasher;
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0x6b69_6c6e_7079u64))
+}
+
+fn limits(count_cap: u32, byte_cap: u32) -> Limits {
+    Limits::DEFAULT.with_count_cap(count_cap).with_byte_cap(byte_cap)
+}
+
+/// Where the directory block of a model file starts (the frame and the
+/// metadata checked). `None` when they are rejected; the full parse then
+/// reports that.
+fn model_block_start(buf: &[u8], limits: Limits) -> Option<usize> {
+    model::block_start(buf, &limits).ok()
+}
+
+/// Scratch for the name table when the block at `start` claims a tensor
+/// count that could fit in the buffer at all (never for a hostile count).
+fn name_scratch(buf: &[u8], start: usize, limits: Limits) -> Option<Vec<u32>> {
+    let block = buf.get(start..)?;
+    let count = Header::peek_count(block)?;
+    let fits = u64::from(count).checked_mul(128).is_some_and(|need| need <= block.len() as u64);
+    (fits && count <= limits.count_cap).then(|| vec![0u32; scratch_len(count)])
+}
+
+/// `kiln_nostd::model::parse_any` with the CLI's configuration: a model file
+/// by content, else a plain directory; name scratch and a random seed.
+pub(crate) fn open_any(buf: &[u8], limits: Limits) -> Result<(Option<Metadata<'_>>, Directory<'_>), Error> {
+    let start = if model::is_model_file(buf) { model_block_start(buf, limits) } else { Some(0) };
+    let parser = Parser::new().limits(limits).hash_seed(process_seed());
+    match start.and_then(|s| name_scratch(buf, s, limits)) {
+        Some(mut scratch) => model::parse_any_with(buf, parser.scratch(&mut scratch)),
+        None => model::parse_any_with(buf, parser),
+    }
+}
+
+/// A standalone directory block (`--type tensors`).
+fn open_tensors(buf: &[u8], limits: Limits) -> Result<Directory<'_>, Error> {
+    let parser = Parser::new().limits(limits).hash_seed(process_seed());
+    match name_scratch(buf, 0, limits) {
+        Some(mut scratch) => parser.scratch(&mut scratch).parse(buf),
+        None => parser.parse(buf),
+    }
+}
+
+/// Runs `f` on the held bytes, without the GIL when nobody can change them.
+fn with_bytes<'b, T: Send>(py: Python<'_>, held: &'b Held, f: impl FnOnce(&'b [u8]) -> T + Send) -> T {
+    let bytes = held.bytes();
+    if held.readonly() && bytes.len() >= 1 << 16 {
+        py.detach(|| f(bytes))
+    } else {
+        f(bytes)
+    }
+}
+
+/// Checks `data` (any contiguous buffer) and raises `KilnError` on the first
+/// broken rule. Without `type_text`: a model file by content, else a plain
+/// directory (`kiln validate FILE`). `"tensors"` unframed: one standalone
+/// directory block. Any other type: one Frozen value of that type.
+#[pyfunction]
+#[pyo3(signature = (data, type_text=None, framed=false, count_cap=DEFAULT_CAP, byte_cap=DEFAULT_CAP))]
+fn validate(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    type_text: Option<&str>,
+    framed: bool,
+    count_cap: u32,
+    byte_cap: u32,
+) -> PyResult<()> {
+    let held = Held::new(data)?;
+    let limits = limits(count_cap, byte_cap);
+    let verdict = match (type_text, framed) {
+        (None, false) => with_bytes(py, &held, |b| open_any(b, limits).map(|_| ())),
+        (Some("tensors"), false) => with_bytes(py, &held, |b| open_tensors(b, limits).map(|_| ())),
+        (text, framed) => {
+            let text = text.unwrap_or("tensors");
+            let schema = Box::new(Schema::<NODES>::parse(text).map_err(|e| type_text_error(py, text, e))?);
+            let reader = Reader::new().limits(limits).framed(framed);
+            with_bytes(py, &held, |b| reader.validate(b, &schema))
+        }
+    };
+    verdict.map_err(|e| kiln_error(py, e))
+}
+
+/// The tensor table as tuples: (name, dtype code, shape, absolute offset,
+/// byte length, layout, block size, quant), quant being None or
+/// (scheme, axis, group_size, scale index, outer index or None).
+pub(crate) fn table<'py>(py: Python<'py>, dir: &Directory<'_>) -> PyResult<Bound<'py, PyList>> {
+    let rows = PyList::empty(py);
+    for t in dir.iter() {
+        let quant = t.quant().map(|q| (q.scheme, q.axis, q.group_size, q.scale.index(), q.outer.map(|o| o.index())));
+        let row = (
+            t.name(),
+            t.dtype().code(),
+            PyTuple::new(py, t.shape())?,
+            t.absolute_offset(),
+            t.byte_len(),
+            t.layout(),
+            t.block_size(),
+            quant,
+        );
+        rows.append(row)?;
+    }
+    Ok(rows)
+}
+
+fn metadata_dict<'py>(py: Python<'py>, m: &Metadata<'_>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (k, v) in m.iter() {
+        d.set_item(k, v)?;
+    }
+    Ok(d)
+}
+
+/// (metadata dict or None, padding, directory offset, tensor table).
+type Inspection<'py> = (Option<Bound<'py, PyDict>>, usize, usize, Bound<'py, PyList>);
+
+/// Checks `data` like `validate(data)` and returns
+/// (metadata dict or None, padding, directory offset, tensor table).
+#[pyfunction]
+fn inspect<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Inspection<'py>> {
+    let held = Held::new(data)?;
+    let (meta, dir) = open_any(held.bytes(), Limits::DEFAULT).map_err(|e| kiln_error(py, e))?;
+    let padding = meta.map_or(0, |m| m.padding());
+    let meta = meta.map(|m| metadata_dict(py, &m)).transpose()?;
+    Ok((meta, padding, dir.start(), table(py, &dir)?))
+}
+
+/// How tensors become arrays: the NumPy dtype per closed-set code (index 0:
+/// the raw `uint8` used for packed and opaque tensors, and wherever the
+/// entry is None).
+pub(crate) struct ArrayMaker<'py> {
+    frombuffer: Bound<'py, PyAny>,
+    empty: Bound<'py, PyAny>,
+    dtypes: Vec<Bound<'py, PyAny>>,
+    raw: Bound<'py, PyAny>,
+}
+
+impl<'py> ArrayMaker<'py> {
+    pub(crate) fn new(py: Python<'py>, dtypes: &Bound<'py, PyTuple>) -> PyResult<Self> {
+        let np = py.import("numpy")?;
+        let raw = dtypes.get_item(0)?;
+        if raw.is_none() {
+            return Err(PyValueError::new_err("dtypes[0] must be the raw uint8 dtype"));
+        }
+        Ok(ArrayMaker {
+            frombuffer: np.getattr("frombuffer")?,
+            empty: np.getattr("empty")?,
+            dtypes: dtypes.iter().collect(),
+            raw,
+        })
+    }
+
+    /// The array for `t`: a read-only view of `owner`'s bytes (which start
+    /// at `base` in memory) when the payload is aligned for its elements on
+    /// a little-endian host; a read-only copy otherwise.
+    pub(crate) fn array(
+        &self,
+        py: Python<'py>,
+        owner: &Bound<'py, PyAny>,
+        base: usize,
+        writable_source: bool,
+        t: &kiln_nostd::Tensor<'_>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.build(py, owner, base, writable_source, t.dtype(), t.shape(), t.absolute_offset(), t.bytes())
+    }
+
+    /// [`array`](Self::array) from the table's facts: `payload` is the
+    /// tensor's bytes, at offset `at` of `owner`'s buffer.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn build(
+        &self,
+        py: Python<'py>,
+        owner: &Bound<'py, PyAny>,
+        base: usize,
+        writable_source: bool,
+        dtype: DType,
+        shape: &[u64],
+        at: usize,
+        payload: &[u8],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let dense = match dtype.width() {
+            Width::Bytes(w) => self.dtypes.get(usize::from(dtype.code())).filter(|d| !d.is_none()).map(|d| (d, w)),
+            Width::Nibble | Width::Opaque => None,
+        };
+        let (dtype, shape, width) = match dense {
+            Some((d, w)) => (d, PyTuple::new(py, shape)?, usize::from(w)),
+            None => (&self.raw, PyTuple::new(py, [payload.len()])?, 1),
+        };
+        let little = cfg!(target_endian = "little");
+        if payload.is_empty() {
+            let a = self.empty.call1((shape, dtype))?;
+            a.getattr("flags")?.setattr("writeable", false)?;
+            return Ok(a);
+        }
+        let count = payload.len() / width;
+        // `frombuffer`, not `ndarray(buffer=...)`: it keeps a buffer export
+        // (a memoryview) for the array's life, so the bytes cannot be
+        // unmapped or resized under the array.
+        let flat = if (little || width == 1) && base.wrapping_add(at) % width == 0 {
+            let a = self.frombuffer.call1((owner, dtype, count, at))?;
+            if writable_source {
+                a.getattr("flags")?.setattr("writeable", false)?;
+            }
+            a
+        } else {
+            // A bytes object's data is 16-aligned: the copy is aligned.
+            let copy = PyBytes::new(py, payload);
+            let a = self.frombuffer.call1((copy, dtype, count, 0))?;
+            if little || width == 1 {
+                a
+            } else {
+                let native = dtype.call_method1("newbyteorder", ("=",))?;
+                let swapped = a.call_method1("astype", (native,))?;
+                swapped.getattr("flags")?.setattr("writeable", false)?;
+                swapped
+            }
+        };
+        let arr = if shape.len() == 1 { flat } else { flat.call_method1("reshape", (shape,))? };
+        Ok(arr)
+    }
+}
+
+/// One array from facts the core reported earlier for `data` (which must
+/// be the same immutable buffer, e.g. a read-only memory map): used by
+/// `safe_open`, which parses once and builds arrays on demand.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn make_array<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    code: u16,
+    shape: Vec<u64>,
+    offset: usize,
+    byte_len: usize,
+    dtypes: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let maker = ArrayMaker::new(py, dtypes)?;
+    let held = Held::new(data)?;
+    let dtype = DType::from_code(code).ok_or_else(|| PyValueError::new_err(format!("unknown dtype code {code}")))?;
+    let payload = offset
+        .checked_add(byte_len)
+        .and_then(|end| held.bytes().get(offset..end))
+        .ok_or_else(|| PyValueError::new_err("the tensor lies outside the buffer"))?;
+    maker.build(py, data, held.address(), !held.readonly(), dtype, &shape, offset, payload)
+}
+
+/// The key a tensor gets in a dict: its name, or its index for unnamed tensors.
+pub(crate) fn key_of(t: &kiln_nostd::Tensor<'_>) -> String {
+    t.name().map_or_else(|| t.index().to_string(), str::to_owned)
+}
+
+/// Checks `data` like `validate(data)` and returns (metadata dict or None,
+/// {name: array}): arrays viewing `data`'s bytes (see `ArrayMaker::array`).
+#[pyfunction]
+fn load_arrays<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    dtypes: &Bound<'py, PyTuple>,
+) -> PyResult<(Option<Bound<'py, PyDict>>, Bound<'py, PyDict>)> {
+    let maker = ArrayMaker::new(py, dtypes)?;
+    let held = Held::new(data)?;
+    let (meta, dir) = with_bytes(py, &held, |b| open_any(b, Limits::DEFAULT)).map_err(|e| kiln_error(py, e))?;
+    let out = PyDict::new(py);
+    for t in dir.iter() {
+        let arr = maker.array(py, data, held.address(), !held.readonly(), &t)?;
+        out.set_item(key_of(&t), arr)?;
+    }
+    let meta = meta.map(|m| metadata_dict(py, &m)).transpose()?;
+    Ok((meta, out))
+}
+
+/// One tensor to write, as the Python half prepares it: (name, dtype code,
+/// shape, an object exporting the little-endian wire bytes, layout, block size).
+type SpecIn<'py> = (String, u16, Vec<u64>, Bound<'py, PyAny>, Option<String>, u32);
+
+/// The held buffers and names behind a list of `TensorSpec`s.
+pub(crate) struct Specs {
+    held: Vec<Held>,
+    names: Vec<String>,
+    dtypes: Vec<DType>,
+    shapes: Vec<Vec<u64>>,
+    layouts: Vec<(Option<String>, u32)>,
+}
+
+impl Specs {
+    pub(crate) fn new(tensors: Vec<SpecIn<'_>>) -> PyResult<Specs> {
+        let mut s = Specs { held: vec![], names: vec![], dtypes: vec![], shapes: vec![], layouts: vec![] };
+        for (name, code, shape, data, layout, block_size) in tensors {
+            let dtype =
+                DType::from_code(code).ok_or_else(|| PyValueError::new_err(format!("unknown dtype code {code}")))?;
+            s.held.push(Held::new(&data)?);
+            s.names.push(name);
+            s.dtypes.push(dtype);
+            s.shapes.push(shape);
+            s.layouts.push((layout, block_size));
+        }
+        Ok(s)
+    }
+
+    /// The specs, named, in the canonical dict order (by name bytes).
+    pub(crate) fn specs(&self, named: bool) -> PyResult<Vec<TensorSpec<'_>>> {
+        let mut specs: Vec<TensorSpec<'_>> = (0..self.names.len())
+            .map(|i| {
+                let (layout, block_size) = &self.layouts[i];
+                let mut t = TensorSpec::new(self.dtypes[i], &self.shapes[i], self.held[i].bytes());
+                t.layout = layout.as_deref();
+                t.block_size = *block_size;
+                if named {
+                    t = t.named(&self.names[i]);
+                }
+                t
+            })
+            .collect();
+        if named {
+            specs.sort_by(|a, b| a.name.map(str::as_bytes).cmp(&b.name.map(str::as_bytes)));
+        }
+        Ok(specs)
+    }
+}
+
+/// Writes a model file of `tensors` (sorted by name) and `metadata` with
+/// the payload region at a multiple of `align` bytes in the file, checked by
+/// the core before it is handed out. Returns the bytes, or None after
+/// writing `path` (a temporary file renamed over it).
+#[pyfunction]
+#[pyo3(signature = (tensors, metadata, path=None, align=4096))]
+fn save<'py>(
+    py: Python<'py>,
+    tensors: Vec<SpecIn<'py>>,
+    metadata: Vec<(String, String)>,
+    path: Option<PathBuf>,
+    align: u64,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let held = Specs::new(tensors)?;
+    let specs = held.specs(true)?;
+    let mut meta: Vec<(&str, &str)> = metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    if meta.iter().any(|(k, _)| *k == PAD_KEY) {
+        return Err(PyValueError::new_err(format!("metadata key {PAD_KEY:?} is reserved for alignment padding")));
+    }
+    meta.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    if let Some(w) = meta.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(PyValueError::new_err(format!("metadata key {:?} appears twice", w[0].0)));
+    }
+    let writer = ModelWriter::new().align(align);
+    let len = writer.encoded_len(&meta, &specs).map_err(|e| kiln_error(py, e))?;
+    // Name scratch: the writer's checks then take linear time.
+    let mut scratch = vec![0u32; scratch_len(u32::try_from(specs.len()).unwrap_or(u32::MAX))];
+    match path {
+        None => {
+            let mut failure = None;
+            let bytes = PyBytes::new_with(py, len, |out| {
+                if let Err(e) = writer.write_with_scratch(&meta, &specs, out, Some(&mut scratch)) {
+                    failure = Some(e);
+                }
+                Ok(())
+            })?;
+            match failure {
+                Some(e) => Err(kiln_error(py, e)),
+                None => Ok(Some(bytes)),
+            }
+        }
+        Some(path) => {
+            write_file(&path, len, |out| writer.write_with_scratch(&meta, &specs, out, Some(&mut scratch))).map_err(
+                |e| match e {
+                    WriteError::Kiln(e) => kiln_error(py, e),
+                    WriteError::Io(e) => PyOSError::new_err(format!("{}: {e}", path.display())),
+                },
+            )?;
+            Ok(None)
+        }
+    }
+}
+
+/// Files at least this long are written through a memory map (small ones
+/// through a buffer: a map costs more to set up than it saves).
+const MAP_WRITE_MIN: usize = 32 << 20;
+
+pub(crate) enum WriteError {
+    Kiln(Error),
+    Io(std::io::Error),
+}
+
+/// Writes `len` bytes produced by `fill` to a temporary file next to `path`
+/// and renames it over `path`: a reader never sees half a file, and arrays
+/// still mapping the old file keep its bytes. (This and `buffer` are the
+/// crate's only `unsafe` code.)
+fn write_file(path: &Path, len: usize, fill: impl FnOnce(&mut [u8]) -> Result<usize, Error>) -> Result<(), WriteError> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().ok_or_else(|| {
+        WriteError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names no file"))
+    })?;
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}-{n}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let result = (|| {
+        if len < MAP_WRITE_MIN {
+            let mut buf = vec![0u8; len];
+            fill(&mut buf).map_err(WriteError::Kiln)?;
+            std::fs::write(&tmp, &buf).map_err(WriteError::Io)?;
+        } else {
+            // Large files are written in place through a populated map: the
+            // payloads are copied once, into the page cache, with no buffer
+            // of the file's size (measured 1.3-2x faster at 1 GiB).
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&tmp)
+                .map_err(WriteError::Io)?;
+            file.set_len(len as u64).map_err(WriteError::Io)?;
+            // SAFETY: a file this call just created under a unique name; nothing
+            // else maps or truncates it while the map lives.
+            let mut map = unsafe { memmap2::MmapOptions::new().populate().map_mut(&file) }.map_err(WriteError::Io)?;
+            fill(&mut map).map_err(WriteError::Kiln)?;
+        }
+        std::fs::rename(&tmp, path).map_err(WriteError::Io)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// The default caps (16,777,216).
+#[pyfunction]
+fn default_cap() -> u32 {
+    DEFAULT_CAP
+}
+
+#[pymodule]
+fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("KilnError", py.get_type::<KilnError>())?;
+    m.add("TypeTextError", py.get_type::<TypeTextError>())?;
+    m.add("MODEL_TYPE", model::MODEL_TYPE)?;
+    m.add("MODEL_HASH", model::MODEL_HASH)?;
+    m.add("PAD_KEY", PAD_KEY)?;
+    m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_function(wrap_pyfunction!(inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(load_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(make_array, m)?)?;
+    m.add_function(wrap_pyfunction!(save, m)?)?;
+    m.add_function(wrap_pyfunction!(default_cap, m)?)?;
+    m.add_function(wrap_pyfunction!(frozen::decode, m)?)?;
+    m.add_function(wrap_pyfunction!(frozen::encode, m)?)?;
+    m.add_class::<frozen::Some>()?;
+    Ok(())
+}

@@ -1,0 +1,53 @@
+"""A typical user's script; `mypy --strict` must pass on it (test_typing.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, Optional
+
+import numpy as np
+import numpy.typing as npt
+
+import kiln
+import kiln.numpy
+
+
+def roundtrip(path: Path) -> Dict[str, npt.NDArray[np.float32]]:
+    tensors: Dict[str, npt.NDArray[np.float32]] = {"w": np.ones((2, 2), np.float32)}
+    kiln.numpy.save_file(tensors, path, metadata={"author": "me"})
+    blob: bytes = kiln.numpy.save(tensors)
+    kiln.validate(blob)
+    kiln.validate(path, "struct{metadata:dict<str,str>,tensors:tensors,}", framed=True)
+    loaded = kiln.numpy.load_file(path)
+    same = kiln.numpy.load(blob)
+    assert loaded.keys() == same.keys()
+    return {k: v.astype(np.float32) for k, v in loaded.items()}
+
+
+def describe(path: Path) -> Optional[str]:
+    try:
+        with kiln.safe_open(path, framework="numpy") as f:
+            meta: Optional[Dict[str, str]] = f.metadata()
+            for name in f.keys():
+                info: kiln.TensorInfo = f.tensor_info(name)
+                shape: tuple[int, ...] = info.shape
+                q: Optional[kiln.QuantInfo] = info.quant
+                rows = f.get_slice(name)[:1]
+                full = f.get_tensor(name)
+                print(name, info.dtype, shape, info.offset, q, rows, full.nbytes)
+            return None if meta is None else meta.get("author")
+    except kiln.KilnError as e:
+        code: str = e.code
+        offset: int = e.offset
+        rule: str = e.rule
+        print(f"{code} at {offset}: {rule}")
+        return None
+
+
+def frozen() -> None:
+    ty = "struct{id:i64,scores:list<f32>,}"
+    b = kiln.encode({"id": 1, "scores": [0.5, 1.5]}, ty, framed=True)
+    value = kiln.decode(b, ty, framed=True)
+    print(value["scores"].sum())
+    unpacked = kiln.numpy.unpack(np.zeros(2, np.uint8), "i4", (4,))
+    print(unpacked.shape, kiln.Some(None).value, kiln.DEFAULT_CAP)
