@@ -71,10 +71,8 @@ impl<'a> Model<'a> {
     /// directory (caps, name scratch, hash seed); its caps apply to the
     /// metadata too.
     pub fn parse_with(buf: &'a [u8], parser: Parser<'_>) -> Result<Model<'a>> {
-        let limits = parser.caps();
-        let at = check_frame(buf, MODEL_HASH)?;
-        let checker = crate::frozen::Checker { buf, limits, utf8: true };
-        let end = checker.value(&METADATA, at)?;
+        let end = check_head(buf, &parser.caps())?;
+        let at = crate::frozen::FRAME_LEN;
         let directory = parser.parse_at(buf, end)?;
         if directory.end() != buf.len() {
             return fail(Rule::TrailingBytes, directory.end());
@@ -97,6 +95,20 @@ impl<'a> Model<'a> {
     pub fn directory_offset(&self) -> usize {
         self.directory.start()
     }
+}
+
+/// Checks a model file's frame and metadata (the first two of
+/// [`Model::parse`]'s checks, in its order) and returns where its directory
+/// block starts: for sizing name scratch from that block's header
+/// ([`Header::peek_count`](crate::Header::peek_count)) before the full parse.
+pub fn block_start(buf: &[u8], limits: &crate::Limits) -> Result<usize> {
+    check_head(buf, limits)
+}
+
+fn check_head(buf: &[u8], limits: &crate::Limits) -> Result<usize> {
+    let at = check_frame(buf, MODEL_HASH)?;
+    let checker = crate::frozen::Checker { buf, limits: *limits, utf8: true };
+    checker.value(&METADATA, at)
 }
 
 /// Opens `buf` by content: a model file (metadata and directory) when it
@@ -251,8 +263,22 @@ impl ModelWriter {
     }
 
     /// Writes the model file into `out`, checks it with [`Model::parse`] and
-    /// returns its length.
+    /// returns its length. The name checks compare every pair; give
+    /// [`write_with_scratch`](Self::write_with_scratch) scratch for large sets.
     pub fn write(&self, metadata: &[(&str, &str)], specs: &[crate::TensorSpec<'_>], out: &mut [u8]) -> Result<usize> {
+        self.write_with_scratch(metadata, specs, out, None)
+    }
+
+    /// [`write`](Self::write) with name scratch of at least
+    /// [`scratch_len`](crate::scratch_len)`(specs.len())` slots, so the
+    /// name checks take linear time.
+    pub fn write_with_scratch(
+        &self,
+        metadata: &[(&str, &str)],
+        specs: &[crate::TensorSpec<'_>],
+        out: &mut [u8],
+        mut scratch: Option<&mut [u32]>,
+    ) -> Result<usize> {
         let plan = self.plan(metadata, specs)?;
         let Some(file) = out.get_mut(..plan.total) else {
             return fail(Rule::ValueOutputTooSmall, out.len());
@@ -280,8 +306,16 @@ impl ModelWriter {
             put_pad(file, &mut put, plan.pad.unwrap_or(0));
         }
         let block = file.get_mut(at..).unwrap_or(&mut []);
-        crate::Writer::new().limits(self.limits).write(specs, block)?;
-        Model::parse_with(file, crate::Parser::new().limits(self.limits))?;
+        let writer = crate::Writer::new().limits(self.limits);
+        match scratch.as_deref_mut() {
+            Some(s) => writer.scratch(s).write(specs, block)?,
+            None => writer.write(specs, block)?,
+        };
+        let parser = crate::Parser::new().limits(self.limits);
+        match scratch {
+            Some(s) => Model::parse_with(file, parser.scratch(s))?,
+            None => Model::parse_with(file, parser)?,
+        };
         Ok(plan.total)
     }
 

@@ -209,7 +209,10 @@ impl<'s> Writer<'s> {
         let Some(block) = out.get_mut(..plan.block_len) else {
             return fail(Rule::OutputTooSmall, out.len());
         };
-        block.fill(0);
+        // Zero what the emit leaves as it is: the directory prefix (its
+        // padding) here, the gaps between payloads as they are placed. The
+        // payloads themselves are written once, not zeroed first.
+        block.get_mut(..plan.payload_base).unwrap_or(&mut []).fill(0);
         emit(specs, &plan, block)?;
         let mut parser = Parser::new().limits(self.limits);
         if let Some(s) = self.scratch {
@@ -281,7 +284,9 @@ fn emit(specs: &[TensorSpec<'_>], plan: &Plan, block: &mut [u8]) -> Result<()> {
     for (i, s) in specs.iter().enumerate() {
         let len = u64_from(s.data.len());
         // The plan placed these lengths without overflow.
+        let gap_from = placement.payload_bytes();
         let offset = placement.place(len).unwrap_or(u64::MAX);
+        zero(block, plan.payload_base, gap_from, offset);
         let mut d = Descriptor {
             dtype: s.dtype.code(),
             rank: u8::try_from(s.shape.len()).unwrap_or(u8::MAX),
@@ -302,6 +307,14 @@ fn emit(specs: &[TensorSpec<'_>], plan: &Plan, block: &mut [u8]) -> Result<()> {
         put(block, payload_at, s.data);
     }
     Ok(())
+}
+
+/// Zeroes payload bytes `from..to` (payload offsets) of a block whose payload region starts at `base`.
+fn zero(block: &mut [u8], base: usize, from: u64, to: u64) {
+    let at = |v: u64| usize_from(v).and_then(|v| v.checked_add(base));
+    if let Some(gap) = at(from).zip(at(to)).and_then(|(a, b)| block.get_mut(a..b)) {
+        gap.fill(0);
+    }
 }
 
 /// Writes one (offset, length) heap pair of descriptor `i` at `field`.

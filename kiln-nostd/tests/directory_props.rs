@@ -217,3 +217,23 @@ fn check_any(bytes: &[u8]) {
         Err(e) => assert!(e.offset() <= bytes.len(), "error offset {} past {}", e.offset(), bytes.len()),
     }
 }
+
+/// The writer zeroes the padding and the gaps itself: a dirty output buffer
+/// gives the same block as a zeroed one.
+#[test]
+fn the_writer_does_not_need_a_zeroed_buffer() {
+    use kiln_nostd::{DType, TensorSpec, Writer};
+    let data = [7u8; 5];
+    let specs = [
+        TensorSpec::new(DType::U8, &[5], &data).named("a"),
+        TensorSpec::new(DType::U8, &[0], &[]).named("bb"),
+        TensorSpec::new(DType::U8, &[3], &data[..3]).named("c"),
+    ];
+    let n = Writer::new().encoded_len(&specs).unwrap();
+    let mut clean = vec![0u8; n];
+    let mut dirty = vec![0xAAu8; n + 3];
+    Writer::new().write(&specs, &mut clean).unwrap();
+    assert_eq!(Writer::new().write(&specs, &mut dirty).unwrap(), n);
+    assert_eq!(&dirty[..n], &clean[..]);
+    assert_eq!(&dirty[n..], &[0xAA; 3], "bytes past the block are left as they were");
+}
