@@ -56,11 +56,33 @@ for t in x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin; do
     run "check-$t" desktop_check "$t"
 done
 
-# Firmware: the QEMU demo and the no-panic link proof.
+# Firmware: the QEMU demo (and its defmt log, decoded) and the no-panic link
+# proof (the core's API and every C entry point).
 run firmware firmware-demo/ci.sh
+
+# The C API: kiln.h current, libkiln.a for the host and Cortex-M, the C test
+# program (ASan/UBSan) against the Rust verdicts, C++, the README example via
+# CMake; then the C firmware demo built with CMake and run under QEMU.
+run c-api kiln-c/ci.sh
+run firmware-c firmware-c/ci.sh
 
 # Browser: the npm package under Node, then the page in headless Chromium.
 run wasm-and-web kiln-wasm/ci.sh
+
+# The Python package as a user installs it (`pip install ./kiln-py`: maturin
+# from PyPI builds the abi3 extension), its Rust lints, then its pytest suite
+# (goldens, differential, round trips, CLI and npm interop, mypy --strict);
+# after the npm package is built, so the interop test reads files with it.
+# The cargo cache sits outside the clone, so a rerun rebuilds only what changed.
+kiln_py() {
+    local target="${KILN_PY_TARGET:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln-py-target}"
+    CARGO_TARGET_DIR="$target" cargo fmt --manifest-path kiln-py/Cargo.toml --check &&
+        CARGO_TARGET_DIR="$target" cargo clippy --manifest-path kiln-py/Cargo.toml --locked --all-targets -q -- -D warnings &&
+        CARGO_TARGET_DIR="$target" PIP_ROOT_USER_ACTION=ignore \
+            python3 -m pip install -q --disable-pip-version-check ./kiln-py &&
+        python3 -m pytest kiln-py/tests -q -p no:cacheprovider
+}
+run python-package kiln_py
 
 # Hostile input: fuzz smoke runs, differential testing, Miri, big-endian, memory bounds.
 run robustness scripts/robustness-ci.sh
