@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # CI for the browser side, idempotent: installs what is missing (the wasm32 target,
-# wasm-bindgen-cli 0.2.130, npm packages pinned in the package-lock files, Debian's
-# chromium), then runs
-#   1. cargo test -p kiln-wasm        (the incremental validator as JS drives it, and the Frozen path:
-#                                      verdicts == the core's Parser/Reader, on mutations)
+# wasm-bindgen-cli 0.2.130, npm packages pinned in the package-lock files: binaryen, esbuild,
+# playwright-core, TypeScript and the bundlers of the toolchain tests; Debian's chromium), then runs
+#   1. cargo test -p kiln-wasm        (the incremental validator as JS drives it, the Frozen path and
+#                                      model files: verdicts == the core's Parser/Reader/parse_any, on mutations)
 #   2. kiln-wasm/build.sh             (pkg/, and the wasm size budget)
-#   3. node --test kiln-wasm/test/    (goldens, views, Frozen values, loader, range requests on sparse
-#                                      100 MiB / 6 GiB / 20 GiB files, multi-GiB parses, packaging;
-#                                      Frozen values and range requests in headless Chromium)
-#   4. web-demo/test.sh               (the demo in headless Chromium, screenshots)
+#   3. node --test kiln-wasm/test/    (goldens, views, Frozen values, model files, loader, range requests on
+#                                      sparse 100 MiB / 6 GiB / 20 GiB files, multi-GiB parses; the packed
+#                                      package in Node ESM and CommonJS, tsc --strict type tests, and every
+#                                      toolchain of js/README.md's Bundlers section built and run in headless
+#                                      Chromium: vite 5 and latest (build, dev server), esbuild ESM/IIFE,
+#                                      webpack 5, rollup, module workers, kiln-wasm/slim)
+#   4. web-demo/test.sh               (the demo in headless Chromium, screenshots, the 390 px layout)
 #   5. with --bench: the Node and Chromium benchmarks (64 MiB quick mode with --quick-bench)
-# Warm machine: about a minute. Usage: kiln-wasm/ci.sh [--bench | --quick-bench]
+# Warm machine: 1.5 to 2 minutes (the toolchain matrix about 35 s of it). Usage: kiln-wasm/ci.sh [--bench | --quick-bench]
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -19,7 +22,7 @@ cd "$ROOT"
 
 node -e 'const [a]=process.versions.node.split(".").map(Number); if (a < 20) { console.error("kiln-wasm: Node 20 or newer is required"); process.exit(1); }'
 
-if [ ! -d "$HERE/node_modules/binaryen" ] || [ "$HERE/package-lock.json" -nt "$HERE/node_modules/.package-lock.json" ]; then
+if [ ! -d "$HERE/node_modules/binaryen" ] || [ ! -d "$HERE/node_modules/vite5" ] || [ "$HERE/package-lock.json" -nt "$HERE/node_modules/.package-lock.json" ]; then
   (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 

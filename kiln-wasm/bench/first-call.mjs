@@ -3,7 +3,7 @@
 // Prints one JSON line. The input's pages are made resident first (as a
 // file read into memory is), so the timings are the parser's, not the
 // kernel's first touch of a fresh buffer.
-import * as kiln from '../pkg/node.js';
+import * as kiln from '../pkg/index.js';
 import { encodeKiln } from '../test-support/encode.mjs';
 
 const bytes = Number(process.argv[2] ?? 2 ** 30);

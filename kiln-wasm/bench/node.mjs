@@ -8,7 +8,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import * as kiln from '../pkg/node.js';
+import * as kiln from '../pkg/index.js';
 import { runCase, syntheticSpecs, exampleSpecs, formatResults } from './core.mjs';
 import { runStream } from './stream.mjs';
 

@@ -10,6 +10,7 @@ import { canView, elementsOf, isHostLittleEndian, toFloat32 as convert, viewCtor
 // offsets past 4 GiB (a remote file) are exact. Absent indexes are 0xFFFFFFFF.
 const META = 10;
 const SLOTS = 17;
+const START = 1;
 const BLOCK_LEN = 3;
 const PAYLOAD = 5;
 const HEAP_START = 7;
@@ -55,18 +56,29 @@ function decode(bytes) {
   return decoder.decode(shared ? bytes.slice() : bytes);
 }
 
+/** Passed by the package's own modules: Directory and Tensor are not built by users. */
+export const INTERNAL = Symbol('kiln-wasm internal');
+
+function notConstructible(what, how) {
+  return new TypeError(`kiln-wasm: ${what} cannot be constructed directly: ${how}`);
+}
+
 /**
  * A checked tensor directory. Tensors borrow the caller's bytes.
- * Build one with parseDirectory, a DirectoryLoader, or openRemote.
+ * Build one with parseDirectory, parseModel, a DirectoryLoader, or openRemote.
  */
 export class Directory {
   /** @internal */
-  constructor(table, bytes, state = {}) {
+  constructor(token, table, bytes, state = {}) {
+    if (token !== INTERNAL) {
+      throw notConstructible('Directory', 'use parseDirectory(bytes), parseModel(bytes), a DirectoryLoader, loadDirectory(url) or openRemote(url)');
+    }
     this._t = table;
     this._bytes = bytes; // input byte i at index i (at least the prefix)
     this._n = table[0];
     this._segments = state.segments ?? null; // Map<index, Uint8Array> for remote directories
     this._pending = state.pending ?? null; // message when payloads have not arrived
+    this._metadata = state.metadata ?? null; // a model file's metadata (Map), else null
     this._heap = null; // the decoded heap when it is all ASCII, else false
     this._cache = new Array(this._n);
     this._list = null;
@@ -76,6 +88,16 @@ export class Directory {
   /** Number of tensors. */
   get length() {
     return this._n;
+  }
+
+  /** A model file's metadata (a Map without the padding key), or null for a plain directory. */
+  get metadata() {
+    return this._metadata;
+  }
+
+  /** Absolute offset of the block in the input (0 for a plain directory; after the metadata in a model file). */
+  get byteOffset() {
+    return u64(this._t, START);
   }
 
   /** Length of the block in bytes (header, descriptors, name heap, padding, payloads). */
@@ -96,7 +118,7 @@ export class Directory {
   /** Tensor `index` in descriptor order. */
   at(index) {
     if (!Number.isInteger(index) || index < 0 || index >= this._n) return undefined;
-    return (this._cache[index] ??= new Tensor(this, index));
+    return (this._cache[index] ??= new Tensor(INTERNAL, this, index));
   }
 
   /** All tensors in descriptor order (the same array on every call). */
@@ -139,7 +161,9 @@ export class Directory {
   }
 
   toJSON() {
-    return { byteLength: this.byteLength, tensors: this.tensors().map((t) => t.toJSON()) };
+    const out = { byteOffset: this.byteOffset, byteLength: this.byteLength, tensors: this.tensors().map((t) => t.toJSON()) };
+    if (this._metadata !== null) out.metadata = Object.fromEntries(this._metadata);
+    return out;
   }
 
   _row(i) {
@@ -190,7 +214,8 @@ export class Directory {
 /** One tensor of a checked directory. */
 export class Tensor {
   /** @internal */
-  constructor(dir, index) {
+  constructor(token, dir, index) {
+    if (token !== INTERNAL) throw notConstructible('Tensor', 'get tensors from a Directory (dir.get(name), dir.at(i), iteration)');
     this._d = dir;
     this._i = index;
     this._o = META + index * SLOTS;
@@ -301,6 +326,24 @@ export class Tensor {
       if (w === 1 || (isHostLittleEndian() && at % w === 0)) return new C(d._bytes.buffer, at, u64(d._t, this._o + LENGTH) / w);
     }
     return elementsOf(d._payload(this._i), code);
+  }
+
+  /** True when the dtype is `dtype` (in TypeScript, narrows the tensor so view() has that dtype's type). */
+  is(dtype) {
+    return this.dtype === dtype;
+  }
+
+  /**
+   * view(), after checking that the dtype is `dtype`: throws a TypeError
+   * otherwise. `viewAs('f32')` is a Float32Array, `viewAs('i64')` a
+   * BigInt64Array, and so on (typed accordingly in TypeScript).
+   */
+  viewAs(dtype) {
+    const actual = this.dtype;
+    if (actual !== dtype) {
+      throw new TypeError(`kiln-wasm: tensor ${JSON.stringify(this.name ?? this.index)} is ${actual}, not ${dtype}`);
+    }
+    return this.view();
   }
 
   /** The element values as a new Float32Array (conversion only: scales are not applied). */

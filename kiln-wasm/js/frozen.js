@@ -11,7 +11,7 @@
 // nothing returned refers to wasm memory.
 
 import { asBytes, frozenCheck, limitsOf } from './validate.js';
-import { Directory } from './directory.js';
+import { Directory, INTERNAL } from './directory.js';
 import { copyElements, isHostLittleEndian } from './elements.js';
 
 // Kind codes (kiln_wasm::frozen::kind_code).
@@ -224,7 +224,7 @@ function tensors(p) {
   // Slots 1-2: the block's absolute start; 3-4: its length (kiln_wasm::table::meta).
   if (table[1] + table[2] * 4294967296 !== p) throw new Error('kiln: internal: tensor tables out of step with the value');
   P = p + table[3] + table[4] * 4294967296;
-  return new Directory(table, B);
+  return new Directory(INTERNAL, table, B);
 }
 
 function decode(bytes, typeText, options, framed, fn) {

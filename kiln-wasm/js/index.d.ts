@@ -1,10 +1,14 @@
-// Types of the kiln-wasm package.
+// Types of the kiln-wasm package (index.d.cts is the same file for `require`).
 
 /** The spec's error codes. */
 export type KilnErrorCode = 'FRAME' | 'LIMIT' | 'EOF' | 'TYPE' | 'UTF8' | 'TRAILING' | 'SCHEMA';
 
-/** A rejected input. `message` is "CODE at byte N: description". */
-export class KilnError extends Error {
+/**
+ * A rejected input. `message` is "CODE at byte N: description". Thrown by the package, never built by
+ * users. `instanceof KilnError` holds across copies of the package in one process (ESM and CommonJS).
+ */
+export declare class KilnError extends Error {
+  private constructor();
   readonly name: 'KilnError';
   readonly code: KilnErrorCode;
   /**
@@ -42,14 +46,49 @@ export interface Float16ArrayLike extends ArrayLike<number> {
   readonly byteLength: number;
 }
 
-export type DType =
-  | 'f64' | 'f32' | 'f16' | 'bf16' | 'f8e4m3' | 'f8e5m2' | 'bool'
-  | 'i8' | 'u8' | 'i16' | 'u16' | 'i32' | 'u32' | 'i64' | 'u64'
-  | 'i4' | 'u4' | 'e2m1' | 'e8m0' | `opaque:${number}`;
+/** What `view()` (and `viewAs`) returns for each closed dtype. */
+export interface ViewTypes {
+  f64: Float64Array;
+  f32: Float32Array;
+  /** Float16Array where the runtime has one (Chromium 135+, Node 24+), else the bits as Uint16Array. */
+  f16: Float16ArrayLike | Uint16Array;
+  /** The bits. */
+  bf16: Uint16Array;
+  /** The bits. */
+  f8e4m3: Uint8Array;
+  /** The bits. */
+  f8e5m2: Uint8Array;
+  /** One byte per element, 0 or 1. */
+  bool: Uint8Array;
+  i8: Int8Array;
+  u8: Uint8Array;
+  i16: Int16Array;
+  u16: Uint16Array;
+  i32: Int32Array;
+  u32: Uint32Array;
+  i64: BigInt64Array;
+  u64: BigUint64Array;
+  /** The packed bytes (two elements per byte, low nibble first). */
+  i4: Uint8Array;
+  /** The packed bytes. */
+  u4: Uint8Array;
+  /** The packed bytes. */
+  e2m1: Uint8Array;
+  /** The bits (a power-of-two scale). */
+  e8m0: Uint8Array;
+}
 
-export type TensorView =
-  | Float64Array | Float32Array | Float16ArrayLike | Uint16Array | Uint8Array | Int8Array
-  | Int16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
+/** The closed dtypes: those with a defined element type. */
+export type ClosedDType = keyof ViewTypes;
+
+/** Every dtype a tensor can have: a closed dtype, or an opaque block layout ("opaque:4096"). */
+export type DType = ClosedDType | `opaque:${number}`;
+
+/** What `view()` returns for a tensor of dtype `D` (the bytes, Uint8Array, for an opaque layout). */
+export type ViewOf<D extends DType> = D extends ClosedDType ? ViewTypes[D] : Uint8Array;
+
+/** Any view: the union over every dtype. */
+export type TensorView = ViewOf<DType>;
 
 export interface Quantization {
   /** 1 (scales) or 2 (scales and an outer f32). */
@@ -59,17 +98,23 @@ export interface Quantization {
   /** Elements per scale. */
   groupSize: number;
   /** The block scales. */
-  scale: Tensor;
+  scale: AnyTensor;
   /** The one-element f32 outer scale (scheme 2), else null. */
-  outer: Tensor | null;
+  outer: AnyTensor | null;
 }
 
-export class Tensor {
+/**
+ * One tensor of a checked directory; `D` is its dtype. Tensors come from a Directory (`get`, `at`,
+ * iteration) as `AnyTensor`, a union over the dtypes, so testing `t.dtype === 'f32'` (or `t.is('f32')`)
+ * narrows `t.view()` to Float32Array; `t.viewAs('f32')` checks at run time and is typed the same way.
+ */
+export declare class Tensor<D extends DType = DType> {
+  private constructor();
   /** Position in descriptor order. */
   readonly index: number;
   /** The name, or null when the directory's tensors are unnamed. */
   readonly name: string | null;
-  readonly dtype: DType;
+  readonly dtype: D;
   /** The wire code: 1..19, or 4096..32767 for opaque layouts. */
   readonly dtypeCode: number;
   readonly rank: number;
@@ -93,40 +138,91 @@ export class Tensor {
    * Int32Array, Uint32Array, BigInt64Array, BigUint64Array. f16: Float16Array where available, else
    * Uint16Array bits; bf16: Uint16Array bits; f8/e8m0/bool: Uint8Array; packed i4/u4/e2m1 and opaque: the bytes.
    */
-  view(): TensorView;
+  view(): ViewOf<D>;
+  /** True when the dtype is `dtype`; narrows the tensor (and so `view()`). */
+  is<K extends DType>(dtype: K): this is Tensor<K>;
+  /** `view()` after checking that the dtype is `dtype` (a TypeError otherwise): `viewAs('f32')` is a Float32Array. */
+  viewAs<K extends ClosedDType>(dtype: K): ViewTypes[K];
   /** Element values converted to a new Float32Array (scales are not applied). Throws TypeError for opaque dtypes. */
   toFloat32(): Float32Array;
   toJSON(): object;
 }
 
-export class Directory implements Iterable<Tensor> {
+/** `Tensor<D>` for each member of `D`: a union that narrows on `dtype`. */
+export type TensorOf<D extends DType> = D extends DType ? Tensor<D> : never;
+
+/** A tensor of any dtype, as a union that narrows on `dtype` (`if (t.dtype === 'f32') t.view()` is a Float32Array). */
+export type AnyTensor = TensorOf<DType>;
+
+/** A checked tensor directory. Built by parseDirectory, parseModel, a DirectoryLoader, loadDirectory or openRemote. */
+export declare class Directory implements Iterable<AnyTensor> {
+  protected constructor();
   /** Number of tensors. */
   readonly length: number;
+  /** Where the block starts in the input: 0 for a plain directory, after the metadata in a model file. */
+  readonly byteOffset: number;
   /** Block length in bytes. */
   readonly byteLength: number;
   /** Absolute offset of the payload region. */
   readonly payloadOffset: number;
-  /** The bytes the tensors borrow. */
+  /** A model file's metadata (the padding key `kiln.convert.pad` not shown), or null for a plain directory. */
+  readonly metadata: Map<string, string> | null;
+  /** The bytes the tensors borrow (the whole input). */
   readonly source: Uint8Array;
-  at(index: number): Tensor | undefined;
+  at(index: number): AnyTensor | undefined;
   /** All tensors in descriptor order (the same frozen array on every call). */
-  tensors(): readonly Tensor[];
-  get(name: string): Tensor | undefined;
+  tensors(): readonly AnyTensor[];
+  get(name: string): AnyTensor | undefined;
   has(name: string): boolean;
   names(): (string | null)[];
-  [Symbol.iterator](): Iterator<Tensor>;
+  [Symbol.iterator](): Iterator<AnyTensor>;
   toJSON(): object;
 }
 
 /**
- * Checks a standalone Kiln v2 tensor directory (every rule, in the spec's order, by the Rust core's
- * incremental validator) and returns views over `bytes`' own ArrayBuffer. Throws KilnError.
- * wasm memory receives the directory prefix and the few payload bytes a rule reads, never the payload.
+ * Checks a Kiln file, a plain tensor directory or a model file (told apart by content, as `kiln validate`
+ * does: every rule, in the spec's order, by the Rust core) and returns its Directory, views over `bytes`'
+ * own ArrayBuffer; a model file's metadata is on `metadata`. Throws KilnError. wasm memory receives the
+ * directory prefix, a model file's metadata and the few payload bytes a rule reads, never the payload.
  */
 export function parseDirectory(bytes: Uint8Array | ArrayBuffer | ArrayBufferView, options?: ParseOptions): Directory;
 
+/** A model file opened by parseModel. */
+export interface Model {
+  /** The metadata, in key order, without the padding key (`kiln.convert.pad`); empty for a plain directory. */
+  readonly metadata: Map<string, string>;
+  /** The tensors: views over the input's ArrayBuffer. */
+  readonly tensors: Directory;
+  /** False when the input was a plain directory (which opens too). */
+  readonly isModelFile: boolean;
+}
+
+/**
+ * Checks a model file (spec/model-file.md: the KLN0 frame of `struct{metadata:dict<str,str>,tensors:tensors,}`,
+ * string metadata, the tensor directory; what `kiln convert` writes) with the Rust core and returns its
+ * metadata and tensors. A plain directory opens too (empty metadata). Throws KilnError.
+ */
+export function parseModel(bytes: Uint8Array | ArrayBuffer | ArrayBufferView, options?: ParseOptions): Model;
+
+/** True when `bytes` starts like a model file (KLN0 and the model record's schema hash); nothing else is checked. */
+export function isModelFile(bytes: Uint8Array | ArrayBuffer | ArrayBufferView): boolean;
+
+/** What `init({ wasm })` accepts: where the .wasm is, its bytes, or the compiled module. */
+export type WasmSource = string | URL | Request | Response | BufferSource | WebAssembly.Module;
+
+export interface InitOptions {
+  /** The WebAssembly module (kiln-wasm/slim: default `wasm/kiln_wasm_bg.wasm` next to the entry). */
+  wasm?: WasmSource | Promise<WasmSource>;
+}
+
+/**
+ * Instantiates the WebAssembly module. The default entry (`kiln-wasm`) does that when it is imported (the
+ * module is embedded) and `init` resolves at once; `kiln-wasm/slim` needs `await init()` before any other call.
+ */
+export function init(options?: InitOptions): Promise<void>;
+
 /** Element x group scale (x outer) as a new Float32Array; scales read row-major with the quantized axis divided by the group size. */
-export function dequantize(tensor: Tensor): Float32Array;
+export function dequantize(tensor: Tensor<DType>): Float32Array;
 
 export interface LoaderOptions extends ParseOptions {
   /** Expected stream length (File.size, Content-Length): makes early verdicts exact for short streams too. */
@@ -137,15 +233,16 @@ export interface LoaderOptions extends ParseOptions {
 }
 
 /**
- * Checks a block as it arrives in chunks, with the core's incremental validator: the tensor table as soon
- * as the directory is in, faults at the first chunk after which the block is certainly invalid, and at
- * `end()` the verdict parseDirectory gives for all the bytes pushed. The payload is copied once, into the
- * loader's buffer (the views of the result borrow it); wasm memory holds only the directory.
+ * Checks a file (a plain directory or a model file, by content) as it arrives in chunks, with the core's
+ * incremental validator: the tensor table (and a model file's metadata) as soon as the directory is in,
+ * faults at the first chunk after which the file is certainly invalid, and at `end()` the verdict
+ * parseDirectory gives for all the bytes pushed. The payload is copied once, into the loader's buffer (the
+ * views of the result borrow it); wasm memory holds only the directory and a model file's metadata.
  */
-export class DirectoryLoader {
+export declare class DirectoryLoader {
   constructor(options?: LoaderOptions);
   readonly receivedBytes: number;
-  /** The declared block length once the header has arrived, else totalLength or null. */
+  /** The declared file length once the block's header has arrived, else totalLength or null. */
   readonly totalBytes: number | null;
   /** The tensor table once the directory has arrived (payload pending), the result after end(), else null. */
   readonly directory: Directory | null;
@@ -157,7 +254,7 @@ export class DirectoryLoader {
   consume(stream: ReadableStream<Uint8Array>): Promise<Directory>;
 }
 
-/** Loads a URL, Response, Blob/File or byte stream through a DirectoryLoader. */
+/** Loads a URL, Response, Blob/File or byte stream (a plain directory or a model file) through a DirectoryLoader. */
 export function loadDirectory(
   source: string | URL | Response | Blob | ReadableStream<Uint8Array>,
   options?: LoaderOptions & { fetch?: typeof fetch; signal?: AbortSignal },
@@ -169,6 +266,11 @@ export interface RemoteOptions extends ParseOptions {
   /** Extra request headers (the Range header is set by the package). */
   headers?: Record<string, string>;
   signal?: AbortSignal;
+  /**
+   * Bytes asked for by the first request (default 65,536, at least 64): a model file's frame and metadata,
+   * the block's header and, for most files, the whole directory, so that opening takes one request.
+   */
+  firstRequestBytes?: number;
 }
 
 /**
@@ -178,7 +280,8 @@ export interface RemoteOptions extends ParseOptions {
  * parseDirectory would (at openRemote); the byte rules of the payload (gap bytes, bool bytes, odd packed
  * tails) only for the tensors loaded, each fetched with the alignment gap before it (at load).
  */
-export class RemoteDirectory extends Directory {
+export declare class RemoteDirectory extends Directory {
+  private constructor();
   readonly url: string;
   /** Size of the remote file (may exceed 4 GiB). */
   readonly size: number;
@@ -188,19 +291,24 @@ export class RemoteDirectory extends Directory {
   readonly bytesFetched: number;
   isLoaded(nameOrIndex: string | number): boolean;
   /** Fetches one tensor's payload (and its scale/outer tensors) with the gap before it, checks it, returns it. */
-  load(nameOrIndex: string | number): Promise<Tensor>;
+  load(nameOrIndex: string | number): Promise<AnyTensor>;
 }
 
 /**
- * Fetches the first 64 bytes, then the rest of the directory, with Range requests (two requests); throws
- * KilnError for a bad directory. HTTP trouble is an Error: a status other than 206 (a server that ignores
- * Range answers 200: its body is cancelled, not downloaded), or a 206 whose Content-Range cannot be read
- * (a cross-origin server must send `Access-Control-Expose-Headers: Content-Range`).
+ * Opens a remote file, a plain directory or a model file (by content), with Range requests: the first
+ * 64 KiB (`firstRequestBytes`), then whatever a longer metadata or directory still needs (for most files
+ * nothing more); throws KilnError for a bad file. HTTP trouble is an Error: a status other than 206 (a
+ * server that ignores Range answers 200: its body is cancelled, not downloaded), or a 206 whose
+ * Content-Range cannot be read (a cross-origin server must send `Access-Control-Expose-Headers: Content-Range`).
  */
 export function openRemote(url: string | URL, options?: RemoteOptions): Promise<RemoteDirectory>;
 
-/** One tensor of a remote file: 64 bytes, the directory, then that payload and the gap before it (three requests). */
-export function loadTensor(url: string | URL, name: string, options?: RemoteOptions): Promise<Tensor>;
+/**
+ * One tensor of a remote file: openRemote, then that payload with the gap before it. At most three requests
+ * when the metadata and the directory fit in the first 64 KiB and the next request, two for most files, none
+ * for the tensor when the first request already holds it.
+ */
+export function loadTensor(url: string | URL, name: string, options?: RemoteOptions): Promise<AnyTensor>;
 
 /**
  * A decoded Frozen value:

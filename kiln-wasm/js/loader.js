@@ -1,7 +1,7 @@
 // Progressive loading: a block arriving in chunks (fetch, File.stream()).
 
-import { Check, KilnError, checkWhole, headerInfo, limitsOf } from './validate.js';
-import { Directory } from './directory.js';
+import { Check, KilnError, checkWhole, headerInfo, limitsOf, readHead } from './validate.js';
+import { Directory, INTERNAL } from './directory.js';
 
 function toBytes(chunk) {
   if (chunk instanceof Uint8Array) return chunk;
@@ -22,11 +22,13 @@ function concat(chunks, total) {
 }
 
 /**
- * Checks a standalone block as it arrives.
+ * Checks a file as it arrives: a plain directory or a model file, told apart
+ * by content (a model file's frame and metadata are checked by the core
+ * first, as soon as they are in; the block follows them).
  *
  * The core's incremental validator takes the chunks as they come: once the
  * header, descriptors and name heap are in, `directory` holds the tensor
- * table (metadata only) and `totalBytes` the block length, before any
+ * table (and a model file's metadata) and `totalBytes` the file length, before any
  * payload has arrived; `onDirectory` is called then. Payload chunks are
  * copied once into a buffer of the block's length; of them, only the few
  * bytes a rule reads (alignment gaps, bool bytes, odd packed tails) also go
@@ -53,6 +55,9 @@ export class DirectoryLoader {
     this._onProgress = options.onProgress ?? null;
     this._chunks = [];
     this._received = 0;
+    this._head = null; // readHead() once decided
+    this._headNeed = 16; // bytes before the head is tried (again)
+    this._start = 0; // where the block starts in the file
     this._info = null;
     this._check = null;
     this._buffer = null;
@@ -67,9 +72,9 @@ export class DirectoryLoader {
     return this._received;
   }
 
-  /** The block length the header declares, once 64 bytes have arrived (else totalLength or null). */
+  /** The file length the header declares (the block, after a model file's metadata), once it has arrived (else totalLength or null). */
   get totalBytes() {
-    if (this._info !== null && this._info.blockLength >= 0) return this._info.blockLength;
+    if (this._info !== null && this._info.blockLength >= 0) return this._start + this._info.blockLength;
     return this._hint;
   }
 
@@ -92,7 +97,7 @@ export class DirectoryLoader {
         if (!this._check.pump(bytes, at, this._received)) this._reject();
       } else {
         this._chunks.push(bytes);
-        this._maybeDirectory();
+        if (this._maybeHead()) this._maybeDirectory();
       }
     } catch (e) {
       this._fail(e);
@@ -111,12 +116,13 @@ export class DirectoryLoader {
         // The stream ended before the directory was complete: check what came.
         const bytes = concat(this._chunks, this._received);
         this._chunks = [];
-        this._result = new Directory(checkWhole(bytes, this._limits), bytes);
+        const { table, head } = checkWhole(bytes, this._limits);
+        this._result = new Directory(INTERNAL, table, bytes, { metadata: head.metadata });
       } else {
         const table = this._check.finish();
         this._release();
         const bytes = this._buffer.subarray(0, Math.min(this._received, this._buffer.length));
-        this._result = new Directory(table, bytes);
+        this._result = new Directory(INTERNAL, table, bytes, { metadata: this._head.metadata });
       }
     } catch (e) {
       this._fail(e);
@@ -143,55 +149,82 @@ export class DirectoryLoader {
     return this.end();
   }
 
+  // The file's length as far as the head check may assume it.
+  _total() {
+    return this._hint !== null && this._hint >= this._received ? this._hint : Infinity;
+  }
+
+  // The frame and metadata of a model file (or none: a plain directory),
+  // checked by the core once enough bytes are in; tried again as the
+  // metadata asks for more, with at least an eighth more bytes each time
+  // (each try checks the metadata from its start: this bounds the tries).
+  _maybeHead() {
+    if (this._head !== null) return true;
+    if (this._received < this._headNeed) return false;
+    const joined = concat(this._chunks, this._received);
+    this._chunks = [joined];
+    const h = readHead(joined, this._total(), this._limits);
+    if (h.kind === 'need') {
+      this._headNeed = Math.max(h.need, this._received + Math.ceil(this._received / 8));
+      return false;
+    }
+    this._head = h;
+    this._start = h.start;
+    return true;
+  }
+
   // Chunks are kept until the directory prefix is complete (its length is in
   // the header): only then is memory reserved for it, so a header that
   // declares a huge directory costs nothing until those bytes really arrive.
   _maybeDirectory() {
-    if (this._received < 64) return;
+    const s = this._start;
+    if (this._received < s + 64) return;
     if (this._info === null) {
-      const head = concat(this._chunks, this._received).subarray(0, 64);
+      const head = concat(this._chunks, this._received).subarray(s, s + 64);
       this._info = headerInfo(head, this._limits);
-      this._need = this._info.prefix;
+      this._need = s + this._info.prefix;
       this._shortStream(head);
     }
     if (this._received < this._need) return;
     const joined = concat(this._chunks, this._received);
     this._chunks = [];
-    const c = (this._check = new Check(this._info, this._limits, this._need));
+    const c = (this._check = new Check(this._info, this._limits, this._need, { start: s }));
     if (!c.pump(joined, 0, this._need)) this._reject();
     const table = c.table();
-    this._directory = new Directory(table, joined, { pending: 'the payload has not arrived yet: await loader.end()' });
-    this._allocate(this._info.blockLength, joined);
+    const pending = 'the payload has not arrived yet: await loader.end()';
+    this._directory = new Directory(INTERNAL, table, joined, { pending, metadata: this._head.metadata });
+    this._allocate(s + this._info.blockLength, joined);
     this._onDirectory?.(this._directory);
     if (!c.pump(joined, 0, this._received)) this._reject();
   }
 
-  // With a length hint shorter than the block the header declares, the
+  // With a length hint shorter than the file the header declares, the
   // verdict is EOF (the spec checks the lengths before the descriptors), or
   // whatever the header itself breaks: known now, before the directory.
   _shortStream(head) {
     const info = this._info;
-    const end = info.blockLength >= 0 ? info.blockLength : info.prefix;
+    const s = this._start;
+    const end = s + (info.blockLength >= 0 ? info.blockLength : info.prefix);
     if (this._hint === null || info.prefix <= 64 || this._received > this._hint || this._hint >= end) return;
-    const c = new Check(info, this._limits, 0); // exactly 64 bytes of memory: the core stops after the header
+    const c = new Check(info, this._limits, 0, { start: s }); // exactly 64 bytes of memory: the core stops after the header
     try {
-      if (!c.pump(head, 0, 64)) c.count(this._hint);
+      if (!c.pump(head, s, s + 64)) c.count(this._hint);
       c.finish();
     } finally {
       c.free();
     }
   }
 
-  _allocate(blockLength, joined) {
-    const capacity = Math.min(blockLength, this._hint ?? blockLength);
+  _allocate(fileLength, joined) {
+    const capacity = Math.min(fileLength, this._hint ?? fileLength);
     try {
       this._buffer = new Uint8Array(capacity);
     } catch {
       throw new KilnError(
         'LIMIT',
-        16,
+        this._start + 16,
         'ArrayBufferLimit',
-        `the block declares ${blockLength} bytes, more than this runtime can hold in one ArrayBuffer`,
+        `the file declares ${fileLength} bytes, more than this runtime can hold in one ArrayBuffer`,
       );
     }
     this._store(joined, 0);
@@ -227,8 +260,9 @@ export class DirectoryLoader {
 }
 
 /**
- * Loads and checks a block with progress: `source` is a URL (fetched), a
- * Response, a Blob/File, or a ReadableStream of bytes.
+ * Loads and checks a file (a plain directory or a model file) with progress:
+ * `source` is a URL (fetched), a Response, a Blob/File, or a ReadableStream of
+ * bytes. A model file's metadata is on the result's `metadata`.
  */
 export async function loadDirectory(source, options = {}) {
   let stream;

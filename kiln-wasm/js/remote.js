@@ -1,7 +1,7 @@
 // Range-request loading: the directory of a remote file, then single tensors.
 
-import { Check, headerInfo, limitsOf } from './validate.js';
-import { Directory } from './directory.js';
+import { Check, HEAD_WINDOW, headerInfo, limitsOf, readHead } from './validate.js';
+import { Directory, INTERNAL } from './directory.js';
 
 function parseContentRange(value) {
   const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(value ?? '');
@@ -97,9 +97,11 @@ async function rangeGet(ctx, start, end, out = null, at = 0) {
 }
 
 /**
- * A directory read over HTTP Range requests: the header (64 bytes), then the
- * descriptors and name heap. `load(name)` fetches one tensor (and its scale
- * and outer tensors), each with the alignment gap before it.
+ * A directory read over HTTP Range requests: the file's first 64 KiB (a
+ * model file's frame and metadata, the header, and for most files the whole
+ * directory), then the rest of the directory if any. `load(name)` fetches
+ * one tensor (and its scale and outer tensors), each with the alignment gap
+ * before it, or takes it from the bytes already fetched.
  *
  * What is checked: every verdict is the core's verdict on the whole file
  * with each payload byte never fetched taken as zero. So the header,
@@ -112,14 +114,16 @@ async function rangeGet(ctx, start, end, out = null, at = 0) {
  */
 export class RemoteDirectory extends Directory {
   /** @internal */
-  constructor(table, prefix, info) {
-    super(table, prefix, { segments: new Map() });
+  constructor(token, table, prefix, info) {
+    if (token !== INTERNAL) throw new TypeError('kiln-wasm: RemoteDirectory cannot be constructed directly: use openRemote(url)');
+    super(token, table, prefix, { segments: new Map(), metadata: info.metadata });
     this.url = info.ctx.url;
     /** Size of the remote file in bytes. */
     this.size = info.size;
     this._ctx = info.ctx;
     this._info = info.header;
     this._limits = info.limits;
+    this._start = info.start; // where the block starts in the file
     this._known = []; // [{at, bytes}]: fetched ranges (gap + payload), for the check
   }
 
@@ -155,12 +159,17 @@ export class RemoteDirectory extends Directory {
     return t;
   }
 
-  // One tensor and the gap before it (from the previous tensor's end), in a
-  // buffer laid out so the payload's address is a multiple of 64 (views in place).
+  // One tensor and the gap before it (from the previous tensor's end): from
+  // the bytes fetched at open when they hold it, else fetched into a buffer
+  // laid out so the payload's address is a multiple of 64 (views in place).
   async _fetch(x) {
     const gapFrom = x.index === 0 ? this.payloadOffset : this.at(x.index - 1).byteOffset + this.at(x.index - 1).byteLength;
     const end = x.byteOffset + x.byteLength;
-    const floor = gapFrom - (gapFrom % 64);
+    if (end <= this._bytes.length) {
+      return { index: x.index, at: gapFrom, bytes: this._bytes.subarray(gapFrom, end), payload: this._bytes.subarray(x.byteOffset, end) };
+    }
+    // Payload offsets are multiples of 64 from the block's start.
+    const floor = gapFrom - ((gapFrom - this._start) % 64);
     let buf;
     try {
       buf = new Uint8Array(end - floor);
@@ -173,7 +182,7 @@ export class RemoteDirectory extends Directory {
   }
 
   _check(segments) {
-    const c = new Check(this._info, this._limits, this.size, { reuse: true });
+    const c = new Check(this._info, this._limits, this.size, { reuse: true, start: this._start });
     try {
       let ok = c.pump(this._bytes, 0, this._bytes.length);
       for (const s of [...segments].sort((a, b) => a.at - b.at)) {
@@ -196,15 +205,20 @@ export class RemoteDirectory extends Directory {
 }
 
 /**
- * Opens a remote .kiln file with Range requests: 64 bytes, then the rest of
- * the directory prefix; checks the directory with the payload taken as
- * zeros (see RemoteDirectory). Resolves to a RemoteDirectory, or throws a
- * KilnError for an invalid directory (an Error for HTTP trouble).
+ * Opens a remote Kiln file, a plain directory or a model file (told apart by
+ * content), with Range requests: the first `firstRequestBytes` (64 KiB: a
+ * model file's frame and metadata, the block's header, and for most files
+ * the whole directory), then whatever the metadata or the directory still
+ * needs; checks it all with the payload not fetched taken as zeros (see
+ * RemoteDirectory). Resolves to a RemoteDirectory (a model file's metadata
+ * on `metadata`), or throws a KilnError for an invalid file (an Error for
+ * HTTP trouble).
  * @param {string | URL} url
- * @param {{countCap?: number, byteCap?: number, fetch?: typeof fetch, headers?: Record<string,string>, signal?: AbortSignal}} options
+ * @param {{countCap?: number, byteCap?: number, fetch?: typeof fetch, headers?: Record<string,string>, signal?: AbortSignal, firstRequestBytes?: number}} options
  */
 export async function openRemote(url, options = {}) {
   const limits = limitsOf(options);
+  const first = Math.max(64, Math.floor(options.firstRequestBytes ?? HEAD_WINDOW));
   const ctx = {
     url: String(url),
     fetch: options.fetch ?? ((...args) => globalThis.fetch(...args)),
@@ -213,33 +227,51 @@ export async function openRemote(url, options = {}) {
     requests: 0,
     bytesFetched: 0,
   };
-  const first = await rangeGet(ctx, 0, 63);
-  if (first.total === null) {
+  const got = await rangeGet(ctx, 0, first - 1);
+  if (got.total === null) {
     throw new Error(`kiln: ${ctx.url}: the server did not say how long the file is (Content-Range total "*")`);
   }
-  const size = first.total;
-  const info = headerInfo(first.bytes, limits);
-  const want = Math.min(info.prefix < 0 ? 64 : info.prefix, size);
-  let prefix = first.bytes;
-  if (want > prefix.length) {
-    const joined = new Uint8Array(want);
-    joined.set(prefix);
-    await rangeGet(ctx, prefix.length, want - 1, joined, prefix.length);
-    prefix = joined;
+  const size = got.total;
+  let bytes = got.bytes; // the file from byte 0
+  // The file's bytes up to `to`: one request for what is missing (more only
+  // from a server that answers with less than the range asked for).
+  const upTo = async (to) => {
+    const end = Math.min(to, size);
+    if (end <= bytes.length) return;
+    const joined = new Uint8Array(end);
+    joined.set(bytes);
+    let have = bytes.length;
+    while (have < end) {
+      const got = await rangeGet(ctx, have, end - 1, joined, have);
+      if (got.bytes.length === 0) throw new Error(`kiln: ${ctx.url}: the server sent no bytes from ${have}`);
+      have += got.bytes.length;
+    }
+    bytes = joined;
+  };
+  // A model file's metadata longer than the first request: the rest of it,
+  // and as much again for the header and directory after it.
+  let head = readHead(bytes, size, limits);
+  while (head.kind === 'need') {
+    await upTo(head.need + first);
+    head = readHead(bytes, size, limits);
   }
-  const c = new Check(info, limits, size, { reuse: true });
+  const start = head.start;
+  if (bytes.length < start + 64) await upTo(start + first);
+  const info = headerInfo(bytes.subarray(start, start + 64), limits);
+  await upTo(start + (info.prefix < 0 ? 64 : info.prefix));
+  const c = new Check(info, limits, size, { reuse: true, start });
   let table;
   try {
-    const ok = c.pump(prefix, 0, prefix.length) && c.passUnknown(size);
+    const ok = c.pump(bytes, 0, bytes.length) && c.passUnknown(size);
     if (!ok) c.count(size);
     table = c.finish();
   } finally {
     c.free();
   }
-  return new RemoteDirectory(table, prefix, { ctx, size, header: info, limits });
+  return new RemoteDirectory(INTERNAL, table, bytes, { ctx, size, header: info, limits, start, metadata: head.metadata });
 }
 
-/** openRemote(url) then load(name): one tensor of a remote file, fetched with Range requests. */
+/** openRemote(url) then load(name): one tensor of a remote file, fetched with Range requests (at most three for most files). */
 export async function loadTensor(url, name, options = {}) {
   const dir = await openRemote(url, options);
   return dir.load(name);

@@ -4,15 +4,26 @@
 // through the window, and of the payload only those a rule reads (the
 // validator says which: next_needed), the rest passed over with skip.
 
-import { FrozenChecker, Validator, header_info, wasm_memory } from './wasm/kiln_wasm.js';
+import { FrozenChecker, Head, Validator, header_info, is_model_file, wasm_memory } from './wasm/kiln_wasm.js';
+import { assertReady } from './ready.js';
 
 /** The spec's default count and byte cap. */
 export const DEFAULT_CAP = 16777216;
 
+// Marks KilnErrors, so that `instanceof KilnError` holds across two copies of
+// the package in one process (the ESM and the CommonJS entry, or two bundles).
+const BRAND = Symbol.for('kiln-wasm.KilnError');
+
 /** A rejected input: the spec's code, the absolute byte offset and the rule that failed. */
 export class KilnError extends Error {
+  static [Symbol.hasInstance](value) {
+    if (this !== KilnError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return value !== null && typeof value === 'object' && value[BRAND] === true;
+  }
+
   constructor(code, offset, rule, description, inTypeText = false) {
     super(`${code} at byte ${offset}${inTypeText ? ' of the type text' : ''}: ${description}`);
+    Object.defineProperty(this, BRAND, { value: true });
     this.name = 'KilnError';
     /** "FRAME" | "LIMIT" | "EOF" | "TYPE" | "UTF8" | "TRAILING" | "SCHEMA" */
     this.code = code;
@@ -70,28 +81,90 @@ export function limitsOf(options = {}) {
  * padding), 64 for a header the core rejects at once, -1 with fewer than 64 bytes.
  */
 export function headerInfo(head, limits) {
+  assertReady();
   const h = header_info(head.subarray(0, 64), limits.countCap, limits.byteCap);
   return { prefix: h[0], blockLength: h[1], payloadBase: h[2], count: h[3] };
 }
 
+const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
+function text(bytes) {
+  // TextDecoder refuses views of a SharedArrayBuffer in some runtimes.
+  const shared = typeof SharedArrayBuffer === 'function' && bytes.buffer instanceof SharedArrayBuffer;
+  return decoder.decode(shared ? bytes.slice() : bytes);
+}
+
+let head = null;
+
+/**
+ * What the first bytes of a file say (kiln_wasm::model: the core's frame and
+ * metadata checks; nothing is parsed here). `src` holds the file from byte 0,
+ * `total` is the file's length (Infinity when not known yet). Returns
+ * {kind: 'plain', start: 0, metadata: null}, {kind: 'model', start, metadata,
+ * padding} (the block starts at `start`; metadata a Map without the padding
+ * key), or {kind: 'need', need} (at least that many bytes from the start).
+ * Throws the KilnError of a rejected frame or metadata.
+ */
+export function readHead(src, total, limits) {
+  assertReady();
+  // Most files are decided by their first 16 bytes: only a model file's metadata goes to wasm memory.
+  if (src.length >= 16 && !is_model_file(src.subarray(0, 16))) return { kind: 'plain', start: 0, metadata: null, padding: 0 };
+  head ??= new Head();
+  const r = head.check(src, total, limits.countCap, limits.byteCap);
+  switch (r[0]) {
+    case 0:
+      return { kind: 'plain', start: 0, metadata: null, padding: 0 };
+    case 1: {
+      const e = head.entries();
+      const metadata = new Map();
+      for (let i = 0; i < e.length; i += 4) {
+        metadata.set(text(src.subarray(e[i], e[i] + e[i + 1])), text(src.subarray(e[i + 2], e[i + 2] + e[i + 3])));
+      }
+      return { kind: 'model', start: r[1], metadata, padding: head.padding() };
+    }
+    case 2:
+      return { kind: 'need', need: r[1] };
+    default:
+      throw errorFrom(head);
+  }
+}
+
+/** The first bytes a head check looks at in a buffer or a first request: typical metadata fits. */
+export const HEAD_WINDOW = 65536;
+
+/** readHead on an input held whole: a window of its first bytes, grown as the metadata asks. */
+export function readHeadWhole(input, limits) {
+  let n = Math.min(input.length, HEAD_WINDOW);
+  for (;;) {
+    const h = readHead(input.subarray(0, n), input.length, limits);
+    if (h.kind !== 'need') return h;
+    n = Math.min(input.length, Math.max(h.need, 2 * n));
+  }
+}
+
 /**
  * One standalone block checked by the core, in order, from its first byte.
- * Every method that returns false has met a rejection: `count(total)` then
- * `finish()` gives the verdict for an input of `total` bytes (the core
- * reports EOF first when the input is shorter than the block).
+ * The block starts at `start` in the file (after a model file's metadata; 0
+ * for a plain directory); every offset taken and reported here is absolute
+ * in the file, and the verdict is the core's for the file (a model file's
+ * block is its last part: TRAILING after it). Every method that returns
+ * false has met a rejection: `count(total)` then `finish()` gives the
+ * verdict for a file of `total` bytes (the core reports EOF first when the
+ * file is shorter than the block).
  */
 export class Check {
   /**
    * @param info    headerInfo() of the block's first bytes
    * @param limits  limitsOf()
-   * @param known   how many bytes of the input there are at least (the prefix
+   * @param known   how many bytes of the file there are at least (the prefix
    *                memory is only reserved when they can hold it; a shorter
-   *                input is EOF anyway)
+   *                file is EOF anyway)
    */
-  constructor(info, limits, known, { reuse = false } = {}) {
+  constructor(info, limits, known, { reuse = false, start = 0 } = {}) {
+    assertReady();
     const want = info.prefix < 0 ? 64 : info.prefix;
-    const mem = want <= known ? want : 64;
-    this.prefixEnd = want;
+    const mem = want <= known - start ? want : 64;
+    this.start = start;
+    this.prefixEnd = start + want;
     // A check that runs to its end synchronously may borrow the spare validator
     // (its memory reused from call to call, up to SPARE_MAX).
     this.reused = reuse && mem <= SPARE_MAX;
@@ -102,6 +175,7 @@ export class Check {
     } else {
       this.v = new Validator(mem, info.count, limits.countCap, limits.byteCap);
     }
+    if (start !== 0) this.v.at(start);
     this.ptr = this.v.window_ptr();
     this.wlen = this.v.window_len();
     this.win = null;
@@ -113,22 +187,23 @@ export class Check {
     return this.win;
   }
 
-  /** Bytes taken so far. */
+  /** File bytes taken so far (the block's start plus the block bytes taken). */
   get fed() {
-    return this.v.fed();
+    return this.start + this.v.fed();
   }
 
   /**
-   * Takes input bytes up to `to` from `src`, a Uint8Array whose index 0 is
-   * input byte `base`. Copies into wasm memory the prefix, then only the
+   * Takes file bytes up to `to` from `src`, a Uint8Array whose index 0 is
+   * file byte `base`. Copies into wasm memory the prefix, then only the
    * payload bytes a rule reads: the validator passes over everything up to
    * the next byte it reads (skip), then gets a piece up to the next 64-byte
-   * boundary (where a gap ends), growing while the bytes stay needed (a bool
-   * tensor). Payload bytes no rule reads are never read.
+   * boundary of the block (where a gap ends), growing while the bytes stay
+   * needed (a bool tensor). Payload bytes no rule reads are never read.
    */
   pump(src, base, to) {
     const v = this.v;
-    let fed = v.fed();
+    const s = this.start;
+    let fed = s + v.fed();
     while (fed < to && fed < this.prefixEnd) {
       const n = Math.min(this.prefixEnd, to, fed + this.wlen) - fed;
       this.window().set(src.subarray(fed - base, fed - base + n));
@@ -147,7 +222,7 @@ export class Check {
       // boundary; past it the next needed bytes are often close (many small
       // tensors), so one call takes a whole window: one copy instead of a
       // call per gap. Past the window the validator skips again.
-      let n = run === 0 ? 64 - (fed % 64) : this.wlen;
+      let n = run === 0 ? 64 - ((fed - s) % 64) : this.wlen;
       if (n > to - fed) n = to - fed;
       run = n;
       const at = fed - base;
@@ -162,14 +237,14 @@ export class Check {
     }
   }
 
-  /** Advances to input offset `to` without the bytes: what a rule reads is taken as zero. */
+  /** Advances to file offset `to` without the bytes: what a rule reads is taken as zero. */
   passUnknown(to) {
-    return this.v.pass_unknown(to) >= 0;
+    return this.v.pass_unknown(to - this.start) >= 0;
   }
 
-  /** After a rejection: counts the input up to `to` (only the length matters then). */
+  /** After a rejection: counts the file up to `to` (only the length matters then). */
   count(to) {
-    const left = to - this.v.fed();
+    const left = to - this.fed;
     if (left > 0) this.v.skip(left);
   }
 
@@ -205,13 +280,18 @@ export class Check {
   }
 }
 
-/** Checks a whole input held in memory; returns the table or throws a KilnError. */
+/**
+ * Checks a whole file held in memory, a plain directory or a model file (by
+ * content, as kiln_nostd::model::parse_any): {table, head} (head from
+ * readHead), or throws a KilnError.
+ */
 export function checkWhole(input, limits) {
+  const h = readHeadWhole(input, limits);
   const total = input.length;
-  const c = new Check(headerInfo(input, limits), limits, total, { reuse: true });
+  const c = new Check(headerInfo(input.subarray(h.start), limits), limits, total, { reuse: true, start: h.start });
   try {
     if (!c.pump(input, 0, total)) c.count(total);
-    return c.finish();
+    return { table: c.finish(), head: h };
   } finally {
     c.free();
   }
@@ -226,6 +306,7 @@ let frozen = null;
  * tensor table per `tensors` value. Throws KilnError.
  */
 export function frozenCheck(bytes, typeText, framed, limits, withSchema) {
+  assertReady();
   frozen ??= new FrozenChecker();
   const c = frozen;
   const ptr = c.begin(typeText, bytes.length);

@@ -6,7 +6,7 @@
 //! payload to skip: every byte is checked) and [`kiln_nostd::frozen::Reader`]
 //! checks it: frame, counts, UTF-8, bool and opt bytes, dict key order,
 //! nested directories, trailing bytes. Only when it accepts does
-//! [`describe`] run; JavaScript then builds objects from the real bytes,
+//! [`schema_nodes`] and [`tables`] run; JavaScript then builds objects from the real bytes,
 //! which the check has proved well formed, so its walk needs no checks.
 //!
 //! Output layout (all `u32`):

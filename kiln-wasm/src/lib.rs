@@ -22,6 +22,13 @@
 //! JavaScript then builds typed arrays over the caller's own `ArrayBuffer`.
 //! wasm memory grows with the directory, not with the file.
 //!
+//! A model file (`spec/model-file.md`: a frame, string metadata, then the
+//! block) is opened by content: [`Head::check`] gets the file's first bytes
+//! and says whether it is a model file and, for one, checks the frame and the
+//! metadata with the core and says where the block starts (see [`model`]);
+//! the block then goes through a [`Validator`] placed there with
+//! [`Validator::at`], so error and table offsets are absolute in the file.
+//!
 //! Frozen values (`decodeValue`, `decodeFrame` in `js/frozen.js`) go another
 //! way, since every byte of a value is checked: [`FrozenChecker::begin`]
 //! parses the type text and reserves room, JavaScript copies the whole value
@@ -35,6 +42,7 @@ use kiln_nostd::{scratch_len, Error, Header, Limits, Parser};
 use wasm_bindgen::prelude::*;
 
 pub mod frozen;
+pub mod model;
 pub mod table;
 pub mod validator;
 
@@ -122,6 +130,13 @@ impl Validator {
     /// validator holds when it is large enough.
     pub fn reset(&mut self, mem: f64, count: u32, count_cap: u32, byte_cap: u32) {
         self.session.reset(f64_to_u64(mem), count, limits_of(count_cap, byte_cap), random_seed());
+    }
+
+    /// Places the block at absolute offset `start` of the file (after a model
+    /// file's frame and metadata): error and table offsets become absolute.
+    /// Call after `new` or `reset`; feed, skip and the like stay in block offsets.
+    pub fn at(&mut self, start: f64) {
+        self.session.at(f64_to_u64(start));
     }
 
     /// Address of the window in wasm memory (JavaScript copies bytes there).
@@ -383,6 +398,72 @@ impl FrozenChecker {
     pub fn error_in_type(&self) -> bool {
         self.core.error_in_type()
     }
+}
+
+/// The first bytes of a file, checked as a model file's frame and metadata
+/// (see [`model`]); one per module instance.
+#[wasm_bindgen]
+#[derive(Default)]
+pub struct Head {
+    core: model::HeadCore,
+}
+
+#[wasm_bindgen]
+impl Head {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Head {
+        Head::default()
+    }
+
+    /// Checks `bytes`, the first bytes of a file of `total` bytes (Infinity
+    /// when unknown). Returns `[kind, value]`: kind 0 a plain directory
+    /// (block at 0), 1 a model file (value: where its block starts), 2 more
+    /// bytes needed (value: at least this many from the start), -1 rejected
+    /// (see the error getters).
+    pub fn check(&mut self, bytes: &[u8], total: f64, count_cap: u32, byte_cap: u32) -> js_sys::Float64Array {
+        let total = if total.is_finite() { f64_to_u64(total) } else { u64::MAX };
+        let r = match self.core.check(bytes, total, limits_of(count_cap, byte_cap)) {
+            model::Head::Plain => [0.0, 0.0],
+            model::Head::Model(start) => [1.0, start as f64],
+            model::Head::Need(n) => [2.0, n as f64],
+            model::Head::Error(_) => [-1.0, 0.0],
+        };
+        js_sys::Float64Array::from(&r[..])
+    }
+
+    /// The metadata entries of the model file just checked, padding key left
+    /// out: `[key_at, key_len, value_at, value_len]` each, byte ranges of the file.
+    pub fn entries(&self) -> js_sys::Uint32Array {
+        js_sys::Uint32Array::from(self.core.entries())
+    }
+
+    /// Length of the padding key's value (0 without it).
+    pub fn padding(&self) -> f64 {
+        self.core.padding() as f64
+    }
+
+    pub fn error_code(&self) -> String {
+        self.core.error().map_or("", |e| e.code).into()
+    }
+
+    pub fn error_offset(&self) -> f64 {
+        self.core.error().map_or(0.0, |e| e.offset as f64)
+    }
+
+    pub fn error_rule(&self) -> String {
+        self.core.error().map_or("", |e| e.rule).into()
+    }
+
+    pub fn error_description(&self) -> String {
+        self.core.error().map_or("", |e| e.description).into()
+    }
+}
+
+/// True when `head` starts like a model file (`KLN0` and the model record's
+/// schema hash), the test every reader applies (`kiln_nostd::model::is_model_file`).
+#[wasm_bindgen]
+pub fn is_model_file(head: &[u8]) -> bool {
+    kiln_nostd::model::is_model_file(head)
 }
 
 /// The module's linear memory (for copying bytes in; never handed to users).

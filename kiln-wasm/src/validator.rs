@@ -95,6 +95,10 @@ pub struct Session {
     error: Option<ErrorInfo>,
     /// Bytes taken when `inner` went away.
     fed_at_end: u64,
+    /// Absolute offset of the block in the file (after a model file's
+    /// metadata; 0 for a plain directory): added to error offsets and table
+    /// offsets. Everything else is in block offsets.
+    start: u64,
 }
 
 impl Drop for Session {
@@ -123,6 +127,7 @@ impl Session {
     /// A validator with `mem` bytes of prefix memory (see [`need`]) and name
     /// scratch for `count` tensors when the memory holds their descriptors.
     /// When wasm memory cannot hold that, every call reports LIMIT `WasmMemory`.
+    /// The block starts at byte 0 of the file; see [`at`](Self::at).
     pub fn new(mem: u64, count: u32, limits: Limits, seed: u64) -> Session {
         let mut s = Session {
             inner: None,
@@ -132,9 +137,23 @@ impl Session {
             table_built: false,
             error: None,
             fed_at_end: 0,
+            start: 0,
         };
         s.reset(mem, count, limits, seed);
         s
+    }
+
+    /// Places the block at absolute offset `start` of the file (a model
+    /// file's block follows the frame and the metadata): error offsets and
+    /// the table's offsets are then absolute in the file. A standalone block
+    /// checked at `start` gives `Parser::parse_at(file, start)`'s verdict,
+    /// then TRAILING at its end when the file goes on: a model file's checks.
+    /// Lasts until the next [`reset`](Self::reset).
+    pub fn at(&mut self, start: u64) {
+        self.start = start;
+        if let Some(e) = self.error.as_mut() {
+            e.offset = e.offset.saturating_add(start);
+        }
     }
 
     /// Starts over on a new block, as [`new`](Self::new) would, reusing the
@@ -146,6 +165,7 @@ impl Session {
         self.table_built = false;
         self.error = None;
         self.fed_at_end = 0;
+        self.start = 0;
         let memory = ErrorInfo {
             code: "LIMIT",
             offset: 0,
@@ -192,8 +212,17 @@ impl Session {
     }
 
     fn record(&mut self, e: Error) -> ErrorInfo {
-        let info = with_offset(e, self.fed(), self.block_len());
+        let info = self.located(with_offset(e, self.fed(), self.block_len()));
         self.error = Some(info);
+        info
+    }
+
+    /// A core error's block offset made absolute in the file. A saturated
+    /// offset (a fault past 4 GiB on wasm32) stays as it is.
+    fn located(&self, mut info: ErrorInfo) -> ErrorInfo {
+        if info.offset != u64::from(u32::MAX) || usize::BITS == 64 {
+            info.offset = info.offset.saturating_add(self.start);
+        }
         info
     }
 
@@ -273,7 +302,7 @@ impl Session {
     pub fn table(&mut self) -> Option<&[u32]> {
         if !self.table_built {
             let dir = self.inner.as_ref()?.directory()?;
-            table::build(&dir, 0, &mut self.table);
+            table::build(&dir, self.start, &mut self.table);
             self.table_built = true;
         }
         Some(&self.table)
@@ -294,7 +323,7 @@ impl Session {
             Ok(_) if self.table_built => Ok(&self.table),
             Ok(_) => Err(self.gone()),
             Err(e) => {
-                let info = with_offset(e, fed, block_len);
+                let info = self.located(with_offset(e, fed, block_len));
                 self.error = Some(info);
                 Err(info)
             }

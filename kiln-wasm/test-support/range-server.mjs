@@ -99,10 +99,13 @@ export const SMALL = Float32Array.from({ length: 16 }, (_, i) => i - 7.5);
  * A sparse file holding a valid block of exactly `size` bytes: "small" (f32
  * [16]) and "huge" (u8, the rest), optionally followed by "flags" (bool [3],
  * given bytes) past the huge tensor; `extra` bytes after the block (negative:
- * the file is cut short). Only the head and the flags are written; the rest
- * is a hole (truncate). Returns {path, size: file size, blockLength}.
+ * the file is cut short). With `head` (a model file's frame and metadata,
+ * test-support/model.mjs), the block follows it: a model file. Only the
+ * heads and the flags are written; the rest is a hole (truncate). Returns
+ * {path, size: file size, blockLength, start: the block's offset, flagsAt}.
  */
-export function sparseBlock(path, size, { flags = null, extra = 0 } = {}) {
+export function sparseBlock(path, size, { flags = null, extra = 0, head = null } = {}) {
+  const start = head ? head.length : 0;
   const small = { name: 'small', dtype: 'f32', shape: [16], data: le(SMALL) };
   const names = flags ? 14 : 9;
   const count = flags ? 3 : 2;
@@ -111,18 +114,19 @@ export function sparseBlock(path, size, { flags = null, extra = 0 } = {}) {
   const hugeLen = flags ? Math.floor((size - base - 64 - 64 - flags.length) / 64) * 64 : size - base - 64;
   const specs = [small, { name: 'huge', dtype: 'u8', shape: [hugeLen] }];
   if (flags) specs.push({ name: 'flags', dtype: 'bool', shape: [flags.length] });
-  const head = encodeKiln(specs, base + 64);
+  const blockHead = encodeKiln(specs, base + 64);
   const blockLength = flags ? base + 64 + hugeLen + flags.length : size;
   const fd = openSync(path, 'w');
   try {
-    writeSync(fd, head, 0, head.length, 0);
-    if (flags) writeSync(fd, flags, 0, flags.length, base + 64 + hugeLen);
+    if (head) writeSync(fd, head, 0, head.length, 0);
+    writeSync(fd, blockHead, 0, blockHead.length, start);
+    if (flags) writeSync(fd, flags, 0, flags.length, start + base + 64 + hugeLen);
   } finally {
     closeSync(fd);
   }
-  truncateSync(path, blockLength + extra);
+  truncateSync(path, start + blockLength + extra);
   const fd2 = openSync(path, 'r');
   const fileSize = fstatSync(fd2).size;
   closeSync(fd2);
-  return { path, size: fileSize, blockLength, flagsAt: flags ? base + 64 + hugeLen : -1 };
+  return { path, size: fileSize, blockLength, start, flagsAt: flags ? start + base + 64 + hugeLen : -1 };
 }

@@ -3,7 +3,7 @@
 // bytes, over thousands of mutated inputs.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import * as kiln from '../pkg/node.js';
+import * as kiln from '../pkg/index.js';
 import { check_direct } from '../pkg/wasm/kiln_wasm.js';
 import { example, goldens } from '../test-support/goldens.mjs';
 import { encodeKiln, le } from '../test-support/encode.mjs';

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import * as kiln from '../pkg/node.js';
+import * as kiln from '../pkg/index.js';
 import { check_direct } from '../pkg/wasm/kiln_wasm.js';
 import { __setHostLittleEndian } from '../pkg/elements.js';
 import { goldens, hex } from '../test-support/goldens.mjs';

@@ -2,7 +2,7 @@
 // through parseDirectory, 7 Frozen values through decodeValue/decodeFrame).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import * as kiln from '../pkg/node.js';
+import * as kiln from '../pkg/index.js';
 import { check_direct } from '../pkg/wasm/kiln_wasm.js';
 import { goldens } from '../test-support/goldens.mjs';
 

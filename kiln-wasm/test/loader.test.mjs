@@ -2,7 +2,7 @@
 // and the same final verdict as parseDirectory.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import * as kiln from '../pkg/node.js';
+import * as kiln from '../pkg/index.js';
 import { example, golden, goldens } from '../test-support/goldens.mjs';
 import { encodeKiln, le } from '../test-support/encode.mjs';
 

@@ -1,101 +1,146 @@
-// The npm package as a consumer sees it: `import ... from 'kiln-wasm'` with no
-// init call, the exports map, the shipped types, and the packed file list.
-import { test } from 'node:test';
+// The npm package as a consumer installs it (`npm pack`, then `npm install`
+// of the tarball into a fresh project): Node ESM and CommonJS with the same
+// API and no init call, kiln-wasm/slim with init({ wasm }), the exports map,
+// what the tarball holds (entries, glue, .wasm, types, README, both licenses).
+import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, symlinkSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { pkgDir, project, tarball } from '../test-support/packed.mjs';
 
-const pkg = fileURLToPath(new URL('../pkg/', import.meta.url));
-const tsc = fileURLToPath(new URL('../node_modules/typescript/bin/tsc', import.meta.url));
 const example = fileURLToPath(new URL('../../spec/examples/digits-mlp.kiln', import.meta.url));
+const exampleModel = fileURLToPath(new URL('../../spec/examples/digits-mlp.model.kiln', import.meta.url));
+const version = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')).version;
+let esm;
+let cjs;
 
-function consumer() {
-  const dir = mkdtempSync(join(tmpdir(), 'kiln-consumer-'));
-  mkdirSync(join(dir, 'node_modules'));
-  symlinkSync(pkg, join(dir, 'node_modules', 'kiln-wasm'), 'dir');
-  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'consumer', type: 'module', private: true }));
-  return dir;
-}
+before(() => {
+  esm = project('esm', { type: 'module' });
+  cjs = project('cjs', { type: 'commonjs' });
+});
 
-test('import * as kiln from "kiln-wasm" works in Node with no init call', () => {
-  const dir = consumer();
-  try {
-    writeFileSync(join(dir, 'main.mjs'), `
-      import * as kiln from 'kiln-wasm';
+after(() => {
+  for (const d of [esm, cjs]) if (d) rmSync(d, { recursive: true, force: true });
+});
+
+const run = (dir, file, source) => {
+  writeFileSync(join(dir, file), source);
+  return execFileSync(process.execPath, [file], { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+};
+
+// The same program for both module systems: the example model file, a tensor, a Frozen value, an error.
+const body = `
+  const b = readFileSync(${JSON.stringify(exampleModel)});
+  const bytes = new Uint8Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length));
+  const { metadata, tensors, isModelFile } = kiln.parseModel(bytes);
+  const w = tensors.get('fc1.weight').viewAs('f32');
+  const plain = kiln.parseDirectory(readFileSync(${JSON.stringify(example)}));
+  const v = kiln.decodeValue(Uint8Array.of(2, 0, 0, 0, 104, 105), 'str');
+  let err = null;
+  try { kiln.parseDirectory(new Uint8Array(3)); } catch (e) { err = [e instanceof kiln.KilnError, e.code, e.offset]; }
+  console.log(JSON.stringify([kiln.version(), isModelFile, metadata.get('license'), tensors.length, w.buffer === bytes.buffer, w.length, plain.length, v, err, Object.keys(kiln).sort()]));
+`;
+
+test('import * as kiln from "kiln-wasm": Node ESM, no init call', () => {
+  const out = JSON.parse(run(esm, 'main.mjs', `import * as kiln from 'kiln-wasm';\nimport { readFileSync } from 'node:fs';\n${body}`));
+  assert.deepEqual(out.slice(0, 9), [version, true, 'MIT OR Apache-2.0', 8, true, 2048, 8, 'hi', [true, 'EOF', 3]]);
+  for (const name of ['parseModel', 'parseDirectory', 'isModelFile', 'init', 'openRemote', 'loadTensor', 'loadDirectory', 'DirectoryLoader', 'KilnError', 'decodeValue', 'decodeFrame', 'dequantize', 'version']) {
+    assert.ok(out[9].includes(name), name);
+  }
+  // Deep imports are closed by the exports map.
+  writeFileSync(join(esm, 'deep.mjs'), `import 'kiln-wasm/kiln.js';`);
+  assert.throws(() => execFileSync(process.execPath, ['deep.mjs'], { cwd: esm, stdio: 'pipe' }), /ERR_PACKAGE_PATH_NOT_EXPORTED/);
+});
+
+test('require("kiln-wasm"): CommonJS, synchronous, the same API as the ESM entry', () => {
+  const fromEsm = JSON.parse(run(esm, 'main.mjs', `import * as kiln from 'kiln-wasm';\nimport { readFileSync } from 'node:fs';\n${body}`));
+  const fromCjs = JSON.parse(run(cjs, 'main.js', `const kiln = require('kiln-wasm');\nconst { readFileSync } = require('node:fs');\n${body}`));
+  assert.deepEqual(fromCjs, fromEsm);
+  // A .cjs file in an ESM project, and the entry really is the CommonJS build.
+  const out = run(esm, 'main.cjs', `const k = require('kiln-wasm'); console.log(require.resolve('kiln-wasm'), typeof k.parseModel);`);
+  assert.match(out, /index\.cjs function/);
+});
+
+test('one KilnError class across the ESM and CommonJS copies of the package', () => {
+  const out = run(esm, 'both.mjs', `
+    import * as esm from 'kiln-wasm';
+    import { createRequire } from 'node:module';
+    const cjs = createRequire(import.meta.url)('kiln-wasm');
+    const caught = (k) => { try { k.parseDirectory(new Uint8Array(1)); } catch (e) { return e; } };
+    const a = caught(esm);
+    const b = caught(cjs);
+    class Mine extends esm.KilnError {}
+    console.log(JSON.stringify([esm.KilnError !== cjs.KilnError, a instanceof cjs.KilnError, b instanceof esm.KilnError, new Error('x') instanceof esm.KilnError, a instanceof Mine]));
+  `);
+  assert.deepEqual(JSON.parse(out), [true, true, true, false, false]);
+});
+
+test('Directory and Tensor cannot be constructed', () => {
+  const out = run(esm, 'construct.mjs', `
+    import { Directory, Tensor, RemoteDirectory } from 'kiln-wasm';
+    const msg = (C) => { try { new C(); return 'constructed'; } catch (e) { return e.constructor.name + ': ' + e.message; } };
+    console.log(JSON.stringify([msg(Directory), msg(Tensor), msg(RemoteDirectory)]));
+  `);
+  const [d, t, r] = JSON.parse(out);
+  assert.match(d, /^TypeError: kiln-wasm: Directory cannot be constructed directly: use parseDirectory/);
+  assert.match(t, /^TypeError: kiln-wasm: Tensor cannot be constructed directly/);
+  assert.match(r, /^TypeError: kiln-wasm: RemoteDirectory cannot be constructed directly: use openRemote/);
+});
+
+test('kiln-wasm/slim: a clear error before init, then init({ wasm }) with bytes or a compiled module', () => {
+  for (const [label, wasmExpr] of [
+    ['bytes', `readFileSync(wasmPath)`],
+    ['a WebAssembly.Module', `new WebAssembly.Module(readFileSync(wasmPath))`],
+    ['a promise of bytes', `Promise.resolve(readFileSync(wasmPath))`],
+  ]) {
+    const out = run(esm, 'slim.mjs', `
+      import * as kiln from 'kiln-wasm/slim';
       import { readFileSync } from 'node:fs';
-      const b = readFileSync(${JSON.stringify(example)});
-      const bytes = new Uint8Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length));
-      const dir = kiln.parseDirectory(bytes);
-      const w = dir.get('fc1.weight');
-      const v = kiln.decodeValue(Uint8Array.of(2, 0, 0, 0, 104, 105), 'str');
-      console.log(JSON.stringify([kiln.version(), dir.length, w.dtype, w.view().buffer === bytes.buffer, v]));
+      import { createRequire } from 'node:module';
+      const wasmPath = createRequire(import.meta.url).resolve('kiln-wasm/kiln_wasm_bg.wasm');
+      let before;
+      try { kiln.parseDirectory(new Uint8Array(64)); } catch (e) { before = e.message; }
+      await kiln.init({ wasm: ${wasmExpr} });
+      await kiln.init(); // later calls resolve at once
+      const d = kiln.parseDirectory(readFileSync(${JSON.stringify(example)}));
+      console.log(JSON.stringify([before, d.length, kiln.version()]));
     `);
-    const out = execFileSync(process.execPath, ['main.mjs'], { cwd: dir, encoding: 'utf8' });
-    const version = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')).version;
-    assert.deepEqual(JSON.parse(out), [version, 8, 'f32', true, 'hi']);
-    // Deep imports are closed by the exports map.
-    writeFileSync(join(dir, 'deep.mjs'), `import 'kiln-wasm/kiln.js';`);
-    assert.throws(() => execFileSync(process.execPath, ['deep.mjs'], { cwd: dir, stdio: 'pipe' }), /ERR_PACKAGE_PATH_NOT_EXPORTED/);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
+    const [before, n, v] = JSON.parse(out);
+    assert.match(before, /kiln-wasm: the WebAssembly module is not initialised: kiln-wasm\/slim needs `await init\(\)`/, label);
+    assert.deepEqual([n, v], [8, version], label);
   }
+  // The default entry's init resolves at once.
+  assert.equal(run(esm, 'init.mjs', `import { init, version } from 'kiln-wasm'; await init(); console.log(version());`).trim(), version);
 });
 
-test('the shipped types check a typical consumer (tsc --strict)', { skip: !existsSync(tsc) && 'typescript not installed (npm ci in kiln-wasm/)' }, () => {
-  const dir = consumer();
-  try {
-    writeFileSync(join(dir, 'main.ts'), `
-      import { parseDirectory, KilnError, DirectoryLoader, loadTensor, openRemote, dequantize, decodeValue, decodeFrame, Directory, type Tensor, type KilnErrorCode, type FrozenValue } from 'kiln-wasm';
-      const dir = parseDirectory(new Uint8Array(64), { countCap: 10 });
-      const t: Tensor | undefined = dir.get('w');
-      if (t) {
-        const v = t.view();
-        const f: Float32Array = t.toFloat32();
-        const shape: readonly number[] = t.shape;
-        const scale: Tensor | undefined = t.quant?.scale;
-        const n: number = v.length + f.length + shape.length + t.byteOffset + (scale ? 1 : 0);
-        const deq: Float32Array = dequantize(t);
-        void n; void deq;
-      }
-      try { parseDirectory(new Uint8Array(1)); } catch (e) {
-        if (e instanceof KilnError) { const c: KilnErrorCode = e.code; const o: number = e.offset; const r: string = e.rule; void c; void o; void r; }
-      }
-      const loader = new DirectoryLoader({ totalLength: 10, onDirectory: (d) => d.tensors().length, onProgress: (a, b) => a + (b ?? 0) });
-      loader.push(new Uint8Array(10));
-      async function remote() { const x = await loadTensor('http://h/m.kiln', 'w'); const r = await openRemote('http://h/m.kiln'); await r.load(0); return x.name ?? r.size; }
-      void remote;
-      for (const x of dir) void x.dtype;
-      const fv: FrozenValue = decodeValue(new Uint8Array(8), 'i64', { countCap: 4 });
-      const typed = decodeValue<{ id: bigint; batch: Directory; xs: Float32Array }>(new Uint8Array(0), 'struct{id:i64,batch:tensors,xs:list<f32>,}');
-      const idPlusOne: bigint = typed.id + 1n;
-      const firstX: number = typed.xs[0];
-      const framed = decodeFrame(new ArrayBuffer(16), 'struct{}');
-      if (framed instanceof Map) { for (const [k, v] of framed) { const key: string = k; void key; void v; } }
-      try { decodeValue(new Uint8Array(1), 'u8'); } catch (e) { if (e instanceof KilnError) { const t: boolean = e.inTypeText; void t; } }
-      void fv; void idPlusOne; void firstX; void typed.batch.length;
-    `);
-    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({
-      compilerOptions: { strict: true, noEmit: true, target: 'es2022', module: 'nodenext', moduleResolution: 'nodenext', lib: ['es2022', 'dom'], skipLibCheck: false },
-      files: ['main.ts'],
-    }));
-    execFileSync(process.execPath, [tsc, '-p', dir], { cwd: dir, encoding: 'utf8', stdio: 'pipe' });
-  } catch (e) {
-    assert.fail(`tsc: ${e.stdout ?? ''}${e.stderr ?? ''}${e.message}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
-
-test('npm pack ships the entries, the glue, the .wasm, the types and the README', () => {
-  const out = execFileSync('npm', ['pack', '--dry-run', '--json'], { cwd: pkg, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-  const files = JSON.parse(out)[0].files.map((f) => f.path).sort();
-  for (const f of ['index.js', 'node.js', 'kiln.js', 'kiln.d.ts', 'README.md', 'package.json', 'wasm/kiln_wasm.js', 'wasm/kiln_wasm_bg.wasm']) {
-    assert.ok(files.includes(f), `${f} in ${files}`);
-  }
-  const meta = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8'));
+test('npm pack ships the entries, the glue, the .wasm, the types, the README and both licenses', () => {
+  const { files } = tarball();
+  assert.deepEqual(files, [
+    'LICENSE-APACHE', 'LICENSE-MIT', 'README.md', 'directory.js', 'elements.js', 'frozen.js', 'index.cjs', 'index.d.cts', 'index.d.ts',
+    'index.js', 'kiln.js', 'loader.js', 'package.json', 'ready.js', 'remote.js', 'slim.js', 'validate.js',
+    'wasm/kiln_wasm.js', 'wasm/kiln_wasm_bg.wasm', 'wasm/kiln_wasm_inline.js',
+  ]);
+  const dry = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json'], { cwd: pkgDir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }))[0];
+  assert.deepEqual(dry.files.map((f) => f.path).sort(), files, 'npm pack --dry-run lists the same files');
+  const installed = join(esm, 'node_modules', 'kiln-wasm');
+  assert.match(readFileSync(join(installed, 'LICENSE-MIT'), 'utf8'), /^MIT License\n\nCopyright \(c\) The Kiln authors\n\nPermission is hereby granted/);
+  assert.match(readFileSync(join(installed, 'LICENSE-APACHE'), 'utf8'), /Apache License\s+Version 2\.0, January 2004[\s\S]*END OF TERMS AND CONDITIONS/);
+  const meta = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8'));
   assert.equal(meta.name, 'kiln-wasm');
-  assert.equal(meta.exports['.'].types, './kiln.d.ts');
+  assert.equal(meta.license, 'MIT OR Apache-2.0');
+  assert.deepEqual(meta.exports['.'].import, { types: './index.d.ts', default: './index.js' });
+  assert.deepEqual(meta.exports['.'].require, { types: './index.d.cts', default: './index.cjs' });
+  // No top-level await in the ES module graph: Node's require() of an ES module refuses one
+  // (ERR_REQUIRE_ASYNC_MODULE, the failure of earlier versions). No import.meta outside slim.js.
+  const out = run(cjs, 'esm-graph.js', `
+    const a = require('./node_modules/kiln-wasm/index.js');
+    const b = require('./node_modules/kiln-wasm/slim.js');
+    console.log(typeof a.parseModel, typeof b.init);
+  `);
+  assert.equal(out.trim(), 'function function');
+  for (const f of files.filter((f) => /\.c?js$/.test(f) && f !== 'slim.js')) {
+    assert.doesNotMatch(readFileSync(join(installed, f), 'utf8'), /import\.meta/, `${f}: import.meta`);
+  }
 });

@@ -1,7 +1,7 @@
 // Range-request loading against a small local HTTP server.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import * as kiln from '../pkg/node.js';
+import * as kiln from '../pkg/index.js';
 import { example } from '../test-support/goldens.mjs';
 import { encodeKiln, le } from '../test-support/encode.mjs';
 import { rangeServer } from '../test-support/range-server.mjs';
@@ -18,11 +18,28 @@ after(() => srv.close());
 const url = (p) => `${srv.base}${p}`;
 const log = () => srv.stats.log.map(([p, status, start, n]) => [p, status, start, n]);
 
-test('loadTensor fetches 64 bytes, the directory, then that payload with the gap before it', async () => {
+test('a small file opens in one request of 64 KiB, and its tensors need none', async () => {
+  srv.reset();
+  const local = kiln.parseDirectory(example());
+  const remote = await kiln.openRemote(url('/digits.kiln'));
+  assert.deepEqual(log(), [['/digits.kiln', 206, 0, example().length]]);
+  assert.equal(remote.metadata, null);
+  assert.equal(remote.byteOffset, 0);
+  for (const t of remote) {
+    const got = await remote.load(t.index);
+    assert.deepEqual([...got.bytes()], [...local.at(t.index).bytes()]);
+    assert.ok(got.isView);
+  }
+  assert.equal(remote.requests, 1);
+  const t = await kiln.loadTensor(url('/digits.kiln'), 'fc1.weight');
+  assert.equal(t.viewAs('f32')[5], local.get('fc1.weight').viewAs('f32')[5]);
+});
+
+test('with firstRequestBytes: 64, loadTensor fetches 64 bytes, the directory, then that payload with the gap before it', async () => {
   srv.reset();
   const bytes = example();
   const local = kiln.parseDirectory(bytes);
-  const t = await kiln.loadTensor(url('/digits.kiln'), 'fc2.bias');
+  const t = await kiln.loadTensor(url('/digits.kiln'), 'fc2.bias', { firstRequestBytes: 64 });
   assert.equal(t.name, 'fc2.bias');
   assert.deepEqual(t.shape, [10]);
   assert.equal(t.byteOffset, local.get('fc2.bias').byteOffset);
@@ -38,14 +55,14 @@ test('loadTensor fetches 64 bytes, the directory, then that payload with the gap
   ]);
   // A tensor after a gap: the gap's bytes come with it, and are checked.
   srv.reset();
-  const q = await (await kiln.openRemote(url('/digits.kiln'))).load('fc1.weight.mxfp4');
+  const q = await (await kiln.openRemote(url('/digits.kiln'), { firstRequestBytes: 64 })).load('fc1.weight.mxfp4');
   const qGap = local.get('fc2.bias').byteOffset + 40;
   assert.ok(qGap < q.byteOffset);
   assert.deepEqual(log().find((e) => e[2] === qGap), ['/digits.kiln', 206, qGap, q.byteOffset + q.byteLength - qGap]);
 });
 
 test('a RemoteDirectory loads tensors one at a time, with their scales', async () => {
-  const remote = await kiln.openRemote(url('/digits.kiln'));
+  const remote = await kiln.openRemote(url('/digits.kiln'), { firstRequestBytes: 64 });
   assert.equal(remote.size, example().length);
   assert.equal(remote.length, 8);
   assert.equal(remote.requests, 2);
@@ -123,7 +140,9 @@ test('a damaged remote directory and damaged remote payloads are reported as par
     { name: 'nib', dtype: 'u4', shape: [3], data: Uint8Array.of(0x21, 0x13) },
   ]);
   srv.files.set('/bool.kiln', withBool);
-  const remote = await kiln.openRemote(url('/bool.kiln'));
+  // Fetched whole by the first request, the file is rejected at once, as parseDirectory would.
+  await assert.rejects(kiln.openRemote(url('/bool.kiln')), { code: 'TYPE', rule: 'BoolByte' });
+  const remote = await kiln.openRemote(url('/bool.kiln'), { firstRequestBytes: 64 });
   await remote.load('x');
   const flags = remote.get('flags');
   await assert.rejects(remote.load('flags'), { code: 'TYPE', rule: 'BoolByte', offset: flags.byteOffset + 2 });
@@ -139,7 +158,7 @@ test('a damaged remote directory and damaged remote payloads are reported as par
   const at = local.get('a').byteOffset + 12 + 7;
   gap[at] = 1;
   srv.files.set('/gap.kiln', gap);
-  const r2 = await kiln.openRemote(url('/gap.kiln'));
+  const r2 = await kiln.openRemote(url('/gap.kiln'), { firstRequestBytes: 64 });
   await r2.load('a');
   await assert.rejects(r2.load('b'), { code: 'TYPE', rule: 'NonzeroGap', offset: at });
 

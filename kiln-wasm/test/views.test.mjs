@@ -1,7 +1,7 @@
 // Views over the caller's ArrayBuffer, the copy paths, conversions, and the example MLP.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import * as kiln from '../pkg/node.js';
+import * as kiln from '../pkg/index.js';
 import { __setHostLittleEndian } from '../pkg/elements.js';
 import { golden, example, predict } from '../test-support/goldens.mjs';
 import { encodeKiln, le } from '../test-support/encode.mjs';

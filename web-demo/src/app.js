@@ -1,5 +1,6 @@
-// Kiln inspector: opens .kiln files with the kiln-wasm package (no init call:
-// the package's entry module instantiates the wasm with top-level await).
+// Kiln inspector: opens .kiln files (model files and plain tensor directories)
+// with the kiln-wasm package (no init call: its entry module instantiates the
+// embedded wasm module when it is imported).
 import * as kiln from './kiln-wasm/index.js';
 import { drawHistogram, drawHeatmap, summarize } from './charts.js';
 import { Mlp } from './mlp.js';
@@ -9,39 +10,76 @@ const fmt = new Intl.NumberFormat('en-US');
 const bytesText = (n) => (n < 1024 ? `${fmt.format(n)} B` : n < 1048576 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1048576).toFixed(2)} MiB`);
 const shapeText = (s) => `[${s.join(', ')}]`;
 
-const state = { dir: null, source: null, selected: -1, mlp: null };
+const state = { dir: null, source: null, selected: -1, mlp: null, opened: 0 };
 window.__kilnDemo = state; // for the browser tests
 
 // ---------- plain words for errors ----------
 const CODE_WORDS = {
-  FRAME: 'The file is not framed as a Kiln v2 tensor directory: its magic, version, flags or a reserved byte is wrong.',
+  FRAME: 'The file is not framed as a Kiln v2 model file or tensor directory: its magic, version, profile, flags or a reserved byte is wrong.',
   LIMIT: 'A count or size in the file is above the reader\u2019s limit, or a size computation overflows.',
   EOF: 'The file ends too early: a length inside it points past the end of the data.',
   TYPE: 'A tensor description is inconsistent: its dtype, shape, byte range, name, quantization or placement breaks a rule.',
-  UTF8: 'A tensor name or layout name is not valid UTF-8 text.',
+  UTF8: 'A metadata string, tensor name or layout name is not valid UTF-8 text.',
   TRAILING: 'There are extra bytes after the end of the tensor directory.',
   SCHEMA: 'The frame\u2019s schema hash does not match the expected type.',
 };
 const HEADER_FIELDS = [[0, 4, 'magic'], [4, 1, 'version'], [5, 1, 'flags'], [6, 2, 'reserved'], [8, 4, 'tensor_count'], [12, 4, 'name_bytes'], [16, 8, 'payload_bytes'], [24, 8, 'directory_bytes'], [32, 32, 'reserved']];
 const DESC_FIELDS = [[0, 2, 'dtype'], [2, 1, 'rank'], [3, 1, 'reserved'], [4, 2, 'name_off'], [6, 2, 'name_len'], [8, 2, 'layout_off'], [10, 2, 'layout_len'], [12, 4, 'block_size'], [16, 2, 'quant_scheme'], [18, 2, 'quant_axis'], [20, 4, 'group_size'], [24, 4, 'scale_index'], [28, 4, 'outer_index'], [32, 8, 'byte_offset'], [40, 8, 'byte_length'], ...Array.from({ length: 8 }, (_, k) => [48 + 8 * k, 8, `shape[${k}]`]), [112, 16, 'reserved']];
+const FRAME_FIELDS = [[0, 4, 'magic'], [4, 1, 'profile'], [5, 1, 'flags'], [6, 2, 'reserved'], [8, 8, 'schema hash']];
 const field = (table, rel) => table.find(([at, len]) => rel >= at && rel < at + len)?.[2] ?? '?';
 
-function where(offset, head, size) {
+// Where a model file's parts lie, read from its first bytes, only to explain
+// where an error offset falls (the package has already given its verdict):
+// the entries of the metadata as far as their lengths go, and where the
+// tensor directory starts when the metadata is whole (else null).
+function modelLayout(bytes) {
+  if (!bytes || !kiln.isModelFile(bytes)) return null;
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const word = (at) => (at + 4 <= bytes.length ? dv.getUint32(at, true) : null);
+  const count = word(16);
+  const entries = [];
+  let at = 20;
+  for (let i = 0; count !== null && i < count && i < 100000; i++) {
+    const kl = word(at);
+    const vl = kl === null ? null : word(at + 4 + kl);
+    if (vl === null) return { count, entries, start: null };
+    const key = new TextDecoder().decode(bytes.subarray(at + 4, at + 4 + kl));
+    entries.push({ at, key, valueAt: at + 4 + kl, end: at + 8 + kl + vl });
+    at += 8 + kl + vl;
+  }
+  return { count, entries, start: count === null || at > bytes.length ? null : at };
+}
+
+function whereInMetadata(offset, layout) {
+  if (offset < 16) return `in the model file's 16-byte frame, field <code>${field(FRAME_FIELDS, offset)}</code>`;
+  if (offset < 20) return 'in the metadata\u2019s entry count';
+  const i = layout.entries.findIndex((e) => offset < e.end);
+  if (i < 0) return 'in the metadata';
+  const e = layout.entries[i];
+  const part = offset < e.at + 4 ? 'key length' : offset < e.valueAt ? 'key' : offset < e.valueAt + 4 ? 'value length' : 'value';
+  return `in metadata entry ${i} (<code>${escapeHtml(e.key)}</code>), its ${part}`;
+}
+
+function where(offset, layout, head, size) {
   if (offset >= size) return `at the end of the file (byte ${fmt.format(offset)})`;
-  if (offset < 64) return `in the 64-byte header, field <code>${field(HEADER_FIELDS, offset)}</code>`;
+  const start = layout ? layout.start : 0;
+  if (layout && (start === null || offset < start)) return whereInMetadata(offset, layout);
+  const rel = offset - start;
+  const block = layout ? ' of the tensor directory' : '';
+  if (rel < 64) return `in the 64-byte header${block}, field <code>${field(HEADER_FIELDS, rel)}</code>`;
   if (!head || head.length < 64) return '';
   const dv = new DataView(head.buffer, head.byteOffset, head.byteLength);
   const count = dv.getUint32(8, true);
   const names = dv.getUint32(12, true);
   const descEnd = 64 + count * 128;
-  if (offset < descEnd) {
-    const i = Math.floor((offset - 64) / 128);
-    return `in descriptor ${i} (of ${fmt.format(count)}), field <code>${field(DESC_FIELDS, (offset - 64) % 128)}</code>`;
+  if (rel < descEnd) {
+    const i = Math.floor((rel - 64) / 128);
+    return `in descriptor ${i} (of ${fmt.format(count)}), field <code>${field(DESC_FIELDS, (rel - 64) % 128)}</code>`;
   }
-  if (offset < descEnd + names) return 'in the name heap';
+  if (rel < descEnd + names) return 'in the name heap';
   const base = Math.ceil((descEnd + names) / 64) * 64;
-  if (offset < base) return 'in the zero padding before the payloads';
-  return `in the payload region, ${fmt.format(offset - base)} bytes in`;
+  if (rel < base) return 'in the zero padding before the payloads';
+  return `in the payload region, ${fmt.format(rel - base)} bytes in`;
 }
 
 function hexDump(bytes, from, hit) {
@@ -79,6 +117,9 @@ function describeDescriptor(i, d) {
 }
 
 async function showError(err, source) {
+  // A file opened meanwhile wins: this one's late reads must not overwrite its card.
+  const opened = state.opened;
+  const current = () => state.opened === opened;
   document.body.dataset.state = 'error';
   $('progress-card').hidden = true;
   $('error-card').hidden = false;
@@ -89,23 +130,31 @@ async function showError(err, source) {
     $('error-where').textContent = '';
     $('error-plain').textContent = String(err?.message ?? err);
     $('error-rule').textContent = '';
+    $('error-desc').hidden = true;
     $('error-hex').hidden = true;
     return;
   }
   $('error-code').textContent = err.code;
   $('error-title').textContent = `${source.name} is not a valid Kiln file`;
-  $('error-plain').textContent = CODE_WORDS[err.code] ?? '';
-  $('error-rule').innerHTML = `What broke: <b>${err.description}</b> <span class="mono">(rule ${err.rule})</span>`;
+  $('error-plain').textContent = CODE_WORDS[err.code] ?? err.message;
+  $('error-rule').innerHTML = `What broke: <b>${escapeHtml(err.description)}</b> <span class="mono">(rule ${escapeHtml(err.rule)})</span>`;
   const size = source.size ?? Infinity;
-  const head = await source.read(0, 64).catch(() => null);
-  const place = where(err.offset, head, size);
+  // A model file's metadata comes first: read enough of the file to see where the directory starts.
+  const first = await source.read(0, Math.min(size, 1 << 20)).catch(() => null);
+  if (!current()) return;
+  const layout = modelLayout(first);
+  const start = layout ? layout.start : 0;
+  const head = start === null || !first ? null : first.subarray(start, start + 64);
+  const place = where(err.offset, layout, head, size);
   $('error-where').innerHTML = `at byte <b class="mono">${fmt.format(err.offset)}</b> (0x${err.offset.toString(16)})${place ? ` — ${place}` : ''}`;
   $('error-desc').hidden = true;
-  if (head && head.length >= 64 && err.offset >= 64) {
+  if (head && head.length >= 64 && err.offset >= start + 64) {
     const count = new DataView(head.buffer, head.byteOffset, 64).getUint32(8, true);
-    const i = Math.floor((err.offset - 64) / 128);
+    const i = Math.floor((err.offset - start - 64) / 128);
     if (i < count) {
-      const d = await source.read(64 + 128 * i, 64 + 128 * (i + 1)).catch(() => null);
+      const at = start + 64 + 128 * i;
+      const d = await source.read(at, at + 128).catch(() => null);
+      if (!current()) return;
       if (d && d.length === 128) {
         $('error-desc').hidden = false;
         $('error-desc').innerHTML = describeDescriptor(i, d);
@@ -114,8 +163,10 @@ async function showError(err, source) {
   }
   const from = Math.max(0, err.offset - 32);
   const bytes = await source.read(from, err.offset + 32).catch(() => null);
+  if (!current()) return;
+  // No empty boxes: the dump only when there are bytes around the offset.
   $('error-hex').hidden = !bytes || bytes.length === 0;
-  if (bytes) $('error-hex').innerHTML = hexDump(bytes, from, err.offset);
+  $('error-hex').innerHTML = bytes && bytes.length ? hexDump(bytes, from, err.offset) : '';
 }
 
 // ---------- loading ----------
@@ -123,7 +174,17 @@ function sourceOfFile(file) {
   return { name: file.name, size: file.size, stream: () => file.stream(), read: async (a, b) => new Uint8Array(await file.slice(a, b).arrayBuffer()) };
 }
 
-function sourceOfUrl(url, name) {
+// The file name of a URL: its path's last part, without the query or the fragment.
+function nameOfUrl(url) {
+  try {
+    const path = new URL(url, location.href).pathname;
+    return decodeURIComponent(path.slice(path.lastIndexOf('/') + 1)) || url;
+  } catch {
+    return url;
+  }
+}
+
+function sourceOfUrl(url, name = nameOfUrl(url)) {
   let whole = null;
   const source = {
     name,
@@ -144,10 +205,11 @@ function sourceOfUrl(url, name) {
 }
 
 async function open(source) {
+  state.opened += 1;
   state.dir = null;
   state.source = source;
   document.body.dataset.state = 'loading';
-  for (const id of ['intro', 'error-card', 'summary', 'table-card', 'detail', 'mlp']) $(id).hidden = true;
+  for (const id of ['intro', 'error-card', 'summary', 'metadata-card', 'table-card', 'detail', 'mlp']) $(id).hidden = true;
   $('progress-card').hidden = false;
   $('progress-label').textContent = `Reading ${source.name}…`;
   $('progress-bar').style.width = '0%';
@@ -183,7 +245,8 @@ function loaded(dir, source, ms) {
   $('progress-card').hidden = true;
   $('summary').hidden = false;
   $('sum-file').textContent = source.name;
-  $('sum-size').textContent = bytesText(dir.byteLength);
+  $('sum-kind').textContent = dir.metadata ? 'model file' : 'tensor directory';
+  $('sum-size').textContent = bytesText(dir.byteOffset + dir.byteLength);
   $('sum-count').textContent = fmt.format(dir.length);
   $('sum-payload').textContent = `byte ${fmt.format(dir.payloadOffset)}`;
   $('sum-time').textContent = `${ms.toFixed(1)} ms`;
@@ -191,11 +254,24 @@ function loaded(dir, source, ms) {
   const inPlace = tensors.filter((t) => t.isView && t.view().buffer === dir.source.buffer).length;
   $('sum-views').textContent = `${inPlace} of ${tensors.length}`;
   $('sum-views').className = `v ${inPlace === tensors.length ? 'good' : ''}`;
+  renderMetadata(dir);
   renderTable(dir, false);
   state.mlp = Mlp.from(dir);
   $('mlp').hidden = !state.mlp;
   if (state.mlp) setupMlp(state.mlp, dir);
   if (dir.length > 0) select(0);
+}
+
+// ---------- metadata ----------
+function renderMetadata(dir) {
+  const meta = dir.metadata;
+  $('metadata-card').hidden = meta === null;
+  if (meta === null) return;
+  $('metadata').innerHTML = meta.size === 0
+    ? '<dd class="muted">(no metadata)</dd>'
+    : [...meta].map(([k, v]) => `<dt${k.startsWith('kiln.') ? ' class="reserved"' : ''}>${escapeHtml(k)}</dt><dd>${escapeHtml(v)}</dd>`).join('');
+  $('metadata-note').textContent = `The tensor directory starts at byte ${fmt.format(dir.byteOffset)}, after the 16-byte frame and the metadata` +
+    ` (the converter's alignment padding, kiln.convert.pad, is not shown: it puts the payload at byte ${fmt.format(dir.payloadOffset)}).`;
 }
 
 // ---------- table ----------
@@ -309,7 +385,7 @@ function setupMlp(mlp, dir) {
 }
 
 function paint8x8(canvas, x) {
-  const ctx = canvas.getContext('2d');
+  const ctx = canvas.getContext('2d', { willReadFrequently: true });
   const img = ctx.createImageData(8, 8);
   for (let i = 0; i < 64; i++) {
     const v = 255 - Math.round(Math.max(0, Math.min(1, x[i])) * 255);
@@ -342,7 +418,8 @@ function run(x) {
 // 4x4 block (0..16), divide by 16.
 const pad = (() => {
   const canvas = $('draw');
-  const ctx = canvas.getContext('2d');
+  // Read back on every stroke (toImage), so kept in memory the CPU reads.
+  const ctx = canvas.getContext('2d', { willReadFrequently: true });
   let drawing = false;
   let last = null;
   let timer = 0;
@@ -413,7 +490,7 @@ const pad = (() => {
     const small = document.createElement('canvas');
     small.width = 32;
     small.height = 32;
-    const sctx = small.getContext('2d');
+    const sctx = small.getContext('2d', { willReadFrequently: true });
     sctx.fillStyle = '#000';
     sctx.fillRect(0, 0, 32, 32);
     const scale = 32 / side;
@@ -447,7 +524,8 @@ $('file-input').addEventListener('change', (e) => {
   if (f) open(sourceOfFile(f));
   e.target.value = '';
 });
-$('load-example').addEventListener('click', () => open(sourceOfUrl('examples/digits-mlp.kiln', 'digits-mlp.kiln')));
+$('load-example').addEventListener('click', () => open(sourceOfUrl('examples/digits-mlp.model.kiln')));
+$('load-example-plain').addEventListener('click', () => open(sourceOfUrl('examples/digits-mlp.kiln')));
 $('intro-example').addEventListener('click', () => $('load-example').click());
 $('damaged').addEventListener('change', (e) => {
   const v = e.target.value;
@@ -475,7 +553,8 @@ fetch('examples/damaged.json')
   .catch(() => {});
 
 document.body.dataset.state = 'ready';
-// ?example opens the bundled model; ?url=... opens any .kiln URL the page may fetch.
+// ?example opens the bundled model file (?example=plain the plain directory);
+// ?url=... opens any .kiln URL the page may fetch.
 const params = new URLSearchParams(location.search);
-if (params.has('example')) $('load-example').click();
-else if (params.get('url')) open(sourceOfUrl(params.get('url'), params.get('url').split('/').pop()));
+if (params.has('example')) $(params.get('example') === 'plain' ? 'load-example-plain' : 'load-example').click();
+else if (params.get('url')) open(sourceOfUrl(params.get('url')));

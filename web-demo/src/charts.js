@@ -18,12 +18,16 @@ export function summarize(values) {
   return { min, max, mean, std, zeros, nonFinite, n };
 }
 
+// The drawing size is the canvas's width/height attributes at first use (kept
+// in data-w/data-h, since the backing store is then scaled by the pixel
+// ratio); on screen it shrinks with its box (max-width: 100%, height: auto).
 function setupCanvas(canvas) {
   const ratio = window.devicePixelRatio || 1;
-  const w = Number(canvas.getAttribute('width'));
-  const h = Number(canvas.getAttribute('height'));
+  canvas.dataset.w ??= canvas.getAttribute('width');
+  canvas.dataset.h ??= canvas.getAttribute('height');
+  const w = Number(canvas.dataset.w);
+  const h = Number(canvas.dataset.h);
   canvas.style.width = `${w}px`;
-  canvas.style.height = `${h}px`;
   if (canvas.width !== w * ratio) { canvas.width = w * ratio; canvas.height = h * ratio; }
   const ctx = canvas.getContext('2d');
   ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
@@ -32,6 +36,16 @@ function setupCanvas(canvas) {
 }
 
 const nice = (v) => (v === 0 ? '0' : Math.abs(v) >= 1000 || Math.abs(v) < 0.01 ? v.toExponential(2) : v.toPrecision(3));
+
+/**
+ * Count-axis ticks for a histogram whose tallest bin holds `top`: 0, the
+ * middle and the top, as whole counts, without repeats (a top of 1 gives
+ * 0 and 1, not "0, 1, 1"). Each is drawn at its own height.
+ */
+export function countTicks(top) {
+  const ticks = [0, Math.round(top / 2), top];
+  return ticks.filter((v, i) => ticks.indexOf(v) === i);
+}
 
 export function drawHistogram(canvas, values, s = summarize(values)) {
   const { ctx, w, h } = setupCanvas(canvas);
@@ -53,12 +67,15 @@ export function drawHistogram(canvas, values, s = summarize(values)) {
   ctx.fillStyle = '#667085';
   ctx.font = '11px ui-monospace, monospace';
   ctx.lineWidth = 1;
-  for (const f of [0, 0.5, 1]) {
-    const y = pad.t + ph * (1 - f);
+  const labels = [];
+  for (const v of countTicks(top)) {
+    const y = pad.t + ph * (1 - v / top);
     ctx.beginPath(); ctx.moveTo(pad.l, y + 0.5); ctx.lineTo(w - pad.r, y + 0.5); ctx.stroke();
     ctx.textAlign = 'right';
-    ctx.fillText(String(Math.round(top * f)), pad.l - 6, y + 4);
+    ctx.fillText(String(v), pad.l - 6, y + 4);
+    labels.push(String(v));
   }
+  canvas.dataset.yLabels = labels.join(',');
   const bw = pw / bins;
   for (let k = 0; k < bins; k++) {
     const bh = (counts[k] / top) * ph;
@@ -109,7 +126,6 @@ export function drawHeatmap(canvas, values, rows, cols, s, legend) {
   canvas.width = w;
   canvas.height = h;
   canvas.style.width = `${w}px`;
-  canvas.style.height = `${h}px`;
   const signed = s.min < 0;
   const scale = signed ? Math.max(Math.abs(s.min), Math.abs(s.max)) || 1 : (s.max - s.min) || 1;
   const tmp = document.createElement('canvas');

@@ -24,6 +24,7 @@ let base;
 let slowBase;
 let profile;
 const problems = [];
+const warnings = [];
 
 function freePort() {
   return new Promise((resolve) => {
@@ -108,7 +109,10 @@ before(async () => {
   });
   page = ctx.pages()[0] ?? (await ctx.newPage());
   page.on('pageerror', (e) => problems.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => m.type() === 'error' && problems.push(`console: ${m.text()}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+    if (m.type() === 'warning') warnings.push(m.text());
+  });
   await page.goto(`${base}/index.html`);
   await page.waitForSelector('body[data-state="ready"]');
 });
@@ -138,14 +142,39 @@ test('the page loads the package in the browser with no init call', async () => 
   await shot('00-start.png');
 });
 
-test('the bundled example: tensor table, summary, zero-copy views', async () => {
+const tableRows = () => page.locator('#tensors tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.children].map((td) => td.innerText.trim())));
+
+test('the example as a plain directory: no metadata', async () => {
+  await page.click('#load-example-plain');
+  await page.waitForSelector('body[data-state="loaded"]');
+  await page.waitForFunction(() => document.getElementById('sum-file').textContent === 'digits-mlp.kiln');
+  const rows = await tableRows();
+  assert.equal(rows.length, 8);
+  assert.deepEqual(rows[0].slice(3, 6), ['[32, 64]', '8,192', '1,216']);
+  assert.equal(await text('#sum-kind'), 'tensor directory');
+  assert.equal(await page.locator('#metadata-card').isVisible(), false);
+  assert.equal(await text('#sum-views'), '8 of 8');
+  await shot('01a-example-plain.png');
+});
+
+test('the bundled example model file: metadata, tensor table, summary, zero-copy views', async () => {
   await page.click('#load-example');
   await page.waitForSelector('body[data-state="loaded"]');
-  const rows = await page.locator('#tensors tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.children].map((td) => td.innerText.trim())));
+  await page.waitForFunction(() => document.getElementById('sum-file').textContent === 'digits-mlp.model.kiln');
+  assert.equal(await text('#sum-kind'), 'model file');
+  assert.equal(await text('#sum-size'), '22.5 KiB');
+  // The metadata, in key order, without the converter's padding key.
+  const meta = await page.locator('#metadata dt').allInnerTexts();
+  assert.deepEqual(meta, ['description', 'license', 'source']);
+  assert.equal(await page.locator('#metadata dd').nth(1).innerText(), 'MIT OR Apache-2.0');
+  assert.doesNotMatch(await text('#metadata'), /kiln\.convert\.pad/);
+  assert.match(await text('#metadata-note'), /starts at byte 2,880,.* payload at byte 4,096/);
+  const rows = await tableRows();
   assert.equal(rows.length, 8);
   assert.deepEqual(rows.map((r) => r[1]), ['fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias', 'fc1.weight.mxfp4', 'fc1.weight.mxfp4.scales', 'samples.x', 'samples.y']);
   assert.deepEqual(rows.map((r) => r[2]), ['f32', 'f32', 'f32', 'f32', 'e2m1', 'e8m0', 'f32', 'u8']);
-  assert.deepEqual(rows[0].slice(3, 6), ['[32, 64]', '8,192', '1,216']);
+  // Offsets are in the file: the directory follows the metadata, the payload at a 4 KiB offset.
+  assert.deepEqual(rows[0].slice(3, 6), ['[32, 64]', '8,192', '4,096']);
   assert.match(rows[4][6], /scheme 1 · e8m0 scales fc1\.weight\.mxfp4\.scales \[32, 2\] · axis 1 · group 32/);
   assert.ok(rows.every((r) => r[8].includes('in place')));
   assert.equal(await text('#sum-views'), '8 of 8');
@@ -167,7 +196,7 @@ test('a tensor shows its histogram and heatmap; MXFP4 can be dequantized', async
   assert.notEqual(afterText, before);
   assert.match(afterText, /2,048 values/);
   await page.click('#tensors tbody tr[data-i="0"]');
-  assert.match(await text('#detail-code'), /Float32Array\(2,048\) over your ArrayBuffer at byte 1,216/);
+  assert.match(await text('#detail-code'), /Float32Array\(2,048\) over your ArrayBuffer at byte 4,096/);
   const painted = await page.evaluate(() => {
     const c = document.getElementById('heat');
     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
@@ -180,6 +209,20 @@ test('a tensor shows its histogram and heatmap; MXFP4 can be dequantized', async
   await page.check('#dequant');
   await page.locator('#detail').scrollIntoViewIfNeeded();
   await shot('02-tensor-detail.png');
+});
+
+test('histogram count labels never repeat (a tallest bin of 1 is labelled 0 and 1)', async () => {
+  for (let i = 0; i < 8; i++) {
+    await page.click(`#tensors tbody tr[data-i="${i}"]`);
+    const labels = (await page.locator('#hist').getAttribute('data-y-labels')).split(',').map(Number);
+    assert.equal(new Set(labels).size, labels.length, `tensor ${i}: ${labels}`);
+    assert.deepEqual(labels, [...labels].sort((a, b) => a - b), `tensor ${i}: ${labels}`);
+  }
+  const ticks = await page.evaluate(async () => {
+    const { countTicks } = await import('./charts.js');
+    return [1, 2, 3, 4, 5, 997].map(countTicks);
+  });
+  assert.deepEqual(ticks, [[0, 1], [0, 1, 2], [0, 2, 3], [0, 2, 4], [0, 3, 5], [0, 499, 997]]);
 });
 
 test('the MLP predicts the bundled samples, with f32 and with MXFP4', async () => {
@@ -212,6 +255,15 @@ test('drawing a digit gives a prediction', async () => {
   for (const [a, b] of pts.slice(1)) await page.mouse.move(box.x + a * box.width, box.y + b * box.height, { steps: 12 });
   await page.mouse.up();
   await page.waitForFunction(() => document.getElementById('pred-f32').textContent !== '–');
+  // Two more strokes, each read back for a prediction: the drawing canvas is read many times
+  // (Chromium warns about willReadFrequently when such a canvas lacks it; the last test checks).
+  for (const [a, b] of [[0.3, 0.5], [0.6, 0.5]]) {
+    await page.mouse.move(box.x + a * box.width, box.y + b * box.height);
+    await page.mouse.down();
+    await page.mouse.move(box.x + (a + 0.05) * box.width, box.y + b * box.height, { steps: 3 });
+    await page.mouse.up();
+    await page.waitForTimeout(80);
+  }
   await page.waitForTimeout(100);
   const seen = await page.evaluate(() => Array.from(document.getElementById('preview').getContext('2d').getImageData(0, 0, 8, 8).data).filter((v, i) => i % 4 === 0 && v < 250).length);
   assert.ok(seen >= 6, `the 8x8 preview has ink (${seen} pixels)`);
@@ -234,6 +286,40 @@ test('a hostile file opened with the file picker: code, offset and rule in plain
   assert.match(await text('#error-desc'), /Descriptor 0 as the file states it: dtype f32, rank 2, shape \[32, 65\].*byte_length 8,192/);
   assert.equal(await page.locator('#table-card').isVisible(), false);
   await shot('05-error-wrong-shape.png');
+});
+
+test('damaged model files: the error located in the frame, the metadata or the directory after it', async () => {
+  // The card's location line is written after the page has read the bytes around the offset.
+  const located = (s) => page.waitForFunction((s) => document.getElementById('error-where').textContent.startsWith(s), s);
+  await page.selectOption('#damaged', 'model-bad-utf8.kiln');
+  await located('at byte 43 ');
+  assert.equal(await text('#error-code'), 'UTF8');
+  assert.match(await text('#error-where'), /at byte 43 \(0x2b\) — in metadata entry 0 \(description\), its value/);
+  await page.selectOption('#damaged', 'model-cut-metadata.kiln');
+  await located('at byte 35 ');
+  assert.equal(await text('#error-code'), 'EOF');
+  assert.match(await text('#error-rule'), /ByteLengthPastEnd/);
+  assert.match(await text('#error-where'), /in metadata entry 0 \(description\), its value length/);
+  await page.selectOption('#damaged', 'model-wrong-shape.kiln');
+  await located('at byte 2,984 ');
+  assert.equal(await text('#error-code'), 'TYPE');
+  assert.match(await text('#error-where'), /at byte 2,984 \(0xba8\) — in descriptor 0 \(of 8\), field byte_length/);
+  assert.match(await text('#error-desc'), /Descriptor 0 as the file states it: dtype f32, rank 2, shape \[32, 65\]/);
+  await shot('05b-error-model-file.png');
+});
+
+test('a LIMIT error card shows its text, and no empty box', async () => {
+  await page.selectOption('#damaged', 'count-cap.kiln');
+  await page.waitForFunction(() => document.getElementById('error-title').textContent.includes('count-cap'));
+  assert.equal(await text('#error-code'), 'LIMIT');
+  assert.match(await text('#error-plain'), /above the reader.s limit/);
+  assert.match(await text('#error-rule'), /TensorCountCap/);
+  assert.match(await text('#error-where'), /field tensor_count/);
+  const empty = await page.evaluate(() => [...document.querySelectorAll('#error-card *')]
+    .filter((e) => e.offsetParent !== null && e.children.length === 0 && e.textContent.trim() === '')
+    .map((e) => e.id || e.className || e.tagName));
+  assert.deepEqual(empty, []);
+  await shot('05c-error-limit.png');
 });
 
 test('damaged files from the menu and by drag-and-drop', async () => {
@@ -261,7 +347,8 @@ test('damaged files from the menu and by drag-and-drop', async () => {
 });
 
 test('a slow download shows the table first, then a progress bar, then the views', async () => {
-  await page.goto(`${base}/index.html?url=${encodeURIComponent(`${slowBase}/slow.kiln`)}`);
+  // The URL has a query string; the file name shown does not.
+  await page.goto(`${base}/index.html?url=${encodeURIComponent(`${slowBase}/slow.kiln?token=abc#x`)}`);
   await page.waitForFunction(() => document.querySelectorAll('#tensors tbody tr').length === 40);
   assert.equal(await page.locator('body').getAttribute('data-state'), 'loading');
   assert.match(await text('#progress-label'), /Directory checked: 40 tensors/);
@@ -270,11 +357,48 @@ test('a slow download shows the table first, then a progress bar, then the views
   assert.match(await text('#tensors tbody tr:first-child'), /received/);
   await shot('07-progress.png');
   await page.waitForSelector('body[data-state="loaded"]', { timeout: 20000 });
+  assert.equal(await text('#sum-file'), 'slow.kiln');
   assert.equal(await text('#sum-views'), '40 of 40');
   assert.equal(await page.locator('#mlp').isVisible(), false);
   await shot('08-slow-loaded.png');
 });
 
-test('no page errors', () => {
+test('at 390 px wide: no sideways scroll, header buttons whole, the example model file usable', async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  const fits = () => page.evaluate(() => {
+    const d = document.documentElement;
+    const clipped = [...document.querySelectorAll('.actions > *')].filter((e) => {
+      const r = e.getBoundingClientRect();
+      return r.left < 0 || r.right > d.clientWidth || e.scrollWidth > e.clientWidth + 1;
+    }).map((e) => e.id || e.className);
+    return { scrollWidth: d.scrollWidth, clientWidth: d.clientWidth, clipped };
+  });
+  await page.goto(`${base}/index.html`);
+  await page.waitForSelector('body[data-state="ready"]');
+  let f = await fits();
+  assert.ok(f.scrollWidth <= f.clientWidth, `start page: scrollWidth ${f.scrollWidth} > ${f.clientWidth}`);
+  assert.deepEqual(f.clipped, []);
+  await shot('09-390px-start.png');
+  await page.click('#load-example');
+  await page.waitForSelector('body[data-state="loaded"]');
+  await page.click('#tensors tbody tr[data-i="0"]');
+  f = await fits();
+  assert.ok(f.scrollWidth <= f.clientWidth, `model file loaded: scrollWidth ${f.scrollWidth} > ${f.clientWidth}`);
+  assert.deepEqual(f.clipped, []);
+  assert.equal(await page.locator('#metadata-card').isVisible(), true);
+  await page.screenshot({ path: join(artifacts, '10-390px-model.png'), fullPage: false });
+  await shot('10-390px-model-full.png');
+  await page.selectOption('#damaged', 'model-wrong-shape.kiln');
+  await page.waitForSelector('body[data-state="error"]');
+  await page.waitForFunction(() => document.getElementById('error-hex').textContent.length > 0);
+  f = await fits();
+  assert.ok(f.scrollWidth <= f.clientWidth, `error card: scrollWidth ${f.scrollWidth} > ${f.clientWidth}`);
+  await shot('11-390px-error.png');
+  await page.setViewportSize({ width: 1280, height: 900 });
+});
+
+test('no page errors, no console warnings (willReadFrequently among them)', () => {
   assert.deepEqual(problems, []);
+  assert.deepEqual(warnings.filter((w) => /willReadFrequently|getImageData/.test(w)), []);
+  assert.deepEqual(warnings, []);
 });

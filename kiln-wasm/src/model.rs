@@ -1,0 +1,165 @@
+//! Model files (`spec/model-file.md`) for JavaScript: the frame and the
+//! metadata, checked by the core, before the tensor block.
+//!
+//! A model file is the 16-byte frame of [`MODEL_HASH`], a `dict<str,str>`
+//! of metadata, then one directory block and nothing after it. The core's
+//! [`Model::parse`](kiln_nostd::model::Model::parse) checks it in one slice;
+//! the package never holds the payload in wasm memory, so it splits the same
+//! checks in two, in the same order:
+//!
+//! 1. [`HeadCore::check`] on the file's first bytes (as many as JavaScript
+//!    has): [`is_model_file`] decides the kind by content, exactly as
+//!    [`parse_any`](kiln_nostd::model::parse_any) does; for a model file,
+//!    [`check_frame`] checks the frame and [`Reader`] the metadata, a
+//!    `dict<str,str>` value starting at byte 16. A dict that ends before the
+//!    bytes given do is reported by the reader as TRAILING at its end: that
+//!    is where the block starts. A dict cut short by the bytes given (an EOF
+//!    rule while the file has more bytes) asks for more ([`Head::Need`]),
+//!    with the length the words read so far call for.
+//! 2. The block is then checked by a [`Session`](crate::validator::Session)
+//!    whose offsets start there: a standalone block checked at offset `s` is
+//!    `Parser::parse_at(file, s)` followed by the model's TRAILING check, the
+//!    same code, offset and rule.
+//!
+//! `tests/model.rs` holds this to `Model::parse` / `parse_any` on the example
+//! model file, writer-made files with and without the padding key, and
+//! mutations and truncations of them, with windows of several sizes.
+//!
+//! Every rule of the metadata that can fail on a short window fails with an
+//! EOF rule (count and length words, `count * 8` and string lengths against
+//! the unread bytes); every other rule reads only bytes already in the
+//! window. So a verdict other than EOF on a prefix is the verdict on the file.
+
+use kiln_nostd::frozen::{check_frame, Reader, Schema, FRAME_LEN};
+use kiln_nostd::model::{is_model_file, MODEL_HASH, PAD_KEY};
+use kiln_nostd::{ErrorCode, Limits, Rule};
+
+use crate::ErrorInfo;
+
+/// The metadata's type.
+const METADATA_TYPE: &str = "dict<str,str>";
+
+/// What the first bytes of a file say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// Not a model file: a plain directory block starting at byte 0.
+    Plain,
+    /// A model file whose frame and metadata are valid; its block starts at this offset.
+    Model(u64),
+    /// More bytes are needed to decide: at least this many from the start of the file.
+    Need(u64),
+    /// The file is rejected (the core's error, offsets absolute in the file).
+    Error(ErrorInfo),
+}
+
+/// The head check with its result kept for JavaScript (host-testable).
+#[derive(Default)]
+pub struct HeadCore {
+    /// Metadata entries as absolute byte ranges: `[key_at, key_len, value_at, value_len]` per entry,
+    /// in key order, the padding key left out.
+    entries: Vec<u32>,
+    /// The padding key's value length (0 without it).
+    padding: u64,
+    error: Option<ErrorInfo>,
+}
+
+fn shifted(e: kiln_nostd::Error, by: usize) -> ErrorInfo {
+    let mut info = ErrorInfo::from(e);
+    info.offset = info.offset.saturating_add(by as u64);
+    info
+}
+
+fn u32_at(b: &[u8], at: usize) -> Option<u64> {
+    let w = b.get(at..at.checked_add(4)?)?;
+    Some(u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]])))
+}
+
+impl HeadCore {
+    /// Checks the first bytes of a file of `total` bytes (`bytes` holds
+    /// them from byte 0; `total` may be `u64::MAX` when the length is not
+    /// known yet, as in a stream). See the module docs.
+    pub fn check(&mut self, bytes: &[u8], total: u64, limits: Limits) -> Head {
+        self.entries.clear();
+        self.padding = 0;
+        self.error = None;
+        let have = bytes.len() as u64;
+        let whole = have >= total;
+        if bytes.len() < FRAME_LEN && !whole {
+            return Head::Need(total.min(FRAME_LEN as u64));
+        }
+        if !is_model_file(bytes) {
+            return Head::Plain;
+        }
+        if let Err(e) = check_frame(bytes, MODEL_HASH) {
+            return self.fail(ErrorInfo::from(e));
+        }
+        // The FrozenChecker's capacity, so the parser and the reader are shared code in the module.
+        let schema = match Schema::<{ crate::frozen::NODES }>::parse(METADATA_TYPE) {
+            Ok(s) => s,
+            Err(e) => return self.fail(ErrorInfo::from(e)),
+        };
+        let body = bytes.get(FRAME_LEN..).unwrap_or(&[]);
+        let reader = Reader::new().limits(limits);
+        let end = match reader.read(body, &schema) {
+            Ok(_) => body.len(),
+            Err(e) if e.rule() == Rule::TrailingBytes => e.offset(),
+            Err(e) if e.code() == ErrorCode::Eof && !whole => {
+                return Head::Need(need_for(body, e).saturating_add(FRAME_LEN as u64).max(have + 1).min(total));
+            }
+            Err(e) => return self.fail(shifted(e, FRAME_LEN)),
+        };
+        let meta = body.get(..end).unwrap_or(&[]);
+        match reader.read(meta, &schema) {
+            Ok(v) => {
+                let base = bytes.as_ptr() as usize;
+                let at = |s: &[u8]| u32::try_from((s.as_ptr() as usize).wrapping_sub(base)).unwrap_or(u32::MAX);
+                let len = |s: &[u8]| u32::try_from(s.len()).unwrap_or(u32::MAX);
+                for (k, v) in v.as_dict().into_iter().flat_map(|d| d.entries()) {
+                    let value = v.as_str_bytes().unwrap_or(&[]);
+                    if k == PAD_KEY.as_bytes() {
+                        self.padding = value.len() as u64;
+                        continue;
+                    }
+                    self.entries.extend_from_slice(&[at(k), len(k), at(value), len(value)]);
+                }
+                Head::Model((FRAME_LEN + end) as u64)
+            }
+            // Cannot happen: the same bytes were accepted up to `end`.
+            Err(e) => self.fail(shifted(e, FRAME_LEN)),
+        }
+    }
+
+    fn fail(&mut self, e: ErrorInfo) -> Head {
+        self.error = Some(e);
+        Head::Error(e)
+    }
+
+    /// The metadata entries of the last accepted model file (see the field).
+    pub fn entries(&self) -> &[u32] {
+        &self.entries
+    }
+
+    /// The padding key's value length in the last accepted model file.
+    pub fn padding(&self) -> u64 {
+        self.padding
+    }
+
+    /// The last error.
+    pub fn error(&self) -> Option<ErrorInfo> {
+        self.error
+    }
+}
+
+/// How many bytes of the metadata (from its start) the reader needs at least,
+/// after an EOF rule at `e.offset()`: the words at the offset say how much
+/// (a string's length, a count of entries of at least 8 bytes); otherwise
+/// one word more.
+fn need_for(body: &[u8], e: kiln_nostd::Error) -> u64 {
+    let at = e.offset();
+    let after = at as u64 + 4;
+    match (e.rule(), u32_at(body, at)) {
+        (Rule::ByteLengthPastEnd, Some(n)) => after + n,
+        (Rule::CountPastEnd, Some(n)) => after + n * 8,
+        _ => after + 4,
+    }
+}

@@ -1,0 +1,73 @@
+// The shipped types, checked with `tsc --strict` against the packed package
+// (test/types/consumer.ts: narrowing by dtype, viewAs, classes that cannot be
+// constructed, model files, init), as a TypeScript user compiles them:
+// module nodenext in an ESM project and in a CommonJS project (index.d.cts
+// through the "require" condition), and moduleResolution bundler. A copy of
+// the package whose types lost the narrowing must fail: the test's
+// `@ts-expect-error` lines then go unused.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { devModules, project } from '../test-support/packed.mjs';
+
+const consumer = fileURLToPath(new URL('types/consumer.ts', import.meta.url));
+const skip = !existsSync(join(devModules, 'typescript')) && 'typescript not installed (npm ci in kiln-wasm/)';
+
+const base = { strict: true, noEmit: true, target: 'es2022', lib: ['es2022', 'dom'], skipLibCheck: false, types: [] };
+const setups = [
+  ['nodenext, ESM project', 'module', { module: 'nodenext', moduleResolution: 'nodenext' }],
+  ['nodenext, CommonJS project (index.d.cts)', 'commonjs', { module: 'nodenext', moduleResolution: 'nodenext' }],
+  ['bundler', 'module', { module: 'preserve', moduleResolution: 'bundler' }],
+];
+
+function tsc(dir) {
+  try {
+    execFileSync(process.execPath, [join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir], { cwd: dir, encoding: 'utf8', stdio: 'pipe' });
+    return '';
+  } catch (e) {
+    return `${e.stdout ?? ''}${e.stderr ?? ''}` || e.message;
+  }
+}
+
+for (const [name, type, options] of setups) {
+  test(`tsc --strict, ${name}: narrowing, viewAs, private constructors, model files`, { skip }, () => {
+    const dir = project('types', { type, tools: ['typescript'] });
+    try {
+      copyFileSync(consumer, join(dir, 'consumer.ts'));
+      writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...base, ...options }, files: ['consumer.ts'] }));
+      const out = tsc(dir);
+      assert.equal(out, '', out);
+      if (type === 'commonjs') {
+        // The CommonJS project really resolved the .d.cts.
+        const trace = execFileSync(process.execPath, [join(dir, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', dir, '--traceResolution'], { cwd: dir, encoding: 'utf8' });
+        assert.match(trace, /'kiln-wasm' was successfully resolved to '.*index\.d\.cts'/);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+test('the type tests fail when the types regress (unused @ts-expect-error)', { skip }, () => {
+  const dir = project('types-regress', { tools: ['typescript'] });
+  try {
+    copyFileSync(consumer, join(dir, 'consumer.ts'));
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...base, module: 'nodenext', moduleResolution: 'nodenext' }, files: ['consumer.ts'] }));
+    const dts = join(dir, 'node_modules', 'kiln-wasm', 'index.d.ts');
+    const good = readFileSync(dts, 'utf8');
+    for (const [what, from, to] of [
+      ['view() back to the union', 'view(): ViewOf<D>;', 'view(): TensorView;'],
+      ['a public Tensor constructor', 'export declare class Tensor<D extends DType = DType> {\n  private constructor();', 'export declare class Tensor<D extends DType = DType> {'],
+    ]) {
+      assert.ok(good.includes(from), what);
+      writeFileSync(dts, good.replace(from, to));
+      const out = tsc(dir);
+      assert.match(out, /error TS2578: Unused '@ts-expect-error' directive|error TS2322/, `${what}: ${out}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

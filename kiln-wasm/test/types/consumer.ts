@@ -1,0 +1,143 @@
+// Compiled by test/types.test.mjs with `tsc --strict` against the packed package, under
+// module nodenext (as ESM and as CommonJS) and module preserve / moduleResolution bundler.
+// Every `@ts-expect-error` line must be an error: if a regression makes one compile, tsc
+// fails with "Unused '@ts-expect-error' directive".
+import {
+  parseDirectory, parseModel, isModelFile, init, KilnError, DirectoryLoader, RemoteDirectory, loadTensor, openRemote,
+  dequantize, decodeValue, decodeFrame, Directory, Tensor,
+  type AnyTensor, type DType, type KilnErrorCode, type FrozenValue, type Model, type ViewOf, type TensorView,
+} from 'kiln-wasm';
+
+declare const bytes: Uint8Array;
+
+// --- narrowing by dtype -----------------------------------------------------------------
+const dir = parseDirectory(bytes, { countCap: 10 });
+const t = dir.get('fc1.weight');
+if (t !== undefined && t.dtype === 'f32') {
+  const v = t.view(); // Float32Array, no cast
+  const doubled: number = v[0] * 2;
+  const sum: number = v.reduce((a, b) => a + b, 0);
+  const f: Float32Array = v;
+  void doubled; void sum; void f;
+}
+if (t?.dtype === 'i64') {
+  const big: BigInt64Array = t.view();
+  const first: bigint = big[0] + 1n;
+  void first;
+}
+if (t?.dtype === 'bf16') {
+  const bits: Uint16Array = t.view();
+  void bits;
+}
+if (t !== undefined && t.is('u8')) {
+  const u: Uint8Array = t.view();
+  void u;
+}
+// viewAs checks at run time and is typed by its argument.
+const w: Float32Array = dir.get('w')!.viewAs('f32');
+const w0: number = w[0] * 2;
+const ids: BigUint64Array = dir.get('ids')!.viewAs('u64');
+void w0; void ids;
+// A switch narrows too.
+function total(x: AnyTensor): number {
+  switch (x.dtype) {
+    case 'f64':
+      return x.view().reduce((a, b) => a + b, 0);
+    case 'f32':
+      return x.view().reduce((a, b) => a + b, 0);
+    case 'i64':
+      return Number(x.view().reduce((a, b) => a + b, 0n));
+    default:
+      return x.toFloat32().reduce((a, b) => a + b, 0);
+  }
+}
+void total;
+for (const x of dir) {
+  const d: DType = x.dtype;
+  const any: TensorView = x.view();
+  void d; void any;
+}
+const typed: ViewOf<'f16'> = new Uint16Array(1);
+void typed;
+const generic: Tensor<'f32'> | undefined = dir.tensors().find((x): x is Tensor<'f32'> => x.is('f32'));
+if (generic) { const g: Float32Array = generic.view(); void g; }
+
+// --- the narrowing is real ----------------------------------------------------------------
+if (t !== undefined) {
+  // @ts-expect-error: before narrowing, view() is a union of every dtype's array
+  const notYet: Float32Array = t.view();
+  // @ts-expect-error: i64 elements are bigints
+  const wrong: Float64Array = t.viewAs('i64');
+  // @ts-expect-error: only dtype names
+  t.viewAs('f33');
+  // @ts-expect-error: opaque layouts have no element type to view as
+  t.viewAs('opaque:4096');
+  void notYet; void wrong;
+}
+if (t?.dtype === 'f32') {
+  // @ts-expect-error: an f32 tensor is not an i8 tensor
+  const i: Int8Array = t.view();
+  void i;
+}
+
+// --- classes the package builds cannot be constructed ---------------------------------------
+// @ts-expect-error: Directory comes from parseDirectory, parseModel, a loader or openRemote
+new Directory();
+// @ts-expect-error: tensors come from a Directory
+new Tensor();
+// @ts-expect-error: KilnError is thrown by the package
+new KilnError('TYPE', 0, 'Rule', 'description');
+// @ts-expect-error: RemoteDirectory comes from openRemote
+new RemoteDirectory();
+const loader = new DirectoryLoader({ totalLength: 10, onDirectory: (d) => d.tensors().length, onProgress: (a, b) => a + (b ?? 0) });
+loader.push(new Uint8Array(10));
+
+// --- model files ---------------------------------------------------------------------------
+const m: Model = parseModel(bytes);
+const license: string | undefined = m.metadata.get('license');
+const tensors: Directory = m.tensors;
+const isModel: boolean = m.isModelFile && isModelFile(bytes);
+const meta: Map<string, string> | null = dir.metadata;
+const at: number = dir.byteOffset;
+void license; void tensors; void isModel; void meta; void at;
+// @ts-expect-error: metadata values are strings
+const n: number | undefined = m.metadata.get('license');
+void n;
+
+// --- errors, loaders, remote files, init ------------------------------------------------------
+try {
+  parseDirectory(new Uint8Array(1));
+} catch (e) {
+  if (e instanceof KilnError) {
+    const c: KilnErrorCode = e.code;
+    const o: number = e.offset;
+    const r: string = e.rule;
+    const inText: boolean = e.inTypeText;
+    void c; void o; void r; void inText;
+  }
+}
+async function remote(): Promise<number> {
+  await init();
+  await init({ wasm: new URL('https://example.com/kiln_wasm_bg.wasm') });
+  await init({ wasm: fetch('/kiln_wasm_bg.wasm') });
+  await init({ wasm: new Uint8Array(8) });
+  await init({ wasm: await WebAssembly.compile(new Uint8Array(8)) });
+  const x = await loadTensor('https://h/m.kiln', 'w', { firstRequestBytes: 4096 });
+  const r = await openRemote('https://h/m.kiln');
+  const l = await r.load(0);
+  const meta2 = r.metadata?.get('source');
+  if (x.dtype === 'f32') { const f: Float32Array = x.view(); void f; }
+  return l.byteLength + r.size + r.requests + (meta2?.length ?? 0);
+}
+void remote;
+const deq: Float32Array = t ? dequantize(t) : new Float32Array(0);
+void deq;
+
+// --- Frozen values -------------------------------------------------------------------------------
+const fv: FrozenValue = decodeValue(new Uint8Array(8), 'i64', { countCap: 4 });
+const rec = decodeValue<{ id: bigint; batch: Directory; xs: Float32Array }>(new Uint8Array(0), 'struct{id:i64,batch:tensors,xs:list<f32>,}');
+const idPlusOne: bigint = rec.id + 1n;
+const firstX: number = rec.xs[0];
+const framed = decodeFrame(new ArrayBuffer(16), 'struct{}');
+if (framed instanceof Map) for (const [k] of framed) { const key: string = k; void key; }
+void fv; void idPlusOne; void firstX; void rec.batch.length;
