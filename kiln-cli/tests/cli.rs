@@ -803,3 +803,46 @@ fn a_damaged_model_file_gets_the_frozen_readers_verdict() {
         .code(1)
         .stdout(predicate::str::contains(format!("\"error\":\"TRAILING\",\"offset\":{n}")));
 }
+
+/// `kiln validate --json FILE` without flags gives `kiln_nostd::model::parse_any`'s
+/// verdict (code, offset, rule) on the goldens and on mutated model files: the
+/// verdict `kiln_validate` of the C API and the npm and Python loaders give.
+#[test]
+fn validate_without_flags_is_parse_any() {
+    let files = Files::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let goldens: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("spec/kiln-v2-cases.json")).unwrap()).unwrap();
+    let mut inputs: Vec<Vec<u8>> = goldens["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let h = c["hex"].as_str().unwrap();
+            (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap()).collect()
+        })
+        .collect();
+    let model = model_file();
+    for at in (0..model.len()).step_by(29) {
+        let mut m = model.clone();
+        m[at] ^= 0x5a;
+        inputs.push(m);
+    }
+    inputs.push(model[..model.len() - 1].to_vec());
+    let paths: Vec<PathBuf> = inputs.iter().enumerate().map(|(i, b)| files.write(&format!("in{i}.kiln"), b)).collect();
+    let mut args = vec!["validate".to_string(), "--json".to_string()];
+    args.extend(paths.iter().map(|p| s(p).to_string()));
+    let out = kiln().args(&args).assert().get_output().stdout.clone();
+    let lines: Vec<Value> = String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), inputs.len());
+    for (bytes, line) in inputs.iter().zip(&lines) {
+        match kiln_nostd::model::parse_any(bytes) {
+            Ok(_) => assert_eq!(line["ok"], true, "{line}"),
+            Err(e) => {
+                assert_eq!(line["error"], e.code().as_str(), "{line}");
+                assert_eq!(line["offset"], e.offset(), "{line}");
+                assert_eq!(line["rule"], e.rule().id(), "{line}");
+            }
+        }
+    }
+}

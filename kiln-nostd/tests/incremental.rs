@@ -112,6 +112,20 @@ fn goldens_regressions_and_the_check_order_matrix() {
     assert!(n >= 35 * 2 * chunkings.len(), "{n} comparisons"); // 39 directory goldens alone
 }
 
+/// The directory fuzz target's seeds (raw blocks, many of them faulty).
+#[test]
+fn fuzz_seeds() {
+    let dir = cases::repo_root().join("fuzz/seeds/directory");
+    let chunkings: &[Chunking] = if cfg!(miri) { &[Chunking::Whole] } else { &ALL };
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).expect("fuzz seeds").take(if cfg!(miri) { 5 } else { usize::MAX }) {
+        let path = e.expect("entry").path();
+        let bytes = std::fs::read(&path).expect("seed");
+        n += compare(&bytes, Limits::DEFAULT, chunkings, &path.display().to_string());
+    }
+    assert!(n >= 5 * 2 * chunkings.len(), "{n} comparisons");
+}
+
 #[test]
 fn mutated_blocks_get_the_parsers_verdict() {
     let cases: usize = std::env::var("KILN_INCR_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
