@@ -23,7 +23,10 @@ cd "$ROOT"
 node -e 'const [a]=process.versions.node.split(".").map(Number); if (a < 20) { console.error("kiln-wasm: Node 20 or newer is required"); process.exit(1); }'
 
 if [ ! -d "$HERE/node_modules/binaryen" ] || [ ! -d "$HERE/node_modules/vite5" ] || [ "$HERE/package-lock.json" -nt "$HERE/node_modules/.package-lock.json" ]; then
-  (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)
+  # `npm install --no-save` with the lock file, not `npm ci`: vite 8 names an
+  # optional dependency the registry does not have, which `npm ci`'s lock
+  # check refuses; the versions installed are the lock file's either way.
+  (cd "$HERE" && npm install --no-save --no-audit --no-fund --loglevel=error)
 fi
 
 echo "== cargo test -p kiln-wasm"
