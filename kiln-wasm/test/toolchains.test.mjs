@@ -207,10 +207,13 @@ for (const [label, which] of [['vite 5', 'five'], ['the latest vite', 'latest']]
     const dir = which === 'five' ? five : latest;
     write(dir, { 'index.html': S.get('index.html') });
     const port = await freePort();
-    const vite = spawn(process.execPath, [join(dir, 'node_modules', 'vite', 'bin', 'vite.js'), '--port', String(port), '--strictPort', '--host', '127.0.0.1'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    // No colours (CI sets CI=true, which turns them on): the log is matched as text.
+    const env = { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' };
+    const vite = spawn(process.execPath, [join(dir, 'node_modules', 'vite', 'bin', 'vite.js'), '--port', String(port), '--strictPort', '--host', '127.0.0.1'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let log = '';
-    vite.stdout.on('data', (d) => { log += d; });
-    vite.stderr.on('data', (d) => { log += d; });
+    const plain = (d) => String(d).replace(/\x1b\[[0-9;]*m/g, '');
+    vite.stdout.on('data', (d) => { log += plain(d); });
+    vite.stderr.on('data', (d) => { log += plain(d); });
     try {
       for (let i = 0; i < 200 && !/Local:/.test(log); i++) await new Promise((r) => setTimeout(r, 50));
       assert.match(log, /Local:/, log);
