@@ -378,8 +378,12 @@ fn put_str(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), s: &str) {
 fn put_pad(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), len: usize) {
     put_str(file, put, PAD_KEY);
     put(file, &u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes());
-    for _ in 0..len {
-        put(file, b" ");
+    const SPACES: [u8; 256] = [b' '; 256];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(SPACES.len());
+        put(file, SPACES.get(..n).unwrap_or(&[]));
+        left = left.saturating_sub(n);
     }
 }
 

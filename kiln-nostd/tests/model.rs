@@ -114,7 +114,9 @@ fn the_writer_aligns_the_payload_region_and_hides_its_padding() {
         [TensorSpec::new(DType::U8, &[40], &w).named("w"), TensorSpec::new(DType::U8, &[3], &w[..3]).named("x")];
     // Keys before and after "kiln.convert.pad" in byte order.
     for meta in [&[][..], &[("a", "1")][..], &[("a", "1"), ("zz", "2")][..], &[("kiln.z", "v")][..]] {
-        for align in [0u64, 1, 64, 4096, 2 << 20] {
+        // Interpreted under Miri: no 2 MiB of padding.
+        let aligns: &[u64] = if cfg!(miri) { &[0, 1, 64, 4096] } else { &[0, 1, 64, 4096, 2 << 20] };
+        for &align in aligns {
             let writer = ModelWriter::new().align(align);
             let n = writer.encoded_len(meta, &specs).unwrap();
             let mut out = vec![0u8; n];
