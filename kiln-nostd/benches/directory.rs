@@ -117,24 +117,24 @@ fn phases(c: &mut Criterion) {
 }
 
 /// The incremental validator against `Parser` on the whole buffer, in one
-/// run: the 10,000-tensor directory (whole, and in 64 KiB chunks) and a
-/// 1 GiB block of 1,024 f32 tensors fed in 64 KiB chunks.
+/// run: the 10,000-tensor directory (whole, and in 64 KiB chunks), a 1 GiB
+/// block of 1,024 f32 tensors in 64 KiB chunks (and passed over with
+/// `skip`, as a caller that can seek does), and a 1 GiB block of 1,024 bool
+/// tensors in 64 KiB chunks (every payload byte is checked on both sides).
 fn incremental(c: &mut Criterion) {
     let mut group = c.benchmark_group("incremental");
     let n = 10_000;
     let small = kiln_bytes(&model(n));
-    let data = vec![0u8; 1 << 20];
-    let shape = [1u64 << 18];
-    let specs: Vec<_> = (0..1024).map(|_| TensorSpec::new(DType::F32, &shape, &data)).collect();
-    let mut big = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
-    Writer::new().write(&specs, &mut big).unwrap();
+    let big = gib_block(DType::F32, 1);
+    let bools = gib_block(DType::Bool, 1);
     let mut scratch = vec![0u32; kiln_nostd::scratch_len(n as u32)];
     let mut prefix = vec![0u8; 4 << 20];
-    for (what, block) in [("10000_tensors", &small), ("1GiB", &big)] {
+    for (what, block) in [("10000_tensors", &small), ("1GiB", &big), ("1GiB_bool", &bools)] {
         group.bench_function(BenchmarkId::new("parser_whole", what), |b| {
             b.iter(|| Parser::new().scratch(&mut scratch).parse(black_box(block)).map(|d| d.len()).unwrap())
         });
-        for (how, chunk) in [("incremental_whole", block.len()), ("incremental_64KiB", 64 << 10)] {
+        let whole = (what == "10000_tensors").then_some(("incremental_whole", block.len()));
+        for (how, chunk) in whole.into_iter().chain([("incremental_64KiB", 64 << 10)]) {
             group.bench_function(BenchmarkId::new(how, what), |b| {
                 b.iter(|| {
                     let mut v = Incremental::new(&mut prefix).scratch(&mut scratch);
@@ -145,8 +145,38 @@ fn incremental(c: &mut Criterion) {
                 })
             });
         }
+        if what == "1GiB" {
+            group.bench_function(BenchmarkId::new("incremental_skip", what), |b| {
+                b.iter(|| {
+                    let mut v = Incremental::new(&mut prefix).scratch(&mut scratch);
+                    let block = black_box(block);
+                    let mut at = 0u64;
+                    while at < block.len() as u64 {
+                        let needed = v.next_needed().min(block.len() as u64);
+                        if needed > at {
+                            at += v.skip(needed - at).unwrap();
+                        } else {
+                            let end = block.len().min(at as usize + (64 << 10));
+                            v.feed(&block[at as usize..end]).unwrap();
+                            at = end as u64;
+                        }
+                    }
+                    v.finish().unwrap().block_len
+                })
+            });
+        }
     }
     group.finish();
+}
+
+/// A block of 1,024 tensors of 1 MiB each: f32 zeros, or bool ones.
+fn gib_block(dtype: DType, value: u8) -> Vec<u8> {
+    let data = vec![if dtype == DType::Bool { value } else { 0 }; 1 << 20];
+    let shape = [(1u64 << 20) / dtype.byte_length(1).unwrap()];
+    let specs: Vec<_> = (0..1024).map(|_| TensorSpec::new(dtype, &shape, &data)).collect();
+    let mut block = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
+    Writer::new().write(&specs, &mut block).unwrap();
+    block
 }
 
 criterion_group! {

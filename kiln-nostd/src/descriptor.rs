@@ -1,7 +1,7 @@
 //! The 128-byte tensor descriptor and the rules about one descriptor alone
 //! (check steps 8 reserved bytes, 9 dtype/shape/range, 11 element bytes).
 
-use crate::bytes::{first_nonzero, usize_from};
+use crate::bytes::{first_above_one, first_nonzero, usize_from};
 use crate::dtype::{DType, Width};
 use crate::error::{fail, Result, Rule};
 use crate::header::{DESCRIPTOR_LEN, HEADER_LEN};
@@ -484,7 +484,7 @@ fn check_length_and_layout(d: &RawDescriptor, dtype: DType, count: u64, index: u
 #[cfg_attr(target_pointer_width = "64", inline)]
 pub(crate) fn check_elements(d: &RawDescriptor, payload: &[u8], payload_at: usize) -> Result<()> {
     match d.dtype() {
-        Some(DType::Bool) => match payload.iter().position(|&b| b > 1) {
+        Some(DType::Bool) => match first_above_one(payload) {
             Some(i) => fail(Rule::BoolByte, payload_at.saturating_add(i)),
             None => Ok(()),
         },

@@ -165,7 +165,7 @@ pub(crate) fn check_descriptors<'s>(
     };
     let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
     match accept(b, table.as_mut(), seed, plain) {
-        Ok(()) => Ok(table.map(Table::freeze)),
+        Ok(_) => Ok(table.map(Table::freeze)),
         Err(seen) => {
             let scratch = table.map(Table::into_scratch).or(spare);
             match check_order::check(b, scratch, seed) {
@@ -188,8 +188,9 @@ const ONE_WALK: bool = !cfg!(target_os = "none");
 /// payload must still be seen before the verdict is certain.
 pub(crate) enum PrefixVerdict {
     /// Steps 8 and 9 hold, and step 10's placement and step 11's
-    /// quantization; only gap and element bytes are left.
-    Clean,
+    /// quantization; only gap and element bytes are left, and none of
+    /// the first `.0` descriptors has any (see [`accept`]).
+    Clean(usize),
     /// A step 8 or 9 fault: the verdict, whatever the payload holds.
     Certain(Error),
     /// The first step-10 fault the descriptors show, at descriptor `.0`
@@ -204,8 +205,9 @@ pub(crate) enum PrefixVerdict {
 /// Classifies the descriptor-only faults of `b` (built without payload).
 pub(crate) fn check_prefix(b: &Block<'_>, scratch: Option<&mut [u32]>, seed: u64) -> PrefixVerdict {
     let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
-    if ONE_WALK && accept(b, table.as_mut(), seed, PLAIN).is_ok() {
-        return PrefixVerdict::Clean;
+    // Bare metal: `ONE_WALK` is false, so `accept` is not linked.
+    if let Some(Ok(tight)) = ONE_WALK.then(|| accept(b, table.as_mut(), seed, PLAIN)) {
+        return PrefixVerdict::Clean(tight);
     }
     let scratch = table.map(Table::into_scratch).or(spare);
     let (mut table, spare) = match check_order::step8(b, scratch, seed) {
@@ -220,7 +222,7 @@ pub(crate) fn check_prefix(b: &Block<'_>, scratch: Option<&mut [u32]>, seed: u64
     }
     match check_order::step11(b) {
         Err((i, e)) => PrefixVerdict::Quant(i, e),
-        Ok(()) => PrefixVerdict::Clean,
+        Ok(()) => PrefixVerdict::Clean(0),
     }
 }
 
@@ -228,7 +230,10 @@ pub(crate) fn check_prefix(b: &Block<'_>, scratch: Option<&mut [u32]>, seed: u64
 /// a large directory is read from memory once (plain runs read the name
 /// fields once more, see [`plain_run`]). `Ok` exactly when steps 8 to 11 hold;
 /// the error is the first fault met, which need not be the one the spec's
-/// order reports.
+/// order reports. `Ok` holds how many leading descriptors are plain and
+/// follow each other with no gap bytes: the payload bytes up to their end
+/// decide nothing, so a caller that streams the payload past need not
+/// look at them (nor at those descriptors again).
 ///
 /// No overlap check is needed: a block whose offsets all sit at the greedy
 /// placement has its ranges in increasing order, so none can intersect.
@@ -236,17 +241,22 @@ pub(crate) fn check_prefix(b: &Block<'_>, scratch: Option<&mut [u32]>, seed: u64
 /// Not inlined, so its frame and the error path's are never on the stack
 /// together (the firmware's stack budget).
 #[inline(never)]
-fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64, plain: bool) -> Result<()> {
+fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64, plain: bool) -> Result<usize> {
     let Block { descs, heap, has_names, payload } = *b;
     names::check_flag_on_empty(descs.count, has_names)?;
     let name_of = |i| descs.name(&heap, i);
     let mut names = NameCursor::default();
     let mut running_end = 0u64;
     let mut next = 0;
+    let mut tight = 0;
     loop {
         if PLAIN && plain {
             let from = next;
-            next = plain_run(b, from, &mut names, &mut running_end);
+            let first_gap;
+            (next, first_gap) = plain_run(b, from, &mut names, &mut running_end);
+            if tight == from {
+                tight = first_gap;
+            }
             if let Some((_, later)) = table.as_deref_mut().and_then(|t| index_names(t, from..next, seed, name_of)) {
                 return duplicate(later);
             }
@@ -272,7 +282,8 @@ fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64, plain: bo
         }
     }
     names.check_heap_total(heap)?;
-    ranges::check_total(running_end, payload.len)
+    ranges::check_total(running_end, payload.len)?;
+    Ok(tight)
 }
 
 /// Most descriptors are plain (a whole-byte dtype other than bool, no
@@ -306,24 +317,29 @@ impl<'a> Block<'a> {
 }
 
 /// Walks plain, valid descriptors from `from` (see [`PLAIN`]) and returns
-/// the index of the first one that is not (or the count). Names are left
+/// the index of the first one that is not (or the count), and of the first
+/// one with gap bytes before it (or that same index). Names are left
 /// for [`index_names`]: kept apart, each loop keeps its own data in cache
 /// (the descriptors here; the table there), which is faster than one loop
 /// that evicts the table while streaming the descriptors.
-fn plain_run(b: &Block<'_>, from: usize, names: &mut NameCursor, running_end: &mut u64) -> usize {
+fn plain_run(b: &Block<'_>, from: usize, names: &mut NameCursor, running_end: &mut u64) -> (usize, usize) {
     // The state lives in locals while the run lasts, so it stays in registers.
     let (mut cursor, mut end) = (names.cursor, *running_end);
     let mut i = from;
+    let mut first_gap = usize::MAX;
     while let Some(raw) = b.descs.raws.get(i) {
         let Some(next) = plain(raw, b.has_names, b.heap, cursor, end, b.payload) else { break };
         #[cfg(debug_assertions)]
         slow_path_agrees(b, raw, i, NameCursor { cursor, ..*names }, end);
+        if raw.byte_offset() != end && first_gap == usize::MAX {
+            first_gap = i;
+        }
         cursor = next;
         end = raw.range_end().unwrap_or(u64::MAX);
         i = i.saturating_add(1);
     }
     (names.cursor, *running_end) = (cursor, end);
-    i
+    (i, first_gap.min(i))
 }
 
 /// Adds the names of descriptors `range` to the table in descriptor order.
@@ -385,7 +401,7 @@ fn slow_path_agrees(b: &Block<'_>, raw: &RawDescriptor, i: usize, mut names: Nam
     debug_assert!(ok, "fast path accepted descriptor {i}, which the rules reject");
 }
 
-fn duplicate(later: usize) -> Result<()> {
+fn duplicate<T>(later: usize) -> Result<T> {
     fail(Rule::DuplicateName, names::duplicate_at(later))
 }
 

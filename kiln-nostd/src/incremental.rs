@@ -25,7 +25,7 @@
 //! # Ok::<(), kiln_nostd::Error>(())
 //! ```
 
-use crate::bytes::{u64_from, usize_from};
+use crate::bytes::{first_above_one, u64_from, usize_from};
 use crate::descriptor::RawDescriptor;
 use crate::directory::{check_prefix, Block, Descriptors, PrefixVerdict};
 use crate::dtype::DType;
@@ -219,8 +219,26 @@ impl<'m, 's> Incremental<'m, 's> {
     }
 
     /// Takes the next chunk. See the type's documentation for what an error means.
+    #[inline]
     pub fn feed(&mut self, chunk: &[u8]) -> Result<Progress> {
+        if self.count_only(u64_from(chunk.len())) {
+            return Ok(Progress::Payload);
+        }
         self.take(Data::Bytes(chunk))
+    }
+
+    /// Most chunks of a large block are payload that no rule reads, short
+    /// of the block's end: counting them is all there is to do, inline in
+    /// the caller's loop.
+    #[inline]
+    fn count_only(&mut self, len: u64) -> bool {
+        let (Some(walk), None) = (&self.walk, &self.fault) else { return false };
+        let end = self.fed.saturating_add(len);
+        let idle = walk.next >= walk.upto && walk.misplaced.is_none() && end < walk.block_len;
+        if idle {
+            self.fed = end;
+        }
+        idle
     }
 
     /// The block offset of the next byte the verdict depends on: the caller
@@ -380,14 +398,24 @@ impl<'m, 's> Incremental<'m, 's> {
         header::check_padding(prefix, regions.heap_end, regions.payload_base)?; // step 7
         let b = Block::new(prefix, &sizes.header, regions, false);
         let count = b.descs.count;
-        let (upto, misplaced, values) = match check_prefix(&b, self.scratch.as_deref_mut(), self.seed) {
-            PrefixVerdict::Clean => (count, None, None),
+        let (upto, misplaced, values, tight) = match check_prefix(&b, self.scratch.as_deref_mut(), self.seed) {
+            PrefixVerdict::Clean(tight) => (count, None, None, tight),
             PrefixVerdict::Certain(e) => return Err(e),
-            PrefixVerdict::Misplaced(i, e) => (i, Some(e), None),
-            PrefixVerdict::Quant(i, e) => (count, None, Some((i, e))),
+            PrefixVerdict::Misplaced(i, e) => (i, Some(e), None, 0),
+            PrefixVerdict::Quant(i, e) => (count, None, Some((i, e)), 0),
         };
-        let walk =
-            Walk { payload_base: base, block_len, upto, next: 0, gap_from: 0, misplaced, values, element_fault: false };
+        // The walk starts after the leading descriptors whose bytes decide nothing.
+        let gap_from = tight.checked_sub(1).map_or(0, |last| b.descs.raw(last).range_end().unwrap_or(u64::MAX));
+        let walk = Walk {
+            payload_base: base,
+            block_len,
+            upto,
+            next: tight,
+            gap_from,
+            misplaced,
+            values,
+            element_fault: false,
+        };
         // A misplacement of the first descriptor has no gap before it.
         if let Some(e) = walk.certain_misplacement() {
             return Err(e);
@@ -573,7 +601,7 @@ impl Walk {
     fn check_elements(&mut self, d: &RawDescriptor, bytes: &[u8], at: u64, end: u64) {
         let abs = |k: usize| usize_from(self.payload_base.saturating_add(at).saturating_add(u64_from(k)));
         let bad = match d.dtype() {
-            Some(DType::Bool) => bytes.iter().position(|&b| b > 1).map(|k| (Rule::BoolByte, k)),
+            Some(DType::Bool) => first_above_one(bytes).map(|k| (Rule::BoolByte, k)),
             Some(DType::I4 | DType::U4 | DType::E2M1) => {
                 let odd = d.element_count().unwrap_or(0) % 2 == 1;
                 let last_here = at.saturating_add(u64_from(bytes.len())) == end;

@@ -463,7 +463,7 @@ impl<'s> Options<'s> {
         header::check_padding(mem, regions.heap_end, regions.payload_base)?;
         let block = Block::new(mem, &header, regions, false);
         match check_prefix(&block, scratch, seed) {
-            PrefixVerdict::Clean => {}
+            PrefixVerdict::Clean(_) => {}
             PrefixVerdict::Certain(e) | PrefixVerdict::Misplaced(_, e) | PrefixVerdict::Quant(_, e) => {
                 return Err(SourceError::Kiln(e))
             }
