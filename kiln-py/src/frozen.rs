@@ -261,7 +261,7 @@ impl<'py> Encoder<'py> {
             Kind::Tensors => {
                 let (named, specs): (bool, Vec<_>) = self.tensor_specs.call1((v,))?.extract()?;
                 let held = Specs::new(specs)?;
-                let specs = held.specs(named)?;
+                let specs = held.specs(named, true)?;
                 let w = Writer::new();
                 let len = w.encoded_len(&specs).map_err(|e| kiln_error(py, e))?;
                 let start = out.len();

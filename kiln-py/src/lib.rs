@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::model::{self, Metadata, ModelWriter, PAD_KEY};
-use kiln_nostd::{scratch_len, DType, Directory, Error, Header, Limits, Parser, TensorSpec, Width, DEFAULT_CAP};
+use kiln_nostd::{
+    scratch_len, DType, Directory, Error, Header, Limits, Parser, Quant, TensorRef, TensorSpec, Width, DEFAULT_CAP,
+};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -345,8 +347,13 @@ fn load_arrays<'py>(
 }
 
 /// One tensor to write, as the Python half prepares it: (name, dtype code,
-/// shape, an object exporting the little-endian wire bytes, layout, block size).
-type SpecIn<'py> = (String, u16, Vec<u64>, Bound<'py, PyAny>, Option<String>, u32);
+/// shape, an object exporting the little-endian wire bytes, layout, block
+/// size, quantization).
+type SpecIn<'py> = (String, u16, Vec<u64>, Bound<'py, PyAny>, Option<String>, u32, Option<QuantIn>);
+
+/// Quantization as the Python half gives it: (axis, group size, the scale
+/// tensor's name, the outer scale tensor's name for scheme 2).
+type QuantIn = (u16, u32, String, Option<String>);
 
 /// The held buffers and names behind a list of `TensorSpec`s.
 pub(crate) struct Specs {
@@ -355,12 +362,14 @@ pub(crate) struct Specs {
     dtypes: Vec<DType>,
     shapes: Vec<Vec<u64>>,
     layouts: Vec<(Option<String>, u32)>,
+    quants: Vec<Option<QuantIn>>,
 }
 
 impl Specs {
     pub(crate) fn new(tensors: Vec<SpecIn<'_>>) -> PyResult<Specs> {
-        let mut s = Specs { held: vec![], names: vec![], dtypes: vec![], shapes: vec![], layouts: vec![] };
-        for (name, code, shape, data, layout, block_size) in tensors {
+        let mut s =
+            Specs { held: vec![], names: vec![], dtypes: vec![], shapes: vec![], layouts: vec![], quants: vec![] };
+        for (name, code, shape, data, layout, block_size, quant) in tensors {
             let dtype =
                 DType::from_code(code).ok_or_else(|| PyValueError::new_err(format!("unknown dtype code {code}")))?;
             s.held.push(Held::new(&data)?);
@@ -368,46 +377,65 @@ impl Specs {
             s.dtypes.push(dtype);
             s.shapes.push(shape);
             s.layouts.push((layout, block_size));
+            s.quants.push(quant);
         }
         Ok(s)
     }
 
-    /// The specs, named, in the canonical dict order (by name bytes).
-    pub(crate) fn specs(&self, named: bool) -> PyResult<Vec<TensorSpec<'_>>> {
+    /// The specs, named or not; named ones sorted by name bytes when `sort`
+    /// (a dict's canonical order), else in the order given.
+    pub(crate) fn specs(&self, named: bool, sort: bool) -> PyResult<Vec<TensorSpec<'_>>> {
         let mut specs: Vec<TensorSpec<'_>> = (0..self.names.len())
             .map(|i| {
                 let (layout, block_size) = &self.layouts[i];
                 let mut t = TensorSpec::new(self.dtypes[i], &self.shapes[i], self.held[i].bytes());
                 t.layout = layout.as_deref();
                 t.block_size = *block_size;
+                // Scale tensors by name: the reference survives the sort below.
+                t = match &self.quants[i] {
+                    None => t,
+                    Some((axis, group_size, scale, None)) => t.quantized(Quant::Scales {
+                        axis: *axis,
+                        group_size: *group_size,
+                        scale: TensorRef::Name(scale),
+                    }),
+                    Some((axis, group_size, scale, Some(outer))) => t.quantized(Quant::ScalesOuter {
+                        axis: *axis,
+                        group_size: *group_size,
+                        scale: TensorRef::Name(scale),
+                        outer: TensorRef::Name(outer),
+                    }),
+                };
                 if named {
                     t = t.named(&self.names[i]);
                 }
                 t
             })
             .collect();
-        if named {
+        if named && sort {
             specs.sort_by(|a, b| a.name.map(str::as_bytes).cmp(&b.name.map(str::as_bytes)));
         }
         Ok(specs)
     }
 }
 
-/// Writes a model file of `tensors` (sorted by name) and `metadata` with
+/// Writes a model file of `tensors` (sorted by name unless `sort` is false)
+/// and `metadata` with
 /// the payload region at a multiple of `align` bytes in the file, checked by
 /// the core before it is handed out. Returns the bytes, or None after
 /// writing `path` (a temporary file renamed over it).
 #[pyfunction]
-#[pyo3(signature = (tensors, metadata, path=None, align=4096))]
+#[pyo3(signature = (tensors, metadata, path=None, align=4096, sort=true))]
 fn save<'py>(
     py: Python<'py>,
     tensors: Vec<SpecIn<'py>>,
     metadata: Vec<(String, String)>,
     path: Option<PathBuf>,
     align: u64,
+    sort: bool,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let held = Specs::new(tensors)?;
-    let specs = held.specs(true)?;
+    let specs = held.specs(true, sort)?;
     let mut meta: Vec<(&str, &str)> = metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     if meta.iter().any(|(k, _)| *k == PAD_KEY) {
         return Err(PyValueError::new_err(format!("metadata key {PAD_KEY:?} is reserved for alignment padding")));

@@ -51,3 +51,9 @@ def frozen() -> None:
     print(value["scores"].sum())
     unpacked = kiln.numpy.unpack(np.zeros(2, np.uint8), "i4", (4,))
     print(unpacked.shape, kiln.Some(None).value, kiln.DEFAULT_CAP)
+
+
+def quantized() -> bytes:
+    nibbles = np.zeros(64, np.uint8)
+    w = kiln.numpy.Quantized(kiln.numpy.Packed("e2m1", nibbles, (4, 32)), scale="w.s", axis=1, group_size=32)
+    return kiln.numpy.save({"w": w, "w.s": np.ones((4, 1), np.float16)}, {"k": "v"}, sort=False)

@@ -28,7 +28,8 @@ The raw rule: a dtype NumPy cannot name loads as the unsigned integer of
 its width holding the exact bits, and ``safe_open(...).tensor_info(name).dtype``
 names the Kiln dtype. Saving accepts every dtype above (``ml_dtypes.int4``,
 ``uint4`` and ``float4_e2m1fn`` arrays are packed to i4/u4/e2m1; a
-:class:`Packed` or :class:`Opaque` wraps wire bytes).
+:class:`Packed` or :class:`Opaque` wraps wire bytes; :class:`Quantized`
+adds block scales).
 
 Tensors are written sorted by name (a dict of tensors is sorted by key, as
 the spec's canonical layout requires), and the file is the model file
@@ -48,7 +49,7 @@ import numpy.typing as npt
 
 from . import _kiln
 
-__all__ = ["save", "save_file", "load", "load_file", "unpack", "Packed", "Opaque", "dtype_for", "has_ml_dtypes"]
+__all__ = ["save", "save_file", "load", "load_file", "unpack", "Packed", "Opaque", "Quantized", "dtype_for", "has_ml_dtypes"]
 
 _ml: Any
 try:  # bf16 and f8 as real dtypes when ml_dtypes is installed
@@ -116,6 +117,27 @@ class Opaque:
     shape: Tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class Quantized:
+    """A quantized tensor to save: ``data`` (an array, :class:`Packed` or
+    :class:`Opaque`) holds the quantized elements, ``scale`` names the tensor
+    of block scales (one per ``group_size`` elements along ``axis``) and
+    ``outer``, when given, a one-element f32 tensor scaling them all
+    (quantization scheme 2; scheme 1 without it). The scale tensors are
+    entries of the same dict. ``safe_open(...).tensor_info(name).quant``
+    reads the same fields back.
+
+    MXFP4 weights: ``Quantized(Packed("e2m1", nibbles, (32, 64)),
+    scale="w.scales", axis=1, group_size=32)`` beside an e8m0 ``w.scales``
+    of shape (32, 2)."""
+
+    data: Any
+    scale: str
+    axis: int
+    group_size: int
+    outer: Optional[str] = None
+
+
 _TABLE = {("f", 8): 1, ("f", 4): 2, ("f", 2): 3, ("b", 1): 7, ("i", 1): 8, ("u", 1): 9,
           ("i", 2): 10, ("u", 2): 11, ("i", 4): 12, ("u", 4): 13, ("i", 8): 14, ("u", 8): 15}
 
@@ -171,26 +193,37 @@ def _pack_nibbles(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return packed
 
 
-def _spec(name: str, value: Any) -> Tuple[str, int, Tuple[int, ...], Any, Optional[str], int]:
+_Quant = Optional[Tuple[int, int, str, Optional[str]]]
+_SpecT = Tuple[str, int, Tuple[int, ...], Any, Optional[str], int, _Quant]
+
+
+def _spec(name: str, value: Any) -> _SpecT:
+    if isinstance(value, Quantized):
+        if isinstance(value.data, Quantized):
+            raise TypeError(f"{name}: a Quantized tensor holds an array, Packed or Opaque, not another Quantized")
+        if not isinstance(value.scale, str) or not (value.outer is None or isinstance(value.outer, str)):
+            raise TypeError(f"{name}: Quantized.scale and .outer name tensors of the same dict (str)")
+        base = _spec(name, value.data)
+        return base[:6] + ((int(value.axis), int(value.group_size), value.scale, value.outer),)
     if isinstance(value, Packed):
         codes = {v: k for k, v in _PACKED.items()}
         if value.dtype not in codes:
             raise ValueError(f"{name}: packed dtype must be i4, u4 or e2m1, not {value.dtype!r}")
         data = _wire_bytes(np.asarray(value.data, dtype=np.uint8))
-        return (name, codes[value.dtype], tuple(int(d) for d in value.shape), data, None, 0)
+        return (name, codes[value.dtype], tuple(int(d) for d in value.shape), data, None, 0, None)
     if isinstance(value, Opaque):
         data = _wire_bytes(np.asarray(value.data, dtype=np.uint8))
-        return (name, int(value.code), tuple(int(d) for d in value.shape), data, value.layout, int(value.block_size))
+        return (name, int(value.code), tuple(int(d) for d in value.shape), data, value.layout, int(value.block_size), None)
     if not isinstance(value, (np.ndarray, np.generic)):
         raise TypeError(f"{name}: expected a numpy.ndarray, got {type(value).__name__}")
     a = value if isinstance(value, np.ndarray) else np.asarray(value)
     code = _code_of(a.dtype)
     if code in _PACKED:
-        return (name, code, a.shape, _pack_nibbles(a), None, 0)
-    return (name, code, a.shape, _wire_bytes(a), None, 0)
+        return (name, code, a.shape, _pack_nibbles(a), None, 0, None)
+    return (name, code, a.shape, _wire_bytes(a), None, 0, None)
 
 
-def _specs(tensors: Mapping[str, Any]) -> List[Tuple[str, int, Tuple[int, ...], Any, Optional[str], int]]:
+def _specs(tensors: Mapping[str, Any]) -> List[_SpecT]:
     if not isinstance(tensors, Mapping):
         raise TypeError(f"tensors must be a dict of name -> numpy.ndarray, not {type(tensors).__name__}")
     out = []
@@ -201,7 +234,7 @@ def _specs(tensors: Mapping[str, Any]) -> List[Tuple[str, int, Tuple[int, ...], 
     return out
 
 
-def _tensor_specs(value: Any) -> Tuple[bool, List[Tuple[str, int, Tuple[int, ...], Any, Optional[str], int]]]:
+def _tensor_specs(value: Any) -> Tuple[bool, List[_SpecT]]:
     """For ``kiln.encode`` of a ``tensors`` value: a dict (named, sorted) or a sequence (unnamed, in order)."""
     if isinstance(value, Mapping):
         return True, _specs(value)
@@ -223,9 +256,9 @@ def _metadata(metadata: Optional[Mapping[str, str]]) -> List[Tuple[str, str]]:
     return out
 
 
-def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None) -> bytes:
+def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None, *, sort: bool = True) -> bytes:
     """The model file of ``tensors`` and ``metadata`` as bytes (see :func:`save_file`)."""
-    out = _kiln.save(_specs(tensors), _metadata(metadata), None, 4096)
+    out = _kiln.save(_specs(tensors), _metadata(metadata), None, 4096, sort)
     assert out is not None
     return out
 
@@ -234,15 +267,20 @@ def save_file(
     tensors: Dict[str, Any],
     filename: Union[str, "os.PathLike[str]"],
     metadata: Optional[Dict[str, str]] = None,
+    *,
+    sort: bool = True,
 ) -> None:
     """Writes ``tensors`` (name -> array) and string ``metadata`` as a Kiln
     model file: the file ``kiln convert`` writes, tensors sorted by name,
     payloads at 4 KiB aligned file offsets. The core checks the bytes before
     they reach the file, which is written to a temporary name and renamed
     over ``filename`` (arrays still viewing the old file keep its bytes).
+    With ``sort=False`` the tensors keep the dict's order (the spec lets the
+    writer choose; e.g. the order a device uses them in, so a stream can be
+    used as it arrives); names are still looked up by name either way.
     Raises ``TypeError`` for a dtype Kiln does not have and
     :class:`kiln.KilnError` for anything a reader would reject."""
-    _kiln.save(_specs(tensors), _metadata(metadata), os.fspath(filename), 4096)
+    _kiln.save(_specs(tensors), _metadata(metadata), os.fspath(filename), 4096, sort)
 
 
 def load(data: Union[bytes, bytearray, memoryview]) -> Dict[str, npt.NDArray[Any]]:
