@@ -24,7 +24,7 @@ fuzz_target!(|data: &[u8]| {
     let hashed = Parser::new().scratch(&mut scratch).hash_seed(0x9E37_79B9).parse_indexed(data);
     assert_eq!(plain.as_ref().err(), hashed.as_ref().err(), "hashed and quadratic name checks disagree");
 
-    let schema: Schema = Schema::parse("tensors").expect("type text");
+    let schema: Schema<'_> = Schema::parse("tensors").expect("type text");
     let fro = frozen::validate(data, &schema, &Limits::DEFAULT, false);
     assert_eq!(plain.as_ref().err(), fro.as_ref().err(), "Parser and frozen::validate disagree");
 

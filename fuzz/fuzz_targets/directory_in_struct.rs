@@ -36,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 
-    let schema: Schema = Schema::parse(TYPE).expect("type text");
+    let schema: Schema<'_> = Schema::parse(TYPE).expect("type text");
     let fro = frozen::validate(data, &schema, &Limits::DEFAULT, false);
     match (&at, &fro) {
         (Err(a), Err(f)) => {

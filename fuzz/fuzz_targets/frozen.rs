@@ -173,7 +173,7 @@ fuzz_target!(|input: &[u8]| {
     let [sel, mode, body @ ..] = input else { return };
     let index = usize::from(*sel) % TYPES.len();
     let (text, count_cap) = TYPES[index];
-    let schema: Schema = Schema::parse(text).expect("type text");
+    let schema: Schema<'_> = Schema::parse(text).expect("type text");
     let limits = match (mode >> 2) & 3 {
         0 => Limits::DEFAULT.with_count_cap(count_cap),
         1 => Limits { count_cap: u32::from(mode >> 4), byte_cap: Limits::DEFAULT.byte_cap },

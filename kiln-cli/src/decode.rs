@@ -365,7 +365,7 @@ mod tests {
     use kiln_nostd::frozen::{read, Schema};
 
     fn decode(ty: &str, buf: &[u8], pretty: bool) -> String {
-        let schema: Schema = Schema::parse(ty).unwrap();
+        let schema: Schema<'_> = Schema::parse(ty).unwrap();
         let v = read(buf, &schema, &Limits::DEFAULT, false).unwrap();
         let mut out = Vec::new();
         JsonWriter::new(&mut out, pretty).value(v).unwrap();

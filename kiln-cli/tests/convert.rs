@@ -94,7 +94,7 @@ fn read_record(path: &Path) -> (Vec<String>, BTreeMap<String, Got>, BTreeMap<Str
 /// (the converter keeps the input's payload alignment).
 fn read_record_aligned(path: &Path, align: usize) -> (Vec<String>, BTreeMap<String, Got>, BTreeMap<String, String>) {
     let bytes = std::fs::read(path).unwrap();
-    let schema: Schema = Schema::parse(RECORD_TYPE).unwrap();
+    let schema: Schema<'_> = Schema::parse(RECORD_TYPE).unwrap();
     let v = frozen::read(&bytes, &schema, &Limits::MAX, true).expect("a valid record");
     let dir = v.field("tensors").and_then(|t| t.as_tensors()).unwrap();
     assert_eq!(dir.start(), 16 + v.field("metadata").unwrap().raw().len(), "metadata first, then the block");

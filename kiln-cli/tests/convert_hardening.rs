@@ -115,7 +115,7 @@ type Record = (Vec<(String, String)>, Vec<(String, Got)>);
 
 fn record(path: &Path) -> Record {
     let bytes = std::fs::read(path).unwrap();
-    let schema: Schema = Schema::parse(RECORD_TYPE).unwrap();
+    let schema: Schema<'_> = Schema::parse(RECORD_TYPE).unwrap();
     let v = frozen::read(&bytes, &schema, &Limits::MAX, true).expect("a valid record");
     let meta = v
         .field("metadata")

@@ -22,7 +22,7 @@ use cortex_m_semihosting::debug;
 
 #[cfg(not(feature = "locate-panics"))]
 #[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! {
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     extern "Rust" {
         #[link_name = "\n\nERROR: a panic path survived optimisation\n\n"]
         fn undefined() -> !;
@@ -36,10 +36,8 @@ fn panic(_: &core::panic::PanicInfo) -> ! {
 #[cfg(feature = "locate-panics")]
 #[panic_handler]
 #[inline(never)]
-fn panic(_: &core::panic::PanicInfo) -> ! {
-    loop {
-        cortex_m::asm::udf();
-    }
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    cortex_m::asm::udf()
 }
 
 /// A value the optimiser must treat as unknown.
@@ -450,7 +448,7 @@ mod typed_record {
 
     pub fn run(sink: &mut u32) -> bool {
         let buf: &[u8] = opaque(&super::frozen_record::INPUT);
-        match decode_framed::<Record>(buf) {
+        match decode_framed::<Record<'_>>(buf) {
             Ok(r) => {
                 mix(sink, r.id as usize);
                 mix(sink, r.name.len());
@@ -581,17 +579,20 @@ mod c_api {
             mix($sink, p as usize ^ n);
             let mut out = [<$t>::default(); 256];
             let len = opaque(&out.len());
+            // SAFETY: as above, `out` holds `len` elements.
             let rc = unsafe { $copy($d, $i, out.as_mut_ptr(), len, &mut n) };
             mix($sink, rc as usize ^ n);
             mix($sink, out.first().map_or(0, |v| *v as usize));
         })*};
     }
 
+    // SAFETY (every unsafe block below): C API calls with pointers to live
+    // memory of the stated lengths; one comment each would repeat this.
+    #[allow(clippy::undocumented_unsafe_blocks)]
     pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
         let mut ok = true;
         let (data, len) = (opaque(&buf.as_ptr()), opaque(&buf.len()));
         let mut e = err();
-        // SAFETY (every call below): pointers to live memory of the stated lengths.
         let rc = unsafe { kiln_validate(data, len, &mut e) };
         ok &= rc == KILN_OK;
         error(sink, &e);

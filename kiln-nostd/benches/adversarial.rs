@@ -20,6 +20,9 @@
 //! Run: `cargo bench -p kiln-nostd --bench adversarial`
 //! Per-tensor times: criterion's `thrpt` is tensors per second.
 
+// criterion_group! defines an undocumented `pub fn`.
+#![allow(missing_docs)]
+
 use std::time::Duration;
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};

@@ -4,6 +4,9 @@
 //!
 //! Run: `cargo bench -p kiln-nostd --bench directory`
 
+// criterion_group! defines an undocumented `pub fn`.
+#![allow(missing_docs)]
+
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kiln_nostd::{DType, Directory, Incremental, Parser, TensorSpec, Writer};
 use safetensors::tensor::{serialize, Dtype, TensorView};

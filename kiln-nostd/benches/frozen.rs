@@ -8,6 +8,9 @@
 //!
 //! cargo bench -p kiln-nostd --features alloc --bench frozen -- --warm-up-time 1 --measurement-time 3
 
+// criterion_group! defines an undocumented `pub fn`.
+#![allow(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::hint::black_box;
 
@@ -55,16 +58,16 @@ fn bench(c: &mut Criterion) {
     assert_eq!(decode::<Record>(&kiln_buf).unwrap(), rec);
     assert_eq!(postcard::from_bytes::<Record>(&postcard_buf).unwrap(), rec);
     assert_eq!(bincode::deserialize::<Record>(&bincode_buf).unwrap(), rec);
-    let view: RecordView = decode(&kiln_buf).unwrap();
+    let view: RecordView<'_> = decode(&kiln_buf).unwrap();
     assert_eq!((view.id, view.name, view.scores.len(), view.tags.len()), (rec.id, &rec.name[..], 1024, 16));
-    let schema: Schema = Schema::parse(RecordView::TYPE_TEXT).unwrap();
+    let schema: Schema<'_> = Schema::parse(RecordView::TYPE_TEXT).unwrap();
     assert_eq!(schema.hash(), Record::SCHEMA_HASH);
     eprintln!("sizes: kiln {} B, postcard {} B, bincode {} B", kiln_buf.len(), postcard_buf.len(), bincode_buf.len());
 
     let mut g = c.benchmark_group("decode_record");
     g.bench_function("kiln_borrowed_typed", |b| {
         b.iter(|| {
-            let v: RecordView = decode(black_box(&kiln_buf)).unwrap();
+            let v: RecordView<'_> = decode(black_box(&kiln_buf)).unwrap();
             black_box((v.id, v.name.len(), v.scores.len(), v.tags.len()))
         })
     });
@@ -82,7 +85,7 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("kiln_borrowed_typed_then_read_all", |b| {
         b.iter(|| {
-            let v: RecordView = decode(black_box(&kiln_buf)).unwrap();
+            let v: RecordView<'_> = decode(black_box(&kiln_buf)).unwrap();
             let sum: f32 = v.scores.iter().sum();
             let tags: i64 = v.tags.iter().map(|(_, x)| i64::from(x)).sum();
             black_box((v.id, v.name.len(), sum, tags))

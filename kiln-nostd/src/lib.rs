@@ -32,7 +32,6 @@
 //! canonical encoder.
 #![no_std]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 #![cfg_attr(
     not(test),
     deny(

@@ -117,7 +117,7 @@ fn a_large_valid_directory_parses_and_indexes_without_allocating() {
 // ---------------------------------------------------------------- Frozen
 
 fn validate(ty: &str, buf: &[u8], limits: Limits) -> Result<(), kiln_nostd::Error> {
-    let schema: Schema = Schema::parse(ty).expect("type text");
+    let schema: Schema<'_> = Schema::parse(ty).expect("type text");
     no_alloc(ty, || frozen::validate(buf, &schema, &limits, false))
 }
 
@@ -148,7 +148,7 @@ fn frozen_counts_claiming_gigabytes_allocate_nothing() {
 
 #[test]
 fn the_lazy_reader_allocates_nothing() {
-    let schema: Schema = Schema::parse("dict<str,list<f32>>").unwrap();
+    let schema: Schema<'_> = Schema::parse("dict<str,list<f32>>").unwrap();
     let mut buf = Vec::new();
     buf.extend(2u32.to_le_bytes());
     for key in ["a", "b"] {

@@ -176,7 +176,7 @@ fn show(v: &Verdict) -> String {
 /// exactly (rule and offset); every error offset must lie inside the buffer.
 fn rust_check(c: &Case) -> Result<(), Error> {
     let limits = Limits { count_cap: c.count_cap, byte_cap: c.byte_cap };
-    let schema: Schema = Schema::parse(&c.ty).expect("test types parse");
+    let schema: Schema<'_> = Schema::parse(&c.ty).expect("test types parse");
     let got = frozen::validate(&c.bytes, &schema, &limits, c.framed);
     if let Err(e) = &got {
         assert!(e.offset() <= c.bytes.len(), "{}: error offset {} past {}: {e}", c.origin, e.offset(), c.bytes.len());

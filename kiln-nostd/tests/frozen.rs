@@ -15,7 +15,7 @@ fn hex(s: &str) -> Vec<u8> {
 }
 
 fn check_with(ty: &str, buf: &[u8], limits: Limits, framed: bool) -> Result<(), Error> {
-    let schema: Schema = Schema::parse(ty).unwrap();
+    let schema: Schema<'_> = Schema::parse(ty).unwrap();
     frozen::validate(buf, &schema, &limits, framed)
 }
 
@@ -64,7 +64,7 @@ fn ruling_2_integers_are_little_endian_int_is_i64_uint_is_u64() {
     assert_eq!(reject("uint", &[0; 7]), (ErrorCode::Eof, 0, Rule::ValueTruncated));
     assert_ne!(hash_text("int"), hash_text("i64"));
     assert_ne!(Int::SCHEMA_HASH, i64::SCHEMA_HASH);
-    let s: Schema = Schema::parse("int").unwrap();
+    let s: Schema<'_> = Schema::parse("int").unwrap();
     let seven = (-7i64).to_le_bytes();
     let v = Reader::new().read(&seven, &s).unwrap();
     assert_eq!(v.as_i64(), Some(-7));
@@ -83,7 +83,7 @@ fn ruling_2_floats_keep_every_bit() {
     let snan = f32::from_bits(0x7F80_0001); // signalling NaN payload
     encode(&snan, &mut out).unwrap();
     assert_eq!(decode::<f32>(&out[..4]).map(f32::to_bits), Ok(0x7F80_0001));
-    let s: Schema = Schema::parse("f64").unwrap();
+    let s: Schema<'_> = Schema::parse("f64").unwrap();
     let buf = 0x7FF8_0000_0000_0001u64.to_le_bytes();
     assert_eq!(Reader::new().read(&buf, &s).unwrap().as_f64().map(f64::to_bits), Some(0x7FF8_0000_0000_0001));
     assert_eq!(hex("0000803f"), 1.0f32.to_le_bytes());
@@ -120,7 +120,7 @@ fn ruling_4_list_is_count_then_elements_and_list_u8_is_a_byte_run() {
     assert!(check_with("list<i8>", &hex("05000000 0102030405"), byte_cap_4, false).is_ok()); // i8 is a count
     assert_eq!(decode::<&[u8]>(&hex("03000000 010203")), Ok(&[1u8, 2, 3][..]));
     let two = hex("02000000 0100 0200");
-    let v: ListView<u16> = decode(&two).unwrap();
+    let v: ListView<'_, u16> = decode(&two).unwrap();
     assert_eq!(v.iter().collect::<Vec<_>>(), [1, 2]);
     // list<list<u8>>: the inner byte runs have minimum 4 each.
     assert_eq!(reject("list<list<u8>>", &hex("02000000 00000000")), (ErrorCode::Eof, 0, Rule::CountPastEnd));
@@ -154,7 +154,7 @@ fn ruling_6_dict_keys_strictly_increase_by_raw_bytes() {
     let mut out = [0u8; 64];
     let n = encode(&Dict(&pairs[..]), &mut out).unwrap();
     assert!(check("dict<str,u8>", &out[..n]).is_ok());
-    let d: DictView<u8> = decode(&out[..n]).unwrap();
+    let d: DictView<'_, u8> = decode(&out[..n]).unwrap();
     assert_eq!(d.keys().collect::<Vec<_>>(), ["Z", "a", "ab", "z", "é"]);
     assert_eq!(d.get("ab"), Some(3));
     assert_eq!(d.get("b"), None);
@@ -173,7 +173,7 @@ fn ruling_6_dict_keys_strictly_increase_by_raw_bytes() {
     assert_eq!(Schema::<8>::parse("dict<u8,u8>").unwrap_err().code(), ErrorCode::Type);
     // Bad UTF-8 in a key is UTF8.
     assert_eq!(reject("dict<str,u8>", &hex("01000000 01000000 ff 00")), (ErrorCode::Utf8, 8, Rule::StrUtf8));
-    assert_eq!(decode::<DictView<u8>>(&swapped).unwrap_err().rule(), Rule::DictKeyOrder);
+    assert_eq!(decode::<DictView<'_, u8>>(&swapped).unwrap_err().rule(), Rule::DictKeyOrder);
 }
 
 #[test]
@@ -212,7 +212,7 @@ fn ruling_8_tensors_field_is_one_block_and_the_next_field_follows_it() {
     let block = f32_block();
     let mut buf = 7i64.to_le_bytes().to_vec();
     buf.extend_from_slice(&block);
-    let schema: Schema = Schema::parse("struct{id:i64,batch:tensors,}").unwrap();
+    let schema: Schema<'_> = Schema::parse("struct{id:i64,batch:tensors,}").unwrap();
     let v = Reader::new().read(&buf, &schema).unwrap();
     let dir = v.field("batch").unwrap().as_tensors().unwrap();
     assert_eq!((dir.start(), dir.end(), dir.len()), (8, 208, 1));
@@ -223,7 +223,7 @@ fn ruling_8_tensors_field_is_one_block_and_the_next_field_follows_it() {
     // A field after the block starts at its end.
     let mut tail = block.clone();
     tail.push(9);
-    let s2: Schema = Schema::parse("struct{batch:tensors,tail:u8,}").unwrap();
+    let s2: Schema<'_> = Schema::parse("struct{batch:tensors,tail:u8,}").unwrap();
     let v2 = Reader::new().read(&tail, &s2).unwrap();
     assert_eq!(v2.field("tail").map(|t| (t.offset(), t.as_u64())), Some((200, Some(9))));
     assert_eq!(reject("struct{batch:tensors,tail:u8,}", &block), (ErrorCode::Eof, 200, Rule::ValueTruncated));
@@ -246,7 +246,7 @@ fn ruling_8_tensors_field_is_one_block_and_the_next_field_follows_it() {
         id: i64,
         batch: Directory<'a>,
     }
-    let b: Batch = decode(&buf).unwrap();
+    let b: Batch<'_> = decode(&buf).unwrap();
     assert_eq!((b.id, b.batch.len()), (7, 1));
     let mut out = vec![0u8; encoded_len(&b)];
     assert_eq!(encode(&b, &mut out), Ok(208));
@@ -311,9 +311,9 @@ fn hostile_count_returns_eof_without_reading_elements() {
         id: u32,
         name: &'a str,
     }
-    assert_eq!(decode::<Seq<Item>>(&buf).unwrap_err().rule(), Rule::CountPastEnd);
-    assert_eq!(decode::<ListView<u64>>(&buf).unwrap_err().rule(), Rule::CountPastEnd);
-    assert_eq!(decode::<DictView<u8>>(&buf).unwrap_err().rule(), Rule::CountPastEnd);
+    assert_eq!(decode::<Seq<'_, Item<'_>>>(&buf).unwrap_err().rule(), Rule::CountPastEnd);
+    assert_eq!(decode::<ListView<'_, u64>>(&buf).unwrap_err().rule(), Rule::CountPastEnd);
+    assert_eq!(decode::<DictView<'_, u8>>(&buf).unwrap_err().rule(), Rule::CountPastEnd);
 }
 
 // ---------------------------------------------------------------- caps
@@ -340,7 +340,7 @@ fn caps_default_and_configurable_to_the_wire_maximum() {
     // Typed decoders use the same caps.
     let small = Limits::DEFAULT.with_count_cap(1);
     assert_eq!(
-        decode_with::<ListView<u16>>(&hex("02000000 01000200"), &small, false).unwrap_err().rule(),
+        decode_with::<ListView<'_, u16>>(&hex("02000000 01000200"), &small, false).unwrap_err().rule(),
         Rule::CountCap
     );
 }
@@ -352,7 +352,7 @@ fn type_text_scalars_compounds_and_names() {
     for s in
         ["bool", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "int", "uint", "f32", "f64", "str", "tensors"]
     {
-        let schema: Schema = Schema::parse(s).unwrap();
+        let schema: Schema<'_> = Schema::parse(s).unwrap();
         assert_eq!(schema.to_string(), s);
     }
     for bad in [
@@ -374,7 +374,7 @@ fn type_text_scalars_compounds_and_names() {
 fn schema_hash_of_the_spec_struct() {
     const H: u64 = hash_text("struct{id:i64,batch:tensors,}");
     assert_eq!(H, 0xe58aadc7552f0d82);
-    let s: Schema = Schema::parse("struct{id:i64,batch:tensors,}").unwrap();
+    let s: Schema<'_> = Schema::parse("struct{id:i64,batch:tensors,}").unwrap();
     assert_eq!(s.hash(), 0xe58aadc7552f0d82);
     #[derive(Kiln)]
     struct Spec<'a> {
@@ -448,7 +448,7 @@ fn frame_is_sixteen_bytes_then_one_value() {
         id: i64,
         batch: Directory<'a>,
     }
-    let v: Spec = decode_framed(&buf).unwrap();
+    let v: Spec<'_> = decode_framed(&buf).unwrap();
     assert_eq!(v.id, 7);
     let mut out = vec![0u8; buf.len()];
     assert_eq!(encode_framed(&v, &mut out), Ok(buf.len()));
@@ -497,7 +497,7 @@ fn derived_record_round_trips_and_matches_the_schema() {
         "struct{id:i64,name:str,scores:list<f32>,tags:dict<str,i32>,note:opt<str>,raw:list<u8>,}"
     );
     assert_eq!(Record::SCHEMA_HASH, hash_text(Record::TYPE_TEXT));
-    assert_eq!(<Record as KilnType>::TY.min_size(), 8 + 4 + 4 + 4 + 1 + 4);
+    assert_eq!(<Record<'_> as KilnType>::TY.min_size(), 8 + 4 + 4 + 4 + 1 + 4);
 
     // Build the bytes with the encoder pieces, then decode lazily.
     let scores = [1.5f32, -0.0, f32::from_bits(0x7fc0_0001)];
@@ -506,7 +506,7 @@ fn derived_record_round_trips_and_matches_the_schema() {
     let tags = [("zeta", 3i32), ("alpha", -1)];
     let mut tag_buf = [0u8; 64];
     let tn = encode(&Dict(&tags[..]), &mut tag_buf).unwrap();
-    let tags_view: DictView<i32> = decode(&tag_buf[..tn]).unwrap();
+    let tags_view: DictView<'_, i32> = decode(&tag_buf[..tn]).unwrap();
     let rec = Record {
         id: -9,
         name: "kiln",
@@ -520,7 +520,7 @@ fn derived_record_round_trips_and_matches_the_schema() {
     assert_eq!(n, out.len());
     assert!(check(Record::TYPE_TEXT, &out).is_ok());
 
-    let back: Record = decode(&out).unwrap();
+    let back: Record<'_> = decode(&out).unwrap();
     assert_eq!((back.id, back.name, back.note, back.raw), (-9, "kiln", None, &[0u8, 255][..]));
     assert_eq!(back.scores.iter().map(f32::to_bits).collect::<Vec<_>>(), scores.map(f32::to_bits));
     assert_eq!(back.tags.iter().collect::<Vec<_>>(), [("alpha", -1), ("zeta", 3)]);
@@ -530,7 +530,7 @@ fn derived_record_round_trips_and_matches_the_schema() {
     assert_eq!(again, out);
 
     // The lazy Value API reads the same buffer.
-    let schema: Schema = Schema::parse(Record::TYPE_TEXT).unwrap();
+    let schema: Schema<'_> = Schema::parse(Record::TYPE_TEXT).unwrap();
     let v = Reader::new().read(&out, &schema).unwrap();
     let list = v.field("scores").unwrap().as_list().unwrap();
     let mut copied = [0f32; 3];
@@ -562,11 +562,11 @@ fn list_views_are_zero_copy_when_aligned() {
     let words = [(2u64 << 32).to_le(), 1.0f64.to_bits().to_le(), (-2.0f64).to_bits().to_le()];
     let bytes: &[u8] = bytemuck::cast_slice(&words);
     let buf = &bytes[4..];
-    let v: ListView<f64> = decode(buf).unwrap();
+    let v: ListView<'_, f64> = decode(buf).unwrap();
     if cfg!(target_endian = "little") {
         assert_eq!(v.as_slice(), Some(&[1.0, -2.0][..]));
     }
-    let schema: Schema = Schema::parse("list<f64>").unwrap();
+    let schema: Schema<'_> = Schema::parse("list<f64>").unwrap();
     let list = Reader::new().read(buf, &schema).unwrap().as_list().unwrap();
     if cfg!(target_endian = "little") {
         assert_eq!(list.view::<f64>(), Some(&[1.0, -2.0][..]));
@@ -575,7 +575,7 @@ fn list_views_are_zero_copy_when_aligned() {
                                           // Any alignment: the copy works (and the view refuses misaligned bytes).
     let mut shifted = vec![0u8];
     shifted.extend_from_slice(buf);
-    let v2: ListView<f64> = decode(&shifted[1..]).unwrap();
+    let v2: ListView<'_, f64> = decode(&shifted[1..]).unwrap();
     let mut out = [0f64; 2];
     assert_eq!(v2.copy_to(&mut out), Ok(2));
     assert_eq!(out, [1.0, -2.0]);
@@ -586,7 +586,7 @@ fn list_views_are_zero_copy_when_aligned() {
 
 #[test]
 fn trusted_reader_skips_utf8_but_keeps_every_bounds_check() {
-    let schema: Schema = Schema::parse("struct{s:str,k:dict<str,u8>,b:bool,}").unwrap();
+    let schema: Schema<'_> = Schema::parse("struct{s:str,k:dict<str,u8>,b:bool,}").unwrap();
     let bad_utf8 = hex("02000000 fffe 01000000 01000000 ff 07 01");
     assert_eq!(Reader::new().read(&bad_utf8, &schema).unwrap_err().code(), ErrorCode::Utf8);
     let v = Reader::new().trusted(true).read(&bad_utf8, &schema).unwrap();
@@ -613,7 +613,7 @@ fn trusted_reader_skips_utf8_but_keeps_every_bounds_check() {
 
 #[test]
 fn accessors_of_another_kind_return_none() {
-    let schema: Schema = Schema::parse("struct{a:u8,b:list<i16>,}").unwrap();
+    let schema: Schema<'_> = Schema::parse("struct{a:u8,b:list<i16>,}").unwrap();
     let buf = hex("05 01000000 ffff");
     let v = Reader::new().read(&buf, &schema).unwrap();
     let a = v.field("a").unwrap();

@@ -293,13 +293,13 @@ proptest! {
                 frozen::Encode::encode(&inner, &mut e).unwrap();
             }
         }
-        let items: frozen::Seq<Inner> = decode(&seq_bytes).unwrap();
+        let items: frozen::Seq<'_, Inner<'_>> = decode(&seq_bytes).unwrap();
         let value = Outer { id, small, ratio: f64::from_bits(ratio), name: &name, blob: &blob, inner: inner.clone(), maybe, items };
         let mut out = vec![0u8; encoded_len(&value)];
         prop_assert_eq!(encode(&value, &mut out), Ok(out.len()));
-        let schema: Schema = Schema::parse(Outer::TYPE_TEXT).unwrap();
+        let schema: Schema<'_> = Schema::parse(Outer::TYPE_TEXT).unwrap();
         prop_assert!(frozen::validate(&out, &schema, &Limits::DEFAULT, false).is_ok());
-        let back: Outer = decode(&out).unwrap();
+        let back: Outer<'_> = decode(&out).unwrap();
         prop_assert_eq!((back.id, back.small, back.ratio.to_bits(), back.name, back.blob), (id, small, ratio, &name[..], &blob[..]));
         prop_assert_eq!(&back.inner, &inner);
         prop_assert_eq!(back.maybe, maybe);
@@ -340,7 +340,7 @@ mod owned {
             let back: Owned = decode(&out).unwrap();
             prop_assert_eq!(back.scores.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), scores);
             prop_assert_eq!((&back.name, &back.tags, &back.nested, &back.note), (&value.name, &value.tags, &value.nested, &value.note));
-            let schema: Schema = Schema::parse(Owned::TYPE_TEXT).unwrap();
+            let schema: Schema<'_> = Schema::parse(Owned::TYPE_TEXT).unwrap();
             let v = Reader::new().read(&out, &schema).unwrap();
             prop_assert_eq!(v.field("tags").unwrap().as_dict().unwrap().len(), value.tags.len());
         }

@@ -40,7 +40,7 @@ fn example() -> Vec<u8> {
 #[test]
 fn the_hash_is_the_record_types() {
     assert_eq!(MODEL_HASH, frozen::hash_text(MODEL_TYPE));
-    let s: Schema = Schema::parse(MODEL_TYPE).unwrap();
+    let s: Schema<'_> = Schema::parse(MODEL_TYPE).unwrap();
     assert_eq!(s.root().hash(), MODEL_HASH);
 }
 
@@ -79,7 +79,7 @@ fn plain_directories_and_other_frames_are_read_as_before() {
 #[test]
 fn same_verdicts_as_the_frozen_reader() {
     let f = example();
-    let s: Schema = Schema::parse(MODEL_TYPE).unwrap();
+    let s: Schema<'_> = Schema::parse(MODEL_TYPE).unwrap();
     let frozen_verdict = |b: &[u8]| frozen::validate(b, &s, &Limits::DEFAULT, true);
     let model_verdict = |b: &[u8]| Model::parse(b).map(|_| ());
     let mut scratch = vec![0u32; 64];

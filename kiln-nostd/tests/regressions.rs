@@ -52,7 +52,7 @@ fn reject(b: &[u8]) -> (ErrorCode, Rule) {
 }
 
 fn frozen_reject(ty: &str, b: &[u8], limits: Limits) -> (ErrorCode, Rule) {
-    let s: Schema = Schema::parse(ty).unwrap();
+    let s: Schema<'_> = Schema::parse(ty).unwrap();
     let e = frozen::validate(b, &s, &limits, false).expect_err("hostile value accepted");
     assert!(e.offset() <= b.len());
     (e.code(), e.rule())
@@ -172,7 +172,7 @@ fn offset_plus_length_overflow_in_a_struct_field_reports_absolute_offsets() {
     rec.extend(&b);
     let e = Parser::new().parse_at(&rec, 8).unwrap_err();
     assert_eq!((e.code(), e.rule(), e.offset()), (ErrorCode::Limit, Rule::RangeOverflow, 8 + AT_OFFSET));
-    let s: Schema = Schema::parse("struct{id:i64,batch:tensors,}").unwrap();
+    let s: Schema<'_> = Schema::parse("struct{id:i64,batch:tensors,}").unwrap();
     assert_eq!(frozen::validate(&rec, &s, &Limits::DEFAULT, false), Err(e));
 }
 

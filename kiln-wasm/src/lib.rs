@@ -214,18 +214,22 @@ impl Validator {
         self.session.table_ptr() as usize as u32
     }
 
+    /// The last error's code (`KILN_*` name), or `""` when there is none.
     pub fn error_code(&self) -> String {
         self.session.error().map_or("", |e| e.code).into()
     }
 
+    /// The last error's absolute byte offset (0 when there is none).
     pub fn error_offset(&self) -> f64 {
         self.session.error().map_or(0.0, |e| e.offset as f64)
     }
 
+    /// The id of the rule the last error broke, or `""`.
     pub fn error_rule(&self) -> String {
         self.session.error().map_or("", |e| e.rule).into()
     }
 
+    /// The text of the rule the last error broke, or `""`.
     pub fn error_description(&self) -> String {
         self.session.error().map_or("", |e| e.description).into()
     }
@@ -351,6 +355,7 @@ pub struct FrozenChecker {
 
 #[wasm_bindgen]
 impl FrozenChecker {
+    /// An empty FrozenChecker.
     #[wasm_bindgen(constructor)]
     pub fn new() -> FrozenChecker {
         FrozenChecker::default()
@@ -378,18 +383,22 @@ impl FrozenChecker {
         self.core.check(framed, limits_of(count_cap, byte_cap), with_schema).ok().map(js_sys::Uint32Array::from)
     }
 
+    /// The last error's code (`KILN_*` name), or `""` when there is none.
     pub fn error_code(&self) -> String {
         self.core.error().map_or("", |e| e.code).into()
     }
 
+    /// The last error's absolute byte offset (0 when there is none).
     pub fn error_offset(&self) -> f64 {
         self.core.error().map_or(0.0, |e| e.offset as f64)
     }
 
+    /// The id of the rule the last error broke, or `""`.
     pub fn error_rule(&self) -> String {
         self.core.error().map_or("", |e| e.rule).into()
     }
 
+    /// The text of the rule the last error broke, or `""`.
     pub fn error_description(&self) -> String {
         self.core.error().map_or("", |e| e.description).into()
     }
@@ -410,6 +419,7 @@ pub struct Head {
 
 #[wasm_bindgen]
 impl Head {
+    /// An empty Head.
     #[wasm_bindgen(constructor)]
     pub fn new() -> Head {
         Head::default()
@@ -442,18 +452,22 @@ impl Head {
         self.core.padding() as f64
     }
 
+    /// The last error's code (`KILN_*` name), or `""` when there is none.
     pub fn error_code(&self) -> String {
         self.core.error().map_or("", |e| e.code).into()
     }
 
+    /// The last error's absolute byte offset (0 when there is none).
     pub fn error_offset(&self) -> f64 {
         self.core.error().map_or(0.0, |e| e.offset as f64)
     }
 
+    /// The id of the rule the last error broke, or `""`.
     pub fn error_rule(&self) -> String {
         self.core.error().map_or("", |e| e.rule).into()
     }
 
+    /// The text of the rule the last error broke, or `""`.
     pub fn error_description(&self) -> String {
         self.core.error().map_or("", |e| e.description).into()
     }

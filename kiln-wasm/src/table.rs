@@ -49,17 +49,23 @@ pub mod slot {
     pub const LENGTH: usize = 3;
     /// Element count (two slots).
     pub const COUNT: usize = 5;
-    /// Name: byte offset in the heap (or u32::MAX), byte length.
+    /// Name byte offset in the heap (or u32::MAX).
     pub const NAME_AT: usize = 7;
+    /// Name byte length.
     pub const NAME_LEN: usize = 8;
-    /// Layout name: byte offset in the heap (or u32::MAX), byte length.
+    /// Layout name byte offset in the heap (or u32::MAX).
     pub const LAYOUT_AT: usize = 9;
+    /// Layout name byte length.
     pub const LAYOUT_LEN: usize = 10;
+    /// Opaque block size in bytes (0 for other dtypes).
     pub const BLOCK_SIZE: usize = 11;
     /// quant_scheme (low 16 bits) | quant_axis << 16.
     pub const SCHEME_AXIS: usize = 12;
+    /// Quantization group size.
     pub const GROUP: usize = 13;
+    /// Index of the scale tensor.
     pub const SCALE: usize = 14;
+    /// Index of the outer-scale tensor, or u32::MAX.
     pub const OUTER: usize = 15;
     /// Index in the table of this tensor's dims: `rank` (low, high) pairs.
     pub const SHAPE_AT: usize = 16;

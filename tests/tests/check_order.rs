@@ -82,7 +82,7 @@ fn run(c: &Case) -> Vec<(&'static str, Result<(), Error>)> {
             ("Parser+scratch", Parser::new().scratch(&mut scratch).parse(&buf).map(|_| ())),
         ]
     } else {
-        let schema: Schema = Schema::parse(&c.ty).unwrap_or_else(|e| panic!("{}: type {}: {e}", c.name, c.ty));
+        let schema: Schema<'_> = Schema::parse(&c.ty).unwrap_or_else(|e| panic!("{}: type {}: {e}", c.name, c.ty));
         vec![("frozen::validate", frozen::validate(&buf, &schema, &Limits::DEFAULT, c.framed))]
     }
 }

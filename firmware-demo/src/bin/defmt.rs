@@ -32,7 +32,7 @@ static MODEL: Aligned<[u8; MODEL_LEN]> = Aligned(*include_bytes!("../../../spec/
 static mut RAM: Aligned<[u8; MODEL_LEN]> = Aligned([0; MODEL_LEN]);
 
 #[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! {
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     debug::exit(debug::EXIT_FAILURE);
     loop {
         cortex_m::asm::nop();
@@ -133,7 +133,7 @@ fn classify(names: &kiln_nostd::NameIndex<'_, '_>, s: usize) -> Option<(usize, u
     let b2 = names.get("fc2.bias")?.as_slice::<f32>()?;
     let x = names.get("samples.x")?.as_slice::<f32>()?;
     let y = names.get("samples.y")?.as_slice::<u8>()?;
-    let (n_hidden, n_in, n_out) = (b1.len(), x.len() / y.len(), b2.len());
+    let (n_hidden, n_in) = (b1.len(), x.len() / y.len());
     let x = x.get(s * n_in..(s + 1) * n_in)?;
     let mut hidden = [0f32; 64];
     for (h, out) in hidden.iter_mut().enumerate().take(n_hidden) {
@@ -142,9 +142,9 @@ fn classify(names: &kiln_nostd::NameIndex<'_, '_>, s: usize) -> Option<(usize, u
         *out = (sum + b1[h]).max(0.0);
     }
     let mut best = (0, f32::NEG_INFINITY);
-    for k in 0..n_out {
+    for (k, bias) in b2.iter().enumerate() {
         let row = w2.get(k * n_hidden..(k + 1) * n_hidden)?;
-        let logit = row.iter().zip(&hidden).map(|(w, a)| w * a).sum::<f32>() + b2[k];
+        let logit = row.iter().zip(&hidden).map(|(w, a)| w * a).sum::<f32>() + bias;
         if logit > best.1 {
             best = (k, logit);
         }

@@ -19,7 +19,6 @@
 //! `KILN_SCHEMA`, 1 to 7) and API errors (`KILN_ERR_*`, negative).
 #![no_std]
 #![allow(non_camel_case_types)]
-#![warn(missing_docs)]
 #![cfg_attr(
     not(test),
     deny(

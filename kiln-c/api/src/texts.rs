@@ -187,7 +187,11 @@ mod tests {
         for code in 0..=u16::MAX {
             let p = kiln_dtype_name(code);
             match DType::from_code(code) {
-                Some(d) => assert_eq!(unsafe { CStr::from_ptr(p) }.to_str().unwrap(), d.name()),
+                Some(d) => {
+                    // SAFETY: for a known code the name is a static NUL-terminated string.
+                    let name = unsafe { CStr::from_ptr(p) };
+                    assert_eq!(name.to_str().unwrap(), d.name());
+                }
                 None => assert!(p.is_null()),
             }
         }

@@ -9,6 +9,10 @@
 //! every input with its Rust verdict for the C test program
 //! (`kiln-c/tests/c/test_kiln.c`, run by kiln-c/ci.sh).
 
+// Every unsafe block here is a C API call made as C would make it, on the
+// buffers and handles built just above it: one SAFETY line each would repeat that.
+#![allow(clippy::undocumented_unsafe_blocks)]
+
 use std::ffi::{c_int, c_void, CStr};
 use std::path::PathBuf;
 use std::ptr::{null, null_mut};

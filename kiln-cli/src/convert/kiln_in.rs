@@ -16,7 +16,7 @@ use super::write_kiln::{KEY_PAD, RECORD_TYPE};
 pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
     let mut model = Model::new(Format::Kiln, opts);
     let dir = if bytes.starts_with(b"KLN0") {
-        let schema: Schema = Schema::parse(RECORD_TYPE).map_err(|e| anyhow!("{e}"))?;
+        let schema: Schema<'_> = Schema::parse(RECORD_TYPE).map_err(|e| anyhow!("{e}"))?;
         let v = frozen::read(bytes, &schema, &Limits::MAX, true)
             .map_err(|e| anyhow!("not a `kiln convert` record ({RECORD_TYPE}): {e} (rule {})", e.rule().id()))?;
         let dict = v.field("metadata").and_then(|m| m.as_dict()).ok_or_else(|| anyhow!("record without metadata"))?;

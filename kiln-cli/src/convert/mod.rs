@@ -418,7 +418,7 @@ fn verify(path: &Path, to: To) -> Result<(), VerifyError> {
     let map = unsafe { Mmap::map(&file) }.map_err(|e| fail(e.to_string()))?;
     match to {
         To::Record => {
-            let schema: Schema = Schema::parse(RECORD_TYPE).map_err(|e| fail(e.to_string()))?;
+            let schema: Schema<'_> = Schema::parse(RECORD_TYPE).map_err(|e| fail(e.to_string()))?;
             frozen::validate(&map, &schema, &Limits::MAX, true).map_err(core_verify)
         }
         To::Tensors => Parser::new().limits(Limits::MAX).parse(&map).map(|_| ()).map_err(core_verify),

@@ -460,7 +460,7 @@ mod tests {
             "struct{id:i64,batch:tensors,}",
             "struct{list:i8,struct:u8,_x9:dict<str,struct{q:bool,}>,}",
         ] {
-            let s: Schema = Schema::parse(text).unwrap();
+            let s: Schema<'_> = Schema::parse(text).unwrap();
             assert_eq!(s.to_string_in::<128>().as_deref(), Some(text));
             assert_eq!(s.hash(), hash_text(text), "{text}");
             assert_eq!(s.root().text_slice(), text);
@@ -499,7 +499,7 @@ mod tests {
         for _ in 0..64 {
             deep.push('>').unwrap();
         }
-        let s: Schema = Schema::parse(&deep).unwrap();
+        let s: Schema<'_> = Schema::parse(&deep).unwrap();
         assert_eq!(s.depth(), 64);
         let mut deeper = heapless::String::<512>::new();
         deeper.push_str("opt<").unwrap();
@@ -542,7 +542,7 @@ mod tests {
 
     #[test]
     fn type_refs_walk_the_tree() {
-        let s: Schema = Schema::parse("struct{id:i64,tags:dict<str,list<f32>>,}").unwrap();
+        let s: Schema<'_> = Schema::parse("struct{id:i64,tags:dict<str,list<f32>>,}").unwrap();
         let names: heapless::Vec<&str, 4> = s.root().fields().map(|f| f.name()).collect();
         assert_eq!(names.as_slice(), ["id", "tags"]);
         let tags = s.root().field("tags").unwrap();
