@@ -12,8 +12,15 @@
 //! streamed first, each made at run time by changing one byte of one
 //! packet as it passes; then the intact update.
 
-use super::*;
-use kiln_nostd::{layout, Incremental, Limits, Progress, Summary};
+use cortex_m_semihosting::hprintln;
+use kiln_nostd::header::HEADER_LEN;
+
+use crate::checks::Checks;
+use crate::corruption::first_gap;
+use crate::model::{evaluate, load, Fc1, Pool};
+use crate::stack::{measure_stack, stack_budget};
+use crate::{Aligned, EXPECT_F32_CORRECT, SCRATCH_SLOTS};
+use kiln_nostd::{layout, DType, Directory, Error, Incremental, Limits, Parser, Progress, Rule, Summary};
 
 /// Packet size of the link.
 pub const PACKET: usize = 256;
