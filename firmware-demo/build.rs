@@ -1,5 +1,6 @@
-//! Puts memory.x where cortex-m-rt's link.x finds it, re-embeds the model
-//! when it changes, and builds the over-the-air update the demo streams in.
+//! Links against `memory.x` (as kiln-nopanic's build.rs does), gives the defmt
+//! binary defmt's linker script, and builds the over-the-air update the demo
+//! streams in.
 //!
 //! The update (`$OUT_DIR/digits-mlp-ota.kiln`) is `spec/examples/digits-mlp.kiln`
 //! written again with kiln-nostd's `Writer` (every tensor through
@@ -9,7 +10,8 @@
 //! places it last, so its bytes are the last bytes of the block: the demo's
 //! "bad bool byte in the last packet" needs that. The writer refuses anything
 //! a reader would reject, and the block is parsed again here before it is saved.
-use std::{env, fs, path::PathBuf};
+use std::path::{Path, PathBuf};
+use std::{env, fs};
 
 use kiln_nostd::{DType, Directory, TensorSpec, Writer};
 
@@ -19,19 +21,27 @@ const FLAGS: &str = "samples.correct";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
-    fs::copy("memory.x", out.join("memory.x")).expect("copy memory.x");
-    println!("cargo:rustc-link-search={}", out.display());
-    println!("cargo:rerun-if-changed=memory.x");
-    println!("cargo:rerun-if-changed={MODEL}");
-    println!("cargo:rerun-if-changed=build.rs");
+    link_memory_x(&out);
     // The defmt binary links defmt's linker script too (it places the log strings).
     if env::var_os("CARGO_FEATURE_DEFMT").is_some() {
         println!("cargo:rustc-link-arg-bin=firmware-defmt=-Tdefmt.x");
     }
 
+    // The update is made from the model: remade when it changes.
+    println!("cargo:rerun-if-changed={MODEL}");
     let model = fs::read(MODEL).expect("read the example model");
     let update = ota_update(&model);
     fs::write(out.join("digits-mlp-ota.kiln"), update).expect("write the OTA update");
+}
+
+/// cortex-m-rt's `link.x` includes `memory.x` from the linker's search path:
+/// this crate's copy goes into `OUT_DIR`, which is put on that path. The same
+/// in both firmware crates (firmware-demo, kiln-nopanic).
+fn link_memory_x(out: &Path) {
+    fs::copy("memory.x", out.join("memory.x")).expect("copy memory.x");
+    println!("cargo:rustc-link-search={}", out.display());
+    println!("cargo:rerun-if-changed=memory.x");
+    println!("cargo:rerun-if-changed=build.rs");
 }
 
 /// The values of an f32 tensor (host order) and its shape.
