@@ -72,8 +72,8 @@ else
 fi
 
 # --- no-panic link check (all three Cortex-M targets + canary + QEMU run)
-echo "== kiln-nopanic/check.sh"
-"$root/kiln-nopanic/check.sh" || failed+=(kiln-nopanic)
+echo "== kiln-nopanic/ci.sh"
+"$root/kiln-nopanic/ci.sh" || failed+=(kiln-nopanic)
 
 if [ "${SIZES:-0}" = 1 ]; then
     echo "== kiln-nopanic/sizes.sh"

@@ -74,7 +74,7 @@ run tools install_tools
 run generated generated_current
 run differential differential
 run regressions regressions
-run fuzz fuzz/run.sh "$FUZZ_SECONDS"
+run fuzz fuzz/ci.sh "$FUZZ_SECONDS"
 run miri scripts/miri.sh
 run big-endian scripts/big-endian.sh
 run rss scripts/rss.sh

@@ -31,7 +31,7 @@ fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     unsafe { undefined() }
 }
 
-/// Diagnosis only (check.sh uses it after a failed link): a handler that links,
+/// Diagnosis only (ci.sh uses it after a failed link): a handler that links,
 /// so the surviving panic calls can be found in the disassembly.
 #[cfg(feature = "locate-panics")]
 #[panic_handler]

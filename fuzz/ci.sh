@@ -2,8 +2,8 @@
 # Runs every fuzz target for SECONDS each (default 60) with the seeds and the
 # dictionary, and prints the executions per target.
 #
-#   fuzz/run.sh 60            # CI smoke run
-#   fuzz/run.sh 300 writer    # one target
+#   fuzz/ci.sh 60             # CI smoke run
+#   fuzz/ci.sh 300 writer     # one target
 #
 # Seeds (fuzz/seeds/<target>, committed) are copied into fuzz/corpus/<target>
 # (gitignored), which libFuzzer grows. A finding is written to

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # No-panic link check for kiln-nostd (see src/main.rs).
 #
-#   ./check.sh            check thumbv7m, thumbv6m and thumbv7em, run the canary, run under QEMU
-#   TARGETS="thumbv7m-none-eabi" ./check.sh    only these targets
+#   ./ci.sh            check thumbv7m, thumbv6m and thumbv7em, run the canary, run under QEMU
+#   TARGETS="thumbv7m-none-eabi" ./ci.sh    only these targets
 #
 # The release build links only if no panic path survived optimisation in any
 # kiln-nostd API (and kiln-c C entry point) the binary calls. The canary build adds one unchecked
