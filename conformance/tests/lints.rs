@@ -1,0 +1,60 @@
+//! One lint table for the whole tree: every workspace member opts into the
+//! root Cargo.toml's `[workspace.lints]`, and every standalone package (the
+//! workspace's `exclude` list, which cannot inherit it) carries the same
+//! table as its own `[lints]`.
+
+use std::fs;
+
+/// The lint tables of a manifest whose headers start with `prefix` (e.g.
+/// `workspace.lints`), headers given without the prefix, comments and blank
+/// lines left out: `["[rust]", "missing_docs = \"warn\"", ...]`.
+fn lint_tables(manifest: &str, prefix: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line.starts_with(&format!("[{prefix}."));
+            if inside {
+                out.push(line.replacen(&format!("{prefix}."), "", 1));
+            }
+        } else if inside && !line.is_empty() && !line.starts_with('#') {
+            out.push(line.to_string());
+        }
+    }
+    out
+}
+
+/// The folders a root manifest lists under `key` (`members`, `exclude`).
+fn folders(manifest: &str, key: &str) -> Vec<String> {
+    let line = manifest.lines().find(|l| l.starts_with(&format!("{key} = ["))).expect("key in the root manifest");
+    line.split('"').skip(1).step_by(2).map(str::to_string).collect()
+}
+
+fn read(path: &str) -> String {
+    let path = kiln_conformance::repo_root().join(path);
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn every_crate_takes_the_workspace_lint_table() {
+    let root = read("Cargo.toml");
+    let table = lint_tables(&root, "workspace.lints");
+    assert!(table.iter().any(|l| l == "[rust]") && table.len() > 2, "no [workspace.lints] table: {table:?}");
+
+    let members = folders(&root, "members");
+    assert!(members.len() >= 5, "members: {members:?}");
+    for member in &members {
+        let manifest = read(&format!("{member}/Cargo.toml"));
+        assert!(
+            manifest.contains("\n[lints]\nworkspace = true\n"),
+            "{member}/Cargo.toml does not opt in with `[lints] workspace = true`"
+        );
+    }
+
+    let standalone = folders(&root, "exclude");
+    assert!(standalone.len() >= 4, "exclude: {standalone:?}");
+    for package in &standalone {
+        let copy = lint_tables(&read(&format!("{package}/Cargo.toml")), "lints");
+        assert_eq!(copy, table, "{package}/Cargo.toml's [lints] differs from the root's [workspace.lints]");
+    }
+}
