@@ -25,7 +25,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknow
 fi
 if ! command -v wasm-bindgen >/dev/null 2>&1 || [ "$(wasm-bindgen --version | awk '{print $2}')" != "$WASM_BINDGEN_VERSION" ]; then
   say "installing wasm-bindgen-cli $WASM_BINDGEN_VERSION (about 5 minutes, once)"
-  # Not --locked: the registry lacks one locked dependency version (see shared/TOOLCHAIN.md).
+  # Not --locked: the registry lacks one dependency version its lock file names.
   cargo install wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
 fi
 if [ ! -x "$HERE/node_modules/.bin/wasm-opt" ] || [ ! -x "$HERE/node_modules/.bin/esbuild" ] || [ "$HERE/package-lock.json" -nt "$HERE/node_modules/.package-lock.json" ]; then

@@ -1,5 +1,5 @@
-//! Frozen values: one test (at least) per ruling of shared/kiln-decisions.md
-//! in the Frozen values, count checks, caps, type text and frame sections,
+//! Frozen values: one test (at least) per project ruling on Frozen values,
+//! count checks, caps, type text and frame (spec/kiln-v2.md sections 2 to 5),
 //! plus the golden cases of spec/kiln-v2-cases.json.
 
 use kiln_derive::Kiln;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An HK (.hk, magic HKNT, version 1.0) writer: Python 3.11, standard library only.
 
-Written from shared/formats/hk-format.txt, for test inputs of the Rust HK
+Written from the HK format text, for test inputs of the Rust HK
 reader (kiln_nostd::hk) and of `kiln convert`. It writes what the format's
 writer writes: the 128-byte header, metadata directly after it, the TOC,
 zero padding to `alignment`, then each tensor's data, scales and residual,

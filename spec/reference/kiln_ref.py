@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Kiln v2 reference codec (Python 3.11, standard library only).
 
-Written from the normative text (shared/formats/kiln-v2.txt) and the project
-rulings (shared/kiln-decisions.md); the project's own summary is spec/kiln-v2.md.
+Written from the Kiln v2 specification text and the project's rulings, both
+restated in spec/kiln-v2.md (the repository does not carry the specification text).
 
 Public API
     parse_type(text) -> KType          canonical type text parser (LIMIT past depth 64)

@@ -347,7 +347,7 @@ def out_of_order_cases():
     reason = ("Issue 17. 'Overlap' (spec step 9) means two nonempty half-open payload ranges that "
               "intersect; a zero length intersects nothing, and a range that lies before an earlier "
               "tensor's range without intersecting it is not a step-9 fault: the canonical placement "
-              "(step 10) rejects it (shared/kiln-decisions.md, tensor directory placements; "
+              "(step 10) rejects it (the project's ruling on tensor directory placements, "
               "spec/kiln-v2.md section 14, steps 9 and 10). The Rust core (RangeWalk in "
               "kiln-nostd/src/directory.rs) reported any nonempty range starting before the end of "
               "the previous one as TYPE overlap at step 9, so a later descriptor's step-9 LIMIT "

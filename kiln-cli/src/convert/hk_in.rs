@@ -1,5 +1,5 @@
 //! HK input, through the no_std reader `kiln_nostd::hk`, made strict by the
-//! project's HK rulings (`shared/hk-decisions.md`): on top of what
+//! project's HK rulings (summarized in `docs/conversion.md`): on top of what
 //! `HkFile::parse` checks, [`strict`] rejects flags that contradict
 //! `alignment`, misaligned payloads and `tensor_data_offset`, overlapping
 //! payload ranges, overlapping sections and empty ranges past the end of
