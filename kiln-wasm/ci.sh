@@ -11,7 +11,7 @@
 #                                      toolchain of js/README.md's Bundlers section built and run in headless
 #                                      Chromium: vite 5 and latest (build, dev server), esbuild ESM/IIFE,
 #                                      webpack 5, rollup, module workers, kiln-wasm/slim)
-#   4. web-demo/ci.sh               (the demo in headless Chromium, screenshots, the 390 px layout)
+#   4. web-demo/ci.sh                 (the demo in headless Chromium, screenshots, the 390 px layout)
 #   5. with --bench: the Node and Chromium benchmarks (64 MiB quick mode with --quick-bench)
 # Warm machine: 1.5 to 2 minutes (the toolchain matrix about 35 s of it). Usage: kiln-wasm/ci.sh [--bench | --quick-bench]
 set -euo pipefail
