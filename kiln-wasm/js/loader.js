@@ -205,7 +205,14 @@ export class DirectoryLoader {
       const at = this._received;
       const inPlace = at < length;
       const view = inPlace ? buf.subarray(at, Math.min(length, at + BYOB_READ)) : new Uint8Array(BYOB_FIRST);
-      const { done, value } = await reader.read(view);
+      let r;
+      try {
+        r = await reader.read(view);
+      } catch (e) {
+        if (inPlace) this._fail(e); // the stream kept the buffer: the loader cannot go on
+        throw e;
+      }
+      const { done, value } = r;
       if (inPlace && value !== undefined) this._buffer = new Uint8Array(value.buffer, 0, length);
       if (done) break;
       this._take(value, inPlace);

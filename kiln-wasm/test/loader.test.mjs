@@ -252,6 +252,28 @@ test('consume() reads a byte stream straight into the final buffer (BYOB), or co
       const long = new Uint8Array(bytes.length + 100);
       long.set(bytes);
       await assert.rejects(new kiln.DirectoryLoader().consume(byteStream(long, 3000)), { code: 'TRAILING', offset: bytes.length });
+      // A stream that fails after the directory: its error, then and from end().
+      let sent = 0;
+      const failing = new ReadableStream({
+        type: 'bytes',
+        pull(c) {
+          if (sent >= 20000) throw new Error('network down');
+          const view = c.byobRequest?.view;
+          const chunk = bytes.subarray(sent, sent + 3000);
+          if (view) {
+            view.set(chunk.subarray(0, view.byteLength));
+            const n = Math.min(view.byteLength, chunk.length);
+            sent += n;
+            c.byobRequest.respond(n);
+          } else {
+            c.enqueue(chunk.slice());
+            sent += chunk.length;
+          }
+        },
+      });
+      const broken = new kiln.DirectoryLoader();
+      await assert.rejects(broken.consume(failing), /network down/);
+      assert.throws(() => broken.end(), byob ? /network down/ : { code: 'EOF' });
     }
   } finally {
     streamReading.byob = saved;
