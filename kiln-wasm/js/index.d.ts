@@ -249,7 +249,7 @@ export declare class DirectoryLoader {
   push(chunk: Uint8Array | ArrayBuffer | ArrayBufferView): void;
   /** Final check; returns the Directory (views over the loader's buffer) or throws KilnError. */
   end(): Directory;
-  /** Pushes every chunk of `stream`, cancelling it on a fault, then end(). */
+  /** Pushes every chunk of `stream` (a byte stream straight into the loader's buffer where BYOB reads are cheap), cancelling it on a fault, then end(). */
   consume(stream: ReadableStream<Uint8Array>): Promise<Directory>;
 }
 
