@@ -13,7 +13,7 @@ export declare class KilnError extends Error {
   readonly code: KilnErrorCode;
   /**
    * Absolute byte offset, from the start of the caller's buffer (or the remote file). Exact below 2^53,
-   * remote files past 4 GiB included.
+   * files past 4 GiB included.
    */
   readonly offset: number;
   /** The rule that failed, e.g. "NonzeroGap", "BoolByte", "DirectoryMagic". */

@@ -342,7 +342,7 @@ export function exactFault(e, size, recheck) {
   };
   let lo = SATURATED; // the fault's byte is at or after it: cutting here removes the fault
   let hi = size; // nothing cut: the fault is there
-  if (same(lo)) return e; // not a byte rule: no byte to find
+  if (same(lo) || !same(hi)) return e; // not a byte rule, or not a byte at hand: none to find
   while (hi - lo > 1) {
     const mid = Math.floor((lo + hi) / 2);
     if (same(mid)) hi = mid;

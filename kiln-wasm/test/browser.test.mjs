@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { extname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SMALL, rangeServer, sparseBlock } from '../test-support/range-server.mjs';
+import { encodeKiln } from '../test-support/encode.mjs';
 
 const pkg = fileURLToPath(new URL('../pkg/', import.meta.url));
 const executablePath = process.env.CHROMIUM ?? '/usr/bin/chromium';
@@ -233,6 +234,58 @@ test('loadDirectory(url) in Chromium reads the fetch body straight into the fina
   assert.equal(out.buffer, good.size, 'the views are over one buffer of the file\'s length');
   assert.deepEqual(out.error, { code: 'TYPE', offset: bad.flagsAt + 1, rule: 'BoolByte' });
   console.log(`# Chromium, loadDirectory of ${size / MiB} MiB over fetch (BYOB): ${out.loadMs.toFixed(0)} ms; draining the body ${out.drainMs.toFixed(0)} ms`);
+});
+
+test('DirectoryLoader in Chromium over a 5 GiB byte stream: a nonzero gap byte past 4 GiB at its exact offset', { skip }, async () => {
+  // small f32[16], huge u8[5 GiB + 3], a 61-byte gap, tail f32[4]. The source
+  // writes only the directory and the planted byte: the views it is handed are
+  // fresh (zero) memory, the loader's own buffer among them, so 5 GiB stay untouched.
+  const hugeLen = 5 * GiB + 3;
+  const specs = [
+    { name: 'small', dtype: 'f32', shape: [16] },
+    { name: 'huge', dtype: 'u8', shape: [hugeLen] },
+    { name: 'tail', dtype: 'f32', shape: [4] },
+  ];
+  const base = Math.ceil((64 + 3 * 128 + 13) / 64) * 64;
+  const head = encodeKiln(specs, base + 64);
+  const total = base + Math.ceil((64 + hugeLen) / 64) * 64 + 16;
+  const gapByte = base + 64 + hugeLen + 10;
+  const out = await page.evaluate(async ({ head, total, gapByte }) => {
+    const kiln = await import('./index.js');
+    const { streamReading } = await import('./loader.js');
+    const stream = (planted) => {
+      let pos = 0;
+      return new ReadableStream({
+        type: 'bytes',
+        pull(c) {
+          const view = c.byobRequest.view;
+          const n = Math.min(view.byteLength, 4 << 20, total - pos);
+          if (n === 0) {
+            c.close();
+            c.byobRequest.respond(0);
+            return;
+          }
+          for (let i = pos; i < Math.min(pos + n, head.length); i++) view[i - pos] = head[i];
+          if (planted && gapByte >= pos && gapByte < pos + n) view[gapByte - pos] = 7;
+          pos += n;
+          c.byobRequest.respond(n);
+        },
+      });
+    };
+    const result = async (planted) => {
+      try {
+        const d = await new kiln.DirectoryLoader({ totalLength: total }).consume(stream(planted));
+        return { accepted: d.length, tailAt: d.get('tail').byteOffset };
+      } catch (e) {
+        return { code: e.code, offset: e.offset, rule: e.rule, message: String(e.message) };
+      }
+    };
+    return { byob: streamReading.byob, good: await result(false), bad: await result(true) };
+  }, { head: Array.from(head), total, gapByte });
+  assert.equal(out.byob, true);
+  assert.deepEqual(out.good, { accepted: 3, tailAt: total - 16 });
+  assert.ok(gapByte > 2 ** 32);
+  assert.deepEqual({ code: out.bad.code, offset: out.bad.offset, rule: out.bad.rule }, { code: 'TYPE', offset: gapByte, rule: 'NonzeroGap' }, out.bad.message);
 });
 
 test('no page errors', { skip }, () => {
