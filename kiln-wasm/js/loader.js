@@ -26,10 +26,11 @@ function concat(chunks, total) {
  * bodies do): with `byob` true, the payload is read straight into the final
  * buffer, with no copy in JavaScript. Each BYOB read transfers the whole
  * buffer; that is free where the runtime transfers natively
- * (`ArrayBuffer.prototype.transfer`: Chromium, Node 22), but Node 20's web
- * streams make each transfer of a 1 GiB buffer cost a garbage collection (a
- * 1 GiB stream then takes 5-10 s instead of 1), so there a byte stream is
- * read with the default reader and copied once per chunk, as any stream is.
+ * (`ArrayBuffer.prototype.transfer`: Chromium, measured; Node 22 has it too,
+ * not measured), but Node 20's web streams make each transfer of a 1 GiB
+ * buffer cost a garbage collection (a 1 GiB stream then takes 5-10 s instead
+ * of 1), so there a byte stream is read with the default reader and copied
+ * once per chunk, as any stream is.
  * Exported for tests and benchmarks only (not part of the package's API).
  */
 export const streamReading = {
@@ -328,7 +329,7 @@ export class DirectoryLoader {
     throw this._exact(e ?? c.error());
   }
 
-  // A byte-rule fault past 4 GiB (a buffer that large: Chromium, Node 22)
+  // A byte-rule fault past 4 GiB (a buffer that large: Chromium)
   // comes from wasm32's core at 4294967295: its exact offset, found by
   // rechecking the bytes kept with a zeroed tail (validate.js exactFault),
   // the block as declared (bytes not received yet taken as zero too).
