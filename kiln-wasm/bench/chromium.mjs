@@ -1,5 +1,6 @@
 // Chromium benchmark: node kiln-wasm/bench/chromium.mjs [--quick]
-// Serves kiln-wasm/ with python3 -m http.server, runs bench/index.html in headless
+// Serves kiln-wasm/ with python3 -m http.server, runs bench/index.html (parse + views,
+// and DirectoryLoader over in-memory streams: stream-web.mjs) in headless
 // Chromium (playwright-core, /usr/bin/chromium), writes bench/results/chromium.json.
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';

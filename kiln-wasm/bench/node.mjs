@@ -3,14 +3,15 @@
 // 2. the first parseDirectory call in a fresh process against later calls,
 //    for the same 10,000-tensor directory with 1 GiB and with 2 MiB of payload
 //    (first-call.mjs, run as child processes);
-// 3. DirectoryLoader over a 1 GiB file stream against reading the stream (stream.mjs).
+// 3. DirectoryLoader over a 1 GiB file stream (a byte stream and a plain one) against
+//    draining it and reading it into one buffer (stream.mjs).
 // Writes bench/results/node.json and prints the tables. --quick: 64 MiB instead of 1 GiB.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import * as kiln from '../pkg/index.js';
 import { runCase, syntheticSpecs, exampleSpecs, formatResults } from './core.mjs';
-import { runStream } from './stream.mjs';
+import { formatStream, runStream } from './stream.mjs';
 
 const quick = process.argv.includes('--quick');
 const log = (m) => console.error(`# ${m}`);
@@ -44,10 +45,7 @@ for (const f of first) {
 
 // The loader over a stream.
 const stream = await runStream(kiln, bigBytes, { log });
-const m = stream.medianMs;
-console.log(`\nDirectoryLoader over a ${(stream.bytes / 1048576).toFixed(0)} MiB file stream (1 MiB chunks), medians of ${stream.samples.loader.length}:`);
-console.log(`  drain ${m.drain.toFixed(0)} ms | read + keep ${m['read + keep'].toFixed(0)} ms | loader ${m.loader.toFixed(0)} ms`);
-console.log(`  loader / (read + keep) = ${stream.loaderOverReadKeep.toFixed(2)}x; loader / drain = ${stream.loaderOverDrain.toFixed(2)}x`);
+console.log(`\n${formatStream(stream)}`);
 
 mkdirSync(new URL('results/', import.meta.url), { recursive: true });
 writeFileSync(new URL('results/node.json', import.meta.url), JSON.stringify({ env, results, firstCall: first, stream }, null, 1));

@@ -13,8 +13,7 @@ export declare class KilnError extends Error {
   readonly code: KilnErrorCode;
   /**
    * Absolute byte offset, from the start of the caller's buffer (or the remote file). Exact below 2^53,
-   * except that the wasm32 core counts in 32 bits: a fault at or past 4 GiB in a remote file is reported at
-   * 4294967295, save EOF (the file's length) and TRAILING (the block's length), which are exact.
+   * files past 4 GiB included.
    */
   readonly offset: number;
   /** The rule that failed, e.g. "NonzeroGap", "BoolByte", "DirectoryMagic". */
@@ -250,7 +249,7 @@ export declare class DirectoryLoader {
   push(chunk: Uint8Array | ArrayBuffer | ArrayBufferView): void;
   /** Final check; returns the Directory (views over the loader's buffer) or throws KilnError. */
   end(): Directory;
-  /** Pushes every chunk of `stream`, cancelling it on a fault, then end(). */
+  /** Pushes every chunk of `stream` (a byte stream straight into the loader's buffer where BYOB reads are cheap), cancelling it on a fault, then end(). */
   consume(stream: ReadableStream<Uint8Array>): Promise<Directory>;
 }
 

@@ -179,6 +179,24 @@ export class Check {
     this.ptr = this.v.window_ptr();
     this.wlen = this.v.window_len();
     this.win = null;
+    // Payload bytes taken by JavaScript alone: they lie before the next byte
+    // a rule reads (`next`, a file offset), so no wasm call is made for them
+    // until one is needed (`sync`). Never past the block's end, where bytes
+    // are a fault the core must see at once.
+    this.lag = 0;
+    this.next = -1;
+    this.blockEnd = info.blockLength >= 0 ? start + info.blockLength : -1;
+  }
+
+  // Hands the bytes JavaScript took alone to the validator (they are not
+  // needed, so skip takes them all).
+  sync() {
+    if (this.lag > 0) {
+      const n = this.lag;
+      this.lag = 0;
+      this.next = -1;
+      this.v.skip(n);
+    }
   }
 
   window() {
@@ -189,7 +207,7 @@ export class Check {
 
   /** File bytes taken so far (the block's start plus the block bytes taken). */
   get fed() {
-    return this.start + this.v.fed();
+    return this.start + this.v.fed() + this.lag;
   }
 
   /**
@@ -198,9 +216,18 @@ export class Check {
    * payload bytes a rule reads: the validator passes over everything up to
    * the next byte it reads (skip), then gets a piece up to the next 64-byte
    * boundary of the block (where a gap ends), growing while the bytes stay
-   * needed (a bool tensor). Payload bytes no rule reads are never read.
+   * needed (a bool tensor). Payload bytes no rule reads are never read, and
+   * a span of them that ends before the next needed byte costs no wasm call.
    */
   pump(src, base, to) {
+    if (this.lag > 0 || this.next >= 0) {
+      const fed = this.fed;
+      if (to <= this.next) {
+        if (to > fed) this.lag += to - fed;
+        return true;
+      }
+      this.sync();
+    }
     const v = this.v;
     const s = this.start;
     let fed = s + v.fed();
@@ -217,7 +244,10 @@ export class Check {
       if (k < 0) return false;
       if (k > 0) run = 0;
       fed += k;
-      if (fed >= to) return true;
+      if (fed >= to) {
+        this.remember();
+        return true;
+      }
       // The byte at `fed` is needed. A gap ends at the next 64-byte
       // boundary; past it the next needed bytes are often close (many small
       // tensors), so one call takes a whole window: one copy instead of a
@@ -237,13 +267,23 @@ export class Check {
     }
   }
 
+  // Where the next needed byte is, for the pumps to come (a file offset,
+  // capped at the block's end; -1: unknown, ask the validator each time).
+  remember() {
+    if (this.blockEnd < 0) return;
+    const n = this.v.next_needed();
+    this.next = Math.min(this.start + n, this.blockEnd);
+  }
+
   /** Advances to file offset `to` without the bytes: what a rule reads is taken as zero. */
   passUnknown(to) {
+    this.sync();
     return this.v.pass_unknown(to - this.start) >= 0;
   }
 
   /** After a rejection: counts the file up to `to` (only the length matters then). */
   count(to) {
+    this.sync();
     const left = to - this.fed;
     if (left > 0) this.v.skip(left);
   }
@@ -255,6 +295,7 @@ export class Check {
 
   /** The tensor table once the directory prefix is in and valid, else undefined. */
   table() {
+    this.sync();
     const n = this.v.table();
     return n < 0 ? undefined : this.copyTable(n);
   }
@@ -266,6 +307,7 @@ export class Check {
 
   /** The verdict on everything taken: the table, or throws the KilnError. Ends the check. */
   finish() {
+    this.sync();
     const n = this.v.finish();
     if (n < 0) throw errorFrom(this.v);
     return this.copyTable(n);
@@ -278,6 +320,35 @@ export class Check {
     else this.v.free();
     this.v = null;
   }
+}
+
+/** The largest offset wasm32's core reports: offsets of faults past it saturate there. */
+export const SATURATED = 2 ** 32 - 1;
+
+/**
+ * The fault `e` at its exact offset when the core reported it saturated (a
+ * byte rule past 4 GiB on wasm32: the core's offsets are `usize`), else `e`.
+ * `recheck(cut)` runs the same check again with every byte from file offset
+ * `cut` on taken as zero, and returns its KilnError (or null). Zeros break no
+ * byte rule (gap, bool, packed nibble), so the same fault is reported while
+ * `cut` lies past its byte and is gone once `cut` reaches it: a binary search
+ * over `cut` finds the byte in about 33 rechecks, however the rules rank faults.
+ */
+export function exactFault(e, size, recheck) {
+  if (!(e instanceof KilnError) || e.offset !== SATURATED || size <= SATURATED) return e;
+  const same = (cut) => {
+    const f = recheck(cut);
+    return f !== null && f.code === e.code && f.rule === e.rule && f.offset === SATURATED;
+  };
+  let lo = SATURATED; // the fault's byte is at or after it: cutting here removes the fault
+  let hi = size; // nothing cut: the fault is there
+  if (same(lo) || !same(hi)) return e; // not a byte rule, or not a byte at hand: none to find
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (same(mid)) hi = mid;
+    else lo = mid;
+  }
+  return new KilnError(e.code, hi - 1, e.rule, e.description, e.inTypeText);
 }
 
 /**

@@ -24,6 +24,7 @@
 
 use kiln_nostd::frozen::{Kind, TypeRef, Value};
 
+use crate::conv::{u32_of, u64_of};
 use crate::table;
 
 /// Node capacity of a parsed type: the CLI's (`kiln decode --type`), so both
@@ -59,14 +60,15 @@ pub const fn kind_code(kind: Kind) -> u32 {
 /// text, which field names borrow from. Returns the node count.
 pub fn schema_nodes(t: TypeRef<'_>, text: &str, out: &mut Vec<u32>) -> u32 {
     let base = out.len();
-    emit(t, text.as_ptr() as usize, base, out);
-    u32::try_from((out.len() - base) / 4).unwrap_or(u32::MAX)
+    emit(t, text.as_ptr().addr(), base, out);
+    u32_of(out.len().saturating_sub(base) / 4)
 }
 
 fn emit(t: TypeRef<'_>, text: usize, base: usize, out: &mut Vec<u32>) {
     let at = out.len();
     let name = t.name();
-    let name_at = if name.is_empty() { 0 } else { (name.as_ptr() as usize).wrapping_sub(text) };
+    // Field names borrow the type text: their offsets in it.
+    let name_at = if name.is_empty() { 0 } else { name.as_ptr().addr().wrapping_sub(text) };
     out.extend_from_slice(&[kind_code(t.kind()), u32_of(name_at), u32_of(name.len()), 0]);
     match t.kind() {
         Kind::List | Kind::Opt | Kind::Dict => {
@@ -81,8 +83,8 @@ fn emit(t: TypeRef<'_>, text: usize, base: usize, out: &mut Vec<u32>) {
         }
         _ => {}
     }
-    let end = u32_of((out.len() - base) / 4);
-    if let Some(slot) = out.get_mut(at + 3) {
+    let end = u32_of(out.len().saturating_sub(base) / 4);
+    if let Some(slot) = out.get_mut(at.saturating_add(3)) {
         *slot = end;
     }
 }
@@ -103,7 +105,7 @@ pub fn tables(v: Value<'_, '_>, scratch: &mut Vec<u32>, out: &mut Vec<u32>) -> u
     match v.kind() {
         Kind::Tensors => match v.as_tensors() {
             Some(dir) => {
-                table::build(&dir, dir.start() as u64, scratch);
+                table::build(&dir, u64_of(dir.start()), scratch);
                 out.push(u32_of(scratch.len()));
                 out.extend_from_slice(scratch);
                 1
@@ -128,8 +130,4 @@ pub fn tables(v: Value<'_, '_>, scratch: &mut Vec<u32>, out: &mut Vec<u32>) -> u
         },
         _ => 0,
     }
-}
-
-fn u32_of(v: usize) -> u32 {
-    u32::try_from(v).unwrap_or(u32::MAX)
 }

@@ -37,15 +37,32 @@
 //! [`frozen`]). JavaScript walks the caller's bytes with that description, so
 //! every typed array and tensor view it returns is over the caller's buffer.
 
+// The core's lint set (kiln-nostd/src/lib.rs) on top of the workspace's
+// (missing docs, undocumented unsafe), so hostile input cannot panic here
+// either; narrow `allow`s (in `conv`) say why where one cannot fit.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::as_conversions
+    )
+)]
+
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::{scratch_len, Error, Header, Limits, Parser};
 use wasm_bindgen::prelude::*;
 
+pub mod conv;
 pub mod frozen;
 pub mod model;
 pub mod table;
 pub mod validator;
 
+use conv::{addr, f64_of, i32_of, u64_of, u64_of_f64, usize_sat};
 use validator::Session;
 
 /// An error as JavaScript sees it.
@@ -65,7 +82,7 @@ impl From<Error> for ErrorInfo {
     fn from(e: Error) -> Self {
         ErrorInfo {
             code: e.code().as_str(),
-            offset: e.offset() as u64,
+            offset: u64_of(e.offset()),
             rule: e.rule().id(),
             description: e.rule().description(),
         }
@@ -78,20 +95,10 @@ fn limits_of(count_cap: u32, byte_cap: u32) -> Limits {
 
 fn random_seed() -> u64 {
     #[cfg(target_arch = "wasm32")]
-    let seed = (js_sys::Math::random() * 9.007_199_254_740_991e15) as u64;
+    let seed = u64_of_f64(js_sys::Math::random() * 9.007_199_254_740_991e15);
     #[cfg(not(target_arch = "wasm32"))]
     let seed = 0x6b69_6c6e;
     seed
-}
-
-fn f64_to_u64(v: f64) -> u64 {
-    if v.is_finite() && v >= 0.0 {
-        v as u64
-    } else if v > 0.0 {
-        u64::MAX
-    } else {
-        0
-    }
 }
 
 /// What the first bytes of a block say: `[prefix, blockLength, payloadBase,
@@ -100,7 +107,7 @@ fn f64_to_u64(v: f64) -> u64 {
 #[wasm_bindgen]
 pub fn header_info(head: &[u8], count_cap: u32, byte_cap: u32) -> js_sys::Float64Array {
     let n = validator::need(head, &limits_of(count_cap, byte_cap));
-    let opt = |v: Option<u64>| v.map_or(-1.0, |v| v as f64);
+    let opt = |v: Option<u64>| v.map_or(-1.0, f64_of);
     js_sys::Float64Array::from(&[opt(n.prefix), opt(n.block_len), opt(n.payload_base), f64::from(n.count)][..])
 }
 
@@ -122,39 +129,39 @@ impl Validator {
     /// and name scratch for `count` tensors.
     #[wasm_bindgen(constructor)]
     pub fn new(mem: f64, count: u32, count_cap: u32, byte_cap: u32) -> Validator {
-        let session = Session::new(f64_to_u64(mem), count, limits_of(count_cap, byte_cap), random_seed());
+        let session = Session::new(u64_of_f64(mem), count, limits_of(count_cap, byte_cap), random_seed());
         Validator { session, window: vec![0; WINDOW] }
     }
 
     /// Starts over on a new block, as `new` would, reusing the memory this
     /// validator holds when it is large enough.
     pub fn reset(&mut self, mem: f64, count: u32, count_cap: u32, byte_cap: u32) {
-        self.session.reset(f64_to_u64(mem), count, limits_of(count_cap, byte_cap), random_seed());
+        self.session.reset(u64_of_f64(mem), count, limits_of(count_cap, byte_cap), random_seed());
     }
 
     /// Places the block at absolute offset `start` of the file (after a model
     /// file's frame and metadata): error and table offsets become absolute.
     /// Call after `new` or `reset`; feed, skip and the like stay in block offsets.
     pub fn at(&mut self, start: f64) {
-        self.session.at(f64_to_u64(start));
+        self.session.at(u64_of_f64(start));
     }
 
     /// Address of the window in wasm memory (JavaScript copies bytes there).
     pub fn window_ptr(&self) -> u32 {
-        self.window.as_ptr() as usize as u32
+        addr(self.window.as_ptr())
     }
 
     /// Length of the window.
     pub fn window_len(&self) -> u32 {
-        WINDOW as u32
+        conv::u32_of(WINDOW)
     }
 
     /// Feeds the first `n` bytes of the window, then passes over up to
     /// `skip` bytes no rule reads (as [`skip`](Self::skip)); returns how
     /// many were passed over, or -1 on a rejection. One call per needed run.
     pub fn feed(&mut self, n: u32, skip: f64) -> f64 {
-        let n = (n as usize).min(WINDOW);
-        if self.session.feed(&self.window[..n]).is_err() {
+        let n = usize_sat(u64::from(n)).min(WINDOW);
+        if self.session.feed(self.window.get(..n).unwrap_or_default()).is_err() {
             return -1.0;
         }
         if skip > 0.0 {
@@ -167,7 +174,7 @@ impl Validator {
     /// Advances to block offset `to` without the bytes: passes over what no
     /// rule reads, zeros for what one does. 0 or -1.
     pub fn pass_unknown(&mut self, to: f64) -> i32 {
-        match self.session.pass_unknown(f64_to_u64(to)) {
+        match self.session.pass_unknown(u64_of_f64(to)) {
             Ok(()) => 0,
             Err(_) => -1,
         }
@@ -177,8 +184,8 @@ impl Validator {
     /// returns how many (fewer than `n`: the byte after them is needed), or
     /// -1 (after a rejection the bytes are still counted).
     pub fn skip(&mut self, n: f64) -> f64 {
-        match self.session.skip(f64_to_u64(n)) {
-            Ok(k) => k as f64,
+        match self.session.skip(u64_of_f64(n)) {
+            Ok(k) => f64_of(k),
             Err(_) => -1.0,
         }
     }
@@ -187,49 +194,49 @@ impl Validator {
     pub fn next_needed(&self) -> f64 {
         match self.session.next_needed() {
             u64::MAX => f64::INFINITY,
-            n => n as f64,
+            n => f64_of(n),
         }
     }
 
     /// Bytes taken so far (fed and passed over).
     pub fn fed(&self) -> f64 {
-        self.session.fed() as f64
+        f64_of(self.session.fed())
     }
 
     /// Builds the tensor table once the directory prefix is in and valid;
     /// returns its length in `u32`s (read it at [`table_ptr`](Self::table_ptr)
     /// and copy it out before the next call), or -1.
     pub fn table(&mut self) -> i32 {
-        self.session.table().map_or(-1, |t| t.len() as i32)
+        self.session.table().map_or(-1, |t| i32_of(t.len()))
     }
 
     /// The verdict on all the bytes taken: the table's length (as for
     /// [`table`](Self::table)), or -1 (see the error getters). Ends the validator.
     pub fn finish(&mut self) -> i32 {
-        self.session.finish().map_or(-1, |t| t.len() as i32)
+        self.session.finish().map_or(-1, |t| i32_of(t.len()))
     }
 
     /// Where the table is in wasm memory.
     pub fn table_ptr(&mut self) -> u32 {
-        self.session.table_ptr() as usize as u32
+        addr(self.session.table_ptr())
     }
 
-    /// The last error's code (`KILN_*` name), or `""` when there is none.
+    /// The last error's code (`"TYPE"`, ...), or `""` without one.
     pub fn error_code(&self) -> String {
         self.session.error().map_or("", |e| e.code).into()
     }
 
-    /// The last error's absolute byte offset (0 when there is none).
+    /// The last error's absolute byte offset (0 without one).
     pub fn error_offset(&self) -> f64 {
-        self.session.error().map_or(0.0, |e| e.offset as f64)
+        self.session.error().map_or(0.0, |e| f64_of(e.offset))
     }
 
-    /// The id of the rule the last error broke, or `""`.
+    /// The last error's rule id (`"NonzeroGap"`, ...), or `""`.
     pub fn error_rule(&self) -> String {
         self.session.error().map_or("", |e| e.rule).into()
     }
 
-    /// The text of the rule the last error broke, or `""`.
+    /// The last error's rule in one sentence, or `""`.
     pub fn error_description(&self) -> String {
         self.session.error().map_or("", |e| e.description).into()
     }
@@ -276,7 +283,7 @@ impl FrozenCore {
         };
         let Ok(len) = usize::try_from(len) else { return Err(self.fail(memory)) };
         if self.input.len() < len {
-            if self.input.try_reserve_exact(len - self.input.len()).is_err() {
+            if self.input.try_reserve_exact(len.saturating_sub(self.input.len())).is_err() {
                 return Err(self.fail(memory));
             }
             self.input.resize(len, 0);
@@ -288,7 +295,8 @@ impl FrozenCore {
     /// The bytes the value is copied into after [`begin`](Self::begin).
     pub fn input(&mut self) -> &mut [u8] {
         let len = self.input_len;
-        &mut self.input[..len]
+        // `begin` grew `input` to at least `input_len`.
+        self.input.get_mut(..len).unwrap_or_default()
     }
 
     /// Step 2: validates the copied value (with the 16-byte frame first when
@@ -314,7 +322,7 @@ impl FrozenCore {
                 }
                 let count_at = out.len();
                 out.push(0);
-                let buf: &[u8] = &self.input[..len];
+                let buf: &[u8] = self.input.get(..len).unwrap_or_default();
                 match Reader::new().limits(limits).framed(framed).read(buf, &schema) {
                     Ok(value) => {
                         let n = frozen::tables(value, &mut self.table, &mut out);
@@ -355,7 +363,7 @@ pub struct FrozenChecker {
 
 #[wasm_bindgen]
 impl FrozenChecker {
-    /// An empty FrozenChecker.
+    /// A checker with no memory yet (it grows to the largest value checked).
     #[wasm_bindgen(constructor)]
     pub fn new() -> FrozenChecker {
         FrozenChecker::default()
@@ -364,9 +372,10 @@ impl FrozenChecker {
     /// Checks the type text and reserves `len` bytes for a copy of the
     /// value; returns where to copy it, or -1 (see the error getters).
     pub fn begin(&mut self, type_text: &str, len: f64) -> f64 {
-        let len = if len.is_finite() && len >= 0.0 { len as u64 } else { u64::MAX };
+        // Negative and NaN lengths cannot be had: asked for as too large (LIMIT).
+        let len = if len >= 0.0 { u64_of_f64(len) } else { u64::MAX };
         match self.core.begin(type_text, len) {
-            Ok(()) => self.core.input().as_ptr() as usize as f64,
+            Ok(()) => f64::from(addr(self.core.input().as_ptr())),
             Err(_) => -1.0,
         }
     }
@@ -383,22 +392,22 @@ impl FrozenChecker {
         self.core.check(framed, limits_of(count_cap, byte_cap), with_schema).ok().map(js_sys::Uint32Array::from)
     }
 
-    /// The last error's code (`KILN_*` name), or `""` when there is none.
+    /// The last error's code (`"TYPE"`, ...), or `""` without one.
     pub fn error_code(&self) -> String {
         self.core.error().map_or("", |e| e.code).into()
     }
 
-    /// The last error's absolute byte offset (0 when there is none).
+    /// The last error's absolute byte offset (0 without one).
     pub fn error_offset(&self) -> f64 {
-        self.core.error().map_or(0.0, |e| e.offset as f64)
+        self.core.error().map_or(0.0, |e| f64_of(e.offset))
     }
 
-    /// The id of the rule the last error broke, or `""`.
+    /// The last error's rule id (`"NonzeroGap"`, ...), or `""`.
     pub fn error_rule(&self) -> String {
         self.core.error().map_or("", |e| e.rule).into()
     }
 
-    /// The text of the rule the last error broke, or `""`.
+    /// The last error's rule in one sentence, or `""`.
     pub fn error_description(&self) -> String {
         self.core.error().map_or("", |e| e.description).into()
     }
@@ -419,7 +428,7 @@ pub struct Head {
 
 #[wasm_bindgen]
 impl Head {
-    /// An empty Head.
+    /// A head checker (its entries are kept until the next check).
     #[wasm_bindgen(constructor)]
     pub fn new() -> Head {
         Head::default()
@@ -431,11 +440,11 @@ impl Head {
     /// bytes needed (value: at least this many from the start), -1 rejected
     /// (see the error getters).
     pub fn check(&mut self, bytes: &[u8], total: f64, count_cap: u32, byte_cap: u32) -> js_sys::Float64Array {
-        let total = if total.is_finite() { f64_to_u64(total) } else { u64::MAX };
+        let total = if total.is_finite() { u64_of_f64(total) } else { u64::MAX };
         let r = match self.core.check(bytes, total, limits_of(count_cap, byte_cap)) {
             model::Head::Plain => [0.0, 0.0],
-            model::Head::Model(start) => [1.0, start as f64],
-            model::Head::Need(n) => [2.0, n as f64],
+            model::Head::Model(start) => [1.0, f64_of(start)],
+            model::Head::Need(n) => [2.0, f64_of(n)],
             model::Head::Error(_) => [-1.0, 0.0],
         };
         js_sys::Float64Array::from(&r[..])
@@ -449,25 +458,25 @@ impl Head {
 
     /// Length of the padding key's value (0 without it).
     pub fn padding(&self) -> f64 {
-        self.core.padding() as f64
+        f64_of(self.core.padding())
     }
 
-    /// The last error's code (`KILN_*` name), or `""` when there is none.
+    /// The last error's code (`"TYPE"`, ...), or `""` without one.
     pub fn error_code(&self) -> String {
         self.core.error().map_or("", |e| e.code).into()
     }
 
-    /// The last error's absolute byte offset (0 when there is none).
+    /// The last error's absolute byte offset (0 without one).
     pub fn error_offset(&self) -> f64 {
-        self.core.error().map_or(0.0, |e| e.offset as f64)
+        self.core.error().map_or(0.0, |e| f64_of(e.offset))
     }
 
-    /// The id of the rule the last error broke, or `""`.
+    /// The last error's rule id (`"NonzeroGap"`, ...), or `""`.
     pub fn error_rule(&self) -> String {
         self.core.error().map_or("", |e| e.rule).into()
     }
 
-    /// The text of the rule the last error broke, or `""`.
+    /// The last error's rule in one sentence, or `""`.
     pub fn error_description(&self) -> String {
         self.core.error().map_or("", |e| e.description).into()
     }

@@ -34,6 +34,7 @@ use kiln_nostd::frozen::{check_frame, Reader, Schema, FRAME_LEN};
 use kiln_nostd::model::{is_model_file, MODEL_HASH, PAD_KEY};
 use kiln_nostd::{ErrorCode, Limits, Rule};
 
+use crate::conv::{u32_of, u64_of};
 use crate::ErrorInfo;
 
 /// The metadata's type.
@@ -65,13 +66,13 @@ pub struct HeadCore {
 
 fn shifted(e: kiln_nostd::Error, by: usize) -> ErrorInfo {
     let mut info = ErrorInfo::from(e);
-    info.offset = info.offset.saturating_add(by as u64);
+    info.offset = info.offset.saturating_add(u64_of(by));
     info
 }
 
 fn u32_at(b: &[u8], at: usize) -> Option<u64> {
-    let w = b.get(at..at.checked_add(4)?)?;
-    Some(u64::from(u32::from_le_bytes([w[0], w[1], w[2], w[3]])))
+    let w: [u8; 4] = b.get(at..at.checked_add(4)?)?.try_into().ok()?;
+    Some(u64::from(u32::from_le_bytes(w)))
 }
 
 impl HeadCore {
@@ -82,10 +83,10 @@ impl HeadCore {
         self.entries.clear();
         self.padding = 0;
         self.error = None;
-        let have = bytes.len() as u64;
+        let have = u64_of(bytes.len());
         let whole = have >= total;
         if bytes.len() < FRAME_LEN && !whole {
-            return Head::Need(total.min(FRAME_LEN as u64));
+            return Head::Need(total.min(u64_of(FRAME_LEN)));
         }
         if !is_model_file(bytes) {
             return Head::Plain;
@@ -104,25 +105,28 @@ impl HeadCore {
             Ok(_) => body.len(),
             Err(e) if e.rule() == Rule::TrailingBytes => e.offset(),
             Err(e) if e.code() == ErrorCode::Eof && !whole => {
-                return Head::Need(need_for(body, e).saturating_add(FRAME_LEN as u64).max(have + 1).min(total));
+                return Head::Need(
+                    need_for(body, e).saturating_add(u64_of(FRAME_LEN)).max(have.saturating_add(1)).min(total),
+                );
             }
             Err(e) => return self.fail(shifted(e, FRAME_LEN)),
         };
         let meta = body.get(..end).unwrap_or(&[]);
         match reader.read(meta, &schema) {
             Ok(v) => {
-                let base = bytes.as_ptr() as usize;
-                let at = |s: &[u8]| u32::try_from((s.as_ptr() as usize).wrapping_sub(base)).unwrap_or(u32::MAX);
-                let len = |s: &[u8]| u32::try_from(s.len()).unwrap_or(u32::MAX);
+                // Keys and values borrow `bytes`: their offsets in it.
+                let base = bytes.as_ptr().addr();
+                let at = |s: &[u8]| u32_of(s.as_ptr().addr().wrapping_sub(base));
+                let len = |s: &[u8]| u32_of(s.len());
                 for (k, v) in v.as_dict().into_iter().flat_map(|d| d.entries()) {
                     let value = v.as_str_bytes().unwrap_or(&[]);
                     if k == PAD_KEY.as_bytes() {
-                        self.padding = value.len() as u64;
+                        self.padding = u64_of(value.len());
                         continue;
                     }
                     self.entries.extend_from_slice(&[at(k), len(k), at(value), len(value)]);
                 }
-                Head::Model((FRAME_LEN + end) as u64)
+                Head::Model(u64_of(FRAME_LEN).saturating_add(u64_of(end)))
             }
             // Cannot happen: the same bytes were accepted up to `end`.
             Err(e) => self.fail(shifted(e, FRAME_LEN)),
@@ -156,10 +160,11 @@ impl HeadCore {
 /// one word more.
 fn need_for(body: &[u8], e: kiln_nostd::Error) -> u64 {
     let at = e.offset();
-    let after = at as u64 + 4;
+    // Saturating: a sum past u64 is a need no file meets (the caller caps it at the total).
+    let after = u64_of(at).saturating_add(4);
     match (e.rule(), u32_at(body, at)) {
-        (Rule::ByteLengthPastEnd, Some(n)) => after + n,
-        (Rule::CountPastEnd, Some(n)) => after + n * 8,
-        _ => after + 4,
+        (Rule::ByteLengthPastEnd, Some(n)) => after.saturating_add(n),
+        (Rule::CountPastEnd, Some(n)) => after.saturating_add(n.saturating_mul(8)),
+        _ => after.saturating_add(4),
     }
 }

@@ -17,6 +17,8 @@ use kiln_nostd::descriptor::Descriptor;
 use kiln_nostd::header::{DESCRIPTOR_LEN, HEADER_LEN};
 use kiln_nostd::{layout, Directory};
 
+use crate::conv::{u32_of, u32_sat, u64_of};
+
 /// u32 slots of the directory-wide part.
 pub const META: usize = 10;
 // Slot 9 is reserved (0).
@@ -71,12 +73,9 @@ pub mod slot {
     pub const SHAPE_AT: usize = 16;
 }
 
-fn u32_of(v: u64) -> u32 {
-    u32::try_from(v).unwrap_or(u32::MAX)
-}
-
 fn lo_hi(v: u64) -> [u32; 2] {
-    [(v & 0xFFFF_FFFF) as u32, (v >> 32) as u32]
+    let [a, b, c, d, e, f, g, h] = v.to_le_bytes();
+    [u32::from_le_bytes([a, b, c, d]), u32::from_le_bytes([e, f, g, h])]
 }
 
 /// Writes the table of a checked directory whose block starts at absolute
@@ -86,31 +85,32 @@ fn lo_hi(v: u64) -> [u32; 2] {
 pub fn build(dir: &Directory<'_>, start: u64, out: &mut Vec<u32>) {
     let h = dir.header();
     let count = dir.len();
-    let heap_start = start.saturating_add((HEADER_LEN + count.saturating_mul(DESCRIPTOR_LEN)) as u64);
+    let heap_start = start.saturating_add(u64_of(count.saturating_mul(DESCRIPTOR_LEN).saturating_add(HEADER_LEN)));
     let heap_end = start.saturating_add(layout::heap_end(h.tensor_count, h.name_bytes));
     let base = layout::payload_base(h.tensor_count, h.name_bytes).unwrap_or(u64::MAX);
     let payload = start.saturating_add(base);
     let block_len = base.saturating_add(h.payload_bytes);
     out.clear();
-    out.push(u32_of(count as u64));
+    out.push(u32_of(count));
     out.extend_from_slice(&lo_hi(start));
     out.extend_from_slice(&lo_hi(block_len));
     out.extend_from_slice(&lo_hi(payload));
-    out.extend_from_slice(&[u32_of(heap_start), u32_of(heap_end), 0]);
-    let rows_end = META + count * SLOTS;
+    out.extend_from_slice(&[u32_sat(heap_start), u32_sat(heap_end), 0]);
+    // `count` descriptors are in wasm memory, 128 bytes each: the rows fit too.
+    let rows_end = count.saturating_mul(SLOTS).saturating_add(META);
     out.resize(rows_end, 0);
     let mut at = META;
     for t in dir.iter() {
         let d = t.descriptor();
         let rank = usize::from(d.rank).min(d.shape.len());
-        let shape_at = u32_of(out.len() as u64);
-        for &dim in &d.shape[..rank] {
+        let shape_at = u32_of(out.len());
+        for &dim in d.shape.get(..rank).unwrap_or_default() {
             out.extend_from_slice(&lo_hi(dim));
         }
-        if let Some(row) = out.get_mut(at..at + SLOTS) {
+        if let Some(row) = out.get_mut(at..at.saturating_add(SLOTS)) {
             fill_row(&d, payload, shape_at, row);
         }
-        at += SLOTS;
+        at = at.saturating_add(SLOTS);
     }
 }
 

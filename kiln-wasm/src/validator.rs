@@ -15,6 +15,7 @@
 use kiln_nostd::header::HEADER_LEN;
 use kiln_nostd::{layout, scratch_len, Error, Header, Incremental, Limits, Progress, Rule};
 
+use crate::conv::{u64_of, usize_sat};
 use crate::{table, ErrorInfo};
 
 /// What the header says about the memory a block needs.
@@ -37,7 +38,7 @@ pub struct Need {
 pub fn need(head: &[u8], limits: &Limits) -> Need {
     let none = Need { prefix: None, block_len: None, payload_base: None, count: 0 };
     let Some(head) = head.get(..HEADER_LEN) else { return none };
-    let header_only = Need { prefix: Some(HEADER_LEN as u64), ..none };
+    let header_only = Need { prefix: Some(u64_of(HEADER_LEN)), ..none };
     let Ok(h) = Header::parse(head) else { return header_only };
     let count = h.tensor_count;
     let heap_end = layout::heap_end(h.tensor_count, h.name_bytes);
@@ -181,7 +182,7 @@ impl Session {
             drop(unsafe { Box::from_raw(self.prefix) });
             self.prefix = Box::into_raw(boxed::<u8>(mem).unwrap_or_default());
         }
-        let want = if count > 0 && (count as usize).saturating_mul(128).saturating_add(HEADER_LEN) <= mem {
+        let want = if count > 0 && usize_sat(u64::from(count)).saturating_mul(128).saturating_add(HEADER_LEN) <= mem {
             scratch_len(count)
         } else {
             0
@@ -249,9 +250,9 @@ impl Session {
         let mut left = n;
         let mut p = Progress::Header;
         while left > 0 {
-            let k = usize::try_from(left).unwrap_or(usize::MAX).min(ZEROS.len());
-            p = self.feed(&ZEROS[..k])?;
-            left -= k as u64;
+            let zeros = ZEROS.get(..usize_sat(left)).unwrap_or(&ZEROS);
+            p = self.feed(zeros)?;
+            left = left.saturating_sub(u64_of(zeros.len()));
         }
         Ok(p)
     }
@@ -277,12 +278,14 @@ impl Session {
             if fed >= to {
                 return Ok(());
             }
-            if self.skip(to - fed)? > 0 {
+            // (`fed < to` from here on.)
+            if self.skip(to.saturating_sub(fed))? > 0 {
                 run = 0;
                 continue;
             }
-            let piece = if run == 0 { 64 - fed % 64 } else { (run * 2).min(ZEROS.len() as u64) };
-            let n = piece.min(to - fed);
+            let piece =
+                if run == 0 { 64_u64.saturating_sub(fed % 64) } else { run.saturating_mul(2).min(u64_of(ZEROS.len())) };
+            let n = piece.min(to.saturating_sub(fed));
             self.feed_zeros(n)?;
             run = n;
         }

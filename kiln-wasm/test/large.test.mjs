@@ -4,7 +4,7 @@
 // wasm memory holds the directory, not the file.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as kiln from '../pkg/index.js';
@@ -96,8 +96,9 @@ test('files past 4 GiB: EOF and TRAILING offsets are exact, faults past 4 GiB ar
   const long = sparseBlock(join(dir, 'long.kiln'), 6 * GiB, { extra: 5 });
   srv.files.set('/long.kiln', long);
   await assert.rejects(kiln.openRemote(`${srv.base}/long.kiln`), { code: 'TRAILING', offset: 6 * GiB });
-  // A bool tensor past 6 GiB: loaded and checked; a bad byte there is BoolByte.
-  // wasm32's core reports offsets in 32 bits: past 4 GiB they saturate at 2^32 - 1.
+  // A bool tensor past 6 GiB: loaded and checked; a bad byte there is BoolByte,
+  // at its exact offset (wasm32's core saturates offsets at 2^32 - 1: the
+  // package finds the byte by rechecking, validate.js exactFault).
   const good = sparseBlock(join(dir, 'flags.kiln'), 6 * GiB, { flags: Uint8Array.of(1, 0, 1) });
   srv.files.set('/flags.kiln', good);
   const r = await kiln.openRemote(`${srv.base}/flags.kiln`);
@@ -107,8 +108,41 @@ test('files past 4 GiB: EOF and TRAILING offsets are exact, faults past 4 GiB ar
   const bad = sparseBlock(join(dir, 'badflags.kiln'), 6 * GiB, { flags: Uint8Array.of(1, 2, 1) });
   srv.files.set('/badflags.kiln', bad);
   const r2 = await kiln.openRemote(`${srv.base}/badflags.kiln`);
-  await assert.rejects(r2.load('flags'), { code: 'TYPE', rule: 'BoolByte', offset: 2 ** 32 - 1 });
+  await assert.rejects(r2.load('flags'), { code: 'TYPE', rule: 'BoolByte', offset: bad.flagsAt + 1 });
   for (const p of ['cut', 'long', 'flags', 'badflags']) rmSync(join(dir, `${p}.kiln`));
+});
+
+test('a nonzero gap byte past 4 GiB: NonzeroGap at its exact offset', async () => {
+  // small f32[16] at payload offset 0, huge u8[5 GiB + 3] at 64, then a
+  // 61-byte gap and tail f32[4] at the next multiple of 64; the block ends
+  // there. Only the directory, the gap byte and tail are written.
+  const hugeLen = 5 * GiB + 3;
+  const specs = [
+    { name: 'small', dtype: 'f32', shape: [16] },
+    { name: 'huge', dtype: 'u8', shape: [hugeLen] },
+    { name: 'tail', dtype: 'f32', shape: [4] },
+  ];
+  const base = Math.ceil((64 + 3 * 128 + 13) / 64) * 64;
+  const tailAt = base + Math.ceil((64 + hugeLen) / 64) * 64;
+  const gapByte = base + 64 + hugeLen + 10;
+  const path = join(dir, 'gap.kiln');
+  const fd = openSync(path, 'w');
+  try {
+    writeSync(fd, encodeKiln(specs, base + 64), 0, base + 64, 0);
+    writeSync(fd, Uint8Array.of(7), 0, 1, gapByte);
+    writeSync(fd, new Uint8Array(16), 0, 16, tailAt);
+  } finally {
+    closeSync(fd);
+  }
+  srv.files.set('/gap.kiln', { path, size: tailAt + 16 });
+  try {
+    const r = await kiln.openRemote(`${srv.base}/gap.kiln`);
+    assert.equal(r.get('tail').byteOffset, tailAt);
+    assert.ok(gapByte > 2 ** 32);
+    await assert.rejects(r.load('tail'), { code: 'TYPE', rule: 'NonzeroGap', offset: gapByte });
+  } finally {
+    rmSync(path);
+  }
 });
 
 test('a server that ignores Range on a 6 GiB file: an error, and the body is cancelled', async () => {

@@ -192,3 +192,121 @@ test('random chunks of a 1,000-tensor block: the same table; a bad bool byte dee
   assert.equal(loader.end().get('w').byteLength, 256 << 20);
   assert.ok(wasm_memory().buffer.byteLength - mem0 < 16 << 20);
 });
+
+// A byte stream (as fetch bodies are) whose source writes into the view a BYOB
+// read hands it, in pieces of at most `piece` bytes; records the length of the
+// buffer behind each view it filled.
+function byteStream(bytes, piece, log = { buffers: [], cancelled: false }) {
+  let at = 0;
+  return new ReadableStream({
+    type: 'bytes',
+    autoAllocateChunkSize: piece,
+    pull(c) {
+      const view = c.byobRequest.view;
+      const n = Math.min(view.byteLength, piece, bytes.length - at);
+      if (n === 0) {
+        c.close();
+        c.byobRequest.respond(0);
+        return;
+      }
+      view.set(bytes.subarray(at, at + n));
+      log.buffers.push([view.buffer.byteLength, n]);
+      at += n;
+      c.byobRequest.respond(n);
+    },
+    cancel() {
+      log.cancelled = true;
+    },
+  });
+}
+
+test('consume() reads a byte stream straight into the final buffer (BYOB), or copies where BYOB is slow', async () => {
+  const { streamReading } = await import('../pkg/loader.js');
+  const saved = streamReading.byob;
+  const bytes = encodeKiln(Array.from({ length: 40 }, (_, i) => ({ name: `t${i}`, dtype: ['f32', 'bool', 'u4'][i % 3], shape: [1000 + i * 77] })));
+  const want = kiln.parseDirectory(bytes).toJSON();
+  try {
+    for (const byob of [true, false]) {
+      streamReading.byob = byob;
+      const log = { buffers: [], cancelled: false };
+      const dir = await new kiln.DirectoryLoader().consume(byteStream(bytes, 3000, log));
+      assert.deepEqual(dir.toJSON(), want, `byob ${byob}`);
+      const t = dir.get('t39');
+      assert.deepEqual([...t.bytes()], [...bytes.subarray(t.byteOffset, t.byteOffset + t.byteLength)]);
+      // With BYOB the source wrote every byte after the read that completed
+      // the directory into the buffer the views are over (the file's length);
+      // without it, into chunks.
+      const inFinal = log.buffers.filter(([len]) => len === bytes.length).reduce((a, [, n]) => a + n, 0);
+      if (byob) assert.ok(inFinal >= bytes.length - dir.payloadOffset - 3000, `${inFinal} bytes written in place`);
+      else assert.equal(inFinal, 0);
+      assert.equal(dir.get('t0').view().buffer.byteLength, bytes.length);
+      // A nonzero gap byte deep in the payload: the exact verdict, the stream cancelled.
+      const gapAt = dir.get('t30').byteOffset - 1;
+      assert.equal(bytes[gapAt], 0);
+      const bad = bytes.slice();
+      bad[gapAt] = 9;
+      const badLog = { buffers: [], cancelled: false };
+      await assert.rejects(new kiln.DirectoryLoader().consume(byteStream(bad, 3000, badLog)), { code: 'TYPE', rule: 'NonzeroGap', offset: gapAt });
+      assert.ok(badLog.cancelled, `byob ${byob}: cancelled`);
+      // Longer than declared: TRAILING at the block's end, as parseDirectory says.
+      const long = new Uint8Array(bytes.length + 100);
+      long.set(bytes);
+      await assert.rejects(new kiln.DirectoryLoader().consume(byteStream(long, 3000)), { code: 'TRAILING', offset: bytes.length });
+      // A stream that fails after the directory: its error, then and from end().
+      let sent = 0;
+      const failing = new ReadableStream({
+        type: 'bytes',
+        pull(c) {
+          if (sent >= 20000) throw new Error('network down');
+          const view = c.byobRequest?.view;
+          const chunk = bytes.subarray(sent, sent + 3000);
+          if (view) {
+            view.set(chunk.subarray(0, view.byteLength));
+            const n = Math.min(view.byteLength, chunk.length);
+            sent += n;
+            c.byobRequest.respond(n);
+          } else {
+            c.enqueue(chunk.slice());
+            sent += chunk.length;
+          }
+        },
+      });
+      const broken = new kiln.DirectoryLoader();
+      await assert.rejects(broken.consume(failing), /network down/);
+      assert.throws(() => broken.end(), byob ? /network down/ : { code: 'EOF' });
+    }
+  } finally {
+    streamReading.byob = saved;
+  }
+});
+
+test('payload no rule reads costs no wasm call per chunk', async () => {
+  const { Validator } = await import('../pkg/wasm/kiln_wasm.js');
+  const big = encodeKiln([{ name: 'w', dtype: 'f32', shape: [16 << 20] }, { name: 'b', dtype: 'bool', shape: [7] }]);
+  let calls = 0;
+  const saved = {};
+  for (const m of ['skip', 'feed', 'next_needed']) {
+    saved[m] = Validator.prototype[m];
+    Validator.prototype[m] = function (...args) {
+      calls++;
+      return saved[m].apply(this, args);
+    };
+  }
+  try {
+    const loader = new kiln.DirectoryLoader();
+    for (let at = 0; at < big.length; at += 65536) loader.push(big.subarray(at, at + 65536));
+    const dir = loader.end();
+    assert.equal(dir.get('w').byteLength, 64 << 20);
+    // 1,025 chunks; before this they cost a skip call each.
+    assert.ok(calls < 20, `${calls} wasm calls`);
+    // The bool byte after the big tensor is still checked.
+    const bad = big.slice();
+    bad[dir.get('b').byteOffset + 6] = 2;
+    const l2 = new kiln.DirectoryLoader();
+    assert.throws(() => {
+      for (let at = 0; at < bad.length; at += 65536) l2.push(bad.subarray(at, at + 65536));
+    }, { code: 'TYPE', rule: 'BoolByte', offset: dir.get('b').byteOffset + 6 });
+  } finally {
+    Object.assign(Validator.prototype, saved);
+  }
+});
