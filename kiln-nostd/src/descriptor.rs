@@ -291,11 +291,18 @@ impl Descriptor {
         }
     }
 
-    /// Decodes 128 descriptor bytes; any other length decodes as all zeros.
-    pub fn decode(raw: &[u8]) -> Descriptor {
-        bytemuck::try_from_bytes::<RawDescriptor>(raw)
-            .map(Descriptor::from_raw)
-            .unwrap_or_else(|_| Descriptor::from_raw(&RawDescriptor::ZERO))
+    /// Decodes the 128 bytes of one descriptor (no field is checked).
+    ///
+    /// ```
+    /// use kiln_nostd::{descriptor::Descriptor, header::DESCRIPTOR_LEN};
+    /// let mut raw = [0u8; DESCRIPTOR_LEN];
+    /// raw[0] = 2; // dtype code 2: f32
+    /// let d = Descriptor::decode(&raw);
+    /// assert_eq!((d.dtype, d.encode()), (2, raw));
+    /// ```
+    pub fn decode(raw: &[u8; DESCRIPTOR_LEN]) -> Descriptor {
+        // Same size and alignment 1: the cast cannot fail.
+        Descriptor::from_raw(bytemuck::cast_ref(raw))
     }
 
     /// Encodes into 128 bytes (reserved bytes zero).

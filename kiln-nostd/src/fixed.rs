@@ -30,7 +30,7 @@ impl<'a> Directory<'a> {
     /// The tensors in a `heapless::Vec` of capacity `N`.
     ///
     /// ```
-    /// # let bytes = kiln_nostd::doc_example_block();
+    /// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln"));
     /// let dir = kiln_nostd::Directory::parse(&bytes)?;
     /// let all = dir.collect_tensors::<4>().expect("fits");
     /// assert_eq!(all.len(), 1);
@@ -53,7 +53,7 @@ impl<'a> Directory<'a> {
 ///
 /// ```
 /// use kiln_nostd::FixedIndex;
-/// # let bytes = kiln_nostd::doc_example_block_named();
+/// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut index = FixedIndex::<8, 32>::new();
 /// let (dir, names) = index.parse(&bytes)?;
 /// assert_eq!(names.get("w").map(|t| t.index()), Some(0));
@@ -117,7 +117,7 @@ mod tests {
 
     #[test]
     fn too_many_tensors_for_the_capacity_is_limit() {
-        let bytes = crate::doc_example_block_named();
+        let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
         let mut index = FixedIndex::<0, 2>::new();
         let err = index.parse(&bytes).unwrap_err();
         assert_eq!((err.code(), err.offset()), (crate::ErrorCode::Limit, 8));

@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use kiln_nostd::model::{self, Model};
-//! # let file = kiln_nostd::model::doc_example_file();
+//! # let file = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.model.kiln"));
 //! let m = Model::parse(&file)?;
 //! assert_eq!(m.metadata().get("author"), Some("kiln"));
 //! assert_eq!(m.directory().len(), 1);
@@ -385,25 +385,4 @@ fn put_pad(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), len: usize) 
         put(file, SPACES.get(..n).unwrap_or(&[]));
         left = left.saturating_sub(n);
     }
-}
-
-#[doc(hidden)]
-/// A small model file for the examples: metadata {author: kiln, kiln.convert.pad: "  "}, one f32 [2].
-pub fn doc_example_file() -> [u8; 16 + 4 + 4 + 6 + 4 + 4 + 4 + 16 + 4 + 2 + 200] {
-    let mut out = [0u8; 16 + 4 + 4 + 6 + 4 + 4 + 4 + 16 + 4 + 2 + 200];
-    let mut at = 0usize;
-    let mut put = |bytes: &[u8]| {
-        if let Some(dst) = out.get_mut(at..at.saturating_add(bytes.len())) {
-            dst.copy_from_slice(bytes);
-        }
-        at = at.saturating_add(bytes.len());
-    };
-    put(&crate::frozen::frame_bytes(MODEL_HASH));
-    put(&2u32.to_le_bytes());
-    for s in ["author", "kiln", PAD_KEY, "  "] {
-        put(&u32::try_from(s.len()).unwrap_or(0).to_le_bytes());
-        put(s.as_bytes());
-    }
-    put(&crate::doc_example_block());
-    out
 }

@@ -304,20 +304,20 @@ impl<'s> Table<'s> {
     }
 
     /// Freezes the table for lookups.
-    pub fn freeze(self) -> FrozenTable<'s> {
-        FrozenTable { slots: self.slots, mask: self.mask, shift: self.shift }
+    pub fn freeze(self) -> LookupTable<'s> {
+        LookupTable { slots: self.slots, mask: self.mask, shift: self.shift }
     }
 }
 
 /// A filled table, read-only.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct FrozenTable<'s> {
+pub(crate) struct LookupTable<'s> {
     slots: &'s [[u32; 2]],
     mask: usize,
     shift: u32,
 }
 
-impl FrozenTable<'_> {
+impl LookupTable<'_> {
     /// The index of the tensor named `name`, if any.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn find<'n>(&self, name: &[u8], seed: u64, name_of: impl Fn(usize) -> &'n [u8]) -> Option<usize> {

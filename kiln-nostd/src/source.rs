@@ -38,7 +38,7 @@
 //!
 //! ```
 //! use kiln_nostd::source::{self, SourceError};
-//! # let block = kiln_nostd::doc_example_block_named();
+//! # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 //! let file: &[u8] = &block; // or a std::fs::File, source::Flash, source::Io, ...
 //! let mut prefix = [0u8; 512]; // at least the prefix: Opened::payload_base bytes
 //! let model = source::open(file, &mut prefix)?;
@@ -65,7 +65,7 @@
 //!
 //! ```
 //! use kiln_nostd::source::{self, SourceError};
-//! # let block = kiln_nostd::doc_example_block_named();
+//! # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 //! let mut prefix = [0u8; 512];
 //! let mut chunk = [0u8; 256];
 //! let summary = source::verify(&block[..], &mut prefix, &mut chunk)?;
@@ -204,7 +204,7 @@ impl<E: fmt::Debug + fmt::Display> core::error::Error for ReadError<E> {}
 ///
 /// ```
 /// use kiln_nostd::source::{self, Window};
-/// # let block = kiln_nostd::doc_example_block_named();
+/// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut image = vec![0xffu8; 4096];                 // say, a flash image
 /// image[1024..1024 + block.len()].copy_from_slice(&block);
 /// let part = Window::new(&image[..], 1024, 4096 - 1024);
@@ -360,7 +360,7 @@ impl From<&Tensor<'_>> for TensorId<'_> {
 ///
 /// ```
 /// use kiln_nostd::{source::Options, Limits};
-/// # let block = kiln_nostd::doc_example_block_named();
+/// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut names = [0u32; 64];
 /// let mut prefix = [0u8; 512];
 /// let model = Options::new()

@@ -8,14 +8,14 @@ use crate::dtype::DType;
 use crate::element::{Element, ViewError};
 use crate::error::Result;
 use crate::header::{Header, Regions};
-use crate::names::{same_bytes, FrozenTable, Heap};
+use crate::names::{same_bytes, LookupTable, Heap};
 use crate::quant::SCHEME_SCALES_OUTER;
 
 /// A checked tensor directory borrowed from the caller's buffer.
 ///
 /// ```
 /// use kiln_nostd::{Directory, DType};
-/// # let bytes = kiln_nostd::doc_example_block();
+/// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln"));
 /// let dir = Directory::parse(&bytes)?;
 /// for t in dir.iter() {
 ///     assert_eq!(t.dtype(), DType::F32);
@@ -112,8 +112,8 @@ impl<'a> Directory<'a> {
 
     /// The tensors in descriptor order.
     #[cfg_attr(target_pointer_width = "64", inline)]
-    pub fn iter(&self) -> Tensors<'a> {
-        Tensors { dir: *self, next: 0 }
+    pub fn iter(&self) -> TensorIter<'a> {
+        TensorIter { dir: *self, next: 0 }
     }
 
     /// The tensor named `name`, by a linear scan. For many lookups build a
@@ -133,20 +133,20 @@ impl<'a> Directory<'a> {
 
 impl<'a> IntoIterator for Directory<'a> {
     type Item = Tensor<'a>;
-    type IntoIter = Tensors<'a>;
-    fn into_iter(self) -> Tensors<'a> {
+    type IntoIter = TensorIter<'a>;
+    fn into_iter(self) -> TensorIter<'a> {
         self.iter()
     }
 }
 
 /// Iterator over a directory's tensors.
 #[derive(Clone, Debug)]
-pub struct Tensors<'a> {
+pub struct TensorIter<'a> {
     dir: Directory<'a>,
     next: usize,
 }
 
-impl<'a> Iterator for Tensors<'a> {
+impl<'a> Iterator for TensorIter<'a> {
     type Item = Tensor<'a>;
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn next(&mut self) -> Option<Tensor<'a>> {
@@ -160,13 +160,13 @@ impl<'a> Iterator for Tensors<'a> {
     }
 }
 
-impl ExactSizeIterator for Tensors<'_> {}
+impl ExactSizeIterator for TensorIter<'_> {}
 
 /// Name lookups in O(1) expected time, from the table the parser built in
 /// caller scratch (or a linear scan when there was not enough scratch).
 ///
 /// ```
-/// # let bytes = kiln_nostd::doc_example_block_named();
+/// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut scratch = [0u32; 16];
 /// let (dir, index) = kiln_nostd::Parser::new().scratch(&mut scratch).parse_indexed(&bytes)?;
 /// assert_eq!(index.get("w").map(|t| t.index()), Some(0));
@@ -176,12 +176,12 @@ impl ExactSizeIterator for Tensors<'_> {}
 #[derive(Clone, Copy, Debug)]
 pub struct NameIndex<'a, 's> {
     dir: Directory<'a>,
-    table: Option<FrozenTable<'s>>,
+    table: Option<LookupTable<'s>>,
     seed: u64,
 }
 
 impl<'a, 's> NameIndex<'a, 's> {
-    pub(crate) fn from_parts(dir: Directory<'a>, table: Option<FrozenTable<'s>>, seed: u64) -> Self {
+    pub(crate) fn from_parts(dir: Directory<'a>, table: Option<LookupTable<'s>>, seed: u64) -> Self {
         NameIndex { dir, table, seed }
     }
 

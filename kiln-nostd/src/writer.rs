@@ -110,7 +110,7 @@ impl<'a> TensorSpec<'a> {
     ///
     /// ```
     /// use kiln_nostd::{Directory, TensorSpec, Writer};
-    /// # let bytes = kiln_nostd::doc_example_block_named();
+    /// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
     /// let dir = Directory::parse(&bytes)?;
     /// let tensors: Vec<_> = dir.iter().collect();
     /// let specs: Vec<_> = tensors.iter().map(TensorSpec::from_tensor).collect();

@@ -239,9 +239,9 @@ impl<'a, 's> Value<'a, 's> {
     }
 
     /// A `dict<str,V>`.
-    pub fn as_dict(&self) -> Option<Dict<'a, 's>> {
+    pub fn as_dict(&self) -> Option<DictValue<'a, 's>> {
         let value = self.ty.elem().filter(|_| self.kind() == Kind::Dict)?;
-        Some(Dict { value, buf: self.buf, body: self.at.saturating_add(4), len: word(self.buf, self.at) })
+        Some(DictValue { value, buf: self.buf, body: self.at.saturating_add(4), len: word(self.buf, self.at) })
     }
 
     /// A `struct{...}`.
@@ -448,9 +448,9 @@ impl ExactSizeIterator for ListIter<'_, '_> {}
 
 /// A validated dict: keys are unique and in increasing byte order.
 ///
-/// [`get`](Dict::get) scans and stops at the first key past the one asked
+/// [`get`](DictValue::get) scans and stops at the first key past the one asked
 /// for; entries have no fixed size, so a binary search needs their offsets:
-/// [`index`](Dict::index) records them in caller scratch.
+/// [`index`](DictValue::index) records them in caller scratch.
 ///
 /// ```
 /// use kiln_nostd::frozen::{read, Schema};
@@ -465,14 +465,14 @@ impl ExactSizeIterator for ListIter<'_, '_> {}
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct Dict<'a, 's> {
+pub struct DictValue<'a, 's> {
     value: TypeRef<'s>,
     buf: &'a [u8],
     body: usize,
     len: usize,
 }
 
-impl<'a, 's> Dict<'a, 's> {
+impl<'a, 's> DictValue<'a, 's> {
     /// Entry count.
     pub fn len(&self) -> usize {
         self.len
@@ -547,7 +547,7 @@ impl<'a, 's> Iterator for DictIter<'a, 's> {
     type Item = (&'a [u8], Value<'a, 's>);
     fn next(&mut self) -> Option<Self::Item> {
         self.left = self.left.checked_sub(1)?;
-        let d = Dict { value: self.value, buf: self.buf, body: 0, len: 0 };
+        let d = DictValue { value: self.value, buf: self.buf, body: 0, len: 0 };
         let (k, v) = d.entry_at(self.pos);
         self.pos = skip(self.buf, self.value, v.at);
         Some((k, v))
@@ -574,7 +574,7 @@ impl<'a, 's> Iterator for DictStrIter<'a, 's> {
 /// A dict with recorded entry offsets: binary-search lookups.
 #[derive(Debug)]
 pub struct DictIndex<'a, 's, 'x> {
-    dict: Dict<'a, 's>,
+    dict: DictValue<'a, 's>,
     offsets: &'x [usize],
 }
 

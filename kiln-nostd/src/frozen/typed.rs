@@ -11,8 +11,8 @@
 //! | [`Seq<T>`] | `list<T>`, any `T`, checked up front, decoded lazily |
 //! | `Option<T>` | `opt<T>` |
 //! | [`DictView<V>`] | `dict<str,V>`, borrowed, lazily decoded |
-//! | [`Dict`] | `dict<str,V>` to encode from unsorted pairs |
-//! | [`Directory`] / [`Tensors`] | `tensors` (decode / encode) |
+//! | [`DictPairs`] | `dict<str,V>` to encode from unsorted pairs |
+//! | [`Directory`] / [`TensorSpecs`] | `tensors` (decode / encode) |
 //! | `#[derive(Kiln)]` struct | `struct{...}` |
 //! | `String`, `Vec<T>`, `BTreeMap<String, V>` (feature `alloc`) | `str`, `list<T>`, `dict<str,V>` |
 //!
@@ -791,21 +791,21 @@ impl<V: KilnType> Encode for DictView<'_, V> {
 /// allocation). Equal keys are TYPE ([`Rule::DuplicateDictKey`]).
 ///
 /// ```
-/// use kiln_nostd::frozen::{encode, Dict};
+/// use kiln_nostd::frozen::{encode, DictPairs};
 /// let pairs = [("b", 2u8), ("a", 1)];
 /// let mut out = [0u8; 16];
-/// let n = encode(&Dict(&pairs[..]), &mut out)?;
+/// let n = encode(&DictPairs(&pairs[..]), &mut out)?;
 /// assert_eq!(&out[..n], &[2, 0, 0, 0, 1, 0, 0, 0, b'a', 1, 1, 0, 0, 0, b'b', 2]);
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct Dict<'s, K, V>(pub &'s [(K, V)]);
+pub struct DictPairs<'s, K, V>(pub &'s [(K, V)]);
 
-impl<K, V: KilnType> KilnType for Dict<'_, K, V> {
+impl<K, V: KilnType> KilnType for DictPairs<'_, K, V> {
     const TY: &'static Ty = &Ty::dict(V::TY);
 }
 
-impl<K: AsRef<str>, V: Encode> Encode for Dict<'_, K, V> {
+impl<K: AsRef<str>, V: Encode> Encode for DictPairs<'_, K, V> {
     fn encoded_len(&self) -> usize {
         self.0
             .iter()
@@ -880,23 +880,23 @@ impl Encode for Directory<'_> {
 /// one canonical directory block by [`Writer`].
 ///
 /// ```
-/// use kiln_nostd::{frozen::{decode, encode, Tensors}, DType, Directory, TensorSpec};
+/// use kiln_nostd::{frozen::{decode, encode, TensorSpecs}, DType, Directory, TensorSpec};
 /// let data = [0, 0, 0x80, 0x3f];
 /// let specs = [TensorSpec::new(DType::F32, &[1], &data)];
 /// let mut out = [0u8; 256];
-/// let n = encode(&Tensors(&specs), &mut out)?;
+/// let n = encode(&TensorSpecs(&specs), &mut out)?;
 /// let dir: Directory = decode(&out[..n])?;
 /// assert_eq!(dir.len(), 1);
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct Tensors<'s>(pub &'s [TensorSpec<'s>]);
+pub struct TensorSpecs<'s>(pub &'s [TensorSpec<'s>]);
 
-impl KilnType for Tensors<'_> {
+impl KilnType for TensorSpecs<'_> {
     const TY: &'static Ty = &Ty::TENSORS;
 }
 
-impl Encode for Tensors<'_> {
+impl Encode for TensorSpecs<'_> {
     fn encoded_len(&self) -> usize {
         Writer::new().encoded_len(self.0).unwrap_or(usize::MAX)
     }

@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use kiln_nostd::hk::{HkFile, MetaValue, StorageType};
-//! # let bytes = kiln_nostd::hk::doc_example_file();
+//! # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
 //! let hk = HkFile::parse(&bytes)?;
 //! for pair in hk.metadata() {
 //!     if let MetaValue::String(arch) = pair.value {
@@ -258,45 +258,4 @@ impl<'a> HkFile<'a> {
     pub fn verify_lineage(&self) -> Result<Lineage> {
         appendix::verify(self.appendix())
     }
-}
-
-#[doc(hidden)]
-/// A small valid file for doc examples: metadata `general.architecture = "mlp"`
-/// and one f32 tensor `w` = [1.0, -2.0] at offset 256.
-pub fn doc_example_file() -> [u8; 264] {
-    let mut f = [0u8; 264];
-    let mut put = |at: usize, bytes: &[u8]| {
-        if let Some(dst) = at.checked_add(bytes.len()).and_then(|end| f.get_mut(at..end)) {
-            dst.copy_from_slice(bytes);
-        }
-    };
-    put(0, &HK_MAGIC);
-    put(4, &1u16.to_le_bytes());
-    put(8, &(FLAG_LITTLE_ENDIAN | FLAG_TILE_ALIGNED).to_le_bytes());
-    put(12, &128u16.to_le_bytes());
-    put(16, &1u64.to_le_bytes()); // tensor_count
-    put(24, &1u64.to_le_bytes()); // kv count
-    put(32, &128u64.to_le_bytes()); // metadata offset
-    put(40, &30u64.to_le_bytes()); // metadata size: 2 + 20 + 1 + 4 + 3
-    put(48, &158u64.to_le_bytes()); // toc offset
-    put(56, &(2 + 1 + 4 + 8 + 48 + 6u64).to_le_bytes()); // toc size: 69
-    put(64, &256u64.to_le_bytes()); // data offset
-    put(88, &1u16.to_le_bytes()); // split_count
-                                  // metadata
-    put(128, &20u16.to_le_bytes());
-    put(130, b"general.architecture");
-    put(150, &[tag::STRING]);
-    put(151, &3u32.to_le_bytes());
-    put(155, b"mlp");
-    // toc
-    put(158, &1u16.to_le_bytes());
-    put(160, b"w");
-    put(161, &[0, 0, 0, 1]);
-    put(165, &2u64.to_le_bytes());
-    put(173, &256u64.to_le_bytes());
-    put(181, &8u64.to_le_bytes());
-    put(221, &32u16.to_le_bytes());
-    // data
-    put(256, &[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
-    f
 }

@@ -37,7 +37,7 @@ use crate::bytes::{u64_from, usize_from};
 ///         self.0.len()
 ///     }
 /// }
-/// # let block = kiln_nostd::doc_example_block_named();
+/// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut image = vec![0xff; 8192];
 /// image[1030..1030 + block.len()].copy_from_slice(&block); // the model at an odd address
 /// let mut flash = Flash::<_>::new(Spi(image));
