@@ -1,6 +1,6 @@
 //! The 64-byte directory header and the regions it implies (check steps 1 to 7).
 
-use crate::bytes::{first_nonzero, u32_at, u64_at, u64_from, usize_from};
+use crate::bytes::{first_nonzero, u32_at, u64_at, u64_from, usize_from, usize_sat};
 use crate::error::{fail, Result, Rule};
 use crate::limits::Limits;
 
@@ -148,7 +148,7 @@ impl Header {
 /// Step 5: the directory (header, descriptors, heap) ends inside the `avail` bytes at hand.
 pub(crate) fn check_directory_fits(heap_end: u64, avail: u64) -> Result<()> {
     if heap_end > avail {
-        return fail(Rule::DirectoryTruncated, usize_from(avail).unwrap_or(usize::MAX));
+        return fail(Rule::DirectoryTruncated, usize_sat(avail));
     }
     Ok(())
 }
@@ -156,7 +156,7 @@ pub(crate) fn check_directory_fits(heap_end: u64, avail: u64) -> Result<()> {
 /// Step 6, the length: the block ends inside the `avail` bytes at hand.
 pub(crate) fn check_block_fits(block_len: u64, avail: u64) -> Result<()> {
     if block_len > avail {
-        return fail(Rule::BlockTruncated, usize_from(avail).unwrap_or(usize::MAX));
+        return fail(Rule::BlockTruncated, usize_sat(avail));
     }
     Ok(())
 }

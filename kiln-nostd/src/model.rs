@@ -20,7 +20,7 @@
 //! # Ok::<(), kiln_nostd::Error>(())
 //! ```
 
-use crate::bytes::{u32_at, usize_from};
+use crate::bytes::{u32_at, usize_from, usize_from_u32};
 use crate::error::{fail, Result, Rule};
 use crate::frozen::{check_frame, Field, Ty, FRAME_MAGIC};
 use crate::views::Directory;
@@ -138,7 +138,7 @@ pub struct Metadata<'a> {
 impl<'a> Metadata<'a> {
     /// The entries, in key order, without the padding key.
     pub fn iter(&self) -> MetadataIter<'a> {
-        let count = u32_at(self.bytes, 0).and_then(|n| usize_from(u64::from(n))).unwrap_or(0);
+        let count = u32_at(self.bytes, 0).map(usize_from_u32).unwrap_or(0);
         MetadataIter { bytes: self.bytes, at: 4, left: count, hide_pad: true }
     }
 
@@ -190,7 +190,7 @@ pub struct MetadataIter<'a> {
 impl<'a> MetadataIter<'a> {
     /// The string at the cursor (length word, then UTF-8 bytes, checked at parse time).
     fn string(&mut self) -> Option<&'a str> {
-        let len = usize_from(u64::from(u32_at(self.bytes, self.at)?))?;
+        let len = usize_from_u32(u32_at(self.bytes, self.at)?);
         let start = self.at.checked_add(4)?;
         let end = start.checked_add(len)?;
         self.at = end;

@@ -5,6 +5,7 @@
 //! table in caller scratch (linear expected time) or, without scratch, by
 //! comparing every pair (quadratic, no memory).
 
+use crate::bytes::usize_from_u32;
 use crate::descriptor::{field_at, RawDescriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, NO_NAME};
 use crate::error::{fail, Result, Rule};
 use crate::header::AT_FLAGS;
@@ -229,18 +230,30 @@ fn fingerprint(h: u64) -> u32 {
 }
 
 /// Slots a table for `count` names uses: a power of two at least 1.5 times the count.
-fn slots_for(count: usize) -> Option<usize> {
-    count.checked_add(count / 2)?.checked_add(1)?.checked_next_power_of_two()
+const fn slots_for(count: usize) -> Option<usize> {
+    let Some(n) = count.checked_add(count / 2) else { return None };
+    let Some(n) = n.checked_add(1) else { return None };
+    n.checked_next_power_of_two()
 }
 
 /// Scratch `u32`s a name table for `count` tensors needs (two per slot).
+/// A `const fn`, so a fixed scratch array can be sized at compile time.
 ///
 /// ```
-/// assert_eq!(kiln_nostd::scratch_len(10_000), 2 * 16_384);
+/// const SCRATCH: usize = kiln_nostd::scratch_len(10_000);
+/// assert_eq!(SCRATCH, 2 * 16_384);
 /// ```
-pub fn scratch_len(count: u32) -> usize {
-    let n = usize::try_from(count).unwrap_or(usize::MAX);
-    slots_for(n).and_then(|s| s.checked_mul(2)).unwrap_or(usize::MAX)
+pub const fn scratch_len(count: u32) -> usize {
+    table_words(usize_from_u32(count))
+}
+
+/// [`scratch_len`] for a `usize` count (a `const` capacity). `usize::MAX`
+/// when it overflows: no scratch is that large, so no table is built.
+pub(crate) const fn table_words(count: usize) -> usize {
+    match slots_for(count) {
+        Some(slots) => slots.saturating_mul(2),
+        None => usize::MAX,
+    }
 }
 
 /// An open-addressing table in caller memory: each slot is

@@ -91,7 +91,7 @@
 use core::fmt;
 use core::ops::Range;
 
-use crate::bytes::{u64_from, usize_from};
+use crate::bytes::{u64_from, usize_from, usize_sat};
 use crate::descriptor::{self, RawDescriptor};
 use crate::directory::{check_prefix, Block, PrefixVerdict};
 use crate::dtype::{DType, Width};
@@ -455,7 +455,7 @@ impl<'s> Options<'s> {
         let regions = Regions {
             heap_end: usize_from(heap_end).unwrap_or(0),
             payload_base: mem.len(),
-            block_len: usize_from(block_len).unwrap_or(usize::MAX),
+            block_len: usize_sat(block_len),
         };
         // Steps 7 to 11 as far as the prefix decides them: what the
         // incremental validator checks once its prefix is in, with the
@@ -626,7 +626,7 @@ fn read_span<S: ReadAt>(
     }
     // Bool bytes anywhere; a packed tail only where the tensor ends.
     if raw.dtype() == Some(DType::Bool) || to == raw.byte_length() {
-        descriptor::check_elements(raw, dst, usize_from(at).unwrap_or(usize::MAX))?;
+        descriptor::check_elements(raw, dst, usize_sat(at))?;
     }
     Ok(dst.len())
 }

@@ -1,7 +1,7 @@
 //! Borrowed views of a checked directory. Every accessor here reads bytes the
 //! parser has already checked, so none can fail or point outside the buffer.
 
-use crate::bytes::usize_from;
+use crate::bytes::{usize_from, usize_from_u32, usize_sat};
 use crate::descriptor::{Descriptor, RawDescriptor, NO_INDEX};
 use crate::directory::Descriptors;
 use crate::dtype::DType;
@@ -44,7 +44,7 @@ impl<'a> Directory<'a> {
 
     pub(crate) fn from_checked(buf: &'a [u8], start: usize, header: Header, regions: Regions) -> Self {
         let block = buf.get(start..).unwrap_or(&[]);
-        let count = usize_from(u64::from(header.tensor_count)).unwrap_or(0);
+        let count = usize_from_u32(header.tensor_count);
         let descs = Descriptors::new(block, count);
         let heap = Heap::new(block.get(descs.end()..regions.heap_end).unwrap_or(&[]), descs.end());
         Directory { buf, start, header, regions, descs, heap }
@@ -63,7 +63,7 @@ impl<'a> Directory<'a> {
 
     /// Number of tensors.
     pub fn len(&self) -> usize {
-        usize_from(u64::from(self.header.tensor_count)).unwrap_or(0)
+        usize_from_u32(self.header.tensor_count)
     }
 
     /// True when the directory holds no tensors.
@@ -328,10 +328,10 @@ impl<'a> Tensor<'a> {
         if scheme == 0 {
             return None;
         }
-        let scale = self.parts.tensor(usize_from(u64::from(self.raw.scale_index()))?)?;
+        let scale = self.parts.tensor(usize_from_u32(self.raw.scale_index()))?;
         let outer = match self.raw.outer_index() {
             NO_INDEX => None,
-            i => self.parts.tensor(usize_from(u64::from(i))?),
+            i => self.parts.tensor(usize_from_u32(i)),
         };
         Some(Quantization {
             scheme,
@@ -362,7 +362,7 @@ impl<'a> Tensor<'a> {
     /// The payload: wire bytes, borrowed from the caller's buffer.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn bytes(&self) -> &'a [u8] {
-        let start = usize_from(self.raw.byte_offset()).unwrap_or(usize::MAX);
+        let start = usize_sat(self.raw.byte_offset());
         self.parts.payload.get(start..start.saturating_add(self.byte_len())).unwrap_or(&[])
     }
 

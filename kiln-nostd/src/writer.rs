@@ -2,7 +2,7 @@
 //! memory. A written block is checked by the same [`Parser`] before the
 //! writer reports success, so it refuses exactly what a reader would reject.
 
-use crate::bytes::{u64_from, usize_from};
+use crate::bytes::{u64_from, usize_from, usize_from_u32};
 use crate::descriptor::{
     field_at, Descriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, AT_RANK, AT_SCALE_INDEX, NO_AXIS, NO_INDEX, NO_NAME,
 };
@@ -396,7 +396,7 @@ pub fn sort_dict(specs: &mut [TensorSpec<'_>]) -> Result<()> {
 fn name_ref<'a>(r: TensorRef<'a>, specs: &[TensorSpec<'a>], i: usize) -> Result<TensorRef<'a>> {
     match r {
         TensorRef::Name(_) => Ok(r),
-        TensorRef::Index(k) => usize_from(u64::from(k))
+        TensorRef::Index(k) => Some(usize_from_u32(k))
             .and_then(|k| specs.get(k))
             .and_then(|s| s.name)
             .map_or(fail(Rule::UnknownReference, field_at(i, AT_SCALE_INDEX)), |n| Ok(TensorRef::Name(n))),

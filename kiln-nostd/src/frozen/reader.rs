@@ -6,7 +6,7 @@
 //! bytes). The [`Value`] it returns then reads fields, elements and keys on
 //! demand from the caller's buffer: no copies, no allocation, no panics.
 
-use crate::bytes::usize_from;
+use crate::bytes::usize_from_u32;
 use crate::element::{Element, ViewError};
 use crate::error::{fail, Result, Rule};
 use crate::header::Header;
@@ -385,7 +385,7 @@ impl<'a, 's> List<'a, 's> {
         if index >= self.len {
             return None;
         }
-        match self.elem.width().and_then(|w| usize_from(u64::from(w))) {
+        match self.elem.width().map(usize_from_u32) {
             Some(w) => {
                 Some(Value { ty: self.elem, buf: self.buf, at: self.body.saturating_add(index.saturating_mul(w)) })
             }
@@ -395,7 +395,7 @@ impl<'a, 's> List<'a, 's> {
 
     /// The element bytes when the elements have a fixed width (wire order).
     pub fn bytes(&self) -> Option<&'a [u8]> {
-        let w = usize_from(u64::from(self.elem.width()?))?;
+        let w = usize_from_u32(self.elem.width()?);
         self.buf.get(self.body..self.body.saturating_add(self.len.saturating_mul(w)))
     }
 

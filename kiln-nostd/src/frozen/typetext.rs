@@ -11,6 +11,7 @@
 //! name   = [A-Za-z_][A-Za-z0-9_]*
 //! ```
 
+use crate::bytes::usize_from_u32;
 use core::fmt;
 
 use super::hash::hash_text;
@@ -180,7 +181,7 @@ impl<'s> TypeRef<'s> {
     /// The field name when this type is a struct field, else `""`.
     pub fn name(&self) -> &'s str {
         let n = self.node();
-        let start = usize::try_from(n.name_at).unwrap_or(usize::MAX);
+        let start = usize_from_u32(n.name_at);
         let len = usize::try_from(n.name_len).unwrap_or(0);
         self.text.get(start..start.saturating_add(len)).unwrap_or("")
     }
@@ -204,7 +205,7 @@ impl<'s> TypeRef<'s> {
 
     #[inline]
     fn end(&self) -> usize {
-        usize::try_from(self.node().end).unwrap_or(usize::MAX)
+        usize_from_u32(self.node().end)
     }
 
     /// The schema hash of this type.
@@ -409,12 +410,12 @@ impl<const N: usize> TextParser<'_, N> {
     fn check_unique(&self, index: usize, name: &[u8]) -> Result<()> {
         let mut i = index.saturating_add(1);
         while let Some(n) = self.nodes.get(i) {
-            let at = usize::try_from(n.name_at).unwrap_or(usize::MAX);
+            let at = usize_from_u32(n.name_at);
             let len = usize::try_from(n.name_len).unwrap_or(0);
             if self.text.get(at..at.saturating_add(len)) == Some(name) {
                 return fail(Rule::DuplicateField, self.pos);
             }
-            i = usize::try_from(n.end).unwrap_or(usize::MAX).max(i.saturating_add(1));
+            i = usize_from_u32(n.end).max(i.saturating_add(1));
         }
         Ok(())
     }

@@ -83,7 +83,8 @@ pub use storage::{sparsity_name, tile_layout_name, Family, StorageType, SPARSITY
 pub use toc::{Span, TocEntry, TocIter, MAX_NAME_LEN, MAX_NDIM};
 
 use crate::error::{fail, Result, Rule};
-use cursor::{sat_usize, to_u64, Cursor};
+use crate::bytes::{u64_from, usize_sat};
+use cursor::Cursor;
 use header::{AT_APPENDIX_OFFSET, AT_KV_COUNT, AT_METADATA_OFFSET, AT_TENSOR_COUNT, AT_TOC_OFFSET};
 use toc::PayloadRegion;
 
@@ -108,10 +109,10 @@ fn section(h: &HkHeader, len: u64, offset: u64, size: u64, at: usize) -> Result<
     if end > len {
         return fail(Rule::HkSectionPastEnd, at);
     }
-    if offset < to_u64(HK_HEADER_LEN) || (h.tensor_count > 0 && end > h.tensor_data_offset) {
+    if offset < u64_from(HK_HEADER_LEN) || (h.tensor_count > 0 && end > h.tensor_data_offset) {
         return fail(Rule::HkSectionPlacement, at);
     }
-    Ok((sat_usize(offset), sat_usize(end)))
+    Ok((usize_sat(offset), usize_sat(end)))
 }
 
 /// count × min must fit in the section.
@@ -119,7 +120,7 @@ fn count_fits(count: u64, min: u64, section: (usize, usize), at: usize) -> Resul
     let Some(need) = count.checked_mul(min) else {
         return fail(Rule::HkCountOverflow, at);
     };
-    if need > to_u64(section.1.saturating_sub(section.0)) {
+    if need > u64_from(section.1.saturating_sub(section.0)) {
         return fail(Rule::HkCountPastSection, at);
     }
     Ok(())
@@ -129,12 +130,12 @@ impl<'a> HkFile<'a> {
     /// Checks the whole file (see the module documentation for the order).
     pub fn parse(buf: &'a [u8]) -> Result<Self> {
         let h = HkHeader::parse(buf)?;
-        let len = to_u64(buf.len());
+        let len = u64_from(buf.len());
         let meta = section(&h, len, h.metadata_offset, h.metadata_size, AT_METADATA_OFFSET)?;
         let toc = section(&h, len, h.tensor_toc_offset, h.tensor_toc_size, AT_TOC_OFFSET)?;
         if h.appendix_offset != 0 {
             let a = h.appendix_offset;
-            let after_sections = a >= to_u64(HK_HEADER_LEN) && a >= to_u64(meta.1) && a >= to_u64(toc.1);
+            let after_sections = a >= u64_from(HK_HEADER_LEN) && a >= u64_from(meta.1) && a >= u64_from(toc.1);
             if !after_sections || a % 8 != 0 || (h.tensor_count > 0 && a < h.tensor_data_offset) {
                 return fail(Rule::HkAppendixOffset, AT_APPENDIX_OFFSET);
             }
@@ -176,7 +177,7 @@ impl<'a> HkFile<'a> {
 
         // Appendix records.
         if h.appendix_offset != 0 {
-            let mut pos = sat_usize(h.appendix_offset);
+            let mut pos = usize_sat(h.appendix_offset);
             while pos < buf.len() {
                 let (_, next) = appendix::read_record(buf, pos)?;
                 pos = next;
@@ -246,7 +247,7 @@ impl<'a> HkFile<'a> {
 
     /// The appendix records, in file order (none when appendix_offset is 0).
     pub fn appendix(&self) -> AppendixIter<'a> {
-        AppendixIter { buf: self.buf, pos: sat_usize(self.header.appendix_offset) }
+        AppendixIter { buf: self.buf, pos: usize_sat(self.header.appendix_offset) }
     }
 
     /// Checks the SHA-256 lineage chain: the parent_hash of every record

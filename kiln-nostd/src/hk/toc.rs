@@ -2,7 +2,8 @@
 
 use crate::error::{fail, Error, Result, Rule};
 
-use super::cursor::{sat_usize, Cursor};
+use super::cursor::Cursor;
+use crate::bytes::usize_sat;
 use super::storage::{StorageType, SPARSITY_TYPES, TILE_LAYOUTS};
 
 /// Longest tensor name, in bytes.
@@ -137,8 +138,8 @@ impl<'a> TocEntry<'a> {
 }
 
 fn slice(buf: &[u8], s: Span) -> &[u8] {
-    let start = sat_usize(s.offset);
-    let end = start.saturating_add(sat_usize(s.size));
+    let start = usize_sat(s.offset);
+    let end = start.saturating_add(usize_sat(s.size));
     buf.get(start..end).unwrap_or(&[])
 }
 
