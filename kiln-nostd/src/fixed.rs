@@ -91,6 +91,7 @@ impl<const T: usize, const S: usize> FixedIndex<T, S> {
 
     /// Checks a standalone block and indexes its names.
     pub fn parse<'a>(&mut self, buf: &'a [u8]) -> Result<(Directory<'a>, NameIndex<'a, '_>)> {
+        // Fallback: a capacity beyond u32 tensors is the u32 maximum: the count is a u32.
         let cap = u32::try_from(T).unwrap_or(u32::MAX).min(self.limits.count_cap);
         Parser::new().limits(self.limits.with_count_cap(cap)).scratch(&mut self.scratch).parse_indexed(buf)
     }
@@ -104,7 +105,8 @@ mod tests {
     fn scratch_len_sizes_a_fixed_index_at_compile_time() {
         // The capacity check accepts S = scratch_len(T), and that is enough for a hashed index.
         const S: usize = crate::scratch_len(8);
-        let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
+        let bytes =
+            *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
         let mut index = FixedIndex::<8, S>::new();
         let (_, names) = index.parse(&bytes).unwrap();
         assert!(names.is_hashed());
@@ -113,7 +115,8 @@ mod tests {
 
     #[test]
     fn too_many_tensors_for_the_capacity_is_limit() {
-        let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
+        let bytes =
+            *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
         let mut index = FixedIndex::<0, 2>::new();
         let err = index.parse(&bytes).unwrap_err();
         assert_eq!((err.code(), err.offset()), (crate::ErrorCode::Limit, 8));

@@ -32,6 +32,11 @@
 //! canonical encoder.
 #![no_std]
 #![forbid(unsafe_code)]
+// Offset arithmetic saturates (`saturating_add` and friends) rather than
+// wrapping: a saturated offset lies past the end of every buffer, so the
+// bounds check that follows it fails as it should. Each `unwrap_or` that
+// remains says on the line above why its fallback is never taken, or what
+// it means when it is.
 #![cfg_attr(
     not(test),
     deny(

@@ -81,6 +81,7 @@ fn first_disorder(descs: &Descriptors<'_>, upto: usize) -> Option<usize> {
     (0..upto).filter(|&i| descs.raw(i).byte_length() != 0).find(|&i| {
         let d = descs.raw(i);
         let disorder = d.byte_offset() < furthest;
+        // Fallback not taken: ranges were checked not to overflow (step 9) before placement.
         furthest = furthest.max(d.range_end().unwrap_or(u64::MAX));
         disorder
     })
@@ -88,6 +89,7 @@ fn first_disorder(descs: &Descriptors<'_>, upto: usize) -> Option<usize> {
 
 fn intersect(descs: &Descriptors<'_>, j: usize, k: usize) -> bool {
     let (a, b) = (descs.raw(j), descs.raw(k));
+    // Fallback not taken: ranges were checked not to overflow (step 9) before placement.
     let (a_end, b_end) = (a.range_end().unwrap_or(u64::MAX), b.range_end().unwrap_or(u64::MAX));
     a.byte_offset() < b_end && b.byte_offset() < a_end
 }
@@ -112,6 +114,7 @@ fn first_intersection_sorted(descs: &Descriptors<'_>, from: usize, upto: usize, 
         order.iter().map(|&k| index(k)).filter(|&k| k <= m).all(|k| {
             let d = descs.raw(k);
             let ok = d.byte_offset() >= end;
+            // Fallback not taken: ranges were checked not to overflow (step 9) before placement.
             end = d.range_end().unwrap_or(u64::MAX);
             ok
         })

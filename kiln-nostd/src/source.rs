@@ -545,6 +545,7 @@ impl<'b> Opened<'b> {
         };
         let t = self.dir.get(i)?;
         let end = HEADER_LEN.saturating_add(self.dir.len().saturating_mul(DESCRIPTOR_LEN));
+        // Fallback not taken: the descriptors of a checked prefix are all in it.
         let raws = RawDescriptor::slice(self.prefix.get(HEADER_LEN..end).unwrap_or(&[]));
         Some((t, raws.get(i)?))
     }
@@ -664,6 +665,7 @@ fn row_span<E>(raw: &RawDescriptor, rows: Range<u64>) -> Result<Range<u64>, Sour
             a / 2..end
         }
         Some(Width::Opaque) => {
+            // Fallback: a zero dim0 means an empty tensor (len 0), which row 0 describes.
             let row = len.checked_div(dim0).unwrap_or(0);
             let whole_rows = row.saturating_mul(dim0) == len;
             let whole_blocks = row.checked_rem(u64::from(raw.block_size())).is_some_and(|r| r == 0);

@@ -1,14 +1,14 @@
 //! Borrowed views of a checked directory. Every accessor here reads bytes the
 //! parser has already checked, so none can fail or point outside the buffer.
 
-use crate::bytes::{usize_from, usize_from_u32, usize_sat};
+use crate::bytes::{usize_from, usize_from_u32};
 use crate::descriptor::{Descriptor, RawDescriptor, NO_INDEX};
 use crate::directory::Descriptors;
 use crate::dtype::DType;
 use crate::element::{Element, ViewError};
 use crate::error::Result;
 use crate::header::{Header, Regions};
-use crate::names::{same_bytes, LookupTable, Heap};
+use crate::names::{same_bytes, Heap, LookupTable};
 use crate::quant::SCHEME_SCALES_OUTER;
 
 /// A checked tensor directory borrowed from the caller's buffer.
@@ -43,9 +43,11 @@ impl<'a> Directory<'a> {
     }
 
     pub(crate) fn from_checked(buf: &'a [u8], start: usize, header: Header, regions: Regions) -> Self {
+        // Fallback not taken: the parser checked start..start + block length against buf.
         let block = buf.get(start..).unwrap_or(&[]);
         let count = usize_from_u32(header.tensor_count);
         let descs = Descriptors::new(block, count);
+        // Fallback not taken: descriptors end before heap_end in a checked directory.
         let heap = Heap::new(block.get(descs.end()..regions.heap_end).unwrap_or(&[]), descs.end());
         Directory { buf, start, header, regions, descs, heap }
     }
@@ -58,6 +60,7 @@ impl<'a> Directory<'a> {
 
     /// The block's bytes.
     pub fn block(&self) -> &'a [u8] {
+        // Fallback not taken: the parser checked the block against buf.
         self.buf.get(self.start..self.end()).unwrap_or(&[])
     }
 
@@ -107,6 +110,7 @@ impl<'a> Directory<'a> {
     #[inline]
     fn parts(&self) -> Parts<'a> {
         let at = self.payload_start();
+        // Fallback: empty only in a prefix directory, whose payload is not at hand.
         Parts { raws: self.descs.raws, heap: self.heap, payload: self.buf.get(at..self.end()).unwrap_or(&[]), at }
     }
 
@@ -235,7 +239,13 @@ impl<'a> Parts<'a> {
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn tensor(self, index: usize) -> Option<Tensor<'a>> {
         let raw = self.raws.get(index)?;
-        Some(Tensor { parts: self, index, raw, dims: raw.shape() })
+        // The parser checked the dtype code: this `?` never returns.
+        let dtype = raw.dtype()?;
+        let range = usize_from(raw.byte_offset()).zip(usize_from(raw.byte_length()));
+        // The range was checked against the payload region; empty only where
+        // that region is not at hand (the incremental validator's prefix).
+        let bytes = range.and_then(|(at, len)| self.payload.get(at..at.checked_add(len)?)).unwrap_or(&[]);
+        Some(Tensor { parts: self, index, raw, dims: raw.shape(), dtype, bytes })
     }
 }
 
@@ -247,6 +257,10 @@ pub struct Tensor<'a> {
     raw: &'a RawDescriptor,
     /// Decoded shape slots, so `shape()` can lend a slice.
     dims: [u64; 8],
+    /// The checked dtype.
+    dtype: DType,
+    /// The payload, sliced once from the checked range.
+    bytes: &'a [u8],
 }
 
 /// The quantization metadata of a scheme 1 or 2 tensor, with its scale
@@ -287,8 +301,7 @@ impl<'a> Tensor<'a> {
 
     /// The dtype.
     pub fn dtype(&self) -> DType {
-        // Checked at parse time; the fallback is unreachable.
-        self.raw.dtype().unwrap_or(DType::U8)
+        self.dtype
     }
 
     /// Rank, 0 to 8.
@@ -300,11 +313,13 @@ impl<'a> Tensor<'a> {
     /// The dimensions (`[]` for a scalar).
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn shape(&self) -> &[u64] {
+        // The parser checked rank <= 8: the fallback is never taken.
         self.dims.get(..self.rank()).unwrap_or(&[])
     }
 
     /// Number of elements (1 for a scalar).
     pub fn element_count(&self) -> u64 {
+        // The parser checked that the product does not overflow: never 0 by fallback.
         self.raw.element_count().unwrap_or(0)
     }
 
@@ -350,20 +365,21 @@ impl<'a> Tensor<'a> {
     /// Absolute offset of the payload in the caller's buffer.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn absolute_offset(&self) -> usize {
+        // The payload lies inside the caller's buffer: no fallback is ever taken.
         self.parts.at.saturating_add(usize_from(self.raw.byte_offset()).unwrap_or(0))
     }
 
     /// Payload length in bytes.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn byte_len(&self) -> usize {
+        // Checked to lie in the payload region, so it fits a usize: never 0 by fallback.
         usize_from(self.raw.byte_length()).unwrap_or(0)
     }
 
     /// The payload: wire bytes, borrowed from the caller's buffer.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn bytes(&self) -> &'a [u8] {
-        let start = usize_sat(self.raw.byte_offset());
-        self.parts.payload.get(start..start.saturating_add(self.byte_len())).unwrap_or(&[])
+        self.bytes
     }
 
     /// The elements as `&[T]` without copying, when `T` matches the dtype,

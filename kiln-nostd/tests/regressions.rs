@@ -63,7 +63,8 @@ fn frozen_reject(ty: &str, b: &[u8], limits: Limits) -> (ErrorCode, Rule) {
 /// The HK doc example file with its one TOC entry replaced: `storage`,
 /// `dims`, data range. The entry stays at 158 (ending before the data at 256).
 fn hk_file(storage: u8, dims: &[u64], data_off: u64, data_size: u64) -> Vec<u8> {
-    let mut f = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk")).to_vec();
+    let mut f =
+        include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk")).to_vec();
     let mut e = vec![1, 0, b'w', storage, 0, 0, dims.len() as u8];
     for d in dims {
         e.extend(d.to_le_bytes());

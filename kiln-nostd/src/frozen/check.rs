@@ -144,6 +144,7 @@ impl<'a> Checker<'a> {
             Kind::Opt => self.opt(t, at),
             Kind::Dict => self.dict(t, at),
             Kind::Struct => t.field_types().try_fold(at, |pos, f| self.value(f, pos)),
+            // Fallback not taken: every fixed-width kind has a width.
             _ => self.fixed(at, shape.width.unwrap_or(0)),
         }
     }
@@ -187,6 +188,7 @@ impl<'a> Checker<'a> {
         let n = check_count(self.buf, at, CountKind::Bytes, 1, &self.limits)?;
         let start = at.saturating_add(4);
         let end = start.saturating_add(n);
+        // Fallback not taken: the caller checked that the run fits the buffer.
         Ok((self.buf.get(start..end).unwrap_or(&[]), end))
     }
 
@@ -312,6 +314,7 @@ pub(crate) fn word(buf: &[u8], at: usize) -> usize {
 /// Length of the checked directory block at `at`, from its header.
 pub(crate) fn block_len(buf: &[u8], at: usize) -> usize {
     let header = buf.get(at..).and_then(|b| crate::Header::parse(b).ok());
+    // Fallback: no valid header: usize::MAX makes the caller's bounds check fail.
     header.and_then(|h| h.block_len()).and_then(usize_from).unwrap_or(usize::MAX)
 }
 

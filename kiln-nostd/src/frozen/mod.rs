@@ -50,13 +50,12 @@ pub use frame::{check_frame, frame_bytes, read_frame, write_frame, FRAME_LEN, FR
 pub use hash::{hash_text, Fnv, FNV_OFFSET, FNV_PRIME};
 pub use kind::{Kind, MAX_DEPTH};
 pub use reader::{
-    read, validate, DictValue, DictIndex, DictIter, DictStrIter, List, ListIter, Reader, Struct, StructFields,
-    Value,
+    read, validate, DictIndex, DictIter, DictStrIter, DictValue, List, ListIter, Reader, Struct, StructFields, Value,
 };
 pub use ty::{Field, Ty};
 pub use typed::{
-    decode, decode_framed, decode_with, Decode, Decoder, DictPairs, DictView, DictViewIter, Encode, Int, KilnType, ListView,
-    Seq, SeqIter, TensorSpecs, Uint,
+    decode, decode_framed, decode_with, Decode, Decoder, DictPairs, DictView, DictViewIter, Encode, Int, KilnType,
+    ListView, Seq, SeqIter, TensorSpecs, Uint,
 };
 pub use typetext::{Fields, Schema, TypeRef, DEFAULT_NODES};
 pub use writer::{encode, encode_framed, encoded_len, encoded_len_framed, Encoder};

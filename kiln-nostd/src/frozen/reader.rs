@@ -156,6 +156,7 @@ impl<'a, 's> Value<'a, 's> {
 
     /// The value's encoded bytes (canonical: a validated value has one encoding).
     pub fn raw(&self) -> &'a [u8] {
+        // Fallback not taken: a validated value lies inside the buffer.
         self.buf.get(self.at..self.end()).unwrap_or(&[])
     }
 
@@ -202,6 +203,7 @@ impl<'a, 's> Value<'a, 's> {
 
     fn run(&self) -> &'a [u8] {
         let start = self.at.saturating_add(4);
+        // Fallback not taken: a validated run lies inside the buffer.
         self.buf.get(start..start.saturating_add(word(self.buf, self.at))).unwrap_or(&[])
     }
 
@@ -409,7 +411,9 @@ impl<'a, 's> List<'a, 's> {
 
     /// Decodes the elements into `out` as host values on any host; returns the count.
     pub fn copy_to<T: Element>(&self, out: &mut [T]) -> core::result::Result<usize, ViewError> {
+        // Fallback: kinds without a dtype refuse every element type (ViewError).
         let dtype = self.elem.kind().dtype().unwrap_or(crate::DType::Opaque(0));
+        // Fallback: lists of fixed-width elements have bytes; others get ViewError.
         crate::element::copy(dtype, self.bytes().unwrap_or(&[]), out)
     }
 }
@@ -529,6 +533,7 @@ impl<'a, 's> DictValue<'a, 's> {
         let len = word(self.buf, pos);
         let key_start = pos.saturating_add(4);
         let key_end = key_start.saturating_add(len);
+        // Fallback not taken: validated keys lie inside the buffer.
         let key = self.buf.get(key_start..key_end).unwrap_or(&[]);
         (key, Value { ty: self.value, buf: self.buf, at: key_end })
     }
@@ -564,6 +569,7 @@ pub struct DictStrIter<'a, 's>(DictIter<'a, 's>);
 impl<'a, 's> Iterator for DictStrIter<'a, 's> {
     type Item = (&'a str, Value<'a, 's>);
     fn next(&mut self) -> Option<Self::Item> {
+        // Fallback not taken: keys were checked UTF-8 when the value was validated.
         self.0.next().map(|(k, v)| (core::str::from_utf8(k).unwrap_or(""), v))
     }
     fn size_hint(&self) -> (usize, Option<usize>) {

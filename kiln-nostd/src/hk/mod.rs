@@ -82,8 +82,8 @@ pub use meta::{tag, MetaIter, MetaPair, MetaValue};
 pub use storage::{sparsity_name, tile_layout_name, Family, StorageType, SPARSITY_TYPES, TILE_LAYOUTS};
 pub use toc::{Span, TocEntry, TocIter, MAX_NAME_LEN, MAX_NDIM};
 
-use crate::error::{fail, Result, Rule};
 use crate::bytes::{u64_from, usize_sat};
+use crate::error::{fail, Result, Rule};
 use cursor::Cursor;
 use header::{AT_APPENDIX_OFFSET, AT_KV_COUNT, AT_METADATA_OFFSET, AT_TENSOR_COUNT, AT_TOC_OFFSET};
 use toc::PayloadRegion;
