@@ -450,7 +450,7 @@ mod tests {
     fn tensors_print_their_table() {
         let out = decode(
             "tensors",
-            &*include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln")),
+            include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln")),
             false,
         );
         let table: Json = serde_json::from_str(&out).unwrap();

@@ -43,7 +43,7 @@ impl<'a> Directory<'a> {
     }
 
     pub(crate) fn from_checked(buf: &'a [u8], start: usize, header: Header, regions: Regions) -> Self {
-        // Fallback not taken: the parser checked start..start + block length against buf.
+        // Fallback not taken: the parser checked that the block starts inside buf.
         let block = buf.get(start..).unwrap_or(&[]);
         let count = usize_from_u32(header.tensor_count);
         let descs = Descriptors::new(block, count);
@@ -60,7 +60,7 @@ impl<'a> Directory<'a> {
 
     /// The block's bytes.
     pub fn block(&self) -> &'a [u8] {
-        // Fallback not taken: the parser checked the block against buf.
+        // Fallback: empty only in a prefix directory, which does not hold the whole block.
         self.buf.get(self.start..self.end()).unwrap_or(&[])
     }
 
