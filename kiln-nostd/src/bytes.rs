@@ -39,6 +39,7 @@ pub(crate) fn first_above_one(buf: &[u8]) -> Option<usize> {
         }
         at = at.saturating_add(BLOCK);
     }
+    // Fallback not taken: at counts whole blocks of buf, so at <= buf.len().
     let rest = buf.get(at..).unwrap_or(&[]);
     rest.iter().position(|&b| bad(b)).map(|k| at.saturating_add(k))
 }
