@@ -50,7 +50,8 @@ pub use frame::{check_frame, frame_bytes, read_frame, write_frame, FRAME_LEN, FR
 pub use hash::{hash_text, Fnv, FNV_OFFSET, FNV_PRIME};
 pub use kind::{Kind, MAX_DEPTH};
 pub use reader::{
-    read, validate, DictIndex, DictIter, DictStrIter, DictValue, List, ListIter, Reader, Struct, StructFields, Value,
+    read, validate, DictIndex, DictIter, DictStrIter, DictValue, ListIter, ListValue, Reader, StructFields,
+    StructValue, Value,
 };
 pub use ty::{Field, Ty};
 pub use typed::{

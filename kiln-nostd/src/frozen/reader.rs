@@ -225,9 +225,9 @@ impl<'a, 's> Value<'a, 's> {
     }
 
     /// A `list<T>` (including `list<u8>`).
-    pub fn as_list(&self) -> Option<List<'a, 's>> {
+    pub fn as_list(&self) -> Option<ListValue<'a, 's>> {
         let elem = self.ty.elem().filter(|_| self.kind() == Kind::List)?;
-        Some(List { elem, buf: self.buf, body: self.at.saturating_add(4), len: word(self.buf, self.at) })
+        Some(ListValue { elem, buf: self.buf, body: self.at.saturating_add(4), len: word(self.buf, self.at) })
     }
 
     /// An `opt<T>`: `Some(None)` when absent, `Some(Some(v))` when present.
@@ -247,8 +247,8 @@ impl<'a, 's> Value<'a, 's> {
     }
 
     /// A `struct{...}`.
-    pub fn as_struct(&self) -> Option<Struct<'a, 's>> {
-        (self.kind() == Kind::Struct).then_some(Struct { ty: self.ty, buf: self.buf, at: self.at })
+    pub fn as_struct(&self) -> Option<StructValue<'a, 's>> {
+        (self.kind() == Kind::Struct).then_some(StructValue { ty: self.ty, buf: self.buf, at: self.at })
     }
 
     /// The struct field called `name` (shorthand for `as_struct()?.field(name)`).
@@ -285,13 +285,13 @@ fn checked_directory(buf: &[u8], at: usize) -> Option<Directory<'_>> {
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct Struct<'a, 's> {
+pub struct StructValue<'a, 's> {
     ty: TypeRef<'s>,
     buf: &'a [u8],
     at: usize,
 }
 
-impl<'a, 's> Struct<'a, 's> {
+impl<'a, 's> StructValue<'a, 's> {
     /// Number of fields.
     pub fn len(&self) -> usize {
         self.ty.fields().count()
@@ -339,8 +339,8 @@ impl<'a, 's> Iterator for StructFields<'a, 's> {
 /// A validated list.
 ///
 /// A list of a fixed-width numeric type is one contiguous little-endian
-/// run: [`view`](List::view) borrows it as `&[T]` when the host and the
-/// alignment allow, [`copy_to`](List::copy_to) decodes it anywhere.
+/// run: [`view`](ListValue::view) borrows it as `&[T]` when the host and the
+/// alignment allow, [`copy_to`](ListValue::copy_to) decodes it anywhere.
 ///
 /// ```
 /// use kiln_nostd::frozen::{read, Schema};
@@ -354,14 +354,14 @@ impl<'a, 's> Iterator for StructFields<'a, 's> {
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct List<'a, 's> {
+pub struct ListValue<'a, 's> {
     elem: TypeRef<'s>,
     buf: &'a [u8],
     body: usize,
     len: usize,
 }
 
-impl<'a, 's> List<'a, 's> {
+impl<'a, 's> ListValue<'a, 's> {
     /// Element count.
     pub fn len(&self) -> usize {
         self.len
@@ -418,7 +418,7 @@ impl<'a, 's> List<'a, 's> {
     }
 }
 
-impl<'a, 's> IntoIterator for List<'a, 's> {
+impl<'a, 's> IntoIterator for ListValue<'a, 's> {
     type Item = Value<'a, 's>;
     type IntoIter = ListIter<'a, 's>;
     fn into_iter(self) -> ListIter<'a, 's> {
