@@ -222,7 +222,7 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// every input bit.
 #[inline]
 fn slot_of(h: u64, shift: u32) -> usize {
-    // Fallback not taken: shift is below 64 and the result below the slot count.
+    // Fallback: a one-slot table has shift 64, so every hash takes slot 0; the result fits usize.
     usize::try_from(h.checked_shr(shift).unwrap_or(0)).unwrap_or(0)
 }
 

@@ -188,7 +188,7 @@ impl<'a> Checker<'a> {
         let n = check_count(self.buf, at, CountKind::Bytes, 1, &self.limits)?;
         let start = at.saturating_add(4);
         let end = start.saturating_add(n);
-        // Fallback not taken: the caller checked that the run fits the buffer.
+        // Fallback not taken: check_count just checked that n bytes follow the count.
         Ok((self.buf.get(start..end).unwrap_or(&[]), end))
     }
 
