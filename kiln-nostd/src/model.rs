@@ -293,7 +293,7 @@ impl ModelWriter {
             at = at.saturating_add(bytes.len());
         };
         put(file, &crate::frozen::frame_bytes(MODEL_HASH));
-        // Fallback not taken: the writer refuses more entries than a u32 counts before this.
+        // Fallback: over u32::MAX entries (32 GiB of keys) write a count the parse of the written file refuses.
         let shown = u32::try_from(metadata.len().saturating_add(usize::from(plan.pad.is_some()))).unwrap_or(u32::MAX);
         put(file, &shown.to_le_bytes());
         let mut pad_written = plan.pad.is_none();

@@ -338,7 +338,7 @@ impl<const N: usize> TextParser<'_, N> {
 
     fn push(&mut self, shape: Shape, name: (u32, u32), at: usize) -> Result<usize> {
         let index = self.nodes.len();
-        // Fallback not taken: type text is capped far below 4 GiB.
+        // Fallback not taken: parse refused text of 4 GiB or more.
         let text_at = if name.1 == 0 { u32::try_from(at).unwrap_or(u32::MAX) } else { name.0 };
         let node = Node { shape, name_at: text_at, name_len: name.1, end: 0, text_end: 0 };
         self.nodes.push(node).map_err(|_| Error::new(Rule::SchemaCapacity, at))?;
@@ -399,7 +399,7 @@ impl<const N: usize> TextParser<'_, N> {
             if field.is_empty() {
                 return fail(Rule::TypeTextSyntax, self.pos);
             }
-            // Fallback not taken: type text is capped far below 4 GiB.
+            // Fallback not taken: parse refused text of 4 GiB or more.
             let field_name = (u32::try_from(self.pos).unwrap_or(u32::MAX), u32::try_from(field.len()).unwrap_or(0));
             self.check_unique(index, field)?;
             self.pos = self.pos.saturating_add(field.len());
@@ -430,7 +430,7 @@ impl<const N: usize> TextParser<'_, N> {
     /// Records a finished node's shape, subtree end and text end (the
     /// parser stands just past the node's text).
     fn close(&mut self, index: usize, shape: Shape) {
-        // Fallback not taken: node arrays and type text are capped far below 4 GiB.
+        // Fallback not taken: parse refused text of 4 GiB or more, and each node takes some of it.
         let end = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
         let text_end = u32::try_from(self.pos).unwrap_or(u32::MAX);
         if let Some(n) = self.nodes.get_mut(index) {
