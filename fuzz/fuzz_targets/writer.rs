@@ -13,8 +13,13 @@
 use arbitrary::{Arbitrary, Unstructured};
 use kiln_fuzz::check_directory;
 use kiln_nostd::quant::scale_count;
-use kiln_nostd::{DType, Directory, Quant, TensorRef, TensorSpec, Width, Writer};
+use kiln_nostd::{DType, Directory, Quant, TensorRef, Width, Writer};
 use libfuzzer_sys::fuzz_target;
+
+// The owned tensor the kiln-nostd tests generate, shared so the owned-to-spec step exists once.
+#[path = "../../kiln-nostd/tests/owned/mod.rs"]
+mod owned;
+use owned::{specs, OwnedTensor};
 
 #[derive(Arbitrary, Debug)]
 struct T {
@@ -34,17 +39,7 @@ struct Input {
     tensors: Vec<T>,
 }
 
-struct Owned {
-    name: Option<String>,
-    dtype: DType,
-    shape: Vec<u64>,
-    data: Vec<u8>,
-    layout: Option<String>,
-    block_size: u32,
-    quant: Quant<'static>,
-}
-
-fn legalise(inp: &Input) -> Vec<Owned> {
+fn legalise(inp: &Input) -> Vec<OwnedTensor> {
     let mut out = Vec::new();
     for (i, t) in inp.tensors.iter().take(12).enumerate() {
         let closed = DType::closed_set();
@@ -93,7 +88,7 @@ fn legalise(inp: &Input) -> Vec<Owned> {
             }
         };
         let name = inp.named.then(|| format!("{}#{i}", t.name.as_deref().unwrap_or("")));
-        out.push(Owned { name, dtype, shape, data, layout, block_size, quant: Quant::None });
+        out.push(OwnedTensor { name, dtype, shape, data, layout, block_size, quant: Quant::None });
     }
     // One quantized tensor with a fresh scale tensor appended, when asked for.
     if let Some((k, (axis, group))) = inp.tensors.iter().take(out.len()).enumerate().find_map(|(k, t)| t.quant.map(|q| (k, q))) {
@@ -105,7 +100,7 @@ fn legalise(inp: &Input) -> Vec<Owned> {
                 let scale_index = out.len() as u32;
                 out[k].quant = Quant::Scales { axis: axis as u16, group_size: group, scale: TensorRef::Index(scale_index) };
                 let name = inp.named.then(|| format!("scale#{scale_index}"));
-                out.push(Owned {
+                out.push(OwnedTensor {
                     name,
                     dtype: DType::E8M0,
                     shape: vec![scales],
@@ -120,11 +115,11 @@ fn legalise(inp: &Input) -> Vec<Owned> {
     out
 }
 
-fn raw(inp: &Input) -> Vec<Owned> {
+fn raw(inp: &Input) -> Vec<OwnedTensor> {
     inp.tensors
         .iter()
         .take(12)
-        .map(|t| Owned {
+        .map(|t| OwnedTensor {
             name: t.name.clone(),
             dtype: DType::from_code(t.dtype).unwrap_or(DType::U8),
             shape: t.shape.iter().map(|&d| u64::from(d)).collect(),
@@ -139,21 +134,7 @@ fn raw(inp: &Input) -> Vec<Owned> {
         .collect()
 }
 
-fn specs(ts: &[Owned]) -> Vec<TensorSpec<'_>> {
-    ts.iter()
-        .map(|t| TensorSpec {
-            name: t.name.as_deref(),
-            dtype: t.dtype,
-            shape: &t.shape,
-            data: &t.data,
-            layout: t.layout.as_deref(),
-            block_size: t.block_size,
-            quant: t.quant,
-        })
-        .collect()
-}
-
-fn round_trip(ts: &[Owned], must_write: bool) {
+fn round_trip(ts: &[OwnedTensor], must_write: bool) {
     let specs = specs(ts);
     let len = match Writer::new().encoded_len(&specs) {
         Ok(l) => l,

@@ -448,7 +448,11 @@ mod tests {
 
     #[test]
     fn tensors_print_their_table() {
-        let out = decode("tensors", &kiln_nostd::doc_example_block(), false);
+        let out = decode(
+            "tensors",
+            include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln")),
+            false,
+        );
         let table: Json = serde_json::from_str(&out).unwrap();
         assert_eq!(table[0]["dtype"], "f32");
         assert_eq!(table[0]["shape"], serde_json::json!([2]));

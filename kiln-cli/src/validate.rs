@@ -277,7 +277,7 @@ mod tests {
 
     #[test]
     fn scratch_only_for_plausible_counts() {
-        let block = kiln_nostd::doc_example_block(); // 1 tensor, 200 bytes
+        let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln")); // 1 tensor, 200 bytes
         assert_eq!(name_scratch(&block, Limits::DEFAULT).map(|s| s.len()), Some(kiln_nostd::scratch_len(1)));
         assert_eq!(name_scratch(&block, Limits::DEFAULT.with_count_cap(0)), None);
         let mut huge = kiln_nostd::EMPTY_BLOCK;

@@ -2,7 +2,7 @@
 //!
 //! `Kiln` implements [`KilnType`], [`Decode`] and [`Encode`] from
 //! `kiln_nostd::frozen`; `#[derive(KilnType, Encode)]` (or `Decode`) picks
-//! single parts, e.g. for an encode-only struct holding `Tensors`. The type
+//! single parts, e.g. for an encode-only struct holding `TensorSpecs`. The type
 //! part adds two inherent constants:
 //!
 //! * `TYPE_TEXT: &'static str`: the canonical type text, built at compile

@@ -43,9 +43,14 @@ pub(crate) fn first_above_one(buf: &[u8]) -> Option<usize> {
         }
         at = at.saturating_add(BLOCK);
     }
+    // Fallback not taken: at counts whole blocks of buf, so at <= buf.len().
     let rest = buf.get(at..).unwrap_or(&[]);
     rest.iter().position(|&b| bad(b)).map(|k| at.saturating_add(k))
 }
+
+// Every supported target has 32- or 64-bit pointers, so a `u32` always fits
+// a `usize` and a `usize` always fits a `u64`: the conversions below are lossless.
+const _: () = assert!(usize::BITS >= u32::BITS && usize::BITS <= u64::BITS);
 
 /// `u64` to `usize`, `None` when it does not fit (32-bit targets).
 #[inline]
@@ -53,10 +58,25 @@ pub(crate) fn usize_from(v: u64) -> Option<usize> {
     usize::try_from(v).ok()
 }
 
-/// `usize` to `u64`; lossless on every supported target (usize is at most 64 bits).
+/// `u64` to `usize`, saturating: a saturated value is past the end of any
+/// real buffer, so the bounds check that follows fails as it should.
 #[inline]
-pub(crate) fn u64_from(v: usize) -> u64 {
-    u64::try_from(v).unwrap_or(u64::MAX)
+pub(crate) fn usize_sat(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// `u32` to `usize`, lossless (asserted above).
+#[inline]
+#[allow(clippy::as_conversions)] // widening; `From` is not implemented for it
+pub(crate) const fn usize_from_u32(v: u32) -> usize {
+    v as usize
+}
+
+/// `usize` to `u64`, lossless (asserted above).
+#[inline]
+#[allow(clippy::as_conversions)] // widening; `From` is not implemented for it
+pub(crate) const fn u64_from(v: usize) -> u64 {
+    v as u64
 }
 
 #[cfg(test)]

@@ -97,6 +97,7 @@ pub(crate) fn step10(b: &Block<'_>) -> core::result::Result<(), (usize, Error)> 
     let mut running_end = 0u64;
     for (i, raw) in b.descs.raws.iter().enumerate() {
         ranges::check_placement(raw, i, running_end, b.payload).map_err(|e| (i, e))?;
+        // Fallback not taken: check_placement just passed: the range end does not overflow.
         running_end = raw.range_end().unwrap_or(u64::MAX);
     }
     ranges::check_total(running_end, b.payload.len).map_err(|e| (b.descs.count, e))

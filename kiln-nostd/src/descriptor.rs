@@ -153,6 +153,7 @@ impl RawDescriptor {
 
     /// Views `bytes` (a multiple of 128 long) as descriptors.
     pub fn slice(bytes: &[u8]) -> &[RawDescriptor] {
+        // Fallback not taken: callers pass a whole number of checked 128-byte descriptors (alignment 1).
         bytemuck::try_cast_slice(bytes).unwrap_or(&[])
     }
 
@@ -291,11 +292,18 @@ impl Descriptor {
         }
     }
 
-    /// Decodes 128 descriptor bytes; any other length decodes as all zeros.
-    pub fn decode(raw: &[u8]) -> Descriptor {
-        bytemuck::try_from_bytes::<RawDescriptor>(raw)
-            .map(Descriptor::from_raw)
-            .unwrap_or_else(|_| Descriptor::from_raw(&RawDescriptor::ZERO))
+    /// Decodes the 128 bytes of one descriptor (no field is checked).
+    ///
+    /// ```
+    /// use kiln_nostd::{descriptor::Descriptor, header::DESCRIPTOR_LEN};
+    /// let mut raw = [0u8; DESCRIPTOR_LEN];
+    /// raw[0] = 2; // dtype code 2: f32
+    /// let d = Descriptor::decode(&raw);
+    /// assert_eq!((d.dtype, d.encode()), (2, raw));
+    /// ```
+    pub fn decode(raw: &[u8; DESCRIPTOR_LEN]) -> Descriptor {
+        // Same size and alignment 1: the cast cannot fail.
+        Descriptor::from_raw(bytemuck::cast_ref(raw))
     }
 
     /// Encodes into 128 bytes (reserved bytes zero).
@@ -328,6 +336,7 @@ impl Descriptor {
 
     /// The dims in use (`shape[..rank]`); empty for rank 0 or a bad rank.
     pub fn dims(&self) -> &[u64] {
+        // Fallback: a bad rank (over 8) reads as no dims; the checks refuse it first.
         self.shape.get(..usize::from(self.rank)).unwrap_or(&[])
     }
 
@@ -377,6 +386,7 @@ impl RawDescriptor {
         let siblings = word([self.scale_index, self.outer_index]);
         let reserved = u64::from(self.reserved) | u64::from(u128::from_ne_bytes(self.reserved_tail) != 0);
         let fixed = (layout ^ NO_LAYOUT) | (quant ^ NO_QUANT) | !siblings | reserved;
+        // Fallback: codes past the table are not plain: width 0 sends them to the full check.
         let width = PLAIN_WIDTH.get(usize::from(self.dtype_code())).copied().unwrap_or(0);
         if fixed != 0 || width == 0 || self.rank > MAX_RANK {
             return false;
@@ -489,6 +499,7 @@ pub(crate) fn check_elements(d: &RawDescriptor, payload: &[u8], payload_at: usiz
             None => Ok(()),
         },
         Some(DType::I4 | DType::U4 | DType::E2M1) => {
+            // Fallback not taken: the element count was checked not to overflow before this check.
             let odd = d.element_count().unwrap_or(0) % 2 == 1;
             match payload.last() {
                 Some(&last) if odd && last & 0xF0 != 0 => {

@@ -109,7 +109,7 @@ impl<'s> Parser<'s> {
         buf: &'a [u8],
         start: usize,
         standalone: bool,
-    ) -> Result<(Directory<'a>, Option<names::FrozenTable<'s>>)> {
+    ) -> Result<(Directory<'a>, Option<names::LookupTable<'s>>)> {
         let Some(block) = buf.get(start..) else {
             return fail(Rule::HeaderTruncated, buf.len());
         };
@@ -123,7 +123,7 @@ fn check_block<'s>(
     block: &[u8],
     parser: Parser<'s>,
     standalone: bool,
-) -> Result<(Header, Regions, Option<names::FrozenTable<'s>>)> {
+) -> Result<(Header, Regions, Option<names::LookupTable<'s>>)> {
     let header = Header::parse(block)?; // steps 1, 2
     let regions = header.regions(block, &parser.limits)?; // steps 3 to 7
     let b = Block::new(block, &header, regions, true);
@@ -158,7 +158,7 @@ pub(crate) fn check_descriptors<'s>(
     scratch: Option<&'s mut [u32]>,
     seed: u64,
     walk: Option<bool>,
-) -> Result<Option<names::FrozenTable<'s>>> {
+) -> Result<Option<names::LookupTable<'s>>> {
     // `walk`: accept in one walk (with the plain fast path or not), or step by step.
     let Some(plain) = walk else {
         return check_order::check(b, scratch, seed).map(|t| t.map(Table::freeze));

@@ -47,6 +47,7 @@ macro_rules! element {
 }
 
 fn byte(b: &[u8]) -> u8 {
+    // Fallback not taken: callers pass one-byte chunks: never empty.
     b.first().copied().unwrap_or(0)
 }
 fn put_byte(out: &mut [u8], v: u8) {
@@ -108,6 +109,7 @@ pub fn copy<T: Element>(dtype: DType, bytes: &[u8], out: &mut [T]) -> Result<usi
     if !T::reads(dtype) {
         return Err(ViewError::WrongType { dtype: dtype.code() });
     }
+    // Fallback not taken: WIDTH is a nonzero constant: never 0 by fallback.
     let n = bytes.len().checked_div(T::WIDTH).unwrap_or(0);
     let Some(out) = out.get_mut(..n) else {
         return Err(ViewError::OutputTooShort { needed: n });

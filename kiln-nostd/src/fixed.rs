@@ -5,6 +5,7 @@ use core::fmt;
 
 use crate::error::Result;
 use crate::limits::Limits;
+use crate::names::table_words;
 use crate::views::{Directory, NameIndex, Tensor};
 use crate::Parser;
 
@@ -30,7 +31,7 @@ impl<'a> Directory<'a> {
     /// The tensors in a `heapless::Vec` of capacity `N`.
     ///
     /// ```
-    /// # let bytes = kiln_nostd::doc_example_block();
+    /// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln"));
     /// let dir = kiln_nostd::Directory::parse(&bytes)?;
     /// let all = dir.collect_tensors::<4>().expect("fits");
     /// assert_eq!(all.len(), 1);
@@ -53,7 +54,7 @@ impl<'a> Directory<'a> {
 ///
 /// ```
 /// use kiln_nostd::FixedIndex;
-/// # let bytes = kiln_nostd::doc_example_block_named();
+/// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut index = FixedIndex::<8, 32>::new();
 /// let (dir, names) = index.parse(&bytes)?;
 /// assert_eq!(names.get("w").map(|t| t.index()), Some(0));
@@ -73,7 +74,7 @@ impl<const T: usize, const S: usize> Default for FixedIndex<T, S> {
 
 impl<const T: usize, const S: usize> FixedIndex<T, S> {
     // Checked when the type is used: S must hold the table for T names.
-    const ENOUGH_SCRATCH: () = assert!(S >= scratch_words(T), "S is smaller than scratch_len(T)");
+    const ENOUGH_SCRATCH: () = assert!(S >= table_words(T), "S is smaller than scratch_len(T)");
 
     /// An empty index with default caps (the count cap lowered to `T`).
     pub const fn new() -> Self {
@@ -90,17 +91,9 @@ impl<const T: usize, const S: usize> FixedIndex<T, S> {
 
     /// Checks a standalone block and indexes its names.
     pub fn parse<'a>(&mut self, buf: &'a [u8]) -> Result<(Directory<'a>, NameIndex<'a, '_>)> {
+        // Fallback: a capacity beyond u32 tensors is the u32 maximum: the count is a u32.
         let cap = u32::try_from(T).unwrap_or(u32::MAX).min(self.limits.count_cap);
         Parser::new().limits(self.limits.with_count_cap(cap)).scratch(&mut self.scratch).parse_indexed(buf)
-    }
-}
-
-/// `scratch_len` as a const fn for the compile-time capacity check.
-const fn scratch_words(tensors: usize) -> usize {
-    let want = tensors.saturating_add(tensors / 2).saturating_add(1);
-    match want.checked_next_power_of_two() {
-        Some(p) => p.saturating_mul(2),
-        None => usize::MAX,
     }
 }
 
@@ -109,15 +102,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn const_and_runtime_scratch_sizes_agree() {
-        for n in [0u32, 1, 2, 3, 7, 8, 100, 10_000] {
-            assert_eq!(scratch_words(n as usize), crate::scratch_len(n), "{n}");
-        }
+    fn scratch_len_sizes_a_fixed_index_at_compile_time() {
+        // The capacity check accepts S = scratch_len(T), and that is enough for a hashed index.
+        const S: usize = crate::scratch_len(8);
+        let bytes =
+            *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
+        let mut index = FixedIndex::<8, S>::new();
+        let (_, names) = index.parse(&bytes).unwrap();
+        assert!(names.is_hashed());
+        assert_eq!(names.get("w").map(|t| t.index()), Some(0));
     }
 
     #[test]
     fn too_many_tensors_for_the_capacity_is_limit() {
-        let bytes = crate::doc_example_block_named();
+        let bytes =
+            *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
         let mut index = FixedIndex::<0, 2>::new();
         let err = index.parse(&bytes).unwrap_err();
         assert_eq!((err.code(), err.offset()), (crate::ErrorCode::Limit, 8));

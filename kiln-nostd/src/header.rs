@@ -1,6 +1,6 @@
 //! The 64-byte directory header and the regions it implies (check steps 1 to 7).
 
-use crate::bytes::{first_nonzero, u32_at, u64_at, u64_from, usize_from};
+use crate::bytes::{first_nonzero, u64_from, usize_from, usize_sat};
 use crate::error::{fail, Result, Rule};
 use crate::limits::Limits;
 
@@ -43,6 +43,32 @@ pub struct Header {
     pub directory_bytes: u64,
 }
 
+/// The header's 64 bytes as fields, so each read is a fixed-offset load that
+/// cannot miss (alignment 1, every bit pattern valid).
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
+struct RawHeader {
+    magic: [u8; 4],
+    version: u8,
+    flags: u8,
+    reserved: [u8; 2],
+    tensor_count: [u8; 4],
+    name_bytes: [u8; 4],
+    payload_bytes: [u8; 8],
+    directory_bytes: [u8; 8],
+    reserved_tail: [u8; 32],
+}
+
+const _: () = assert!(core::mem::size_of::<RawHeader>() == HEADER_LEN);
+const _: () = assert!(core::mem::offset_of!(RawHeader, version) == AT_VERSION);
+const _: () = assert!(core::mem::offset_of!(RawHeader, flags) == AT_FLAGS);
+const _: () = assert!(core::mem::offset_of!(RawHeader, reserved) == AT_RESERVED);
+const _: () = assert!(core::mem::offset_of!(RawHeader, tensor_count) == AT_COUNT);
+const _: () = assert!(core::mem::offset_of!(RawHeader, name_bytes) == AT_NAME_BYTES);
+const _: () = assert!(core::mem::offset_of!(RawHeader, payload_bytes) == AT_PAYLOAD_BYTES);
+const _: () = assert!(core::mem::offset_of!(RawHeader, directory_bytes) == AT_DIRECTORY_BYTES);
+const _: () = assert!(core::mem::offset_of!(RawHeader, reserved_tail) == AT_RESERVED_TAIL);
+
 /// Where the regions of a checked block lie, relative to the block start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Regions {
@@ -58,34 +84,34 @@ impl Header {
     /// Steps 1 and 2: length, magic, version, flags, reserved bytes.
     /// `block` starts at the header; offsets in errors are relative to it.
     pub fn parse(block: &[u8]) -> Result<Header> {
-        let Some(magic) = crate::bytes::array::<4>(block, 0) else {
+        let Some(magic) = block.first_chunk::<4>() else {
             return fail(Rule::HeaderTruncated, block.len());
         };
-        if magic != MAGIC {
+        if *magic != MAGIC {
             return fail(Rule::DirectoryMagic, 0);
         }
-        let Some(head) = block.get(..HEADER_LEN) else {
+        let Some(head) = block.first_chunk::<HEADER_LEN>() else {
             return fail(Rule::HeaderTruncated, block.len());
         };
-        let version = head.get(AT_VERSION).copied().unwrap_or(0);
-        if version != VERSION {
+        let head: &RawHeader = bytemuck::cast_ref(head);
+        if head.version != VERSION {
             return fail(Rule::DirectoryVersion, AT_VERSION);
         }
-        let flags = head.get(AT_FLAGS).copied().unwrap_or(0);
+        let flags = head.flags;
         if flags & !(FLAG_NAMES | FLAG_LITTLE_ENDIAN) != 0 {
             return fail(Rule::UnknownFlag, AT_FLAGS);
         }
         if flags & FLAG_LITTLE_ENDIAN == 0 {
             return fail(Rule::LittleEndianFlagClear, AT_FLAGS);
         }
-        check_zero(head.get(AT_RESERVED..AT_COUNT).unwrap_or(&[]), AT_RESERVED)?;
-        check_zero(head.get(AT_RESERVED_TAIL..).unwrap_or(&[]), AT_RESERVED_TAIL)?;
+        check_zero(&head.reserved, AT_RESERVED)?;
+        check_zero(&head.reserved_tail, AT_RESERVED_TAIL)?;
         Ok(Header {
             flags,
-            tensor_count: u32_at(head, AT_COUNT).unwrap_or(0),
-            name_bytes: u32_at(head, AT_NAME_BYTES).unwrap_or(0),
-            payload_bytes: u64_at(head, AT_PAYLOAD_BYTES).unwrap_or(0),
-            directory_bytes: u64_at(head, AT_DIRECTORY_BYTES).unwrap_or(0),
+            tensor_count: u32::from_le_bytes(head.tensor_count),
+            name_bytes: u32::from_le_bytes(head.name_bytes),
+            payload_bytes: u64::from_le_bytes(head.payload_bytes),
+            directory_bytes: u64::from_le_bytes(head.directory_bytes),
         })
     }
 
@@ -148,7 +174,7 @@ impl Header {
 /// Step 5: the directory (header, descriptors, heap) ends inside the `avail` bytes at hand.
 pub(crate) fn check_directory_fits(heap_end: u64, avail: u64) -> Result<()> {
     if heap_end > avail {
-        return fail(Rule::DirectoryTruncated, usize_from(avail).unwrap_or(usize::MAX));
+        return fail(Rule::DirectoryTruncated, usize_sat(avail));
     }
     Ok(())
 }
@@ -156,7 +182,7 @@ pub(crate) fn check_directory_fits(heap_end: u64, avail: u64) -> Result<()> {
 /// Step 6, the length: the block ends inside the `avail` bytes at hand.
 pub(crate) fn check_block_fits(block_len: u64, avail: u64) -> Result<()> {
     if block_len > avail {
-        return fail(Rule::BlockTruncated, usize_from(avail).unwrap_or(usize::MAX));
+        return fail(Rule::BlockTruncated, usize_sat(avail));
     }
     Ok(())
 }
@@ -170,6 +196,7 @@ fn check_zero(bytes: &[u8], at: usize) -> Result<()> {
 
 // Step 7.
 pub(crate) fn check_padding(block: &[u8], heap_end: usize, payload_base: usize) -> Result<()> {
+    // Fallback not taken: the caller checked heap_end <= payload_base <= block length.
     let pad = block.get(heap_end..payload_base).unwrap_or(&[]);
     match first_nonzero(pad) {
         Some(i) => fail(Rule::NonzeroPadding, heap_end.saturating_add(i)),

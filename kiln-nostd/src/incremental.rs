@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use kiln_nostd::{Incremental, Progress};
-//! # let block = kiln_nostd::doc_example_block();
+//! # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln"));
 //! let mut prefix = [0u8; 1024];
 //! let mut v = Incremental::new(&mut prefix);
 //! for chunk in block.chunks(7) {

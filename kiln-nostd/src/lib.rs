@@ -32,6 +32,11 @@
 //! canonical encoder.
 #![no_std]
 #![forbid(unsafe_code)]
+// Offset arithmetic saturates (`saturating_add` and friends) rather than
+// wrapping: a saturated offset lies past the end of every buffer, so the
+// bounds check that follows it fails as it should. Each `unwrap_or` that
+// remains says on the line above why its fallback is never taken, or what
+// it means when it is.
 #![cfg_attr(
     not(test),
     deny(
@@ -80,7 +85,7 @@ pub use incremental::{Incremental, Progress, Summary};
 pub use limits::{Limits, DEFAULT_CAP};
 pub use names::scratch_len;
 pub use source::{ReadAt, SourceError};
-pub use views::{Directory, NameIndex, Quantization, Tensor, Tensors};
+pub use views::{Directory, NameIndex, Quantization, Tensor, TensorIter};
 pub use writer::{sort_dict, Quant, TensorRef, TensorSpec, Writer};
 
 /// The empty directory: the 64-byte header with only the little-endian flag.
@@ -94,26 +99,3 @@ pub const EMPTY_BLOCK: [u8; 64] = {
     b[5] = header::FLAG_LITTLE_ENDIAN;
     b
 };
-
-#[doc(hidden)]
-/// The spec's 200-byte example block (one unnamed f32 vector 1.0, -2.0), for doc examples.
-pub fn doc_example_block() -> [u8; 200] {
-    let mut out = [0u8; 200];
-    example_block_into(None, &mut out);
-    out
-}
-
-#[doc(hidden)]
-/// The same tensor named `w` (a 264-byte block), for doc examples.
-pub fn doc_example_block_named() -> [u8; 264] {
-    let mut out = [0u8; 264];
-    example_block_into(Some("w"), &mut out);
-    out
-}
-
-fn example_block_into(name: Option<&str>, out: &mut [u8]) {
-    const DATA: [u8; 8] = [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0];
-    let mut spec = TensorSpec::new(DType::F32, &[2], &DATA);
-    spec.name = name;
-    let _ = Writer::new().write(&[spec], out);
-}

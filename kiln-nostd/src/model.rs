@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use kiln_nostd::model::{self, Model};
-//! # let file = kiln_nostd::model::doc_example_file();
+//! # let file = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.model.kiln"));
 //! let m = Model::parse(&file)?;
 //! assert_eq!(m.metadata().get("author"), Some("kiln"));
 //! assert_eq!(m.directory().len(), 1);
@@ -20,7 +20,7 @@
 //! # Ok::<(), kiln_nostd::Error>(())
 //! ```
 
-use crate::bytes::{u32_at, usize_from};
+use crate::bytes::{u32_at, usize_from, usize_from_u32};
 use crate::error::{fail, Result, Rule};
 use crate::frozen::{check_frame, Field, Ty, FRAME_MAGIC};
 use crate::views::Directory;
@@ -77,6 +77,7 @@ impl<'a> Model<'a> {
         if directory.end() != buf.len() {
             return fail(Rule::TrailingBytes, directory.end());
         }
+        // Fallback not taken: at..end is the metadata region checked above.
         let metadata = Metadata { bytes: buf.get(at..end).unwrap_or(&[]) };
         Ok(Model { metadata, directory })
     }
@@ -138,7 +139,8 @@ pub struct Metadata<'a> {
 impl<'a> Metadata<'a> {
     /// The entries, in key order, without the padding key.
     pub fn iter(&self) -> MetadataIter<'a> {
-        let count = u32_at(self.bytes, 0).and_then(|n| usize_from(u64::from(n))).unwrap_or(0);
+        // Fallback not taken: checked metadata starts with its count word.
+        let count = u32_at(self.bytes, 0).map(usize_from_u32).unwrap_or(0);
         MetadataIter { bytes: self.bytes, at: 4, left: count, hide_pad: true }
     }
 
@@ -190,7 +192,7 @@ pub struct MetadataIter<'a> {
 impl<'a> MetadataIter<'a> {
     /// The string at the cursor (length word, then UTF-8 bytes, checked at parse time).
     fn string(&mut self) -> Option<&'a str> {
-        let len = usize_from(u64::from(u32_at(self.bytes, self.at)?))?;
+        let len = usize_from_u32(u32_at(self.bytes, self.at)?);
         let start = self.at.checked_add(4)?;
         let end = start.checked_add(len)?;
         self.at = end;
@@ -291,11 +293,13 @@ impl ModelWriter {
             at = at.saturating_add(bytes.len());
         };
         put(file, &crate::frozen::frame_bytes(MODEL_HASH));
+        // Fallback: over u32::MAX entries (32 GiB of keys) write a count the parse of the written file refuses.
         let shown = u32::try_from(metadata.len().saturating_add(usize::from(plan.pad.is_some()))).unwrap_or(u32::MAX);
         put(file, &shown.to_le_bytes());
         let mut pad_written = plan.pad.is_none();
         for &(k, v) in metadata {
             if !pad_written && k.as_bytes() > PAD_KEY.as_bytes() {
+                // Fallback: no pad planned: a zero-length pad entry.
                 put_pad(file, &mut put, plan.pad.unwrap_or(0));
                 pad_written = true;
             }
@@ -303,8 +307,10 @@ impl ModelWriter {
             put_str(file, &mut put, v);
         }
         if !pad_written {
+            // Fallback: no pad planned: a zero-length pad entry.
             put_pad(file, &mut put, plan.pad.unwrap_or(0));
         }
+        // Fallback not taken: at <= file.len(): the plan sized the file.
         let block = file.get_mut(at..).unwrap_or(&mut []);
         let writer = crate::Writer::new().limits(self.limits);
         match scratch.as_deref_mut() {
@@ -340,8 +346,11 @@ impl ModelWriter {
             a => {
                 // Frame, metadata and an empty padding entry (two length words and the key).
                 let without = 16usize.saturating_add(dict).saturating_add(8).saturating_add(PAD_KEY.len());
+                // Fallback not taken: a usize fits a u64 on every supported target.
                 let at = u64::try_from(without.saturating_add(payload_in_block)).unwrap_or(u64::MAX);
+                // Fallback not taken: a is a nonzero alignment: the remainder exists.
                 let pad = at.checked_rem(a).map_or(0, |r| a.saturating_sub(r).checked_rem(a).unwrap_or(0));
+                // Fallback: a pad past usize::MAX fits no buffer, so the size check refuses it.
                 Some(usize::try_from(pad).unwrap_or(usize::MAX))
             }
         };
@@ -371,39 +380,21 @@ fn block_payload_base(specs: &[crate::TensorSpec<'_>]) -> Result<usize> {
 }
 
 fn put_str(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), s: &str) {
+    // Fallback not taken: keys and values were checked against the u32 length cap.
     put(file, &u32::try_from(s.len()).unwrap_or(u32::MAX).to_le_bytes());
     put(file, s.as_bytes());
 }
 
 fn put_pad(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), len: usize) {
     put_str(file, put, PAD_KEY);
+    // Fallback: a pad of 4 GiB or more is refused by the parse of the written file.
     put(file, &u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes());
     const SPACES: [u8; 256] = [b' '; 256];
     let mut left = len;
     while left > 0 {
         let n = left.min(SPACES.len());
+        // Fallback not taken: n <= SPACES.len() by the min above.
         put(file, SPACES.get(..n).unwrap_or(&[]));
         left = left.saturating_sub(n);
     }
-}
-
-#[doc(hidden)]
-/// A small model file for the examples: metadata {author: kiln, kiln.convert.pad: "  "}, one f32 [2].
-pub fn doc_example_file() -> [u8; 16 + 4 + 4 + 6 + 4 + 4 + 4 + 16 + 4 + 2 + 200] {
-    let mut out = [0u8; 16 + 4 + 4 + 6 + 4 + 4 + 4 + 16 + 4 + 2 + 200];
-    let mut at = 0usize;
-    let mut put = |bytes: &[u8]| {
-        if let Some(dst) = out.get_mut(at..at.saturating_add(bytes.len())) {
-            dst.copy_from_slice(bytes);
-        }
-        at = at.saturating_add(bytes.len());
-    };
-    put(&crate::frozen::frame_bytes(MODEL_HASH));
-    put(&2u32.to_le_bytes());
-    for s in ["author", "kiln", PAD_KEY, "  "] {
-        put(&u32::try_from(s.len()).unwrap_or(0).to_le_bytes());
-        put(s.as_bytes());
-    }
-    put(&crate::doc_example_block());
-    out
 }

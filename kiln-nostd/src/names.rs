@@ -5,6 +5,7 @@
 //! table in caller scratch (linear expected time) or, without scratch, by
 //! comparing every pair (quadratic, no memory).
 
+use crate::bytes::{usize_from_u32, usize_sat};
 use crate::descriptor::{field_at, RawDescriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, NO_NAME};
 use crate::error::{fail, Result, Rule};
 use crate::header::AT_FLAGS;
@@ -113,6 +114,7 @@ impl NameCursor {
 
     /// Step 8, last rule: the names and layout names fill the heap exactly.
     pub fn check_heap_total(&self, heap: Heap<'_>) -> Result<()> {
+        // Fallback: no layout names: the heap ends after the tensor names.
         let end = self.layout_cursor.unwrap_or(self.cursor);
         if end != heap.bytes.len() {
             return fail(Rule::HeapHole, heap.at.saturating_add(end));
@@ -125,7 +127,7 @@ impl NameCursor {
 /// name must start), saturating.
 pub(crate) fn names_total(raws: &[RawDescriptor]) -> usize {
     let sum = raws.iter().fold(0u64, |acc, r| acc.saturating_add(u64::from(r.name_field().1)));
-    usize::try_from(sum).unwrap_or(usize::MAX)
+    usize_sat(sum)
 }
 
 /// Step 8: a name flag on an empty directory.
@@ -166,6 +168,7 @@ pub(crate) fn name_hash(bytes: &[u8], seed: u64) -> u64 {
     let mut h = seed ^ crate::bytes::u64_from(bytes.len()).wrapping_mul(K);
     let mut chunks = bytes.chunks_exact(8);
     for c in &mut chunks {
+        // Fallback not taken: chunks_exact(8) yields 8-byte chunks: never 0 by fallback.
         let w = crate::bytes::u64_at(c, 0).unwrap_or(0);
         h = (h ^ w).wrapping_mul(K).rotate_left(31);
     }
@@ -177,9 +180,11 @@ pub(crate) fn name_hash(bytes: &[u8], seed: u64) -> u64 {
 /// mixes in separately.
 #[inline]
 fn tail_word(rem: &[u8]) -> u64 {
+    // Fallback not taken: i < rem.len() at every call: never 0 by fallback.
     let byte = |i: usize| u64::from(rem.get(i).copied().unwrap_or(0));
     let len = rem.len();
     if len >= 4 {
+        // Fallback not taken: len >= 4: both words are there.
         let lo = crate::bytes::u32_at(rem, 0).unwrap_or(0);
         let hi = crate::bytes::u32_at(rem, len.wrapping_sub(4)).unwrap_or(0);
         u64::from(lo) | (u64::from(hi) << 32)
@@ -217,6 +222,7 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// every input bit.
 #[inline]
 fn slot_of(h: u64, shift: u32) -> usize {
+    // Fallback: a one-slot table has shift 64, so every hash takes slot 0; the result fits usize.
     usize::try_from(h.checked_shr(shift).unwrap_or(0)).unwrap_or(0)
 }
 
@@ -225,22 +231,35 @@ fn slot_of(h: u64, shift: u32) -> usize {
 /// half is folded in: the low bits of a product miss the high input bits.
 #[inline]
 fn fingerprint(h: u64) -> u32 {
+    // Fallback not taken: masked to 32 bits: the conversion cannot fail.
     u32::try_from((h ^ (h >> 32)) & 0xFFFF_FFFF).unwrap_or(0)
 }
 
 /// Slots a table for `count` names uses: a power of two at least 1.5 times the count.
-fn slots_for(count: usize) -> Option<usize> {
-    count.checked_add(count / 2)?.checked_add(1)?.checked_next_power_of_two()
+const fn slots_for(count: usize) -> Option<usize> {
+    let Some(n) = count.checked_add(count / 2) else { return None };
+    let Some(n) = n.checked_add(1) else { return None };
+    n.checked_next_power_of_two()
 }
 
 /// Scratch `u32`s a name table for `count` tensors needs (two per slot).
+/// A `const fn`, so a fixed scratch array can be sized at compile time.
 ///
 /// ```
-/// assert_eq!(kiln_nostd::scratch_len(10_000), 2 * 16_384);
+/// const SCRATCH: usize = kiln_nostd::scratch_len(10_000);
+/// assert_eq!(SCRATCH, 2 * 16_384);
 /// ```
-pub fn scratch_len(count: u32) -> usize {
-    let n = usize::try_from(count).unwrap_or(usize::MAX);
-    slots_for(n).and_then(|s| s.checked_mul(2)).unwrap_or(usize::MAX)
+pub const fn scratch_len(count: u32) -> usize {
+    table_words(usize_from_u32(count))
+}
+
+/// [`scratch_len`] for a `usize` count (a `const` capacity). `usize::MAX`
+/// when it overflows: no scratch is that large, so no table is built.
+pub(crate) const fn table_words(count: usize) -> usize {
+    match slots_for(count) {
+        Some(slots) => slots.saturating_mul(2),
+        None => usize::MAX,
+    }
 }
 
 /// An open-addressing table in caller memory: each slot is
@@ -304,20 +323,20 @@ impl<'s> Table<'s> {
     }
 
     /// Freezes the table for lookups.
-    pub fn freeze(self) -> FrozenTable<'s> {
-        FrozenTable { slots: self.slots, mask: self.mask, shift: self.shift }
+    pub fn freeze(self) -> LookupTable<'s> {
+        LookupTable { slots: self.slots, mask: self.mask, shift: self.shift }
     }
 }
 
 /// A filled table, read-only.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct FrozenTable<'s> {
+pub(crate) struct LookupTable<'s> {
     slots: &'s [[u32; 2]],
     mask: usize,
     shift: u32,
 }
 
-impl FrozenTable<'_> {
+impl LookupTable<'_> {
     /// The index of the tensor named `name`, if any.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn find<'n>(&self, name: &[u8], seed: u64, name_of: impl Fn(usize) -> &'n [u8]) -> Option<usize> {

@@ -41,6 +41,7 @@ fn div_ceil_u32(n: u64, d: u32) -> Option<u64> {
         r = (r << 1) | (n.checked_shr(bit).unwrap_or(0) & 1);
         if r >= d {
             r = r.wrapping_sub(d);
+            // Fallback not taken: bit is below 64.
             q |= 1u64.checked_shl(bit).unwrap_or(0);
         }
     }
@@ -83,6 +84,7 @@ pub(crate) fn check_quant<'r>(
                 return fail(Rule::QuantChain, at(AT_SCALE_INDEX));
             }
             let dims = d.shape();
+            // Fallback not taken: the rank was checked to be at most 8.
             let dims = dims.get(..usize::from(d.rank())).unwrap_or(&[]);
             if scale_count(dims, axis, d.group_size()) != scale.element_count() {
                 return fail(Rule::ScaleCount, at(AT_SCALE_INDEX));

@@ -5,7 +5,7 @@
 //! that lies before an earlier one without touching it breaks only the
 //! placement, which step 10 reports.
 
-use crate::bytes::{first_nonzero, usize_from};
+use crate::bytes::{first_nonzero, usize_from_u32, usize_sat};
 use crate::descriptor::{field_at, RawDescriptor, AT_BYTE_OFFSET};
 use crate::directory::{Descriptors, Payload};
 use crate::error::{fail, Result, Rule};
@@ -33,7 +33,7 @@ pub(crate) fn check_offset(d: &RawDescriptor, i: usize, running_end: u64) -> Res
 /// Step 10, gap only: payload bytes `from..to` (payload offsets) are zero.
 /// `payload` is the region, at block offset `at`.
 pub(crate) fn check_gap(payload: &[u8], at: usize, from: u64, to: u64) -> Result<()> {
-    let (from, to) = (usize_from(from).unwrap_or(usize::MAX), usize_from(to).unwrap_or(usize::MAX));
+    let (from, to) = (usize_sat(from), usize_sat(to));
     match payload.get(from..to).and_then(first_nonzero) {
         Some(k) => fail(Rule::NonzeroGap, at.saturating_add(from).saturating_add(k)),
         None => Ok(()),
@@ -81,6 +81,7 @@ fn first_disorder(descs: &Descriptors<'_>, upto: usize) -> Option<usize> {
     (0..upto).filter(|&i| descs.raw(i).byte_length() != 0).find(|&i| {
         let d = descs.raw(i);
         let disorder = d.byte_offset() < furthest;
+        // Fallback not taken: ranges were checked not to overflow (step 9) before placement.
         furthest = furthest.max(d.range_end().unwrap_or(u64::MAX));
         disorder
     })
@@ -88,6 +89,7 @@ fn first_disorder(descs: &Descriptors<'_>, upto: usize) -> Option<usize> {
 
 fn intersect(descs: &Descriptors<'_>, j: usize, k: usize) -> bool {
     let (a, b) = (descs.raw(j), descs.raw(k));
+    // Fallback not taken: ranges were checked not to overflow (step 9) before placement.
     let (a_end, b_end) = (a.range_end().unwrap_or(u64::MAX), b.range_end().unwrap_or(u64::MAX));
     a.byte_offset() < b_end && b.byte_offset() < a_end
 }
@@ -103,7 +105,7 @@ fn first_intersection_sorted(descs: &Descriptors<'_>, from: usize, upto: usize, 
         n = n.saturating_add(1);
     }
     let order = order.get_mut(..n)?;
-    let index = |k: u32| usize::try_from(k).unwrap_or(usize::MAX);
+    let index = |k: u32| usize_from_u32(k);
     heapsort_by_key(order, |k| (descs.raw(index(k)).byte_offset(), k));
     // Walks the sorted ranges of descriptors 0..=m: disjoint exactly when
     // each starts at or after the end of the one before.
@@ -112,6 +114,7 @@ fn first_intersection_sorted(descs: &Descriptors<'_>, from: usize, upto: usize, 
         order.iter().map(|&k| index(k)).filter(|&k| k <= m).all(|k| {
             let d = descs.raw(k);
             let ok = d.byte_offset() >= end;
+            // Fallback not taken: ranges were checked not to overflow (step 9) before placement.
             end = d.range_end().unwrap_or(u64::MAX);
             ok
         })

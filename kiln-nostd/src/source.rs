@@ -38,7 +38,7 @@
 //!
 //! ```
 //! use kiln_nostd::source::{self, SourceError};
-//! # let block = kiln_nostd::doc_example_block_named();
+//! # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 //! let file: &[u8] = &block; // or a std::fs::File, source::Flash, source::Io, ...
 //! let mut prefix = [0u8; 512]; // at least the prefix: Opened::payload_base bytes
 //! let model = source::open(file, &mut prefix)?;
@@ -65,7 +65,7 @@
 //!
 //! ```
 //! use kiln_nostd::source::{self, SourceError};
-//! # let block = kiln_nostd::doc_example_block_named();
+//! # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 //! let mut prefix = [0u8; 512];
 //! let mut chunk = [0u8; 256];
 //! let summary = source::verify(&block[..], &mut prefix, &mut chunk)?;
@@ -91,7 +91,7 @@
 use core::fmt;
 use core::ops::Range;
 
-use crate::bytes::{u64_from, usize_from};
+use crate::bytes::{u64_from, usize_from, usize_sat};
 use crate::descriptor::{self, RawDescriptor};
 use crate::directory::{check_prefix, Block, PrefixVerdict};
 use crate::dtype::{DType, Width};
@@ -204,7 +204,7 @@ impl<E: fmt::Debug + fmt::Display> core::error::Error for ReadError<E> {}
 ///
 /// ```
 /// use kiln_nostd::source::{self, Window};
-/// # let block = kiln_nostd::doc_example_block_named();
+/// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut image = vec![0xffu8; 4096];                 // say, a flash image
 /// image[1024..1024 + block.len()].copy_from_slice(&block);
 /// let part = Window::new(&image[..], 1024, 4096 - 1024);
@@ -360,7 +360,7 @@ impl From<&Tensor<'_>> for TensorId<'_> {
 ///
 /// ```
 /// use kiln_nostd::{source::Options, Limits};
-/// # let block = kiln_nostd::doc_example_block_named();
+/// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut names = [0u32; 64];
 /// let mut prefix = [0u8; 512];
 /// let model = Options::new()
@@ -455,7 +455,7 @@ impl<'s> Options<'s> {
         let regions = Regions {
             heap_end: usize_from(heap_end).unwrap_or(0),
             payload_base: mem.len(),
-            block_len: usize_from(block_len).unwrap_or(usize::MAX),
+            block_len: usize_sat(block_len),
         };
         // Steps 7 to 11 as far as the prefix decides them: what the
         // incremental validator checks once its prefix is in, with the
@@ -545,6 +545,7 @@ impl<'b> Opened<'b> {
         };
         let t = self.dir.get(i)?;
         let end = HEADER_LEN.saturating_add(self.dir.len().saturating_mul(DESCRIPTOR_LEN));
+        // Fallback not taken: the descriptors of a checked prefix are all in it.
         let raws = RawDescriptor::slice(self.prefix.get(HEADER_LEN..end).unwrap_or(&[]));
         Some((t, raws.get(i)?))
     }
@@ -626,7 +627,7 @@ fn read_span<S: ReadAt>(
     }
     // Bool bytes anywhere; a packed tail only where the tensor ends.
     if raw.dtype() == Some(DType::Bool) || to == raw.byte_length() {
-        descriptor::check_elements(raw, dst, usize_from(at).unwrap_or(usize::MAX))?;
+        descriptor::check_elements(raw, dst, usize_sat(at))?;
     }
     Ok(dst.len())
 }
@@ -664,6 +665,7 @@ fn row_span<E>(raw: &RawDescriptor, rows: Range<u64>) -> Result<Range<u64>, Sour
             a / 2..end
         }
         Some(Width::Opaque) => {
+            // Fallback: a zero dim0 means an empty tensor (len 0), which row 0 describes.
             let row = len.checked_div(dim0).unwrap_or(0);
             let whole_rows = row.saturating_mul(dim0) == len;
             let whole_blocks = row.checked_rem(u64::from(raw.block_size())).is_some_and(|r| r == 0);

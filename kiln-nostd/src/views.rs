@@ -1,21 +1,21 @@
 //! Borrowed views of a checked directory. Every accessor here reads bytes the
 //! parser has already checked, so none can fail or point outside the buffer.
 
-use crate::bytes::usize_from;
+use crate::bytes::{usize_from, usize_from_u32};
 use crate::descriptor::{Descriptor, RawDescriptor, NO_INDEX};
 use crate::directory::Descriptors;
 use crate::dtype::DType;
 use crate::element::{Element, ViewError};
 use crate::error::Result;
 use crate::header::{Header, Regions};
-use crate::names::{same_bytes, FrozenTable, Heap};
+use crate::names::{same_bytes, Heap, LookupTable};
 use crate::quant::SCHEME_SCALES_OUTER;
 
 /// A checked tensor directory borrowed from the caller's buffer.
 ///
 /// ```
 /// use kiln_nostd::{Directory, DType};
-/// # let bytes = kiln_nostd::doc_example_block();
+/// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln"));
 /// let dir = Directory::parse(&bytes)?;
 /// for t in dir.iter() {
 ///     assert_eq!(t.dtype(), DType::F32);
@@ -43,9 +43,11 @@ impl<'a> Directory<'a> {
     }
 
     pub(crate) fn from_checked(buf: &'a [u8], start: usize, header: Header, regions: Regions) -> Self {
+        // Fallback not taken: the parser checked that the block starts inside buf.
         let block = buf.get(start..).unwrap_or(&[]);
-        let count = usize_from(u64::from(header.tensor_count)).unwrap_or(0);
+        let count = usize_from_u32(header.tensor_count);
         let descs = Descriptors::new(block, count);
+        // Fallback not taken: descriptors end before heap_end in a checked directory.
         let heap = Heap::new(block.get(descs.end()..regions.heap_end).unwrap_or(&[]), descs.end());
         Directory { buf, start, header, regions, descs, heap }
     }
@@ -58,12 +60,13 @@ impl<'a> Directory<'a> {
 
     /// The block's bytes.
     pub fn block(&self) -> &'a [u8] {
+        // Fallback: empty only in a prefix directory, which does not hold the whole block.
         self.buf.get(self.start..self.end()).unwrap_or(&[])
     }
 
     /// Number of tensors.
     pub fn len(&self) -> usize {
-        usize_from(u64::from(self.header.tensor_count)).unwrap_or(0)
+        usize_from_u32(self.header.tensor_count)
     }
 
     /// True when the directory holds no tensors.
@@ -107,13 +110,14 @@ impl<'a> Directory<'a> {
     #[inline]
     fn parts(&self) -> Parts<'a> {
         let at = self.payload_start();
+        // Fallback: empty only in a prefix directory, whose payload is not at hand.
         Parts { raws: self.descs.raws, heap: self.heap, payload: self.buf.get(at..self.end()).unwrap_or(&[]), at }
     }
 
     /// The tensors in descriptor order.
     #[cfg_attr(target_pointer_width = "64", inline)]
-    pub fn iter(&self) -> Tensors<'a> {
-        Tensors { dir: *self, next: 0 }
+    pub fn iter(&self) -> TensorIter<'a> {
+        TensorIter { dir: *self, next: 0 }
     }
 
     /// The tensor named `name`, by a linear scan. For many lookups build a
@@ -133,20 +137,20 @@ impl<'a> Directory<'a> {
 
 impl<'a> IntoIterator for Directory<'a> {
     type Item = Tensor<'a>;
-    type IntoIter = Tensors<'a>;
-    fn into_iter(self) -> Tensors<'a> {
+    type IntoIter = TensorIter<'a>;
+    fn into_iter(self) -> TensorIter<'a> {
         self.iter()
     }
 }
 
 /// Iterator over a directory's tensors.
 #[derive(Clone, Debug)]
-pub struct Tensors<'a> {
+pub struct TensorIter<'a> {
     dir: Directory<'a>,
     next: usize,
 }
 
-impl<'a> Iterator for Tensors<'a> {
+impl<'a> Iterator for TensorIter<'a> {
     type Item = Tensor<'a>;
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn next(&mut self) -> Option<Tensor<'a>> {
@@ -160,13 +164,13 @@ impl<'a> Iterator for Tensors<'a> {
     }
 }
 
-impl ExactSizeIterator for Tensors<'_> {}
+impl ExactSizeIterator for TensorIter<'_> {}
 
 /// Name lookups in O(1) expected time, from the table the parser built in
 /// caller scratch (or a linear scan when there was not enough scratch).
 ///
 /// ```
-/// # let bytes = kiln_nostd::doc_example_block_named();
+/// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut scratch = [0u32; 16];
 /// let (dir, index) = kiln_nostd::Parser::new().scratch(&mut scratch).parse_indexed(&bytes)?;
 /// assert_eq!(index.get("w").map(|t| t.index()), Some(0));
@@ -176,12 +180,12 @@ impl ExactSizeIterator for Tensors<'_> {}
 #[derive(Clone, Copy, Debug)]
 pub struct NameIndex<'a, 's> {
     dir: Directory<'a>,
-    table: Option<FrozenTable<'s>>,
+    table: Option<LookupTable<'s>>,
     seed: u64,
 }
 
 impl<'a, 's> NameIndex<'a, 's> {
-    pub(crate) fn from_parts(dir: Directory<'a>, table: Option<FrozenTable<'s>>, seed: u64) -> Self {
+    pub(crate) fn from_parts(dir: Directory<'a>, table: Option<LookupTable<'s>>, seed: u64) -> Self {
         NameIndex { dir, table, seed }
     }
 
@@ -235,7 +239,13 @@ impl<'a> Parts<'a> {
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn tensor(self, index: usize) -> Option<Tensor<'a>> {
         let raw = self.raws.get(index)?;
-        Some(Tensor { parts: self, index, raw, dims: raw.shape() })
+        // The parser checked the dtype code: this `?` never returns.
+        let dtype = raw.dtype()?;
+        let range = usize_from(raw.byte_offset()).zip(usize_from(raw.byte_length()));
+        // The range was checked against the payload region; empty only where
+        // that region is not at hand (the incremental validator's prefix).
+        let bytes = range.and_then(|(at, len)| self.payload.get(at..at.checked_add(len)?)).unwrap_or(&[]);
+        Some(Tensor { parts: self, index, raw, dims: raw.shape(), dtype, bytes })
     }
 }
 
@@ -247,6 +257,10 @@ pub struct Tensor<'a> {
     raw: &'a RawDescriptor,
     /// Decoded shape slots, so `shape()` can lend a slice.
     dims: [u64; 8],
+    /// The checked dtype.
+    dtype: DType,
+    /// The payload, sliced once from the checked range.
+    bytes: &'a [u8],
 }
 
 /// The quantization metadata of a scheme 1 or 2 tensor, with its scale
@@ -287,8 +301,7 @@ impl<'a> Tensor<'a> {
 
     /// The dtype.
     pub fn dtype(&self) -> DType {
-        // Checked at parse time; the fallback is unreachable.
-        self.raw.dtype().unwrap_or(DType::U8)
+        self.dtype
     }
 
     /// Rank, 0 to 8.
@@ -300,11 +313,13 @@ impl<'a> Tensor<'a> {
     /// The dimensions (`[]` for a scalar).
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn shape(&self) -> &[u64] {
+        // The parser checked rank <= 8: the fallback is never taken.
         self.dims.get(..self.rank()).unwrap_or(&[])
     }
 
     /// Number of elements (1 for a scalar).
     pub fn element_count(&self) -> u64 {
+        // The parser checked that the product does not overflow: never 0 by fallback.
         self.raw.element_count().unwrap_or(0)
     }
 
@@ -328,10 +343,10 @@ impl<'a> Tensor<'a> {
         if scheme == 0 {
             return None;
         }
-        let scale = self.parts.tensor(usize_from(u64::from(self.raw.scale_index()))?)?;
+        let scale = self.parts.tensor(usize_from_u32(self.raw.scale_index()))?;
         let outer = match self.raw.outer_index() {
             NO_INDEX => None,
-            i => self.parts.tensor(usize_from(u64::from(i))?),
+            i => self.parts.tensor(usize_from_u32(i)),
         };
         Some(Quantization {
             scheme,
@@ -350,20 +365,21 @@ impl<'a> Tensor<'a> {
     /// Absolute offset of the payload in the caller's buffer.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn absolute_offset(&self) -> usize {
+        // The payload lies inside the caller's buffer: no fallback is ever taken.
         self.parts.at.saturating_add(usize_from(self.raw.byte_offset()).unwrap_or(0))
     }
 
     /// Payload length in bytes.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn byte_len(&self) -> usize {
+        // Checked to lie in the payload region, so it fits a usize: never 0 by fallback.
         usize_from(self.raw.byte_length()).unwrap_or(0)
     }
 
     /// The payload: wire bytes, borrowed from the caller's buffer.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn bytes(&self) -> &'a [u8] {
-        let start = usize_from(self.raw.byte_offset()).unwrap_or(usize::MAX);
-        self.parts.payload.get(start..start.saturating_add(self.byte_len())).unwrap_or(&[])
+        self.bytes
     }
 
     /// The elements as `&[T]` without copying, when `T` matches the dtype,

@@ -26,6 +26,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use kiln_nostd::frozen::{self, Schema};
 use kiln_nostd::{DType, Error, Limits, Parser, Quant, TensorRef, TensorSpec, Writer, DEFAULT_CAP};
 
+mod owned;
+use owned::OwnedTensor;
+
 // ---------------------------------------------------------------- the reference
 
 /// The driver: imports kiln_ref and validates `TYPE FRAMED COUNT_CAP BYTE_CAP HEX`
@@ -249,17 +252,6 @@ fn unhex(s: &str) -> Vec<u8> {
 
 // ---------------------------------------------------------------- writer-made blocks
 
-#[derive(Clone, Debug)]
-struct OwnedTensor {
-    name: Option<String>,
-    dtype: DType,
-    shape: Vec<u64>,
-    data: Vec<u8>,
-    layout: Option<String>,
-    block_size: u32,
-    quant: Quant<'static>,
-}
-
 fn byte_len(dtype: DType, n: u64) -> usize {
     match dtype.width() {
         kiln_nostd::Width::Bytes(w) => (n * u64::from(w)) as usize,
@@ -391,18 +383,7 @@ fn name_all(rng: &mut Rng, ts: &mut [OwnedTensor]) {
 }
 
 fn write_set(ts: &[OwnedTensor]) -> Vec<u8> {
-    let specs: Vec<TensorSpec<'_>> = ts
-        .iter()
-        .map(|t| TensorSpec {
-            name: t.name.as_deref(),
-            dtype: t.dtype,
-            shape: &t.shape,
-            data: &t.data,
-            layout: t.layout.as_deref(),
-            block_size: t.block_size,
-            quant: t.quant,
-        })
-        .collect();
+    let specs = owned::specs(ts);
     let mut out = vec![0u8; Writer::new().encoded_len(&specs).expect("plan")];
     Writer::new().write(&specs, &mut out).expect("generated sets are legal");
     out

@@ -3,19 +3,10 @@
 //! panics and never yields a view outside the buffer.
 
 use kiln_nostd::{DType, Directory, Parser, Quant, Tensor, TensorRef, TensorSpec, Width, Writer};
+use owned::{specs, OwnedTensor};
 use proptest::prelude::*;
 
-/// An owned tensor description the strategies generate.
-#[derive(Clone, Debug)]
-struct Owned {
-    name: Option<String>,
-    dtype: DType,
-    shape: Vec<u64>,
-    data: Vec<u8>,
-    layout: Option<String>,
-    block_size: u32,
-    quant: Option<(u16, u32, u32)>, // axis, group, scale index
-}
+mod owned;
 
 fn data_len(dtype: DType, shape: &[u64], blocks: u64, block_size: u32) -> usize {
     let n: u64 = shape.iter().product();
@@ -41,7 +32,7 @@ fn legalise(dtype: DType, shape: &[u64], mut data: Vec<u8>) -> Vec<u8> {
     data
 }
 
-fn tensor() -> impl Strategy<Value = Owned> {
+fn tensor() -> impl Strategy<Value = OwnedTensor> {
     let dtype = prop_oneof![
         8 => proptest::sample::select(DType::closed_set().to_vec()),
         1 => (4096u16..=32767).prop_map(DType::Opaque),
@@ -51,14 +42,14 @@ fn tensor() -> impl Strategy<Value = Owned> {
             let len = data_len(dtype, &shape, blocks, block_size);
             proptest::collection::vec(any::<u8>(), len..=len).prop_map(move |data| {
                 let opaque = dtype.is_opaque();
-                Owned {
+                OwnedTensor {
                     name: None,
                     dtype,
                     data: legalise(dtype, &shape, data),
                     shape: shape.clone(),
                     layout: opaque.then(|| format!("L{}", seed % 7)),
                     block_size: if opaque { block_size } else { 0 },
-                    quant: None,
+                    quant: Quant::None,
                 }
             })
         },
@@ -66,7 +57,7 @@ fn tensor() -> impl Strategy<Value = Owned> {
 }
 
 /// A set of tensors, all named or none, optionally with one quantized pair.
-fn tensor_set() -> impl Strategy<Value = Vec<Owned>> {
+fn tensor_set() -> impl Strategy<Value = Vec<OwnedTensor>> {
     (proptest::collection::vec(tensor(), 0..6), any::<bool>(), any::<bool>(), 1u32..9).prop_map(
         |(mut ts, named, quantize, group)| {
             if quantize {
@@ -74,23 +65,23 @@ fn tensor_set() -> impl Strategy<Value = Vec<Owned>> {
                 let len = u64::from(group) * 3 + 1;
                 let scales = len.div_ceil(u64::from(group));
                 let scale_index = ts.len() as u32 + 1;
-                ts.push(Owned {
+                ts.push(OwnedTensor {
                     name: None,
                     dtype: DType::E2M1,
                     shape: vec![len],
                     data: vec![0x21; len.div_ceil(2) as usize - 1].into_iter().chain([0x01]).collect(),
                     layout: None,
                     block_size: 0,
-                    quant: Some((0, group, scale_index)),
+                    quant: Quant::Scales { axis: 0, group_size: group, scale: TensorRef::Index(scale_index) },
                 });
-                ts.push(Owned {
+                ts.push(OwnedTensor {
                     name: None,
                     dtype: DType::E8M0,
                     shape: vec![scales],
                     data: vec![127; scales as usize],
                     layout: None,
                     block_size: 0,
-                    quant: None,
+                    quant: Quant::None,
                 });
             }
             if named {
@@ -103,24 +94,7 @@ fn tensor_set() -> impl Strategy<Value = Vec<Owned>> {
     )
 }
 
-fn specs(ts: &[Owned]) -> Vec<TensorSpec<'_>> {
-    ts.iter()
-        .map(|t| TensorSpec {
-            name: t.name.as_deref(),
-            dtype: t.dtype,
-            shape: &t.shape,
-            data: &t.data,
-            layout: t.layout.as_deref(),
-            block_size: t.block_size,
-            quant: match t.quant {
-                None => Quant::None,
-                Some((axis, group_size, scale)) => Quant::Scales { axis, group_size, scale: TensorRef::Index(scale) },
-            },
-        })
-        .collect()
-}
-
-fn write(ts: &[Owned]) -> Vec<u8> {
+fn write(ts: &[OwnedTensor]) -> Vec<u8> {
     let specs = specs(ts);
     let len = Writer::new().encoded_len(&specs).unwrap();
     let mut out = vec![0xAA; len + 7];

@@ -4,8 +4,8 @@
 
 use kiln_derive::Kiln;
 use kiln_nostd::frozen::{
-    self, decode, decode_framed, decode_with, encode, encode_framed, encoded_len, frame_bytes, hash_text, Dict,
-    DictView, Int, KilnType, ListView, Reader, Schema, Seq, Tensors, Uint,
+    self, decode, decode_framed, decode_with, encode, encode_framed, encoded_len, frame_bytes, hash_text, DictPairs,
+    DictView, Int, KilnType, ListView, Reader, Schema, Seq, TensorSpecs, Uint,
 };
 use kiln_nostd::{DType, Directory, Error, ErrorCode, Limits, Rule, TensorSpec, EMPTY_BLOCK};
 
@@ -152,7 +152,7 @@ fn ruling_6_dict_keys_strictly_increase_by_raw_bytes() {
     // Raw UTF-8 byte order: "Z" (5a) < "a" (61) < "ab" < "z" (7a) < "é" (c3 a9).
     let mut pairs = [("é", 5u8), ("z", 4), ("ab", 3), ("a", 2), ("Z", 1)];
     let mut out = [0u8; 64];
-    let n = encode(&Dict(&pairs[..]), &mut out).unwrap();
+    let n = encode(&DictPairs(&pairs[..]), &mut out).unwrap();
     assert!(check("dict<str,u8>", &out[..n]).is_ok());
     let d: DictView<'_, u8> = decode(&out[..n]).unwrap();
     assert_eq!(d.keys().collect::<Vec<_>>(), ["Z", "a", "ab", "z", "é"]);
@@ -161,12 +161,12 @@ fn ruling_6_dict_keys_strictly_increase_by_raw_bytes() {
     // A sorted input encodes the same bytes.
     pairs.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     let mut again = [0u8; 64];
-    assert_eq!(encode(&Dict(&pairs[..]), &mut again), Ok(n));
+    assert_eq!(encode(&DictPairs(&pairs[..]), &mut again), Ok(n));
     assert_eq!(out[..n], again[..n]);
     // The encoder refuses a repeated key.
-    assert_eq!(encode(&Dict(&[("a", 1u8), ("a", 2)][..]), &mut out).unwrap_err().rule(), Rule::DuplicateDictKey);
+    assert_eq!(encode(&DictPairs(&[("a", 1u8), ("a", 2)][..]), &mut out).unwrap_err().rule(), Rule::DuplicateDictKey);
     assert_eq!(
-        encode(&Dict(&[("b", 1u8), ("a", 2), ("b", 3)][..]), &mut out).unwrap_err().rule(),
+        encode(&DictPairs(&[("b", 1u8), ("a", 2), ("b", 3)][..]), &mut out).unwrap_err().rule(),
         Rule::DuplicateDictKey
     );
     // Only str keys exist.
@@ -204,7 +204,7 @@ fn ruling_7_struct_fields_in_order_without_padding() {
 
 /// The spec's 200-byte block: one unnamed f32 vector 1.0, -2.0.
 fn f32_block() -> Vec<u8> {
-    kiln_nostd::doc_example_block().to_vec()
+    include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln")).to_vec()
 }
 
 #[test]
@@ -240,7 +240,7 @@ fn ruling_8_tensors_field_is_one_block_and_the_next_field_follows_it() {
         (ErrorCode::Limit, 16, Rule::TensorCountCap)
     );
 
-    // Typed: Directory decodes, Tensors encodes the canonical block.
+    // Typed: Directory decodes, TensorSpecs encodes the canonical block.
     #[derive(Kiln)]
     struct Batch<'a> {
         id: i64,
@@ -254,12 +254,12 @@ fn ruling_8_tensors_field_is_one_block_and_the_next_field_follows_it() {
     #[derive(kiln_derive::KilnType, kiln_derive::Encode)]
     struct BatchOut<'s> {
         id: i64,
-        batch: Tensors<'s>,
+        batch: TensorSpecs<'s>,
     }
     let data = hex("0000803f 000000c0");
     let specs = [TensorSpec::new(DType::F32, &[2], &data)];
-    let mut out2 = vec![0u8; encoded_len(&BatchOut { id: 7, batch: Tensors(&specs) })];
-    encode(&BatchOut { id: 7, batch: Tensors(&specs) }, &mut out2).unwrap();
+    let mut out2 = vec![0u8; encoded_len(&BatchOut { id: 7, batch: TensorSpecs(&specs) })];
+    encode(&BatchOut { id: 7, batch: TensorSpecs(&specs) }, &mut out2).unwrap();
     assert_eq!(out2, buf);
     assert_eq!(BatchOut::SCHEMA_HASH, Batch::SCHEMA_HASH);
 }
@@ -505,7 +505,7 @@ fn derived_record_round_trips_and_matches_the_schema() {
     kiln_nostd::encode_le(&scores, &mut scores_le).unwrap();
     let tags = [("zeta", 3i32), ("alpha", -1)];
     let mut tag_buf = [0u8; 64];
-    let tn = encode(&Dict(&tags[..]), &mut tag_buf).unwrap();
+    let tn = encode(&DictPairs(&tags[..]), &mut tag_buf).unwrap();
     let tags_view: DictView<'_, i32> = decode(&tag_buf[..tn]).unwrap();
     let rec = Record {
         id: -9,

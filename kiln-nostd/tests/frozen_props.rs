@@ -66,7 +66,7 @@ fn types() -> impl Strategy<Value = T> {
 }
 
 fn f32_block() -> Vec<u8> {
-    kiln_nostd::doc_example_block().to_vec()
+    include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln")).to_vec()
 }
 
 fn values(t: &T) -> BoxedStrategy<V> {

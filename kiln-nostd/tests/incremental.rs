@@ -281,3 +281,28 @@ fn skipping_reads_only_the_bytes_that_decide() {
     }
     assert_eq!(v.finish().unwrap_err(), Parser::new().parse(&block).unwrap_err());
 }
+
+/// The tensor table a prefix directory hands out: every descriptor field, and
+/// an empty payload (the prefix does not hold it).
+#[test]
+fn the_prefix_directory_has_the_tensor_table_without_payload() {
+    let data = [0u8, 0, 0x80, 0x3f, 0, 0, 0, 0xc0];
+    let specs =
+        [TensorSpec::new(DType::F32, &[2], &data).named("w"), TensorSpec::new(DType::U8, &[3], &[1, 2, 3]).named("b")];
+    let mut buf = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
+    Writer::new().write(&specs, &mut buf).unwrap();
+    let whole = Parser::new().parse(&buf).unwrap();
+    let payload_at = whole.payload_start();
+
+    let mut prefix = vec![0u8; buf.len()];
+    let mut v = Incremental::new(&mut prefix);
+    assert_eq!(v.feed(&buf[..payload_at]), Ok(Progress::Directory));
+    let dir = v.directory().unwrap();
+    assert_eq!((dir.len(), dir.iter().count()), (2, 2), "every tensor is handed out");
+    assert!(dir.block().is_empty(), "the prefix does not hold the whole block");
+    for (t, w) in dir.iter().zip(whole.iter()) {
+        assert_eq!((t.name(), t.dtype(), t.shape(), t.byte_len()), (w.name(), w.dtype(), w.shape(), w.byte_len()));
+        assert_eq!(t.byte_offset(), w.byte_offset());
+        assert!(t.bytes().is_empty() && !w.bytes().is_empty());
+    }
+}

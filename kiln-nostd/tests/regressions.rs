@@ -63,7 +63,8 @@ fn frozen_reject(ty: &str, b: &[u8], limits: Limits) -> (ErrorCode, Rule) {
 /// The HK doc example file with its one TOC entry replaced: `storage`,
 /// `dims`, data range. The entry stays at 158 (ending before the data at 256).
 fn hk_file(storage: u8, dims: &[u64], data_off: u64, data_size: u64) -> Vec<u8> {
-    let mut f = kiln_nostd::hk::doc_example_file().to_vec();
+    let mut f =
+        include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk")).to_vec();
     let mut e = vec![1, 0, b'w', storage, 0, 0, dims.len() as u8];
     for d in dims {
         e.extend(d.to_le_bytes());
@@ -180,7 +181,7 @@ fn offset_plus_length_overflow_in_a_struct_field_reports_absolute_offsets() {
 fn offset_plus_length_overflow_hk() {
     assert_eq!(hk_reject(&hk_file(0, &[2], u64::MAX - 3, 8)), (ErrorCode::Limit, Rule::HkRangeOverflow));
     // A section whose offset + size wraps.
-    let mut f = kiln_nostd::hk::doc_example_file();
+    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
     f[40..48].copy_from_slice(&(u64::MAX - 64).to_le_bytes());
     assert_eq!(hk_reject(&f), (ErrorCode::Limit, Rule::HkSectionOverflow));
 }
@@ -240,13 +241,13 @@ fn alignment_padding_arithmetic_writer_rounds_at_64_byte_boundaries() {
 #[test]
 fn alignment_padding_arithmetic_that_wraps_hk() {
     // appendix_offset 8-aligned just below 2^64 with the appendix flag set.
-    let mut f = kiln_nostd::hk::doc_example_file();
+    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
     let flags = u32::from_le_bytes(f[8..12].try_into().unwrap()) | 2;
     f[8..12].copy_from_slice(&flags.to_le_bytes());
     f[80..88].copy_from_slice(&(u64::MAX - 7).to_le_bytes());
     assert!(HkFile::parse(&f).is_err());
     // tensor_data_offset near 2^64.
-    let mut f = kiln_nostd::hk::doc_example_file();
+    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
     f[64..72].copy_from_slice(&(u64::MAX - 127).to_le_bytes());
     assert!(HkFile::parse(&f).is_err());
 }
@@ -286,7 +287,7 @@ fn count_times_element_size_overflow_frozen_and_hk() {
     assert_eq!(reject(&h), (ErrorCode::Limit, Rule::TensorCountCap));
     assert_eq!(Parser::new().limits(Limits::MAX).parse(&h).unwrap_err().code(), ErrorCode::Eof);
     // HK: tensor_count * 60 (minimum entry) overflows.
-    let mut f = kiln_nostd::hk::doc_example_file();
+    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
     f[16..24].copy_from_slice(&(1u64 << 62).to_le_bytes());
     assert_eq!(hk_reject(&f), (ErrorCode::Limit, Rule::HkCountOverflow));
     // HK dense size: 2^62 f32 elements times 4 bytes wraps to 0.
@@ -333,11 +334,11 @@ fn count_larger_than_the_remaining_bytes_frozen() {
 #[test]
 fn count_larger_than_the_remaining_bytes_hk() {
     // Two TOC entries claimed, one present.
-    let mut f = kiln_nostd::hk::doc_example_file();
+    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
     f[16..24].copy_from_slice(&2u64.to_le_bytes());
     assert_eq!(hk_reject(&f).0, ErrorCode::Eof);
     // 2^40 metadata pairs in a 30-byte section.
-    let mut f = kiln_nostd::hk::doc_example_file();
+    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
     f[24..32].copy_from_slice(&(1u64 << 40).to_le_bytes());
     assert_eq!(hk_reject(&f), (ErrorCode::Eof, Rule::HkCountPastSection));
     // A data range past the end of the file.

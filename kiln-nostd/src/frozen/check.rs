@@ -5,7 +5,7 @@
 //! Both work on any [`Tree`]: a parsed [`Schema`](super::Schema) node or a
 //! static [`Ty`](super::Ty), so the dynamic and the typed API share them.
 
-use crate::bytes::{u32_at, u64_from, usize_from};
+use crate::bytes::{u32_at, u64_from, usize_from, usize_from_u32};
 use crate::error::{fail, Error, Result, Rule};
 use crate::limits::Limits;
 
@@ -119,7 +119,7 @@ pub(crate) fn check_count(buf: &[u8], at: usize, kind: CountKind, m: u64, limits
     }
     // count <= u32::MAX, and a buffer holding count * m >= count bytes (or
     // m == 0) means it fits in usize on every target that could hold it.
-    Ok(usize_from(u64::from(count)).unwrap_or(usize::MAX))
+    Ok(usize_from_u32(count))
 }
 
 /// One validation run over a buffer.
@@ -144,6 +144,7 @@ impl<'a> Checker<'a> {
             Kind::Opt => self.opt(t, at),
             Kind::Dict => self.dict(t, at),
             Kind::Struct => t.field_types().try_fold(at, |pos, f| self.value(f, pos)),
+            // Fallback not taken: every fixed-width kind has a width.
             _ => self.fixed(at, shape.width.unwrap_or(0)),
         }
     }
@@ -151,7 +152,7 @@ impl<'a> Checker<'a> {
     /// A fixed-width scalar of `width` bytes at `at`.
     #[inline]
     fn fixed(&self, at: usize, width: u32) -> Result<usize> {
-        let end = at.saturating_add(usize_from(u64::from(width)).unwrap_or(usize::MAX));
+        let end = at.saturating_add(usize_from_u32(width));
         if end > self.buf.len() {
             return fail(Rule::ValueTruncated, at);
         }
@@ -187,6 +188,7 @@ impl<'a> Checker<'a> {
         let n = check_count(self.buf, at, CountKind::Bytes, 1, &self.limits)?;
         let start = at.saturating_add(4);
         let end = start.saturating_add(n);
+        // Fallback not taken: check_count just checked that n bytes follow the count.
         Ok((self.buf.get(start..end).unwrap_or(&[]), end))
     }
 
@@ -197,7 +199,7 @@ impl<'a> Checker<'a> {
         let body = at.saturating_add(4);
         match (es.kind, es.plain, es.width) {
             // The count check proved count * width bytes are there.
-            (_, true, Some(w)) => Ok(body.saturating_add(n.saturating_mul(usize_from(u64::from(w)).unwrap_or(0)))),
+            (_, true, Some(w)) => Ok(body.saturating_add(n.saturating_mul(usize_from_u32(w)))),
             (Kind::Bool, _, _) => self.bools(body, n),
             _ => (0..n).try_fold(body, |pos, _| self.value(elem, pos)),
         }
@@ -265,7 +267,7 @@ pub(crate) fn check_utf8(bytes: &[u8], at: usize) -> Result<&str> {
 pub(crate) fn skip<T: Tree>(buf: &[u8], t: T, at: usize) -> usize {
     let shape = t.shape();
     if let Some(w) = shape.width {
-        return at.saturating_add(usize_from(u64::from(w)).unwrap_or(usize::MAX));
+        return at.saturating_add(usize_from_u32(w));
     }
     match shape.kind {
         Kind::Str => at.saturating_add(4).saturating_add(word(buf, at)),
@@ -275,7 +277,7 @@ pub(crate) fn skip<T: Tree>(buf: &[u8], t: T, at: usize) -> usize {
             let body = at.saturating_add(4);
             match t.child() {
                 Some(e) => match e.shape().width {
-                    Some(w) => body.saturating_add(n.saturating_mul(usize_from(u64::from(w)).unwrap_or(usize::MAX))),
+                    Some(w) => body.saturating_add(n.saturating_mul(usize_from_u32(w))),
                     None => (0..n).fold(body, |pos, _| skip(buf, e, pos)),
                 },
                 None => body,
@@ -294,7 +296,7 @@ pub(crate) fn skip<T: Tree>(buf: &[u8], t: T, at: usize) -> usize {
 fn skip_dict<T: Tree>(buf: &[u8], t: T, at: usize) -> usize {
     let n = word(buf, at);
     let Some(v) = t.child() else { return at.saturating_add(4) };
-    let width = v.shape().width.and_then(|w| usize_from(u64::from(w)));
+    let width = v.shape().width.map(usize_from_u32);
     (0..n).fold(at.saturating_add(4), |pos, _| {
         let key_end = pos.saturating_add(4).saturating_add(word(buf, pos));
         match width {
@@ -306,12 +308,13 @@ fn skip_dict<T: Tree>(buf: &[u8], t: T, at: usize) -> usize {
 
 /// The u32 word at `at` as usize (0 when absent: only used on checked data).
 pub(crate) fn word(buf: &[u8], at: usize) -> usize {
-    u32_at(buf, at).and_then(|n| usize_from(u64::from(n))).unwrap_or(0)
+    u32_at(buf, at).map(usize_from_u32).unwrap_or(0)
 }
 
 /// Length of the checked directory block at `at`, from its header.
 pub(crate) fn block_len(buf: &[u8], at: usize) -> usize {
     let header = buf.get(at..).and_then(|b| crate::Header::parse(b).ok());
+    // Fallback: no valid header: usize::MAX makes the caller's bounds check fail.
     header.and_then(|h| h.block_len()).and_then(usize_from).unwrap_or(usize::MAX)
 }
 

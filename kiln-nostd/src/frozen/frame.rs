@@ -76,6 +76,7 @@ pub fn read_frame(buf: &[u8]) -> Result<u64> {
     if r1 != 0 {
         return fail(Rule::FrameReserved, AT_RESERVED.saturating_add(1));
     }
+    // Fallback not taken: a constant offset inside the 16-byte frame: never 0 by fallback.
     Ok(u64_at(&head, AT_HASH).unwrap_or(0))
 }
 

@@ -12,8 +12,8 @@
 //!   check a buffer against a [`Schema`] in one pass, in the spec's order,
 //!   and return a borrowed [`Value`] whose accessors cannot fail or panic.
 //! * **Typed values.** [`Decode`] / [`Encode`] / [`KilnType`] for scalars,
-//!   `&str`, `&[u8]`, [`ListView`], [`Seq`], `Option`, [`DictView`], [`Dict`],
-//!   [`Directory`](crate::Directory) and [`Tensors`], plus derived structs
+//!   `&str`, `&[u8]`, [`ListView`], [`Seq`], `Option`, [`DictView`], [`DictPairs`],
+//!   [`Directory`](crate::Directory) and [`TensorSpecs`], plus derived structs
 //!   (`kiln-derive`); owned `String`/`Vec`/`BTreeMap` with feature `alloc`.
 //!
 //! ```
@@ -50,13 +50,13 @@ pub use frame::{check_frame, frame_bytes, read_frame, write_frame, FRAME_LEN, FR
 pub use hash::{hash_text, Fnv, FNV_OFFSET, FNV_PRIME};
 pub use kind::{Kind, MAX_DEPTH};
 pub use reader::{
-    read, validate, Dict as DictValue, DictIndex, DictIter, DictStrIter, List, ListIter, Reader, Struct, StructFields,
-    Value,
+    read, validate, DictIndex, DictIter, DictStrIter, DictValue, ListIter, ListValue, Reader, StructFields,
+    StructValue, Value,
 };
 pub use ty::{Field, Ty};
 pub use typed::{
-    decode, decode_framed, decode_with, Decode, Decoder, Dict, DictView, DictViewIter, Encode, Int, KilnType, ListView,
-    Seq, SeqIter, Tensors, Uint,
+    decode, decode_framed, decode_with, Decode, Decoder, DictPairs, DictView, DictViewIter, Encode, Int, KilnType,
+    ListView, Seq, SeqIter, TensorSpecs, Uint,
 };
 pub use typetext::{Fields, Schema, TypeRef, DEFAULT_NODES};
 pub use writer::{encode, encode_framed, encoded_len, encoded_len_framed, Encoder};

@@ -6,7 +6,7 @@
 //! bytes). The [`Value`] it returns then reads fields, elements and keys on
 //! demand from the caller's buffer: no copies, no allocation, no panics.
 
-use crate::bytes::usize_from;
+use crate::bytes::usize_from_u32;
 use crate::element::{Element, ViewError};
 use crate::error::{fail, Result, Rule};
 use crate::header::Header;
@@ -156,6 +156,7 @@ impl<'a, 's> Value<'a, 's> {
 
     /// The value's encoded bytes (canonical: a validated value has one encoding).
     pub fn raw(&self) -> &'a [u8] {
+        // Fallback not taken: a validated value lies inside the buffer.
         self.buf.get(self.at..self.end()).unwrap_or(&[])
     }
 
@@ -202,6 +203,7 @@ impl<'a, 's> Value<'a, 's> {
 
     fn run(&self) -> &'a [u8] {
         let start = self.at.saturating_add(4);
+        // Fallback not taken: a validated run lies inside the buffer.
         self.buf.get(start..start.saturating_add(word(self.buf, self.at))).unwrap_or(&[])
     }
 
@@ -223,9 +225,9 @@ impl<'a, 's> Value<'a, 's> {
     }
 
     /// A `list<T>` (including `list<u8>`).
-    pub fn as_list(&self) -> Option<List<'a, 's>> {
+    pub fn as_list(&self) -> Option<ListValue<'a, 's>> {
         let elem = self.ty.elem().filter(|_| self.kind() == Kind::List)?;
-        Some(List { elem, buf: self.buf, body: self.at.saturating_add(4), len: word(self.buf, self.at) })
+        Some(ListValue { elem, buf: self.buf, body: self.at.saturating_add(4), len: word(self.buf, self.at) })
     }
 
     /// An `opt<T>`: `Some(None)` when absent, `Some(Some(v))` when present.
@@ -239,14 +241,14 @@ impl<'a, 's> Value<'a, 's> {
     }
 
     /// A `dict<str,V>`.
-    pub fn as_dict(&self) -> Option<Dict<'a, 's>> {
+    pub fn as_dict(&self) -> Option<DictValue<'a, 's>> {
         let value = self.ty.elem().filter(|_| self.kind() == Kind::Dict)?;
-        Some(Dict { value, buf: self.buf, body: self.at.saturating_add(4), len: word(self.buf, self.at) })
+        Some(DictValue { value, buf: self.buf, body: self.at.saturating_add(4), len: word(self.buf, self.at) })
     }
 
     /// A `struct{...}`.
-    pub fn as_struct(&self) -> Option<Struct<'a, 's>> {
-        (self.kind() == Kind::Struct).then_some(Struct { ty: self.ty, buf: self.buf, at: self.at })
+    pub fn as_struct(&self) -> Option<StructValue<'a, 's>> {
+        (self.kind() == Kind::Struct).then_some(StructValue { ty: self.ty, buf: self.buf, at: self.at })
     }
 
     /// The struct field called `name` (shorthand for `as_struct()?.field(name)`).
@@ -283,13 +285,13 @@ fn checked_directory(buf: &[u8], at: usize) -> Option<Directory<'_>> {
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct Struct<'a, 's> {
+pub struct StructValue<'a, 's> {
     ty: TypeRef<'s>,
     buf: &'a [u8],
     at: usize,
 }
 
-impl<'a, 's> Struct<'a, 's> {
+impl<'a, 's> StructValue<'a, 's> {
     /// Number of fields.
     pub fn len(&self) -> usize {
         self.ty.fields().count()
@@ -337,8 +339,8 @@ impl<'a, 's> Iterator for StructFields<'a, 's> {
 /// A validated list.
 ///
 /// A list of a fixed-width numeric type is one contiguous little-endian
-/// run: [`view`](List::view) borrows it as `&[T]` when the host and the
-/// alignment allow, [`copy_to`](List::copy_to) decodes it anywhere.
+/// run: [`view`](ListValue::view) borrows it as `&[T]` when the host and the
+/// alignment allow, [`copy_to`](ListValue::copy_to) decodes it anywhere.
 ///
 /// ```
 /// use kiln_nostd::frozen::{read, Schema};
@@ -352,14 +354,14 @@ impl<'a, 's> Iterator for StructFields<'a, 's> {
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct List<'a, 's> {
+pub struct ListValue<'a, 's> {
     elem: TypeRef<'s>,
     buf: &'a [u8],
     body: usize,
     len: usize,
 }
 
-impl<'a, 's> List<'a, 's> {
+impl<'a, 's> ListValue<'a, 's> {
     /// Element count.
     pub fn len(&self) -> usize {
         self.len
@@ -385,7 +387,7 @@ impl<'a, 's> List<'a, 's> {
         if index >= self.len {
             return None;
         }
-        match self.elem.width().and_then(|w| usize_from(u64::from(w))) {
+        match self.elem.width().map(usize_from_u32) {
             Some(w) => {
                 Some(Value { ty: self.elem, buf: self.buf, at: self.body.saturating_add(index.saturating_mul(w)) })
             }
@@ -395,7 +397,7 @@ impl<'a, 's> List<'a, 's> {
 
     /// The element bytes when the elements have a fixed width (wire order).
     pub fn bytes(&self) -> Option<&'a [u8]> {
-        let w = usize_from(u64::from(self.elem.width()?))?;
+        let w = usize_from_u32(self.elem.width()?);
         self.buf.get(self.body..self.body.saturating_add(self.len.saturating_mul(w)))
     }
 
@@ -409,12 +411,14 @@ impl<'a, 's> List<'a, 's> {
 
     /// Decodes the elements into `out` as host values on any host; returns the count.
     pub fn copy_to<T: Element>(&self, out: &mut [T]) -> core::result::Result<usize, ViewError> {
+        // Fallback: kinds without a dtype refuse every element type (ViewError).
         let dtype = self.elem.kind().dtype().unwrap_or(crate::DType::Opaque(0));
+        // Fallback: lists of fixed-width elements have bytes; others get ViewError.
         crate::element::copy(dtype, self.bytes().unwrap_or(&[]), out)
     }
 }
 
-impl<'a, 's> IntoIterator for List<'a, 's> {
+impl<'a, 's> IntoIterator for ListValue<'a, 's> {
     type Item = Value<'a, 's>;
     type IntoIter = ListIter<'a, 's>;
     fn into_iter(self) -> ListIter<'a, 's> {
@@ -448,9 +452,9 @@ impl ExactSizeIterator for ListIter<'_, '_> {}
 
 /// A validated dict: keys are unique and in increasing byte order.
 ///
-/// [`get`](Dict::get) scans and stops at the first key past the one asked
+/// [`get`](DictValue::get) scans and stops at the first key past the one asked
 /// for; entries have no fixed size, so a binary search needs their offsets:
-/// [`index`](Dict::index) records them in caller scratch.
+/// [`index`](DictValue::index) records them in caller scratch.
 ///
 /// ```
 /// use kiln_nostd::frozen::{read, Schema};
@@ -465,14 +469,14 @@ impl ExactSizeIterator for ListIter<'_, '_> {}
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct Dict<'a, 's> {
+pub struct DictValue<'a, 's> {
     value: TypeRef<'s>,
     buf: &'a [u8],
     body: usize,
     len: usize,
 }
 
-impl<'a, 's> Dict<'a, 's> {
+impl<'a, 's> DictValue<'a, 's> {
     /// Entry count.
     pub fn len(&self) -> usize {
         self.len
@@ -529,6 +533,7 @@ impl<'a, 's> Dict<'a, 's> {
         let len = word(self.buf, pos);
         let key_start = pos.saturating_add(4);
         let key_end = key_start.saturating_add(len);
+        // Fallback not taken: validated keys lie inside the buffer.
         let key = self.buf.get(key_start..key_end).unwrap_or(&[]);
         (key, Value { ty: self.value, buf: self.buf, at: key_end })
     }
@@ -547,7 +552,7 @@ impl<'a, 's> Iterator for DictIter<'a, 's> {
     type Item = (&'a [u8], Value<'a, 's>);
     fn next(&mut self) -> Option<Self::Item> {
         self.left = self.left.checked_sub(1)?;
-        let d = Dict { value: self.value, buf: self.buf, body: 0, len: 0 };
+        let d = DictValue { value: self.value, buf: self.buf, body: 0, len: 0 };
         let (k, v) = d.entry_at(self.pos);
         self.pos = skip(self.buf, self.value, v.at);
         Some((k, v))
@@ -564,6 +569,7 @@ pub struct DictStrIter<'a, 's>(DictIter<'a, 's>);
 impl<'a, 's> Iterator for DictStrIter<'a, 's> {
     type Item = (&'a str, Value<'a, 's>);
     fn next(&mut self) -> Option<Self::Item> {
+        // Fallback not taken: keys were checked UTF-8 when the value was validated.
         self.0.next().map(|(k, v)| (core::str::from_utf8(k).unwrap_or(""), v))
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -574,7 +580,7 @@ impl<'a, 's> Iterator for DictStrIter<'a, 's> {
 /// A dict with recorded entry offsets: binary-search lookups.
 #[derive(Debug)]
 pub struct DictIndex<'a, 's, 'x> {
-    dict: Dict<'a, 's>,
+    dict: DictValue<'a, 's>,
     offsets: &'x [usize],
 }
 

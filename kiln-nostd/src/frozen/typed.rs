@@ -11,8 +11,8 @@
 //! | [`Seq<T>`] | `list<T>`, any `T`, checked up front, decoded lazily |
 //! | `Option<T>` | `opt<T>` |
 //! | [`DictView<V>`] | `dict<str,V>`, borrowed, lazily decoded |
-//! | [`Dict`] | `dict<str,V>` to encode from unsorted pairs |
-//! | [`Directory`] / [`Tensors`] | `tensors` (decode / encode) |
+//! | [`DictPairs`] | `dict<str,V>` to encode from unsorted pairs |
+//! | [`Directory`] / [`TensorSpecs`] | `tensors` (decode / encode) |
 //! | `#[derive(Kiln)]` struct | `struct{...}` |
 //! | `String`, `Vec<T>`, `BTreeMap<String, V>` (feature `alloc`) | `str`, `list<T>`, `dict<str,V>` |
 //!
@@ -22,6 +22,7 @@
 
 use core::marker::PhantomData;
 
+use crate::bytes::usize_from_u32;
 use crate::element::{Element, ViewError};
 use crate::error::{fail, Result, Rule};
 use crate::limits::Limits;
@@ -273,6 +274,7 @@ impl<'a> Decoder<'a> {
         let start = self.pos;
         let end = self.checker.value(ty, start)?;
         self.pos = end;
+        // Fallback not taken: the checker just accepted start..end inside the buffer.
         Ok(self.checker.buf.get(start..end).unwrap_or(&[]))
     }
 
@@ -300,6 +302,7 @@ macro_rules! scalar {
             fn decode_vec(d: &mut Decoder<'a>, n: usize) -> Result<alloc::vec::Vec<Self>> {
                 const W: usize = core::mem::size_of::<$t>();
                 let bytes = d.take(n.saturating_mul(W))?;
+                // Fallback not taken: chunks_exact(W) yields W-byte chunks: the conversion cannot fail.
                 Ok(bytes.chunks_exact(W).map(|c| <$t>::from_le_bytes(c.try_into().unwrap_or([0; W]))).collect())
             }
         }
@@ -498,12 +501,14 @@ pub struct ListView<'a, T> {
 impl<'a, T: Element + KilnType> ListView<'a, T> {
     /// A view of `bytes`, which must hold whole elements (extra bytes are ignored).
     pub fn from_wire(bytes: &'a [u8]) -> Self {
+        // Fallback not taken: WIDTH is a nonzero constant, and whole <= len.
         let whole = bytes.len().checked_div(T::WIDTH).unwrap_or(0).saturating_mul(T::WIDTH);
         ListView { bytes: bytes.get(..whole).unwrap_or(&[]), _t: PhantomData }
     }
 
     /// Element count.
     pub fn len(&self) -> usize {
+        // Fallback not taken: WIDTH is a nonzero constant: never 0 by fallback.
         self.bytes.len().checked_div(T::WIDTH).unwrap_or(0)
     }
 
@@ -537,6 +542,7 @@ impl<'a, T: Element + KilnType> ListView<'a, T> {
 
     /// Decodes into `out`; returns the element count.
     pub fn copy_to(&self, out: &mut [T]) -> core::result::Result<usize, ViewError> {
+        // Fallback not taken: element types always have a dtype (sealed Element).
         let dtype = T::TY.kind().dtype().unwrap_or(crate::DType::Opaque(0));
         crate::element::copy(dtype, self.bytes, out)
     }
@@ -614,6 +620,7 @@ impl<'a, T: Decode<'a>> Seq<'a, T> {
 
     fn raw(&self) -> &'a [u8] {
         let end = (0..self.len).fold(self.body, |pos, _| skip(self.buf, T::TY, pos));
+        // Fallback not taken: the entries were checked when decoded: the range is inside the buffer.
         self.buf.get(self.body..end).unwrap_or(&[])
     }
 }
@@ -647,7 +654,8 @@ impl<'a, T: KilnType> Decode<'a> for Seq<'a, T> {
         let len = d.list_count(T::TY)?;
         let body = d.position();
         if T::TY.shape().plain {
-            d.take(len.saturating_mul(usize::try_from(T::TY.width().unwrap_or(0)).unwrap_or(0)))?;
+            // Fallback not taken: plain types have a width.
+            d.take(len.saturating_mul(T::TY.width().map_or(0, usize_from_u32)))?;
         } else {
             for _ in 0..len {
                 d.skip(T::TY)?;
@@ -708,6 +716,7 @@ impl<'a, V: Decode<'a>> DictView<'a, V> {
         let (buf, mut pos) = (self.buf, self.body);
         (0..self.len).map(move |_| {
             let mut d = Decoder::at(buf, pos, Limits::MAX);
+            // Fallback not taken: keys were checked when the dict was decoded.
             let key = d.str().unwrap_or("");
             pos = skip(buf, V::TY, d.position());
             key
@@ -761,7 +770,8 @@ impl<'a, V: KilnType> Decode<'a> for DictView<'a, V> {
         let len = d.dict_count(V::TY)?;
         let body = d.position();
         let plain = V::TY.shape().plain;
-        let width = usize::try_from(V::TY.width().unwrap_or(0)).unwrap_or(usize::MAX);
+        // Fallback: a value without a fixed width is not plain, so the width is unused.
+        let width = V::TY.width().map_or(0, usize_from_u32);
         let mut prev: Option<&[u8]> = None;
         for _ in 0..len {
             prev = Some(d.dict_key_bytes(prev)?);
@@ -781,6 +791,7 @@ impl<V: KilnType> Encode for DictView<'_, V> {
     }
     fn encode(&self, e: &mut Encoder<'_>) -> Result<()> {
         e.put_count(self.len)?;
+        // Fallback not taken: body..end was checked when the dict was decoded.
         e.put(self.buf.get(self.body..self.end).unwrap_or(&[]))
     }
 }
@@ -791,21 +802,21 @@ impl<V: KilnType> Encode for DictView<'_, V> {
 /// allocation). Equal keys are TYPE ([`Rule::DuplicateDictKey`]).
 ///
 /// ```
-/// use kiln_nostd::frozen::{encode, Dict};
+/// use kiln_nostd::frozen::{encode, DictPairs};
 /// let pairs = [("b", 2u8), ("a", 1)];
 /// let mut out = [0u8; 16];
-/// let n = encode(&Dict(&pairs[..]), &mut out)?;
+/// let n = encode(&DictPairs(&pairs[..]), &mut out)?;
 /// assert_eq!(&out[..n], &[2, 0, 0, 0, 1, 0, 0, 0, b'a', 1, 1, 0, 0, 0, b'b', 2]);
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct Dict<'s, K, V>(pub &'s [(K, V)]);
+pub struct DictPairs<'s, K, V>(pub &'s [(K, V)]);
 
-impl<K, V: KilnType> KilnType for Dict<'_, K, V> {
+impl<K, V: KilnType> KilnType for DictPairs<'_, K, V> {
     const TY: &'static Ty = &Ty::dict(V::TY);
 }
 
-impl<K: AsRef<str>, V: Encode> Encode for Dict<'_, K, V> {
+impl<K: AsRef<str>, V: Encode> Encode for DictPairs<'_, K, V> {
     fn encoded_len(&self) -> usize {
         self.0
             .iter()
@@ -880,24 +891,25 @@ impl Encode for Directory<'_> {
 /// one canonical directory block by [`Writer`].
 ///
 /// ```
-/// use kiln_nostd::{frozen::{decode, encode, Tensors}, DType, Directory, TensorSpec};
+/// use kiln_nostd::{frozen::{decode, encode, TensorSpecs}, DType, Directory, TensorSpec};
 /// let data = [0, 0, 0x80, 0x3f];
 /// let specs = [TensorSpec::new(DType::F32, &[1], &data)];
 /// let mut out = [0u8; 256];
-/// let n = encode(&Tensors(&specs), &mut out)?;
+/// let n = encode(&TensorSpecs(&specs), &mut out)?;
 /// let dir: Directory = decode(&out[..n])?;
 /// assert_eq!(dir.len(), 1);
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct Tensors<'s>(pub &'s [TensorSpec<'s>]);
+pub struct TensorSpecs<'s>(pub &'s [TensorSpec<'s>]);
 
-impl KilnType for Tensors<'_> {
+impl KilnType for TensorSpecs<'_> {
     const TY: &'static Ty = &Ty::TENSORS;
 }
 
-impl Encode for Tensors<'_> {
+impl Encode for TensorSpecs<'_> {
     fn encoded_len(&self) -> usize {
+        // Fallback: no length (the writer refuses the specs): usize::MAX, and encode reports the error.
         Writer::new().encoded_len(self.0).unwrap_or(usize::MAX)
     }
     fn encode(&self, e: &mut Encoder<'_>) -> Result<()> {

@@ -11,6 +11,7 @@
 //! name   = [A-Za-z_][A-Za-z0-9_]*
 //! ```
 
+use crate::bytes::usize_from_u32;
 use core::fmt;
 
 use super::hash::hash_text;
@@ -143,6 +144,7 @@ impl<'s> TypeRef<'s> {
     #[inline]
     fn node(&self) -> &'s Node {
         const MISSING: &Node = &Node { shape: Shape::scalar(Kind::U8), name_at: 0, name_len: 0, end: 0, text_end: 0 };
+        // Fallback not taken: indexes come from the parsed node array: never MISSING.
         self.nodes.get(self.index).unwrap_or(MISSING)
     }
 
@@ -180,8 +182,9 @@ impl<'s> TypeRef<'s> {
     /// The field name when this type is a struct field, else `""`.
     pub fn name(&self) -> &'s str {
         let n = self.node();
-        let start = usize::try_from(n.name_at).unwrap_or(usize::MAX);
-        let len = usize::try_from(n.name_len).unwrap_or(0);
+        let start = usize_from_u32(n.name_at);
+        let len = usize_from_u32(n.name_len);
+        // Fallback not taken: names were recorded inside the type text.
         self.text.get(start..start.saturating_add(len)).unwrap_or("")
     }
 
@@ -204,7 +207,7 @@ impl<'s> TypeRef<'s> {
 
     #[inline]
     fn end(&self) -> usize {
-        usize::try_from(self.node().end).unwrap_or(usize::MAX)
+        usize_from_u32(self.node().end)
     }
 
     /// The schema hash of this type.
@@ -216,6 +219,7 @@ impl<'s> TypeRef<'s> {
     /// This type's canonical text, as a slice of the parsed text.
     pub fn text_slice(&self) -> &'s str {
         let start = self.text_start();
+        // Fallback not taken: node text spans were recorded inside the type text.
         self.text.get(start..start.saturating_add(self.text_len())).unwrap_or("")
     }
 
@@ -226,7 +230,7 @@ impl<'s> TypeRef<'s> {
     /// Length of the canonical text of this type (recorded by the parser,
     /// so no formatting machinery is linked on devices).
     pub fn text_len(&self) -> usize {
-        usize::try_from(self.node().text_end).unwrap_or(0).saturating_sub(self.text_start())
+        usize_from_u32(self.node().text_end).saturating_sub(self.text_start())
     }
 
     /// The canonical text in a fixed-capacity string, or `None` when longer than `L`.
@@ -289,10 +293,10 @@ impl Node {
     /// Where this node's type text starts: just past its field name and
     /// `:` for a field, else the recorded offset.
     fn text_at(&self) -> usize {
-        let at = usize::try_from(self.name_at).unwrap_or(0);
+        let at = usize_from_u32(self.name_at);
         match self.name_len {
             0 => at,
-            len => at.saturating_add(usize::try_from(len).unwrap_or(0)).saturating_add(1),
+            len => at.saturating_add(usize_from_u32(len)).saturating_add(1),
         }
     }
 }
@@ -324,14 +328,17 @@ impl<const N: usize> TextParser<'_, N> {
 
     /// The identifier at `pos` (`[A-Za-z_][A-Za-z0-9_]*`), not consumed.
     fn ident(&self) -> &[u8] {
+        // Fallback not taken: pos never passes the end of the text.
         let rest = self.text.get(self.pos..).unwrap_or(&[]);
         let starts = rest.first().is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_');
         let len = if starts { rest.iter().take_while(|b| b.is_ascii_alphanumeric() || **b == b'_').count() } else { 0 };
+        // Fallback not taken: len counts bytes of rest: in range.
         rest.get(..len).unwrap_or(&[])
     }
 
     fn push(&mut self, shape: Shape, name: (u32, u32), at: usize) -> Result<usize> {
         let index = self.nodes.len();
+        // Fallback not taken: parse refused text of 4 GiB or more.
         let text_at = if name.1 == 0 { u32::try_from(at).unwrap_or(u32::MAX) } else { name.0 };
         let node = Node { shape, name_at: text_at, name_len: name.1, end: 0, text_end: 0 };
         self.nodes.push(node).map_err(|_| Error::new(Rule::SchemaCapacity, at))?;
@@ -392,6 +399,7 @@ impl<const N: usize> TextParser<'_, N> {
             if field.is_empty() {
                 return fail(Rule::TypeTextSyntax, self.pos);
             }
+            // Fallback not taken: parse refused text of 4 GiB or more.
             let field_name = (u32::try_from(self.pos).unwrap_or(u32::MAX), u32::try_from(field.len()).unwrap_or(0));
             self.check_unique(index, field)?;
             self.pos = self.pos.saturating_add(field.len());
@@ -409,12 +417,12 @@ impl<const N: usize> TextParser<'_, N> {
     fn check_unique(&self, index: usize, name: &[u8]) -> Result<()> {
         let mut i = index.saturating_add(1);
         while let Some(n) = self.nodes.get(i) {
-            let at = usize::try_from(n.name_at).unwrap_or(usize::MAX);
-            let len = usize::try_from(n.name_len).unwrap_or(0);
+            let at = usize_from_u32(n.name_at);
+            let len = usize_from_u32(n.name_len);
             if self.text.get(at..at.saturating_add(len)) == Some(name) {
                 return fail(Rule::DuplicateField, self.pos);
             }
-            i = usize::try_from(n.end).unwrap_or(usize::MAX).max(i.saturating_add(1));
+            i = usize_from_u32(n.end).max(i.saturating_add(1));
         }
         Ok(())
     }
@@ -422,6 +430,7 @@ impl<const N: usize> TextParser<'_, N> {
     /// Records a finished node's shape, subtree end and text end (the
     /// parser stands just past the node's text).
     fn close(&mut self, index: usize, shape: Shape) {
+        // Fallback not taken: parse refused text of 4 GiB or more, and each node takes some of it.
         let end = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
         let text_end = u32::try_from(self.pos).unwrap_or(u32::MAX);
         if let Some(n) = self.nodes.get_mut(index) {

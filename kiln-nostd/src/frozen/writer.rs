@@ -89,6 +89,7 @@ impl<'o> Encoder<'o> {
     /// A `tensors` value: one canonical directory block of `specs`.
     pub fn put_tensors(&mut self, specs: &[TensorSpec<'_>]) -> Result<()> {
         let start = self.pos;
+        // Fallback not taken: start <= out.len(): the encoder never moves past its buffer.
         let rest = self.out.get_mut(start..).unwrap_or(&mut []);
         let n = Writer::new().write(specs, rest).map_err(|e| e.shifted(start))?;
         self.pos = start.saturating_add(n);
@@ -133,6 +134,7 @@ pub fn encode<T: Encode + ?Sized>(value: &T, out: &mut [u8]) -> Result<usize> {
 /// ```
 pub fn encode_framed<T: Encode + ?Sized>(value: &T, out: &mut [u8]) -> Result<usize> {
     write_frame(T::SCHEMA_HASH, out)?;
+    // Fallback not taken: write_frame just checked that the frame fits.
     let rest = out.get_mut(FRAME_LEN..).unwrap_or(&mut []);
     let n = encode(value, rest).map_err(|e| e.shifted(FRAME_LEN))?;
     Ok(n.saturating_add(FRAME_LEN))

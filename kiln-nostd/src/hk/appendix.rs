@@ -94,6 +94,7 @@ pub(crate) fn read_record(buf: &[u8], pos: usize) -> Result<(AppendixRecord<'_>,
     // Zero padding to a multiple of 8; the last record may end at the file's end.
     let end = c.pos();
     let padded = end.checked_add(7).map_or(usize::MAX, |e| e & !7).min(buf.len());
+    // Fallback not taken: end <= padded <= buf.len() (clamped above).
     let pad = buf.get(end..padded).unwrap_or(&[]);
     if let Some(i) = pad.iter().position(|&b| b != 0) {
         return fail(Rule::HkAppendixPadding, end.saturating_add(i));

@@ -65,14 +65,3 @@ impl<'a> Cursor<'a> {
         self.array().map(u64::from_le_bytes)
     }
 }
-
-/// `u64` to `usize`, saturating (a saturated value is always past the end
-/// of any real buffer, so the following bounds check fails as it should).
-pub(crate) fn sat_usize(v: u64) -> usize {
-    usize::try_from(v).unwrap_or(usize::MAX)
-}
-
-/// `usize` to `u64` (lossless on every supported target).
-pub(crate) fn to_u64(v: usize) -> u64 {
-    u64::try_from(v).unwrap_or(u64::MAX)
-}

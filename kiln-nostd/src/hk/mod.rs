@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use kiln_nostd::hk::{HkFile, MetaValue, StorageType};
-//! # let bytes = kiln_nostd::hk::doc_example_file();
+//! # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
 //! let hk = HkFile::parse(&bytes)?;
 //! for pair in hk.metadata() {
 //!     if let MetaValue::String(arch) = pair.value {
@@ -82,8 +82,9 @@ pub use meta::{tag, MetaIter, MetaPair, MetaValue};
 pub use storage::{sparsity_name, tile_layout_name, Family, StorageType, SPARSITY_TYPES, TILE_LAYOUTS};
 pub use toc::{Span, TocEntry, TocIter, MAX_NAME_LEN, MAX_NDIM};
 
+use crate::bytes::{u64_from, usize_sat};
 use crate::error::{fail, Result, Rule};
-use cursor::{sat_usize, to_u64, Cursor};
+use cursor::Cursor;
 use header::{AT_APPENDIX_OFFSET, AT_KV_COUNT, AT_METADATA_OFFSET, AT_TENSOR_COUNT, AT_TOC_OFFSET};
 use toc::PayloadRegion;
 
@@ -108,10 +109,10 @@ fn section(h: &HkHeader, len: u64, offset: u64, size: u64, at: usize) -> Result<
     if end > len {
         return fail(Rule::HkSectionPastEnd, at);
     }
-    if offset < to_u64(HK_HEADER_LEN) || (h.tensor_count > 0 && end > h.tensor_data_offset) {
+    if offset < u64_from(HK_HEADER_LEN) || (h.tensor_count > 0 && end > h.tensor_data_offset) {
         return fail(Rule::HkSectionPlacement, at);
     }
-    Ok((sat_usize(offset), sat_usize(end)))
+    Ok((usize_sat(offset), usize_sat(end)))
 }
 
 /// count × min must fit in the section.
@@ -119,7 +120,7 @@ fn count_fits(count: u64, min: u64, section: (usize, usize), at: usize) -> Resul
     let Some(need) = count.checked_mul(min) else {
         return fail(Rule::HkCountOverflow, at);
     };
-    if need > to_u64(section.1.saturating_sub(section.0)) {
+    if need > u64_from(section.1.saturating_sub(section.0)) {
         return fail(Rule::HkCountPastSection, at);
     }
     Ok(())
@@ -129,12 +130,12 @@ impl<'a> HkFile<'a> {
     /// Checks the whole file (see the module documentation for the order).
     pub fn parse(buf: &'a [u8]) -> Result<Self> {
         let h = HkHeader::parse(buf)?;
-        let len = to_u64(buf.len());
+        let len = u64_from(buf.len());
         let meta = section(&h, len, h.metadata_offset, h.metadata_size, AT_METADATA_OFFSET)?;
         let toc = section(&h, len, h.tensor_toc_offset, h.tensor_toc_size, AT_TOC_OFFSET)?;
         if h.appendix_offset != 0 {
             let a = h.appendix_offset;
-            let after_sections = a >= to_u64(HK_HEADER_LEN) && a >= to_u64(meta.1) && a >= to_u64(toc.1);
+            let after_sections = a >= u64_from(HK_HEADER_LEN) && a >= u64_from(meta.1) && a >= u64_from(toc.1);
             if !after_sections || a % 8 != 0 || (h.tensor_count > 0 && a < h.tensor_data_offset) {
                 return fail(Rule::HkAppendixOffset, AT_APPENDIX_OFFSET);
             }
@@ -176,7 +177,7 @@ impl<'a> HkFile<'a> {
 
         // Appendix records.
         if h.appendix_offset != 0 {
-            let mut pos = sat_usize(h.appendix_offset);
+            let mut pos = usize_sat(h.appendix_offset);
             while pos < buf.len() {
                 let (_, next) = appendix::read_record(buf, pos)?;
                 pos = next;
@@ -246,7 +247,7 @@ impl<'a> HkFile<'a> {
 
     /// The appendix records, in file order (none when appendix_offset is 0).
     pub fn appendix(&self) -> AppendixIter<'a> {
-        AppendixIter { buf: self.buf, pos: sat_usize(self.header.appendix_offset) }
+        AppendixIter { buf: self.buf, pos: usize_sat(self.header.appendix_offset) }
     }
 
     /// Checks the SHA-256 lineage chain: the parent_hash of every record
@@ -258,45 +259,4 @@ impl<'a> HkFile<'a> {
     pub fn verify_lineage(&self) -> Result<Lineage> {
         appendix::verify(self.appendix())
     }
-}
-
-#[doc(hidden)]
-/// A small valid file for doc examples: metadata `general.architecture = "mlp"`
-/// and one f32 tensor `w` = [1.0, -2.0] at offset 256.
-pub fn doc_example_file() -> [u8; 264] {
-    let mut f = [0u8; 264];
-    let mut put = |at: usize, bytes: &[u8]| {
-        if let Some(dst) = at.checked_add(bytes.len()).and_then(|end| f.get_mut(at..end)) {
-            dst.copy_from_slice(bytes);
-        }
-    };
-    put(0, &HK_MAGIC);
-    put(4, &1u16.to_le_bytes());
-    put(8, &(FLAG_LITTLE_ENDIAN | FLAG_TILE_ALIGNED).to_le_bytes());
-    put(12, &128u16.to_le_bytes());
-    put(16, &1u64.to_le_bytes()); // tensor_count
-    put(24, &1u64.to_le_bytes()); // kv count
-    put(32, &128u64.to_le_bytes()); // metadata offset
-    put(40, &30u64.to_le_bytes()); // metadata size: 2 + 20 + 1 + 4 + 3
-    put(48, &158u64.to_le_bytes()); // toc offset
-    put(56, &(2 + 1 + 4 + 8 + 48 + 6u64).to_le_bytes()); // toc size: 69
-    put(64, &256u64.to_le_bytes()); // data offset
-    put(88, &1u16.to_le_bytes()); // split_count
-                                  // metadata
-    put(128, &20u16.to_le_bytes());
-    put(130, b"general.architecture");
-    put(150, &[tag::STRING]);
-    put(151, &3u32.to_le_bytes());
-    put(155, b"mlp");
-    // toc
-    put(158, &1u16.to_le_bytes());
-    put(160, b"w");
-    put(161, &[0, 0, 0, 1]);
-    put(165, &2u64.to_le_bytes());
-    put(173, &256u64.to_le_bytes());
-    put(181, &8u64.to_le_bytes());
-    put(221, &32u16.to_le_bytes());
-    // data
-    put(256, &[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
-    f
 }

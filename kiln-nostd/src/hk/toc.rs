@@ -2,8 +2,9 @@
 
 use crate::error::{fail, Error, Result, Rule};
 
-use super::cursor::{sat_usize, Cursor};
+use super::cursor::Cursor;
 use super::storage::{StorageType, SPARSITY_TYPES, TILE_LAYOUTS};
+use crate::bytes::usize_sat;
 
 /// Longest tensor name, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
@@ -82,11 +83,13 @@ impl<'a> TocEntry<'a> {
 
     /// The stored dimensions (`ndim` of them).
     pub fn shape(&self) -> &[u64] {
+        // Fallback not taken: ndim was checked to be at most the slot count.
         self.shape.get(..usize::from(self.ndim)).unwrap_or(&[])
     }
 
     /// The product of the dimensions (1 for ndim 0); checked not to overflow.
     pub fn element_count(&self) -> u64 {
+        // Fallback not taken: the product was checked not to overflow at parse time.
         element_count(self.shape()).unwrap_or(0)
     }
 
@@ -137,8 +140,9 @@ impl<'a> TocEntry<'a> {
 }
 
 fn slice(buf: &[u8], s: Span) -> &[u8] {
-    let start = sat_usize(s.offset);
-    let end = start.saturating_add(sat_usize(s.size));
+    let start = usize_sat(s.offset);
+    let end = start.saturating_add(usize_sat(s.size));
+    // Fallback not taken: the section was checked to lie inside the buffer.
     buf.get(start..end).unwrap_or(&[])
 }
 
@@ -208,6 +212,7 @@ pub(crate) fn read_entry<'a>(
     let block_size = c.u16()?;
     let sparsity_ratio = c.u32()?;
 
+    // Fallback not taken: ndim was checked to be at most the slot count just above.
     let dims = shape.get(..usize::from(ndim)).unwrap_or(&[]);
     let Some(count) = element_count(dims) else {
         return fail(Rule::HkShapeOverflow, shape_at);

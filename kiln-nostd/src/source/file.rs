@@ -47,6 +47,7 @@ fn positioned_read(file: &File, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         match std::os::windows::fs::FileExt::seek_read(file, rest, at) {
             Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
             Ok(n) => {
+                // Fallback not taken: n <= rest.len(): read_at returns at most what it was given.
                 rest = core::mem::take(&mut rest).get_mut(n..).unwrap_or_default();
                 at = at.saturating_add(u64_from(n));
             }

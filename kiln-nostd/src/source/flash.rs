@@ -37,7 +37,7 @@ use crate::bytes::{u64_from, usize_from};
 ///         self.0.len()
 ///     }
 /// }
-/// # let block = kiln_nostd::doc_example_block_named();
+/// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut image = vec![0xff; 8192];
 /// image[1030..1030 + block.len()].copy_from_slice(&block); // the model at an odd address
 /// let mut flash = Flash::<_>::new(Spi(image));
@@ -90,8 +90,10 @@ impl<F: ReadNorFlash, const B: usize> ReadAt for Flash<F, B> {
         let mut at = offset;
         let mut rest = buf;
         while !rest.is_empty() {
+            // Fallback not taken: unit is a nonzero read unit.
             let skew = at.checked_rem(unit).unwrap_or(0);
             let want = u64_from(rest.len());
+            // Fallback not taken: unit is a nonzero read unit.
             let direct = want.saturating_sub(want.checked_rem(unit).unwrap_or(0));
             let taken = if skew == 0 && direct > 0 {
                 // Whole units at an aligned offset: straight into the caller's buffer.
@@ -103,7 +105,9 @@ impl<F: ReadNorFlash, const B: usize> ReadAt for Flash<F, B> {
                 // The units holding the unaligned head (or a short tail).
                 let span = skew.saturating_add(want).div_ceil(unit).saturating_mul(unit).min(bounce_len);
                 let take = span.saturating_sub(skew).min(want);
+                // Fallback not taken: span is at most the bounce buffer's length, a usize.
                 let span = usize_from(span).unwrap_or(0);
+                // Fallback not taken: skew and take are at most span, a usize.
                 let (skew, take) = (usize_from(skew).unwrap_or(0), usize_from(take).unwrap_or(0));
                 let units = bounce.get_mut(..span).ok_or(ReadError::OutOfBounds)?;
                 read_units(flash, at.saturating_sub(u64_from(skew)), units)?;
@@ -114,6 +118,7 @@ impl<F: ReadNorFlash, const B: usize> ReadAt for Flash<F, B> {
             if taken == 0 {
                 return Err(ReadError::OutOfBounds);
             }
+            // Fallback not taken: taken <= rest.len() (checked just above).
             rest = core::mem::take(&mut rest).get_mut(taken..).unwrap_or_default();
             at = at.saturating_add(u64_from(taken));
         }

@@ -36,7 +36,7 @@ use super::ReadAt;
 ///         Ok(self.1)
 ///     }
 /// }
-/// # let block = kiln_nostd::doc_example_block_named();
+/// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut card = Io::new(Card(&block, 0));
 /// let (mut prefix, mut chunk) = ([0u8; 512], [0u8; 64]);
 /// source::verify(&mut card, &mut prefix, &mut chunk)?;

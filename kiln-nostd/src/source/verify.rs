@@ -39,6 +39,7 @@ pub(super) fn run<S: ReadAt>(
             let mut head = [0u8; HEADER_LEN];
             source.read_at(0, &mut head).map_err(SourceError::Read)?;
             let heap_end = Header::parse(&head).map_or(0, |h| layout::heap_end(h.tensor_count, h.name_bytes));
+            // Fallback: an unaligned heap end can only overflow near u64::MAX: report it as is.
             Err(SourceError::BufferTooSmall { needed: layout::align(heap_end).unwrap_or(heap_end) })
         }
         Err(e) => Err(SourceError::Kiln(e)),
@@ -72,6 +73,7 @@ fn drive<S: ReadAt>(
             }
         }
         let end = plan.read_end(v, pos, len, u64_from(chunk.len()), coalesce);
+        // Fallback not taken: end - pos is at most the chunk length, a usize.
         let n = usize_from(end.saturating_sub(pos)).unwrap_or(chunk.len()).clamp(1, chunk.len());
         let Some(buf) = chunk.get_mut(..n) else { return Ok(()) };
         source.read_at(pos, buf)?;
