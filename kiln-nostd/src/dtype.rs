@@ -101,6 +101,18 @@ impl DType {
         }
     }
 
+    /// The dtype of a code the parser accepted: total, because an accepted
+    /// code outside the closed set is an opaque one. Views of a checked
+    /// directory decode with it, so they need no fallback and no decode
+    /// when a tensor is handed out.
+    #[inline]
+    pub(crate) fn from_accepted_code(code: u16) -> DType {
+        match CLOSED.get(usize::from(code).wrapping_sub(1)) {
+            Some(&d) => d,
+            None => DType::Opaque(code),
+        }
+    }
+
     /// The wire code.
     pub const fn code(self) -> u16 {
         match self {

@@ -239,13 +239,11 @@ impl<'a> Parts<'a> {
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn tensor(self, index: usize) -> Option<Tensor<'a>> {
         let raw = self.raws.get(index)?;
-        // The parser checked the dtype code: this `?` never returns.
-        let dtype = raw.dtype()?;
         let range = usize_from(raw.byte_offset()).zip(usize_from(raw.byte_length()));
         // The range was checked against the payload region; empty only where
         // that region is not at hand (the incremental validator's prefix).
         let bytes = range.and_then(|(at, len)| self.payload.get(at..at.checked_add(len)?)).unwrap_or(&[]);
-        Some(Tensor { parts: self, index, raw, dims: raw.shape(), dtype, bytes })
+        Some(Tensor { parts: self, index, raw, dims: raw.shape(), bytes })
     }
 }
 
@@ -257,8 +255,6 @@ pub struct Tensor<'a> {
     raw: &'a RawDescriptor,
     /// Decoded shape slots, so `shape()` can lend a slice.
     dims: [u64; 8],
-    /// The checked dtype.
-    dtype: DType,
     /// The payload, sliced once from the checked range.
     bytes: &'a [u8],
 }
@@ -301,7 +297,8 @@ impl<'a> Tensor<'a> {
 
     /// The dtype.
     pub fn dtype(&self) -> DType {
-        self.dtype
+        // A tensor is handed out only from a checked descriptor.
+        DType::from_accepted_code(self.raw.dtype_code())
     }
 
     /// Rank, 0 to 8.
