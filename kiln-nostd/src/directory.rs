@@ -4,7 +4,7 @@
 //! handed out afterwards can point outside the buffer. The first failing step
 //! wins; inside a step, the first fault in descriptor order wins.
 
-use crate::bytes::{first_nonzero, usize_from};
+use crate::bytes::{first_nonzero, usize_from, usize_from_u32};
 use crate::check_order;
 use crate::descriptor::{self, RawDescriptor};
 use crate::error::{fail, Error, Result, Rule};
@@ -273,6 +273,7 @@ fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64, plain: bo
         names.check_layout(heap, raw, i, || names::names_total(descs.raws))?;
         descriptor::check_shape_and_range(raw, i, payload.len)?;
         ranges::check_placement(raw, i, running_end, payload)?;
+        // Checked just above (check_shape_and_range): the fallback is never taken.
         running_end = raw.range_end().unwrap_or(u64::MAX);
         check_values(&descs, raw, i, payload)?;
     }
@@ -307,9 +308,11 @@ impl<'a> Block<'a> {
     /// The parts of `block`, which passed steps 1 to 7. With `with_payload`
     /// false only the directory prefix (up to `payload_base`) need be there.
     pub(crate) fn new(block: &'a [u8], header: &Header, regions: Regions, with_payload: bool) -> Block<'a> {
-        let count = usize_from(u64::from(header.tensor_count)).unwrap_or(0);
+        let count = usize_from_u32(header.tensor_count);
         let descs = Descriptors::new(block, count);
+        // Steps 3 to 7 checked descriptors end <= heap_end <= the bytes at hand: never empty by fallback.
         let heap = Heap::new(block.get(descs.end()..regions.heap_end).unwrap_or(&[]), descs.end());
+        // Step 6 checked the block length against the bytes at hand: never empty by fallback.
         let bytes = with_payload.then(|| block.get(regions.payload_base..regions.block_len).unwrap_or(&[]));
         let payload = Payload { bytes, at: regions.payload_base, len: header.payload_bytes };
         Block { descs, heap, has_names: header.has_names(), payload }
@@ -335,6 +338,7 @@ fn plain_run(b: &Block<'_>, from: usize, names: &mut NameCursor, running_end: &m
             first_gap = i;
         }
         cursor = next;
+        // `plain` accepted the range: the fallback is never taken.
         end = raw.range_end().unwrap_or(u64::MAX);
         i = i.saturating_add(1);
     }
@@ -409,6 +413,7 @@ fn duplicate<T>(later: usize) -> Result<T> {
 pub(crate) fn check_values(descs: &Descriptors<'_>, d: &RawDescriptor, i: usize, payload: Payload<'_>) -> Result<()> {
     if let Some(bytes) = payload.bytes {
         let span = descriptor::payload_span(d, 0);
+        // Step 9 checked the range inside the payload before step 11 runs: never empty by fallback.
         let elements = span.and_then(|(s, e)| bytes.get(s..e)).unwrap_or(&[]);
         let at = payload.at.saturating_add(span.map_or(0, |(s, _)| s));
         descriptor::check_elements(d, elements, at)?;
@@ -427,6 +432,7 @@ pub(crate) struct Descriptors<'a> {
 impl<'a> Descriptors<'a> {
     pub(crate) fn new(block: &'a [u8], count: usize) -> Self {
         let end = count.saturating_mul(DESCRIPTOR_LEN).saturating_add(HEADER_LEN);
+        // Step 5 checked the descriptors are all in the block: never empty by fallback.
         let raws = RawDescriptor::slice(block.get(HEADER_LEN..end).unwrap_or(&[]));
         Descriptors { raws, count: raws.len() }
     }
@@ -438,6 +444,7 @@ impl<'a> Descriptors<'a> {
 
     #[inline]
     pub(crate) fn raw(&self, i: usize) -> &'a RawDescriptor {
+        // Callers pass indexes below `count` (= raws.len()): ZERO is never returned.
         self.raws.get(i).unwrap_or(&RawDescriptor::ZERO)
     }
 
@@ -445,6 +452,7 @@ impl<'a> Descriptors<'a> {
     #[inline]
     pub(crate) fn name<'h>(&self, heap: &Heap<'h>, i: usize) -> &'h [u8] {
         let (off, len) = self.raw(i).name_field();
+        // A name is compared only after step 8's name checks put it in the heap: never empty by fallback.
         heap.slice(off, len).unwrap_or(&[])
     }
 }

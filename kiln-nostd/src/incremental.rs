@@ -25,7 +25,7 @@
 //! # Ok::<(), kiln_nostd::Error>(())
 //! ```
 
-use crate::bytes::{first_above_one, u64_from, usize_from};
+use crate::bytes::{first_above_one, u64_from, usize_from, usize_from_u32, usize_sat};
 use crate::descriptor::RawDescriptor;
 use crate::directory::{check_prefix, Block, Descriptors, PrefixVerdict};
 use crate::dtype::DType;
@@ -214,7 +214,7 @@ impl<'m, 's> Incremental<'m, 's> {
         Some(Regions {
             heap_end: usize_from(sizes.heap_end)?,
             payload_base: usize_from(payload_base)?,
-            block_len: usize_from(block_len).unwrap_or(usize::MAX),
+            block_len: usize_sat(block_len),
         })
     }
 
@@ -345,7 +345,8 @@ impl<'m, 's> Incremental<'m, 's> {
     /// Steps 1 to 4 as the first 64 bytes arrive.
     fn take_header(&mut self, chunk: &[u8]) -> usize {
         let used = self.copy_in(chunk, u64_from(HEADER_LEN));
-        let have = self.prefix.get(..usize_from(self.fed).unwrap_or(0).saturating_add(used)).unwrap_or(&[]);
+        // The header's bytes are in prefix memory (fed < 64 here): never empty by fallback.
+        let have = self.prefix.get(..usize_sat(self.fed).saturating_add(used)).unwrap_or(&[]);
         if have.len() >= MAGIC.len() && have.get(..MAGIC.len()) != Some(&MAGIC[..]) {
             self.fault = Some(Error::new(Rule::DirectoryMagic, 0));
         } else if have.len() == HEADER_LEN {
@@ -371,8 +372,8 @@ impl<'m, 's> Incremental<'m, 's> {
 
     /// Copies up to `end` (block offset) of the prefix into memory.
     fn copy_in(&mut self, chunk: &[u8], end: u64) -> usize {
-        let at = usize_from(self.fed).unwrap_or(usize::MAX);
-        let want = usize_from(end.saturating_sub(self.fed)).unwrap_or(usize::MAX).min(chunk.len());
+        let at = usize_sat(self.fed);
+        let want = usize_sat(end.saturating_sub(self.fed)).min(chunk.len());
         match (at.checked_add(want).and_then(|end| self.prefix.get_mut(at..end)), chunk.get(..want)) {
             (Some(dst), Some(src)) => {
                 dst.copy_from_slice(src);
@@ -393,6 +394,7 @@ impl<'m, 's> Incremental<'m, 's> {
     }
 
     fn check_whole_prefix(&mut self, sizes: Sizes, base: u64, block_len: u64) -> Result<()> {
+        // Called once the prefix fits its memory (checked with the header): the fallbacks are never taken.
         let regions = self.regions(&sizes, base).unwrap_or(Regions { heap_end: 0, payload_base: 0, block_len: 0 });
         let prefix = self.prefix.get(..regions.payload_base).unwrap_or(&[]);
         header::check_padding(prefix, regions.heap_end, regions.payload_base)?; // step 7
@@ -405,6 +407,7 @@ impl<'m, 's> Incremental<'m, 's> {
             PrefixVerdict::Quant(i, e) => (count, None, Some((i, e)), 0),
         };
         // The walk starts after the leading descriptors whose bytes decide nothing.
+        // Ranges of accepted descriptors do not overflow: the fallback is never taken.
         let gap_from = tight.checked_sub(1).map_or(0, |last| b.descs.raw(last).range_end().unwrap_or(u64::MAX));
         let walk = Walk {
             payload_base: base,
@@ -437,7 +440,7 @@ impl<'m, 's> Incremental<'m, 's> {
             if self.standalone && to.saturating_add(walk.payload_base) > walk.block_len {
                 // Step 12: every earlier step is settled once the block is whole.
                 walk.verdict_at_end()?;
-                return fail(Rule::TrailingBytes, usize_from(walk.block_len).unwrap_or(usize::MAX));
+                return fail(Rule::TrailingBytes, usize_sat(walk.block_len));
             }
             if to.saturating_add(walk.payload_base) >= walk.block_len {
                 walk.verdict_at_end()?;
@@ -452,8 +455,9 @@ impl<'m, 's> Incremental<'m, 's> {
     }
 
     fn descriptors(&self, walk: &Walk) -> Descriptors<'_> {
-        let prefix = self.prefix.get(..usize_from(walk.payload_base).unwrap_or(0)).unwrap_or(&[]);
-        let count = self.sizes.map_or(0, |s| usize_from(u64::from(s.header.tensor_count)).unwrap_or(0));
+        // The walk exists only once the prefix is in its memory: never empty by fallback.
+        let prefix = self.prefix.get(..usize_sat(walk.payload_base)).unwrap_or(&[]);
+        let count = self.sizes.map_or(0, |s| usize_from_u32(s.header.tensor_count));
         Descriptors::new(prefix, count)
     }
 
@@ -463,9 +467,10 @@ impl<'m, 's> Incremental<'m, 's> {
     pub fn finish(mut self) -> Result<Summary> {
         self.settle();
         let fed = self.fed;
-        let avail = usize_from(fed).unwrap_or(usize::MAX);
+        let avail = usize_sat(fed);
         let Some(sizes) = self.sizes else {
             // Steps 1 and 2: a wrong magic is certain at 4 bytes; else too short.
+            // No header yet: a wrong magic is the fault, else the block is too short.
             return Err(self.fault.unwrap_or(Error::new(Rule::HeaderTruncated, avail)));
         };
         if let Some(e) = self.fault.filter(|e| is_header_fault(e.rule())) {
@@ -520,6 +525,7 @@ impl Walk {
         let abs = |p: u64| self.payload_base.saturating_add(p);
         while self.next < self.upto {
             let d = descs.raw(self.next);
+            // Accepted ranges do not overflow: the fallback is never taken.
             let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
             if self.gap_from < start && abs(start) > fed {
                 return fed.max(abs(self.gap_from));
@@ -544,6 +550,7 @@ impl Walk {
         if !has_byte_rules(d.dtype_code()) {
             return false; // most tensors: one compare
         }
+        // Accepted shapes do not overflow: the fallback is never taken (here and below).
         let odd_packed =
             matches!(d.dtype(), Some(DType::I4 | DType::U4 | DType::E2M1)) && d.element_count().unwrap_or(0) % 2 == 1;
         let byte_rules = d.dtype() == Some(DType::Bool) || odd_packed;
@@ -556,6 +563,7 @@ impl Walk {
     fn scan(&mut self, descs: &Descriptors<'_>, chunk: Data<'_>, from: u64, to: u64) -> Result<()> {
         while self.next < self.upto {
             let d = descs.raw(self.next);
+            // Accepted ranges do not overflow: the fallback is never taken.
             let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
             // Most tensors need nothing: no gap before them, no byte rules.
             if self.gap_from == start && self.misplaced.is_none() && !self.reads_elements(d) {
@@ -571,7 +579,7 @@ impl Walk {
             if let Some((bytes, at)) = window(chunk, from, to, self.gap_from, start).filter(|_| gap) {
                 if let Some(k) = bytes.iter().position(|&b| b != 0) {
                     let abs = self.payload_base.saturating_add(at).saturating_add(u64_from(k));
-                    return fail(Rule::NonzeroGap, usize_from(abs).unwrap_or(usize::MAX));
+                    return fail(Rule::NonzeroGap, usize_sat(abs));
                 }
             }
             if to <= start {
@@ -599,10 +607,11 @@ impl Walk {
 
     /// Step 11's byte checks on the part of tensor `self.next` at payload offset `at`.
     fn check_elements(&mut self, d: &RawDescriptor, bytes: &[u8], at: u64, end: u64) {
-        let abs = |k: usize| usize_from(self.payload_base.saturating_add(at).saturating_add(u64_from(k)));
+        let abs = |k: usize| usize_sat(self.payload_base.saturating_add(at).saturating_add(u64_from(k)));
         let bad = match d.dtype() {
             Some(DType::Bool) => first_above_one(bytes).map(|k| (Rule::BoolByte, k)),
             Some(DType::I4 | DType::U4 | DType::E2M1) => {
+                // Accepted shapes do not overflow: the fallback is never taken.
                 let odd = d.element_count().unwrap_or(0) % 2 == 1;
                 let last_here = at.saturating_add(u64_from(bytes.len())) == end;
                 match bytes.last() {
@@ -615,7 +624,7 @@ impl Walk {
             _ => None,
         };
         if let Some((rule, k)) = bad {
-            self.values = Some((self.next, Error::new(rule, abs(k).unwrap_or(usize::MAX))));
+            self.values = Some((self.next, Error::new(rule, abs(k))));
             self.element_fault = true;
         }
     }
@@ -661,6 +670,7 @@ impl<'c> Data<'c> {
     /// The first `n` bytes (or all, when fewer).
     fn first(self, n: u64) -> Data<'c> {
         match self {
+            // More than the chunk holds means all of it (the `unwrap_or` is never taken).
             Data::Bytes(b) => Data::Bytes(b.get(..usize_from(n).map_or(b.len(), |n| n.min(b.len()))).unwrap_or(b)),
             Data::Skipped(m) => Data::Skipped(m.min(n)),
         }
@@ -669,6 +679,7 @@ impl<'c> Data<'c> {
     /// What follows the first `n` bytes.
     fn after(self, n: u64) -> Data<'c> {
         match self {
+            // Past the chunk's end nothing follows.
             Data::Bytes(b) => Data::Bytes(usize_from(n).and_then(|n| b.get(n..)).unwrap_or(&[])),
             Data::Skipped(m) => Data::Skipped(m.saturating_sub(n)),
         }
