@@ -23,12 +23,12 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Args;
 use kiln_nostd::frozen::{Kind, Reader, Value};
-use kiln_nostd::{Directory, Limits, DEFAULT_CAP};
+use kiln_nostd::Directory;
 use serde_json::Value as Json;
 
 use crate::input::Input;
 use crate::inspect::tensor_table;
-use crate::validate::{parse_tensors, Target, ValidateOptions, TENSORS};
+use crate::validate::{parse_tensors, Target, ValueArgs, TENSORS};
 
 /// Largest integer magnitude a JSON number carries exactly in a double.
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
@@ -36,19 +36,8 @@ pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 /// `kiln decode` arguments.
 #[derive(Args, Debug)]
 pub struct DecodeArgs {
-    /// Canonical type text of the value (`struct{id:i64,name:str,}`), or
-    /// `@SCHEMA.json` for the type of a JSON Schema.
-    #[arg(long = "type", value_name = "TEXT", default_value = TENSORS)]
-    pub type_text: String,
-    /// The file starts with a 16-byte KLN0 frame whose schema hash must match --type (SCHEMA otherwise).
-    #[arg(long)]
-    pub framed: bool,
-    /// Cap on list, dict and tensor counts; a larger count is LIMIT.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_CAP)]
-    pub count_cap: u32,
-    /// Cap on str and list<u8> lengths and name heaps; a larger length is LIMIT.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_CAP)]
-    pub byte_cap: u32,
+    #[command(flatten)]
+    pub value: ValueArgs,
     /// Print the JSON on one line (default: indented; arrays of scalars fill lines of up to 100 columns).
     #[arg(long)]
     pub compact: bool,
@@ -60,8 +49,7 @@ pub struct DecodeArgs {
 /// Runs `kiln decode`: 0 printed, 1 the file is invalid (error on stderr),
 /// 2 a bad --type or an unreadable file.
 pub fn run(args: &DecodeArgs) -> anyhow::Result<u8> {
-    let limits = Limits { count_cap: args.count_cap, byte_cap: args.byte_cap };
-    let opts = match ValidateOptions::new(Some(&args.type_text), args.framed, limits) {
+    let opts = match args.value.options(Some(TENSORS)) {
         Ok(opts) => opts,
         Err(err) => {
             eprintln!("kiln: {err}");
@@ -366,7 +354,7 @@ mod tests {
 
     fn decode(ty: &str, buf: &[u8], pretty: bool) -> String {
         let schema: Schema<'_> = Schema::parse(ty).unwrap();
-        let v = read(buf, &schema, &Limits::DEFAULT, false).unwrap();
+        let v = read(buf, &schema, &kiln_nostd::Limits::DEFAULT, false).unwrap();
         let mut out = Vec::new();
         JsonWriter::new(&mut out, pretty).value(v).unwrap();
         String::from_utf8(out).unwrap()

@@ -26,7 +26,7 @@ pub enum Verdict {
 /// or `--from`); `None` when it is Kiln (or undetected, or not a regular
 /// file), which the Kiln path handles exactly as before.
 pub fn probe(path: &Path, read: &ReadArgs) -> Option<(Format, Verdict)> {
-    if read.from == convert::From::Kiln {
+    if read.from == Some(Format::Kiln) {
         return None;
     }
     // stat first: a FIFO or device is never opened here (the Kiln path streams it).
@@ -34,7 +34,7 @@ pub fn probe(path: &Path, read: &ReadArgs) -> Option<(Format, Verdict)> {
         return None;
     }
     let input = convert::open(path).ok()?;
-    let format = match read.from.format() {
+    let format = match read.from {
         Some(f) => f,
         None => Format::detect(input.bytes())?,
     };

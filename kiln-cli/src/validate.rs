@@ -13,6 +13,36 @@ use crate::input::Source;
 use crate::schema::{self, SchemaError, NODES};
 use crate::stream;
 
+/// The four flags `kiln validate` and `kiln decode` share: what a file holds and the caps.
+#[derive(clap::Args, Debug)]
+pub struct ValueArgs {
+    /// Canonical type text of the value (`struct{id:i64,name:str,}`), or
+    /// `@SCHEMA.json` for the type of a JSON Schema. Without it, `validate`
+    /// reads a model file (spec/model-file.md) or, failing its frame, a
+    /// standalone tensor directory, told apart by content (or, without
+    /// --framed, the formats `kiln convert` reads); `decode` reads `tensors`.
+    #[arg(long = "type", value_name = "TEXT")]
+    pub type_text: Option<String>,
+    /// Files start with a 16-byte KLN0 frame whose schema hash must match --type (SCHEMA otherwise).
+    #[arg(long)]
+    pub framed: bool,
+    /// Cap on counts (list and dict counts, tensor_count); a larger count is LIMIT.
+    #[arg(long, value_name = "N", default_value_t = kiln_nostd::DEFAULT_CAP)]
+    pub count_cap: u32,
+    /// Cap on byte runs (str and list<u8> lengths, name heaps); a larger length is LIMIT.
+    #[arg(long, value_name = "N", default_value_t = kiln_nostd::DEFAULT_CAP)]
+    pub byte_cap: u32,
+}
+
+impl ValueArgs {
+    /// The options these flags ask for, `default_type` standing in for a missing --type;
+    /// `Err` is the message for an unsupported --type.
+    pub fn options(&self, default_type: Option<&str>) -> Result<ValidateOptions, TypeError> {
+        let limits = Limits { count_cap: self.count_cap, byte_cap: self.byte_cap };
+        ValidateOptions::new(self.type_text.as_deref().or(default_type), self.framed, limits)
+    }
+}
+
 /// The canonical type text of a tensor directory.
 pub const TENSORS: &str = "tensors";
 

@@ -43,31 +43,11 @@ pub use write_kiln::RECORD_TYPE;
 /// Progress bars appear for conversions of at least this many payload bytes.
 const PROGRESS_MIN: u64 = 64 << 20;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum From {
-    /// Detect from the first bytes.
-    Auto,
-    Safetensors,
-    Gguf,
-    Hk,
-    Npy,
-    Npz,
-    Kiln,
-}
-
-impl From {
-    /// The forced format, or `None` for detection.
-    pub fn format(self) -> Option<Format> {
-        match self {
-            From::Auto => None,
-            From::Safetensors => Some(Format::Safetensors),
-            From::Gguf => Some(Format::Gguf),
-            From::Hk => Some(Format::Hk),
-            From::Npy => Some(Format::Npy),
-            From::Npz => Some(Format::Npz),
-            From::Kiln => Some(Format::Kiln),
-        }
-    }
+/// `--from`: `auto` (detection from the first bytes, `None`) or a [`Format`]'s name.
+fn from_parser() -> impl clap::builder::TypedValueParser<Value = Option<Format>> {
+    use clap::builder::TypedValueParser;
+    let names = std::iter::once("auto").chain(Format::ALL.iter().map(|f| f.name()));
+    clap::builder::PossibleValuesParser::new(names).map(|name| Format::ALL.into_iter().find(|f| f.name() == name))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -105,9 +85,10 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 /// What every reader of foreign formats may spend, and whether HK lineage is checked.
 #[derive(Args, Debug, Clone)]
 pub struct ReadArgs {
-    /// Input format, when detection from the first bytes should be overridden.
-    #[arg(long, value_enum, default_value_t = From::Auto)]
-    pub from: From,
+    /// Input format, when detection from the first bytes (auto) should be overridden.
+    // The full path keeps clap from reading `Option` as "the flag may be absent".
+    #[arg(long, value_name = "FORMAT", default_value = "auto", value_parser = from_parser())]
+    pub from: ::std::option::Option<Format>,
     /// Do not verify the SHA-256 lineage of HK appendix records (verified by default; a note says it was skipped).
     #[arg(long)]
     pub no_verify_lineage: bool,
@@ -146,8 +127,13 @@ pub struct ConvertArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = To::Auto)]
     pub to: To,
-    /// fsync the output before renaming it into place (durable across a power cut; slower).
+    /// Do not fsync the output before renaming it into place. By default OUT (and
+    /// OUT.meta.json) are flushed to disk first, so a power cut leaves the old OUT or
+    /// the whole new one; without it the rename may reach the disk before the data.
     #[arg(long)]
+    pub no_fsync: bool,
+    /// Accepted for scripts written when fsync was opt-in; fsync is the default now.
+    #[arg(long, hide = true)]
     pub fsync: bool,
     /// No progress bar and no summary line (notes about what was not carried are still printed).
     #[arg(short, long)]
@@ -198,8 +184,8 @@ pub fn open(path: &Path) -> anyhow::Result<Input> {
 }
 
 /// The input's format: forced, or detected from its first bytes.
-pub fn format_of(input: &Input, path: &Path, from: From) -> anyhow::Result<Format> {
-    match from.format() {
+pub fn format_of(input: &Input, path: &Path, from: Option<Format>) -> anyhow::Result<Format> {
+    match from {
         Some(f) => Ok(f),
         None => Format::detect(input.bytes()).ok_or_else(|| {
             anyhow!("{}: not a recognised format (safetensors, GGUF, HK, .npy, .npz, Kiln)", path.display())
@@ -302,7 +288,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
     }
     let written = sink.written();
     drop(sink.finish()?);
-    if args.fsync {
+    if !args.no_fsync {
         outfile::sync(&temp)?;
     }
     if let Err(e) = verify(temp.path(), to) {
@@ -332,7 +318,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
         };
         write(&mut f).map_err(io_fail(format!("cannot write {}", side.given.display())))?;
         drop(f);
-        if args.fsync {
+        if !args.no_fsync {
             outfile::sync(&st)?;
         }
         notes.push(format!("metadata written to {} (a standalone directory holds tensors only)", side.given.display()));
@@ -452,6 +438,68 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<u8> {
         Err(e) => {
             eprintln!("kiln convert: {e:#}");
             Ok(error::exit_code(&e))
+        }
+    }
+}
+
+/// A whole conversion of bytes held in memory, for the fuzz targets and
+/// tests: what the reader made of the input, the payload bytes it took for
+/// each tensor, and the bytes of the written output.
+#[derive(Debug)]
+pub struct InMemory {
+    /// The input as its reader read it (the notes included).
+    pub model: Model,
+    /// Each tensor's payload as the reader delivers it (swapped to little-endian,
+    /// decompressed), in `model.tensors` order.
+    pub payloads: Vec<Vec<u8>>,
+    /// The output file `kiln convert` wrote.
+    pub output: Vec<u8>,
+}
+
+/// Runs `kiln convert` on `input` (written to a temporary file, as the
+/// converter copies payloads file to file) with `read`'s format and budgets,
+/// writing `to` without fsync, and returns the output with what the reader
+/// took. The conversion is [`convert`] itself, not a second code path.
+pub fn convert_bytes(input: &[u8], read: &ReadArgs, to: To) -> anyhow::Result<InMemory> {
+    let dir = tempfile::tempdir().map_err(io_fail(String::from("cannot create a temporary directory")))?;
+    // The name matters to the .npy reader (the tensor is named after the stem).
+    let in_path = dir.path().join("input.npy");
+    std::fs::write(&in_path, input).map_err(io_fail(format!("cannot write {}", in_path.display())))?;
+    let out_name = if to == To::Safetensors { "output.safetensors" } else { "output.kiln" };
+    let args = ConvertArgs {
+        input: in_path.clone(),
+        output: dir.path().join(out_name),
+        read: read.clone(),
+        to,
+        no_fsync: true,
+        fsync: false,
+        quiet: true,
+    };
+    convert(&args)?;
+    let output = std::fs::read(&args.output).map_err(io_fail(format!("cannot read {}", args.output.display())))?;
+    let file = open(&in_path)?;
+    let format = format_of(&file, &in_path, read.from)?;
+    let model = read_model(format, &file, &in_path, &read.options(), true)?;
+    let mut pump = copy::Pump::new(&file.file, in_path.display().to_string());
+    let mut payloads = Vec::with_capacity(model.tensors.len());
+    for t in &model.tensors {
+        let mut bytes = Vec::new();
+        pump.run(&t.source, t.len, &mut bytes, &|e| anyhow!(e), &mut |_| {})?;
+        payloads.push(bytes);
+    }
+    Ok(InMemory { model, payloads, output })
+}
+
+impl Default for ReadArgs {
+    /// The command line's defaults: detection, lineage verified, the default budgets.
+    fn default() -> Self {
+        let opts = ReadOptions::default();
+        ReadArgs {
+            from: None,
+            no_verify_lineage: false,
+            metadata_budget: opts.metadata_budget,
+            max_member_size: opts.max_member,
+            max_ratio: opts.max_ratio,
         }
     }
 }

@@ -6,7 +6,7 @@ use kiln_nostd::DType;
 
 use super::meta::Metadata;
 
-/// Input formats `kiln convert` reads.
+/// Input formats `kiln convert` reads (also the values of `--from`, besides `auto`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     /// safetensors (8-byte header length, JSON header, data).
@@ -24,6 +24,10 @@ pub enum Format {
 }
 
 impl Format {
+    /// Every format, in the order `--from` lists them.
+    pub const ALL: [Format; 6] =
+        [Format::Safetensors, Format::Gguf, Format::Hk, Format::Npy, Format::Npz, Format::Kiln];
+
     /// The name used in messages and in `kiln.convert.source_format`.
     pub fn name(self) -> &'static str {
         match self {

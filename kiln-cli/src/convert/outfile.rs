@@ -201,7 +201,7 @@ pub fn persist(outputs: Vec<(Temp, &Target)>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Fsyncs a written temporary file (`--fsync`).
+/// Fsyncs a written temporary file (the default; `--no-fsync` skips it).
 pub fn sync(temp: &Temp) -> anyhow::Result<()> {
     temp.file()?.sync_all().with_context(|| format!("cannot sync {}", temp.path().display()))
 }
