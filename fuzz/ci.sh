@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS each (default 60) with the seeds and the
-# dictionary, and prints the executions per target.
+# dictionary, and prints the executions per target. The converter targets
+# (convert_*, which write files on every run) get FUZZ_CONVERT_SECONDS each
+# (default: half of SECONDS), so the five of them add 2.5 minutes to a 60 s run.
 #
 #   fuzz/ci.sh 60             # CI smoke run
 #   fuzz/ci.sh 300 writer     # one target
+#   FUZZ_CONVERT_SECONDS=300 fuzz/ci.sh 300 convert_npy
 #
 # Seeds (fuzz/seeds/<target>, committed) are copied into fuzz/corpus/<target>
 # (gitignored), which libFuzzer grows. A finding is written to
@@ -12,6 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-60}
+CONVERT_SECONDS=${FUZZ_CONVERT_SECONDS:-$(( SECONDS_PER_TARGET / 2 ))}
 shift || true
 TARGETS=("$@")
 if [ ${#TARGETS[@]} -eq 0 ]; then
@@ -28,11 +32,13 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "fuzz/corpus/$t"
   if [ -d "fuzz/seeds/$t" ]; then cp -n fuzz/seeds/"$t"/* "fuzz/corpus/$t/" 2>/dev/null || true; fi
   log="$LOGDIR/$t.log"
-  echo "== $t: ${SECONDS_PER_TARGET}s"
+  secs=$SECONDS_PER_TARGET
+  [[ $t == convert_* ]] && secs=$CONVERT_SECONDS
+  echo "== $t: ${secs}s"
   parallel=()
   if [ "$JOBS" -gt 1 ]; then parallel=(-jobs="$JOBS" -workers="$JOBS"); fi
   cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- \
-    -max_total_time="$SECONDS_PER_TARGET" -dict=fuzz/kiln.dict -rss_limit_mb="$RSS_MB" \
+    -max_total_time="$secs" -dict=fuzz/kiln.dict -rss_limit_mb="$RSS_MB" \
     -timeout=10 -print_final_stats=1 "${parallel[@]}" >"$log" 2>&1
   rc=$?
   # With -jobs, each worker's stats are in ./fuzz-N.log.
@@ -48,6 +54,6 @@ for t in "${TARGETS[@]}"; do
     summary+=("$t: $execs executions, $cov, corpus $corpus, no finding")
   fi
 done
-echo "== fuzz summary (${SECONDS_PER_TARGET}s per target)"
+echo "== fuzz summary (${SECONDS_PER_TARGET}s per target, ${CONVERT_SECONDS}s per convert_* target)"
 printf '%s\n' "${summary[@]}"
 exit $status

@@ -8,7 +8,9 @@ Sources: the golden cases (spec/kiln-v2-cases.json), the regression cases
 (spec/regressions/*.json), values encoded with the Python reference
 (spec/reference/kiln_ref.py) for every type of the `frozen` target (whose
 table is read from fuzz_targets/frozen.rs so the selector bytes match), HK
-files from spec/reference/hk_writer.py, and a few fixed pseudo-random byte
+files from spec/reference/hk_writer.py (also for `convert_hk`), small
+valid safetensors, GGUF, .npy and .npz files written here for the other
+`convert_*` targets (no third-party writer needed), and a few fixed pseudo-random byte
 strings for the `writer` target (its input is `arbitrary`'s encoding).
 """
 
@@ -91,8 +93,120 @@ def hk_seeds():
     return out
 
 
+def safetensors_file(tensors, metadata=None):
+    """tensors: [(name, dtype, shape, bytes)] -> a safetensors file (header padded to 8)."""
+    head, data = {}, b""
+    if metadata is not None:
+        head["__metadata__"] = metadata
+    for name, dtype, shape, payload in tensors:
+        head[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [len(data), len(data) + len(payload)]}
+        data += payload
+    text = json.dumps(head, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def safetensors_seeds():
+    f32 = struct.pack("<2f", 1.0, -2.0)
+    return {
+        "st-f32": safetensors_file([("w", "F32", (2,), f32)]),
+        "st-meta": safetensors_file([("a.b", "BF16", (2, 1), b"\x80\x3f\x00\xc0"), ("n", "BOOL", (3,), b"\x01\x00\x01")],
+                                    {"format": "pt", "kiln.convert.pad": "x"}),
+        "st-mixed": safetensors_file([("e", "F32", (0,), b""), ("i", "I64", (1,), struct.pack("<q", -5)),
+                                      ("u", "U8", (4,), b"\x00\x01\x02\xff"), ("h", "F16", (1,), b"\x00\x3c")]),
+        "st-empty": safetensors_file([]),
+    }
+
+
+def gguf_str(text):
+    b = text.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf_file(kvs, tensors, align=32):
+    """kvs: [(key, type, packed value)]; tensors: [(name, dims, ggml_type, payload)] -> GGUF v3."""
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for key, vtype, packed in kvs:
+        out += gguf_str(key) + struct.pack("<I", vtype) + packed
+    data = b""
+    for name, dims, gtype, payload in tensors:
+        data += b"\x00" * (-len(data) % align)
+        out += gguf_str(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
+        out += struct.pack("<IQ", gtype, len(data))
+        data += payload
+    out += b"\x00" * (-len(out) % align)
+    return out + data
+
+
+def gguf_seeds():
+    f32 = struct.pack("<4f", 1.0, 2.0, -3.0, 0.5)
+    q8 = struct.pack("<e", 0.5) + bytes(range(32))
+    kvs = [
+        ("general.architecture", 8, gguf_str("llama")),
+        ("general.alignment", 4, struct.pack("<I", 32)),
+        ("a.u8", 0, b"\x07"), ("a.i16", 3, struct.pack("<h", -2)), ("a.bool", 7, b"\x01"),
+        ("a.f64", 12, struct.pack("<d", 5e-324)), ("a.u64", 10, struct.pack("<Q", 1 << 63)),
+        ("a.arr", 9, struct.pack("<IQ", 6, 2) + struct.pack("<2f", 0.1, -0.0)),
+        ("a.strs", 9, struct.pack("<IQ", 8, 2) + gguf_str("x") + gguf_str("")),
+    ]
+    return {
+        "gguf-f32": gguf_file(kvs[:1], [("w", (2, 2), 0, f32)]),
+        "gguf-kinds": gguf_file(kvs, [("w", (4,), 0, f32), ("h", (1,), 1, b"\x00\x3c"), ("q", (32,), 8, q8)]),
+        "gguf-empty": gguf_file([], []),
+    }
+
+
+def npy_file(descr, shape, payload, fortran=False):
+    dims = "".join(f"{d}, " if len(shape) == 1 else f"{d}," for d in shape)
+    if len(shape) > 1:
+        dims = dims.rstrip(",")
+    head = f"{{'descr': '{descr}', 'fortran_order': {fortran}, 'shape': ({dims}), }}"
+    pad = -(10 + len(head) + 1) % 64
+    head = head + " " * pad + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() + payload
+
+
+def npy_seeds():
+    return {
+        "npy-f32": npy_file("<f4", (2,), struct.pack("<2f", 1.0, -2.0)),
+        "npy-2d-be": npy_file(">i2", (2, 3), struct.pack(">6h", 1, 2, 3, -4, 5, 6)),
+        "npy-bool": npy_file("|b1", (3,), b"\x01\x00\x01"),
+        "npy-scalar": npy_file("<f8", (), struct.pack("<d", 0.25)),
+        "npy-fortran": npy_file("<u2", (2, 2), struct.pack("<4H", 1, 2, 3, 4), fortran=True),
+    }
+
+
+def npz_file(members, compress):
+    import io
+    import zipfile
+    buf = io.BytesIO()
+    mode = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(buf, "w", mode) as z:
+        for name, payload in members.items():
+            # A fixed date keeps the bytes (and the seed's name) stable.
+            info = zipfile.ZipInfo(name + ".npy", date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = mode
+            z.writestr(info, payload)
+    return buf.getvalue()
+
+
+def npz_seeds():
+    n = npy_seeds()
+    members = {"a": n["npy-f32"], "b": n["npy-2d-be"]}
+    return {
+        "npz-stored": npz_file(members, False),
+        "npz-deflated": npz_file(members, True),
+        "npz-one": npz_file({"x": n["npy-bool"]}, True),
+    }
+
+
+CONVERT_TARGETS = ("convert_safetensors", "convert_gguf", "convert_npy", "convert_npz", "convert_hk")
+
+
 def seeds():
-    out: dict[str, dict[str, bytes]] = {t: {} for t in ("directory", "directory_in_struct", "frozen", "writer", "hk")}
+    out: dict[str, dict[str, bytes]] = {
+        t: {} for t in ("directory", "directory_in_struct", "frozen", "writer", "hk") + CONVERT_TARGETS
+    }
     types = frozen_types()
     for c in goldens():
         b = bytes.fromhex(c["hex"])
@@ -116,6 +230,11 @@ def seeds():
     for i in range(8):
         out["writer"][f"random-{i}"] = bytes(rng.randrange(256) for _ in range(16 + 24 * i))
     out["hk"].update(hk_seeds())
+    out["convert_hk"].update(hk_seeds())
+    out["convert_safetensors"].update(safetensors_seeds())
+    out["convert_gguf"].update(gguf_seeds())
+    out["convert_npy"].update(npy_seeds())
+    out["convert_npz"].update(npz_seeds())
     # Content-addressed file names keep the directory free of duplicates.
     return {t: {hashlib.sha1(b).hexdigest()[:16] + "-" + n[:40]: b for n, b in s.items()} for t, s in out.items()}
 
@@ -133,7 +252,7 @@ def main():
         total += len(files)
         if args.check:
             # HK seeds come from another component's writer; they may drift.
-            if target != "hk" and have != files:
+            if target not in ("hk", "convert_hk") and have != files:
                 print(f"fuzz/seeds/{target}: out of date", file=sys.stderr)
                 bad += 1
             continue

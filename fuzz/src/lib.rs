@@ -114,3 +114,61 @@ pub fn check_directory(buf: &[u8], dir: &Directory<'_>) {
     check_views(buf, dir);
     check_canonical(dir);
 }
+
+/// The oracle of the `convert_*` targets: runs `kiln convert` on `data` read
+/// as `format`. A refusal is fine (the converter's errors are checked for
+/// panics only); a conversion must write a Kiln record that the core
+/// validates, holding the reader's tensors in order with the payload bytes
+/// the reader took from the input. Returns the record's bytes when it converted.
+pub fn check_conversion(data: &[u8], format: kiln_cli::convert::Format) -> Option<Vec<u8>> {
+    use kiln_cli::convert::{convert_bytes, ReadArgs, To};
+    let read = ReadArgs { from: Some(format), ..ReadArgs::default() };
+    let done = convert_bytes(data, &read, To::Record).ok()?;
+    let parser = kiln_nostd::Parser::new().limits(kiln_nostd::Limits::MAX);
+    let (metadata, dir) = match kiln_nostd::model::parse_any_with(&done.output, parser) {
+        Ok(parsed) => parsed,
+        Err(e) => panic!("a converted {format:?} file is not valid Kiln: {e}"),
+    };
+    assert!(metadata.is_some(), "the record has no metadata");
+    assert_eq!(dir.len(), done.model.tensors.len(), "tensor count");
+    for ((t, want), payload) in dir.iter().zip(&done.model.tensors).zip(&done.payloads) {
+        assert_eq!(t.name(), Some(want.name.as_str()), "tensor {} name", t.index());
+        assert_eq!(t.dtype(), want.dtype, "tensor {} dtype", want.name);
+        assert_eq!(t.shape(), want.shape.as_slice(), "tensor {} shape", want.name);
+        assert_eq!(t.bytes(), payload.as_slice(), "tensor {} bytes", want.name);
+        // A plain range of the input is checked against the input itself.
+        if let kiln_cli::convert::Source::File { offset } = want.source {
+            let start = usize::try_from(offset).unwrap();
+            assert_eq!(data.get(start..start + payload.len()), Some(payload.as_slice()), "tensor {} input range", want.name);
+        }
+    }
+    Some(done.output)
+}
+
+/// Kiln -> safetensors -> Kiln gives the same tensors back (name, dtype,
+/// shape, bytes, layout), for a record [`check_conversion`] produced.
+pub fn check_safetensors_round_trip(record: &[u8]) {
+    use kiln_cli::convert::{convert_bytes, Format, ReadArgs, To};
+    let kiln = ReadArgs { from: Some(Format::Kiln), ..ReadArgs::default() };
+    let st = match convert_bytes(record, &kiln, To::Safetensors) {
+        Ok(done) => done.output,
+        // The way out may refuse what safetensors cannot name; not a fault.
+        Err(_) => return,
+    };
+    let back = ReadArgs { from: Some(Format::Safetensors), ..ReadArgs::default() };
+    let again = match convert_bytes(&st, &back, To::Record) {
+        Ok(done) => done.output,
+        Err(e) => panic!("safetensors written by kiln convert does not convert back: {e:#}"),
+    };
+    let parser = || kiln_nostd::Parser::new().limits(kiln_nostd::Limits::MAX);
+    let (_, first) = kiln_nostd::model::parse_any_with(record, parser()).unwrap();
+    let (_, second) = kiln_nostd::model::parse_any_with(&again, parser()).unwrap();
+    assert_eq!(first.len(), second.len(), "tensor count after the round trip");
+    for (a, b) in first.iter().zip(second.iter()) {
+        assert_eq!(a.name(), b.name(), "name after the round trip");
+        assert_eq!(a.dtype(), b.dtype(), "{:?}: dtype after the round trip", a.name());
+        assert_eq!(a.shape(), b.shape(), "{:?}: shape after the round trip", a.name());
+        assert_eq!(a.layout(), b.layout(), "{:?}: layout after the round trip", a.name());
+        assert_eq!(a.bytes(), b.bytes(), "{:?}: bytes after the round trip", a.name());
+    }
+}
