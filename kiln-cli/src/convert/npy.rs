@@ -92,7 +92,10 @@ pub fn parse_header(b: &[u8]) -> anyhow::Result<Result<NpyHeader, String>> {
     if shape.len() > 8 {
         return Ok(Err(format!("rank {} (Kiln allows at most 8)", shape.len())));
     }
-    let (order, code) = descr.split_at(descr.len().min(1));
+    // The first character (not byte: the descr may be any text) is the byte order.
+    let mut chars = descr.chars();
+    let order = chars.next();
+    let code = chars.as_str();
     let dtype = match code {
         "f2" => DType::F16,
         "f4" => DType::F32,
@@ -113,8 +116,8 @@ pub fn parse_header(b: &[u8]) -> anyhow::Result<Result<NpyHeader, String>> {
         _ => unreachable!(),
     };
     let big_endian = match order {
-        "<" | "|" | "=" => false,
-        ">" => width > 1,
+        Some('<' | '|' | '=') => false,
+        Some('>') => width > 1,
         _ => return Ok(Err(format!("NumPy dtype {descr:?} has no byte-order mark"))),
     };
     let count =
