@@ -131,11 +131,12 @@ fn float_text<F: Into<f64> + std::fmt::Debug + Copy>(x: F) -> String {
 /// Lowercase hex of a byte run.
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2 + 2);
+    let mut s = String::with_capacity(bytes.len().saturating_mul(2).saturating_add(2));
     s.push('"');
+    let digit = |n: u8| char::from(DIGITS.get(usize::from(n & 15)).copied().unwrap_or(b'0'));
     for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 15)]));
+        s.push(digit(b >> 4));
+        s.push(digit(*b));
     }
     s.push('"');
     s
@@ -175,8 +176,8 @@ impl<W: Write> JsonWriter<W> {
 
     fn raw(&mut self, s: &str) -> io::Result<()> {
         self.col = match s.rfind('\n') {
-            Some(i) => s.len() - i - 1,
-            None => self.col + s.len(),
+            Some(i) => s.len().saturating_sub(i).saturating_sub(1),
+            None => self.col.saturating_add(s.len()),
         };
         self.w.write_all(s.as_bytes())
     }
@@ -201,7 +202,7 @@ impl<W: Write> JsonWriter<W> {
             return self.raw("[]");
         }
         self.raw("[")?;
-        self.depth += 1;
+        self.depth = self.depth.saturating_add(1);
         let mut first = true;
         for item in items {
             if !first {
@@ -211,7 +212,7 @@ impl<W: Write> JsonWriter<W> {
             self.newline()?;
             each(self, item)?;
         }
-        self.depth -= 1;
+        self.depth = self.depth.saturating_sub(1);
         self.newline()?;
         self.raw("]")
     }
@@ -232,11 +233,11 @@ impl<W: Write> JsonWriter<W> {
         }
         // Collect until the line would overflow; then switch to wrapping.
         let mut pending: Vec<String> = Vec::new();
-        let mut width = self.col + 2;
+        let mut width = self.col.saturating_add(2);
         let mut items = items.fuse();
         let mut wrapping = false;
         for t in items.by_ref() {
-            width += t.len() + if pending.is_empty() { 0 } else { 2 };
+            width = width.saturating_add(t.len()).saturating_add(if pending.is_empty() { 0 } else { 2 });
             pending.push(t);
             if width > WIDTH {
                 wrapping = true;
@@ -247,12 +248,12 @@ impl<W: Write> JsonWriter<W> {
             return self.raw(&format!("[{}]", pending.join(", ")));
         }
         self.raw("[")?;
-        self.depth += 1;
+        self.depth = self.depth.saturating_add(1);
         self.newline()?;
         let line_start = self.col;
         for (i, t) in pending.into_iter().chain(items).enumerate() {
             if i > 0 {
-                if self.col + 2 + t.len() > WIDTH && self.col > line_start {
+                if self.col.saturating_add(2).saturating_add(t.len()) > WIDTH && self.col > line_start {
                     self.raw(",")?;
                     self.newline()?;
                 } else {
@@ -261,7 +262,7 @@ impl<W: Write> JsonWriter<W> {
             }
             self.raw(&t)?;
         }
-        self.depth -= 1;
+        self.depth = self.depth.saturating_sub(1);
         self.newline()?;
         self.raw("]")
     }
@@ -277,7 +278,7 @@ impl<W: Write> JsonWriter<W> {
             return self.raw("{}");
         }
         self.raw("{")?;
-        self.depth += 1;
+        self.depth = self.depth.saturating_add(1);
         let mut first = true;
         for (key, item) in items {
             if !first {
@@ -289,7 +290,7 @@ impl<W: Write> JsonWriter<W> {
             self.raw(if self.pretty { ": " } else { ":" })?;
             each(self, item)?;
         }
-        self.depth -= 1;
+        self.depth = self.depth.saturating_sub(1);
         self.newline()?;
         self.raw("}")
     }

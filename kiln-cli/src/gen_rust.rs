@@ -220,10 +220,10 @@ impl Gen {
     /// `name`, or `name2`, `name3`... when taken.
     fn unique(&mut self, name: &str) -> String {
         let mut candidate = name.to_owned();
-        let mut n = 2;
+        let mut n = 2u32;
         while self.taken.contains(&candidate) {
             candidate = format!("{name}{n}");
-            n += 1;
+            n = n.saturating_add(1);
         }
         self.taken.insert(candidate.clone());
         candidate

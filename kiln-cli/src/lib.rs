@@ -7,6 +7,20 @@
 //! Exit codes: 0 all files accepted, 1 a file was rejected, 2 usage or I/O
 //! error (2 wins over 1).
 
+// The core's lint set (kiln-nostd): no indexing, unchecked arithmetic, `as`,
+// unwrap/expect or panic outside tests; hostile input gets an error instead.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::as_conversions
+    )
+)]
+
 pub mod convert;
 mod decode;
 pub mod foreign;

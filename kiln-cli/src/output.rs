@@ -173,7 +173,7 @@ fn table<const N: usize>(rows: &[[String; N]]) -> String {
         let mut line = String::new();
         for (cell, w) in row.iter().zip(widths) {
             line.push_str(cell);
-            line.extend(std::iter::repeat_n(' ', w.saturating_sub(cell.chars().count()) + 2));
+            line.extend(std::iter::repeat_n(' ', w.saturating_sub(cell.chars().count()).saturating_add(2)));
         }
         out.push_str(line.trim_end());
         out.push('\n');

@@ -358,7 +358,7 @@ impl<'d> Converter<'d> {
             ));
         };
         if let Some(at) = self.in_progress.iter().position(|n| *n == name) {
-            let mut chain: Vec<&str> = self.in_progress[at..].iter().map(String::as_str).collect();
+            let mut chain: Vec<&str> = self.in_progress.iter().skip(at).map(String::as_str).collect();
             chain.push(&name);
             return Err(SchemaError::new(
                 ptr,

@@ -81,15 +81,8 @@ where
 {
     let mut chunk = vec![0u8; CHUNK];
     // The header decides how much prefix memory the block needs.
-    let mut filled = 0;
-    while filled < HEADER_LEN {
-        let n = read_some(&mut reader, &mut chunk[filled..HEADER_LEN])?;
-        if n == 0 {
-            break;
-        }
-        filled += n;
-    }
-    let head = &chunk[..filled];
+    let mut filled = fill(&mut reader, chunk.get_mut(..HEADER_LEN).unwrap_or_default())?;
+    let head = chunk.get(..filled).unwrap_or_default();
     let (mut prefix, count) = match Incremental::prefix_len(head, &limits) {
         Ok(Some(len)) => (Prefix::new(len), Header::peek_count(head)),
         // A rejected or short header: the verdict needs no prefix memory.
@@ -109,7 +102,7 @@ where
     while filled > 0 {
         // An error here is the verdict unless the stream ends early (then
         // it is EOF): keep reading, `finish` decides.
-        let fed = validator.feed(&chunk[..filled]);
+        let fed = validator.feed(chunk.get(..filled).unwrap_or_default());
         if fed.is_ok() && directory.is_none() {
             directory = validator.directory().map(|dir| on_directory(&dir));
         }
@@ -130,20 +123,25 @@ pub enum Sniffed<R> {
 /// Reads up to the 16 bytes of a frame and tells a model file from anything else.
 pub fn sniff_model<R: Read>(mut reader: R) -> io::Result<Sniffed<R>> {
     let mut head = vec![0u8; kiln_nostd::frozen::FRAME_LEN];
-    let mut filled = 0;
-    while filled < head.len() {
-        let n = read_some(&mut reader, &mut head[filled..])?;
-        if n == 0 {
-            break;
-        }
-        filled += n;
-    }
+    let filled = fill(&mut reader, &mut head)?;
     head.truncate(filled);
     if kiln_nostd::model::is_model_file(&head) {
         reader.read_to_end(&mut head)?;
         return Ok(Sniffed::Model(head));
     }
     Ok(Sniffed::Other(io::Cursor::new(head).chain(reader)))
+}
+
+/// Reads until `buf` is full or the stream ends: the bytes read.
+fn fill(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while let Some(rest) = buf.get_mut(filled..).filter(|r| !r.is_empty()) {
+        match read_some(reader, rest)? {
+            0 => break,
+            n => filled = filled.saturating_add(n),
+        }
+    }
+    Ok(filled)
 }
 
 /// One `read`, retried when interrupted by a signal; 0 at the end of the stream.

@@ -52,30 +52,32 @@ pub(crate) fn first_above_one(buf: &[u8]) -> Option<usize> {
 // a `usize` and a `usize` always fits a `u64`: the conversions below are lossless.
 const _: () = assert!(usize::BITS >= u32::BITS && usize::BITS <= u64::BITS);
 
-/// `u64` to `usize`, `None` when it does not fit (32-bit targets).
+/// `u64` to `usize`, `None` when it does not fit (32-bit targets). These
+/// conversions are public so the readers outside the core (the CLI's
+/// converter) share one set of checked integer conversions.
 #[inline]
-pub(crate) fn usize_from(v: u64) -> Option<usize> {
+pub fn usize_from(v: u64) -> Option<usize> {
     usize::try_from(v).ok()
 }
 
 /// `u64` to `usize`, saturating: a saturated value is past the end of any
 /// real buffer, so the bounds check that follows fails as it should.
 #[inline]
-pub(crate) fn usize_sat(v: u64) -> usize {
+pub fn usize_sat(v: u64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
 }
 
 /// `u32` to `usize`, lossless (asserted above).
 #[inline]
 #[allow(clippy::as_conversions)] // widening; `From` is not implemented for it
-pub(crate) const fn usize_from_u32(v: u32) -> usize {
+pub const fn usize_from_u32(v: u32) -> usize {
     v as usize
 }
 
 /// `usize` to `u64`, lossless (asserted above).
 #[inline]
 #[allow(clippy::as_conversions)] // widening; `From` is not implemented for it
-pub(crate) const fn u64_from(v: usize) -> u64 {
+pub const fn u64_from(v: usize) -> u64 {
     v as u64
 }
 

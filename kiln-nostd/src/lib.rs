@@ -77,6 +77,7 @@ mod writer;
 
 pub use directory::Parser;
 pub use dtype::{DType, Width};
+pub use bytes::{u64_from, usize_from, usize_from_u32, usize_sat};
 pub use element::{copy, encode_le, le_bytes, view, Element, ViewError};
 pub use error::{Error, ErrorCode, Result, Rule};
 pub use fixed::{CapacityError, FixedIndex};

@@ -74,7 +74,8 @@ pub fn ggml_dense(id: u32) -> Option<DType> {
 
 /// The opaque code of a ggml block format.
 pub fn ggml_code(block: &GgmlBlock) -> u16 {
-    GGML_BASE + block.id as u16
+    // ggml type ids are below 64, so the code stays inside the reserved range.
+    u16::try_from(block.id).ok().and_then(|id| GGML_BASE.checked_add(id)).unwrap_or(GGML_BASE)
 }
 
 /// The opaque code of an HK-only storage type.

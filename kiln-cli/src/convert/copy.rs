@@ -9,6 +9,8 @@ use std::io::{self, BufWriter, Read, Write};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use kiln_nostd::{u64_from, usize_from};
+
 use super::error::io_fail;
 use super::model::Source;
 use crate::platform;
@@ -53,6 +55,29 @@ impl<'a> Pump<'a> {
         Pump { input, zip: None, input_name }
     }
 
+    /// Reads `len` bytes at `offset` in chunks of at most `buf.len()`, handing each to `each`.
+    fn read_chunks(
+        &self,
+        offset: u64,
+        len: u64,
+        buf: &mut [u8],
+        each: &mut dyn FnMut(&mut [u8]) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let mut done = 0u64;
+        while done < len {
+            let n = usize_from(len.saturating_sub(done)).map_or(buf.len(), |left| left.min(buf.len()));
+            let chunk = buf.get_mut(..n).unwrap_or_default();
+            if chunk.is_empty() {
+                anyhow::bail!("an empty copy buffer");
+            }
+            let at = offset.checked_add(done).ok_or_else(|| anyhow::anyhow!("a payload offset overflows"))?;
+            self.read_at(chunk, at)?;
+            each(chunk)?;
+            done = done.saturating_add(u64_from(n));
+        }
+        Ok(())
+    }
+
     fn read_at(&self, buf: &mut [u8], offset: u64) -> anyhow::Result<()> {
         platform::read_exact_at(self.input, buf, offset).map_err(|e| {
             if e.kind() == io::ErrorKind::UnexpectedEof {
@@ -76,44 +101,34 @@ impl<'a> Pump<'a> {
         match src {
             Source::Bytes(b) => {
                 out.write_all(b).map_err(out_err)?;
-                step(b.len() as u64);
+                step(u64_from(b.len()));
             }
             Source::File { offset } => {
                 let mut buf = vec![0u8; BUF];
-                let mut done = 0u64;
-                while done < len {
-                    let n = usize::try_from((len - done).min(BUF as u64)).unwrap_or(BUF);
-                    self.read_at(&mut buf[..n], offset + done)?;
-                    out.write_all(&buf[..n]).map_err(out_err)?;
-                    done += n as u64;
-                    step(n as u64);
-                }
+                self.read_chunks(*offset, len, &mut buf, &mut |chunk| {
+                    out.write_all(chunk).map_err(out_err)?;
+                    step(u64_from(chunk.len()));
+                    Ok(())
+                })?;
             }
             Source::Swap { offset, width } => {
                 let w = (*width).max(1);
-                let mut buf = vec![0u8; BUF / w * w];
-                let mut done = 0u64;
-                while done < len {
-                    let n = usize::try_from((len - done).min(buf.len() as u64)).unwrap_or(buf.len());
-                    let chunk = &mut buf[..n];
-                    self.read_at(chunk, offset + done)?;
+                // Whole elements per chunk: BUF is a multiple of every width.
+                let mut buf = vec![0u8; BUF];
+                self.read_chunks(*offset, len, &mut buf, &mut |chunk| {
                     for el in chunk.chunks_exact_mut(w) {
                         el.reverse();
                     }
                     out.write_all(chunk).map_err(out_err)?;
-                    done += n as u64;
-                    step(n as u64);
-                }
+                    step(u64_from(chunk.len()));
+                    Ok(())
+                })?;
             }
             Source::Checked { offset, crc_so_far, header_len, expect, member, swap } => {
                 let w = (*swap).max(1);
                 let mut crc = crc32fast::Hasher::new_with_initial_len(*crc_so_far, *header_len);
-                let mut buf = vec![0u8; BUF / w * w];
-                let mut done = 0u64;
-                while done < len {
-                    let n = usize::try_from((len - done).min(buf.len() as u64)).unwrap_or(buf.len());
-                    let chunk = &mut buf[..n];
-                    self.read_at(chunk, offset + done)?;
+                let mut buf = vec![0u8; BUF];
+                self.read_chunks(*offset, len, &mut buf, &mut |chunk| {
                     crc.update(chunk);
                     if w > 1 {
                         for el in chunk.chunks_exact_mut(w) {
@@ -121,9 +136,9 @@ impl<'a> Pump<'a> {
                         }
                     }
                     out.write_all(chunk).map_err(out_err)?;
-                    done += n as u64;
-                    step(n as u64);
-                }
+                    step(u64_from(chunk.len()));
+                    Ok(())
+                })?;
                 let got = crc.finalize();
                 if got != *expect {
                     anyhow::bail!(
@@ -141,28 +156,27 @@ impl<'a> Pump<'a> {
                 let mut buf = vec![0u8; BUF];
                 let mut left = *skip;
                 while left > 0 {
-                    let want = usize::try_from(left.min(BUF as u64)).unwrap_or(BUF);
-                    let k = entry.read(&mut buf[..want]).with_context(|| format!(".npz member {member}"))?;
-                    if k == 0 {
+                    let got = read_some(&mut entry, &mut buf, left).with_context(|| format!(".npz member {member}"))?;
+                    if got.is_empty() {
                         anyhow::bail!(".npz member {member} ended inside its .npy header");
                     }
-                    crc.update(&buf[..k]);
-                    left -= k as u64;
+                    crc.update(got);
+                    left = left.saturating_sub(u64_from(got.len()));
                 }
                 let mut copied = 0u64;
                 while copied < len {
-                    let want = usize::try_from((len - copied).min(BUF as u64)).unwrap_or(BUF);
-                    let k = entry.read(&mut buf[..want]).with_context(|| format!(".npz member {member}"))?;
-                    if k == 0 {
+                    let want = len.saturating_sub(copied);
+                    let got = read_some(&mut entry, &mut buf, want).with_context(|| format!(".npz member {member}"))?;
+                    if got.is_empty() {
                         anyhow::bail!(".npz member {member} ended early ({copied} of {len} data bytes)");
                     }
-                    crc.update(&buf[..k]);
-                    out.write_all(&buf[..k]).map_err(out_err)?;
-                    copied += k as u64;
-                    step(k as u64);
+                    crc.update(got);
+                    out.write_all(got).map_err(out_err)?;
+                    copied = copied.saturating_add(u64_from(got.len()));
+                    step(u64_from(got.len()));
                 }
                 // Nothing may follow, and the member's CRC-32 covers every byte.
-                let extra = entry.read(&mut buf[..1]).with_context(|| format!(".npz member {member}"))?;
+                let extra = read_some(&mut entry, &mut buf, 1).with_context(|| format!(".npz member {member}"))?.len();
                 if extra != 0 {
                     anyhow::bail!(".npz member {member} is longer than its .npy header says");
                 }
@@ -178,28 +192,41 @@ impl<'a> Pump<'a> {
     }
 }
 
+/// The chunk buffered sources are read in: a multiple of every element width.
 const BUF: usize = 1 << 20;
 
+/// One `read` of at most `want` bytes (and at most `buf.len()`) into `buf`: the bytes read.
+fn read_some<'b>(r: &mut dyn Read, buf: &'b mut [u8], want: u64) -> io::Result<&'b [u8]> {
+    let n = usize_from(want).map_or(buf.len(), |w| w.min(buf.len()));
+    let buf = buf.get_mut(..n).unwrap_or_default();
+    let k = r.read(buf)?;
+    Ok(buf.get(..k).unwrap_or_default())
+}
+
 impl<'a> Sink<'a> {
+    /// A sink writing `out`, copying payloads from `input`; `names` are IN and OUT for messages.
     pub fn new(out: File, input: &'a File, bar: ProgressBar, names: (String, String)) -> Self {
         Sink { out: BufWriter::with_capacity(BUF, out), input, zip: None, bar, written: 0, names }
     }
 
+    /// Bytes written so far.
     pub fn written(&self) -> u64 {
         self.written
     }
 
+    /// Writes `b`.
     pub fn bytes(&mut self, b: &[u8]) -> anyhow::Result<()> {
         self.out.write_all(b).map_err(|e| io_fail(format!("cannot write {}", self.names.1))(e))?;
-        self.written += b.len() as u64;
+        self.written = self.written.saturating_add(u64_from(b.len()));
         Ok(())
     }
 
+    /// Writes `n` zero bytes.
     pub fn zeros(&mut self, mut n: u64) -> anyhow::Result<()> {
         while n > 0 {
-            let k = n.min(ZEROS.len() as u64) as usize;
-            self.bytes(&ZEROS[..k])?;
-            n -= k as u64;
+            let k = usize_from(n).map_or(ZEROS.len(), |n| n.min(ZEROS.len()));
+            self.bytes(ZEROS.get(..k).unwrap_or_default())?;
+            n = n.saturating_sub(u64_from(k));
         }
         Ok(())
     }
@@ -209,14 +236,15 @@ impl<'a> Sink<'a> {
         if let Source::File { offset } = src {
             let mut done = 0;
             while done < len {
-                let n = (len - done).min(CHUNK);
-                let copied = platform::copy_range(self.input, offset + done, n, &mut self.out)
+                let n = len.saturating_sub(done).min(CHUNK);
+                let at = offset.checked_add(done).ok_or_else(|| anyhow::anyhow!("a payload offset overflows"))?;
+                let copied = platform::copy_range(self.input, at, n, &mut self.out)
                     .map_err(|e| io_fail(format!("cannot copy {} to {}", self.names.0, self.names.1))(e))?;
                 if copied != n {
                     anyhow::bail!("the input ended early (it changed while being converted?)");
                 }
-                done += n;
-                self.written += n;
+                done = done.saturating_add(n);
+                self.written = self.written.saturating_add(n);
                 self.bar.inc(n);
             }
             return Ok(());
@@ -226,7 +254,7 @@ impl<'a> Sink<'a> {
         let out_err = move |e: io::Error| io_fail(format!("cannot write {out_name}"))(e);
         let (written, bar) = (&mut self.written, &self.bar);
         let result = pump.run(src, len, &mut self.out, &out_err, &mut |n| {
-            *written += n;
+            *written = written.saturating_add(n);
             bar.inc(n);
         });
         self.zip = pump.zip;

@@ -7,6 +7,7 @@
 //! out of the file except metadata text.
 
 use anyhow::Context;
+use kiln_nostd::u64_from;
 
 use super::codes::{ggml_block, ggml_code, ggml_dense};
 use super::error::at as at_byte;
@@ -70,17 +71,17 @@ struct Cur<'a> {
 
 impl<'a> Cur<'a> {
     fn take(&mut self, n: u64, what: &str) -> anyhow::Result<&'a [u8]> {
-        let end = usize::try_from(n)
-            .ok()
-            .and_then(|n| self.pos.checked_add(n))
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| at_byte(self.pos as u64, format!("{what} runs past the end of the file ({n} bytes)")))?;
-        let s = &self.buf[self.pos..end];
+        let end =
+            usize::try_from(n).ok().and_then(|n| self.pos.checked_add(n)).filter(|&e| e <= self.buf.len()).ok_or_else(
+                || at_byte(u64_from(self.pos), format!("{what} runs past the end of the file ({n} bytes)")),
+            )?;
+        let s = self.buf.get(self.pos..end).unwrap_or_default();
         self.pos = end;
         Ok(s)
     }
     fn arr<const N: usize>(&mut self, what: &str) -> anyhow::Result<[u8; N]> {
-        Ok(self.take(N as u64, what)?.try_into().expect("length checked"))
+        let at = u64_from(self.pos);
+        self.take(u64_from(N), what)?.try_into().map_err(|_| at_byte(at, format!("{what}: a short read")))
     }
     fn u32(&mut self, what: &str) -> anyhow::Result<u32> {
         self.arr(what).map(u32::from_le_bytes)
@@ -89,20 +90,20 @@ impl<'a> Cur<'a> {
         self.arr(what).map(u64::from_le_bytes)
     }
     fn remaining(&self) -> u64 {
-        (self.buf.len() - self.pos) as u64
+        u64_from(self.buf.len().saturating_sub(self.pos))
     }
     /// count * min must fit in the remaining bytes.
     fn check_count(&self, count: u64, min: u64, what: &str) -> anyhow::Result<()> {
         match count.checked_mul(min) {
             Some(need) if need <= self.remaining() => Ok(()),
-            _ => Err(at_byte(self.pos as u64, format!("{what} count {count} needs more bytes than the file has"))),
+            _ => Err(at_byte(u64_from(self.pos), format!("{what} count {count} needs more bytes than the file has"))),
         }
     }
     fn string(&mut self, what: &str) -> anyhow::Result<&'a str> {
         let len = self.u64(what)?;
         let at = self.pos;
         let b = self.take(len, what)?;
-        std::str::from_utf8(b).map_err(|_| at_byte(at as u64, format!("{what} is not UTF-8")))
+        std::str::from_utf8(b).map_err(|_| at_byte(u64_from(at), format!("{what} is not UTF-8")))
     }
 }
 
@@ -178,7 +179,7 @@ fn value(c: &mut Cur<'_>, t: u32, depth: usize, w: &mut ValueWriter<'_>) -> anyh
                 if i > 0 {
                     w.push(',')?;
                 }
-                let ty = value(c, et, depth + 1, w)?;
+                let ty = value(c, et, depth.saturating_add(1), w)?;
                 if i == 0 {
                     inner = ty;
                 }
@@ -279,7 +280,7 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
     for _ in 0..tensor_count {
         let at = c.pos;
         let name = c.string("tensor name")?.to_string();
-        name_bytes = name_bytes.saturating_add(name.len() as u64);
+        name_bytes = name_bytes.saturating_add(u64_from(name.len()));
         if name_bytes > MAX_KILN_TENSORS {
             return Err(at_byte(
                 at,
@@ -302,8 +303,9 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
         let offset = c.u64("tensor offset")?;
         infos.push(Info { name, dims, ty, offset, at });
     }
-    let data_start = (c.pos as u64).div_ceil(alignment) * alignment;
-    let file_len = bytes.len() as u64;
+    // alignment is a nonzero power of two (checked where it was read).
+    let data_start = u64_from(c.pos).checked_next_multiple_of(alignment).unwrap_or(u64::MAX);
+    let file_len = u64_from(bytes.len());
     if data_start > file_len && !infos.is_empty() {
         return Err(at_byte(
             c.pos,
@@ -312,7 +314,7 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
     }
     for info in infos {
         let Info { name, dims, ty, offset, at } = info;
-        if offset % alignment != 0 {
+        if offset.checked_rem(alignment) != Some(0) {
             return Err(at_byte(
                 at,
                 format!("tensor {name}: offset {offset} is not a multiple of the alignment {alignment}"),
@@ -333,17 +335,18 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
             (len, TensorOut::dense(&name, dtype, shape, 0, len))
         } else if let Some(b) = ggml_block(ty) {
             let row = dims.first().copied().unwrap_or(1);
-            if row % b.elements != 0 {
+            if row.checked_rem(b.elements) != Some(0) {
                 return Err(at_byte(
                     at,
                     format!("tensor {name}: {} needs rows of a multiple of {} elements, not {row}", b.name, b.elements),
                 ));
             }
-            let len = (count / b.elements)
-                .checked_mul(b.bytes)
+            let len = count
+                .checked_div(b.elements)
+                .and_then(|blocks| blocks.checked_mul(b.bytes))
                 .ok_or_else(|| at_byte(at, format!("tensor {name}: size overflows")))?;
-            let t =
-                TensorOut::opaque(&name, ggml_code(&b), b.name, b.bytes as u32, shape, Source::File { offset: 0 }, len);
+            let block_size = u32::try_from(b.bytes).map_err(|_| at_byte(at, format!("tensor {name}: block size")))?;
+            let t = TensorOut::opaque(&name, ggml_code(&b), b.name, block_size, shape, Source::File { offset: 0 }, len);
             (len, t)
         } else {
             model.note(format!(

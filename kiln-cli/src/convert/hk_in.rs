@@ -17,7 +17,7 @@ use kiln_nostd::hk::{
     sparsity_name, tile_layout_name, Family, HkFile, MetaValue, Span, StorageType, TocEntry, FLAG_FLEXIBLE_ALIGNMENT,
     FLAG_TILE_ALIGNED, FLAG_UNIVERSAL_PAGE_ALIGNED,
 };
-use kiln_nostd::DType;
+use kiln_nostd::{u64_from, DType};
 
 use super::codes::{ggml_block, ggml_code, hk_code};
 use super::error::{at, core};
@@ -46,7 +46,9 @@ fn data_tensor(
     if let (Some(b), true) = (storage.ggml_type().and_then(ggml_block), plain) {
         let count = e.element_count();
         // HK does not say in which order it lists dimensions, so only the total is checked.
-        if count % b.elements == 0 && (count / b.elements).checked_mul(b.bytes) == Some(len) {
+        if count.checked_rem(b.elements) == Some(0)
+            && count.checked_div(b.elements).and_then(|n| n.checked_mul(b.bytes)) == Some(len)
+        {
             let block = u32::try_from(b.bytes).unwrap_or(u32::MAX);
             let t = TensorOut::opaque(name, ggml_code(&b), b.name, block, shape, Source::File { offset }, len);
             return (t, None);
@@ -130,7 +132,7 @@ pub fn strict(hk: &HkFile<'_>) -> anyhow::Result<()> {
     if m.2 > 0 && t.2 > 0 && m.1 < t.1.saturating_add(t.2) && t.1 < m.1.saturating_add(m.2) {
         return Err(rule(0x30, "HkSectionOverlap", "the metadata and TOC sections overlap".into()));
     }
-    if h.tensor_data_offset % align != 0 {
+    if h.tensor_data_offset.checked_rem(align) != Some(0) {
         return Err(rule(
             0x40,
             "HkMisaligned",
@@ -167,7 +169,7 @@ pub fn strict(hk: &HkFile<'_>) -> anyhow::Result<()> {
                 }
                 continue;
             }
-            if span.offset % align != 0 {
+            if span.offset.checked_rem(align) != Some(0) {
                 return Err(rule(
                     field,
                     "HkMisaligned",
@@ -332,8 +334,9 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
         parts.insert(data_name.clone(), serde_json::json!({"of": key, "part": "appendix data"}));
         let off = u64::try_from(r.offset).unwrap_or(0);
         // The data follows the 80-byte header, the name and the target.
-        let data_at = off.saturating_add(80).saturating_add(r.name.len() as u64).saturating_add(r.target.len() as u64);
-        let dlen = r.data.len() as u64;
+        let data_at =
+            off.saturating_add(80).saturating_add(u64_from(r.name.len())).saturating_add(u64_from(r.target.len()));
+        let dlen = u64_from(r.data.len());
         model.tensors.push(TensorOut::dense(data_name, DType::U8, vec![dlen], data_at, dlen));
         n = i.saturating_add(1);
     }

@@ -3,7 +3,7 @@
 
 use anyhow::{anyhow, bail};
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::{Directory, Limits, Parser};
+use kiln_nostd::{u64_from, Directory, Limits, Parser};
 
 use super::meta::Dups;
 use super::model::{Format, Model, QuantOut, ReadOptions, Source, TensorOut};
@@ -41,7 +41,8 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
         };
         let quant = t.quant().map(|q| QuantOut {
             scheme: q.scheme,
-            axis: q.axis as u16,
+            // The axis came from a u16 field of the descriptor (and is below the rank).
+            axis: u16::try_from(q.axis).unwrap_or(u16::MAX),
             group_size: q.group_size,
             scale: q.scale.name().unwrap_or_default().to_string(),
             outer: q.outer.and_then(|o| o.name()).map(str::to_string),
@@ -53,8 +54,8 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
             layout: t.layout().map(str::to_string),
             block_size: t.block_size(),
             quant,
-            source: Source::File { offset: t.absolute_offset() as u64 },
-            len: t.byte_len() as u64,
+            source: Source::File { offset: u64_from(t.absolute_offset()) },
+            len: u64_from(t.byte_len()),
         });
     }
     Ok(model)

@@ -16,6 +16,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use anyhow::{anyhow, bail};
+use kiln_nostd::{u64_from, usize_from_u32};
 
 /// The default budget: 64 MiB for the whole dictionary.
 pub const DEFAULT_BUDGET: u64 = 64 << 20;
@@ -158,18 +159,18 @@ impl Metadata {
     }
 
     fn key_of(&self, e: &Entry) -> &str {
-        let end = e.start.saturating_add(e.key as usize);
+        let end = e.start.saturating_add(usize_from_u32(e.key));
         self.arena.get(e.start..end).unwrap_or("")
     }
 
     fn val_of(&self, e: &Entry) -> &str {
-        let start = e.start.saturating_add(e.key as usize);
-        self.arena.get(start..start.saturating_add(e.val as usize)).unwrap_or("")
+        let start = e.start.saturating_add(usize_from_u32(e.key));
+        self.arena.get(start..start.saturating_add(usize_from_u32(e.val))).unwrap_or("")
     }
 
     fn ty_of(&self, e: &Entry) -> &str {
-        let start = e.start.saturating_add(e.key as usize).saturating_add(e.val as usize);
-        self.arena.get(start..start.saturating_add(e.ty as usize)).unwrap_or("")
+        let start = e.start.saturating_add(usize_from_u32(e.key)).saturating_add(usize_from_u32(e.val));
+        self.arena.get(start..start.saturating_add(usize_from_u32(e.ty))).unwrap_or("")
     }
 
     /// Sorts the user pairs by key bytes and resolves duplicates; returns notes.
@@ -180,27 +181,26 @@ impl Metadata {
             user.sort_by(|a, b| self.key_of(a).as_bytes().cmp(self.key_of(b).as_bytes()));
         }
         let mut notes = Vec::new();
-        // Deduplicate in place: `kept` entries are final, equal keys are adjacent.
-        let mut kept = 0usize;
-        for i in 0..user.len() {
-            let e = user[i];
-            if kept > 0 && self.key_of(&user[kept - 1]) == self.key_of(&e) {
-                if dups == Dups::Refuse {
-                    bail!("metadata key {:?} appears more than once", self.key_of(&e));
-                }
-                if notes.len() < 20 {
-                    notes.push(format!(
-                        "metadata key {:?} appears more than once; the last value is kept",
-                        self.key_of(&e)
-                    ));
-                }
-                user[kept - 1] = e;
-            } else {
-                user[kept] = e;
-                kept += 1;
+        // Equal keys are adjacent; the later entry's value moves into the kept one.
+        let mut refused = None;
+        user.dedup_by(|later, kept| {
+            if self.key_of(later) != self.key_of(kept) {
+                return false;
             }
+            if dups == Dups::Refuse {
+                refused.get_or_insert_with(|| self.key_of(later).to_string());
+            } else if notes.len() < 20 {
+                notes.push(format!(
+                    "metadata key {:?} appears more than once; the last value is kept",
+                    self.key_of(later)
+                ));
+            }
+            std::mem::swap(later, kept);
+            true
+        });
+        if let Some(key) = refused {
+            bail!("metadata key {key:?} appears more than once");
         }
-        user.truncate(kept);
         self.user = user;
         self.sorted = true;
         Ok(notes)
@@ -211,18 +211,22 @@ impl Metadata {
     /// never writes), so nothing the converter writes can overwrite them or
     /// be mistaken for them. Returns one note per moved key.
     pub fn protect(&mut self) -> anyhow::Result<Vec<String>> {
-        let hits: Vec<usize> =
-            (0..self.user.len()).filter(|&i| self.key_of(&self.user[i]).starts_with(NAMESPACE)).collect();
+        let hits: Vec<usize> = (self.user.iter().enumerate())
+            .filter(|(_, e)| self.key_of(e).starts_with(NAMESPACE))
+            .map(|(i, _)| i)
+            .collect();
         let mut notes = Vec::new();
         for i in hits {
-            let e = self.user[i];
+            let Some(&e) = self.user.get(i) else { continue };
             let (key, val, ty) = (self.key_of(&e).to_string(), self.val_of(&e).to_string(), self.ty_of(&e).to_string());
             let moved = format!("{MOVED}{key}");
             let start = self.arena.len();
             self.push(&moved, &val, &ty)?;
             if let Some(new) = self.user.pop() {
                 debug_assert_eq!(new.start, start);
-                self.user[i] = new;
+                if let Some(slot) = self.user.get_mut(i) {
+                    *slot = new;
+                }
             }
             notes.push(format!(
                 "metadata key {key:?} is in the converter's namespace ({NAMESPACE}*); kept as {moved:?}"
@@ -293,10 +297,16 @@ impl Metadata {
         self.iter().count()
     }
 
+    /// No pairs at all.
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+
     /// The length of the Frozen `dict<str,str>` encoding.
     pub fn encoded_len(&self) -> u64 {
-        self.iter()
-            .fold(4u64, |n, (k, v)| n.saturating_add(8).saturating_add(k.len() as u64).saturating_add(v.len() as u64))
+        self.iter().fold(4u64, |n, (k, v)| {
+            n.saturating_add(8).saturating_add(u64_from(k.len())).saturating_add(u64_from(v.len()))
+        })
     }
 
     /// The source types as one JSON object text (key order), within the budget.

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::{Limits, Parser};
+use kiln_nostd::{u64_from, Limits, Parser};
 use memmap2::Mmap;
 
 use crate::platform;
@@ -278,7 +278,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
                 block_at = sink.written();
             }
             write_kiln::write_block(&mut sink, &model.tensors, &plan).with_context(|| in_name.clone())?;
-            plan_offsets = Some((plan.head.len() as u64, plan.offsets));
+            plan_offsets = Some((u64_from(plan.head.len()), plan.offsets));
         }
         To::Safetensors => {
             let plan = write_safetensors::plan(&model, &mut notes).with_context(|| in_name.clone())?;
@@ -292,7 +292,9 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
         outfile::sync(&temp)?;
     }
     if let Err(e) = verify(temp.path(), to) {
-        let culprit = plan_offsets.as_ref().and_then(|(head, offsets)| locate(&model, block_at + head, offsets, &e));
+        let culprit = plan_offsets
+            .as_ref()
+            .and_then(|(head, offsets)| locate(&model, block_at.saturating_add(*head), offsets, &e));
         return Err(match culprit {
             Some(c) => {
                 anyhow!("{in_name}: {c}: {e} (a Kiln limit: the output would not be valid Kiln, so none was written)")
@@ -313,7 +315,7 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
                 w.write_all(b": ")?;
                 serde_json::to_writer(&mut w, v)?;
             }
-            w.write_all(if model.metadata.len() == 0 { b"}\n" } else { b"\n}\n" })?;
+            w.write_all(if model.metadata.is_empty() { b"}\n" } else { b"\n}\n" })?;
             w.flush()
         };
         write(&mut f).map_err(io_fail(format!("cannot write {}", side.given.display())))?;
@@ -338,14 +340,16 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
 fn locate(model: &Model, payload_base: u64, offsets: &[u64], e: &VerifyError) -> Option<String> {
     let at = e.offset?;
     for (t, &off) in model.tensors.iter().zip(offsets) {
-        let start = payload_base + off;
-        if at >= start && at < start + t.len.max(1) {
-            let delta = at - start;
+        let start = payload_base.saturating_add(off);
+        if at >= start && at < start.saturating_add(t.len.max(1)) {
+            let delta = at.saturating_sub(start);
             let input_at = match &t.source {
                 Source::File { offset } | Source::Swap { offset, .. } | Source::Checked { offset, .. } => {
-                    format!("byte {} of the input", offset + delta)
+                    format!("byte {} of the input", offset.saturating_add(delta))
                 }
-                Source::Zip { member, skip, .. } => format!("byte {} of .npz member {member}", skip + delta),
+                Source::Zip { member, skip, .. } => {
+                    format!("byte {} of .npz member {member}", skip.saturating_add(delta))
+                }
                 Source::Bytes(_) => format!("byte {delta} of its payload"),
             };
             return Some(format!("tensor {} ({}), {input_at}", t.name, t.dtype.name()));
@@ -363,7 +367,7 @@ pub fn sidecar(out: &Path) -> PathBuf {
 fn large_value_notes(model: &Model, notes: &mut Vec<String>) {
     let cap = u64::from(kiln_nostd::DEFAULT_CAP);
     for (k, v) in model.metadata.iter() {
-        if v.len() as u64 > cap {
+        if u64_from(v.len()) > cap {
             notes.push(format!(
                 "metadata {k}: {} bytes, above the default 16 MiB string cap; readers must raise their byte cap",
                 v.len()

@@ -2,7 +2,7 @@
 //! still in the input file (or, rarely, small owned buffers), plus string
 //! metadata and the notes about what could not be carried as-is.
 
-use kiln_nostd::DType;
+use kiln_nostd::{u64_from, DType};
 
 use super::meta::Metadata;
 
@@ -52,7 +52,8 @@ impl Format {
                 // safetensors: u64 header length, then a JSON object.
                 let n = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
                 let first = bytes.get(8..)?.iter().find(|b| !b.is_ascii_whitespace())?;
-                (n >= 2 && n <= bytes.len() as u64 - 8 && *first == b'{').then_some(Format::Safetensors)
+                (n >= 2 && n <= u64_from(bytes.len()).saturating_sub(8) && *first == b'{')
+                    .then_some(Format::Safetensors)
             }
         }
     }

@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::Read;
 
 use anyhow::{anyhow, bail, Context};
-use kiln_nostd::DType;
+use kiln_nostd::{u64_from, usize_from, DType};
 
 use super::error::at;
 use super::model::{Format, Model, ReadOptions, Source, TensorOut};
@@ -35,34 +35,40 @@ pub fn parse_header(b: &[u8]) -> anyhow::Result<Result<NpyHeader, String>> {
         bail!("not a .npy file (magic)");
     }
     let (major, minor) = (*b.get(6).ok_or_else(|| anyhow!("truncated .npy header"))?, b.get(7).copied().unwrap_or(0));
-    let (hlen, start) = match major {
-        1 => {
-            (u16::from_le_bytes(b.get(8..10).ok_or_else(|| anyhow!("truncated .npy header"))?.try_into()?) as usize, 10)
-        }
-        2 | 3 => {
-            (u32::from_le_bytes(b.get(8..12).ok_or_else(|| anyhow!("truncated .npy header"))?.try_into()?) as usize, 12)
-        }
+    let (hlen, start): (usize, usize) = match major {
+        1 => (
+            usize::from(u16::from_le_bytes(b.get(8..10).ok_or_else(|| anyhow!("truncated .npy header"))?.try_into()?)),
+            10,
+        ),
+        2 | 3 => (
+            usize::try_from(u32::from_le_bytes(
+                b.get(8..12).ok_or_else(|| anyhow!("truncated .npy header"))?.try_into()?,
+            ))?,
+            12,
+        ),
         _ => bail!(".npy format version {major}.{minor} is not supported"),
     };
     if hlen > MAX_HEADER {
         bail!(".npy header of {hlen} bytes is above the {MAX_HEADER}-byte limit");
     }
-    let text = b.get(start..start + hlen).ok_or_else(|| anyhow!(".npy header runs past the end ({hlen} bytes)"))?;
+    // hlen <= MAX_HEADER, so the sum cannot overflow.
+    let end = start.saturating_add(hlen);
+    let text = b.get(start..end).ok_or_else(|| anyhow!(".npy header runs past the end ({hlen} bytes)"))?;
     // Versions 1 and 2 are latin-1; 3 is UTF-8. The keys and values we read are ASCII.
     let text: String = if major == 3 {
         std::str::from_utf8(text).context(".npy header is not UTF-8")?.to_string()
     } else {
         text.iter().map(|&c| char::from(c)).collect()
     };
-    let base = start as u64;
+    let base = u64_from(start);
     let dict = DictParser { s: text.as_bytes(), pos: 0 }.dict().map_err(|e| at(base, format!("{e:#}")))?;
     // NumPy reads the header with ast.literal_eval, where a repeated key
     // silently takes its last value, and then requires exactly these three
     // keys. A repeated key is refused here rather than guessed.
     for (i, (k, _, at_pos)) in dict.iter().enumerate() {
-        if dict[..i].iter().any(|(earlier, _, _)| earlier == k) {
+        if dict.iter().take(i).any(|(earlier, _, _)| earlier == k) {
             return Err(at(
-                base + *at_pos as u64,
+                base.saturating_add(u64_from(*at_pos)),
                 format!(
                     ".npy header has the key {k:?} twice (NumPy would silently use the last value); refusing to guess"
                 ),
@@ -70,7 +76,7 @@ pub fn parse_header(b: &[u8]) -> anyhow::Result<Result<NpyHeader, String>> {
         }
         if !["descr", "fortran_order", "shape"].contains(&k.as_str()) {
             return Err(at(
-                base + *at_pos as u64,
+                base.saturating_add(u64_from(*at_pos)),
                 format!(".npy header has the key {k:?}; NumPy requires exactly descr, fortran_order and shape"),
             ));
         }
@@ -126,7 +132,7 @@ pub fn parse_header(b: &[u8]) -> anyhow::Result<Result<NpyHeader, String>> {
         return Ok(Err("Fortran (column-major) order; Kiln payloads are row-major (transpose it first)".into()));
     }
     let len = count.checked_mul(width).ok_or_else(|| anyhow!("array size overflows"))?;
-    Ok(Ok(NpyHeader { dtype, big_endian, shape, data_offset: (start + hlen) as u64, len }))
+    Ok(Ok(NpyHeader { dtype, big_endian, shape, data_offset: u64_from(end), len }))
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -145,7 +151,7 @@ struct DictParser<'a> {
 impl DictParser<'_> {
     fn ws(&mut self) {
         while self.s.get(self.pos).is_some_and(|c| c.is_ascii_whitespace()) {
-            self.pos += 1;
+            self.pos = self.pos.saturating_add(1);
         }
     }
     fn peek(&mut self) -> Option<u8> {
@@ -154,7 +160,7 @@ impl DictParser<'_> {
     }
     fn eat(&mut self, c: u8) -> bool {
         if self.peek() == Some(c) {
-            self.pos += 1;
+            self.pos = self.pos.saturating_add(1);
             true
         } else {
             false
@@ -172,18 +178,18 @@ impl DictParser<'_> {
             .peek()
             .filter(|c| *c == b'\'' || *c == b'"')
             .ok_or_else(|| anyhow!(".npy header: expected a string at {}", self.pos))?;
-        self.pos += 1;
+        self.pos = self.pos.saturating_add(1);
         let start = self.pos;
         while let Some(&c) = self.s.get(self.pos) {
             if c == b'\\' {
                 bail!(".npy header: escapes in strings are not supported");
             }
             if c == q {
-                let out = String::from_utf8_lossy(&self.s[start..self.pos]).into_owned();
-                self.pos += 1;
+                let out = String::from_utf8_lossy(self.s.get(start..self.pos).unwrap_or_default()).into_owned();
+                self.pos = self.pos.saturating_add(1);
                 return Ok(out);
             }
-            self.pos += 1;
+            self.pos = self.pos.saturating_add(1);
         }
         bail!(".npy header: unterminated string")
     }
@@ -191,9 +197,9 @@ impl DictParser<'_> {
         self.ws();
         let start = self.pos;
         while self.s.get(self.pos).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_') {
-            self.pos += 1;
+            self.pos = self.pos.saturating_add(1);
         }
-        std::str::from_utf8(&self.s[start..self.pos]).unwrap_or("")
+        std::str::from_utf8(self.s.get(start..self.pos).unwrap_or_default()).unwrap_or("")
     }
     fn value(&mut self, depth: usize) -> anyhow::Result<Val> {
         if depth > 8 {
@@ -202,7 +208,7 @@ impl DictParser<'_> {
         match self.peek() {
             Some(b'\'' | b'"') => Ok(Val::Str(self.string()?)),
             Some(open @ (b'(' | b'[')) => {
-                self.pos += 1;
+                self.pos = self.pos.saturating_add(1);
                 let close = if open == b'(' { b')' } else { b']' };
                 let mut dims = Vec::new();
                 let mut other = false;
@@ -210,8 +216,8 @@ impl DictParser<'_> {
                     if self.eat(close) {
                         break;
                     }
-                    match self.value(depth + 1)? {
-                        Val::Tuple(t) if t.len() == 1 && open == b'(' => dims.push(t[0]),
+                    match self.value(depth.saturating_add(1))? {
+                        Val::Tuple(t) if t.len() == 1 && open == b'(' => dims.extend(t),
                         _ => other = true,
                     }
                     if !self.eat(b',') {
@@ -222,7 +228,7 @@ impl DictParser<'_> {
                 Ok(if other || open == b'[' { Val::Other } else { Val::Tuple(dims) })
             }
             Some(b'{') => {
-                self.dict_depth(depth + 1)?;
+                self.dict_depth(depth.saturating_add(1))?;
                 Ok(Val::Other)
             }
             _ => match self.word() {
@@ -270,34 +276,34 @@ fn width(dtype: DType) -> usize {
     }
 }
 
-fn tensor(model: &mut Model, name: &str, h: NpyHeader, base: u64) {
-    let offset = base + h.data_offset;
+fn tensor(model: &mut Model, name: &str, h: NpyHeader, base: u64) -> anyhow::Result<()> {
+    let offset = base.checked_add(h.data_offset).ok_or_else(|| anyhow!(".npy data offset overflows"))?;
     let mut t = TensorOut::dense(name, h.dtype, h.shape, offset, h.len);
     if h.big_endian {
         t.source = Source::Swap { offset, width: width(h.dtype) };
         model.note(format!("tensor {name}: big-endian NumPy data byte-swapped to little-endian"));
     }
     model.tensors.push(t);
+    Ok(())
 }
 
+/// Reads one `.npy` array from `bytes` as the tensor `name`.
 pub fn read_npy(bytes: &[u8], name: &str, opts: &ReadOptions) -> anyhow::Result<Model> {
     let mut model = Model::new(Format::Npy, opts);
     match parse_header(bytes)? {
         Ok(h) => {
-            if h.data_offset + h.len != bytes.len() as u64 {
-                bail!(
-                    ".npy data is {} bytes; the header says {}",
-                    bytes.len() as u64 - h.data_offset.min(bytes.len() as u64),
-                    h.len
-                );
+            let size = u64_from(bytes.len());
+            if h.data_offset.checked_add(h.len) != Some(size) {
+                bail!(".npy data is {} bytes; the header says {}", size.saturating_sub(h.data_offset), h.len);
             }
-            tensor(&mut model, name, h, 0);
+            tensor(&mut model, name, h, 0)?;
         }
         Err(why) => bail!("cannot convert this .npy array: {why}"),
     }
     Ok(model)
 }
 
+/// Reads every `.npy` member of the `.npz` archive `file` (whose bytes are `bytes`).
 pub fn read_npz(file: &File, bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
     let mut model = Model::new(Format::Npz, opts);
     let mut zip = zip::ZipArchive::new(file).context("not a valid .npz (zip) archive")?;
@@ -334,19 +340,19 @@ pub fn read_npz(file: &File, bytes: &[u8], opts: &ReadOptions) -> anyhow::Result
         }
         let header = if stored {
             let start = entry.data_start();
-            let end = start.checked_add(entry.size()).filter(|&e| e <= bytes.len() as u64);
+            let end = start.checked_add(entry.size()).filter(|&e| e <= u64_from(bytes.len()));
             let member = end
-                .and_then(|e| bytes.get(usize::try_from(start).ok()?..usize::try_from(e).ok()?))
+                .and_then(|e| bytes.get(usize_from(start)?..usize_from(e)?))
                 .ok_or_else(|| anyhow!("member {full}: runs past the archive"))?;
             parse_header(member).with_context(|| format!("member {full} (at byte {start})"))?.map(|h| {
-                let head = usize::try_from(h.data_offset).ok().and_then(|n| member.get(..n)).unwrap_or(&[]);
+                let head = usize_from(h.data_offset).and_then(|n| member.get(..n)).unwrap_or(&[]);
                 let crc = crc32fast::hash(head);
                 (h, Some((start, entry.size(), crc)))
             })
         } else {
             let mut head = Vec::new();
             (&mut entry)
-                .take((MAX_HEADER + 12) as u64)
+                .take(u64_from(MAX_HEADER.saturating_add(12)))
                 .read_to_end(&mut head)
                 .with_context(|| format!("member {full}"))?;
             parse_header(&head).with_context(|| format!("member {full} (decompressed)"))?.map(|h| (h, None))
@@ -354,14 +360,18 @@ pub fn read_npz(file: &File, bytes: &[u8], opts: &ReadOptions) -> anyhow::Result
         match header {
             Err(why) => model.note(format!("array {name}: {why}; NOT carried")),
             Ok((h, Some((start, size, crc)))) => {
-                if h.data_offset + h.len != size {
-                    bail!("member {full}: {size} bytes, but the header says {}", h.data_offset + h.len);
+                if h.data_offset.checked_add(h.len) != Some(size) {
+                    bail!("member {full}: {size} bytes, but the header says {}", h.data_offset.saturating_add(h.len));
                 }
                 members.push((name.to_string(), h, Ok((start, crc, expect, full))));
             }
             Ok((h, None)) => {
-                if h.data_offset + h.len != entry.size() {
-                    bail!("member {full}: {} bytes, but the header says {}", entry.size(), h.data_offset + h.len);
+                if h.data_offset.checked_add(h.len) != Some(entry.size()) {
+                    bail!(
+                        "member {full}: {} bytes, but the header says {}",
+                        entry.size(),
+                        h.data_offset.saturating_add(h.len)
+                    );
                 }
                 if h.big_endian {
                     model.note(format!("array {name}: big-endian data in a compressed member; NOT carried"));
@@ -377,7 +387,8 @@ pub fn read_npz(file: &File, bytes: &[u8], opts: &ReadOptions) -> anyhow::Result
         match at {
             Ok((start, crc_so_far, expect, member)) => {
                 let header_len = h.data_offset;
-                let offset = start + h.data_offset;
+                let offset =
+                    start.checked_add(h.data_offset).ok_or_else(|| anyhow!("member {member}: offset overflows"))?;
                 let swap = if h.big_endian { width(h.dtype) } else { 1 };
                 if swap > 1 {
                     model.note(format!("tensor {name}: big-endian NumPy data byte-swapped to little-endian"));

@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::fmt;
 
 use anyhow::anyhow;
-use kiln_nostd::DType;
+use kiln_nostd::{u64_from, DType};
 use safetensors::tensor::SafeTensors;
 use safetensors::SafeTensorError;
 use serde::de::{self, Deserializer as _, IgnoredAny, MapAccess, Visitor};
@@ -52,7 +52,7 @@ impl<'de> Visitor<'de> for ScanVisitor<'_> {
                 map.next_value_seed(MetaSeed(self.0))?;
             } else {
                 self.0.tensors = self.0.tensors.saturating_add(1);
-                self.0.name_bytes = self.0.name_bytes.saturating_add(key.len() as u64);
+                self.0.name_bytes = self.0.name_bytes.saturating_add(u64_from(key.len()));
                 map.next_value::<IgnoredAny>()?;
             }
         }
@@ -78,7 +78,7 @@ impl<'de> Visitor<'de> for MetaSeed<'_> {
         while let Some(k) = map.next_key::<Cow<'de, str>>()? {
             let v = map.next_value::<Cow<'de, str>>()?;
             self.0.meta_entries = self.0.meta_entries.saturating_add(1);
-            self.0.meta_bytes = self.0.meta_bytes.saturating_add((k.len() + v.len()) as u64);
+            self.0.meta_bytes = self.0.meta_bytes.saturating_add(u64_from(k.len())).saturating_add(u64_from(v.len()));
         }
         Ok(())
     }
@@ -103,14 +103,14 @@ fn json_offset(head: &[u8], line: usize, column: usize) -> u64 {
             None => break,
         }
     }
-    8u64.saturating_add(at.saturating_add(column.saturating_sub(1)) as u64)
+    8u64.saturating_add(u64_from(at.saturating_add(column.saturating_sub(1))))
 }
 
 /// Where `name` appears as a JSON key in the header (for errors naming a tensor).
 fn key_offset(head: &[u8], name: &str) -> Option<u64> {
     let needle = serde_json::to_string(name).ok()?;
     let pos = head.windows(needle.len()).position(|w| w == needle.as_bytes())?;
-    Some(8u64.saturating_add(pos as u64))
+    Some(8u64.saturating_add(u64_from(pos)))
 }
 
 /// The crate's error, at a byte offset where one is known.
@@ -123,7 +123,7 @@ fn crate_error(bytes: &[u8], e: SafeTensorError) -> anyhow::Error {
         SafeTensorError::InvalidHeader(_) => Some(8),
         SafeTensorError::InvalidHeaderDeserialization(j) => Some(json_offset(head, j.line(), j.column())),
         SafeTensorError::InvalidOffset(name) | SafeTensorError::TensorNotFound(name) => key_offset(head, name),
-        SafeTensorError::MetadataIncompleteBuffer => Some(bytes.len() as u64),
+        SafeTensorError::MetadataIncompleteBuffer => Some(u64_from(bytes.len())),
         _ => None,
     };
     let msg = format!("not a valid safetensors file: {e}");
@@ -171,7 +171,7 @@ pub fn read(bytes: &[u8], opts: &ReadOptions, kiln_limits: bool) -> anyhow::Resu
         prescan(bytes, opts)?;
     }
     let (header_len, meta) = SafeTensors::read_metadata(bytes).map_err(|e| crate_error(bytes, e))?;
-    let data_start = 8 + header_len as u64;
+    let data_start = u64_from(header_len).saturating_add(8);
     let mut model = Model::new(Format::Safetensors, opts);
     model.metadata.set_own(KEY_VALUE_ENCODING, "text".into());
     if let Some(m) = meta.metadata() {
@@ -186,9 +186,10 @@ pub fn read(bytes: &[u8], opts: &ReadOptions, kiln_limits: bool) -> anyhow::Resu
     infos.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
     for (name, info) in infos {
         let (begin, end) = info.data_offsets;
-        let offset = data_start + begin as u64;
-        let len = (end - begin) as u64;
-        let shape: Vec<u64> = info.shape.iter().map(|&d| d as u64).collect();
+        // The crate checked that the ranges tile the data section (begin <= end, inside the file).
+        let offset = data_start.saturating_add(u64_from(begin));
+        let len = u64_from(end.saturating_sub(begin));
+        let shape: Vec<u64> = info.shape.iter().map(|&d| u64_from(d)).collect();
         let dtype_name = info.dtype.to_string();
         if let Some((_, dtype)) = SAFETENSORS_DENSE.iter().find(|(n, _)| *n == dtype_name) {
             model.tensors.push(TensorOut::dense(name, *dtype, shape, offset, len));
@@ -249,7 +250,7 @@ fn restored(t: &TensorOut, rec: &DtypeRecord) -> Result<TensorOut, String> {
         Some(n) => return Err(format!("{} elements of {} need {n} bytes, the tensor has {}", count, rec.dtype, t.len)),
         None => {
             let layout_ok = rec.layout.as_deref().is_some_and(|l| !l.is_empty());
-            if !layout_ok || rec.block_size == 0 || t.len % u64::from(rec.block_size) != 0 {
+            if !layout_ok || rec.block_size == 0 || t.len.checked_rem(u64::from(rec.block_size)) != Some(0) {
                 return Err("an opaque dtype needs a layout and a block size dividing the byte length".into());
             }
         }

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use anyhow::{anyhow, bail};
 use kiln_nostd::descriptor::{Descriptor, NO_AXIS, NO_INDEX, NO_NAME};
 use kiln_nostd::frozen;
-use kiln_nostd::layout;
+use kiln_nostd::{layout, u64_from, usize_from};
 
 use super::copy::Sink;
 use super::meta::Metadata;
@@ -57,7 +57,8 @@ pub struct Plan {
 /// Lays out the canonical directory for `tensors` in the given order.
 pub fn plan(tensors: &[TensorOut]) -> anyhow::Result<Plan> {
     let count = u32::try_from(tensors.len()).map_err(|_| anyhow!("more than 2^32 tensors"))?;
-    let index: HashMap<&str, u32> = tensors.iter().enumerate().map(|(i, t)| (t.name.as_str(), i as u32)).collect();
+    // Indices fit in u32: `count` did.
+    let index: HashMap<&str, u32> = tensors.iter().zip(0u32..).map(|(t, i)| (t.name.as_str(), i)).collect();
     if index.len() != tensors.len() {
         let mut seen = std::collections::HashSet::new();
         let dup = tensors.iter().find(|t| !seen.insert(&t.name)).map(|t| t.name.clone()).unwrap_or_default();
@@ -101,18 +102,21 @@ pub fn plan(tensors: &[TensorOut]) -> anyhow::Result<Plan> {
         .collect::<anyhow::Result<Vec<u64>>>()?;
     let block_len = payload_base.checked_add(placement.payload_bytes()).ok_or_else(|| anyhow!("block too large"))?;
 
-    let mut head = Vec::with_capacity(payload_base as usize);
+    let head_len = usize_from(payload_base).ok_or_else(|| anyhow!("directory too large"))?;
+    let mut head = Vec::with_capacity(head_len);
     let named = !tensors.is_empty();
     head.extend_from_slice(&layout::header(count, name_bytes, placement.payload_bytes(), named).encode());
     let lookup = |name: &str, what: &str, of: &str| -> anyhow::Result<u32> {
         index.get(name).copied().ok_or_else(|| anyhow!("tensor {of}: its {what} tensor {name:?} is not in the output"))
     };
-    for (i, t) in tensors.iter().enumerate() {
-        if t.shape.len() > 8 {
+    for (((t, name), layout), &byte_offset) in tensors.iter().zip(&names).zip(&layouts).zip(&offsets) {
+        let Some(rank) = u8::try_from(t.shape.len()).ok().filter(|&r| r <= 8) else {
             bail!("tensor {}: rank {} (Kiln allows at most 8)", t.name, t.shape.len());
-        }
+        };
         let mut shape = [0u64; 8];
-        shape[..t.shape.len()].copy_from_slice(&t.shape);
+        for (slot, &d) in shape.iter_mut().zip(&t.shape) {
+            *slot = d;
+        }
         let (scheme, axis, group, scale, outer) = match &t.quant {
             None => (0, NO_AXIS, 0, NO_INDEX, NO_INDEX),
             Some(q) => (
@@ -128,25 +132,25 @@ pub fn plan(tensors: &[TensorOut]) -> anyhow::Result<Plan> {
         };
         let d = Descriptor {
             dtype: t.dtype.code(),
-            rank: t.shape.len() as u8,
-            name_off: names[i].0,
-            name_len: names[i].1,
-            layout_off: layouts[i].0,
-            layout_len: layouts[i].1,
+            rank,
+            name_off: name.0,
+            name_len: name.1,
+            layout_off: layout.0,
+            layout_len: layout.1,
             block_size: t.block_size,
             quant_scheme: scheme,
             quant_axis: axis,
             group_size: group,
             scale_index: scale,
             outer_index: outer,
-            byte_offset: offsets[i],
+            byte_offset,
             byte_length: t.len,
             shape,
         };
         head.extend_from_slice(&d.encode());
     }
     head.extend_from_slice(&heap);
-    head.resize(payload_base as usize, 0);
+    head.resize(head_len, 0);
     Ok(Plan { head, offsets, block_len })
 }
 
@@ -156,12 +160,14 @@ pub fn write_block(sink: &mut Sink<'_>, tensors: &[TensorOut], plan: &Plan) -> a
     sink.bytes(&plan.head)?;
     let mut end = 0u64;
     for (t, &at) in tensors.iter().zip(&plan.offsets) {
-        sink.zeros(at - end)?;
+        // The plan placed each payload at or after the previous one's end.
+        sink.zeros(at.saturating_sub(end))?;
         sink.source(&t.source, t.len)?;
-        end = at + t.len;
+        end = at.saturating_add(t.len);
     }
-    if sink.written() - start != plan.block_len {
-        bail!("wrote {} bytes for a {}-byte block", sink.written() - start, plan.block_len);
+    let wrote = sink.written().saturating_sub(start);
+    if wrote != plan.block_len {
+        bail!("wrote {wrote} bytes for a {}-byte block", plan.block_len);
     }
     Ok(())
 }
@@ -171,23 +177,30 @@ pub fn write_block(sink: &mut Sink<'_>, tensors: &[TensorOut], plan: &Plan) -> a
 /// B + payload_base + byte_offset congruent to the input offset, modulo
 /// `modulus`, for the input tensors that hold the most bytes.
 pub fn pad_len(tensors: &[TensorOut], plan: &Plan, metadata: &Metadata, modulus: u64) -> anyhow::Result<usize> {
-    let page = modulus;
-    let base = plan.head.len() as u64 % page;
+    // Residues modulo a nonzero page (4 KiB or 2 MiB): every sum below is under 3 pages.
+    let page = modulus.max(1);
+    let rem = |x: u64| x.checked_rem(page).unwrap_or(0);
+    let base = rem(u64_from(plan.head.len()));
     let mut weight: BTreeMap<u64, u64> = BTreeMap::new();
     for (t, &off) in tensors.iter().zip(&plan.offsets) {
         if let Source::File { offset } = t.source {
-            let r = (offset % page + 2 * page - base - off % page) % page;
-            *weight.entry(r).or_default() += t.len.max(1);
+            let r =
+                rem(rem(offset).saturating_add(page.saturating_mul(2)).saturating_sub(base).saturating_sub(rem(off)));
+            let w = weight.entry(r).or_default();
+            *w = w.saturating_add(t.len.max(1));
         }
     }
     // Most bytes wins; ties go to the smallest residue. Without file-backed
     // payloads, page-align the payload region.
-    let target =
-        weight.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(r, _)| *r).unwrap_or((page - base) % page);
+    let target = weight
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(r, _)| *r)
+        .unwrap_or(rem(page.saturating_sub(base)));
     // The dict with an empty padding value (4 + 8 + the key's bytes more).
-    let with_pad = metadata.encoded_len() + 8 + KEY_PAD.len() as u64;
-    let start = (16 + with_pad) % page;
-    Ok(((target + page - start) % page) as usize)
+    let with_pad = metadata.encoded_len().saturating_add(8).saturating_add(u64_from(KEY_PAD.len()));
+    let start = rem(with_pad.saturating_add(16));
+    usize_from(rem(target.saturating_add(page).saturating_sub(start))).ok_or_else(|| anyhow!("padding too large"))
 }
 
 /// Streams the Frozen encoding of the metadata as a `dict<str,str>` (keys in byte order).

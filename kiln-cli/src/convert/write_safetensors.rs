@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use anyhow::{anyhow, bail, Context};
-use kiln_nostd::DType;
+use kiln_nostd::{u64_from, DType};
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::Dtype;
 
@@ -128,7 +128,7 @@ pub fn plan(model: &Model, notes: &mut Vec<String>) -> anyhow::Result<Safetensor
         if let Some(original) = k.strip_prefix(MOVED) {
             meta.insert(Cow::Borrowed(original), Cow::Borrowed(v));
         } else if k.starts_with(KEY_PREFIX) {
-            dropped += 1;
+            dropped = dropped.saturating_add(1);
         } else {
             meta.insert(Cow::Borrowed(k), Cow::Borrowed(v));
         }
@@ -142,16 +142,16 @@ pub fn plan(model: &Model, notes: &mut Vec<String>) -> anyhow::Result<Safetensor
         entries.push((i, dtype, shape));
     }
     // The crate's order: descending dtype, then name.
-    entries.sort_by(|a, b| b.1.cmp(&a.1).then(model.tensors[a.0].name.cmp(&model.tensors[b.0].name)));
+    let name = |i: usize| model.tensors.get(i).map(|t| t.name.as_str());
+    entries.sort_by(|a, b| b.1.cmp(&a.1).then(name(a.0).cmp(&name(b.0))));
     let mut offset = 0usize;
     let mut infos = Vec::with_capacity(entries.len());
     for (i, dtype, shape) in &entries {
-        let n = usize::try_from(model.tensors[*i].len)?;
-        infos.push((
-            model.tensors[*i].name.clone(),
-            TensorInfo { dtype: *dtype, shape: shape.clone(), data_offsets: (offset, offset + n) },
-        ));
-        offset += n;
+        let t = model.tensors.get(*i).ok_or_else(|| anyhow!("tensor {i} is missing"))?;
+        let n = usize::try_from(t.len)?;
+        let end = offset.checked_add(n).ok_or_else(|| anyhow!("the payloads do not fit in memory addresses"))?;
+        infos.push((t.name.clone(), TensorInfo { dtype: *dtype, shape: shape.clone(), data_offsets: (offset, end) }));
+        offset = end;
     }
     // The crate's checks (contiguous offsets, sizes matching dtype and shape).
     Metadata::new(None, infos.clone()).map_err(|e| anyhow!("cannot describe these tensors in safetensors: {e}"))?;
@@ -171,7 +171,7 @@ pub fn plan(model: &Model, notes: &mut Vec<String>) -> anyhow::Result<Safetensor
     json.push('}');
     let mut header = json.into_bytes();
     header.resize(header.len().next_multiple_of(8), b' ');
-    let mut out = (header.len() as u64).to_le_bytes().to_vec();
+    let mut out = u64_from(header.len()).to_le_bytes().to_vec();
     out.extend(header);
     Ok(SafetensorsPlan { header: out, order: entries.into_iter().map(|e| e.0).collect() })
 }
@@ -179,7 +179,7 @@ pub fn plan(model: &Model, notes: &mut Vec<String>) -> anyhow::Result<Safetensor
 pub fn write(sink: &mut Sink<'_>, model: &Model, plan: &SafetensorsPlan) -> anyhow::Result<()> {
     sink.bytes(&plan.header)?;
     for &i in &plan.order {
-        let t = &model.tensors[i];
+        let t = model.tensors.get(i).ok_or_else(|| anyhow!("tensor {i} is missing"))?;
         sink.source(&t.source, t.len).with_context(|| format!("tensor {}", t.name))?;
     }
     Ok(())
