@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Converting a safetensors file to Kiln, timed against `cp` of the same file
-# in the same run, plus the peak memory of each.
+# in the same run (and against `kiln convert --no-fsync`: the cost of the
+# default fsync), plus the peak memory of each.
 #
 #   bash kiln-cli/benches/convert_vs_cp.sh [SIZE_GIB] [WORKDIR]
 #
@@ -70,24 +71,26 @@ EOF
 echo "== timing (page cache warm, $RUNS runs each; load: $(cut -d' ' -f1-3 /proc/loadavg))"
 CP_CMD="cp $IN $WORK/cp.out"
 KILN_CMD="$KILN convert -q $IN -o $WORK/out.kiln"
+NOSYNC_CMD="$KILN convert -q --no-fsync $IN -o $WORK/out.kiln"
 if command -v hyperfine >/dev/null; then
   # `sync` in --prepare: each run starts with no dirty pages from the run
   # before, so neither command pays for the other's writeback.
   hyperfine --warmup 1 --runs "$RUNS" --export-json "$WORK/hyperfine.json" \
-    --prepare "rm -f $WORK/cp.out $WORK/out.kiln; sync" -n cp "$CP_CMD" -n "kiln convert" "$KILN_CMD"
+    --prepare "rm -f $WORK/cp.out $WORK/out.kiln; sync" -n cp "$CP_CMD" -n "kiln convert" "$KILN_CMD" -n "kiln convert --no-fsync" "$NOSYNC_CMD"
   python3 - "$WORK/hyperfine.json" <<'EOF'
 import json, sys
 r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-cp, kc = r["cp"], r["kiln convert"]
+cp, kc, ns = r["cp"], r["kiln convert"], r["kiln convert --no-fsync"]
 print(f"mean: cp {cp['mean']:.3f}s +- {cp['stddev']:.3f}, kiln convert {kc['mean']:.3f}s +- {kc['stddev']:.3f}")
 print(f"median: cp {cp['median']:.3f}s, kiln convert {kc['median']:.3f}s")
 print(f"min: cp {cp['min']:.3f}s, kiln convert {kc['min']:.3f}s")
 print(f"RATIO kiln/cp: mean {kc['mean'] / cp['mean']:.2f}, median {kc['median'] / cp['median']:.2f}, min {kc['min'] / cp['min']:.2f}")
+print(f"no-fsync: mean {ns['mean']:.3f}s; RATIO fsync/no-fsync: mean {kc['mean'] / ns['mean']:.2f}, median {kc['median'] / ns['median']:.2f}; RATIO no-fsync/cp: median {ns['median'] / cp['median']:.2f}")
 print(f"CPU (user+system, mean): cp {cp['user'] + cp['system']:.3f}s, kiln convert {kc['user'] + kc['system']:.3f}s")
 EOF
 else
-  for name in cp kiln; do
-    cmd=$CP_CMD; [ "$name" = kiln ] && cmd=$KILN_CMD
+  for name in cp kiln nosync; do
+    cmd=$CP_CMD; [ "$name" = kiln ] && cmd=$KILN_CMD; [ "$name" = nosync ] && cmd=$NOSYNC_CMD
     for i in $(seq "$RUNS"); do
       rm -f "$WORK/cp.out" "$WORK/out.kiln"
       s=$(date +%s.%N); $cmd; e=$(date +%s.%N)
