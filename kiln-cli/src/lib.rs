@@ -100,8 +100,8 @@ enum Command {
     /// in .safetensors converts a Kiln input back. Prints what could not be carried as-is.
     ///
     /// Output guarantees: OUT is replaced atomically (a new temporary file with a random
-    /// name, created exclusively beside OUT, checked, then renamed over it; OUT.meta.json
-    /// only after OUT); on any failure, Ctrl-C or SIGTERM nothing is left behind and OUT
+    /// name, created exclusively beside OUT, checked, flushed to disk (fsync; --no-fsync
+    /// skips it), then renamed over it; OUT.meta.json only after OUT); on any failure, Ctrl-C or SIGTERM nothing is left behind and OUT
     /// is untouched. OUT that is the input file itself (same device and inode: also a hard
     /// link or a `..` path) is refused, and so is OUT that is a directory, device, FIFO or
     /// socket. A symbolic link OUT is written through (its target is replaced); a replaced

@@ -948,3 +948,49 @@ open('dup.hk', 'wb').write(w.to_bytes())
         no_temporaries(p);
     }
 }
+
+/// The fsync system calls of one `kiln convert` run (under strace), or `None`
+/// when strace is not installed.
+fn fsyncs(dir: &Path, args: &[&str]) -> Option<usize> {
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("!!!!!!!! SKIPPED the fsync count: strace is not installed");
+        return None;
+    }
+    let log = dir.join("strace.txt");
+    let status = Command::new("strace")
+        .args(["-f", "-e", "trace=fsync,fdatasync", "-o"])
+        .arg(&log)
+        .arg(env!("CARGO_BIN_EXE_kiln"))
+        .arg("convert")
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "kiln convert {args:?} under strace");
+    let text = std::fs::read_to_string(&log).unwrap();
+    Some(text.lines().filter(|l| l.contains("fsync(") || l.contains("fdatasync(")).count())
+}
+
+#[test]
+fn fsync_is_the_default_and_no_fsync_skips_it() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    small_npy(p, "m.npy");
+    // Every spelling is accepted and writes the same bytes.
+    convert(p, &["-q", "m.npy", "-o", "default.kiln"], 0);
+    convert(p, &["-q", "--no-fsync", "m.npy", "-o", "nosync.kiln"], 0);
+    convert(p, &["-q", "--fsync", "m.npy", "-o", "sync.kiln"], 0);
+    let default = std::fs::read(p.join("default.kiln")).unwrap();
+    assert_eq!(std::fs::read(p.join("nosync.kiln")).unwrap(), default);
+    assert_eq!(std::fs::read(p.join("sync.kiln")).unwrap(), default);
+    // --help documents the opt-out; the old opt-in flag is hidden.
+    let help = stdout(&kiln(p, &["convert", "--help"]));
+    assert!(help.contains("--no-fsync"), "{help}");
+    assert!(!help.contains("  --fsync"), "{help}");
+    // The default flushes OUT (and the sidecar with --to tensors); --no-fsync does not.
+    let Some(default) = fsyncs(p, &["-q", "m.npy", "-o", "a.kiln"]) else { return };
+    assert!(default >= 1, "no fsync by default");
+    assert_eq!(fsyncs(p, &["-q", "--no-fsync", "m.npy", "-o", "b.kiln"]), Some(0));
+    let tensors = fsyncs(p, &["-q", "--to", "tensors", "m.npy", "-o", "c.kiln"]).unwrap();
+    assert!(tensors >= 2, "OUT and OUT.meta.json are both flushed ({tensors} fsyncs)");
+}
