@@ -25,7 +25,9 @@ impl std::error::Error for Usage {}
 /// An I/O failure (exit 2), with what was being done (naming the file).
 #[derive(Debug)]
 pub struct IoFail {
+    /// What was being done, naming the file.
     pub what: String,
+    /// The system's error.
     pub source: io::Error,
 }
 
@@ -56,6 +58,7 @@ pub struct At {
     pub code: Option<&'static str>,
     /// A stable rule identifier, when the reader has one.
     pub rule: Option<&'static str>,
+    /// What is wrong there.
     pub message: String,
 }
 

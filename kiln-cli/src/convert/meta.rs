@@ -63,6 +63,7 @@ impl ValueWriter<'_> {
             _ => Err(anyhow!(OverBudget)),
         }
     }
+    /// Appends one character (within the budget).
     pub fn push(&mut self, c: char) -> anyhow::Result<()> {
         self.push_str(c.encode_utf8(&mut [0; 4]))
     }
@@ -91,6 +92,7 @@ pub struct Metadata {
 }
 
 impl Metadata {
+    /// Empty metadata that may take at most `budget` bytes.
     pub fn new(budget: u64) -> Self {
         Metadata { arena: String::new(), user: Vec::new(), sorted: true, own: BTreeMap::new(), budget }
     }

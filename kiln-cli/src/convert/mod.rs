@@ -50,6 +50,7 @@ fn from_parser() -> impl clap::builder::TypedValueParser<Value = Option<Format>>
     clap::builder::PossibleValuesParser::new(names).map(|name| Format::ALL.into_iter().find(|f| f.name() == name))
 }
 
+/// `--to`: what `kiln convert` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum To {
     /// `.safetensors` output names choose safetensors, anything else a Kiln record.
@@ -104,6 +105,7 @@ pub struct ReadArgs {
 }
 
 impl ReadArgs {
+    /// The readers' options these flags ask for.
     pub fn options(&self) -> ReadOptions {
         ReadOptions {
             metadata_budget: self.metadata_budget,
@@ -114,6 +116,7 @@ impl ReadArgs {
     }
 }
 
+/// `kiln convert` arguments.
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
     /// The input file (safetensors, GGUF, HK, .npy, .npz or Kiln; detected from its bytes).
@@ -122,6 +125,7 @@ pub struct ConvertArgs {
     /// The output file, a regular file (or a link to one, which is written through).
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
+    /// The input format and the readers' budgets.
     #[command(flatten)]
     pub read: ReadArgs,
     /// Output format.
@@ -143,19 +147,26 @@ pub struct ConvertArgs {
 /// What a conversion did, for the summary line and the tests.
 #[derive(Debug)]
 pub struct Summary {
+    /// The input's format.
     pub format: Format,
+    /// Tensors written.
     pub tensors: usize,
+    /// Bytes written to OUT.
     pub bytes: u64,
+    /// What was not carried as-is.
     pub notes: Vec<String>,
 }
 
 /// The open input: a regular file and its map (none when empty).
 pub struct Input {
+    /// The open file (payloads are copied from it).
     pub file: File,
+    /// Its map, for the headers (none for an empty file).
     pub map: Option<Mmap>,
 }
 
 impl Input {
+    /// The mapped bytes (empty for an empty file).
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])
     }
@@ -379,7 +390,9 @@ fn large_value_notes(model: &Model, notes: &mut Vec<String>) {
 /// A check of the written file failed: the core's message and offset in OUT.
 #[derive(Debug)]
 pub struct VerifyError {
+    /// The offset in OUT, when the check knows it.
     pub offset: Option<u64>,
+    /// The core's message (code, rule).
     pub message: String,
 }
 

@@ -63,19 +63,49 @@ impl Format {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
     /// Bytes `[offset, offset + len)` of the input file, copied as they are.
-    File { offset: u64 },
+    File {
+        /// Where the payload starts in the input.
+        offset: u64,
+    },
     /// Bytes of the input file holding big-endian elements of `width` bytes,
     /// byte-swapped to little-endian while they are copied.
-    Swap { offset: u64, width: usize },
+    Swap {
+        /// Where the payload starts in the input.
+        offset: u64,
+        /// The element width in bytes.
+        width: usize,
+    },
     /// Bytes of the input file copied through this process so their CRC-32
     /// can be checked: a stored `.npz` member's data, whose member CRC
     /// (`expect`) covers the `.npy` header too (`crc_so_far`, the CRC of the
     /// header bytes, and `header_len` of them).
     /// Elements of `swap` > 1 bytes are big-endian and byte-swapped after the CRC is taken.
-    Checked { offset: u64, crc_so_far: u32, header_len: u64, expect: u32, member: String, swap: usize },
+    Checked {
+        /// Where the data starts in the input.
+        offset: u64,
+        /// The CRC-32 of the member's `.npy` header.
+        crc_so_far: u32,
+        /// The length of that header.
+        header_len: u64,
+        /// The member's CRC-32 as the archive records it.
+        expect: u32,
+        /// The member's name, for messages.
+        member: String,
+        /// The element width to byte-swap (1: none).
+        swap: usize,
+    },
     /// A compressed `.npz` member: entry `index`, after its `skip`-byte `.npy`
     /// header; the member's CRC-32 (`expect`) is checked over every byte.
-    Zip { index: usize, skip: u64, expect: u32, member: String },
+    Zip {
+        /// The member's index in the archive.
+        index: usize,
+        /// Bytes of `.npy` header before the data.
+        skip: u64,
+        /// The member's CRC-32 as the archive records it.
+        expect: u32,
+        /// The member's name, for messages.
+        member: String,
+    },
     /// A small owned buffer.
     Bytes(Vec<u8>),
 }
@@ -83,24 +113,34 @@ pub enum Source {
 /// Scheme 1/2 quantization metadata carried from a Kiln input.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuantOut {
+    /// The quantization scheme (1 or 2).
     pub scheme: u16,
+    /// The quantized axis.
     pub axis: u16,
+    /// Elements per scale group.
     pub group_size: u32,
+    /// The scale tensor's name.
     pub scale: String,
+    /// The outer scale tensor's name (scheme 2).
     pub outer: Option<String>,
 }
 
 /// One tensor to write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorOut {
+    /// The tensor's name (unique in the output).
     pub name: String,
+    /// Its Kiln dtype.
     pub dtype: DType,
+    /// Its shape, slowest-varying dimension first.
     pub shape: Vec<u64>,
     /// Opaque layout name (opaque dtypes only).
     pub layout: Option<String>,
     /// Opaque block size in bytes (opaque dtypes only).
     pub block_size: u32,
+    /// Scheme 1/2 quantization, carried from a Kiln input.
     pub quant: Option<QuantOut>,
+    /// Where the payload comes from.
     pub source: Source,
     /// Payload length in bytes.
     pub len: u64,
@@ -147,7 +187,9 @@ impl TensorOut {
 /// Everything read from the input.
 #[derive(Debug)]
 pub struct Model {
+    /// The input's format.
     pub format: Format,
+    /// The tensors to write, in output order.
     pub tensors: Vec<TensorOut>,
     /// Metadata: the input's pairs and the converter's keys (Frozen dict order).
     pub metadata: Metadata,
@@ -156,6 +198,7 @@ pub struct Model {
 }
 
 impl Model {
+    /// An empty model of `format` (its metadata within `opts`' budget).
     pub fn new(format: Format, opts: &ReadOptions) -> Self {
         let mut metadata = Metadata::new(opts.metadata_budget);
         if format != Format::Kiln {
@@ -164,6 +207,7 @@ impl Model {
         Model { format, tensors: Vec::new(), metadata, notes: Vec::new() }
     }
 
+    /// Adds a note about what was not carried as-is.
     pub fn note(&mut self, text: impl Into<String>) {
         self.notes.push(text.into());
     }
