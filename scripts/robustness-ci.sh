@@ -6,10 +6,12 @@
 #   3. differential test, 10,000 inputs against the Python reference, and
 #      the regression cases replayed on both implementations
 #   4. named GGUF-class regressions, allocation bounds, byte-order tests
-#   5. fuzz smoke run: every target for FUZZ_SECONDS (default 60) seconds
+#   5. fuzz smoke run: every target for FUZZ_SECONDS (default 60) seconds,
+#      the converter targets (convert_*) half of it
 #   6. Miri, reduced set, x86_64 and s390x
 #   7. the full kiln-nostd suite big-endian under qemu-user (s390x)
-#   8. peak RSS of `kiln validate` on hostile files (< 16 MiB)
+#   8. peak RSS of `kiln validate` on hostile files (< 16 MiB) and of
+#      `kiln convert` on the hostile inputs of issue 12 (< 64 MiB, release)
 # Every step runs; the script prints each step's time and exits 1 if any failed.
 #
 #   scripts/robustness-ci.sh
