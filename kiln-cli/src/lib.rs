@@ -7,7 +7,6 @@
 //! Exit codes: 0 all files accepted, 1 a file was rejected, 2 usage or I/O
 //! error (2 wins over 1).
 
-#![warn(missing_docs)]
 // The core's lint set (kiln-nostd): no indexing, unchecked arithmetic, `as`,
 // unwrap/expect or panic outside tests; hostile input gets an error instead.
 #![cfg_attr(
