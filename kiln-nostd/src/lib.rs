@@ -77,7 +77,6 @@ mod writer;
 
 pub use directory::Parser;
 pub use dtype::{DType, Width};
-pub use bytes::{u64_from, usize_from, usize_from_u32, usize_sat};
 pub use element::{copy, encode_le, le_bytes, view, Element, ViewError};
 pub use error::{Error, ErrorCode, Result, Rule};
 pub use fixed::{CapacityError, FixedIndex};
@@ -88,6 +87,12 @@ pub use names::scratch_len;
 pub use source::{ReadAt, SourceError};
 pub use views::{Directory, NameIndex, Quantization, Tensor, TensorIter};
 pub use writer::{sort_dict, Quant, TensorRef, TensorSpec, Writer};
+
+/// Checked integer conversions: the core's own, shared with the readers
+/// outside it (the CLI's converters) so every parser converts one way.
+pub mod int {
+    pub use crate::bytes::{u64_from, usize_from, usize_from_u32, usize_sat};
+}
 
 /// The empty directory: the 64-byte header with only the little-endian flag.
 pub const EMPTY_BLOCK: [u8; 64] = {

@@ -9,7 +9,7 @@ use std::io::{self, BufWriter, Read, Write};
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use kiln_nostd::{u64_from, usize_from};
+use kiln_nostd::int::{u64_from, usize_from};
 
 use super::error::io_fail;
 use super::model::Source;

@@ -7,7 +7,7 @@
 //! out of the file except metadata text.
 
 use anyhow::Context;
-use kiln_nostd::u64_from;
+use kiln_nostd::int::u64_from;
 
 use super::codes::{ggml_block, ggml_code, ggml_dense};
 use super::error::at as at_byte;

@@ -17,7 +17,8 @@ use kiln_nostd::hk::{
     sparsity_name, tile_layout_name, Family, HkFile, MetaValue, Span, StorageType, TocEntry, FLAG_FLEXIBLE_ALIGNMENT,
     FLAG_TILE_ALIGNED, FLAG_UNIVERSAL_PAGE_ALIGNED,
 };
-use kiln_nostd::{u64_from, DType};
+use kiln_nostd::int::u64_from;
+use kiln_nostd::DType;
 
 use super::codes::{ggml_block, ggml_code, hk_code};
 use super::error::{at, core};

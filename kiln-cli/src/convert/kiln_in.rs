@@ -3,7 +3,8 @@
 
 use anyhow::{anyhow, bail};
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::{u64_from, Directory, Limits, Parser};
+use kiln_nostd::int::u64_from;
+use kiln_nostd::{Directory, Limits, Parser};
 
 use super::meta::Dups;
 use super::model::{Format, Model, QuantOut, ReadOptions, Source, TensorOut};

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashSet};
 
 use anyhow::{anyhow, bail};
-use kiln_nostd::{u64_from, usize_from_u32};
+use kiln_nostd::int::{u64_from, usize_from_u32};
 
 /// The default budget: 64 MiB for the whole dictionary.
 pub const DEFAULT_BUDGET: u64 = 64 << 20;

@@ -30,7 +30,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::{u64_from, Limits, Parser};
+use kiln_nostd::int::u64_from;
+use kiln_nostd::{Limits, Parser};
 use memmap2::Mmap;
 
 use crate::platform;

@@ -2,7 +2,8 @@
 //! still in the input file (or, rarely, small owned buffers), plus string
 //! metadata and the notes about what could not be carried as-is.
 
-use kiln_nostd::{u64_from, DType};
+use kiln_nostd::int::u64_from;
+use kiln_nostd::DType;
 
 use super::meta::Metadata;
 

@@ -6,7 +6,8 @@ use std::fs::File;
 use std::io::Read;
 
 use anyhow::{anyhow, bail, Context};
-use kiln_nostd::{u64_from, usize_from, DType};
+use kiln_nostd::int::{u64_from, usize_from};
+use kiln_nostd::DType;
 
 use super::error::at;
 use super::model::{Format, Model, ReadOptions, Source, TensorOut};

@@ -19,7 +19,8 @@ use std::collections::HashSet;
 use std::fmt;
 
 use anyhow::anyhow;
-use kiln_nostd::{u64_from, DType};
+use kiln_nostd::int::u64_from;
+use kiln_nostd::DType;
 use safetensors::tensor::SafeTensors;
 use safetensors::SafeTensorError;
 use serde::de::{self, Deserializer as _, IgnoredAny, MapAccess, Visitor};

@@ -13,7 +13,8 @@ use std::collections::{BTreeMap, HashMap};
 use anyhow::{anyhow, bail};
 use kiln_nostd::descriptor::{Descriptor, NO_AXIS, NO_INDEX, NO_NAME};
 use kiln_nostd::frozen;
-use kiln_nostd::{layout, u64_from, usize_from};
+use kiln_nostd::int::{u64_from, usize_from};
+use kiln_nostd::layout;
 
 use super::copy::Sink;
 use super::meta::Metadata;

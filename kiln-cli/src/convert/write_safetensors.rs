@@ -12,7 +12,8 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use anyhow::{anyhow, bail, Context};
-use kiln_nostd::{u64_from, DType};
+use kiln_nostd::int::u64_from;
+use kiln_nostd::DType;
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::Dtype;
 
