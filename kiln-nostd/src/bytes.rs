@@ -92,7 +92,9 @@ mod tests {
     /// byte after it), and for none.
     #[test]
     fn first_above_one_agrees_with_a_plain_search() {
-        for len in 0..200usize {
+        // Miri interprets slowly: there, the lengths around the block edges only.
+        let lens: Vec<usize> = if cfg!(miri) { vec![0, 1, 63, 64, 65, 128, 130] } else { (0..200).collect() };
+        for len in lens {
             let clean: Vec<u8> = (0..len).map(|i| u8::from(i % 3 == 0)).collect();
             assert_eq!(first_above_one(&clean), None);
             for at in 0..len {
