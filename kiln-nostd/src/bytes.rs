@@ -85,6 +85,7 @@ pub const fn u64_from(v: usize) -> u64 {
 mod tests {
     use super::first_above_one;
     extern crate std;
+    use std::vec;
     use std::vec::Vec;
 
     /// The same answer as a byte-by-byte search for a bad byte at every
