@@ -157,8 +157,9 @@ pub fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()>
             match file.seek_read(buf, offset) {
                 Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "failed to fill whole buffer")),
                 Ok(n) => {
-                    buf = &mut buf[n..];
-                    offset += n as u64;
+                    // `seek_read` returns at most `buf.len()` bytes.
+                    buf = std::mem::take(&mut buf).get_mut(n..).unwrap_or_default();
+                    offset = offset.saturating_add(kiln_nostd::int::u64_from(n));
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
