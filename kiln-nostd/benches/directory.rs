@@ -124,6 +124,8 @@ fn phases(c: &mut Criterion) {
 /// block of 1,024 f32 tensors in 64 KiB chunks (and passed over with
 /// `skip`, as a caller that can seek does), and a 1 GiB block of 1,024 bool
 /// tensors in 64 KiB chunks (every payload byte is checked on both sides).
+/// `chunk_loop_only` is the cost of handing the f32 block's 16,384 chunks to
+/// a function that does nothing: the floor under any chunked validator.
 fn incremental(c: &mut Criterion) {
     let mut group = c.benchmark_group("incremental");
     let n = 10_000;
@@ -149,6 +151,17 @@ fn incremental(c: &mut Criterion) {
             });
         }
         if what == "1GiB" {
+            // The floor of any chunked interface: walking the 16,384 chunks
+            // and handing each one over, with no validator at all.
+            group.bench_function(BenchmarkId::new("chunk_loop_only", what), |b| {
+                b.iter(|| {
+                    let mut n = 0usize;
+                    for c in black_box(block).chunks(64 << 10) {
+                        n += black_box(c).len();
+                    }
+                    n
+                })
+            });
             group.bench_function(BenchmarkId::new("incremental_skip", what), |b| {
                 b.iter(|| {
                     let mut v = Incremental::new(&mut prefix).scratch(&mut scratch);

@@ -1,9 +1,9 @@
 //! The 128-byte tensor descriptor and the rules about one descriptor alone
 //! (check steps 8 reserved bytes, 9 dtype/shape/range, 11 element bytes).
 
-use crate::bytes::{first_above_one, first_nonzero, usize_from};
+use crate::bytes::{first_above_one, first_nonzero, u64_from, usize_from};
 use crate::dtype::{DType, Width};
-use crate::error::{fail, Result, Rule};
+use crate::error::{fail, fail_at, Result, Rule};
 use crate::header::{DESCRIPTOR_LEN, HEADER_LEN};
 
 /// Marks an absent name or layout name in `name_off` / `layout_off`.
@@ -492,10 +492,11 @@ fn check_length_and_layout(d: &RawDescriptor, dtype: DType, count: u64, index: u
 /// Step 11 element bytes: bool bytes and the odd packed tail.
 /// `payload` is this tensor's checked payload, at block offset `payload_at`.
 #[cfg_attr(target_pointer_width = "64", inline)]
-pub(crate) fn check_elements(d: &RawDescriptor, payload: &[u8], payload_at: usize) -> Result<()> {
+pub(crate) fn check_elements(d: &RawDescriptor, payload: &[u8], payload_at: u64) -> Result<()> {
+    let at = |i: usize| payload_at.saturating_add(u64_from(i));
     match d.dtype() {
         Some(DType::Bool) => match first_above_one(payload) {
-            Some(i) => fail(Rule::BoolByte, payload_at.saturating_add(i)),
+            Some(i) => fail_at(Rule::BoolByte, at(i)),
             None => Ok(()),
         },
         Some(DType::I4 | DType::U4 | DType::E2M1) => {
@@ -503,7 +504,7 @@ pub(crate) fn check_elements(d: &RawDescriptor, payload: &[u8], payload_at: usiz
             let odd = d.element_count().unwrap_or(0) % 2 == 1;
             match payload.last() {
                 Some(&last) if odd && last & 0xF0 != 0 => {
-                    fail(Rule::PackedHighNibble, payload_at.saturating_add(payload.len().saturating_sub(1)))
+                    fail_at(Rule::PackedHighNibble, at(payload.len().saturating_sub(1)))
                 }
                 _ => Ok(()),
             }

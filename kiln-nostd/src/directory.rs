@@ -4,7 +4,7 @@
 //! handed out afterwards can point outside the buffer. The first failing step
 //! wins; inside a step, the first fault in descriptor order wins.
 
-use crate::bytes::{first_nonzero, usize_from, usize_from_u32};
+use crate::bytes::{first_nonzero, u64_from, usize_from, usize_from_u32};
 use crate::check_order;
 use crate::descriptor::{self, RawDescriptor};
 use crate::error::{fail, Error, Result, Rule};
@@ -416,7 +416,7 @@ pub(crate) fn check_values(descs: &Descriptors<'_>, d: &RawDescriptor, i: usize,
         // Step 9 checked the range inside the payload before step 11 runs: never empty by fallback.
         let elements = span.and_then(|(s, e)| bytes.get(s..e)).unwrap_or(&[]);
         let at = payload.at.saturating_add(span.map_or(0, |(s, _)| s));
-        descriptor::check_elements(d, elements, at)?;
+        descriptor::check_elements(d, elements, u64_from(at))?;
     }
     quant::check_quant(d, i, descs.count, |j| descs.raw(j))
 }

@@ -4,6 +4,7 @@
 //! cases pin), the absolute byte offset in the caller's buffer of the field that
 //! broke the rule, and the [`Rule`] itself, so a person can read what went wrong.
 
+use crate::bytes::{u64_from, usize_sat};
 use core::fmt;
 
 /// The error codes of the Kiln v2 spec. The code is the contract; offset and
@@ -357,7 +358,11 @@ rules! {
 
 /// A rejected input: code, absolute byte offset, and the rule that failed.
 ///
-/// `Error` is `Copy` and small, so firmware can keep and log it freely.
+/// `Error` is `Copy` and small, so firmware can keep and log it freely. The
+/// offset is kept as a `u64`: a block checked in pieces
+/// ([`Incremental`](crate::Incremental), [`source`](crate::source)) can be
+/// larger than a 32-bit target's address space, and its faults still say
+/// exactly where they are ([`offset_u64`](Self::offset_u64)).
 ///
 /// ```
 /// let err = kiln_nostd::Directory::parse(b"KLNT").unwrap_err();
@@ -368,12 +373,18 @@ rules! {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Error {
     rule: Rule,
-    offset: usize,
+    offset: u64,
 }
 
 impl Error {
     /// An error for `rule` at absolute byte `offset`.
     pub const fn new(rule: Rule, offset: usize) -> Self {
+        Error { rule, offset: u64_from(offset) }
+    }
+
+    /// An error for `rule` at absolute byte `offset` of a stream or source
+    /// that may be larger than the address space.
+    pub const fn at(rule: Rule, offset: u64) -> Self {
         Error { rule, offset }
     }
 
@@ -384,8 +395,15 @@ impl Error {
 
     /// The absolute byte offset, from the start of the caller's buffer, of the
     /// field or byte that broke the rule. For EOF it is where the missing
-    /// bytes would have started or the end of the buffer.
-    pub const fn offset(&self) -> usize {
+    /// bytes would have started or the end of the buffer. On a 32-bit target
+    /// an offset past `usize::MAX` (a block fed in pieces) saturates there;
+    /// [`offset_u64`](Self::offset_u64) has it exactly.
+    pub fn offset(&self) -> usize {
+        usize_sat(self.offset)
+    }
+
+    /// The absolute byte offset, never saturated.
+    pub const fn offset_u64(&self) -> u64 {
         self.offset
     }
 
@@ -397,7 +415,7 @@ impl Error {
     /// The same error with its offset moved by `base` (used when a block is
     /// checked in a sub-slice of the caller's buffer).
     pub(crate) const fn shifted(self, base: usize) -> Self {
-        Error { rule: self.rule, offset: self.offset.saturating_add(base) }
+        Error { rule: self.rule, offset: self.offset.saturating_add(u64_from(base)) }
     }
 }
 
@@ -415,4 +433,9 @@ pub type Result<T> = core::result::Result<T, Error>;
 /// Shorthand used by the checkers: `fail(Rule::X, at)`.
 pub(crate) const fn fail<T>(rule: Rule, at: usize) -> Result<T> {
     Err(Error::new(rule, at))
+}
+
+/// `fail` for an offset in a stream or source, which may pass `usize::MAX`.
+pub(crate) const fn fail_at<T>(rule: Rule, at: u64) -> Result<T> {
+    Err(Error::at(rule, at))
 }

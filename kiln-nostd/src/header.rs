@@ -1,7 +1,7 @@
 //! The 64-byte directory header and the regions it implies (check steps 1 to 7).
 
-use crate::bytes::{first_nonzero, u64_from, usize_from, usize_sat};
-use crate::error::{fail, Result, Rule};
+use crate::bytes::{first_nonzero, u64_from, usize_from};
+use crate::error::{fail, fail_at, Result, Rule};
 use crate::limits::Limits;
 
 /// Directory magic.
@@ -174,7 +174,7 @@ impl Header {
 /// Step 5: the directory (header, descriptors, heap) ends inside the `avail` bytes at hand.
 pub(crate) fn check_directory_fits(heap_end: u64, avail: u64) -> Result<()> {
     if heap_end > avail {
-        return fail(Rule::DirectoryTruncated, usize_sat(avail));
+        return fail_at(Rule::DirectoryTruncated, avail);
     }
     Ok(())
 }
@@ -182,7 +182,7 @@ pub(crate) fn check_directory_fits(heap_end: u64, avail: u64) -> Result<()> {
 /// Step 6, the length: the block ends inside the `avail` bytes at hand.
 pub(crate) fn check_block_fits(block_len: u64, avail: u64) -> Result<()> {
     if block_len > avail {
-        return fail(Rule::BlockTruncated, usize_sat(avail));
+        return fail_at(Rule::BlockTruncated, avail);
     }
     Ok(())
 }

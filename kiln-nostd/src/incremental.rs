@@ -29,7 +29,7 @@ use crate::bytes::{first_above_one, u64_from, usize_from, usize_from_u32, usize_
 use crate::descriptor::RawDescriptor;
 use crate::directory::{check_prefix, Block, Descriptors, PrefixVerdict};
 use crate::dtype::DType;
-use crate::error::{fail, Error, Result, Rule};
+use crate::error::{fail_at, Error, Result, Rule};
 use crate::header::{self, Header, Regions, HEADER_LEN, MAGIC};
 use crate::limits::Limits;
 use crate::views::Directory;
@@ -440,7 +440,7 @@ impl<'m, 's> Incremental<'m, 's> {
             if self.standalone && to.saturating_add(walk.payload_base) > walk.block_len {
                 // Step 12: every earlier step is settled once the block is whole.
                 walk.verdict_at_end()?;
-                return fail(Rule::TrailingBytes, usize_sat(walk.block_len));
+                return fail_at(Rule::TrailingBytes, walk.block_len);
             }
             if to.saturating_add(walk.payload_base) >= walk.block_len {
                 walk.verdict_at_end()?;
@@ -467,11 +467,10 @@ impl<'m, 's> Incremental<'m, 's> {
     pub fn finish(mut self) -> Result<Summary> {
         self.settle();
         let fed = self.fed;
-        let avail = usize_sat(fed);
         let Some(sizes) = self.sizes else {
             // Steps 1 and 2: a wrong magic is certain at 4 bytes; else too short.
             // No header yet: a wrong magic is the fault, else the block is too short.
-            return Err(self.fault.unwrap_or(Error::new(Rule::HeaderTruncated, avail)));
+            return Err(self.fault.unwrap_or(Error::at(Rule::HeaderTruncated, fed)));
         };
         if let Some(e) = self.fault.filter(|e| is_header_fault(e.rule())) {
             return Err(e); // steps 2 to 4
@@ -490,7 +489,7 @@ impl<'m, 's> Incremental<'m, 's> {
                 Ok(Summary { header: sizes.header, block_len, payload_base: walk.payload_base })
             }
             // Cannot happen: the prefix is in (fed >= block_len) and faultless.
-            None => fail(Rule::BlockTruncated, avail),
+            None => fail_at(Rule::BlockTruncated, fed),
         }
     }
 }
@@ -579,7 +578,7 @@ impl Walk {
             if let Some((bytes, at)) = window(chunk, from, to, self.gap_from, start).filter(|_| gap) {
                 if let Some(k) = bytes.iter().position(|&b| b != 0) {
                     let abs = self.payload_base.saturating_add(at).saturating_add(u64_from(k));
-                    return fail(Rule::NonzeroGap, usize_sat(abs));
+                    return fail_at(Rule::NonzeroGap, abs);
                 }
             }
             if to <= start {
@@ -607,7 +606,7 @@ impl Walk {
 
     /// Step 11's byte checks on the part of tensor `self.next` at payload offset `at`.
     fn check_elements(&mut self, d: &RawDescriptor, bytes: &[u8], at: u64, end: u64) {
-        let abs = |k: usize| usize_sat(self.payload_base.saturating_add(at).saturating_add(u64_from(k)));
+        let abs = |k: usize| self.payload_base.saturating_add(at).saturating_add(u64_from(k));
         let bad = match d.dtype() {
             Some(DType::Bool) => first_above_one(bytes).map(|k| (Rule::BoolByte, k)),
             Some(DType::I4 | DType::U4 | DType::E2M1) => {
@@ -624,7 +623,7 @@ impl Walk {
             _ => None,
         };
         if let Some((rule, k)) = bad {
-            self.values = Some((self.next, Error::new(rule, abs(k))));
+            self.values = Some((self.next, Error::at(rule, abs(k))));
             self.element_fault = true;
         }
     }

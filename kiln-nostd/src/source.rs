@@ -469,7 +469,7 @@ impl<'s> Options<'s> {
             }
         }
         if !embedded && len > block_len {
-            return Err(SourceError::Kiln(Error::new(Rule::TrailingBytes, regions.block_len)));
+            return Err(SourceError::Kiln(Error::at(Rule::TrailingBytes, block_len)));
         }
         Ok(Opened {
             prefix: mem,
@@ -627,7 +627,7 @@ fn read_span<S: ReadAt>(
     }
     // Bool bytes anywhere; a packed tail only where the tensor ends.
     if raw.dtype() == Some(DType::Bool) || to == raw.byte_length() {
-        descriptor::check_elements(raw, dst, usize_sat(at))?;
+        descriptor::check_elements(raw, dst, at)?;
     }
     Ok(dst.len())
 }

@@ -306,3 +306,76 @@ fn the_prefix_directory_has_the_tensor_table_without_payload() {
         assert!(t.bytes().is_empty() && !w.bytes().is_empty());
     }
 }
+
+/// A block larger than a 32-bit address space, fed by a caller that skips
+/// what no rule reads: its faults come out at their exact `u64` offsets
+/// (the i686 and wasm32 builds would saturate a `usize` offset at 4 GiB - 1).
+#[test]
+fn faults_past_4_gib_have_exact_offsets() {
+    use kiln_nostd::descriptor::Descriptor;
+    use kiln_nostd::layout;
+    const GIB: u64 = 1 << 30;
+    // u8[5 GiB + 3], a 61-byte gap, then bool[3]: no names.
+    let huge = 5 * GIB + 3;
+    let mut place = layout::Placement::new();
+    let tensor = |dtype: DType, len: u64, place: &mut layout::Placement| {
+        let mut shape = [0u64; 8];
+        shape[0] = len;
+        let byte_offset = place.place(len).unwrap();
+        use kiln_nostd::descriptor::{NO_AXIS, NO_INDEX, NO_NAME};
+        Descriptor {
+            dtype: dtype.code(),
+            rank: 1,
+            name_off: NO_NAME,
+            layout_off: NO_NAME,
+            quant_axis: NO_AXIS,
+            scale_index: NO_INDEX,
+            outer_index: NO_INDEX,
+            byte_offset,
+            byte_length: len,
+            shape,
+            ..Descriptor::default()
+        }
+    };
+    let descs = [tensor(DType::U8, huge, &mut place), tensor(DType::Bool, 3, &mut place)];
+    let header = layout::header(2, 0, place.payload_bytes(), false);
+    let base = layout::payload_base(2, 0).unwrap();
+    let block_len = header.block_len().unwrap();
+    let mut prefix = vec![0u8; base as usize];
+    prefix[..64].copy_from_slice(&header.encode());
+    for (i, d) in descs.iter().enumerate() {
+        prefix[64 + 128 * i..][..128].copy_from_slice(&d.encode());
+    }
+    let gap_at = base + huge; // the first gap byte
+    let bools_at = base + descs[1].byte_offset;
+    assert!(gap_at > u64::from(u32::MAX));
+
+    // Feeds the prefix, then skips to each needed byte and feeds it from `byte_at`.
+    let run = |byte_at: &dyn Fn(u64) -> u8, end: u64| -> Result<(), Error> {
+        let mut mem = vec![0u8; base as usize];
+        let mut v = Incremental::new(&mut mem);
+        v.feed(&prefix)?;
+        let mut pos = base;
+        while pos < end {
+            let need = v.next_needed().min(end);
+            if need > pos {
+                pos += v.skip(need - pos)?;
+            } else {
+                v.feed(&[byte_at(pos)])?;
+                pos += 1;
+            }
+        }
+        v.finish().map(|_| ())
+    };
+    let clean = |at: u64| u8::from(at >= bools_at);
+    assert_eq!(run(&clean, block_len), Ok(()));
+    let e = run(&|at| if at == gap_at + 10 { 7 } else { clean(at) }, block_len).unwrap_err();
+    assert_eq!((e.rule(), e.offset_u64()), (kiln_nostd::Rule::NonzeroGap, gap_at + 10));
+    let e = run(&|at| if at == bools_at + 2 { 2 } else { clean(at) }, block_len).unwrap_err();
+    assert_eq!((e.rule(), e.offset_u64()), (kiln_nostd::Rule::BoolByte, bools_at + 2));
+    let e = run(&clean, block_len - 1).unwrap_err();
+    assert_eq!((e.rule(), e.offset_u64()), (kiln_nostd::Rule::BlockTruncated, block_len - 1));
+    let e = run(&clean, block_len + 5).unwrap_err();
+    assert_eq!((e.rule(), e.offset_u64()), (kiln_nostd::Rule::TrailingBytes, block_len));
+    assert_eq!(e.offset(), usize::try_from(block_len).unwrap_or(usize::MAX), "offset() saturates only where it must");
+}

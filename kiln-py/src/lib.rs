@@ -60,7 +60,7 @@ fn with_fields(py: Python<'_>, err: PyErr, e: Error) -> PyErr {
     let v = err.value(py);
     let set = || -> PyResult<()> {
         v.setattr("code", e.code().as_str())?;
-        v.setattr("offset", e.offset())?;
+        v.setattr("offset", e.offset_u64())?;
         v.setattr("rule", e.rule().id())?;
         v.setattr("description", e.rule().description())?;
         Ok(())

@@ -1,6 +1,6 @@
 // Progressive loading: a block arriving in chunks (fetch, File.stream()).
 
-import { Check, KilnError, checkWhole, exactFault, headerInfo, limitsOf, readHead } from './validate.js';
+import { Check, KilnError, checkWhole, headerInfo, limitsOf, readHead } from './validate.js';
 import { Directory, INTERNAL } from './directory.js';
 
 function toBytes(chunk) {
@@ -151,7 +151,7 @@ export class DirectoryLoader {
         try {
           table = this._check.finish();
         } catch (e) {
-          throw this._exact(e);
+          throw e;
         }
         this._release();
         const bytes = this._buffer.subarray(0, Math.min(this._received, this._buffer.length));
@@ -326,33 +326,9 @@ export class DirectoryLoader {
         e = f;
       }
     }
-    throw this._exact(e ?? c.error());
+    throw e ?? c.error();
   }
 
-  // A byte-rule fault past 4 GiB (a buffer that large: Chromium)
-  // comes from wasm32's core at 4294967295: its exact offset, found by
-  // rechecking the bytes kept with a zeroed tail (validate.js exactFault),
-  // the block as declared (bytes not received yet taken as zero too).
-  _exact(e) {
-    const buf = this._buffer;
-    const info = this._info;
-    if (buf === null || info === null || info.blockLength < 0) return e;
-    const blockEnd = this._start + info.blockLength;
-    const have = Math.min(buf.length, this._received);
-    return exactFault(e, have, (cut) => {
-      const c = new Check(info, this._limits, this._need, { start: this._start });
-      try {
-        if (c.pump(buf, 0, Math.min(cut, have)) && c.passUnknown(blockEnd)) c.finish();
-        else throw c.error();
-        return null;
-      } catch (f) {
-        if (f instanceof KilnError) return f;
-        throw f;
-      } finally {
-        c.free();
-      }
-    });
-  }
 
   _fail(e) {
     this._error = e;

@@ -1,6 +1,6 @@
 // Range-request loading: the directory of a remote file, then single tensors.
 
-import { Check, HEAD_WINDOW, KilnError, exactFault, headerInfo, limitsOf, readHead } from './validate.js';
+import { Check, HEAD_WINDOW, KilnError, headerInfo, limitsOf, readHead } from './validate.js';
 import { Directory, INTERNAL } from './directory.js';
 
 function parseContentRange(value) {
@@ -182,34 +182,15 @@ export class RemoteDirectory extends Directory {
   }
 
   // The check of the file with the bytes at hand (the first bytes and the
-  // fetched `segments`), the rest taken as zero; a fault past 4 GiB at its
-  // exact offset.
+  // fetched `segments`), the rest taken as zero.
   _check(segments) {
     const sorted = [...segments].sort((a, b) => a.at - b.at);
-    try {
-      this._run(sorted, Infinity);
-    } catch (e) {
-      throw exactFault(e, this.size, (cut) => {
-        try {
-          this._run(sorted, cut);
-          return null;
-        } catch (f) {
-          if (f instanceof KilnError) return f;
-          throw f;
-        }
-      });
-    }
-  }
-
-  // One check; bytes from file offset `cut` on are taken as zero.
-  _run(sorted, cut) {
     const c = new Check(this._info, this._limits, this.size, { reuse: true, start: this._start });
     try {
-      let ok = c.pump(this._bytes, 0, Math.min(this._bytes.length, cut));
+      let ok = c.pump(this._bytes, 0, this._bytes.length);
       for (const s of sorted) {
-        const end = Math.min(s.at + s.bytes.length, cut);
-        if (!ok || end <= s.at) break;
-        ok = c.passUnknown(s.at) && c.pump(s.bytes, s.at, end);
+        if (!ok) break;
+        ok = c.passUnknown(s.at) && c.pump(s.bytes, s.at, s.at + s.bytes.length);
       }
       ok = ok && c.passUnknown(this.size);
       if (!ok) c.count(this.size);

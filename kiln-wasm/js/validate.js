@@ -322,35 +322,6 @@ export class Check {
   }
 }
 
-/** The largest offset wasm32's core reports: offsets of faults past it saturate there. */
-export const SATURATED = 2 ** 32 - 1;
-
-/**
- * The fault `e` at its exact offset when the core reported it saturated (a
- * byte rule past 4 GiB on wasm32: the core's offsets are `usize`), else `e`.
- * `recheck(cut)` runs the same check again with every byte from file offset
- * `cut` on taken as zero, and returns its KilnError (or null). Zeros break no
- * byte rule (gap, bool, packed nibble), so the same fault is reported while
- * `cut` lies past its byte and is gone once `cut` reaches it: a binary search
- * over `cut` finds the byte in about 33 rechecks, however the rules rank faults.
- */
-export function exactFault(e, size, recheck) {
-  if (!(e instanceof KilnError) || e.offset !== SATURATED || size <= SATURATED) return e;
-  const same = (cut) => {
-    const f = recheck(cut);
-    return f !== null && f.code === e.code && f.rule === e.rule && f.offset === SATURATED;
-  };
-  let lo = SATURATED; // the fault's byte is at or after it: cutting here removes the fault
-  let hi = size; // nothing cut: the fault is there
-  if (same(lo) || !same(hi)) return e; // not a byte rule, or not a byte at hand: none to find
-  while (hi - lo > 1) {
-    const mid = Math.floor((lo + hi) / 2);
-    if (same(mid)) hi = mid;
-    else lo = mid;
-  }
-  return new KilnError(e.code, hi - 1, e.rule, e.description, e.inTypeText);
-}
-
 /**
  * Checks a whole file held in memory, a plain directory or a model file (by
  * content, as kiln_nostd::model::parse_any): {table, head} (head from

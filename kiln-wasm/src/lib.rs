@@ -62,7 +62,7 @@ pub mod model;
 pub mod table;
 pub mod validator;
 
-use conv::{addr, f64_of, i32_of, u64_of, u64_of_f64, usize_sat};
+use conv::{addr, f64_of, i32_of, u64_of_f64, usize_sat};
 use validator::Session;
 
 /// An error as JavaScript sees it.
@@ -82,7 +82,7 @@ impl From<Error> for ErrorInfo {
     fn from(e: Error) -> Self {
         ErrorInfo {
             code: e.code().as_str(),
-            offset: u64_of(e.offset()),
+            offset: e.offset_u64(),
             rule: e.rule().id(),
             description: e.rule().description(),
         }

@@ -60,27 +60,6 @@ pub fn need(head: &[u8], limits: &Limits) -> Need {
     }
 }
 
-/// The core's error with its offset as a `u64`. On wasm32 the core's offsets
-/// are `usize` and saturate at 4 GiB - 1; where the true value is known here
-/// (the input's end for EOF, the block length for TRAILING) it is put back.
-/// Other offsets past 4 GiB stay saturated at 4,294,967,295.
-fn with_offset(e: Error, fed: u64, block_len: Option<u64>) -> ErrorInfo {
-    let mut info = ErrorInfo::from(e);
-    if e.offset() == usize::MAX && usize::BITS < 64 {
-        match e.rule() {
-            Rule::TrailingBytes => info.offset = block_len.unwrap_or(info.offset),
-            Rule::BlockTruncated | Rule::DirectoryTruncated | Rule::HeaderTruncated => info.offset = fed,
-            _ => {}
-        }
-    }
-    info
-}
-
-fn block_len_of(v: &Incremental<'_, '_>) -> Option<u64> {
-    let h = v.header()?;
-    layout::payload_base(h.tensor_count, h.name_bytes)?.checked_add(h.payload_bytes)
-}
-
 /// Zeros fed for needed bytes that are not at hand.
 static ZEROS: [u8; 16384] = [0; 16384];
 
@@ -208,22 +187,15 @@ impl Session {
         self.inner = Some(v);
     }
 
-    fn block_len(&self) -> Option<u64> {
-        self.inner.as_ref().and_then(block_len_of)
-    }
-
     fn record(&mut self, e: Error) -> ErrorInfo {
-        let info = self.located(with_offset(e, self.fed(), self.block_len()));
+        let info = self.located(ErrorInfo::from(e));
         self.error = Some(info);
         info
     }
 
-    /// A core error's block offset made absolute in the file. A saturated
-    /// offset (a fault past 4 GiB on wasm32) stays as it is.
+    /// A core error's block offset made absolute in the file.
     fn located(&self, mut info: ErrorInfo) -> ErrorInfo {
-        if info.offset != u64::from(u32::MAX) || usize::BITS == 64 {
-            info.offset = info.offset.saturating_add(self.start);
-        }
+        info.offset = info.offset.saturating_add(self.start);
         info
     }
 
@@ -319,14 +291,14 @@ impl Session {
     /// The verdict on all the bytes fed: the table, or the core's error.
     pub fn finish(&mut self) -> Result<&[u32], ErrorInfo> {
         self.table();
-        let (fed, block_len) = (self.fed(), self.block_len());
+        let fed = self.fed();
         let Some(v) = self.inner.take() else { return Err(self.gone()) };
         self.fed_at_end = fed;
         match v.finish() {
             Ok(_) if self.table_built => Ok(&self.table),
             Ok(_) => Err(self.gone()),
             Err(e) => {
-                let info = self.located(with_offset(e, fed, block_len));
+                let info = self.located(ErrorInfo::from(e));
                 self.error = Some(info);
                 Err(info)
             }

@@ -158,7 +158,7 @@ impl Fail {
         match self {
             Fail::Kiln(e) => {
                 let (id, text) = texts::rule_texts(e.rule());
-                out.offset = u64::try_from(e.offset()).unwrap_or(u64::MAX);
+                out.offset = e.offset_u64();
                 out.rule = id.as_ptr();
                 out.description = text.as_ptr();
             }

@@ -74,7 +74,7 @@ impl Verdict {
                     "SCHEMA" => KILN_SCHEMA,
                     other => panic!("unknown code {other}"),
                 };
-                Verdict { code, offset: e.offset() as u64, rule: e.rule().id().to_owned() }
+                Verdict { code, offset: e.offset_u64(), rule: e.rule().id().to_owned() }
             }
         }
     }

@@ -83,7 +83,7 @@ pub fn at(offset: impl TryInto<u64>, message: impl fmt::Display) -> anyhow::Erro
 /// A core reader's error (HK) at its offset, with its code and rule.
 pub fn core(err: kiln_nostd::Error) -> anyhow::Error {
     anyhow::Error::new(At {
-        offset: u64::try_from(err.offset()).unwrap_or(u64::MAX),
+        offset: err.offset_u64(),
         code: Some(err.code().as_str()),
         rule: Some(err.rule().id()),
         message: format!("{}: {}", err.code().as_str(), err.rule().description()),

@@ -405,7 +405,7 @@ impl std::fmt::Display for VerifyError {
 
 fn core_verify(e: kiln_nostd::Error) -> VerifyError {
     VerifyError {
-        offset: u64::try_from(e.offset()).ok(),
+        offset: Some(e.offset_u64()),
         message: format!("{}: {} (rule {})", e.code().as_str(), e.rule().description(), e.rule().id()),
     }
 }
