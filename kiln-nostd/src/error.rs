@@ -358,34 +358,41 @@ rules! {
 
 /// A rejected input: code, absolute byte offset, and the rule that failed.
 ///
-/// `Error` is `Copy` and small, so firmware can keep and log it freely. The
-/// offset is kept as a `u64`: a block checked in pieces
+/// `Error` is `Copy` and 8 bytes on every target, so firmware can keep and
+/// log it freely and checks return it in registers. Offsets are exact up to
+/// 2^48 - 1 (256 TiB) everywhere: a block checked in pieces
 /// ([`Incremental`](crate::Incremental), [`source`](crate::source)) can be
-/// larger than a 32-bit target's address space, and its faults still say
-/// exactly where they are ([`offset_u64`](Self::offset_u64)).
+/// larger than a 32-bit device's or wasm32's address space, and its faults
+/// still say exactly where they are ([`offset_u64`](Self::offset_u64)).
 ///
 /// ```
 /// let err = kiln_nostd::Directory::parse(b"KLNT").unwrap_err();
 /// assert_eq!(err.code(), kiln_nostd::ErrorCode::Eof);
 /// assert_eq!(err.offset(), 4);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Error {
+    // The offset in two parts: 48 bits in two words on 32-bit targets.
+    lo: u32,
+    hi: u16,
     rule: Rule,
-    offset: u64,
 }
+
+/// Offsets saturate here (256 TiB), past any stream a block arrives in.
+const OFFSET_MAX: u64 = (1 << 48) - 1;
 
 impl Error {
     /// An error for `rule` at absolute byte `offset`.
     pub const fn new(rule: Rule, offset: usize) -> Self {
-        Error { rule, offset: u64_from(offset) }
+        Self::at(rule, u64_from(offset))
     }
 
     /// An error for `rule` at absolute byte `offset` of a stream or source
-    /// that may be larger than the address space.
+    /// that may be larger than the address space (saturating at 2^48 - 1).
+    #[allow(clippy::as_conversions)] // the two parts of a value below 2^48
     pub const fn at(rule: Rule, offset: u64) -> Self {
-        Error { rule, offset }
+        let v = if offset > OFFSET_MAX { OFFSET_MAX } else { offset };
+        Error { lo: v as u32, hi: (v >> 32) as u16, rule }
     }
 
     /// The spec's error code.
@@ -399,12 +406,13 @@ impl Error {
     /// an offset past `usize::MAX` (a block fed in pieces) saturates there;
     /// [`offset_u64`](Self::offset_u64) has it exactly.
     pub fn offset(&self) -> usize {
-        usize_sat(self.offset)
+        usize_sat(self.offset_u64())
     }
 
-    /// The absolute byte offset, never saturated.
+    /// The absolute byte offset, not limited by the address space.
+    #[allow(clippy::as_conversions)] // widening; `From` is not const
     pub const fn offset_u64(&self) -> u64 {
-        self.offset
+        (self.hi as u64) << 32 | self.lo as u64
     }
 
     /// The rule that failed.
@@ -415,13 +423,27 @@ impl Error {
     /// The same error with its offset moved by `base` (used when a block is
     /// checked in a sub-slice of the caller's buffer).
     pub(crate) const fn shifted(self, base: usize) -> Self {
-        Error { rule: self.rule, offset: self.offset.saturating_add(u64_from(base)) }
+        Self::at(self.rule, self.offset_u64().saturating_add(u64_from(base)))
+    }
+}
+
+// By hand: the offset is one number.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error").field("rule", &self.rule).field("offset", &self.offset_u64()).finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Error {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "Error {{ rule: {}, offset: {} }}", self.rule, self.offset_u64());
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} at byte {}: {}", self.code(), self.offset, self.rule.description())
+        write!(f, "{} at byte {}: {}", self.code(), self.offset_u64(), self.rule.description())
     }
 }
 
@@ -438,4 +460,27 @@ pub(crate) const fn fail<T>(rule: Rule, at: usize) -> Result<T> {
 /// `fail` for an offset in a stream or source, which may pass `usize::MAX`.
 pub(crate) const fn fail_at<T>(rule: Rule, at: u64) -> Result<T> {
     Err(Error::at(rule, at))
+}
+
+// Two words on 32-bit targets, one on 64-bit ones.
+const _: () = assert!(core::mem::size_of::<Error>() == 8);
+
+#[cfg(test)]
+mod tests {
+    use super::{Error, Rule, OFFSET_MAX};
+
+    #[test]
+    fn offsets_are_exact_to_48_bits_and_saturate_past() {
+        for v in [0, 1, u64::from(u32::MAX), 1 << 32, 6 << 30, (5 << 30) + 13, OFFSET_MAX] {
+            assert_eq!(Error::at(Rule::NonzeroGap, v).offset_u64(), v);
+        }
+        assert_eq!(Error::at(Rule::NonzeroGap, OFFSET_MAX + 1).offset_u64(), OFFSET_MAX);
+        assert_eq!(Error::at(Rule::NonzeroGap, u64::MAX).offset_u64(), OFFSET_MAX);
+        let e = Error::at(Rule::BoolByte, 1 << 32).shifted(7);
+        assert_eq!((e.rule(), e.offset_u64()), (Rule::BoolByte, (1 << 32) + 7));
+        assert_eq!(e.offset(), usize::try_from((1u64 << 32) + 7).unwrap_or(usize::MAX));
+        extern crate std;
+        assert_eq!(std::format!("{e:?}"), "Error { rule: BoolByte, offset: 4294967303 }");
+        assert_eq!(std::format!("{e}"), "TYPE at byte 4294967303: a bool element is not 0 or 1");
+    }
 }
