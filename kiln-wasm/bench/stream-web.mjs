@@ -1,5 +1,5 @@
 // DirectoryLoader over an in-memory stream, for Chromium (index.html): the
-// same three functions as stream.mjs (drain, read + keep, loader), over a
+// same functions as stream.mjs (drain, read + keep, arrayBuffer, loader), over a
 // block held in memory and streamed in 1 MiB chunks by a source that copies
 // each chunk out of it, as a network stack hands over fresh bytes:
 //   byte   a byte stream: the source copies into the view a BYOB read hands
@@ -67,6 +67,10 @@ export async function runStreamWeb(kiln, totalBytes, { rounds = 5, log = () => {
         at += value.length;
       }
     };
+    // What a page does without the loader: the whole body, then parseDirectory.
+    fns[`${kind} arrayBuffer`] = async () => {
+      if ((await new Response(stream()).arrayBuffer()).byteLength !== length) throw new Error('arrayBuffer: short');
+    };
     fns[`${kind} loader`] = async () => {
       const d = await new kiln.DirectoryLoader({ totalLength: length }).consume(stream());
       if (d.length !== 10000) throw new Error('loader: wrong directory');
@@ -85,6 +89,7 @@ export async function runStreamWeb(kiln, totalBytes, { rounds = 5, log = () => {
   const ratios = Object.fromEntries(Object.keys(streams).map((kind) => [kind, {
     loaderOverDrain: med[`${kind} loader`] / med[`${kind} drain`],
     loaderOverReadKeep: med[`${kind} loader`] / med[`${kind} read + keep`],
+    loaderOverArrayBuffer: med[`${kind} loader`] / med[`${kind} arrayBuffer`],
   }]));
   return { bytes: length, medianMs: med, ratios, samples: ms };
 }
@@ -94,8 +99,8 @@ export function formatStreamWeb(s) {
   const m = s.medianMs;
   const lines = [`DirectoryLoader over a ${(s.bytes / 1048576).toFixed(0)} MiB in-memory stream (1 MiB chunks), medians of ${s.samples['byte drain'].length}:`];
   for (const [kind, r] of Object.entries(s.ratios)) {
-    lines.push(`  ${kind.padEnd(5)} drain ${m[`${kind} drain`].toFixed(0)} ms | read + keep ${m[`${kind} read + keep`].toFixed(0)} ms | loader ${m[`${kind} loader`].toFixed(0)} ms`
-      + ` -> loader/drain ${r.loaderOverDrain.toFixed(2)}x, loader/(read + keep) ${r.loaderOverReadKeep.toFixed(2)}x`);
+    lines.push(`  ${kind.padEnd(5)} drain ${m[`${kind} drain`].toFixed(0)} ms | read + keep ${m[`${kind} read + keep`].toFixed(0)} ms | arrayBuffer ${m[`${kind} arrayBuffer`].toFixed(0)} ms | loader ${m[`${kind} loader`].toFixed(0)} ms`
+      + ` -> loader/drain ${r.loaderOverDrain.toFixed(2)}x, loader/(read + keep) ${r.loaderOverReadKeep.toFixed(2)}x, loader/arrayBuffer ${r.loaderOverArrayBuffer.toFixed(2)}x`);
   }
   return lines.join('\n');
 }

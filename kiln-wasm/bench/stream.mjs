@@ -11,6 +11,8 @@
 //   read + keep  read every chunk into one ArrayBuffer of the file's length
 //                (default reader, one copy per chunk: what any reader that
 //                keeps the bytes does)
+//   arrayBuffer  await new Response(stream).arrayBuffer(): the usual way to
+//                read a whole body (fetch's response.arrayBuffer())
 //   loader       new DirectoryLoader({totalLength}).consume(stream)
 //   loader byob  the same with the BYOB path forced on (byte stream only;
 //                the loader does not take it in Node 20: see streamReading)
@@ -21,6 +23,7 @@ import { createReadStream, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Readable } from 'node:stream';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -99,6 +102,10 @@ export async function runStream(kiln, totalBytes, { rounds = 5, log = () => {} }
           at += value.length;
         }
       };
+      // What a page does without the loader: the whole body, then parseDirectory.
+      fns[`${kind} arrayBuffer`] = async () => {
+        if ((await new Response(stream()).arrayBuffer()).byteLength !== length) throw new Error('arrayBuffer: short');
+      };
       fns[`${kind} loader`] = () => loader(stream());
     }
     // Node 20's BYOB transfers cost a GC each: a 1 GiB stream takes seconds; a smaller one shows the trend.
@@ -129,6 +136,7 @@ export async function runStream(kiln, totalBytes, { rounds = 5, log = () => {} }
       loaderOverDrain: med[`${kind} loader`] / med[`${kind} drain`],
       loaderOverReadKeep: med[`${kind} loader`] / med[`${kind} read + keep`],
       loaderOverDrainPlusTouch: med[`${kind} loader`] / (med[`${kind} drain`] + med.touch),
+      loaderOverArrayBuffer: med[`${kind} loader`] / med[`${kind} arrayBuffer`],
     }]));
     const medianMs = medians(ms);
     const medianCpuMs = medians(cpu);
@@ -145,11 +153,20 @@ export function formatStream(s) {
   const x = (r) => `${r.toFixed(2)}x`;
   for (const kind of Object.keys(s.ratios)) {
     const [r, c] = [s.ratios[kind], s.cpuRatios[kind]];
-    lines.push(`  ${kind.padEnd(5)} drain ${t(`${kind} drain`)} ms | read + keep ${t(`${kind} read + keep`)} ms | loader ${t(`${kind} loader`)} ms`);
+    lines.push(`  ${kind.padEnd(5)} drain ${t(`${kind} drain`)} ms | read + keep ${t(`${kind} read + keep`)} ms | arrayBuffer ${t(`${kind} arrayBuffer`)} ms | loader ${t(`${kind} loader`)} ms`);
     lines.push(`        loader/drain ${x(r.loaderOverDrain)}; ${x(c.loaderOverDrain)} | loader/(read + keep) ${x(r.loaderOverReadKeep)}; ${x(c.loaderOverReadKeep)}`
-      + ` | loader/(drain + touch) ${x(r.loaderOverDrainPlusTouch)}; ${x(c.loaderOverDrainPlusTouch)}`);
+      + ` | loader/(drain + touch) ${x(r.loaderOverDrainPlusTouch)}; ${x(c.loaderOverDrainPlusTouch)}`
+      + ` | loader/arrayBuffer ${x(r.loaderOverArrayBuffer)}; ${x(c.loaderOverArrayBuffer)}`);
   }
   lines.push(`  touch (first write to each page of a fresh buffer of the file's length) ${t('touch')} ms`);
   if (s.medianMs['byte loader byob'] !== undefined) lines.push(`  byte loader with BYOB forced on (Node 20) ${t('byte loader byob')} ms`);
   return lines.join('\n');
+}
+
+// Run alone: node --max-old-space-size=4096 kiln-wasm/bench/stream.mjs [rounds]
+// (after kiln-wasm/build.sh; bench/node.mjs runs it with the other benchmarks).
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const kiln = await import('../pkg/index.js');
+  const s = await runStream(kiln, 1 << 30, { rounds: Number(process.argv[2] ?? 5), log: console.log });
+  console.log(formatStream(s));
 }
