@@ -274,8 +274,9 @@ pub fn run(model: &'static [u8], slot_b: &mut [u8], chk: &mut Checks) {
         },
         Case {
             what: "(c) a samples.correct byte -> 2",
-            // Step 11 (bool bytes) comes after every gap (step 10): certain at the block's end.
-            corrupt: Some((bool_at, 2, Error::new(Rule::BoolByte, bool_at), n)),
+            // Step 11 (bool bytes) comes after every gap (step 10); the bool
+            // tensor is last, so no gap follows: certain when the byte arrives.
+            corrupt: Some((bool_at, 2, Error::new(Rule::BoolByte, bool_at), packet_of(bool_at))),
         },
         Case { what: "(d) intact", corrupt: None },
     ];

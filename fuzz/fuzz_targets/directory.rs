@@ -6,7 +6,9 @@
 //! byte for byte; an error offset lies inside the buffer (or at its end for
 //! EOF); every name of an accepted block is found through the index; the
 //! incremental validator, fed the input in chunks whose lengths are drawn
-//! from the input's own bytes, gives the same verdict (code, offset, rule).
+//! from the input's own bytes, gives the same verdict (code, offset, rule),
+//! and an error it reports before the input's end is certain: the rest of
+//! the input as all zeros, or all 0xFF, gives Parser the same verdict.
 #![no_main]
 
 use kiln_fuzz::{check_directory, check_error};
@@ -28,7 +30,17 @@ fuzz_target!(|data: &[u8]| {
     let fro = frozen::validate(data, &schema, &Limits::DEFAULT, false);
     assert_eq!(plain.as_ref().err(), fro.as_ref().err(), "Parser and frozen::validate disagree");
 
-    assert_eq!(incremental(data), plain.as_ref().map(|_| ()).map_err(|e| *e), "Incremental and Parser disagree");
+    let (verdict, early) = incremental(data);
+    assert_eq!(verdict, plain.as_ref().map(|_| ()).map_err(|e| *e), "Incremental and Parser disagree");
+    if let (Some((end, e)), Err(want)) = (early, &plain) {
+        if e == *want {
+            for fill in [0x00, 0xff] {
+                let mut other = data.to_vec();
+                other[end..].fill(fill);
+                assert_eq!(Parser::new().parse(&other).err(), Some(e), "reported after {end} bytes, before it was certain");
+            }
+        }
+    }
 
     match plain {
         Ok(dir) => {
@@ -46,18 +58,21 @@ fuzz_target!(|data: &[u8]| {
 });
 
 /// The incremental verdict, chunk lengths 1 to 97 taken from the input's
-/// bytes, so the fuzzer steers the chunking along with the block.
-fn incremental(data: &[u8]) -> Result<(), kiln_nostd::Error> {
+/// bytes, so the fuzzer steers the chunking along with the block; and the
+/// first error `feed` returned, with the bytes fed until then.
+fn incremental(data: &[u8]) -> (Result<(), kiln_nostd::Error>, Option<(usize, kiln_nostd::Error)>) {
     let need = Incremental::prefix_len(data.get(..64).unwrap_or(&[]), &Limits::DEFAULT).ok().flatten().unwrap_or(64);
     let mut prefix = vec![0u8; need.min(data.len() + 64).max(64)];
     let mut v = Incremental::new(&mut prefix);
-    let (mut at, mut k) = (0usize, 0usize);
+    let (mut at, mut k, mut early) = (0usize, 0usize, None);
     while at < data.len() {
         let n = 1 + usize::from(data[k % data.len()]) % 97;
         k = k.wrapping_add(7);
         let end = (at + n).min(data.len());
-        let _ = v.feed(&data[at..end]);
+        if let (Err(e), None) = (v.feed(&data[at..end]), early) {
+            early = Some((end, e));
+        }
         at = end;
     }
-    v.finish().map(|_| ())
+    (v.finish().map(|_| ()), early)
 }

@@ -923,9 +923,10 @@ int kiln_incremental_init(struct kiln_incremental *v,
 /**
  * Takes the next chunk (any size, 0 included). Returns `KILN_OK` with
  * `*progress` (may be NULL) set to a `KILN_PROGRESS_*` value, or the
- * format error at the first chunk after which the block is certainly
- * rejected (with `*err` filled; it is the verdict for the complete block,
- * unless the stream ends early: `kiln_incremental_finish` then reports EOF).
+ * format error at the first chunk after which the verdict is certain: no
+ * byte still to come could hold a fault the check order puts first (with
+ * `*err` filled; it is the verdict for the complete block, unless the
+ * stream ends early: `kiln_incremental_finish` then reports EOF).
  *
  * # Safety
  * `v` a `kiln_incremental` filled by `kiln_incremental_init`; `chunk[0..len]` readable;

@@ -7,7 +7,7 @@
 use crate::descriptor::{self, field_at, AT_BYTE_OFFSET};
 use crate::directory::{check_values, Block};
 use crate::error::{fail, Error, Result, Rule};
-use crate::names::{self, same_bytes, NameCursor, Table};
+use crate::names::{self, NameWalk, Table};
 use crate::ranges;
 
 /// Steps 8 to 11 in the spec's order: the first fault, or the filled name
@@ -39,23 +39,8 @@ pub(crate) fn step8<'s>(
         descriptor::check_reserved(raw, i)?;
     }
     names::check_flag_on_empty(descs.count, has_names)?;
-    let name_of = |i| descs.name(&heap, i);
     let (mut table, spare) = Table::claim(scratch, descs.count, has_names);
-    let mut cursor = NameCursor::default();
-    for (i, raw) in descs.raws.iter().enumerate() {
-        cursor.check(heap, raw, i, has_names)?;
-        if has_names {
-            let repeated = match table.as_mut() {
-                Some(t) => t.insert(i, seed, name_of).is_some(),
-                None => (0..i).any(|k| same_bytes(name_of(k), name_of(i))),
-            };
-            if repeated {
-                return fail(Rule::DuplicateName, names::duplicate_at(i));
-            }
-        }
-        cursor.check_layout(heap, raw, i, || names::names_total(descs.raws))?;
-    }
-    cursor.check_heap_total(heap)?;
+    NameWalk::default().walk(&descs, heap, heap.bytes.len(), has_names, table.as_mut(), seed)?;
     Ok((table, spare))
 }
 

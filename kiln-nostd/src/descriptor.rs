@@ -416,10 +416,35 @@ pub(crate) fn check_reserved(raw: &RawDescriptor, index: usize) -> Result<()> {
     if raw.reserved == 0 && u128::from_ne_bytes(raw.reserved_tail) == 0 {
         return Ok(()); // the usual case, in two compares
     }
-    if raw.reserved != 0 {
+    check_reserved_start(bytemuck::bytes_of(raw), index)
+}
+
+/// Step 8a over `raws`, descriptors `first..` of the block: the first
+/// nonzero reserved byte. Most blocks have none, so the reserved fields are
+/// OR-ed together first (no branch per descriptor) and searched only when
+/// that finds a set bit. For the incremental validator's second pass over
+/// descriptors arriving in pieces; step 8 keeps its plain loop (on bare
+/// metal it is the accepting path, and the loop is smaller).
+pub(crate) fn check_reserved_all(raws: &[RawDescriptor], first: usize) -> Result<()> {
+    let any = raws.iter().fold(0u128, |acc, r| acc | u128::from(r.reserved) | u128::from_ne_bytes(r.reserved_tail));
+    if any == 0 {
+        return Ok(());
+    }
+    for (k, raw) in raws.iter().enumerate() {
+        check_reserved(raw, first.saturating_add(k))?;
+    }
+    Ok(())
+}
+
+/// Step 8a on the first bytes of descriptor `index`: all 128, or as many as
+/// have arrived (the incremental validator judges a reserved byte as it
+/// comes). Byte 3, then bytes 112..128, where present.
+pub(crate) fn check_reserved_start(bytes: &[u8], index: usize) -> Result<()> {
+    if bytes.get(AT_RESERVED).is_some_and(|&b| b != 0) {
         return fail(Rule::DescriptorReserved, field_at(index, AT_RESERVED));
     }
-    match first_nonzero(&raw.reserved_tail) {
+    // Before byte 112 has arrived there is no tail to judge.
+    match first_nonzero(bytes.get(AT_RESERVED_TAIL..DESCRIPTOR_LEN.min(bytes.len())).unwrap_or(&[])) {
         Some(i) => fail(Rule::DescriptorReserved, field_at(index, AT_RESERVED_TAIL.saturating_add(i))),
         None => Ok(()),
     }

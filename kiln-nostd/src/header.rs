@@ -87,27 +87,14 @@ impl Header {
         let Some(magic) = block.first_chunk::<4>() else {
             return fail(Rule::HeaderTruncated, block.len());
         };
-        if *magic != MAGIC {
-            return fail(Rule::DirectoryMagic, 0);
-        }
+        check_start(magic)?;
         let Some(head) = block.first_chunk::<HEADER_LEN>() else {
             return fail(Rule::HeaderTruncated, block.len());
         };
+        check_start(head)?;
         let head: &RawHeader = bytemuck::cast_ref(head);
-        if head.version != VERSION {
-            return fail(Rule::DirectoryVersion, AT_VERSION);
-        }
-        let flags = head.flags;
-        if flags & !(FLAG_NAMES | FLAG_LITTLE_ENDIAN) != 0 {
-            return fail(Rule::UnknownFlag, AT_FLAGS);
-        }
-        if flags & FLAG_LITTLE_ENDIAN == 0 {
-            return fail(Rule::LittleEndianFlagClear, AT_FLAGS);
-        }
-        check_zero(&head.reserved, AT_RESERVED)?;
-        check_zero(&head.reserved_tail, AT_RESERVED_TAIL)?;
         Ok(Header {
-            flags,
+            flags: head.flags,
             tensor_count: u32::from_le_bytes(head.tensor_count),
             name_bytes: u32::from_le_bytes(head.name_bytes),
             payload_bytes: u64::from_le_bytes(head.payload_bytes),
@@ -185,6 +172,35 @@ pub(crate) fn check_block_fits(block_len: u64, avail: u64) -> Result<()> {
         return fail_at(Rule::BlockTruncated, avail);
     }
     Ok(())
+}
+
+/// Steps 1 and 2 as far as the first bytes of a header decide them: the
+/// magic, version, flag and reserved bytes present in `start` (at most the
+/// 64 header bytes), in the spec's order. Absent bytes are not judged, so a
+/// fault found here is the verdict whatever follows; the incremental
+/// validator reports it at the byte that shows it. A short header's EOF is
+/// the caller's.
+pub(crate) fn check_start(start: &[u8]) -> Result<()> {
+    let magic = start.len().min(MAGIC.len());
+    if start.get(..magic) != MAGIC.get(..magic) {
+        return fail(Rule::DirectoryMagic, 0);
+    }
+    if let Some(&version) = start.get(AT_VERSION) {
+        if version != VERSION {
+            return fail(Rule::DirectoryVersion, AT_VERSION);
+        }
+    }
+    if let Some(&flags) = start.get(AT_FLAGS) {
+        if flags & !(FLAG_NAMES | FLAG_LITTLE_ENDIAN) != 0 {
+            return fail(Rule::UnknownFlag, AT_FLAGS);
+        }
+        if flags & FLAG_LITTLE_ENDIAN == 0 {
+            return fail(Rule::LittleEndianFlagClear, AT_FLAGS);
+        }
+    }
+    // Where the range is not there yet, `get` finds nothing to judge.
+    check_zero(start.get(AT_RESERVED..start.len().min(AT_COUNT)).unwrap_or(&[]), AT_RESERVED)?;
+    check_zero(start.get(AT_RESERVED_TAIL..start.len().min(HEADER_LEN)).unwrap_or(&[]), AT_RESERVED_TAIL)
 }
 
 fn check_zero(bytes: &[u8], at: usize) -> Result<()> {

@@ -7,6 +7,7 @@
 
 use crate::bytes::{usize_from_u32, usize_sat};
 use crate::descriptor::{field_at, RawDescriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, NO_NAME};
+use crate::directory::Descriptors;
 use crate::error::{fail, Result, Rule};
 use crate::header::AT_FLAGS;
 
@@ -112,6 +113,33 @@ impl NameCursor {
         Ok(())
     }
 
+    /// The heap range [`check`](Self::check) reads for descriptor `raw`'s
+    /// name (UTF-8): `None` when its verdict needs no heap byte (no name, or
+    /// a fault its fields show). The incremental validator waits for these
+    /// bytes before it judges the name.
+    pub fn name_span(&self, heap: Heap<'_>, raw: &RawDescriptor, names_flag: bool) -> Option<(usize, usize)> {
+        let (off, len) = raw.name_field();
+        if !names_flag || len == 0 {
+            return None;
+        }
+        span(heap, self.cursor, off, len)
+    }
+
+    /// The heap range [`check_layout`](Self::check_layout) reads, as
+    /// [`name_span`](Self::name_span) for the name.
+    pub fn layout_span(
+        &self,
+        heap: Heap<'_>,
+        raw: &RawDescriptor,
+        names_total: impl FnOnce() -> usize,
+    ) -> Option<(usize, usize)> {
+        let (off, len) = raw.layout_field();
+        if len == 0 {
+            return None;
+        }
+        span(heap, self.layout_cursor.unwrap_or_else(names_total), off, len)
+    }
+
     /// Step 8, last rule: the names and layout names fill the heap exactly.
     pub fn check_heap_total(&self, heap: Heap<'_>) -> Result<()> {
         // Fallback: no layout names: the heap ends after the tensor names.
@@ -120,6 +148,103 @@ impl NameCursor {
             return fail(Rule::HeapHole, heap.at.saturating_add(end));
         }
         Ok(())
+    }
+}
+
+/// Step 8c descriptor by descriptor (its name rules and uniqueness, then its
+/// layout rules), then step 8d: the order of spec/kiln-v2.md section 14.
+///
+/// Resumable: given only the first `known` bytes of the heap, it stops where
+/// the next rule would read a byte that is not there yet, after judging the
+/// part of that entry which is (so the incremental validator reports a name
+/// fault as soon as the bytes show it). Given the whole heap it runs through.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct NameWalk {
+    /// The next descriptor to judge.
+    next: usize,
+    /// Its name rules and uniqueness passed; its layout rules are next.
+    named: bool,
+    cursor: NameCursor,
+}
+
+impl NameWalk {
+    /// True before the walk has put any name into a table.
+    pub fn at_start(&self) -> bool {
+        self.next == 0 && !self.named
+    }
+
+    /// Walks on over `descs` as far as the first `known` heap bytes allow.
+    /// Uniqueness uses `table` (in descriptor order), or compares every
+    /// earlier name without one. Inlined: the parser's copy, given the
+    /// whole heap, then carries none of the partial-heap code, and no frame
+    /// of its own under the caller's (firmware stack budget: 1 KiB).
+    #[inline(always)]
+    pub fn walk(
+        &mut self,
+        descs: &Descriptors<'_>,
+        heap: Heap<'_>,
+        known: usize,
+        names_flag: bool,
+        mut table: Option<&mut Table<'_>>,
+        seed: u64,
+    ) -> Result<()> {
+        let name_of = |i| descs.name(&heap, i);
+        let names_total = || names_total(descs.raws);
+        // The whole heap (the parser's case) never waits for a byte.
+        let partial = known < heap.bytes.len();
+        while let Some(raw) = descs.raws.get(self.next) {
+            let i = self.next;
+            if !self.named {
+                if partial {
+                    if let Some(verdict) = self.arrived(heap, raw, known, names_flag, None) {
+                        return verdict;
+                    }
+                }
+                self.cursor.check(heap, raw, i, names_flag)?;
+                if names_flag {
+                    let repeated = match table.as_deref_mut() {
+                        Some(t) => t.insert(i, seed, name_of).is_some(),
+                        None => (0..i).any(|k| same_bytes(name_of(k), name_of(i))),
+                    };
+                    if repeated {
+                        return fail(Rule::DuplicateName, duplicate_at(i));
+                    }
+                }
+                self.named = true;
+            }
+            if partial {
+                if let Some(verdict) = self.arrived(heap, raw, known, names_flag, Some(descs.raws)) {
+                    return verdict;
+                }
+            }
+            self.cursor.check_layout(heap, raw, i, names_total)?;
+            self.named = false;
+            self.next = self.next.saturating_add(1);
+        }
+        self.cursor.check_heap_total(heap)
+    }
+
+    /// Before descriptor `raw`'s name (or, given every descriptor, its
+    /// layout name) is judged on a partial heap: `Some` verdict when the
+    /// entry's bytes are not all in yet (a fault its first bytes show, or
+    /// `Ok` to wait), `None` when the rules can run. Kept out of
+    /// [`walk`](Self::walk)'s frame: firmware parses with the walk, and
+    /// its stack budget is 1 KiB.
+    #[cold]
+    #[inline(never)]
+    fn arrived(
+        &self,
+        heap: Heap<'_>,
+        raw: &RawDescriptor,
+        known: usize,
+        names_flag: bool,
+        layout_of: Option<&[RawDescriptor]>,
+    ) -> Option<Result<()>> {
+        let (span, utf8) = match layout_of {
+            None => (self.cursor.name_span(heap, raw, names_flag), Rule::NameUtf8),
+            Some(raws) => (self.cursor.layout_span(heap, raw, || names_total(raws)), Rule::LayoutUtf8),
+        };
+        span.filter(|s| s.1 > known).map(|span| check_utf8_start(heap, span, known, utf8))
     }
 }
 
@@ -152,6 +277,29 @@ fn take(heap: Heap<'_>, cursor: usize, off: u16, len: u16, i: usize, field: usiz
         return fail(utf8, heap.at.saturating_add(cursor).saturating_add(bad));
     }
     Ok(cursor.saturating_add(bytes.len()))
+}
+
+/// The bytes [`take`] reads for an entry: those of the entry, when it starts
+/// at the cursor and fits the heap (else its fault needs no byte).
+fn span(heap: Heap<'_>, cursor: usize, off: u16, len: u16) -> Option<(usize, usize)> {
+    let start = usize::from(off);
+    let end = start.checked_add(usize::from(len))?;
+    (start == cursor && end <= heap.bytes.len()).then_some((start, end))
+}
+
+/// Step 8's UTF-8 rule on the part of a heap entry that has arrived (heap
+/// bytes below `known`; `span` from [`NameCursor::name_span`] or
+/// [`NameCursor::layout_span`]): the fault those bytes show whatever
+/// follows (an invalid sequence, not one cut short), at the offset
+/// [`take`] reports for the whole entry.
+fn check_utf8_start(heap: Heap<'_>, span: (usize, usize), known: usize, utf8: Rule) -> Result<()> {
+    let (start, end) = span;
+    // An entry with no byte in yet has nothing to judge.
+    let bytes = heap.bytes.get(start..end.min(known)).unwrap_or(&[]);
+    match core::str::from_utf8(bytes) {
+        Err(e) if e.error_len().is_some() => fail(utf8, heap.at.saturating_add(start).saturating_add(e.valid_up_to())),
+        _ => Ok(()),
+    }
 }
 
 /// A hash for name bytes. Word-at-a-time multiply-rotate: fast for short
@@ -274,9 +422,17 @@ pub(crate) struct Table<'s> {
 impl<'s> Table<'s> {
     /// A cleared table, or `None` when the scratch is too small for `count`.
     pub fn new(scratch: &'s mut [u32], count: usize) -> Option<Table<'s>> {
+        scratch.get_mut(..slots_for(count)?.checked_mul(2)?)?.fill(0);
+        Table::resume(scratch, count)
+    }
+
+    /// The table [`new`](Self::new) made in `scratch` for `count` names,
+    /// holding what was inserted since: for a check that goes on as more
+    /// names arrive. Inlined, so [`new`](Self::new) is one function.
+    #[inline(always)]
+    pub fn resume(scratch: &'s mut [u32], count: usize) -> Option<Table<'s>> {
         let want = slots_for(count)?;
         let words = scratch.get_mut(..want.checked_mul(2)?)?;
-        words.fill(0);
         let slots: &mut [[u32; 2]] = bytemuck::try_cast_slice_mut(words).ok()?;
         Some(Table { slots, mask: want.wrapping_sub(1), shift: 64u32.saturating_sub(want.trailing_zeros()) })
     }
@@ -309,9 +465,31 @@ impl<'s> Table<'s> {
         count: usize,
         has_names: bool,
     ) -> (Option<Table<'s>>, Option<&'s mut [u32]>) {
+        Table::claim_as(scratch, count, has_names, true)
+    }
+
+    /// [`claim`](Self::claim), keeping what the table held ([`resume`](Self::resume)).
+    pub fn claim_kept(
+        scratch: Option<&'s mut [u32]>,
+        count: usize,
+        has_names: bool,
+    ) -> (Option<Table<'s>>, Option<&'s mut [u32]>) {
+        Table::claim_as(scratch, count, has_names, false)
+    }
+
+    // Inlined, so each caller's `clear` is a constant and the parser's
+    // `claim` is as small as a function of its own.
+    #[inline(always)]
+    fn claim_as(
+        scratch: Option<&'s mut [u32]>,
+        count: usize,
+        has_names: bool,
+        clear: bool,
+    ) -> (Option<Table<'s>>, Option<&'s mut [u32]>) {
+        let fits = |s: &[u32]| slots_for(count).and_then(|n| n.checked_mul(2)).is_some_and(|n| n <= s.len());
         match scratch {
-            Some(s) if has_names && slots_for(count).and_then(|n| n.checked_mul(2)).is_some_and(|n| n <= s.len()) => {
-                (Table::new(s, count), None)
+            Some(s) if has_names && fits(s) => {
+                (if clear { Table::new(s, count) } else { Table::resume(s, count) }, None)
             }
             other => (None, other),
         }

@@ -173,16 +173,192 @@ fn faults_are_reported_where_they_become_certain() {
     let mut v = Incremental::new(&mut prefix);
     assert!(v.feed(&m[..base + 10]).is_ok());
     assert_eq!(v.feed(&m[base + 10..base + 11]).unwrap_err().rule(), kiln_nostd::Rule::NonzeroGap);
-    // A bad bool byte: only once every later gap passed (step 10 comes first).
+    // A bad bool byte: once the last gap passed (a gap fault would come
+    // first), at payload byte 128, before the last tensor's 24 bytes.
     let mut m = b.clone();
     m[base] = 2;
     let mut v = Incremental::new(&mut prefix);
-    assert!(v.feed(&m[..m.len() - 1]).is_ok());
-    assert_eq!(v.feed(&m[m.len() - 1..]).unwrap_err().rule(), kiln_nostd::Rule::BoolByte);
+    assert!(v.feed(&m[..base + 127]).is_ok());
+    assert_eq!(v.feed(&m[base + 127..base + 128]).unwrap_err().rule(), kiln_nostd::Rule::BoolByte);
+    // A bad quantization field, with no gap or element byte before the
+    // tensor to come: once the prefix is in, not at the block's end.
+    let w = [0u8; 64];
+    let q = cases::write(&[TensorSpec::new(DType::F32, &[16], &w), TensorSpec::new(DType::F32, &[16], &w)]);
+    let q_base = Parser::new().parse(&q).unwrap().payload_start();
+    let mut m = q.clone();
+    m[64 + 16] = 7; // descriptor 0's quant_scheme
+    let mut v = Incremental::new(&mut prefix);
+    assert!(v.feed(&m[..q_base - 1]).is_ok());
+    let e = v.feed(&m[q_base - 1..q_base]).unwrap_err();
+    assert_eq!((e.rule(), e), (kiln_nostd::Rule::UnknownQuantScheme, Parser::new().parse(&m).unwrap_err()));
     // Truncated after a certain fault: EOF, as Parser says for those bytes.
     let mut v = Incremental::new(&mut prefix);
     let _ = v.feed(&m[..m.len() - 1]);
     assert_eq!(v.finish().unwrap_err(), Parser::new().parse(&m[..m.len() - 1]).unwrap_err());
+}
+
+/// Byte values the oracle below tries where a byte may still change: the
+/// boundaries the rules look at, and the byte flipped.
+const PROBES: [u8; 7] = [0x00, 0x01, 0x02, 0x7f, 0x80, 0xc0, 0xff];
+
+/// Parser's verdict `want` on all of `b` (a complete block, with or without
+/// trailing bytes) is certain after its first `k` bytes: no bytes after them
+/// give another verdict, whether the stream ends with the block or goes on
+/// as `b` does (ending earlier is truncation: EOF, from `finish`). In the
+/// payload every rule is "this byte is zero" or "at most 1" or "its high
+/// nibble is zero", so all zeros and all 0xFF bound every continuation.
+/// Before the payload the fields decide, and single-byte changes are the
+/// witnesses: each probe value, the template's byte and the magic's.
+fn certain(b: &[u8], template: Option<&[u8]>, k: usize, want: Error) -> bool {
+    let h = kiln_nostd::Header::parse(b).ok();
+    let heap_end = h.map_or(64, |h| (h.directory_bytes as usize).saturating_add(64));
+    let base = heap_end.checked_next_multiple_of(64).unwrap_or(usize::MAX);
+    if want.rule() == kiln_nostd::Rule::PayloadSizeOverflow {
+        // No block is ever complete: LIMIT once the directory is in, EOF before.
+        return k >= heap_end;
+    }
+    let block_len = h.map_or(b.len(), |h| base.saturating_add(h.payload_bytes as usize));
+    let mut lens = vec![b.len()];
+    if k <= block_len && block_len < b.len() {
+        lens.push(block_len);
+    }
+    let differs = |c: &[u8]| parser_verdict(c, Limits::DEFAULT, true) != Err(want);
+    for len in lens {
+        let mut c = b[..len].to_vec();
+        for fill in [0x00u8, 0xff] {
+            c[k..].fill(fill);
+            if differs(&c) {
+                return false;
+            }
+        }
+        // The rest of the magic, and the rest as the template has it.
+        for (i, &m) in b"KLNT".iter().enumerate().skip(k) {
+            c[i] = m;
+        }
+        if k < 4 && differs(&c) {
+            return false;
+        }
+        if let Some(t) = template {
+            c[k..].copy_from_slice(&t[k..len]);
+            if differs(&c) {
+                return false;
+            }
+        }
+        c[k..].copy_from_slice(&b[k..len]);
+        if differs(&c) {
+            return false;
+        }
+        for p in k..len.min(base) {
+            let extra = [template.and_then(|t| t.get(p).copied()), b"KLNT".get(p).copied()];
+            for v in PROBES.into_iter().chain(extra.into_iter().flatten()).chain([b[p] ^ 1]) {
+                c[p] = v;
+                if differs(&c) {
+                    return false;
+                }
+            }
+            c[p] = b[p];
+        }
+    }
+    true
+}
+
+/// Where the first error comes, feeding `b` in `chunking`: the end of the
+/// call that returned it (bytes fed and passed over), and the error.
+fn first_error(b: &[u8], chunking: Chunking, scratch: bool) -> Option<(usize, Error)> {
+    let mut prefix = vec![0u8; b.len().max(64)];
+    let count = kiln_nostd::Header::peek_count(b).unwrap_or(0).min(1 << 16);
+    let mut s = vec![0u32; kiln_nostd::scratch_len(count)];
+    let v = Incremental::new(&mut prefix);
+    let mut v = if scratch { v.scratch(&mut s) } else { v };
+    let mut rng = Rng(match chunking {
+        Chunking::Random(seed) => seed | 1,
+        _ => 1,
+    });
+    let mut pos = 0;
+    while pos < b.len() {
+        if let Chunking::Skipping(_) = chunking {
+            let gap = (v.next_needed().saturating_sub(pos as u64)).min((b.len() - pos) as u64) as usize;
+            if gap > 0 {
+                pos += gap;
+                if let Err(e) = v.skip(gap as u64) {
+                    return Some((pos, e));
+                }
+                continue;
+            }
+        }
+        let n = match chunking {
+            Chunking::Whole => b.len() - pos,
+            Chunking::Fixed(n) | Chunking::Skipping(n) => n.min(b.len() - pos),
+            Chunking::Random(_) => 1 + rng.below((b.len() - pos).min(300)),
+        };
+        pos += n;
+        if let Err(e) = v.feed(&b[pos - n..pos]) {
+            return Some((pos, e));
+        }
+    }
+    None
+}
+
+/// A fault is reported with the byte after which it is certain, exactly:
+/// fed one byte at a time, the first error comes with byte `k` where the
+/// verdict is certain after `k` bytes and not after `k - 1` (the oracle
+/// above, which knows nothing of the validator). In every other chunking it
+/// comes with the chunk that holds byte `k`. Goldens, check-order and
+/// regression cases, and mutated blocks; `KILN_EARLY_CASES` sets how many.
+#[test]
+fn faults_come_with_the_byte_that_makes_them_certain() {
+    let cases: usize = std::env::var("KILN_EARLY_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(600);
+    let mut inputs: Vec<(String, Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+    if !cfg!(miri) {
+        for f in cases::case_files() {
+            inputs.extend(json_cases(&f).into_iter().map(|(name, b)| (name, b, None)));
+        }
+    }
+    let mut rng = Rng(0x0ea5_1e57);
+    let templates = templates();
+    for k in 0..if cfg!(miri) { 6 } else { cases } {
+        let t = &templates[k % templates.len()];
+        let mut b = t.clone();
+        for _ in 0..1 + rng.below(2) {
+            mutate(&mut rng, &mut b);
+        }
+        inputs.push((format!("mutated {k}"), b, Some(t.clone())));
+    }
+    let (mut checked, mut in_prefix) = (0, 0);
+    for (name, b, template) in &inputs {
+        let Err(want) = parser_verdict(b, Limits::DEFAULT, true) else { continue };
+        if want.code() == kiln_nostd::ErrorCode::Eof {
+            continue; // a truncated block: nothing is certain before `finish`
+        }
+        let template = template.as_deref().filter(|t| t.len() == b.len());
+        let (k, got) = first_error(b, Chunking::Fixed(1), true)
+            .unwrap_or_else(|| panic!("{name}: a fault of the complete block is reported by feed: {want}"));
+        assert_eq!(got, want, "{name}: {}", hex(b));
+        // Interpreted under Miri: the validator's paths only, not the oracle's thousands of parses.
+        let oracle = |k| certain(b, template, k, want);
+        assert!(cfg!(miri) || oracle(k), "{name}: reported after byte {k}, before it is certain: {want}, {}", hex(b));
+        assert!(
+            cfg!(miri) || !oracle(k - 1),
+            "{name}: certain after byte {}, reported after {k}: {want}, {}",
+            k - 1,
+            hex(b)
+        );
+        for c in [Chunking::Fixed(7), Chunking::Fixed(4096), Chunking::Random(k as u64), Chunking::Skipping(5)] {
+            for scratch in [true, false] {
+                let (end, e) = first_error(b, c, scratch).expect("reported");
+                assert_eq!(e, want, "{name}: {c:?}");
+                assert!(end >= k, "{name}: {c:?} reported at {end}, before byte {k}");
+                if let Chunking::Fixed(n) = c {
+                    assert!(end < k + n, "{name}: {c:?} reported at {end}, after the chunk with byte {k}");
+                }
+            }
+        }
+        checked += 1;
+        in_prefix +=
+            usize::from(kiln_nostd::Header::parse(b).is_ok_and(|h| (k as u64) < h.directory_bytes.saturating_add(64)));
+    }
+    println!("{checked} faulty blocks, {in_prefix} of them certain inside the directory");
+    assert!(cfg!(miri) || checked > cases / 3, "{checked} checked");
 }
 
 /// Prefix memory: the table needs only the prefix, and too little memory is
@@ -264,22 +440,24 @@ fn skipping_reads_only_the_bytes_that_decide() {
     block[at] = 2;
     let mut v = Incremental::new(&mut prefix);
     let mut pos = 0usize;
-    let mut verdict = Ok(Progress::Header);
-    while pos < block.len() && verdict.is_ok() {
+    let verdict = loop {
         let need = v.next_needed().min(block.len() as u64) as usize;
-        if need > pos {
-            // Passing the last gap makes the bool fault certain.
-            verdict = v.skip((need - pos) as u64).map(|n| {
-                pos += n as usize;
-                Progress::Payload
-            });
+        let r = if need > pos {
+            v.skip((need - pos) as u64).map(|n| pos += n as usize)
         } else {
             let end = (pos + 64).min(block.len());
-            verdict = v.feed(&block[pos..end]);
+            let r = v.feed(&block[pos..end]).map(|_| ());
             pos = end;
+            r
+        };
+        if let Err(e) = r {
+            break e;
         }
-    }
-    assert_eq!(v.finish().unwrap_err(), Parser::new().parse(&block).unwrap_err());
+    };
+    assert_eq!(verdict, Parser::new().parse(&block).unwrap_err());
+    // Certain once the gap after "b" passed: where "v" starts, not at the end.
+    let v_at = Parser::new().parse(&block).unwrap_err().offset(); // the bool byte
+    assert_eq!(pos, v_at + 64, "reported with the chunk that ends the last gap");
 }
 
 /// The tensor table a prefix directory hands out: every descriptor field, and

@@ -234,7 +234,7 @@ export interface LoaderOptions extends ParseOptions {
 /**
  * Checks a file (a plain directory or a model file, by content) as it arrives in chunks, with the core's
  * incremental validator: the tensor table (and a model file's metadata) as soon as the directory is in,
- * faults at the first chunk after which the file is certainly invalid, and at `end()` the verdict
+ * faults at the first chunk after which the verdict is certain, and at `end()` the verdict
  * parseDirectory gives for all the bytes pushed. The payload is copied once, into the loader's buffer (the
  * views of the result borrow it); wasm memory holds only the directory and a model file's metadata.
  */

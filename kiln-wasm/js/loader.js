@@ -59,8 +59,9 @@ const BYOB_FIRST = 65536;
  * verdict parseDirectory gives for the concatenated bytes, and a Directory
  * whose views borrow that buffer.
  *
- * A fault is thrown by the first push after which the block is certainly
- * invalid, so a damaged download can be cancelled. It is the verdict for the
+ * A fault is thrown by the first push after which the verdict is certain (no
+ * byte still to come could hold a fault the spec orders first), so a damaged
+ * download can be cancelled. It is the verdict for the
  * block as declared; had the stream also been cut short, a whole-buffer
  * parse would have said EOF instead (pass `totalLength` when the size is
  * known, e.g. File.size or Content-Length, and that case is exact too).

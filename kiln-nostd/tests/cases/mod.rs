@@ -94,7 +94,34 @@ pub fn templates() -> Vec<Vec<u8>> {
         ],
         vec![],
     ];
-    sets.iter().map(|specs| write(specs)).collect()
+    let mut blocks: Vec<Vec<u8>> = sets.iter().map(|specs| write(specs)).collect();
+    blocks.push(no_padding());
+    blocks
+}
+
+/// A named block whose heap (names, a two-byte character, a layout name)
+/// ends on a 64-byte boundary: no padding, so the descriptor and name rules
+/// decide a fault before the prefix is complete (the incremental validator
+/// reports it there). Gaps, bool bytes and an odd packed tail as above.
+pub fn no_padding() -> Vec<u8> {
+    let f32s: Vec<u8> = (0..24u8).collect();
+    let nib = [0x21u8, 0x03];
+    let fixed = ["alpha", "βeta.flags", "gamma.q", "o"];
+    let layout = "Q4_K";
+    let used: usize = fixed.iter().map(|n| n.len()).sum::<usize>() + layout.len();
+    let last = format!("delta{}", "x".repeat(64 - used - 5));
+    let specs = vec![
+        TensorSpec::new(DType::F32, &[2, 3], &f32s).named(fixed[0]),
+        TensorSpec::new(DType::Bool, &[5], &[1, 0, 1, 1, 0]).named(fixed[1]),
+        TensorSpec::new(DType::U4, &[3], &nib).named(fixed[2]),
+        TensorSpec::opaque(4096, layout, 4, &[8], &[0; 8]).named(fixed[3]),
+        TensorSpec::new(DType::F32, &[6], &f32s).named(&last),
+    ];
+    let b = write(&specs);
+    let heap_end = 64 + 5 * 128 + 64;
+    assert_eq!(u32::from_le_bytes(b[12..16].try_into().unwrap()), 64, "a 64-byte heap");
+    assert_eq!(b[heap_end..heap_end + 24], f32s[..], "no padding: the payload starts at the heap's end");
+    b
 }
 
 /// The canonical block of `specs`.

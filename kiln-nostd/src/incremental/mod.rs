@@ -25,14 +25,17 @@
 //! # Ok::<(), kiln_nostd::Error>(())
 //! ```
 
-use crate::bytes::{first_above_one, u64_from, usize_from, usize_from_u32, usize_sat};
-use crate::descriptor::RawDescriptor;
+mod payload;
+mod prefix;
+
+use crate::bytes::{u64_from, usize_from, usize_from_u32, usize_sat};
 use crate::directory::{check_prefix, Block, Descriptors, PrefixVerdict};
-use crate::dtype::DType;
 use crate::error::{fail_at, Error, Result, Rule};
-use crate::header::{self, Header, Regions, HEADER_LEN, MAGIC};
+use crate::header::{self, Header, Regions, HEADER_LEN};
 use crate::limits::Limits;
+use crate::names::NameWalk;
 use crate::views::Directory;
+use payload::{Data, Open, Walk};
 
 /// How far an [`Incremental`] has got, after a chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,8 +73,8 @@ pub struct Summary {
 /// Memory: the caller's prefix buffer (at least `payload_base` bytes: 64 +
 /// 128 per tensor + the name heap, rounded up to 64; see
 /// [`Incremental::prefix_len`]) and optional name scratch, as for
-/// [`Parser::scratch`](crate::Parser::scratch); its own state is a few
-/// words. A chunk costs time in proportion to the tensor boundaries it
+/// [`Parser::scratch`](crate::Parser::scratch); its own state is 200 bytes
+/// on a 32-bit microcontroller (256 on a 64-bit host). A chunk costs time in proportion to the tensor boundaries it
 /// crosses and the bool or gap bytes it holds, not to its length.
 ///
 /// A prefix longer than that memory is refused with LIMIT
@@ -80,10 +83,16 @@ pub struct Summary {
 /// [`Parser`](crate::Parser) would for those bytes.
 ///
 /// [`feed`](Self::feed) returns an error at the first chunk after which the
-/// block is certainly rejected. That error is the verdict for the complete
-/// block; should the stream then end before the block does, the spec's
-/// order makes the verdict EOF (a truncated block is checked first), which
-/// [`finish`](Self::finish) reports. Feeding after an error only counts bytes.
+/// verdict for the complete block is certain: no byte still to come could
+/// hold a fault the spec orders first. A nonzero gap byte, a wrong header
+/// byte or padding byte is reported in the chunk that holds it; a bad bool
+/// byte once no gap byte is left to come (a gap fault would win); a bad
+/// descriptor once the prefix is in, or with no padding to come, once its
+/// bytes are (on bare-metal targets, a name's fault then still waits for
+/// the prefix's end: see the `prefix` module). Should the stream then end before
+/// the block does, the spec's order makes the verdict EOF (a truncated
+/// block is checked first), which [`finish`](Self::finish) reports. Feeding
+/// after an error only counts bytes.
 pub struct Incremental<'m, 's> {
     prefix: &'m mut [u8],
     scratch: Option<&'s mut [u32]>,
@@ -98,6 +107,8 @@ pub struct Incremental<'m, 's> {
     fault: Option<Error>,
     /// Set once the prefix is in and passed steps 7 to 9.
     walk: Option<Walk>,
+    /// Step 8c on a prefix still arriving (a block with no padding).
+    names: NameWalk,
 }
 
 /// The header's sizes after steps 1 to 4.
@@ -107,28 +118,6 @@ struct Sizes {
     heap_end: u64,
     /// (payload_base, block_len), or the step-6 overflow.
     ends: core::result::Result<(u64, u64), Error>,
-}
-
-/// The payload walk: which descriptor's gap or bytes come next.
-#[derive(Clone, Copy, Debug)]
-struct Walk {
-    payload_base: u64,
-    block_len: u64,
-    /// Descriptors whose gaps are checked: all, or those before the first
-    /// misplaced one.
-    upto: usize,
-    /// The next descriptor in stream order.
-    next: usize,
-    /// Its gap starts here (payload offset; the previous range's end).
-    gap_from: u64,
-    /// A step-10 fault of the descriptors, certain once the gaps before it passed.
-    misplaced: Option<Error>,
-    /// The first step-11 fault in descriptor order so far: (descriptor, error).
-    values: Option<(usize, Error)>,
-    /// `values` holds an element-byte fault (final: bytes stream in order),
-    /// not the descriptors' quantization fault (which an element fault of a
-    /// descriptor up to its own overrides).
-    element_fault: bool,
 }
 
 impl<'m, 's> Incremental<'m, 's> {
@@ -145,6 +134,7 @@ impl<'m, 's> Incremental<'m, 's> {
             sizes: None,
             fault: None,
             walk: None,
+            names: NameWalk::default(),
         }
     }
 
@@ -304,7 +294,7 @@ impl<'m, 's> Incremental<'m, 's> {
             return;
         }
         self.fault = self.check_whole_prefix(sizes, base, block_len).err();
-        if let (Some(mut walk), None) = (self.walk, self.fault) {
+        if let (Some(walk), None) = (self.walk, self.fault) {
             if self.fed >= block_len {
                 self.fault = walk.verdict_at_end().err();
             }
@@ -342,13 +332,14 @@ impl<'m, 's> Incremental<'m, 's> {
         }
     }
 
-    /// Steps 1 to 4 as the first 64 bytes arrive.
+    /// Steps 1 to 4 as the first 64 bytes arrive; a wrong magic, version,
+    /// flag or reserved byte at the byte that shows it.
     fn take_header(&mut self, chunk: &[u8]) -> usize {
         let used = self.copy_in(chunk, u64_from(HEADER_LEN));
         // The header's bytes are in prefix memory (fed < 64 here): never empty by fallback.
         let have = self.prefix.get(..usize_sat(self.fed).saturating_add(used)).unwrap_or(&[]);
-        if have.len() >= MAGIC.len() && have.get(..MAGIC.len()) != Some(&MAGIC[..]) {
-            self.fault = Some(Error::new(Rule::DirectoryMagic, 0));
+        if let Err(e) = header::check_start(have) {
+            self.fault = Some(e);
         } else if have.len() == HEADER_LEN {
             match Header::parse(have).and_then(|h| Ok((h, h.check_sizes(&self.limits)?))) {
                 Ok((header, heap_end)) => {
@@ -387,10 +378,17 @@ impl<'m, 's> Incremental<'m, 's> {
         }
     }
 
-    /// Collects the prefix (see [`settle`](Self::settle) for its check).
+    /// Collects the prefix (see [`settle`](Self::settle) for its check once
+    /// it is in), judging what a chunk that ends inside it already decides.
     fn take_prefix(&mut self, sizes: Sizes, chunk: &[u8]) -> usize {
         let end = sizes.ends.map_or(sizes.heap_end, |(base, _)| base);
-        self.copy_in(chunk, end)
+        let from = self.fed;
+        let used = self.copy_in(chunk, end);
+        let to = from.saturating_add(u64_from(used));
+        if let (Ok((base, _)), None, true) = (sizes.ends, self.fault, to < end) {
+            self.fault = self.check_arrived(&sizes, base, from, to).err();
+        }
+        used
     }
 
     fn check_whole_prefix(&mut self, sizes: Sizes, base: u64, block_len: u64) -> Result<()> {
@@ -400,27 +398,15 @@ impl<'m, 's> Incremental<'m, 's> {
         header::check_padding(prefix, regions.heap_end, regions.payload_base)?; // step 7
         let b = Block::new(prefix, &sizes.header, regions, false);
         let count = b.descs.count;
-        let (upto, misplaced, values, tight) = match check_prefix(&b, self.scratch.as_deref_mut(), self.seed) {
-            PrefixVerdict::Clean(tight) => (count, None, None, tight),
+        let open = match check_prefix(&b, self.scratch.as_deref_mut(), self.seed) {
+            PrefixVerdict::Clean(tight) => Open { upto: count, tight, misplaced: None, quant: None },
             PrefixVerdict::Certain(e) => return Err(e),
-            PrefixVerdict::Misplaced(i, e) => (i, Some(e), None, 0),
-            PrefixVerdict::Quant(i, e) => (count, None, Some((i, e)), 0),
+            PrefixVerdict::Misplaced(i, e) => Open { upto: i, tight: 0, misplaced: Some(e), quant: None },
+            PrefixVerdict::Quant(i, e) => Open { upto: count, tight: 0, misplaced: None, quant: Some((i, e)) },
         };
-        // The walk starts after the leading descriptors whose bytes decide nothing.
-        // Ranges of accepted descriptors do not overflow: the fallback is never taken.
-        let gap_from = tight.checked_sub(1).map_or(0, |last| b.descs.raw(last).range_end().unwrap_or(u64::MAX));
-        let walk = Walk {
-            payload_base: base,
-            block_len,
-            upto,
-            next: tight,
-            gap_from,
-            misplaced,
-            values,
-            element_fault: false,
-        };
-        // A misplacement of the first descriptor has no gap before it.
-        if let Some(e) = walk.certain_misplacement() {
+        let walk = Walk::new(&b.descs, base, block_len, open);
+        // A fault that no payload byte can precede is certain now.
+        if let Some(e) = walk.certain(0) {
             return Err(e);
         }
         self.walk = Some(walk);
@@ -435,15 +421,13 @@ impl<'m, 's> Incremental<'m, 's> {
         let from = self.fed.saturating_sub(walk.payload_base);
         let to = from.saturating_add(data.len());
         let descs = self.descriptors(&walk);
-        let result = walk.scan(&descs, data, from, to);
-        let result = result.and_then(|()| {
+        let result = walk.scan(&descs, data, from, to).and_then(|()| {
+            if let Some(e) = walk.certain(to) {
+                return Err(e);
+            }
             if self.standalone && to.saturating_add(walk.payload_base) > walk.block_len {
                 // Step 12: every earlier step is settled once the block is whole.
-                walk.verdict_at_end()?;
                 return fail_at(Rule::TrailingBytes, walk.block_len);
-            }
-            if to.saturating_add(walk.payload_base) >= walk.block_len {
-                walk.verdict_at_end()?;
             }
             Ok(())
         });
@@ -468,9 +452,16 @@ impl<'m, 's> Incremental<'m, 's> {
         self.settle();
         let fed = self.fed;
         let Some(sizes) = self.sizes else {
-            // Steps 1 and 2: a wrong magic is certain at 4 bytes; else too short.
-            // No header yet: a wrong magic is the fault, else the block is too short.
-            return Err(self.fault.unwrap_or(Error::at(Rule::HeaderTruncated, fed)));
+            return Err(match (self.fault, self.prefix.get(..usize_sat(fed))) {
+                (Some(e), _) if e.rule() == Rule::PrefixBufferTooSmall => e,
+                // Fewer than 64 bytes, all in prefix memory: Parser's verdict on
+                // them (too short, or a wrong magic once 4 bytes are in).
+                (_, Some(have)) if fed < u64_from(HEADER_LEN) => {
+                    Header::parse(have).err().unwrap_or(Error::at(Rule::HeaderTruncated, fed))
+                }
+                // A header fault (steps 2 to 4) stands whatever follows.
+                (fault, _) => fault.unwrap_or(Error::at(Rule::HeaderTruncated, fed)),
+            });
         };
         if let Some(e) = self.fault.filter(|e| is_header_fault(e.rule())) {
             return Err(e); // steps 2 to 4
@@ -484,7 +475,6 @@ impl<'m, 's> Incremental<'m, 's> {
         match self.walk {
             Some(walk) => {
                 // A block whose payload is empty never saw a payload chunk.
-                let mut walk = walk;
                 walk.verdict_at_end()?;
                 Ok(Summary { header: sizes.header, block_len, payload_base: walk.payload_base })
             }
@@ -509,191 +499,4 @@ fn is_header_fault(rule: Rule) -> bool {
             | Rule::DirectorySizeOverflow
             | Rule::DirectoryBytesMismatch
     )
-}
-
-impl Walk {
-    /// A misplacement is certain once every gap before its descriptor passed.
-    fn certain_misplacement(&self) -> Option<Error> {
-        self.misplaced.filter(|_| self.next >= self.upto)
-    }
-
-    /// The block offset of the next byte a check reads, at or after `fed`
-    /// (see [`Incremental::next_needed`]). Walks a copy of the state.
-    fn next_needed(mut self, descs: &Descriptors<'_>, fed: u64) -> u64 {
-        let fed = fed.max(self.payload_base);
-        let abs = |p: u64| self.payload_base.saturating_add(p);
-        while self.next < self.upto {
-            let d = descs.raw(self.next);
-            // Accepted ranges do not overflow: the fallback is never taken.
-            let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
-            if self.gap_from < start && abs(start) > fed {
-                return fed.max(abs(self.gap_from));
-            }
-            if self.reads_elements(d) && abs(end) > fed {
-                let first = match d.dtype() {
-                    Some(DType::Bool) => start,
-                    _ => end.saturating_sub(1), // an odd packed tensor's last byte
-                };
-                return fed.max(abs(first));
-            }
-            self.gap_from = end;
-            self.next = self.next.saturating_add(1);
-        }
-        u64::MAX
-    }
-
-    /// True when step 11 still reads this descriptor's bytes: while no
-    /// step-10 fault and no earlier element fault is known, for bool and
-    /// odd packed tensors, up to the descriptors' own step-11 fault.
-    fn reads_elements(&self, d: &RawDescriptor) -> bool {
-        if !has_byte_rules(d.dtype_code()) {
-            return false; // most tensors: one compare
-        }
-        // Accepted shapes do not overflow: the fallback is never taken (here and below).
-        let odd_packed =
-            matches!(d.dtype(), Some(DType::I4 | DType::U4 | DType::E2M1)) && d.element_count().unwrap_or(0) % 2 == 1;
-        let byte_rules = d.dtype() == Some(DType::Bool) || odd_packed;
-        let open = self.misplaced.is_none() && !self.element_fault;
-        open && byte_rules && d.byte_length() != 0 && self.values.is_none_or(|(i, _)| self.next <= i)
-    }
-
-    /// Checks the payload bytes `from..to` (payload offsets) held in `chunk`
-    /// (or passed over: see [`Incremental::skip`], which passes over none that a check reads).
-    fn scan(&mut self, descs: &Descriptors<'_>, chunk: Data<'_>, from: u64, to: u64) -> Result<()> {
-        while self.next < self.upto {
-            let d = descs.raw(self.next);
-            // Accepted ranges do not overflow: the fallback is never taken.
-            let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
-            // Most tensors need nothing: no gap before them, no byte rules.
-            if self.gap_from == start && self.misplaced.is_none() && !self.reads_elements(d) {
-                if to < end {
-                    return Ok(());
-                }
-                self.gap_from = end;
-                self.next = self.next.saturating_add(1);
-                continue;
-            }
-            // The gap before this descriptor (step 10).
-            let gap = self.gap_from < start;
-            if let Some((bytes, at)) = window(chunk, from, to, self.gap_from, start).filter(|_| gap) {
-                if let Some(k) = bytes.iter().position(|&b| b != 0) {
-                    let abs = self.payload_base.saturating_add(at).saturating_add(u64_from(k));
-                    return fail_at(Rule::NonzeroGap, abs);
-                }
-            }
-            if to <= start {
-                return Ok(()); // the chunk ends inside the gap
-            }
-            if self.next.saturating_add(1) >= self.upto {
-                if let Some(e) = self.misplaced {
-                    return Err(e); // every gap before the misplaced descriptor passed
-                }
-            }
-            // Its element bytes (step 11), only while no step-10 fault is known.
-            if self.reads_elements(d) {
-                if let Some((bytes, at)) = window(chunk, from, to, start, end) {
-                    self.check_elements(d, bytes, at, end);
-                }
-            }
-            if to < end {
-                return Ok(()); // the chunk ends inside this tensor
-            }
-            self.gap_from = end;
-            self.next = self.next.saturating_add(1);
-        }
-        Ok(())
-    }
-
-    /// Step 11's byte checks on the part of tensor `self.next` at payload offset `at`.
-    fn check_elements(&mut self, d: &RawDescriptor, bytes: &[u8], at: u64, end: u64) {
-        let abs = |k: usize| self.payload_base.saturating_add(at).saturating_add(u64_from(k));
-        let bad = match d.dtype() {
-            Some(DType::Bool) => first_above_one(bytes).map(|k| (Rule::BoolByte, k)),
-            Some(DType::I4 | DType::U4 | DType::E2M1) => {
-                // Accepted shapes do not overflow: the fallback is never taken.
-                let odd = d.element_count().unwrap_or(0) % 2 == 1;
-                let last_here = at.saturating_add(u64_from(bytes.len())) == end;
-                match bytes.last() {
-                    Some(&b) if odd && last_here && b & 0xF0 != 0 => {
-                        Some((Rule::PackedHighNibble, bytes.len().saturating_sub(1)))
-                    }
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        if let Some((rule, k)) = bad {
-            self.values = Some((self.next, Error::at(rule, abs(k))));
-            self.element_fault = true;
-        }
-    }
-
-    /// Once the whole payload passed: a step-10 fault of the descriptors,
-    /// then the first step-11 fault.
-    fn verdict_at_end(&mut self) -> Result<()> {
-        if let Some(e) = self.misplaced {
-            return Err(e);
-        }
-        match self.values {
-            Some((_, e)) => Err(e),
-            None => Ok(()),
-        }
-    }
-}
-
-/// Dtype codes whose bytes step 11 reads: bool (7) and the packed nibbles
-/// (16 to 18; only an odd count's last byte).
-fn has_byte_rules(code: u16) -> bool {
-    code == DType::Bool.code() || (DType::I4.code()..=DType::E2M1.code()).contains(&code)
-}
-
-/// Payload data handed to the walk: bytes, or a length passed over.
-#[derive(Clone, Copy)]
-enum Data<'c> {
-    Bytes(&'c [u8]),
-    Skipped(u64),
-}
-
-impl<'c> Data<'c> {
-    fn len(&self) -> u64 {
-        match self {
-            Data::Bytes(b) => u64_from(b.len()),
-            Data::Skipped(n) => *n,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The first `n` bytes (or all, when fewer).
-    fn first(self, n: u64) -> Data<'c> {
-        match self {
-            // More than the chunk holds means all of it (the `unwrap_or` is never taken).
-            Data::Bytes(b) => Data::Bytes(b.get(..usize_from(n).map_or(b.len(), |n| n.min(b.len()))).unwrap_or(b)),
-            Data::Skipped(m) => Data::Skipped(m.min(n)),
-        }
-    }
-
-    /// What follows the first `n` bytes.
-    fn after(self, n: u64) -> Data<'c> {
-        match self {
-            // Past the chunk's end nothing follows.
-            Data::Bytes(b) => Data::Bytes(usize_from(n).and_then(|n| b.get(n..)).unwrap_or(&[])),
-            Data::Skipped(m) => Data::Skipped(m.saturating_sub(n)),
-        }
-    }
-}
-
-/// The part of `chunk` (payload offsets `from..to`) that lies in `lo..hi`,
-/// with its payload offset; `None` when there is none, or it was passed over.
-fn window<'c>(chunk: Data<'c>, from: u64, to: u64, lo: u64, hi: u64) -> Option<(&'c [u8], u64)> {
-    let Data::Bytes(chunk) = chunk else { return None };
-    let (a, b) = (lo.max(from), hi.min(to));
-    if a >= b {
-        return None;
-    }
-    let s = usize_from(a.saturating_sub(from))?;
-    let e = usize_from(b.saturating_sub(from))?;
-    Some((chunk.get(s..e)?, a))
 }

@@ -1,0 +1,293 @@
+//! The payload walk: which gap or element bytes come next as the payload
+//! streams past, and from which byte a fault already known is certain.
+//!
+//! Faults in the payload region belong to steps 10 (a nonzero gap byte, and
+//! the placement faults the descriptors show) and 11 (bool bytes, an odd
+//! packed tensor's last nibble, and the quantization faults the descriptors
+//! show). A gap fault is certain at its byte: every earlier gap has passed.
+//! Any other fault is certain once no byte still to come can hold a fault
+//! the spec orders first: once the last gap has passed (a step-10 fault
+//! wins over any step-11 fault), and for a quantization fault also the last
+//! element bytes of its own and earlier descriptors. [`Walk::certain_at`]
+//! is that point.
+
+use crate::bytes::{first_above_one, u64_from, usize_from};
+use crate::descriptor::RawDescriptor;
+use crate::directory::Descriptors;
+use crate::dtype::DType;
+use crate::error::{fail_at, Error, Result, Rule};
+
+/// Where the payload walk stands.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Walk {
+    pub(super) payload_base: u64,
+    pub(super) block_len: u64,
+    /// Descriptors whose gaps are checked: all, or those before the first
+    /// misplaced one.
+    pub(super) upto: usize,
+    /// The next descriptor in stream order.
+    pub(super) next: usize,
+    /// Its gap starts here (payload offset; the previous range's end).
+    gap_from: u64,
+    /// A step-10 fault of the descriptors, certain once the gaps before it passed.
+    pub(super) misplaced: Option<Error>,
+    /// The first step-11 fault in descriptor order so far: (descriptor, error).
+    values: Option<(usize, Error)>,
+    /// `values` holds an element-byte fault (final: bytes stream in order),
+    /// not the descriptors' quantization fault (which an element fault of a
+    /// descriptor up to its own overrides).
+    element_fault: bool,
+    /// Payload offset from which the pending fault (`misplaced`, else
+    /// `values`) is certain.
+    certain_at: u64,
+}
+
+/// What the directory check left for the payload to decide.
+#[derive(Clone, Copy)]
+pub(super) struct Open {
+    /// Descriptors whose gaps the walk checks (see [`Walk::upto`]).
+    pub(super) upto: usize,
+    /// Leading descriptors with no gap and no byte rules: the walk starts after them.
+    pub(super) tight: usize,
+    pub(super) misplaced: Option<Error>,
+    /// The descriptors' first quantization fault: (descriptor, error).
+    pub(super) quant: Option<(usize, Error)>,
+}
+
+impl Walk {
+    /// The walk over the payload of a block whose prefix passed steps 7 to 9.
+    pub(super) fn new(descs: &Descriptors<'_>, payload_base: u64, block_len: u64, open: Open) -> Walk {
+        let Open { upto, tight, misplaced, quant } = open;
+        // Ranges of accepted descriptors do not overflow: the fallback is never taken.
+        let gap_from = tight.checked_sub(1).map_or(0, |last| descs.raw(last).range_end().unwrap_or(u64::MAX));
+        let mut walk = Walk {
+            payload_base,
+            block_len,
+            upto,
+            next: tight,
+            gap_from,
+            misplaced,
+            values: quant,
+            element_fault: false,
+            certain_at: 0,
+        };
+        // Only a block with a fault pays for finding where it becomes certain.
+        let gaps = || last_gap_end(descs, tight, upto, gap_from);
+        walk.certain_at = match (misplaced, quant) {
+            (None, None) => 0,
+            (None, Some((i, _))) => gaps().max(walk.last_element_end(descs, i)),
+            (Some(_), _) => gaps(),
+        };
+        walk
+    }
+
+    /// The pending fault, once `to` payload bytes have passed and it is certain.
+    pub(super) fn certain(&self, to: u64) -> Option<Error> {
+        let pending = self.misplaced.or(self.values.map(|(_, e)| e))?;
+        (to >= self.certain_at).then_some(pending)
+    }
+
+    /// The block offset of the next byte a check reads, at or after `fed`
+    /// (see [`Incremental::next_needed`](super::Incremental::next_needed)).
+    /// Walks a copy of the state.
+    pub(super) fn next_needed(mut self, descs: &Descriptors<'_>, fed: u64) -> u64 {
+        let fed = fed.max(self.payload_base);
+        let abs = |p: u64| self.payload_base.saturating_add(p);
+        while self.next < self.upto {
+            let d = descs.raw(self.next);
+            // Accepted ranges do not overflow: the fallback is never taken.
+            let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
+            if self.gap_from < start && abs(start) > fed {
+                return fed.max(abs(self.gap_from));
+            }
+            if self.reads_elements(d) && abs(end) > fed {
+                let first = match d.dtype() {
+                    Some(DType::Bool) => start,
+                    _ => end.saturating_sub(1), // an odd packed tensor's last byte
+                };
+                return fed.max(abs(first));
+            }
+            self.gap_from = end;
+            self.next = self.next.saturating_add(1);
+        }
+        u64::MAX
+    }
+
+    /// True when step 11 still reads this descriptor's bytes: while no
+    /// step-10 fault and no earlier element fault is known, for bool and
+    /// odd packed tensors, up to the descriptors' own step-11 fault.
+    fn reads_elements(&self, d: &RawDescriptor) -> bool {
+        let open = self.misplaced.is_none() && !self.element_fault;
+        open && has_byte_rules(d) && self.values.is_none_or(|(i, _)| self.next <= i)
+    }
+
+    /// End (payload offset) of the last descriptor from `next` to `i` whose
+    /// element bytes step 11 reads; 0 when there is none.
+    fn last_element_end(&self, descs: &Descriptors<'_>, i: usize) -> u64 {
+        let mut d = i.saturating_add(1);
+        while d > self.next {
+            d = d.saturating_sub(1);
+            let raw = descs.raw(d);
+            if has_byte_rules(raw) {
+                // Accepted ranges do not overflow: the fallback is never taken.
+                return raw.range_end().unwrap_or(u64::MAX);
+            }
+        }
+        0
+    }
+
+    /// Checks the payload bytes `from..to` (payload offsets) held in `chunk`
+    /// (or passed over: see [`Incremental::skip`](super::Incremental::skip),
+    /// which passes over none that a check reads).
+    pub(super) fn scan(&mut self, descs: &Descriptors<'_>, chunk: Data<'_>, from: u64, to: u64) -> Result<()> {
+        while self.next < self.upto {
+            let d = descs.raw(self.next);
+            // Accepted ranges do not overflow: the fallback is never taken.
+            let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
+            // Most tensors need nothing: no gap before them, no byte rules.
+            if self.gap_from == start && !self.reads_elements(d) {
+                if to < end {
+                    return Ok(());
+                }
+                self.gap_from = end;
+                self.next = self.next.saturating_add(1);
+                continue;
+            }
+            // The gap before this descriptor (step 10): every earlier gap
+            // passed, so a nonzero byte is the verdict.
+            if let Some((bytes, at)) = window(chunk, from, to, self.gap_from, start) {
+                if let Some(k) = bytes.iter().position(|&b| b != 0) {
+                    let abs = self.payload_base.saturating_add(at).saturating_add(u64_from(k));
+                    return fail_at(Rule::NonzeroGap, abs);
+                }
+            }
+            if to <= start {
+                return Ok(()); // the chunk ends inside the gap
+            }
+            // Its element bytes (step 11), only while no step-10 fault is known.
+            if self.reads_elements(d) {
+                if let Some((bytes, at)) = window(chunk, from, to, start, end) {
+                    self.check_elements(descs, d, bytes, at, end);
+                }
+            }
+            if to < end {
+                return Ok(()); // the chunk ends inside this tensor
+            }
+            self.gap_from = end;
+            self.next = self.next.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    /// Step 11's byte checks on the part of tensor `self.next` at payload
+    /// offset `at`. A fault is certain once the gaps after this tensor passed.
+    fn check_elements(&mut self, descs: &Descriptors<'_>, d: &RawDescriptor, bytes: &[u8], at: u64, end: u64) {
+        let abs = |k: usize| self.payload_base.saturating_add(at).saturating_add(u64_from(k));
+        let bad = match d.dtype() {
+            Some(DType::Bool) => first_above_one(bytes).map(|k| (Rule::BoolByte, k)),
+            // An odd packed tensor (has_byte_rules): its last byte's high nibble.
+            _ => match bytes.last() {
+                Some(&b) if at.saturating_add(u64_from(bytes.len())) == end && b & 0xF0 != 0 => {
+                    Some((Rule::PackedHighNibble, bytes.len().saturating_sub(1)))
+                }
+                _ => None,
+            },
+        };
+        if let Some((rule, k)) = bad {
+            self.values = Some((self.next, Error::at(rule, abs(k))));
+            self.element_fault = true;
+            self.certain_at = last_gap_end(descs, self.next.saturating_add(1), self.upto, end);
+        }
+    }
+
+    /// Once the whole payload passed: a step-10 fault of the descriptors,
+    /// then the first step-11 fault.
+    pub(super) fn verdict_at_end(&self) -> Result<()> {
+        match self.certain(u64::MAX) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// True for the tensors whose bytes step 11 reads: bool, and packed
+/// nibbles (dtype codes 16 to 18) with an odd count (only the last byte's
+/// high nibble); empty tensors have none. Most tensors: one compare.
+fn has_byte_rules(d: &RawDescriptor) -> bool {
+    let code = d.dtype_code();
+    if code != DType::Bool.code() && !(DType::I4.code()..=DType::E2M1.code()).contains(&code) {
+        return false;
+    }
+    // Accepted shapes do not overflow: the fallback is never taken.
+    let odd_packed = code != DType::Bool.code() && d.element_count().unwrap_or(0) % 2 == 1;
+    (code == DType::Bool.code() || odd_packed) && d.byte_length() != 0
+}
+
+/// Where the last gap before one of the descriptors `from..upto` ends
+/// (payload offset; 0 when there is none), `from_gap` being where the gap
+/// before `from` starts. Searched from the back, where it usually is; run
+/// only on a block with a fault.
+fn last_gap_end(descs: &Descriptors<'_>, from: usize, upto: usize, from_gap: u64) -> u64 {
+    let mut d = upto;
+    while d > from {
+        d = d.saturating_sub(1);
+        let start = descs.raw(d).byte_offset();
+        // Ranges of descriptors before `upto` passed step 9: the fallback is never taken.
+        let prev_end = if d == from { from_gap } else { descs.raw(d.saturating_sub(1)).range_end().unwrap_or(0) };
+        if prev_end < start {
+            return start;
+        }
+    }
+    0
+}
+
+/// Payload data handed to the walk: bytes, or a length passed over.
+#[derive(Clone, Copy)]
+pub(super) enum Data<'c> {
+    Bytes(&'c [u8]),
+    Skipped(u64),
+}
+
+impl<'c> Data<'c> {
+    pub(super) fn len(&self) -> u64 {
+        match self {
+            Data::Bytes(b) => u64_from(b.len()),
+            Data::Skipped(n) => *n,
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first `n` bytes (or all, when fewer).
+    pub(super) fn first(self, n: u64) -> Data<'c> {
+        match self {
+            // More than the chunk holds means all of it (the `unwrap_or` is never taken).
+            Data::Bytes(b) => Data::Bytes(b.get(..usize_from(n).map_or(b.len(), |n| n.min(b.len()))).unwrap_or(b)),
+            Data::Skipped(m) => Data::Skipped(m.min(n)),
+        }
+    }
+
+    /// What follows the first `n` bytes.
+    pub(super) fn after(self, n: u64) -> Data<'c> {
+        match self {
+            // Past the chunk's end nothing follows.
+            Data::Bytes(b) => Data::Bytes(usize_from(n).and_then(|n| b.get(n..)).unwrap_or(&[])),
+            Data::Skipped(m) => Data::Skipped(m.saturating_sub(n)),
+        }
+    }
+}
+
+/// The part of `chunk` (payload offsets `from..to`) that lies in `lo..hi`,
+/// with its payload offset; `None` when there is none, or it was passed over.
+fn window<'c>(chunk: Data<'c>, from: u64, to: u64, lo: u64, hi: u64) -> Option<(&'c [u8], u64)> {
+    let Data::Bytes(chunk) = chunk else { return None };
+    let (a, b) = (lo.max(from), hi.min(to));
+    if a >= b {
+        return None;
+    }
+    let s = usize_from(a.saturating_sub(from))?;
+    let e = usize_from(b.saturating_sub(from))?;
+    Some((chunk.get(s..e)?, a))
+}
