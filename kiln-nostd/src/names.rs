@@ -468,19 +468,11 @@ impl<'s> Table<'s> {
         Table::claim_as(scratch, count, has_names, true)
     }
 
-    /// [`claim`](Self::claim), keeping what the table held ([`resume`](Self::resume)).
-    pub fn claim_kept(
-        scratch: Option<&'s mut [u32]>,
-        count: usize,
-        has_names: bool,
-    ) -> (Option<Table<'s>>, Option<&'s mut [u32]>) {
-        Table::claim_as(scratch, count, has_names, false)
-    }
-
-    // Inlined, so each caller's `clear` is a constant and the parser's
-    // `claim` is as small as a function of its own.
+    /// [`claim`](Self::claim), or with `clear` false a table that keeps
+    /// what it held ([`resume`](Self::resume)). Inlined, so the parser's
+    /// `claim` (a constant `clear`) is as small as a function of its own.
     #[inline(always)]
-    fn claim_as(
+    pub fn claim_as(
         scratch: Option<&'s mut [u32]>,
         count: usize,
         has_names: bool,

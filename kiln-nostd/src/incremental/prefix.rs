@@ -69,8 +69,7 @@ impl Incremental<'_, '_> {
         let heap = Heap { bytes: prefix.get(heap_start..heap_end).unwrap_or(&[]), at: heap_start, text: None };
         let descs = Descriptors::new(prefix.get(..heap_start).unwrap_or(&[]), count);
         // The name table goes on from the names already in it.
-        let claim = if names.at_start() { Table::claim } else { Table::claim_kept };
-        let (mut table, spare) = claim(scratch.take(), count, has_names);
+        let (mut table, spare) = Table::claim_as(scratch.take(), count, has_names, names.at_start());
         let verdict = names.walk(&descs, heap, to.saturating_sub(heap_start), has_names, table.as_mut(), *seed);
         *scratch = table.map(Table::into_scratch).or(spare);
         verdict
