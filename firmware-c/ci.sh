@@ -9,7 +9,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-build=${CARGO_TARGET_DIR:-$root/target}/cmake/firmware-c
+# The CMake tree stays in the clone (its cache names the source folder); cargo still
+# builds libkiln.a in CARGO_TARGET_DIR (kiln-c/CMakeLists.txt).
+build=$root/target/cmake/firmware-c
 out=$(mktemp)
 trap 'rm -f "$out" "$out.err"' EXIT
 

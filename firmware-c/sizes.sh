@@ -9,7 +9,7 @@
 # without the rule descriptions (-DKILN_RULE_DESCRIPTIONS=OFF).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-base=${CARGO_TARGET_DIR:-$(dirname "$here")/target}/cmake
+base=$(dirname "$here")/target/cmake   # in the clone: a CMake cache names its source folder
 printf '%-12s %-13s %9s %9s %9s\n' core descriptions baseline validate typical
 for cpu in cortex-m0 cortex-m3 cortex-m4f; do
     for desc in ON OFF; do

@@ -62,7 +62,8 @@ if ! diff -u kiln-c/examples/readme.c "$tmp/readme.c"; then
     echo "FAIL the README's C example differs from kiln-c/examples/readme.c" >&2
     failed+=(readme)
 elif command -v cmake >/dev/null; then
-    build=$target_dir/cmake/kiln-c-examples
+    # The CMake tree stays in the clone (a cache in the shared target dir would name another clone).
+    build=$root/target/cmake/kiln-c-examples
     cmake -S kiln-c/examples -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build "$build" >"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; failed+=(readme); }
     if [ -x "$build/readme-example" ] && "$build/readme-example" spec/examples/digits-mlp.kiln; then

@@ -27,7 +27,7 @@ if [ ! -d "$HERE/node_modules/binaryen" ] || [ ! -d "$HERE/node_modules/vite5" ]
   # `npm install --no-save` with the lock file, not `npm ci`: vite 8 names an
   # optional dependency the registry does not have, which `npm ci`'s lock
   # check refuses; the versions installed are the lock file's either way.
-  (cd "$HERE" && npm install --no-save --no-audit --no-fund --loglevel=error)
+  (cd "$HERE" && npm install --no-save --prefer-offline --no-audit --no-fund --loglevel=error)
 fi
 
 echo "== cargo clippy -p kiln-wasm (wasm32)"

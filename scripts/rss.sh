@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 LIMIT_KIB=${RSS_LIMIT_KIB:-16384}
 [ -x /usr/bin/time ] || { apt-get install -y time >/dev/null; }
 cargo build --release -p kiln-cli >&2
-KILN=target/release/kiln
+KILN=${CARGO_TARGET_DIR:-target}/release/kiln
 DIR=$(mktemp -d)
 trap 'rm -rf "$DIR"' EXIT
 

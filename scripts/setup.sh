@@ -1,76 +1,102 @@
 #!/usr/bin/env bash
 # Installs everything the project's builds and tests need, and only what is
-# missing, so a second run costs seconds. Used by scripts/test-all.sh (and so
-# by CI) and safe to run by hand. Root is expected (CI runs as root); sudo is
-# used otherwise.
+# missing, so a second run costs seconds. Safe to run by hand; root is
+# expected (CI runs as root), sudo is used otherwise.
+#
+#   scripts/setup.sh                 every part below, in order
+#   scripts/setup.sh apt rust        only these parts
+#
+# Parts: apt (Debian packages), rust (targets, components, nightly Miri),
+# wasm-bindgen, cbindgen, defmt-print, cargo-fuzz (pinned cargo tools),
+# python (pip packages). scripts/test-all.sh runs each part as a job of its
+# own, just before the first suite that needs it, beside the suites that need
+# none of it.
+#
+# Caches kept between runs on one machine: apt's and pip's as the tools keep
+# them, ~/.npm, cargo's registry, and the cargo tools' build directory
+# ($KILN_CACHE/install-target), which they share so that a dependency two
+# tools have in common is compiled once.
 set -euo pipefail
 
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
 log() { printf '== setup: %s\n' "$*"; }
+cache=${KILN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln}
 
-# Debian packages: browser tests, QEMU (Cortex-M system + s390x user mode),
-# the s390x cross linker, ARM binutils for sizes, GNU time for peak RSS, the
-# 32-bit x86 C runtime for the i686 job (not gcc-multilib: it removes the s390x
-# cross compiler).
-apt_want=(chromium qemu-system-arm qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross binutils-arm-none-eabi time
-    lib32gcc-12-dev libc6-dev-i386)
-# The C API: the Cortex-M C compiler with newlib (the C firmware demo) and CMake.
-apt_want+=(gcc-arm-none-eabi libnewlib-arm-none-eabi cmake)
-apt_missing=()
-for p in "${apt_want[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || apt_missing+=("$p")
-done
-if [ "${#apt_missing[@]}" -gt 0 ]; then
-    log "apt-get install ${apt_missing[*]}"
+part_apt() {
+    # Browser tests, QEMU (Cortex-M system + s390x user mode), the s390x cross
+    # linker, ARM binutils for sizes, GNU time for peak RSS, the 32-bit x86 C
+    # runtime for the i686 job (not gcc-multilib: it removes the s390x cross
+    # compiler); the C API's Cortex-M C compiler with newlib and CMake.
+    local want=(chromium qemu-system-arm qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross binutils-arm-none-eabi time
+        lib32gcc-12-dev libc6-dev-i386 gcc-arm-none-eabi libnewlib-arm-none-eabi cmake)
+    local missing=() p
+    for p in "${want[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ "${#missing[@]}" -eq 0 ] && return
+    log "apt-get install ${missing[*]}"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_missing[@]}" >/dev/null
-fi
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+}
 
-# Rust targets and components. The Windows and macOS targets are only
-# checked (`cargo check`/`clippy` need their standard library, not a linker).
-targets=(wasm32-unknown-unknown thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf s390x-unknown-linux-gnu
-    i686-unknown-linux-gnu
-    x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin)
-installed=$(rustup target list --installed)
-for t in "${targets[@]}"; do
-    grep -qx "$t" <<<"$installed" || { log "rustup target add $t"; rustup target add "$t"; }
-done
-rustup component list --installed | grep -q '^llvm-tools' || rustup component add llvm-tools
-rustup component list --installed | grep -q '^clippy' || rustup component add clippy
-if ! rustup toolchain list | grep -q '^nightly'; then
-    log "rustup toolchain install nightly"
-    rustup toolchain install nightly --profile minimal --component miri,rust-src
-fi
-for c in miri rust-src; do
-    rustup +nightly component list --installed | grep -q "^$c" || rustup +nightly component add "$c"
-done
+part_rust() {
+    # The Windows and macOS targets are only checked (`cargo clippy --target`
+    # needs their standard library, not a linker).
+    local targets=(wasm32-unknown-unknown thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf
+        s390x-unknown-linux-gnu i686-unknown-linux-gnu x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin)
+    local installed missing=() t c
+    installed=$(rustup target list --installed)
+    for t in "${targets[@]}"; do grep -qx "$t" <<<"$installed" || missing+=("$t"); done
+    if [ "${#missing[@]}" -gt 0 ]; then log "rustup target add ${missing[*]}"; rustup target add "${missing[@]}"; fi
+    for c in llvm-tools clippy rustfmt; do
+        rustup component list --installed | grep -q "^$c" || rustup component add "$c"
+    done
+    if ! rustup toolchain list | grep -q '^nightly'; then
+        log "rustup toolchain install nightly"
+        rustup toolchain install nightly --profile minimal --component miri,rust-src
+    fi
+    for c in miri rust-src; do
+        rustup +nightly component list --installed | grep -q "^$c" || rustup +nightly component add "$c"
+    done
+}
 
-# Cargo tools, pinned. wasm-bindgen's CLI must equal the crate version.
-if ! command -v wasm-bindgen >/dev/null || [ "$(wasm-bindgen --version)" != "wasm-bindgen 0.2.130" ]; then
-    log "cargo install wasm-bindgen-cli 0.2.130 (about 5 minutes)"
-    cargo install -q wasm-bindgen-cli --version 0.2.130
-fi
-command -v cargo-fuzz >/dev/null || { log "cargo install cargo-fuzz"; cargo install -q cargo-fuzz --version 0.13.2; }
-# kiln-c/include/kiln.h is generated by this cbindgen (CI fails when it is stale);
+# cargo_tool BIN "VERSION LINE" CRATE VERSION [cargo install flags...]
+cargo_tool() {
+    local bin=$1 want=$2 crate=$3 version=$4
+    shift 4
+    if command -v "$bin" >/dev/null && [ "$("$bin" --version 2>/dev/null | head -1)" = "$want" ]; then return; fi
+    log "cargo install $crate $version"
+    cargo install -q "$crate" --version "$version" --target-dir "$cache/install-target" "$@"
+}
+
+# wasm-bindgen's CLI must equal the crate's version (not --locked: its lock file
+# names a dependency version the registry no longer has).
+part_wasm_bindgen() { cargo_tool wasm-bindgen "wasm-bindgen 0.2.130" wasm-bindgen-cli 0.2.130; }
+# kiln-c/include/kiln.h is generated by this cbindgen (CI fails when it is stale).
+part_cbindgen() { cargo_tool cbindgen "cbindgen 0.29.4" cbindgen 0.29.4 --locked; }
 # defmt-print decodes the defmt log of firmware-demo's firmware-defmt binary.
-if [ "$(cbindgen --version 2>/dev/null)" != "cbindgen 0.29.4" ]; then
-    log "cargo install cbindgen 0.29.4 (about 1 minute)"
-    cargo install -q cbindgen --version 0.29.4 --locked
-fi
-if ! command -v defmt-print >/dev/null || [ "$(defmt-print --version | head -1)" != "defmt-print 1.2.0" ]; then
-    log "cargo install defmt-print 1.2.0 (about 1.5 minutes)"
-    cargo install -q defmt-print --version 1.2.0 --locked
-fi
+part_defmt_print() { cargo_tool defmt-print "defmt-print 1.2.0" defmt-print 1.2.0 --locked; }
+part_cargo_fuzz() { cargo_tool cargo-fuzz "cargo-fuzz 0.13.2" cargo-fuzz 0.13.2; }
 
-# Python packages for the conversion tests (writers nobody here wrote).
-if ! python3 -c 'import numpy, safetensors, gguf' 2>/dev/null; then
-    log "pip install numpy safetensors gguf"
-    python3 -m pip install -q --disable-pip-version-check numpy safetensors gguf
-fi
-# kiln-py's tests: pytest, property tests, bf16/f8 dtypes, the typing check.
-# (maturin, its build backend, comes from PyPI in pip's isolated build.)
-if ! python3 -c 'import pytest, hypothesis, ml_dtypes, mypy' 2>/dev/null; then
-    log "pip install pytest hypothesis ml_dtypes mypy"
-    python3 -m pip install -q --disable-pip-version-check pytest hypothesis ml_dtypes mypy
-fi
-log "done"
+part_python() {
+    # The conversion tests' writers (nobody here wrote them), kiln-py's tests:
+    # pytest, property tests, bf16/f8 dtypes, the typing check. maturin, the
+    # build backend, comes from PyPI in pip's isolated build.
+    local want=() m
+    for m in numpy safetensors gguf pytest hypothesis ml_dtypes mypy; do
+        python3 -c "import $m" 2>/dev/null || want+=("$m")
+    done
+    [ "${#want[@]}" -eq 0 ] && return
+    log "pip install ${want[*]}"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --disable-pip-version-check "${want[@]}"
+}
+
+parts=("$@")
+[ "${#parts[@]}" -gt 0 ] || parts=(apt rust wasm-bindgen cbindgen defmt-print cargo-fuzz python)
+for p in "${parts[@]}"; do
+    case $p in
+        apt | rust | wasm-bindgen | cbindgen | defmt-print | cargo-fuzz | python) "part_${p//-/_}" ;;
+        *) echo "setup: unknown part '$p'" >&2; exit 2 ;;
+    esac
+done
+log "done (${parts[*]})"

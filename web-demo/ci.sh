@@ -8,7 +8,7 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 
 if [ ! -d "$HERE/node_modules/playwright-core" ] || [ "$HERE/package-lock.json" -nt "$HERE/node_modules/.package-lock.json" ]; then
-  (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)
+  (cd "$HERE" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error)
 fi
 if [ -z "${CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then
   echo "web-demo: installing Debian's chromium (playwright downloads no browser here)"

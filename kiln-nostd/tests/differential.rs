@@ -1413,6 +1413,7 @@ fn write_disagreements(tally: &Tally) -> PathBuf {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
 fn rust_core_and_python_reference_agree() {
     let total: usize = std::env::var("KILN_DIFF_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000);
     let seed: u64 = std::env::var("KILN_DIFF_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x4b49_4c4e);
@@ -1531,6 +1532,7 @@ fn regression_entries() -> Vec<(String, CaseEntry)> {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
 fn regression_cases_replay_on_both() {
     let entries = regression_entries();
     let cases: Vec<Case> = entries
@@ -1591,6 +1593,7 @@ fn regression_cases_replay_on_both() {
 /// Rust core used to read layout_off 0xFFFF as "absent" and reject, TYPE,
 /// which also made the Writer refuse this legal set).
 #[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
 fn layout_name_at_heap_offset_ffff_agrees() {
     let name = "n".repeat(65_535);
     let specs = [TensorSpec::opaque(4096, "Q4_K", 1, &[1], &[7]).named(&name)];

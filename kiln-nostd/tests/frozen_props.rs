@@ -196,7 +196,7 @@ fn read(v: Value<'_, '_>) -> V {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 16 } else { 400 }, ..ProptestConfig::default() })]
 
     #[test]
     fn canonical_round_trip((t, v) in typed_values()) {
@@ -326,6 +326,7 @@ mod owned {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig { cases: if cfg!(miri) { 16 } else { 256 }, ..ProptestConfig::default() })]
         #[test]
         fn owned_values_round_trip_and_match_borrowed(
             id in any::<u32>(), name in ".{0,8}",
@@ -353,6 +354,7 @@ mod owned {
 /// through this crate and spec/reference/kiln_ref.py: the same verdict, the
 /// same code and the same offset. Skipped when python3 is not available.
 #[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
 fn agrees_with_the_python_reference() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;

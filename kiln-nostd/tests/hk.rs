@@ -518,6 +518,7 @@ fn sha256_self_check() {
 /// A file from the Python writer (spec/reference/hk_writer.py), a second,
 /// independent implementation of the format.
 #[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
 fn python_writer_sample() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let out = std::env::temp_dir().join(format!("kiln-hk-sample-{}.hk", std::process::id()));

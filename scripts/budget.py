@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Run the core's slow suites (Miri, the big-endian suite under qemu-s390x) in full or
+as a seeded sample that fits a time budget.
+
+    scripts/budget.py miri x86_64-unknown-linux-gnu --seconds 210   # CI: a sample
+    scripts/budget.py miri s390x-unknown-linux-gnu --full           # every test
+    scripts/budget.py big-endian --seconds 90
+    scripts/budget.py big-endian --full --write-costs               # and refresh the cost table
+    scripts/budget.py miri x86_64-unknown-linux-gnu --full --write-costs --cap 60 --files hk
+                                                   # quick refresh: each test alone, at most 60 s
+    KILN_SEED=1843653853 scripts/budget.py big-endian --dry-run     # print a run's sample again
+
+The sample is a pure function of the seed (KILN_SEED, else the commit), the test list and
+the cost table (scripts/costs/<suite>.tsv, seconds per test from the last full run): every
+test file gets at least one test, then tests drawn in seeded order fill the budget. So
+KILN_SEED=N replays a sample exactly, and each commit draws another. A test too slow for
+any budget runs only in the full run (scripts/robustness-full.sh).
+"""
+
+import argparse
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COSTS = ROOT / "scripts" / "costs"
+# A test the cost table does not know yet (added since the last full run) is
+# assumed to cost this much, so a new slow test cannot blow the budget by much.
+UNKNOWN_COST = 5.0
+# Starting one file's test binary (under Miri: interpreting the harness's start-up) costs
+# this much on top of its tests' own seconds.
+START_COST = {"miri": 5.0, "big-endian": 2.0}
+FEATURES_MIRI = "alloc,derive,sha2"
+BIG_ENDIAN = ("s390x-", "powerpc-", "powerpc64-", "mips-", "mips64-", "sparc64-")
+
+
+def seed_of_run() -> int:
+    """KILN_SEED if set, else the first 32 bits of the commit, else the clock."""
+    env = os.environ.get("KILN_SEED")
+    if env:
+        return int(env, 0)
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        return int(head.stdout.strip()[:8], 16)
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        return int(time.time())
+
+
+class Suite:
+    """How to build, list and run one suite's test binaries."""
+
+    def __init__(self, name: str, cargo: list, env: dict):
+        self.name = name
+        self.cargo = cargo  # the cargo command up to the target selection
+        self.env = {**os.environ, **env}
+
+    def command(self, selector: list, harness: list) -> list:
+        return self.cargo + selector + ["--"] + harness
+
+    def list_tests(self) -> dict:
+        """{file: [test names not ignored]}; file is 'lib' or the integration test's stem."""
+        files = {}
+        for ignored in (False, True):
+            harness = ["--list", "--format", "terse"] + (["--ignored"] if ignored else [])
+            out = subprocess.run(
+                self.command(["--lib", "--tests"], harness),
+                cwd=ROOT,
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            if out.returncode != 0:
+                sys.stdout.write(out.stdout)
+                raise SystemExit(f"{self.name}: listing the tests failed")
+            current = None
+            for line in out.stdout.splitlines():
+                m = re.search(r"Running (?:unittests )?(\S+)", line)
+                if m:
+                    current = "lib" if m.group(1).startswith("src/") else Path(m.group(1)).stem
+                    files.setdefault(current, set())
+                    continue
+                m = re.match(r"^(\S.*): test$", line)
+                if m and current is not None:
+                    if ignored:
+                        files[current].discard(m.group(1))
+                    else:
+                        files[current].add(m.group(1))
+        return {f: sorted(t) for f, t in sorted(files.items())}
+
+    def run_file(self, file: str, tests, log, timeout=None) -> tuple:
+        """Run some (None: all) tests of one file; (ok, {test: seconds}); ok is None on a timeout."""
+        selector = ["--lib"] if file == "lib" else ["--test", file]
+        harness = ["-Z", "unstable-options", "--report-time"]
+        if tests is not None:
+            harness += ["--exact"] + list(tests)
+        # libtest's --report-time is unstable: RUSTC_BOOTSTRAP lets a stable-built harness take it.
+        env = {**self.env, "RUSTC_BOOTSTRAP": "1"}
+        proc = subprocess.Popen(
+            self.command(selector, harness), cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, start_new_session=True,
+        )
+        times = {}
+        timer = None
+        if timeout:
+            import threading
+
+            import signal
+
+            # The whole group: cargo, its runner and the interpreter under it.
+            timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
+            timer.start()
+        for line in proc.stdout:
+            log.write(line)
+            log.flush()
+            # Failures also go to the suite's own output, which the runner shows.
+            if re.match(r"^test .* FAILED|^error|^thread '.*' panicked|Undefined Behavior|^failures:", line):
+                sys.stdout.write(f"    {line}")
+            m = re.match(r"^test (\S.*) \.\.\. ok <([0-9.]+)s>", line)
+            if m:
+                times[m.group(1)] = float(m.group(2))
+        rc = proc.wait()
+        if timer is not None:
+            if not timer.is_alive():
+                return None, times
+            timer.cancel()
+        return rc == 0, times
+
+
+def miri_suite(target: str) -> Suite:
+    big = "1" if target.startswith(BIG_ENDIAN) else "0"
+    flags = os.environ.get("MIRIFLAGS", "-Zmiri-deterministic-floats -Zmiri-disable-isolation")
+    cargo = ["cargo", "+nightly", "miri", "test", "--no-fail-fast", "-p", "kiln-nostd", "--features", FEATURES_MIRI,
+             "--target", target]
+    return Suite(f"miri-{target.split('-')[0]}", cargo, {"MIRIFLAGS": flags, "KILN_EXPECT_BIG_ENDIAN": big})
+
+
+def big_endian_suite() -> Suite:
+    cargo = ["cargo", "test", "--no-fail-fast", "-p", "kiln-nostd", "--all-features", "--target",
+             "s390x-unknown-linux-gnu"]
+    env = {
+        "CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_LINKER": os.environ.get(
+            "CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_LINKER", "s390x-linux-gnu-gcc"),
+        "CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_RUNNER": os.environ.get(
+            "CARGO_TARGET_S390X_UNKNOWN_LINUX_GNU_RUNNER", "qemu-s390x -L /usr/s390x-linux-gnu"),
+        "KILN_EXPECT_BIG_ENDIAN": "1",
+    }
+    return Suite("big-endian", cargo, env)
+
+
+def read_costs(name: str) -> dict:
+    costs = {}
+    path = COSTS / f"{name}.tsv"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line and not line.startswith("#"):
+                file, test, secs = line.split("\t")
+                costs[(file, test)] = float(secs)
+    return costs
+
+
+def write_costs(name: str, file: str, measured: dict) -> None:
+    """Replace one file's rows of the cost table with what its full run measured."""
+    costs = {k: v for k, v in read_costs(name).items() if k[0] != file}
+    costs.update({(file, t): s for t, s in measured.items()})
+    COSTS.mkdir(exist_ok=True)
+    lines = [f"# seconds per test from the last full run of {name} (scripts/budget.py ... --full --write-costs)"]
+    lines += [f"{f}\t{t}\t{s:.3f}" for (f, t), s in sorted(costs.items())]
+    (COSTS / f"{name}.tsv").write_text("\n".join(lines) + "\n")
+
+
+def draw(tests: dict, costs: dict, budget: float, seed: int, name: str, start: float) -> dict:
+    """A seeded sample within the budget: every file first, then seeded order."""
+    rng = random.Random(f"{seed}:{name}")
+    cost = lambda f, t: costs.get((f, t), UNKNOWN_COST)  # noqa: E731
+    chosen = {f: [] for f in tests}
+    spent = start * sum(1 for names in tests.values() if names)
+    share = budget / (2 * max(1, len(tests)))
+    for f, names in tests.items():
+        if not names:
+            continue
+        cheap = [t for t in names if cost(f, t) <= share] or [min(names, key=lambda t: cost(f, t))]
+        pick = rng.choice(cheap)
+        chosen[f].append(pick)
+        spent += cost(f, pick)
+    rest = [(f, t) for f, names in tests.items() for t in names if t not in chosen[f]]
+    rng.shuffle(rest)
+    for f, t in rest:
+        if spent + cost(f, t) <= budget:
+            chosen[f].append(t)
+            spent += cost(f, t)
+    return {f: sorted(ts) for f, ts in chosen.items()}, spent
+
+
+def measure_capped(suite: Suite, tests: dict, plan: dict, cap: float, log_path: Path) -> int:
+    """Each test of the planned files alone, two at a time, each stopped after cap seconds."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(ft):
+        f, t = ft
+        with open(f"{log_path}.{f}.{t.replace(':', '_')}", "w") as log:
+            t0 = time.monotonic()
+            ok, times = suite.run_file(f, [t], log, timeout=cap)
+            return f, t, ok, times.get(t, time.monotonic() - t0)
+
+    work = [(f, t) for f in plan for t in tests[f]]
+    results = {}
+    failed = []
+    with ThreadPoolExecutor(2) as pool:
+        for f, t, ok, secs in pool.map(one, work):
+            # A test stopped at the cap costs more than any budget: the sample never draws it.
+            results.setdefault(f, {})[t] = secs if ok else 1e6
+            print(f"  {f} {t}: {'ok' if ok else 'over the cap' if ok is None else 'FAILED'} {secs:.1f} s", flush=True)
+            if ok is False:
+                failed.append(f"{f}::{t}")
+    for f, times in results.items():
+        write_costs(suite.name, f, times)
+    print(f"{suite.name}: costs written for {', '.join(results)}")
+    if failed:
+        print(f"{suite.name}: FAILED {' '.join(failed)}")
+        return 1
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("suite", choices=["miri", "big-endian"])
+    ap.add_argument("target", nargs="?", default="x86_64-unknown-linux-gnu", help="Miri's target triple")
+    ap.add_argument("--seconds", type=float, default=240, help="the sample's budget (estimated from the cost table)")
+    ap.add_argument("--full", action="store_true", help="every test, no sample")
+    ap.add_argument("--dry-run", action="store_true", help="print the sample and stop")
+    ap.add_argument("--write-costs", action="store_true", help="with --full: rewrite scripts/costs/<suite>.tsv")
+    ap.add_argument("--files", help="with --full: only these test files (comma-separated; lib is the unit tests)")
+    ap.add_argument("--cap", type=float, help="with --full --write-costs: each test alone, stopped after CAP seconds "
+                    "and entered as too slow for a sample (two at a time; a quick refresh of the table)")
+    args = ap.parse_args()
+
+    suite = miri_suite(args.target) if args.suite == "miri" else big_endian_suite()
+    started = time.monotonic()
+    tests = suite.list_tests()
+    total = sum(len(t) for t in tests.values())
+    costs = read_costs(suite.name)
+    if not costs and args.suite == "miri":
+        # Miri's cost is the interpreter's, nearly the same on every target: borrow another's table.
+        for other in sorted(COSTS.glob("miri-*.tsv")):
+            costs = read_costs(other.stem)
+            break
+    listed = time.monotonic() - started
+    log_path = ROOT / "target" / "test-logs" / f"{suite.name}-tests.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+
+    if args.full:
+        wanted = args.files.split(",") if args.files else list(tests)
+        plan = {f: None for f in tests if f in wanted}
+        print(f"{suite.name}: every test, {total} in {len(tests)} files")
+    else:
+        seed = seed_of_run()
+        plan, estimate = draw(tests, costs, args.seconds, seed, suite.name, START_COST[args.suite])
+        n = sum(len(t) for t in plan.values())
+        empty = [f for f, ts in tests.items() if not ts]
+        print(f"{suite.name}: seed {seed} (KILN_SEED={seed} replays this sample); {n} of {total} tests in "
+              f"{sum(1 for t in plan.values() if t)} of {len(tests) - len(empty)} files, estimated {estimate:.0f} s"
+              f" of a {args.seconds:.0f} s budget"
+              + (f" ({', '.join(empty)}: every test ignored in this suite)" if empty else ""))
+        for f, ts in plan.items():
+            print(f"  {f} ({len(ts)}/{len(tests[f])}): {' '.join(ts)}")
+        sys.stdout.flush()
+        missing = [f for f, ts in plan.items() if not ts and tests[f]]
+        if missing:
+            print(f"{suite.name}: the sample misses {missing}", file=sys.stderr)
+            return 1
+        if args.dry_run:
+            return 0
+    order = "big-endian" if suite.env.get("KILN_EXPECT_BIG_ENDIAN") == "1" else "little-endian"
+    print(f"{suite.name}: byte order {order}", flush=True)
+
+    failed = []
+    if args.full and args.cap:
+        return measure_capped(suite, tests, plan, args.cap, log_path)
+    with open(log_path, "w") as log:
+        for f, ts in plan.items():
+            if ts is not None and not ts:
+                continue
+            t0 = time.monotonic()
+            ok, times = suite.run_file(f, ts, log)
+            if ok and args.full and args.write_costs:
+                write_costs(suite.name, f, times)
+            ran = len(tests[f]) if ts is None else len(ts)
+            print(f"  {f}: {'ok' if ok else 'FAILED'}, {len(times)}/{ran} passed, {time.monotonic() - t0:.0f} s",
+                  flush=True)
+            if not ok:
+                failed.append(f)
+    elapsed = time.monotonic() - started
+    print(f"{suite.name}: {elapsed:.0f} s ({listed:.0f} s building and listing); log {log_path.relative_to(ROOT)}")
+    if not args.full and elapsed > 2 * args.seconds + listed:
+        print(f"{suite.name}: warning: the sample took over twice its budget; refresh the cost table with "
+              f"scripts/budget.py {args.suite} {args.target if args.suite == 'miri' else ''} --full --write-costs")
+    if args.full and args.write_costs:
+        print(f"{suite.name}: scripts/costs/{suite.name}.tsv updated for the files that passed")
+    if failed:
+        print(f"{suite.name}: FAILED in {' '.join(failed)} (see the log)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Every suite of the project, side by side on the machine's two cores, each with its output in
+its own log; at the end a table of suite, verdict and seconds. scripts/test-all.sh runs it.
+
+    scripts/run-suites.py                       # every suite (setup parts included)
+    scripts/run-suites.py --only clippy,miri-s390x   # some suites (and the setup they need)
+    scripts/run-suites.py --list                # the suites, what each needs, its budget
+
+Jobs start in the order listed below as soon as what they need is done and there is room (a
+cargo build counts two cores, Miri and fuzzing one, downloads none). Host suites share one
+target directory outside the clone ($KILN_CACHE/target), so a second run on the machine
+rebuilds only the project's own crates. Logs: target/test-logs/<suite>.log.
+
+Environment: KILN_SEED (the budgeted suites' sample; default: the commit), KILN_CACHE
+(default ~/.cache/kiln), CARGO_TARGET_DIR (default $KILN_CACHE/target), KILN_MIRI_SECONDS,
+KILN_BE_SECONDS, KILN_FUZZ_SECONDS (the budgets).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from budget import seed_of_run  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("KILN_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kiln")
+TARGET = Path(os.environ.get("CARGO_TARGET_DIR") or CACHE / "target")
+LOGS = ROOT / "target" / "test-logs"
+# Two cores: one cargo build (two) and one single-threaded suite (Miri, fuzzing) at once, so
+# the single-threaded ones fill the build's serial stretches; two builds would only wait on
+# cargo's lock of the shared target directory.
+CAPACITY = 3
+# Wall-clock budgets of the whole run (README, issue 29): a run on a new machine, setup
+# included, and a second run on the same machine.
+BUDGET_FRESH = 45 * 60
+BUDGET_WARM = 20 * 60
+WARM_MARK = CACHE / "last-run"
+
+MIRI_SECONDS = os.environ.get("KILN_MIRI_SECONDS", "210")
+BE_SECONDS = os.environ.get("KILN_BE_SECONDS", "90")
+FUZZ_SECONDS = os.environ.get("KILN_FUZZ_SECONDS", "150")
+
+
+class Job:
+    def __init__(self, name, cmd, needs=(), cpu=2, env=None, note="", after=()):
+        self.name = name
+        self.after = list(after)  # jobs it waits for, whatever their verdict (order only)
+        self.cmd = cmd  # a bash command line, run from the repository root
+        self.needs = list(needs)
+        self.cpu = cpu  # cores it keeps busy
+        self.env = env or {}
+        self.note = note
+        self.proc = None
+        self.started = None
+        self.seconds = None
+        self.verdict = None
+
+
+def jobs():
+    """The suites in the order they should start; cpu: the cores each keeps busy. The longest
+    chain (wasm-bindgen's install, the npm package and browser, then the Python package that
+    reads its files) and the single-core suites go first."""
+    cache = lambda name: {"CARGO_TARGET_DIR": str(CACHE / name)}  # noqa: E731
+    miri = lambda arch, order, after=(): Job(  # noqa: E731
+        f"miri-{arch}", f"scripts/budget.py miri {arch}-unknown-linux-gnu --seconds {MIRI_SECONDS}", ["setup-rust"],
+        cpu=1, env=cache(f"target-miri-{arch}"), note=f"Miri, {order}, a {MIRI_SECONDS} s sample", after=after)
+    check = lambda t: Job(  # noqa: E731
+        f"check-{t}", f"cargo clippy --workspace --exclude kiln-wasm --all-targets --locked --target {t} -- -D warnings"
+        f" && cargo clippy -p kiln-nostd --all-targets --all-features --locked --target {t} -- -D warnings",
+        ["setup-rust"], note="checked and linted, not linked")
+    return [
+        Job("setup-apt", "scripts/setup.sh apt", cpu=0, note="Debian packages"),
+        Job("setup-rust", "scripts/setup.sh rust", cpu=0, note="targets, components, nightly Miri"),
+        Job("setup-python", "scripts/setup.sh python", cpu=0, note="pip packages"),
+        Job("setup-wasm-bindgen", "scripts/setup.sh wasm-bindgen", note="cargo install wasm-bindgen-cli 0.2.130"),
+        Job("python-reference", "python3 -m unittest discover -s spec/reference", cpu=1,
+            note="the Python reference codec and generator"),
+        Job("generated", "python3 fuzz/make_seeds.py --check && python3 spec/regressions/make_regressions.py --check"
+            " && python3 spec/reference/gen_v2_cases.py --check", cpu=1,
+            note="fuzz seeds, regression cases and goldens are current"),
+        Job("fmt", "cargo fmt --all --check", ["setup-rust"], cpu=1, note="cargo fmt --check"),
+        miri("x86_64", "little-endian"),
+        Job("clippy", "cargo clippy --workspace --all-targets --locked -- -D warnings", ["setup-rust"],
+            note="the workspace, -D warnings"),
+        # After the main test build: two Miri runs at once would keep the builds waiting.
+        miri("s390x", "big-endian", after=["cargo-test"]),
+        Job("cargo-test", "cargo test --workspace --locked", ["setup-rust", "setup-python", "setup-apt"],
+            note="unit, integration, doc and CLI tests; the differential test"),
+        Job("wasm-and-web", "kiln-wasm/ci.sh", ["setup-rust", "setup-apt", "setup-wasm-bindgen"],
+            note="the npm package under Node, the page in headless Chromium"),
+        # The interop tests read files with the npm package, so they come after it.
+        Job("python-package", "scripts/python-package.sh", ["setup-rust", "setup-python", "wasm-and-web"],
+            note="pip install ./kiln-py, its lints, pytest"),
+        Job("setup-cargo-fuzz", "scripts/setup.sh cargo-fuzz", note="cargo install cargo-fuzz 0.13.2"),
+        Job("fuzz", f"fuzz/ci.sh --budget {FUZZ_SECONDS}", ["setup-rust", "setup-cargo-fuzz"], cpu=1,
+            env=cache("target-fuzz"), note=f"every target, {FUZZ_SECONDS} s in all"),
+        Job("big-endian", f"scripts/budget.py big-endian --seconds {BE_SECONDS}", ["setup-rust", "setup-apt"],
+            env=cache("target-s390x"), note=f"qemu-s390x, a {BE_SECONDS} s sample"),
+        Job("setup-cbindgen", "scripts/setup.sh cbindgen", note="cargo install cbindgen 0.29.4"),
+        Job("c-api", "kiln-c/ci.sh", ["setup-rust", "setup-apt", "setup-cbindgen"],
+            note="kiln.h current, libkiln.a, the C and C++ tests (ASan, UBSan), CMake"),
+        Job("clippy-features", "cargo clippy -p kiln-nostd --all-targets --all-features --locked -- -D warnings",
+            ["setup-rust"], note="the core with every feature"),
+        Job("cargo-test-features", "cargo test -p kiln-nostd --all-features --locked", ["setup-rust"],
+            note="the core's suite with every feature"),
+        Job("i686", "cargo test -p kiln-nostd --features alloc,derive,sha2,std --locked"
+            " --target i686-unknown-linux-gnu", ["setup-rust", "setup-apt"],
+            note="the core's suite where usize is 32 bits"),
+        Job("no_std", "for t in thumbv7em-none-eabihf thumbv6m-none-eabi wasm32-unknown-unknown; do"
+            " cargo build -p kiln-nostd --release --locked --target $t || exit 1; done &&"
+            " cargo build -p kiln-nostd --release --locked --target thumbv7em-none-eabihf --features defmt",
+            ["setup-rust"], note="the core for the card's three targets, and with defmt"),
+        Job("setup-defmt-print", "scripts/setup.sh defmt-print", note="cargo install defmt-print 1.2.0"),
+        Job("firmware", "firmware-demo/ci.sh", ["setup-rust", "setup-apt", "setup-defmt-print"],
+            note="the QEMU demo, the defmt log, the no-panic link proof"),
+        Job("firmware-c", "firmware-c/ci.sh", ["setup-rust", "setup-apt"], note="the C firmware demo under QEMU"),
+        *[check(t) for t in ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")],
+        Job("rss", "scripts/rss.sh", ["setup-apt"], note="peak RSS on hostile files"),
+    ]
+
+
+def run(selected, table_only=False):
+    todo = [j for j in jobs()]
+    names = {j.name for j in todo}
+    if selected:
+        unknown = set(selected) - names
+        if unknown:
+            raise SystemExit(f"unknown suites: {', '.join(sorted(unknown))}")
+        keep = set()
+        stack = list(selected)
+        while stack:
+            n = stack.pop()
+            if n not in keep:
+                keep.add(n)
+                stack += next(j for j in todo if j.name == n).needs
+        todo = [j for j in todo if j.name in keep]
+    if table_only:
+        for j in todo:
+            print(f"{j.name:32} needs {','.join(j.needs) or '-':40} {j.note}")
+        return 0
+
+    warm = WARM_MARK.exists()
+    LOGS.mkdir(parents=True, exist_ok=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "CARGO_TARGET_DIR": str(TARGET), "CARGO_TERM_COLOR": "never"}
+    env["KILN_SEED"] = str(seed_of_run())
+    print(f"run: {'warm (a previous run finished on this machine)' if warm else 'fresh machine'};"
+          f" KILN_SEED={env['KILN_SEED']}; target {TARGET}; logs {LOGS.relative_to(ROOT)}/", flush=True)
+    t0 = time.monotonic()
+    running, done = [], {}
+    pending = list(todo)
+    names_todo = {j.name for j in todo}
+    while pending or running:
+        for j in list(running):
+            rc = j.proc.poll()
+            if rc is None:
+                continue
+            j.seconds = time.monotonic() - j.started
+            j.verdict = "ok" if rc == 0 else f"FAILED ({rc})"
+            running.remove(j)
+            done[j.name] = j
+            report(j)
+        busy = sum(j.cpu for j in running)
+        for j in list(pending):
+            failed_need = [n for n in j.needs if n in done and done[n].verdict != "ok"]
+            if failed_need:
+                j.seconds, j.verdict = 0.0, f"not run ({failed_need[0]} failed)"
+                pending.remove(j)
+                done[j.name] = j
+                print(f"=== {j.name}: {j.verdict}", flush=True)
+                continue
+            if any(n not in done for n in j.needs) or any(n in names_todo and n not in done for n in j.after):
+                continue
+            if running and busy + j.cpu > CAPACITY:
+                continue
+            start(j, env)
+            running.append(j)
+            pending.remove(j)
+            busy += j.cpu
+        time.sleep(0.2)
+    wall = time.monotonic() - t0
+    return summary(todo, wall, warm, whole=not selected)
+
+
+def start(j, env):
+    print(f"=== {j.name}: started ({j.note or j.cmd})", flush=True)
+    log = open(LOGS / f"{j.name}.log", "w")
+    log.write(f"$ {j.cmd}\n")
+    log.flush()
+    j.started = time.monotonic()
+    j.proc = subprocess.Popen(["bash", "-c", j.cmd], cwd=ROOT, env={**env, **j.env}, stdout=log,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    log.close()
+
+
+def report(j):
+    print(f"=== {j.name}: {j.verdict} ({j.seconds:.0f} s)", flush=True)
+    if j.verdict != "ok":
+        lines = (LOGS / f"{j.name}.log").read_text(errors="replace").splitlines()
+        shown = lines[-200:]
+        print(f"--- {j.name}: the last {len(shown)} of {len(lines)} lines of target/test-logs/{j.name}.log")
+        print("\n".join(shown))
+        print(f"--- end of {j.name}", flush=True)
+
+
+def summary(todo, wall, warm, whole):
+    print()
+    print(f"{'suite':32} {'verdict':28} {'seconds':>8}")
+    for j in todo:
+        print(f"{j.name:32} {j.verdict:28} {j.seconds:8.0f}")
+    slow = sorted(todo, key=lambda j: -j.seconds)[:3]
+    print(f"slowest: {', '.join(f'{j.name} {j.seconds:.0f} s' for j in slow)}")
+    budget = BUDGET_WARM if warm else BUDGET_FRESH
+    kind = "warm" if warm else "fresh-machine"
+    print(f"total: {wall:.0f} s wall ({wall / 60:.1f} min) against the {kind} budget of {budget // 60} min;"
+          f" {sum(j.seconds for j in todo):.0f} s of suites")
+    if wall > budget:
+        print(f"WARNING: this {kind} run took {wall / 60:.1f} min, over its {budget // 60} min budget")
+    failed = [j for j in todo if j.verdict != "ok"]
+    # After a whole run the machine is warm, whatever the verdicts: what setup installed stays.
+    if whole:
+        WARM_MARK.write_text(time.strftime("%Y-%m-%dT%H:%M:%S\n"))
+    print(f"suites: {len(todo) - len(failed)} passed, {len(failed)} failed")
+    if failed:
+        print(f"FAILED: {' '.join(j.name for j in failed)}")
+        return 1
+    print("all suites passed")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", help="comma-separated suites (and what they need)")
+    ap.add_argument("--list", action="store_true", help="list the suites and exit")
+    a = ap.parse_args()
+    return run(a.only.split(",") if a.only else None, a.list)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
