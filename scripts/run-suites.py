@@ -124,10 +124,9 @@ def jobs():
 
 
 def run(selected, table_only=False):
-    todo = [j for j in jobs()]
-    names = {j.name for j in todo}
+    todo = jobs()
     if selected:
-        unknown = set(selected) - names
+        unknown = set(selected) - {j.name for j in todo}
         if unknown:
             raise SystemExit(f"unknown suites: {', '.join(sorted(unknown))}")
         keep = set()
