@@ -27,6 +27,13 @@ pub enum ErrorCode {
     Trailing,
     /// A frame hash does not match the destination type.
     Schema,
+    /// A tensor's payload does not match its SHA-256 digest (`spec/model-file.md`).
+    Digest,
+    /// A shard of a sharded model is missing, of the wrong length, or does
+    /// not match its manifest.
+    Shard,
+    /// A shard name that is not a plain file name in the manifest's folder.
+    Path,
 }
 
 impl ErrorCode {
@@ -44,6 +51,9 @@ impl ErrorCode {
             ErrorCode::Utf8 => "UTF8",
             ErrorCode::Trailing => "TRAILING",
             ErrorCode::Schema => "SCHEMA",
+            ErrorCode::Digest => "DIGEST",
+            ErrorCode::Shard => "SHARD",
+            ErrorCode::Path => "PATH",
         }
     }
 
@@ -57,6 +67,9 @@ impl ErrorCode {
             "UTF8" => ErrorCode::Utf8,
             "TRAILING" => ErrorCode::Trailing,
             "SCHEMA" => ErrorCode::Schema,
+            "DIGEST" => ErrorCode::Digest,
+            "SHARD" => ErrorCode::Shard,
+            "PATH" => ErrorCode::Path,
             _ => return None,
         })
     }
@@ -273,6 +286,68 @@ rules! {
     CountTooWide => Limit, "a count or length does not fit in a u32";
     /// The encoder was given two equal dict keys.
     DuplicateDictKey => Type, "a dict to encode holds the same key twice";
+    // --- model files: digests (spec/model-file.md)
+    /// The digest table's length is not a multiple of 32.
+    DigestTableLength => Type, "the digest table's length is not a multiple of 32 bytes";
+    /// The digest table does not hold one digest per tensor (step 3d).
+    DigestTableCount => Type, "the digest table does not hold one digest per tensor";
+    /// A tensor's payload does not match its digest (step 9d).
+    PayloadDigest => Digest, "a tensor's payload does not match its SHA-256 digest";
+    // --- model files: shard records
+    /// A shard record's model id is not 32 bytes.
+    ShardModelLength => Type, "a shard's model id is not 32 bytes";
+    /// A shard record's count is 0, or its index is 0 or above the count.
+    ShardPosition => Type, "a shard's index is not between 1 and its count";
+    // --- manifests, steps M1 to M5
+    /// A manifest names no shards.
+    ManifestNoShards => Type, "the manifest names no shards";
+    /// A shard name is not a plain file name.
+    ShardName => Path, "a shard name is not a plain file name in the manifest's folder";
+    /// Two shards have the same name.
+    ShardNameRepeated => Path, "two shards have the same name";
+    /// A shard's prefix digest is not 32 bytes.
+    ShardDigestLength => Type, "a shard's prefix digest is not 32 bytes";
+    /// A manifest tensor has an empty name.
+    ManifestNameEmpty => Type, "a tensor in the manifest has an empty name";
+    /// Two manifest tensors have the same name.
+    ManifestNameRepeated => Type, "two tensors of the model have the same name";
+    /// A manifest tensor's shard is 0, past the shard count, or out of order.
+    ManifestShard => Type, "a tensor's shard is 0, past the shard count, or below the previous tensor's";
+    /// A manifest tensor's dtype is not a defined or opaque code.
+    ManifestDtype => Type, "a tensor's dtype in the manifest is not a defined or opaque code";
+    /// A manifest tensor has more than 8 dimensions.
+    ManifestRank => Type, "a tensor in the manifest has more than 8 dimensions";
+    /// A manifest tensor's element count overflows a u64.
+    ManifestCountOverflow => Limit, "the product of a manifest tensor's shape overflows";
+    /// A manifest tensor's layout name or block size does not fit its dtype.
+    ManifestLayout => Type, "a manifest tensor's layout name or block size does not fit its dtype";
+    /// A manifest tensor's size overflows a u64.
+    ManifestSizeOverflow => Limit, "a manifest tensor's element count times its width overflows";
+    /// A manifest tensor's byte_length does not fit its dtype and shape.
+    ManifestLength => Type, "a manifest tensor's byte_length does not fit its dtype and shape";
+    /// A manifest tensor's quantization is invalid or names no tensor of its shard.
+    ManifestQuant => Type, "a manifest tensor's quantization is invalid or names no tensor of its shard";
+    /// The manifest's digests do not hold one digest per tensor.
+    ManifestDigestCount => Type, "the manifest's digests do not hold one digest per tensor";
+    // --- a shard against its manifest
+    /// A shard file does not exist or cannot be opened.
+    ShardMissing => Shard, "a shard of the model is missing";
+    /// A shard's length is not the manifest's.
+    ShardLength => Shard, "a shard's length is not the one the manifest records";
+    /// A shard belongs to another model (or another version of it).
+    ShardModel => Shard, "the shard belongs to another model";
+    /// A shard's index is not its position in the manifest.
+    ShardIndex => Shard, "the shard is not at its position in the manifest";
+    /// A shard's count is not the manifest's shard count.
+    ShardCount => Shard, "the shard's count is not the manifest's shard count";
+    /// A shard holds another number of tensors than the manifest says.
+    ShardTensorCount => Shard, "the shard holds another number of tensors than the manifest says";
+    /// A shard tensor differs from its manifest entry.
+    ShardTensor => Shard, "a tensor of the shard differs from its manifest entry";
+    /// A shard tensor's digest differs from the manifest's.
+    ShardTensorDigest => Shard, "a tensor's digest in the shard differs from the manifest's";
+    /// A shard's prefix digest differs from the manifest's.
+    ShardPrefixDigest => Shard, "the shard's bytes before its payloads do not match the manifest's digest";
     // --- HK model container (kiln_nostd::hk)
     /// Fewer than 4 bytes, or fewer than 128 once the magic matched.
     HkHeaderTruncated => Eof, "the buffer ends inside the 128-byte HK header";

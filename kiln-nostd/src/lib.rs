@@ -55,6 +55,7 @@ extern crate alloc;
 mod bytes;
 mod check_order;
 pub mod descriptor;
+pub mod digest;
 mod directory;
 pub mod dtype;
 mod element;

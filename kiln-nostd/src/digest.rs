@@ -1,0 +1,167 @@
+//! Per-tensor SHA-256 digests (`spec/model-file.md`, "Digests"): the table
+//! a digests or shard record carries before its block, and step 9d, which
+//! compares each tensor's payload with its digest.
+//!
+//! Step 9d runs after step 9 and before step 10, over the tensors in
+//! descriptor order while their `byte_offset` is the canonical (greedy)
+//! one, so the tensors it hashes are in ascending byte order and a mismatch
+//! is certain at the end of that tensor's bytes. Hashing needs the `sha2`
+//! feature; the table's shape rules do not.
+
+use crate::bytes::{u64_from, usize_from};
+use crate::descriptor::{AT_BYTE_LENGTH, AT_BYTE_OFFSET};
+use crate::error::Rule;
+use crate::layout::align;
+
+/// Bytes of one digest (SHA-256).
+pub const DIGEST_LEN: usize = 32;
+
+/// A checked digest table: one SHA-256 per tensor, in descriptor order,
+/// borrowed from the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Digests<'a> {
+    bytes: &'a [u8],
+    /// Absolute offset of the first digest byte (after the length word).
+    at: usize,
+}
+
+impl<'a> Digests<'a> {
+    /// The table over `bytes` (a multiple of [`DIGEST_LEN`]) whose first byte
+    /// is at absolute offset `at`.
+    pub(crate) const fn new(bytes: &'a [u8], at: usize) -> Self {
+        Digests { bytes, at }
+    }
+
+    /// The number of digests.
+    pub const fn len(&self) -> usize {
+        self.bytes.len() / DIGEST_LEN
+    }
+
+    /// True when the table is empty (a directory without tensors).
+    pub const fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Tensor `i`'s digest.
+    pub fn get(&self, i: usize) -> Option<&'a [u8; DIGEST_LEN]> {
+        let start = i.checked_mul(DIGEST_LEN)?;
+        self.bytes.get(start..start.checked_add(DIGEST_LEN)?)?.try_into().ok()
+    }
+
+    /// The digests in descriptor order.
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8; DIGEST_LEN]> + 'a {
+        self.bytes.chunks_exact(DIGEST_LEN).filter_map(|c| c.try_into().ok())
+    }
+
+    /// Absolute offset of tensor `i`'s digest (where a reader that compares
+    /// digest tables reports a difference).
+    pub fn offset_of(&self, i: usize) -> usize {
+        self.at.saturating_add(i.saturating_mul(DIGEST_LEN))
+    }
+
+    /// The table's bytes.
+    pub const fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+}
+
+/// True for the rules of steps 10 to 12, the ones step 9d comes before: a
+/// parse that fails with one of them passed steps 1 to 9, so its ranges
+/// are well formed and step 9d can still run.
+pub(crate) const fn after_step9(rule: Rule) -> bool {
+    matches!(
+        rule,
+        Rule::NonCanonicalOffset
+            | Rule::NonCanonicalPayloadBytes
+            | Rule::NonzeroGap
+            | Rule::BoolByte
+            | Rule::PackedHighNibble
+            | Rule::UnknownQuantScheme
+            | Rule::QuantFieldsOnPlain
+            | Rule::QuantAxis
+            | Rule::ScaleIndex
+            | Rule::QuantChain
+            | Rule::ScaleCount
+            | Rule::OuterIndex
+            | Rule::OuterTensor
+            | Rule::TrailingBytes
+    )
+}
+
+/// The payload ranges step 9d hashes, from raw descriptors (steps 1 to 9
+/// hold): `(tensor index, payload-relative start, length)` in descriptor
+/// order, ending before the first tensor whose offset is not the greedy one.
+pub(crate) fn canonical_ranges(descriptors: &[u8], count: usize) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
+    let mut running = 0u64;
+    (0..count).map_while(move |i| {
+        let d = descriptors.get(i.checked_mul(128)?..)?;
+        let off = crate::bytes::u64_at(d, AT_BYTE_OFFSET)?;
+        let len = crate::bytes::u64_at(d, AT_BYTE_LENGTH)?;
+        if off != align(running)? {
+            return None;
+        }
+        running = off.checked_add(len)?;
+        Some((i, off, len))
+    })
+}
+
+/// SHA-256 of `bytes`.
+#[cfg(feature = "sha2")]
+pub fn sha256(bytes: &[u8]) -> [u8; DIGEST_LEN] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// Step 9d over a whole block in memory: the first tensor (in descriptor
+/// order, over the canonical run) whose payload does not match `table`, as
+/// a DIGEST error at its first payload byte (absolute: `payload_start` is
+/// where the payload region starts in the caller's buffer).
+#[cfg(feature = "sha2")]
+pub(crate) fn first_mismatch(
+    descriptors: &[u8],
+    count: usize,
+    payload: &[u8],
+    payload_start: usize,
+    table: &Digests<'_>,
+) -> Option<crate::Error> {
+    for (i, off, len) in canonical_ranges(descriptors, count) {
+        let bytes = usize_from(off).zip(usize_from(len)).and_then(|(o, l)| payload.get(o..o.checked_add(l)?));
+        // Steps 1 to 9 put every range inside the payload: `None` cannot happen.
+        let ok = bytes.zip(table.get(i)).is_some_and(|(b, d)| sha256(b) == *d);
+        if !ok {
+            return Some(crate::Error::at(
+                Rule::PayloadDigest,
+                u64_from(payload_start).saturating_add(off),
+            ));
+        }
+    }
+    None
+}
+
+/// A running SHA-256 over one tensor's payload as its bytes stream past
+/// (the incremental validator, ranged reads, an update written to flash).
+#[cfg(feature = "sha2")]
+#[derive(Clone, Debug, Default)]
+pub struct TensorHasher {
+    state: sha2::Sha256,
+}
+
+#[cfg(feature = "sha2")]
+impl TensorHasher {
+    /// A hasher with no bytes yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the next bytes of the payload.
+    pub fn update(&mut self, bytes: &[u8]) {
+        sha2::Digest::update(&mut self.state, bytes);
+    }
+
+    /// True when the bytes added so far hash to `expected`; the hasher
+    /// starts over.
+    pub fn matches(&mut self, expected: &[u8; DIGEST_LEN]) -> bool {
+        let got: [u8; DIGEST_LEN] = sha2::Digest::finalize_reset(&mut self.state).into();
+        got == *expected
+    }
+}
