@@ -8,9 +8,13 @@
 //! is certain at the end of that tensor's bytes. Hashing needs the `sha2`
 //! feature; the table's shape rules do not.
 
+#[cfg(feature = "sha2")]
 use crate::bytes::{u64_from, usize_from};
+#[cfg(feature = "sha2")]
 use crate::descriptor::{AT_BYTE_LENGTH, AT_BYTE_OFFSET};
+#[cfg(feature = "sha2")]
 use crate::error::Rule;
+#[cfg(feature = "sha2")]
 use crate::layout::align;
 
 /// Bytes of one digest (SHA-256).
@@ -68,6 +72,7 @@ impl<'a> Digests<'a> {
 /// True for the rules of steps 10 to 12, the ones step 9d comes before: a
 /// parse that fails with one of them passed steps 1 to 9, so its ranges
 /// are well formed and step 9d can still run.
+#[cfg(feature = "sha2")]
 pub(crate) const fn after_step9(rule: Rule) -> bool {
     matches!(
         rule,
@@ -91,6 +96,7 @@ pub(crate) const fn after_step9(rule: Rule) -> bool {
 /// The payload ranges step 9d hashes, from raw descriptors (steps 1 to 9
 /// hold): `(tensor index, payload-relative start, length)` in descriptor
 /// order, ending before the first tensor whose offset is not the greedy one.
+#[cfg(feature = "sha2")]
 pub(crate) fn canonical_ranges(descriptors: &[u8], count: usize) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
     let mut running = 0u64;
     (0..count).map_while(move |i| {
@@ -129,10 +135,7 @@ pub(crate) fn first_mismatch(
         // Steps 1 to 9 put every range inside the payload: `None` cannot happen.
         let ok = bytes.zip(table.get(i)).is_some_and(|(b, d)| sha256(b) == *d);
         if !ok {
-            return Some(crate::Error::at(
-                Rule::PayloadDigest,
-                u64_from(payload_start).saturating_add(off),
-            ));
+            return Some(crate::Error::at(Rule::PayloadDigest, u64_from(payload_start).saturating_add(off)));
         }
     }
     None
@@ -163,5 +166,40 @@ impl TensorHasher {
     pub fn matches(&mut self, expected: &[u8; DIGEST_LEN]) -> bool {
         let got: [u8; DIGEST_LEN] = sha2::Digest::finalize_reset(&mut self.state).into();
         got == *expected
+    }
+}
+
+/// The whole-buffer verdict for the block at `block_at` with its digest
+/// table: the parse's verdict on steps 1 to 9, then step 9d, then the
+/// parse's verdict on steps 10 to 12 (`spec/model-file.md`).
+#[cfg(feature = "sha2")]
+pub fn check_block_digests<'a>(
+    buf: &'a [u8],
+    block_at: usize,
+    parser: crate::Parser<'_>,
+    table: &Digests<'_>,
+) -> crate::Result<crate::Directory<'a>> {
+    let verdict = parser.parse_at(buf, block_at);
+    match verdict {
+        Ok(dir) => {
+            let payload = buf.get(dir.payload_start()..).unwrap_or(&[]);
+            let descriptors = dir.block().get(crate::header::HEADER_LEN..).unwrap_or(&[]);
+            match first_mismatch(descriptors, dir.len(), payload, dir.payload_start(), table) {
+                Some(e) => Err(e),
+                None => Ok(dir),
+            }
+        }
+        Err(e) if after_step9(e.rule()) => {
+            // Steps 1 to 9 hold: the header, descriptors and ranges are well formed.
+            let block = buf.get(block_at..).unwrap_or(&[]);
+            let Ok(header) = crate::Header::parse(block) else { return Err(e) };
+            let count = crate::bytes::usize_from_u32(header.tensor_count);
+            let heap_end = 64u64.saturating_add(header.directory_bytes);
+            let base = crate::layout::align(heap_end).and_then(usize_from).unwrap_or(usize::MAX);
+            let payload = block.get(base..).unwrap_or(&[]);
+            let descriptors = block.get(crate::header::HEADER_LEN..).unwrap_or(&[]);
+            Err(first_mismatch(descriptors, count, payload, block_at.saturating_add(base), table).unwrap_or(e))
+        }
+        Err(e) => Err(e),
     }
 }

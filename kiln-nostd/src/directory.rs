@@ -104,6 +104,26 @@ impl<'s> Parser<'s> {
         Ok((dir, NameIndex::from_parts(dir, table, seed)))
     }
 
+    /// Steps 1 to 9 of the block at `start` (and step 10's placement and
+    /// step 11's quantization as far as the descriptors decide them, which
+    /// are not reported): the tensor table of a block whose payload faults,
+    /// if any, are left to a later check (a shard held against its manifest
+    /// before its steps 9d to 12).
+    #[cfg(feature = "sha2")]
+    pub(crate) fn parse_prefix_at<'a>(self, buf: &'a [u8], start: usize) -> Result<Directory<'a>> {
+        let Some(block) = buf.get(start..) else {
+            return fail(Rule::HeaderTruncated, buf.len());
+        };
+        let shift = |e: crate::Error| e.shifted(start);
+        let header = Header::parse(block).map_err(shift)?;
+        let regions = header.regions(block, &self.limits).map_err(shift)?;
+        let b = Block::new(block, &header, regions, false);
+        match check_prefix(&b, self.scratch, self.seed) {
+            PrefixVerdict::Certain(e) => Err(shift(e)),
+            _ => Ok(Directory::from_checked(buf, start, header, regions)),
+        }
+    }
+
     fn run<'a>(
         self,
         buf: &'a [u8],

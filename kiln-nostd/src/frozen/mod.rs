@@ -34,7 +34,7 @@
 //! ```
 
 mod check;
-pub(crate) use check::Checker;
+pub(crate) use check::{skip, Checker};
 mod frame;
 mod hash;
 mod kind;

@@ -1,0 +1,506 @@
+//! Model files and sharded models (`spec/model-file.md`): what `kiln
+//! convert` writes and every reader opens without being told a type.
+//!
+//! A model file is a Frozen frame, then one value of one of three record
+//! types ([`Kind`]): **plain** (`metadata`, then the tensor directory),
+//! **digests** (a SHA-256 per tensor before the block) and **shard** (which
+//! model and position it belongs to, then digests and the block). A
+//! sharded model is a [`Manifest`] (the fourth record type: the model's
+//! metadata, its shard files and every tensor with its shard and digest)
+//! plus its shards.
+//!
+//! A writer may align the payload region in the file (for memory maps) with
+//! the value of the reserved key [`PAD_KEY`]; [`Metadata`] hides that key,
+//! so padding never shows up as user metadata.
+//!
+//! ```
+//! use kiln_nostd::model::{self, Model};
+//! # let file = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.model.kiln"));
+//! let m = Model::parse(&file)?;
+//! assert_eq!(m.metadata().get("author"), Some("kiln"));
+//! assert_eq!(m.directory().len(), 1);
+//! // Any reader: a model file or a plain directory, told apart by content.
+//! let (meta, dir) = model::parse_any(&file)?;
+//! assert_eq!((meta.map(|m| m.len()), dir.len()), (Some(1), 1));
+//! # Ok::<(), kiln_nostd::Error>(())
+//! ```
+
+mod manifest;
+mod manifest_writer;
+#[cfg(feature = "sha2")]
+mod sharded;
+mod writer;
+
+#[cfg(all(feature = "sha2", feature = "alloc"))]
+pub use sharded::write::{write_sharded, ShardedFiles};
+#[cfg(feature = "sha2")]
+pub use sharded::{check_all, check_shard, ShardFault};
+
+pub use manifest::{
+    Manifest, ManifestQuant, ManifestTensor, ShardEntry, ShardName, MANIFEST_HASH, MANIFEST_TYPE, SHARD_NAME_MAX,
+};
+pub use manifest_writer::{EntrySpec, ManifestWriter, ShardSpec};
+pub use writer::{shard_field, ModelWriter, SHARD_FIELD_LEN};
+
+use crate::bytes::{u32_at, usize_from_u32};
+use crate::digest::{Digests, DIGEST_LEN};
+use crate::error::{fail, Result, Rule};
+use crate::frozen::{check_frame, Field, Ty, FRAME_LEN, FRAME_MAGIC};
+use crate::views::Directory;
+use crate::{Header, Limits, Parser};
+
+/// The plain model record's canonical type text.
+pub const MODEL_TYPE: &str = "struct{metadata:dict<str,str>,tensors:tensors,}";
+/// The digests record: a SHA-256 per tensor before the block.
+pub const DIGESTS_TYPE: &str = "struct{metadata:dict<str,str>,digests:list<u8>,tensors:tensors,}";
+/// The shard record: the model id, its position and the shard count, then digests and the block.
+pub const SHARD_TYPE: &str =
+    "struct{metadata:dict<str,str>,shard:struct{model:list<u8>,index:u32,count:u32,},digests:list<u8>,tensors:tensors,}";
+
+pub(crate) static METADATA: Ty = Ty::dict(&Ty::STR);
+static PLAIN_FIELDS: [Field; 2] = [Field::new("metadata", &METADATA), Field::new("tensors", &Ty::TENSORS)];
+static PLAIN: Ty = Ty::structure(&PLAIN_FIELDS);
+static DIGESTS_FIELDS: [Field; 3] =
+    [Field::new("metadata", &METADATA), Field::new("digests", &Ty::BYTES), Field::new("tensors", &Ty::TENSORS)];
+static DIGESTS: Ty = Ty::structure(&DIGESTS_FIELDS);
+static SHARD_ID_FIELDS: [Field; 3] =
+    [Field::new("model", &Ty::BYTES), Field::new("index", &Ty::U32), Field::new("count", &Ty::U32)];
+static SHARD_ID: Ty = Ty::structure(&SHARD_ID_FIELDS);
+static SHARD_FIELDS: [Field; 4] = [
+    Field::new("metadata", &METADATA),
+    Field::new("shard", &SHARD_ID),
+    Field::new("digests", &Ty::BYTES),
+    Field::new("tensors", &Ty::TENSORS),
+];
+static SHARD: Ty = Ty::structure(&SHARD_FIELDS);
+
+/// The schema hash of [`MODEL_TYPE`], which a plain model file's frame carries.
+pub const MODEL_HASH: u64 = crate::frozen::hash_text(MODEL_TYPE);
+/// The schema hash of [`DIGESTS_TYPE`].
+pub const DIGESTS_HASH: u64 = crate::frozen::hash_text(DIGESTS_TYPE);
+/// The schema hash of [`SHARD_TYPE`].
+pub const SHARD_HASH: u64 = crate::frozen::hash_text(SHARD_TYPE);
+// The static types and the texts are the same records.
+const _: () = assert!(PLAIN.schema_hash() == MODEL_HASH);
+const _: () = assert!(DIGESTS.schema_hash() == DIGESTS_HASH);
+const _: () = assert!(SHARD.schema_hash() == SHARD_HASH);
+
+/// The reserved metadata key whose value (spaces) aligns the payload region
+/// in the file. Readers hide it.
+pub const PAD_KEY: &str = "kiln.convert.pad";
+
+/// Keys starting with this are the converter's own (see `spec/model-file.md`).
+pub const RESERVED_PREFIX: &str = "kiln.";
+
+/// The record types of `spec/model-file.md`, told apart by the frame's schema hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Kind {
+    /// `metadata`, then the block: no digests.
+    Plain,
+    /// `metadata`, a digest per tensor, then the block.
+    Digests,
+    /// A shard of a sharded model: `metadata`, `shard`, digests, the block.
+    Shard,
+    /// A sharded model's manifest (not a model file: no block).
+    Manifest,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 4] = [Kind::Plain, Kind::Digests, Kind::Shard, Kind::Manifest];
+
+    /// The record's canonical type text.
+    pub const fn type_text(self) -> &'static str {
+        match self {
+            Kind::Plain => MODEL_TYPE,
+            Kind::Digests => DIGESTS_TYPE,
+            Kind::Shard => SHARD_TYPE,
+            Kind::Manifest => manifest::MANIFEST_TYPE,
+        }
+    }
+
+    /// The schema hash its frame carries.
+    pub const fn hash(self) -> u64 {
+        match self {
+            Kind::Plain => MODEL_HASH,
+            Kind::Digests => DIGESTS_HASH,
+            Kind::Shard => SHARD_HASH,
+            Kind::Manifest => manifest::MANIFEST_HASH,
+        }
+    }
+
+    /// The kind `buf` starts as: the frame magic and one of the four
+    /// schema hashes; `None` for anything else (a plain directory, another
+    /// Frozen type).
+    pub fn of(buf: &[u8]) -> Option<Kind> {
+        if buf.get(..4) != Some(&FRAME_MAGIC[..]) {
+            return None;
+        }
+        let hash = u64::from_le_bytes(buf.get(8..16)?.try_into().ok()?);
+        Kind::ALL.into_iter().find(|k| k.hash() == hash)
+    }
+
+    /// The name used in messages and JSON (`plain`, `digests`, `shard`, `manifest`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Plain => "plain",
+            Kind::Digests => "digests",
+            Kind::Shard => "shard",
+            Kind::Manifest => "manifest",
+        }
+    }
+
+    /// True for the three model-file kinds (those with a block).
+    pub const fn is_model_file(self) -> bool {
+        !matches!(self, Kind::Manifest)
+    }
+}
+
+/// True when `buf` starts like a model file (a plain, digests or shard
+/// record). Anything else, a manifest included, is not one.
+pub fn is_model_file(buf: &[u8]) -> bool {
+    Kind::of(buf).is_some_and(Kind::is_model_file)
+}
+
+/// Which model a shard belongs to, and where: its `shard` field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardId<'a> {
+    /// The model id: SHA-256 of the manifest's tensor table and digests.
+    pub model: &'a [u8; DIGEST_LEN],
+    /// Its 1-based position.
+    pub index: u32,
+    /// The number of shards.
+    pub count: u32,
+    /// Absolute offset of the model id's first byte (its length word is 4 before).
+    pub(crate) at: usize,
+}
+
+impl ShardId<'_> {
+    /// Absolute offset of the `model` bytes.
+    pub const fn model_offset(&self) -> usize {
+        self.at
+    }
+
+    /// Absolute offset of the `index` field.
+    pub const fn index_offset(&self) -> usize {
+        self.at.saturating_add(DIGEST_LEN)
+    }
+
+    /// Absolute offset of the `count` field.
+    pub const fn count_offset(&self) -> usize {
+        self.at.saturating_add(DIGEST_LEN).saturating_add(4)
+    }
+}
+
+/// A checked model file, borrowed from the caller's buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct Model<'a> {
+    kind: Kind,
+    metadata: Metadata<'a>,
+    shard: Option<ShardId<'a>>,
+    digests: Option<Digests<'a>>,
+    directory: Directory<'a>,
+}
+
+impl<'a> Model<'a> {
+    /// Checks `buf` as exactly one model file (frame, fields, directory,
+    /// no trailing bytes) with the default caps, in the order a Frozen reader
+    /// of its record type checks it, steps 3d included; step 9d (the
+    /// digests) is [`verify_digests`](Self::verify_digests) or
+    /// [`parse_verified`](Self::parse_verified). Nothing is allocated.
+    pub fn parse(buf: &'a [u8]) -> Result<Model<'a>> {
+        Model::parse_with(buf, Parser::new())
+    }
+
+    /// Like [`parse`](Self::parse), with a configured [`Parser`] for the
+    /// directory (caps, name scratch, hash seed); its caps apply to the
+    /// other fields too.
+    pub fn parse_with(buf: &'a [u8], parser: Parser<'_>) -> Result<Model<'a>> {
+        let head = Head::check(buf, &parser.caps())?;
+        let directory = parser.parse_at(buf, head.block)?;
+        if directory.end() != buf.len() {
+            return fail(Rule::TrailingBytes, directory.end());
+        }
+        Ok(head.model(directory))
+    }
+
+    /// [`parse`](Self::parse) with step 9d: every tensor's payload is hashed
+    /// and compared with its digest (a plain record has none). The verdict
+    /// is the spec's: faults of steps 1 to 9 first, then DIGEST, then steps
+    /// 10 to 12.
+    #[cfg(feature = "sha2")]
+    pub fn parse_verified(buf: &'a [u8]) -> Result<Model<'a>> {
+        Model::parse_verified_with(buf, Parser::new())
+    }
+
+    /// [`parse_verified`](Self::parse_verified) with a configured [`Parser`].
+    #[cfg(feature = "sha2")]
+    pub fn parse_verified_with(buf: &'a [u8], parser: Parser<'_>) -> Result<Model<'a>> {
+        let head = Head::check(buf, &parser.caps())?;
+        let directory = match head.digests {
+            Some(table) => crate::digest::check_block_digests(buf, head.block, parser, &table)?,
+            None => parser.parse_at(buf, head.block)?,
+        };
+        if directory.end() != buf.len() {
+            return fail(Rule::TrailingBytes, directory.end());
+        }
+        Ok(head.model(directory))
+    }
+
+    /// Step 9d on a model that [`parse`](Self::parse) accepted: the first
+    /// tensor whose payload does not match its digest, as DIGEST at its
+    /// first payload byte. `Ok` for a plain record (nothing to compare).
+    #[cfg(feature = "sha2")]
+    pub fn verify_digests(&self) -> Result<()> {
+        let Some(table) = self.digests else { return Ok(()) };
+        for (i, t) in self.directory.iter().enumerate() {
+            if table.get(i).is_none_or(|d| crate::digest::sha256(t.bytes()) != *d) {
+                return fail(Rule::PayloadDigest, t.absolute_offset());
+            }
+        }
+        Ok(())
+    }
+
+    /// The record type.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The metadata, without the padding key.
+    pub fn metadata(&self) -> Metadata<'a> {
+        self.metadata
+    }
+
+    /// The digest table (digests and shard records).
+    pub fn digests(&self) -> Option<Digests<'a>> {
+        self.digests
+    }
+
+    /// Which model and position a shard record belongs to.
+    pub fn shard(&self) -> Option<ShardId<'a>> {
+        self.shard
+    }
+
+    /// The tensor directory.
+    pub fn directory(&self) -> Directory<'a> {
+        self.directory
+    }
+
+    /// Where the directory block starts in the file.
+    pub fn directory_offset(&self) -> usize {
+        self.directory.start()
+    }
+
+    /// Where the payload region starts in the file: the bytes before it are
+    /// the ones a shard's prefix digest covers.
+    pub fn payload_start(&self) -> usize {
+        self.directory.payload_start()
+    }
+}
+
+/// The fields before the block, checked.
+struct Head<'a> {
+    kind: Kind,
+    metadata: Metadata<'a>,
+    shard: Option<ShardId<'a>>,
+    digests: Option<Digests<'a>>,
+    /// Where the block starts.
+    block: usize,
+}
+
+impl<'a> Head<'a> {
+    /// The frame, the fields in order with their own rules, and step 3d
+    /// (which needs the block's header to pass steps 1 to 3).
+    fn check(buf: &'a [u8], limits: &Limits) -> Result<Head<'a>> {
+        let kind = match Kind::of(buf) {
+            Some(k) if k.is_model_file() => k,
+            // Not a model file: the frame's own verdict, against the plain record.
+            _ => {
+                check_frame(buf, MODEL_HASH)?;
+                return fail(Rule::SchemaHash, 8);
+            }
+        };
+        let checker = crate::frozen::Checker { buf, limits: *limits, utf8: true };
+        let at = FRAME_LEN;
+        let end = checker.value(&METADATA, at)?;
+        // Fallback not taken: at..end is the metadata region checked above.
+        let metadata = Metadata { bytes: buf.get(at..end).unwrap_or(&[]) };
+        let (shard, end) = match kind {
+            Kind::Shard => {
+                let (id, end) = check_shard_id(&checker, end)?;
+                (Some(id), end)
+            }
+            _ => (None, end),
+        };
+        let (digests, block) = match kind {
+            Kind::Digests | Kind::Shard => {
+                let (table, block) = check_digest_table(&checker, end)?;
+                check_digest_count(buf, block, &table, end, limits)?;
+                (Some(table), block)
+            }
+            _ => (None, end),
+        };
+        Ok(Head { kind, metadata, shard, digests, block })
+    }
+
+    fn model(self, directory: Directory<'a>) -> Model<'a> {
+        Model { kind: self.kind, metadata: self.metadata, shard: self.shard, digests: self.digests, directory }
+    }
+}
+
+/// A shard record's `shard` field at `at`: its Frozen checks, then the model
+/// id's length and the position.
+fn check_shard_id<'a>(checker: &crate::frozen::Checker<'a>, at: usize) -> Result<(ShardId<'a>, usize)> {
+    let end = checker.value(&SHARD_ID, at)?;
+    let (model, after) = checker.byte_run(at)?;
+    let Ok(model) = <&[u8; DIGEST_LEN]>::try_from(model) else {
+        return fail(Rule::ShardModelLength, at);
+    };
+    let count_at = after.saturating_add(4);
+    // Fallbacks not taken: the Frozen check read both words.
+    let index = u32_at(checker.buf, after).unwrap_or(0);
+    let count = u32_at(checker.buf, count_at).unwrap_or(0);
+    if count == 0 {
+        return fail(Rule::ShardPosition, count_at);
+    }
+    if index == 0 || index > count {
+        return fail(Rule::ShardPosition, after);
+    }
+    Ok((ShardId { model, index, count, at: at.saturating_add(4) }, end))
+}
+
+/// The digest table at `at`: a byte run whose length is a multiple of 32.
+fn check_digest_table<'a>(checker: &crate::frozen::Checker<'a>, at: usize) -> Result<(Digests<'a>, usize)> {
+    let (bytes, end) = checker.byte_run(at)?;
+    if bytes.len() % DIGEST_LEN != 0 {
+        return fail(Rule::DigestTableLength, at);
+    }
+    Ok((Digests::new(bytes, at.saturating_add(4)), end))
+}
+
+/// Step 3d: once the block's header passes steps 1 to 3, the table holds
+/// one digest per tensor. A header that fails them is left to the block's
+/// own check, which reports it first.
+fn check_digest_count(buf: &[u8], block: usize, table: &Digests<'_>, word: usize, limits: &Limits) -> Result<()> {
+    let Some(header) = buf.get(block..).and_then(|b| Header::parse(b).ok()) else { return Ok(()) };
+    if header.tensor_count > limits.count_cap || header.name_bytes > limits.byte_cap {
+        return Ok(());
+    }
+    if table.len() != usize_from_u32(header.tensor_count) {
+        return fail(Rule::DigestTableCount, word);
+    }
+    Ok(())
+}
+
+/// Checks a model file's frame and fields before the block (the first
+/// checks of [`Model::parse`], in its order) and returns where its directory
+/// block starts: for sizing name scratch from that block's header
+/// ([`Header::peek_count`](crate::Header::peek_count)) before the full parse.
+pub fn block_start(buf: &[u8], limits: &crate::Limits) -> Result<usize> {
+    Head::check(buf, limits).map(|h| h.block)
+}
+
+/// Opens `buf` by content: a model file (metadata and directory) when it
+/// starts like one ([`is_model_file`]), otherwise a plain directory (no
+/// metadata), checked exactly as [`Parser::parse`] checks it. Digests are
+/// not compared here ([`Model::verify_digests`]).
+pub fn parse_any<'a>(buf: &'a [u8]) -> Result<(Option<Metadata<'a>>, Directory<'a>)> {
+    parse_any_with(buf, Parser::new())
+}
+
+/// [`parse_any`] with a configured [`Parser`].
+pub fn parse_any_with<'a>(buf: &'a [u8], parser: Parser<'_>) -> Result<(Option<Metadata<'a>>, Directory<'a>)> {
+    if is_model_file(buf) {
+        let m = Model::parse_with(buf, parser)?;
+        return Ok((Some(m.metadata), m.directory));
+    }
+    parser.parse(buf).map(|d| (None, d))
+}
+
+/// A model file's metadata: a checked `dict<str,str>` (keys in byte order,
+/// UTF-8), read in place. [`PAD_KEY`] is not shown.
+#[derive(Clone, Copy, Debug)]
+pub struct Metadata<'a> {
+    /// The dict's encoding: a u32 count, then (key, value) strings.
+    bytes: &'a [u8],
+}
+
+impl<'a> Metadata<'a> {
+    /// The entries, in key order, without the padding key.
+    pub fn iter(&self) -> MetadataIter<'a> {
+        // Fallback not taken: checked metadata starts with its count word.
+        let count = u32_at(self.bytes, 0).map(usize_from_u32).unwrap_or(0);
+        MetadataIter { bytes: self.bytes, at: 4, left: count, hide_pad: true }
+    }
+
+    /// The value of `key` (never the padding key's).
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// The number of entries shown.
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    /// True when no entry is shown.
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+
+    /// The padding key's length in bytes (0 without it): what aligns the
+    /// payload region in the file.
+    pub fn padding(&self) -> usize {
+        self.all().find(|(k, _)| *k == PAD_KEY).map_or(0, |(_, v)| v.len())
+    }
+
+    fn all(&self) -> MetadataIter<'a> {
+        let mut it = self.iter();
+        it.hide_pad = false;
+        it
+    }
+}
+
+impl<'a> IntoIterator for Metadata<'a> {
+    type Item = (&'a str, &'a str);
+    type IntoIter = MetadataIter<'a>;
+    fn into_iter(self) -> MetadataIter<'a> {
+        self.iter()
+    }
+}
+
+/// Iterator over a model file's metadata entries.
+#[derive(Clone, Debug)]
+pub struct MetadataIter<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    left: usize,
+    hide_pad: bool,
+}
+
+impl<'a> MetadataIter<'a> {
+    /// The string at the cursor (length word, then UTF-8 bytes, checked at parse time).
+    fn string(&mut self) -> Option<&'a str> {
+        let len = usize_from_u32(u32_at(self.bytes, self.at)?);
+        let start = self.at.checked_add(4)?;
+        let end = start.checked_add(len)?;
+        self.at = end;
+        core::str::from_utf8(self.bytes.get(start..end)?).ok()
+    }
+}
+
+impl<'a> Iterator for MetadataIter<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<(&'a str, &'a str)> {
+        while self.left > 0 {
+            self.left = self.left.saturating_sub(1);
+            let entry = self.string().zip(self.string())?;
+            if !(self.hide_pad && entry.0 == PAD_KEY) {
+                return Some(entry);
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,189 @@
+//! A sharded model as a whole (`spec/model-file.md`, "Opening a shard of a
+//! manifest"): the one shard-by-shard check every reader runs (the CLI,
+//! npm, Python, C), whatever holds the shards' bytes (a memory map, a
+//! fetched buffer). Needs the `sha2` feature.
+
+use super::{Manifest, Model, ShardEntry};
+use crate::digest::{check_block_digests, DIGEST_LEN};
+use crate::error::{Error, Result, Rule};
+use crate::Parser;
+
+/// A fault in a sharded model: the shard it is in (its 1-based index; the
+/// name is [`Manifest::shard`]'s) and the error, whose offset is in that
+/// shard's file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardFault {
+    /// The shard's 1-based index.
+    pub shard: u32,
+    /// The error, at an offset in the shard's file.
+    pub error: Error,
+}
+
+/// Checks shard `entry` of `manifest`, whose file's bytes are `file`
+/// (`None`: it does not exist or cannot be opened), in the spec's order:
+/// missing, length, its own checks to step 9, model, position and count,
+/// its tensors, its prefix digest, then its steps 9d (when `verify`) to 12.
+/// `model_id` is [`Manifest::model_id`], computed once; `parser` carries
+/// the caps and name scratch for the shard's directory.
+pub fn check_shard(
+    manifest: &Manifest<'_>,
+    model_id: &[u8; DIGEST_LEN],
+    entry: &ShardEntry<'_>,
+    file: Option<&[u8]>,
+    verify: bool,
+    parser: Parser<'_>,
+) -> Result<()> {
+    let Some(file) = file else { return crate::error::fail(Rule::ShardMissing, 0) };
+    let len = u64::try_from(file.len()).unwrap_or(u64::MAX);
+    if len != entry.length {
+        return crate::error::fail_at(Rule::ShardLength, len.min(entry.length));
+    }
+    let caps = parser.caps();
+    // A shard's place holds a shard record: any other frame is SCHEMA.
+    crate::frozen::check_frame(file, super::SHARD_HASH)?;
+    let head = super::Head::check(file, &caps)?;
+    let block = head.block;
+    let model = head.model(parser.parse_prefix_at(file, block)?);
+    manifest.check_shard(entry.index, model_id, file, &model)?;
+    // Steps 9d to 12: the whole-buffer verdict, whose steps 1 to 9 the prefix passed.
+    // No name scratch: the names are checked already, and the fast path rechecks them only on a fault.
+    let again = Parser::new().limits(caps);
+    let dir = match (verify, model.digests()) {
+        (true, Some(table)) => check_block_digests(file, block, again, &table)?,
+        _ => again.parse_at(file, block)?,
+    };
+    if dir.end() != file.len() {
+        return crate::error::fail(Rule::TrailingBytes, dir.end());
+    }
+    Ok(())
+}
+
+/// Checks every shard of `manifest` in order, the first fault in shard
+/// order being the verdict. `open` gives a shard's bytes (`None` when it is
+/// missing); it is called only with names that passed step M2, and a
+/// caller resolves them inside the manifest's folder only.
+pub fn check_all<F: AsRef<[u8]>>(
+    manifest: &Manifest<'_>,
+    mut open: impl FnMut(&ShardEntry<'_>) -> Option<F>,
+    verify: bool,
+    mut scratch: Option<&mut [u32]>,
+) -> core::result::Result<(), ShardFault> {
+    let id = manifest.model_id();
+    for entry in manifest.shards() {
+        let file = open(&entry);
+        let parser = match scratch.as_deref_mut() {
+            Some(s) => Parser::new().scratch(s),
+            None => Parser::new(),
+        };
+        check_shard(manifest, &id, &entry, file.as_ref().map(AsRef::as_ref), verify, parser)
+            .map_err(|error| ShardFault { shard: entry.index, error })?;
+    }
+    Ok(())
+}
+
+/// Writing a sharded model in memory (feature `alloc`): the manifest and
+/// its shards from tensors already grouped by shard.
+#[cfg(feature = "alloc")]
+pub mod write {
+    extern crate alloc;
+    use alloc::vec;
+    use alloc::vec::Vec;
+
+    use super::super::{EntrySpec, ManifestQuant, ManifestWriter, ModelWriter, ShardSpec};
+    use crate::digest::sha256;
+    use crate::error::Result;
+    use crate::{Quant, TensorRef, TensorSpec};
+
+    /// The files of a sharded model: the manifest's bytes, and each shard's
+    /// name and bytes in order.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct ShardedFiles {
+        /// The manifest.
+        pub manifest: Vec<u8>,
+        /// The shards, in order: (file name, bytes).
+        pub shards: Vec<(alloc::string::String, Vec<u8>)>,
+    }
+
+    /// The quantization of `spec` with its scale and outer by name (inside its own shard).
+    fn quant_of<'a>(spec: &TensorSpec<'a>, shard: &[TensorSpec<'a>]) -> Option<ManifestQuant<'a>> {
+        let name = |r: &TensorRef<'a>| match *r {
+            TensorRef::Name(n) => Some(n),
+            TensorRef::Index(i) => shard.get(crate::bytes::usize_from_u32(i)).and_then(|s| s.name),
+        };
+        match &spec.quant {
+            Quant::None => None,
+            Quant::Scales { axis, group_size, scale } => {
+                Some(ManifestQuant { scheme: 1, axis: *axis, group_size: *group_size, scale: name(scale)?, outer: "" })
+            }
+            Quant::ScalesOuter { axis, group_size, scale, outer } => Some(ManifestQuant {
+                scheme: 2,
+                axis: *axis,
+                group_size: *group_size,
+                scale: name(scale)?,
+                outer: name(outer)?,
+            }),
+        }
+    }
+
+    /// Writes a sharded model: `shards` holds each shard's file name and
+    /// tensors (all named; a quantized tensor's scale and outer in its own
+    /// shard), `metadata` the model's (keys in byte order). Shards are
+    /// written with payloads aligned to `align` bytes in the file (as
+    /// [`ModelWriter::align`]). The result is checked as a whole before it
+    /// is returned.
+    pub fn write_sharded(
+        metadata: &[(&str, &str)],
+        shards: &[(&str, &[TensorSpec<'_>])],
+        align: u64,
+    ) -> Result<ShardedFiles> {
+        let mut entries = Vec::new();
+        for (k, (_, specs)) in shards.iter().enumerate() {
+            let shard = u32::try_from(k.saturating_add(1)).map_err(|_| too_wide())?;
+            for s in specs.iter() {
+                entries.push(EntrySpec {
+                    name: s.name.unwrap_or(""),
+                    shard,
+                    dtype: s.dtype,
+                    shape: s.shape,
+                    byte_length: u64::try_from(s.data.len()).map_err(|_| too_wide())?,
+                    layout: s.layout.unwrap_or(""),
+                    block_size: s.block_size,
+                    quant: quant_of(s, specs),
+                    digest: sha256(s.data),
+                });
+            }
+        }
+        let id = ManifestWriter::model_id(&entries)?;
+        let count = u32::try_from(shards.len()).map_err(|_| too_wide())?;
+        let mut files = Vec::new();
+        let mut listed = Vec::new();
+        for (k, (name, specs)) in shards.iter().enumerate() {
+            let index = u32::try_from(k.saturating_add(1)).map_err(|_| too_wide())?;
+            let writer = ModelWriter::new().align(align).shard(id, index, count);
+            let mut out = vec![0u8; writer.encoded_len(&[], specs)?];
+            let mut names = vec![0u32; crate::names::table_words(specs.len())];
+            writer.write_with_scratch(&[], specs, &mut out, Some(&mut names))?;
+            let parsed = super::Model::parse(&out)?;
+            let prefix = out.get(..parsed.payload_start()).unwrap_or(&[]);
+            listed.push(ShardSpec {
+                name,
+                length: u64::try_from(out.len()).map_err(|_| too_wide())?,
+                prefix_digest: sha256(prefix),
+            });
+            files.push((alloc::string::String::from(*name), out));
+        }
+        let mut manifest = vec![0u8; ManifestWriter::encoded_len(metadata, &listed, &entries)?];
+        let mut scratch = vec![0u32; super::Manifest::scratch_len(entries.len().max(shards.len()))];
+        ManifestWriter::write_with_scratch(metadata, &listed, &entries, &mut manifest, Some(&mut scratch))?;
+        let m = super::Manifest::parse_with(&manifest, &crate::Limits::DEFAULT, Some(&mut scratch))?;
+        let biggest = shards.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
+        let mut names = vec![0u32; crate::names::table_words(biggest)];
+        let by_name = |e: &super::ShardEntry<'_>| files.iter().find(|(n, _)| n == e.name.as_str()).map(|(_, b)| b);
+        super::check_all(&m, by_name, true, Some(&mut names)).map_err(|f| f.error)?;
+        Ok(ShardedFiles { manifest, shards: files })
+    }
+
+    fn too_wide() -> crate::Error {
+        crate::Error::new(crate::Rule::FieldTooWide, 0)
+    }
+}

@@ -1,0 +1,285 @@
+//! Writing model files: plain, digests and shard records (`spec/model-file.md`).
+
+use super::{Kind, Model, PAD_KEY};
+use crate::bytes::usize_from;
+use crate::digest::DIGEST_LEN;
+use crate::error::{fail, Result, Rule};
+
+/// Writes model files: the frame, the metadata (with the padding key when
+/// the payload region is to be aligned in the file) and the canonical block.
+///
+/// ```
+/// use kiln_nostd::model::{Model, ModelWriter};
+/// use kiln_nostd::{DType, TensorSpec};
+/// let w = [0u8; 16];
+/// let specs = [TensorSpec::new(DType::F32, &[4], &w).named("w")];
+/// let meta = [("author", "kiln")];
+/// let writer = ModelWriter::new().align(4096);
+/// let mut out = vec![0u8; writer.encoded_len(&meta, &specs)?];
+/// let n = writer.write(&meta, &specs, &mut out)?;
+/// let m = Model::parse(&out[..n])?;
+/// assert_eq!(m.metadata().get("author"), Some("kiln"));
+/// assert_eq!(m.directory().payload_start() % 4096, 0);   // payloads at page offsets in the file
+/// # Ok::<(), kiln_nostd::Error>(())
+/// ```
+///
+/// With the `sha2` feature, [`digests`](ModelWriter::digests) writes a
+/// digests record (a SHA-256 per tensor before the block) and
+/// [`shard`](ModelWriter::shard) a shard record of a sharded model.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ModelWriter {
+    align: u64,
+    limits: crate::Limits,
+    digests: bool,
+    shard: Option<ShardFields>,
+}
+
+/// A shard record's `shard` field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ShardFields {
+    model: [u8; DIGEST_LEN],
+    index: u32,
+    count: u32,
+}
+
+/// Bytes of a shard record's `shard` field: the model id's length word and
+/// bytes, `index`, `count`.
+pub const SHARD_FIELD_LEN: usize = 4 + DIGEST_LEN + 4 + 4;
+
+/// The encoding of a shard record's `shard` field (for writers that stream
+/// a shard themselves and patch the model id in once it is known).
+pub fn shard_field(model: &[u8; DIGEST_LEN], index: u32, count: u32) -> [u8; SHARD_FIELD_LEN] {
+    let mut out = [0u8; SHARD_FIELD_LEN];
+    let (len, rest) = out.split_at_mut(4);
+    len.copy_from_slice(&32u32.to_le_bytes());
+    let (id, rest) = rest.split_at_mut(DIGEST_LEN);
+    id.copy_from_slice(model);
+    let (i, c) = rest.split_at_mut(4);
+    i.copy_from_slice(&index.to_le_bytes());
+    c.copy_from_slice(&count.to_le_bytes());
+    out
+}
+
+impl ModelWriter {
+    /// No alignment beyond the format's own, default caps, a plain record.
+    pub const fn new() -> Self {
+        ModelWriter { align: 1, limits: crate::Limits::DEFAULT, digests: false, shard: None }
+    }
+
+    /// Writes a digests record: the SHA-256 of every tensor's payload in a
+    /// table before the block (`false`: a plain record, today's bytes).
+    #[cfg(feature = "sha2")]
+    pub const fn digests(mut self, on: bool) -> Self {
+        self.digests = on;
+        self
+    }
+
+    /// Writes a shard record (with digests) of the model whose id is
+    /// `model`, at 1-based position `index` of `count`.
+    #[cfg(feature = "sha2")]
+    pub const fn shard(mut self, model: [u8; DIGEST_LEN], index: u32, count: u32) -> Self {
+        self.shard = Some(ShardFields { model, index, count });
+        self.digests = true;
+        self
+    }
+
+    /// The record type this writer writes.
+    pub const fn kind(&self) -> Kind {
+        match (self.shard, self.digests) {
+            (Some(_), _) => Kind::Shard,
+            (None, true) => Kind::Digests,
+            (None, false) => Kind::Plain,
+        }
+    }
+
+    /// Bytes between the metadata and the block: the shard field and the digest table.
+    fn fields_len(&self, tensors: usize) -> usize {
+        let shard = if self.shard.is_some() { SHARD_FIELD_LEN } else { 0 };
+        let digests = if self.digests { tensors.saturating_mul(DIGEST_LEN).saturating_add(4) } else { 0 };
+        shard.saturating_add(digests)
+    }
+
+    /// Places the payload region at a multiple of `align` bytes from the
+    /// start of the file (a power of two, e.g. 4096 for memory maps), with
+    /// the padding key. 0 or 1: no padding key.
+    pub const fn align(mut self, align: u64) -> Self {
+        self.align = align;
+        self
+    }
+
+    /// Caps the written file must respect (a reader with the same caps accepts it).
+    pub const fn limits(mut self, limits: crate::Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The exact length of the model file for `metadata` (keys strictly
+    /// increasing by bytes, none of them [`PAD_KEY`]) and `specs`.
+    pub fn encoded_len(&self, metadata: &[(&str, &str)], specs: &[crate::TensorSpec<'_>]) -> Result<usize> {
+        self.plan(metadata, specs).map(|p| p.total)
+    }
+
+    /// Writes the model file into `out`, checks it with [`Model::parse`] and
+    /// returns its length. The name checks compare every pair; give
+    /// [`write_with_scratch`](Self::write_with_scratch) scratch for large sets.
+    pub fn write(&self, metadata: &[(&str, &str)], specs: &[crate::TensorSpec<'_>], out: &mut [u8]) -> Result<usize> {
+        self.write_with_scratch(metadata, specs, out, None)
+    }
+
+    /// [`write`](Self::write) with name scratch of at least
+    /// [`scratch_len`](crate::scratch_len)`(specs.len())` slots, so the
+    /// name checks take linear time.
+    pub fn write_with_scratch(
+        &self,
+        metadata: &[(&str, &str)],
+        specs: &[crate::TensorSpec<'_>],
+        out: &mut [u8],
+        mut scratch: Option<&mut [u32]>,
+    ) -> Result<usize> {
+        let plan = self.plan(metadata, specs)?;
+        let Some(file) = out.get_mut(..plan.total) else {
+            return fail(Rule::ValueOutputTooSmall, out.len());
+        };
+        let mut at = 0usize;
+        let mut put = |file: &mut [u8], bytes: &[u8]| {
+            if let Some(dst) = at.checked_add(bytes.len()).and_then(|end| file.get_mut(at..end)) {
+                dst.copy_from_slice(bytes);
+            }
+            at = at.saturating_add(bytes.len());
+        };
+        put(file, &crate::frozen::frame_bytes(self.kind().hash()));
+        // Fallback: over u32::MAX entries (32 GiB of keys) write a count the parse of the written file refuses.
+        let shown = u32::try_from(metadata.len().saturating_add(usize::from(plan.pad.is_some()))).unwrap_or(u32::MAX);
+        put(file, &shown.to_le_bytes());
+        let mut pad_written = plan.pad.is_none();
+        for &(k, v) in metadata {
+            if !pad_written && k.as_bytes() > PAD_KEY.as_bytes() {
+                // Fallback: no pad planned: a zero-length pad entry.
+                put_pad(file, &mut put, plan.pad.unwrap_or(0));
+                pad_written = true;
+            }
+            put_str(file, &mut put, k);
+            put_str(file, &mut put, v);
+        }
+        if !pad_written {
+            // Fallback: no pad planned: a zero-length pad entry.
+            put_pad(file, &mut put, plan.pad.unwrap_or(0));
+        }
+        if let Some(s) = &self.shard {
+            put(file, &shard_field(&s.model, s.index, s.count));
+        }
+        if self.digests {
+            // Fallback: over u32::MAX bytes of digests, a length the parse of the written file refuses.
+            let len = u32::try_from(specs.len().saturating_mul(DIGEST_LEN)).unwrap_or(u32::MAX);
+            put(file, &len.to_le_bytes());
+            put_digests(file, &mut put, specs);
+        }
+        // Fallback not taken: at <= file.len(): the plan sized the file.
+        let block = file.get_mut(at..).unwrap_or(&mut []);
+        let writer = crate::Writer::new().limits(self.limits);
+        match scratch.as_deref_mut() {
+            Some(s) => writer.scratch(s).write(specs, block)?,
+            None => writer.write(specs, block)?,
+        };
+        let parser = crate::Parser::new().limits(self.limits);
+        match scratch {
+            Some(s) => Model::parse_with(file, parser.scratch(s))?,
+            None => Model::parse_with(file, parser)?,
+        };
+        Ok(plan.total)
+    }
+
+    fn plan(&self, metadata: &[(&str, &str)], specs: &[crate::TensorSpec<'_>]) -> Result<Plan> {
+        let mut dict = 4usize; // the count word
+        for (i, &(k, v)) in metadata.iter().enumerate() {
+            let prev = i.checked_sub(1).and_then(|j| metadata.get(j)).map(|&(p, _)| p);
+            if k == PAD_KEY || prev.is_some_and(|p| p.as_bytes() >= k.as_bytes()) {
+                return fail(Rule::DictKeyOrder, 0);
+            }
+            for s in [k, v] {
+                if u32::try_from(s.len()).is_err() {
+                    return fail(Rule::CountTooWide, 0);
+                }
+                dict = dict.saturating_add(4).saturating_add(s.len());
+            }
+        }
+        let block = crate::Writer::new().encoded_len(specs)?;
+        let payload_in_block = block_payload_base(specs)?;
+        let pad = match self.align {
+            0 | 1 => None,
+            a => {
+                // Frame, metadata and an empty padding entry (two length words and the key).
+                // Then the shard field and the digest table.
+                let without = 16usize
+                    .saturating_add(dict)
+                    .saturating_add(8)
+                    .saturating_add(PAD_KEY.len())
+                    .saturating_add(self.fields_len(specs.len()));
+                // Fallback not taken: a usize fits a u64 on every supported target.
+                let at = u64::try_from(without.saturating_add(payload_in_block)).unwrap_or(u64::MAX);
+                // Fallback not taken: a is a nonzero alignment: the remainder exists.
+                let pad = at.checked_rem(a).map_or(0, |r| a.saturating_sub(r).checked_rem(a).unwrap_or(0));
+                // Fallback: a pad past usize::MAX fits no buffer, so the size check refuses it.
+                Some(usize::try_from(pad).unwrap_or(usize::MAX))
+            }
+        };
+        let pad_entry = pad.map_or(0, |p| 8usize.saturating_add(PAD_KEY.len()).saturating_add(p));
+        let total = 16usize
+            .saturating_add(dict)
+            .saturating_add(pad_entry)
+            .saturating_add(self.fields_len(specs.len()))
+            .saturating_add(block);
+        Ok(Plan { pad, total })
+    }
+}
+
+/// Sizes of a model file before it is written.
+struct Plan {
+    /// The padding value's length, when there is a padding key.
+    pad: Option<usize>,
+    total: usize,
+}
+
+/// Where the payload region starts in the canonical block of `specs`.
+fn block_payload_base(specs: &[crate::TensorSpec<'_>]) -> Result<usize> {
+    let heap =
+        specs.iter().flat_map(|s| s.name.iter().chain(s.layout.iter())).fold(0usize, |n, t| n.saturating_add(t.len()));
+    let count = u32::try_from(specs.len()).or(fail(Rule::FieldTooWide, 8))?;
+    let heap = u32::try_from(heap).or(fail(Rule::FieldTooWide, 12))?;
+    match crate::layout::payload_base(count, heap).and_then(usize_from) {
+        Some(b) => Ok(b),
+        None => fail(Rule::PayloadSizeOverflow, 16),
+    }
+}
+
+/// The digest of each tensor's payload, in order.
+#[cfg(feature = "sha2")]
+fn put_digests(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), specs: &[crate::TensorSpec<'_>]) {
+    for s in specs {
+        put(file, &crate::digest::sha256(s.data));
+    }
+}
+
+/// Without `sha2` no writer asks for digests.
+#[cfg(not(feature = "sha2"))]
+fn put_digests(_: &mut [u8], _: &mut impl FnMut(&mut [u8], &[u8]), _: &[crate::TensorSpec<'_>]) {}
+
+fn put_str(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), s: &str) {
+    // Fallback not taken: keys and values were checked against the u32 length cap.
+    put(file, &u32::try_from(s.len()).unwrap_or(u32::MAX).to_le_bytes());
+    put(file, s.as_bytes());
+}
+
+fn put_pad(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), len: usize) {
+    put_str(file, put, PAD_KEY);
+    // Fallback: a pad of 4 GiB or more is refused by the parse of the written file.
+    put(file, &u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes());
+    const SPACES: [u8; 256] = [b' '; 256];
+    let mut left = len;
+    while left > 0 {
+        let n = left.min(SPACES.len());
+        // Fallback not taken: n <= SPACES.len() by the min above.
+        put(file, SPACES.get(..n).unwrap_or(&[]));
+        left = left.saturating_sub(n);
+    }
+}
