@@ -4,7 +4,7 @@
  *
  * No allocator, no global state, no panic path: every function checks its
  * pointers and lengths and returns a status code. Status codes: KILN_OK (0),
- * the format's codes KILN_FRAME..KILN_SCHEMA (1..7) and API errors
+ * the format's codes KILN_FRAME..KILN_PATH (1..10) and API errors
  * KILN_ERR_* (negative). C99 and C++.
  */
 
@@ -55,6 +55,21 @@
  * Format error SCHEMA: a frame hash does not match the expected type.
  */
 #define KILN_SCHEMA 7
+
+/**
+ * Format error DIGEST: a tensor's payload does not match its SHA-256 digest.
+ */
+#define KILN_DIGEST 8
+
+/**
+ * Format error SHARD: a shard of a sharded model is missing or does not match its manifest.
+ */
+#define KILN_SHARD 9
+
+/**
+ * Format error PATH: a shard name that is not a plain file name in the manifest's folder.
+ */
+#define KILN_PATH 10
 
 /**
  * API error: a required pointer argument is NULL.
@@ -253,7 +268,7 @@
  */
 typedef struct kiln_error {
   /**
-   * `KILN_OK`, a format code (`KILN_FRAME` .. `KILN_SCHEMA`) or an API
+   * `KILN_OK`, a format code (`KILN_FRAME` .. `KILN_PATH`) or an API
    * error (`KILN_ERR_*`, negative). Equal to the function's return value.
    */
   int code;

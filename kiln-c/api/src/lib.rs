@@ -16,7 +16,7 @@
 //!   entry points with a panic handler that does not exist).
 //!
 //! Status codes: `KILN_OK` (0), the format's codes (`KILN_FRAME` ..
-//! `KILN_SCHEMA`, 1 to 7) and API errors (`KILN_ERR_*`, negative).
+//! `KILN_PATH`, 1 to 10) and API errors (`KILN_ERR_*`, negative).
 #![no_std]
 #![allow(non_camel_case_types)]
 #![cfg_attr(
@@ -63,6 +63,12 @@ pub const KILN_UTF8: c_int = 5;
 pub const KILN_TRAILING: c_int = 6;
 /// Format error SCHEMA: a frame hash does not match the expected type.
 pub const KILN_SCHEMA: c_int = 7;
+/// Format error DIGEST: a tensor's payload does not match its SHA-256 digest.
+pub const KILN_DIGEST: c_int = 8;
+/// Format error SHARD: a shard of a sharded model is missing or does not match its manifest.
+pub const KILN_SHARD: c_int = 9;
+/// Format error PATH: a shard name that is not a plain file name in the manifest's folder.
+pub const KILN_PATH: c_int = 10;
 
 /// API error: a required pointer argument is NULL.
 pub const KILN_ERR_NULL: c_int = -1;
@@ -100,7 +106,7 @@ pub const KILN_NO_INDEX: u32 = u32::MAX;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct kiln_error {
-    /// `KILN_OK`, a format code (`KILN_FRAME` .. `KILN_SCHEMA`) or an API
+    /// `KILN_OK`, a format code (`KILN_FRAME` .. `KILN_PATH`) or an API
     /// error (`KILN_ERR_*`, negative). Equal to the function's return value.
     pub code: c_int,
     /// Format errors: the absolute byte offset, from the start of the

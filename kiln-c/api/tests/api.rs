@@ -72,6 +72,9 @@ impl Verdict {
                     "UTF8" => KILN_UTF8,
                     "TRAILING" => KILN_TRAILING,
                     "SCHEMA" => KILN_SCHEMA,
+                    "DIGEST" => KILN_DIGEST,
+                    "SHARD" => KILN_SHARD,
+                    "PATH" => KILN_PATH,
                     other => panic!("unknown code {other}"),
                 };
                 Verdict { code, offset: e.offset_u64(), rule: e.rule().id().to_owned() }
