@@ -27,6 +27,7 @@ pub mod foreign;
 mod gen_rust;
 mod input;
 mod inspect;
+pub mod models;
 mod output;
 mod platform;
 mod schema;
@@ -39,7 +40,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use kiln_nostd::model::Metadata;
+use kiln_nostd::model::{Kind, Metadata};
 use kiln_nostd::{Directory, Limits};
 
 use crate::input::{Source, STDIN};
@@ -131,6 +132,10 @@ struct ValidateArgs {
     /// read into memory first.
     #[arg(value_name = "FILE", required = true)]
     files: Vec<PathBuf>,
+    /// Do not hash payloads against a model file's digests (spec/model-file.md; hashed by
+    /// default). A manifest's shards are still opened and checked against it.
+    #[arg(long)]
+    no_verify_digests: bool,
     #[command(flatten)]
     read: convert::ReadArgs,
 }
@@ -206,7 +211,33 @@ fn run_validate(args: &ValidateArgs) -> anyhow::Result<u8> {
             writeln!(out, "{line}").context("writing to stdout")?;
             continue;
         }
-        let checked = Source::open(path).and_then(|source| validate::validate_source(source, &opts));
+        let source = match Source::open(path) {
+            Ok(source) => source,
+            Err(err) => {
+                eprintln!("kiln: cannot read {}: {err}", path.display());
+                io_failed = true;
+                continue;
+            }
+        };
+        let source = match (plain, source) {
+            (true, Source::File(input)) if Kind::of(input.bytes()).is_some() => {
+                let report = match models::check(path, input.bytes(), opts.limits, !args.no_verify_digests) {
+                    Ok(report) => report,
+                    Err(err) => {
+                        eprintln!("kiln: cannot read a shard of {}: {err}", path.display());
+                        io_failed = true;
+                        continue;
+                    }
+                };
+                rejected |= report.fault.is_some();
+                let file = display(path);
+                let line = if args.json { report.json(&file) } else { report.human(&file) };
+                writeln!(out, "{line}").context("writing to stdout")?;
+                continue;
+            }
+            (_, source) => source,
+        };
+        let checked = validate::validate_source(source, &opts);
         let result = match checked {
             Ok(result) => result,
             Err(err) => {
@@ -268,6 +299,9 @@ fn run_inspect(args: &InspectArgs) -> anyhow::Result<u8> {
     // A file is checked in place; a stream as it arrives, the table built
     // from its directory prefix and printed once the whole block passed.
     let checked = Source::open(&args.file).and_then(|source| match source {
+        Source::File(input) if Kind::of(input.bytes()) == Some(Kind::Manifest) => {
+            Ok(models::inspect_manifest(&file, input.bytes(), args.json))
+        }
         Source::File(input) => Ok(match validate::parse_any(input.bytes(), Limits::DEFAULT) {
             Ok((metadata, dir)) => Ok(inspect_text(&file, metadata, &dir, args.json)),
             Err(err) => Err(err),

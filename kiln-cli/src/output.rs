@@ -105,8 +105,13 @@ fn flag_names(flags: u8) -> String {
 }
 
 /// Control characters in a name would break the table: show them escaped.
-fn printable(text: &str) -> String {
+pub(crate) fn printable(text: &str) -> String {
     text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+}
+
+/// A metadata value as the tables show it: control characters escaped, cut to 120 characters.
+pub(crate) fn shortened(text: &str) -> String {
+    printable(&shorten(text, 120))
 }
 
 /// The header summary and the tensor table, ending in a newline.
@@ -161,7 +166,7 @@ pub fn summary_human(summary: &Summary<'_>) -> String {
 }
 
 /// Left-aligned columns two spaces apart, no trailing spaces.
-fn table<const N: usize>(rows: &[[String; N]]) -> String {
+pub(crate) fn table<const N: usize>(rows: &[[String; N]]) -> String {
     let mut widths = [0usize; N];
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

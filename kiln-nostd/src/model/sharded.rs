@@ -3,7 +3,7 @@
 //! npm, Python, C), whatever holds the shards' bytes (a memory map, a
 //! fetched buffer). Needs the `sha2` feature.
 
-use super::{Manifest, Model, ShardEntry};
+use super::{Manifest, ShardEntry};
 use crate::digest::{check_block_digests, DIGEST_LEN};
 use crate::error::{Error, Result, Rule};
 use crate::Parser;
@@ -163,7 +163,7 @@ pub mod write {
             let mut out = vec![0u8; writer.encoded_len(&[], specs)?];
             let mut names = vec![0u32; crate::names::table_words(specs.len())];
             writer.write_with_scratch(&[], specs, &mut out, Some(&mut names))?;
-            let parsed = super::Model::parse(&out)?;
+            let parsed = super::super::Model::parse(&out)?;
             let prefix = out.get(..parsed.payload_start()).unwrap_or(&[]);
             listed.push(ShardSpec {
                 name,

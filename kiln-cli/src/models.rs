@@ -1,0 +1,424 @@
+//! Model files and sharded models in the CLI (`spec/model-file.md`): one
+//! check of a whole model for `kiln validate`, `kiln inspect` and the
+//! converter's own check of what it wrote. Shards are opened only inside
+//! the manifest's folder.
+
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use kiln_nostd::digest::DIGEST_LEN;
+use kiln_nostd::model::{self, Kind, Manifest, Model, ShardEntry, ShardName};
+use kiln_nostd::{Error, Limits, Parser};
+use memmap2::Mmap;
+use serde::Serialize;
+
+use crate::output::ErrorFields;
+use crate::validate::process_seed;
+
+/// A mapped shard file (`None` when it is empty).
+pub struct Mapped {
+    /// Its bytes.
+    pub map: Option<Mmap>,
+}
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+}
+
+/// Opens shard `name` in `folder` and maps it. `Ok(None)`: it does not
+/// exist, is not a regular file, or is a symbolic link that leads out of the
+/// folder (the manifest can only name files inside it).
+pub fn open_shard(folder: &Path, name: ShardName<'_>) -> io::Result<Option<Mapped>> {
+    // M2 made the name a plain file name: joining it stays in the folder.
+    let path = folder.join(name.as_str());
+    let Ok(meta) = std::fs::symlink_metadata(&path) else { return Ok(None) };
+    if meta.file_type().is_symlink() && !stays_inside(folder, &path) {
+        return Ok(None);
+    }
+    let Ok(file) = File::open(&path) else { return Ok(None) };
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    if meta.len() == 0 {
+        return Ok(Some(Mapped { map: None }));
+    }
+    // SAFETY: read-only map of a regular file; a concurrent truncation faults
+    // (SIGBUS) as with any mapped reader.
+    let map = unsafe { Mmap::map(&file) }?;
+    Ok(Some(Mapped { map: Some(map) }))
+}
+
+/// True when the link at `path` resolves to a file inside `folder`.
+fn stays_inside(folder: &Path, path: &Path) -> bool {
+    let (Ok(dir), Ok(target)) = (folder.canonicalize(), path.canonicalize()) else { return false };
+    target.parent() == Some(dir.as_path())
+}
+
+/// The folder a manifest's shard names are resolved in.
+pub fn folder_of(manifest: &Path) -> PathBuf {
+    match manifest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// One shard's line in a model's report.
+#[derive(Debug, Serialize)]
+pub struct ShardLine {
+    /// The shard's file name.
+    pub file: String,
+    /// True when it was checked and accepted (false once the model's first
+    /// fault is in it or in an earlier shard).
+    pub ok: bool,
+    /// Why it was rejected.
+    #[serde(flatten)]
+    pub error: Option<ErrorFields>,
+    /// The tensor at fault, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensor: Option<String>,
+}
+
+/// What `kiln validate` says of one model file or sharded model.
+#[derive(Debug)]
+pub struct ModelReport {
+    /// The record type.
+    pub kind: Kind,
+    /// The verdict; for a sharded model, the first fault in shard order.
+    pub fault: Option<Fault>,
+    /// A shard given alone: which position of which model it is.
+    pub shard_of: Option<(u32, u32, [u8; DIGEST_LEN])>,
+    /// A sharded model: every shard, in order (those after a fault unchecked).
+    pub shards: Vec<ShardLine>,
+    /// The model's tensor count.
+    pub tensors: usize,
+    /// Whether digests were compared.
+    pub verified: bool,
+}
+
+/// A fault, with the file it is in (a shard's name; `None` for the file
+/// given) and the tensor it concerns.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    /// The error; its offset is in `file`.
+    pub error: Error,
+    /// The shard file, for a fault in a shard.
+    pub file: Option<String>,
+    /// The tensor at fault (its name), where one is.
+    pub tensor: Option<String>,
+}
+
+/// Checks the model file or manifest at `path` whose bytes are `bytes`.
+/// `verify`: compare digests (step 9d).
+pub fn check(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io::Result<ModelReport> {
+    match Kind::of(bytes) {
+        Some(Kind::Manifest) => check_sharded(path, bytes, limits, verify),
+        kind => Ok(check_file(bytes, kind.unwrap_or(Kind::Plain), limits, verify)),
+    }
+}
+
+/// Scratch for `count` names, for a count the file could hold.
+fn scratch_for(bytes: &[u8], min_entry: usize, limits: Limits) -> Vec<u32> {
+    let cap = usize::try_from(limits.count_cap).unwrap_or(usize::MAX);
+    let count = bytes.len().checked_div(min_entry).unwrap_or(0).min(cap);
+    vec![0u32; Manifest::scratch_len(count)]
+}
+
+fn check_file(bytes: &[u8], kind: Kind, limits: Limits, verify: bool) -> ModelReport {
+    let mut scratch = scratch_for(bytes, 128, limits);
+    let parser = Parser::new().limits(limits).hash_seed(process_seed()).scratch(&mut scratch);
+    let parsed = if verify { Model::parse_verified_with(bytes, parser) } else { Model::parse_with(bytes, parser) };
+    let (fault, shard_of, tensors) = match parsed {
+        Ok(m) => (None, m.shard().map(|s| (s.index, s.count, *s.model)), m.directory().len()),
+        Err(error) => {
+            let tensor = tensor_at(bytes, &error);
+            (Some(Fault { error, file: None, tensor }), None, 0)
+        }
+    };
+    ModelReport { kind, fault, shard_of, shards: Vec::new(), tensors, verified: verify }
+}
+
+/// The name of the tensor a DIGEST or shard fault concerns.
+fn tensor_at(file: &[u8], error: &Error) -> Option<String> {
+    use kiln_nostd::Rule;
+    let m = Model::parse(file).ok().filter(|_| error.rule() == Rule::PayloadDigest)?;
+    let t = m.directory().iter().find(|t| t.absolute_offset() == error.offset())?;
+    Some(format!("{} (index {})", t.name().unwrap_or("-"), t.index()))
+}
+
+fn check_sharded(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io::Result<ModelReport> {
+    let mut scratch = scratch_for(bytes, 16, limits);
+    let manifest = match Manifest::parse_with(bytes, &limits, Some(&mut scratch)) {
+        Ok(m) => m,
+        Err(error) => {
+            let fault = Some(Fault { error, file: None, tensor: None });
+            return Ok(ModelReport {
+                kind: Kind::Manifest,
+                fault,
+                shard_of: None,
+                shards: Vec::new(),
+                tensors: 0,
+                verified: verify,
+            });
+        }
+    };
+    let folder = folder_of(path);
+    let id = manifest.model_id();
+    let mut shards = Vec::new();
+    let mut fault = None;
+    for entry in manifest.shards() {
+        let name = entry.name.as_str().to_owned();
+        if fault.is_some() {
+            shards.push(ShardLine { file: name, ok: false, error: None, tensor: None });
+            continue;
+        }
+        let file = open_shard(&folder, entry.name)?;
+        let bytes = file.as_ref().map(AsRef::as_ref);
+        let result = check_one(&manifest, &id, &entry, bytes, verify, limits);
+        let tensor = result.as_ref().err().and_then(|e| bytes.and_then(|b| tensor_of_shard(&manifest, &entry, b, e)));
+        shards.push(ShardLine {
+            file: name.clone(),
+            ok: result.is_ok(),
+            error: result.as_ref().err().map(ErrorFields::from),
+            tensor: tensor.clone(),
+        });
+        if let Err(error) = result {
+            fault = Some(Fault { error, file: Some(name), tensor });
+        }
+    }
+    Ok(ModelReport {
+        kind: Kind::Manifest,
+        fault,
+        shard_of: None,
+        shards,
+        tensors: manifest.tensor_count(),
+        verified: verify,
+    })
+}
+
+fn check_one(
+    manifest: &Manifest<'_>,
+    id: &[u8; DIGEST_LEN],
+    entry: &ShardEntry<'_>,
+    bytes: Option<&[u8]>,
+    verify: bool,
+    limits: Limits,
+) -> Result<(), Error> {
+    let mut scratch = scratch_for(bytes.unwrap_or(&[]), 128, limits);
+    let parser = Parser::new().limits(limits).hash_seed(process_seed()).scratch(&mut scratch);
+    model::check_shard(manifest, id, entry, bytes, verify, parser)
+}
+
+/// The tensor a shard's fault concerns: a DIGEST at its payload, or a
+/// mismatch at its descriptor or digest.
+fn tensor_of_shard(manifest: &Manifest<'_>, entry: &ShardEntry<'_>, file: &[u8], error: &Error) -> Option<String> {
+    use kiln_nostd::Rule;
+    let m = Model::parse(file).ok()?;
+    let dir = m.directory();
+    let index = match error.rule() {
+        Rule::PayloadDigest => dir.iter().position(|t| t.absolute_offset() == error.offset())?,
+        Rule::ShardTensor => error.offset().checked_sub(dir.start().saturating_add(64))? / 128,
+        Rule::ShardTensorDigest => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
+        _ => return None,
+    };
+    let name = manifest.shard_tensors(entry.index).nth(index).map(|t| t.name.to_owned());
+    Some(format!("{} (index {index})", name.or_else(|| dir.get(index)?.name().map(str::to_owned))?))
+}
+
+/// The short form of a model id in messages: its first 8 bytes in hex.
+pub fn short_id(id: &[u8; DIGEST_LEN]) -> String {
+    id.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+impl ModelReport {
+    /// `PATH: ok (...)` or `PATH: CODE at byte N of SHARD (tensor T): ...`.
+    pub fn human(&self, file: &str) -> String {
+        match &self.fault {
+            None => format!("{file}: ok ({})", self.what()),
+            Some(f) => {
+                let whose = f.file.as_deref().map(|s| format!(" of {s}")).unwrap_or_default();
+                let tensor = f.tensor.as_deref().map(|t| format!(" (tensor {t})")).unwrap_or_default();
+                format!(
+                    "{file}: {} at byte {}{whose}{tensor}: {}",
+                    f.error.code(),
+                    f.error.offset_u64(),
+                    f.error.rule().description()
+                )
+            }
+        }
+    }
+
+    /// What was checked, for the ok line.
+    fn what(&self) -> String {
+        let digests = match (self.kind, self.verified) {
+            (Kind::Plain, _) => "no digests",
+            (_, true) => "digests verified",
+            (_, false) => "digests not verified",
+        };
+        match (self.kind, self.shard_of) {
+            (Kind::Manifest, _) => {
+                format!("sharded model: {} shards, {} tensors, {digests}", self.shards.len(), self.tensors)
+            }
+            (_, Some((index, count, id))) => {
+                format!("shard {index} of {count} of model {}, {digests}", short_id(&id))
+            }
+            _ => format!("model file, {} tensors, {digests}", self.tensors),
+        }
+    }
+
+    /// One JSON object: `{"file","ok"[,"error",...],"kind",...,"shards":[...]}`.
+    pub fn json(&self, file: &str) -> String {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            file: &'a str,
+            ok: bool,
+            #[serde(flatten)]
+            error: Option<ErrorFields>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            shard_file: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tensor: Option<&'a str>,
+            kind: &'static str,
+            digests_verified: bool,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            shard: Option<ShardOf>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            shards: Option<&'a [ShardLine]>,
+        }
+        #[derive(Serialize)]
+        struct ShardOf {
+            index: u32,
+            count: u32,
+            model: String,
+        }
+        let f = self.fault.as_ref();
+        let json = Json {
+            file,
+            ok: f.is_none(),
+            error: f.map(|f| ErrorFields::from(&f.error)),
+            shard_file: f.and_then(|f| f.file.as_deref()),
+            tensor: f.and_then(|f| f.tensor.as_deref()),
+            kind: self.kind.name(),
+            digests_verified: self.verified && self.kind != Kind::Plain,
+            shard: self.shard_of.map(|(index, count, id)| ShardOf {
+                index,
+                count,
+                model: id.iter().map(|b| format!("{b:02x}")).collect(),
+            }),
+            shards: (self.kind == Kind::Manifest && !self.shards.is_empty()).then_some(self.shards.as_slice()),
+        };
+        serde_json::to_string(&json).unwrap_or_default()
+    }
+}
+
+/// One tensor of a manifest in `kiln inspect`.
+#[derive(Debug, Serialize)]
+struct ManifestRow<'a> {
+    index: usize,
+    name: &'a str,
+    shard: u32,
+    shard_file: &'a str,
+    dtype: &'static str,
+    dtype_code: u16,
+    shape: Vec<u64>,
+    byte_length: u64,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    layout: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    block_size: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quant: Option<String>,
+    digest: String,
+}
+
+/// One shard of a manifest in `kiln inspect`.
+#[derive(Debug, Serialize)]
+struct ShardRow<'a> {
+    index: u32,
+    file: &'a str,
+    length: u64,
+}
+
+/// `kiln inspect` of a manifest: its metadata, shards and every tensor with
+/// its shard, from the manifest alone (the shards are not opened).
+pub fn inspect_manifest(file: &str, bytes: &[u8], json: bool) -> Result<String, Error> {
+    let limits = Limits::DEFAULT;
+    let mut scratch = scratch_for(bytes, 16, limits);
+    let m = Manifest::parse_with(bytes, &limits, Some(&mut scratch))?;
+    let shards: Vec<ShardRow<'_>> =
+        m.shards().map(|s| ShardRow { index: s.index, file: s.name.as_str(), length: s.length }).collect();
+    let file_of = |k: u32| shards.iter().find(|s| s.index == k).map_or("", |s| s.file);
+    let rows: Vec<ManifestRow<'_>> = m
+        .tensors()
+        .map(|t| ManifestRow {
+            index: t.index,
+            name: t.name,
+            shard: t.shard,
+            shard_file: file_of(t.shard),
+            dtype: t.dtype.name(),
+            dtype_code: t.dtype.code(),
+            shape: t.dims().collect(),
+            byte_length: t.byte_length,
+            layout: t.layout,
+            block_size: t.dtype.is_opaque().then_some(t.block_size),
+            quant: t.quant.map(|q| {
+                let outer = if q.outer.is_empty() { String::new() } else { format!(",outer={}", q.outer) };
+                format!("scheme {}(axis={},group={},scale={}{outer})", q.scheme, q.axis, q.group_size, q.scale)
+            }),
+            digest: t.digest.iter().map(|b| format!("{b:02x}")).collect(),
+        })
+        .collect();
+    let metadata: Vec<(&str, &str)> = m.metadata().iter().collect();
+    let id = m.model_id();
+    if json {
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            file: &'a str,
+            kind: &'static str,
+            model: String,
+            metadata: &'a [(&'a str, &'a str)],
+            shards: &'a [ShardRow<'a>],
+            tensors: &'a [ManifestRow<'a>],
+        }
+        let model = id.iter().map(|b| format!("{b:02x}")).collect();
+        let doc = Doc { file, kind: "manifest", model, metadata: &metadata, shards: &shards, tensors: &rows };
+        return Ok(serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n");
+    }
+    let payload: u64 = rows.iter().map(|r| r.byte_length).fold(0, u64::saturating_add);
+    let mut out = format!(
+        "file:            {file}\nkind:            sharded model (manifest)\nmodel id:        {}\nshards:          {}\ntensors:         {}\npayload bytes:   {payload}\n\n",
+        id.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        shards.len(),
+        rows.len()
+    );
+    if !metadata.is_empty() {
+        out.push_str(&format!("metadata ({} entries):\n", metadata.len()));
+        for (k, v) in &metadata {
+            out.push_str(&format!("  {k} = {}\n", crate::output::shortened(v)));
+        }
+        out.push('\n');
+    }
+    let mut table = vec![["shard", "file", "bytes"].map(String::from)];
+    table.extend(shards.iter().map(|s| [s.index.to_string(), s.file.to_owned(), s.length.to_string()]));
+    out.push_str(&crate::output::table(&table));
+    out.push('\n');
+    let mut table = vec![["index", "name", "shard", "dtype", "shape", "bytes", "quant"].map(String::from)];
+    for r in &rows {
+        let dims: Vec<String> = r.shape.iter().map(u64::to_string).collect();
+        let dtype = if r.dtype_code >= 4096 { format!("opaque:{}", r.dtype_code) } else { r.dtype.to_owned() };
+        table.push([
+            r.index.to_string(),
+            crate::output::printable(r.name),
+            r.shard.to_string(),
+            dtype,
+            format!("[{}]", dims.join(", ")),
+            r.byte_length.to_string(),
+            r.quant.clone().unwrap_or_else(|| "-".to_owned()),
+        ]);
+    }
+    out.push_str(&crate::output::table(&table));
+    Ok(out)
+}
