@@ -73,8 +73,22 @@ enum Command {
     /// HK, .npy, .npz; detected by content, or --from) get their reader's
     /// verdict: `PATH: ok (FORMAT)`, and with --json the object gains a
     /// "format" key (and "error"/"offset"/"rule" where the reader knows them).
+    ///
+    /// Model files (spec/model-file.md) are checked whole, their digests
+    /// included (--no-verify-digests skips the hashing): `PATH: ok (model
+    /// file, N tensors, digests verified)`; a shard alone says which model and
+    /// position it is. A manifest checks the whole sharded model: the manifest,
+    /// then every shard in order, opened only inside the manifest's folder; a
+    /// fault names the shard file (`CODE at byte N of SHARD (tensor T): ...`,
+    /// the offset in that file), and a missing shard rejects the model. With
+    /// --json a model file's object gains "kind" and "digests_verified" (and
+    /// "shard" for a shard alone); a manifest's gains "shards", one object per
+    /// shard file, and on a fault "shard_file" and "tensor".
     Validate(ValidateArgs),
     /// Show a tensor directory's header and a table of its tensors.
+    ///
+    /// A manifest of a sharded model shows its metadata, its shard files and
+    /// every tensor with its shard, from the manifest alone.
     ///
     /// Safetensors, GGUF, HK, .npy and .npz files (by content, or --from) get
     /// their metadata and a table of their tensors as `kiln convert` would
@@ -219,9 +233,24 @@ fn run_validate(args: &ValidateArgs) -> anyhow::Result<u8> {
                 continue;
             }
         };
-        let source = match (plain, source) {
-            (true, Source::File(input)) if Kind::of(input.bytes()).is_some() => {
-                let report = match models::check(path, input.bytes(), opts.limits, !args.no_verify_digests) {
+        // A model file or manifest, from a file or standard input (read into memory).
+        let by_content = args.value.type_text.is_none() && !args.value.framed;
+        let (source, held) = match (by_content, source) {
+            (true, Source::Stream(reader)) => match stream::sniff_model(reader) {
+                Ok(stream::Sniffed::Model(bytes)) => (None, Some(Held::Bytes(bytes))),
+                Ok(stream::Sniffed::Other(reader)) => (Some(Source::Stream(Box::new(reader))), None),
+                Err(err) => {
+                    eprintln!("kiln: cannot read {}: {err}", path.display());
+                    io_failed = true;
+                    continue;
+                }
+            },
+            (true, Source::File(input)) if Kind::of(input.bytes()).is_some() => (None, Some(Held::File(input))),
+            (_, source) => (Some(source), None),
+        };
+        let source = match (source, held) {
+            (_, Some(held)) => {
+                let report = match models::check(path, held.bytes(), opts.limits, !args.no_verify_digests) {
                     Ok(report) => report,
                     Err(err) => {
                         eprintln!("kiln: cannot read a shard of {}: {err}", path.display());
@@ -235,7 +264,8 @@ fn run_validate(args: &ValidateArgs) -> anyhow::Result<u8> {
                 writeln!(out, "{line}").context("writing to stdout")?;
                 continue;
             }
-            (_, source) => source,
+            (Some(source), None) => source,
+            (None, None) => continue,
         };
         let checked = validate::validate_source(source, &opts);
         let result = match checked {
@@ -258,6 +288,21 @@ fn run_validate(args: &ValidateArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_OK
     })
+}
+
+/// A model file's bytes, mapped or read from a stream.
+enum Held {
+    File(input::Input),
+    Bytes(Vec<u8>),
+}
+
+impl Held {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Held::File(input) => input.bytes(),
+            Held::Bytes(b) => b,
+        }
+    }
 }
 
 /// What `kiln inspect` prints for a checked directory (and the metadata of

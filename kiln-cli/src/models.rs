@@ -150,6 +150,11 @@ fn tensor_at(file: &[u8], error: &Error) -> Option<String> {
 }
 
 fn check_sharded(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io::Result<ModelReport> {
+    if path.as_os_str() == crate::input::STDIN {
+        return Err(io::Error::other(
+            "a manifest read from standard input has no folder to find its shards in; give its path",
+        ));
+    }
     let mut scratch = scratch_for(bytes, 16, limits);
     let manifest = match Manifest::parse_with(bytes, &limits, Some(&mut scratch)) {
         Ok(m) => m,

@@ -138,6 +138,37 @@ pub fn kind_of(meta: &std::fs::Metadata) -> &'static str {
     }
 }
 
+/// Writes all of `buf` into `file` at `offset` (a table patched in once its
+/// contents are known); the file cursor may move on Windows.
+pub fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
+    }
+    #[cfg(windows)]
+    {
+        use std::os::windows::fs::FileExt;
+        let (mut buf, mut offset) = (buf, offset);
+        while !buf.is_empty() {
+            match file.seek_write(buf, offset) {
+                Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "failed to write whole buffer")),
+                Ok(n) => {
+                    buf = buf.get(n..).unwrap_or_default();
+                    offset = offset.saturating_add(kiln_nostd::int::u64_from(n));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+    #[cfg(not(any(unix, windows)))]
+    {
+        let _ = (file, buf, offset);
+        Err(io::Error::new(io::ErrorKind::Unsupported, "positioned writes need Unix or Windows"))
+    }
+}
+
 /// Fills `buf` with the bytes of `file` at `offset`, or fails with
 /// `UnexpectedEof` when the file ends first.
 ///

@@ -113,8 +113,8 @@ where
 
 /// What the first bytes of a stream showed.
 pub enum Sniffed<R> {
-    /// A model file (spec/model-file.md), read into memory: its metadata
-    /// must be parsed before its block, so it does not stream.
+    /// A model file or manifest (spec/model-file.md), read into memory: its
+    /// metadata must be parsed before its block, so it does not stream.
     Model(Vec<u8>),
     /// Anything else, with the bytes already read put back in front.
     Other(io::Chain<io::Cursor<Vec<u8>>, R>),
@@ -125,7 +125,7 @@ pub fn sniff_model<R: Read>(mut reader: R) -> io::Result<Sniffed<R>> {
     let mut head = vec![0u8; kiln_nostd::frozen::FRAME_LEN];
     let filled = fill(&mut reader, &mut head)?;
     head.truncate(filled);
-    if kiln_nostd::model::is_model_file(&head) {
+    if kiln_nostd::model::Kind::of(&head).is_some() {
         reader.read_to_end(&mut head)?;
         return Ok(Sniffed::Model(head));
     }

@@ -14,7 +14,8 @@ use std::process::{Command, Output};
 use kiln_nostd::frozen::{self, Schema};
 use kiln_nostd::{Directory, Limits};
 
-const RECORD_TYPE: &str = "struct{metadata:dict<str,str>,tensors:tensors,}";
+/// What `kiln convert` writes: a model file with digests (spec/model-file.md).
+const RECORD_TYPE: &str = kiln_nostd::model::DIGESTS_TYPE;
 
 fn python_ready() -> bool {
     let ok = Command::new("python3")
@@ -96,8 +97,10 @@ fn read_record_aligned(path: &Path, align: usize) -> (Vec<String>, BTreeMap<Stri
     let bytes = std::fs::read(path).unwrap();
     let schema: Schema<'_> = Schema::parse(RECORD_TYPE).unwrap();
     let v = frozen::read(&bytes, &schema, &Limits::MAX, true).expect("a valid record");
+    kiln_nostd::model::Model::parse_verified(&bytes).expect("its digests match its payloads");
     let dir = v.field("tensors").and_then(|t| t.as_tensors()).unwrap();
-    assert_eq!(dir.start(), 16 + v.field("metadata").unwrap().raw().len(), "metadata first, then the block");
+    let fields = v.field("metadata").unwrap().raw().len() + v.field("digests").unwrap().raw().len();
+    assert_eq!(dir.start(), 16 + fields, "metadata and digests first, then the block");
     for t in dir.iter() {
         assert_eq!(t.absolute_offset() % align, 0, "{:?} at {}", t.name(), t.absolute_offset());
     }

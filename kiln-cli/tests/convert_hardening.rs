@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use kiln_nostd::frozen::{self, Schema};
 use kiln_nostd::{DType, Directory, Limits, TensorSpec, Writer};
 
-const RECORD_TYPE: &str = "struct{metadata:dict<str,str>,tensors:tensors,}";
+/// What `kiln convert` writes: a model file with digests (spec/model-file.md).
+const RECORD_TYPE: &str = kiln_nostd::model::DIGESTS_TYPE;
 
 fn python_ready() -> bool {
     let ok = Command::new("python3")
@@ -117,6 +118,7 @@ fn record(path: &Path) -> Record {
     let bytes = std::fs::read(path).unwrap();
     let schema: Schema<'_> = Schema::parse(RECORD_TYPE).unwrap();
     let v = frozen::read(&bytes, &schema, &Limits::MAX, true).expect("a valid record");
+    kiln_nostd::model::Model::parse_verified(&bytes).expect("its digests match its payloads");
     let meta = v
         .field("metadata")
         .and_then(|m| m.as_dict())

@@ -192,6 +192,24 @@ impl<'a> Pump<'a> {
     }
 }
 
+/// A writer that hashes what passes through it.
+struct Hashing<'w, W: Write> {
+    inner: &'w mut W,
+    hash: sha2::Sha256,
+}
+
+impl<W: Write> Write for Hashing<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        sha2::Digest::update(&mut self.hash, buf.get(..n).unwrap_or_default());
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// The chunk buffered sources are read in: a multiple of every element width.
 const BUF: usize = 1 << 20;
 
@@ -259,6 +277,22 @@ impl<'a> Sink<'a> {
         });
         self.zip = pump.zip;
         result
+    }
+
+    /// Writes `len` payload bytes from `src` through this process (read,
+    /// hashed and written once) and returns their SHA-256: the tensor's digest.
+    pub fn source_hashed(&mut self, src: &Source, len: u64) -> anyhow::Result<[u8; 32]> {
+        let mut pump = Pump { input: self.input, zip: self.zip.take(), input_name: self.names.0.clone() };
+        let out_name = self.names.1.clone();
+        let out_err = move |e: io::Error| io_fail(format!("cannot write {out_name}"))(e);
+        let (written, bar) = (&mut self.written, &self.bar);
+        let mut out = Hashing { inner: &mut self.out, hash: sha2::Sha256::default() };
+        let result = pump.run(src, len, &mut out, &out_err, &mut |n| {
+            *written = written.saturating_add(n);
+            bar.inc(n);
+        });
+        self.zip = pump.zip;
+        result.map(|()| sha2::Digest::finalize(out.hash).into())
     }
 
     /// Flushes and returns the file.

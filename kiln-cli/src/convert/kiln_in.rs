@@ -1,14 +1,15 @@
-//! Kiln input (for the way back): a standalone tensor directory, or a record
-//! written by `kiln convert` (frame + `struct{metadata:dict<str,str>,tensors:tensors,}`).
+//! Kiln input (for the way back): a standalone tensor directory, or a model
+//! file written by `kiln convert` (spec/model-file.md: a plain, digests or
+//! shard record; its digests are checked, since every payload is read).
 
 use anyhow::{anyhow, bail};
-use kiln_nostd::frozen::{self, Schema};
 use kiln_nostd::int::u64_from;
+use kiln_nostd::model::{self as kiln_model, Kind};
 use kiln_nostd::{Directory, Limits, Parser};
 
 use super::meta::Dups;
 use super::model::{Format, Model, QuantOut, ReadOptions, Source, TensorOut};
-use super::write_kiln::{KEY_PAD, RECORD_TYPE};
+use super::write_kiln::KEY_PAD;
 
 /// The record's tensors and metadata, or a standalone directory. The
 /// record's `kiln.convert.*` keys were written by an earlier conversion and
@@ -17,18 +18,19 @@ use super::write_kiln::{KEY_PAD, RECORD_TYPE};
 pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
     let mut model = Model::new(Format::Kiln, opts);
     let dir = if bytes.starts_with(b"KLN0") {
-        let schema: Schema<'_> = Schema::parse(RECORD_TYPE).map_err(|e| anyhow!("{e}"))?;
-        let v = frozen::read(bytes, &schema, &Limits::MAX, true)
-            .map_err(|e| anyhow!("not a `kiln convert` record ({RECORD_TYPE}): {e} (rule {})", e.rule().id()))?;
-        let dict = v.field("metadata").and_then(|m| m.as_dict()).ok_or_else(|| anyhow!("record without metadata"))?;
-        for (k, val) in dict.iter() {
-            let val = val.as_str().ok_or_else(|| anyhow!("metadata value of {k} is not a string"))?;
-            if k != KEY_PAD {
-                model.metadata.push(k, val, "")?;
-            }
+        if Kind::of(bytes) == Some(Kind::Manifest) {
+            bail!("a sharded model's manifest: convert it through its folder's shards (not yet supported for this output)");
+        }
+        let mut scratch = vec![0u32; kiln_nostd::scratch_len(u32::try_from(bytes.len() / 128).unwrap_or(u32::MAX))];
+        let parser = Parser::new().limits(Limits::MAX).scratch(&mut scratch);
+        let m = kiln_model::Model::parse_verified_with(bytes, parser)
+            .map_err(|e| anyhow!("not a valid Kiln model file (spec/model-file.md): {e} (rule {})", e.rule().id()))?;
+        // The padding key is hidden (and recomputed on the way out).
+        for (k, val) in m.metadata().iter().filter(|(k, _)| *k != KEY_PAD) {
+            model.metadata.push(k, val, "")?;
         }
         model.metadata.seal(Dups::Refuse)?;
-        v.field("tensors").and_then(|t| t.as_tensors()).ok_or_else(|| anyhow!("record without tensors"))?
+        m.directory()
     } else {
         let dir: Directory<'_> = Parser::new()
             .limits(Limits::MAX)

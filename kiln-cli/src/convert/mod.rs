@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
-use kiln_nostd::frozen::{self, Schema};
 use kiln_nostd::int::u64_from;
+use kiln_nostd::model::Kind;
 use kiln_nostd::{Limits, Parser};
 use memmap2::Mmap;
 
@@ -278,18 +278,29 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
     // Where the block starts in OUT, to name the tensor of a fault the check finds.
     let mut block_at = 0u64;
     let mut plan_offsets: Option<(u64, Vec<u64>)> = None;
+    // Where the digest table's bytes go, and what they are, once the payloads have passed.
+    let mut table: Option<(u64, Vec<u8>)> = None;
     match to {
         To::Record | To::Tensors => {
             let plan = write_kiln::plan(&model.tensors).with_context(|| in_name.clone())?;
             if to == To::Record {
+                let placeholder = write_kiln::digest_placeholder(model.tensors.len())?;
                 let modulus = write_kiln::pad_modulus(total);
-                let pad = write_kiln::pad_len(&model.tensors, &plan, &model.metadata, modulus)?;
+                let fields = u64_from(placeholder.len());
+                let pad = write_kiln::pad_len(&model.tensors, &plan, &model.metadata, modulus, fields)?;
                 model.metadata.set_own(write_kiln::KEY_PAD, " ".repeat(pad));
-                sink.bytes(&write_kiln::frame())?;
+                sink.bytes(&write_kiln::frame(Kind::Digests))?;
                 write_kiln::write_dict(&mut sink, &model.metadata)?;
+                let table_at = sink.written().saturating_add(4);
+                sink.bytes(&placeholder)?;
                 block_at = sink.written();
+                table = Some((table_at, Vec::new()));
             }
-            write_kiln::write_block(&mut sink, &model.tensors, &plan).with_context(|| in_name.clone())?;
+            let digests = write_kiln::write_block(&mut sink, &model.tensors, &plan, to == To::Record)
+                .with_context(|| in_name.clone())?;
+            if let Some((_, bytes)) = table.as_mut() {
+                *bytes = write_kiln::digest_table(&digests);
+            }
             plan_offsets = Some((u64_from(plan.head.len()), plan.offsets));
         }
         To::Safetensors => {
@@ -299,7 +310,12 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
         To::Auto => unreachable!(),
     }
     let written = sink.written();
-    drop(sink.finish()?);
+    let out_file = sink.finish()?;
+    if let Some((at, bytes)) = &table {
+        platform::write_all_at(&out_file, bytes, *at)
+            .map_err(io_fail(format!("cannot write {}", args.output.display())))?;
+    }
+    drop(out_file);
     if !args.no_fsync {
         outfile::sync(&temp)?;
     }
@@ -422,8 +438,14 @@ fn verify(path: &Path, to: To) -> Result<(), VerifyError> {
     let map = unsafe { Mmap::map(&file) }.map_err(|e| fail(e.to_string()))?;
     match to {
         To::Record => {
-            let schema: Schema<'_> = Schema::parse(RECORD_TYPE).map_err(|e| fail(e.to_string()))?;
-            frozen::validate(&map, &schema, &Limits::MAX, true).map_err(core_verify)
+            let count = kiln_nostd::model::block_start(&map, &Limits::MAX)
+                .ok()
+                .and_then(|at| kiln_nostd::Header::peek_count(map.get(at..)?))
+                .filter(|&n| u64::from(n).saturating_mul(128) <= u64_from(map.len()))
+                .unwrap_or(0);
+            let mut scratch = vec![0u32; kiln_nostd::scratch_len(count)];
+            let parser = Parser::new().limits(Limits::MAX).scratch(&mut scratch);
+            kiln_nostd::model::Model::parse_with(&map, parser).map(|_| ()).map_err(core_verify)
         }
         To::Tensors => Parser::new().limits(Limits::MAX).parse(&map).map(|_| ()).map_err(core_verify),
         To::Safetensors => safetensors::SafeTensors::read_metadata(&map).map(|_| ()).map_err(|e| fail(e.to_string())),

@@ -12,9 +12,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{anyhow, bail};
 use kiln_nostd::descriptor::{Descriptor, NO_AXIS, NO_INDEX, NO_NAME};
+use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::frozen;
 use kiln_nostd::int::{u64_from, usize_from};
 use kiln_nostd::layout;
+use kiln_nostd::model::Kind;
 
 use super::copy::Sink;
 use super::meta::Metadata;
@@ -155,29 +157,65 @@ pub fn plan(tensors: &[TensorOut]) -> anyhow::Result<Plan> {
     Ok(Plan { head, offsets, block_len })
 }
 
-/// Streams the block: head, then each payload after its zero gap.
-pub fn write_block(sink: &mut Sink<'_>, tensors: &[TensorOut], plan: &Plan) -> anyhow::Result<()> {
+/// Streams the block: head, then each payload after its zero gap. With
+/// `hash`, payloads pass through this process and their digests come back
+/// (in tensor order); without, they may move file to file in the kernel.
+pub fn write_block(
+    sink: &mut Sink<'_>,
+    tensors: &[TensorOut],
+    plan: &Plan,
+    hash: bool,
+) -> anyhow::Result<Vec<[u8; DIGEST_LEN]>> {
     let start = sink.written();
     sink.bytes(&plan.head)?;
     let mut end = 0u64;
+    let mut digests = Vec::with_capacity(if hash { tensors.len() } else { 0 });
     for (t, &at) in tensors.iter().zip(&plan.offsets) {
         // The plan placed each payload at or after the previous one's end.
         sink.zeros(at.saturating_sub(end))?;
-        sink.source(&t.source, t.len)?;
+        if hash {
+            digests.push(sink.source_hashed(&t.source, t.len)?);
+        } else {
+            sink.source(&t.source, t.len)?;
+        }
         end = at.saturating_add(t.len);
     }
     let wrote = sink.written().saturating_sub(start);
     if wrote != plan.block_len {
         bail!("wrote {wrote} bytes for a {}-byte block", plan.block_len);
     }
-    Ok(())
+    Ok(digests)
+}
+
+/// The digest table's length word and a zeroed table for `count` tensors:
+/// written before the block, filled in ([`digest_table`]) once the payloads
+/// have streamed past.
+pub fn digest_placeholder(count: usize) -> anyhow::Result<Vec<u8>> {
+    let len = count.checked_mul(DIGEST_LEN).ok_or_else(|| anyhow!("too many tensors"))?;
+    let word = u32::try_from(len).map_err(|_| anyhow!("the digest table would pass 4 GiB"))?;
+    let mut out = Vec::with_capacity(len.saturating_add(4));
+    out.extend_from_slice(&word.to_le_bytes());
+    out.resize(len.saturating_add(4), 0);
+    Ok(out)
+}
+
+/// The digest table's bytes (after its length word).
+pub fn digest_table(digests: &[[u8; DIGEST_LEN]]) -> Vec<u8> {
+    digests.iter().flatten().copied().collect()
 }
 
 /// The length of the padding value for `metadata` (which must not hold
 /// [`KEY_PAD`] yet): the block then starts at a file offset B with
 /// B + payload_base + byte_offset congruent to the input offset, modulo
 /// `modulus`, for the input tensors that hold the most bytes.
-pub fn pad_len(tensors: &[TensorOut], plan: &Plan, metadata: &Metadata, modulus: u64) -> anyhow::Result<usize> {
+/// `fields` bytes (the shard field, the digest table) sit between the dict and the block.
+pub fn pad_len(
+    tensors: &[TensorOut],
+    plan: &Plan,
+    metadata: &Metadata,
+    modulus: u64,
+    fields: u64,
+) -> anyhow::Result<usize> {
     // Residues modulo a nonzero page (4 KiB or 2 MiB): every sum below is under 3 pages.
     let page = modulus.max(1);
     let rem = |x: u64| x.checked_rem(page).unwrap_or(0);
@@ -200,7 +238,7 @@ pub fn pad_len(tensors: &[TensorOut], plan: &Plan, metadata: &Metadata, modulus:
         .unwrap_or(rem(page.saturating_sub(base)));
     // The dict with an empty padding value (4 + 8 + the key's bytes more).
     let with_pad = metadata.encoded_len().saturating_add(8).saturating_add(u64_from(KEY_PAD.len()));
-    let start = rem(with_pad.saturating_add(16));
+    let start = rem(with_pad.saturating_add(16).saturating_add(fields));
     usize_from(rem(target.saturating_add(page).saturating_sub(start))).ok_or_else(|| anyhow!("padding too large"))
 }
 
@@ -232,9 +270,9 @@ pub fn encode_dict(metadata: &Metadata) -> Vec<u8> {
     out
 }
 
-/// The 16-byte frame for [`RECORD_TYPE`].
-pub fn frame() -> [u8; 16] {
-    frozen::frame_bytes(frozen::hash_text(RECORD_TYPE))
+/// The 16-byte frame of a record `kind` (plain, digests or shard).
+pub fn frame(kind: Kind) -> [u8; 16] {
+    frozen::frame_bytes(kind.hash())
 }
 
 #[cfg(test)]
@@ -317,14 +355,14 @@ mod tests {
             })
             .collect();
         let p = plan(&tensors).unwrap();
-        for modulus in [4096u64, 2 << 20] {
+        for (modulus, fields) in [(4096u64, 0u64), (2 << 20, 0), (4096, 4 + 32 * 2), (2 << 20, 4 + 32 * 2)] {
             let mut meta = Metadata::new(1 << 20);
             meta.push("k", "v", "").unwrap();
             meta.seal(super::super::meta::Dups::Refuse).unwrap();
-            let pad = pad_len(&tensors, &p, &meta, modulus).unwrap();
+            let pad = pad_len(&tensors, &p, &meta, modulus, fields).unwrap();
             assert!((pad as u64) < modulus);
             meta.set_own(KEY_PAD, " ".repeat(pad));
-            let block_start = 16 + encode_dict(&meta).len() as u64;
+            let block_start = 16 + encode_dict(&meta).len() as u64 + fields;
             let big_at = block_start + p.head.len() as u64 + p.offsets[1];
             assert_eq!(big_at % modulus, 123_457 % modulus);
         }
@@ -336,7 +374,8 @@ mod tests {
     fn empty_and_hash() {
         let p = plan(&[]).unwrap();
         assert_eq!(p.head, kiln_nostd::EMPTY_BLOCK);
-        assert_eq!(&frame()[..4], b"KLN0");
+        assert_eq!(&frame(Kind::Digests)[..4], b"KLN0");
+        assert_eq!(Kind::of(&frame(Kind::Shard)), Some(Kind::Shard));
         let mut m = Metadata::new(1 << 20);
         m.push("b", "2", "").unwrap();
         m.push("a", "1", "").unwrap();
