@@ -22,6 +22,7 @@ mod outfile;
 mod safetensors_in;
 mod write_kiln;
 mod write_safetensors;
+mod write_sharded;
 
 use std::fs::File;
 use std::io::Write;
@@ -266,6 +267,12 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
     let mut model = read_model(format, &input, &args.input, &opts, true)?;
     let in_name = format!("{} ({})", args.input.display(), format.name());
     let mut notes = std::mem::take(&mut model.notes);
+    if to == To::Record {
+        let ranges = output_shards(&model.tensors);
+        if ranges.len() > 1 {
+            return convert_sharded(args, input, &out, model, &ranges, notes).with_context(|| in_name.clone());
+        }
+    }
     let total = model.payload_bytes();
     let bar = copy::progress(total, PROGRESS_MIN, args.quiet);
     let temp = out.temp()?;
@@ -361,6 +368,68 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
     drop(input);
     outfile::persist(outputs)?;
     Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written, notes })
+}
+
+/// The output's shards as ranges of `tensors`: one block where the tensors
+/// and their names fit one (65,535 bytes of names, the count cap), more
+/// where they do not.
+fn output_shards(tensors: &[model::TensorOut]) -> Vec<std::ops::Range<usize>> {
+    let heap_max = usize::from(u16::MAX);
+    let cap = usize::try_from(kiln_nostd::DEFAULT_CAP).unwrap_or(usize::MAX);
+    let mut ranges = Vec::new();
+    let (mut start, mut heap) = (0usize, 0usize);
+    for (i, t) in tensors.iter().enumerate() {
+        let need = t.name.len().saturating_add(t.layout.as_ref().map_or(0, String::len));
+        if i > start && (heap.saturating_add(need) > heap_max || i.saturating_sub(start) >= cap) {
+            ranges.push(start..i);
+            (start, heap) = (i, 0);
+        }
+        heap = heap.saturating_add(need);
+    }
+    ranges.push(start..tensors.len());
+    ranges
+}
+
+/// A conversion to a sharded model: the shards, then the manifest OUT.
+fn convert_sharded(
+    args: &ConvertArgs,
+    input: Input,
+    out: &Target,
+    model: Model,
+    ranges: &[std::ops::Range<usize>],
+    mut notes: Vec<String>,
+) -> anyhow::Result<Summary> {
+    let names = (args.input.display().to_string(), args.output.display().to_string());
+    let written = write_sharded::write(
+        out,
+        &input.file,
+        (&names.0, &names.1),
+        &model.tensors,
+        ranges,
+        &model.metadata,
+        (args.quiet, !args.no_fsync),
+    )?;
+    large_value_notes(&model, &mut notes);
+    notes.push(format!(
+        "a sharded model: the manifest {} and {} shards beside it ({})",
+        args.output.display(),
+        ranges.len(),
+        written
+            .files
+            .iter()
+            .take(ranges.len())
+            .map(|(_, t)| t.given.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    drop(input);
+    let (temps, targets): (Vec<_>, Vec<_>) = written.files.into_iter().unzip();
+    outfile::persist(temps.into_iter().zip(&targets).collect())?;
+    for old in &written.stale {
+        std::fs::remove_file(old).map_err(io_fail(format!("cannot remove the earlier shard {}", old.display())))?;
+        notes.push(format!("removed {} (a shard of an earlier conversion to this name)", old.display()));
+    }
+    Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written.bytes, notes })
 }
 
 /// For a fault the check found at an offset of OUT inside a payload: which

@@ -27,7 +27,6 @@ use serde::de::{self, Deserializer as _, IgnoredAny, MapAccess, Visitor};
 
 use super::codes::{SAFETENSORS_DENSE, SAFETENSORS_OPAQUE};
 use super::error::at;
-use super::gguf::MAX_KILN_TENSORS;
 use super::meta::Dups;
 use super::model::{Format, Model, QuantOut, ReadOptions, Source, TensorOut, KEY_VALUE_ENCODING};
 
@@ -143,12 +142,14 @@ fn prescan(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<()> {
         // Not JSON: the crate says where and why.
         return Ok(());
     }
-    if scan.tensors > MAX_KILN_TENSORS || scan.name_bytes > MAX_KILN_TENSORS {
+    // More names than one block holds make a sharded model; more tensors than the count cap, nothing.
+    if scan.tensors > u64::from(kiln_nostd::DEFAULT_CAP) {
         return Err(at(
             8,
             format!(
-                "{} tensors with {} bytes of names: a Kiln directory holds at most 65,535 bytes of names (a Kiln limit, not a safetensors fault)",
-                scan.tensors, scan.name_bytes
+                "{} tensors: a Kiln model holds at most {} (the count cap; a Kiln limit, not a safetensors fault)",
+                scan.tensors,
+                kiln_nostd::DEFAULT_CAP
             ),
         ));
     }

@@ -1,0 +1,270 @@
+//! Writing a sharded model (spec/model-file.md, "Writing a sharded model"):
+//! the shards `OUT-00001-of-0000N.kiln` beside OUT, then the manifest OUT.
+//!
+//! Each shard streams once (payloads read, hashed and written once) with a
+//! zeroed model id and digest table; once every digest is known the
+//! manifest's tensor table gives the model id, which is patched into every
+//! shard with its digests, and each shard's prefix digest is taken from
+//! the bytes before its payloads. Everything goes to temporary files in
+//! OUT's folder, is checked and fsynced, and is renamed into place shards
+//! first and the manifest last; shards of an earlier conversion to the same
+//! name with another count are removed only after that.
+
+use std::fs::File;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context};
+use kiln_nostd::digest::{sha256, DIGEST_LEN};
+use kiln_nostd::int::{u64_from, usize_from};
+use kiln_nostd::model::{self, EntrySpec, Kind, Manifest, ManifestQuant, ManifestWriter, ShardSpec, SHARD_FIELD_LEN};
+use kiln_nostd::Limits;
+
+use super::copy::{progress, Sink};
+use super::error::io_fail;
+use super::meta::Metadata;
+use super::model::TensorOut;
+use super::outfile::{self, Target, Temp};
+use super::write_kiln;
+use crate::platform;
+
+/// The file name of shard `index` of `count` for the manifest `out`:
+/// `STEM-0000k-of-0000N.kiln` in OUT's folder (STEM: OUT's name without `.kiln`).
+pub fn shard_path(out: &Path, index: usize, count: usize) -> PathBuf {
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = name.strip_suffix(".kiln").unwrap_or(&name);
+    out.with_file_name(format!("{stem}-{index:05}-of-{count:05}.kiln"))
+}
+
+/// One shard after its first pass: its temporary file and what is patched in later.
+struct Written {
+    temp: Temp,
+    target: Target,
+    /// Where the model id's bytes and the digest table's bytes sit.
+    model_at: u64,
+    table_at: u64,
+    /// Bytes before the payload region (what the prefix digest covers).
+    prefix_len: u64,
+    length: u64,
+    digests: Vec<[u8; DIGEST_LEN]>,
+}
+
+/// What [`write`] produced: the outputs to rename (shards, then the
+/// manifest) and the bytes written.
+pub struct Outputs {
+    /// Temporary files and their targets, in rename order.
+    pub files: Vec<(Temp, Target)>,
+    /// Bytes written, all files together.
+    pub bytes: u64,
+    /// Shard files of an earlier conversion to remove once these are in place.
+    pub stale: Vec<PathBuf>,
+}
+
+/// Writes `tensors` as the shards `ranges` (in order) and the manifest for
+/// `out` with `metadata`. `input` holds the payloads; `names` are IN and
+/// OUT for messages; `(quiet, fsync)`: no progress bar, fsync every file.
+pub fn write(
+    out: &Target,
+    input: &File,
+    names: (&str, &str),
+    tensors: &[TensorOut],
+    ranges: &[Range<usize>],
+    metadata: &Metadata,
+    (quiet, fsync): (bool, bool),
+) -> anyhow::Result<Outputs> {
+    let count = ranges.len();
+    let total: u64 = tensors.iter().map(|t| t.len).fold(0, u64::saturating_add);
+    let bar = progress(total, super::PROGRESS_MIN, quiet);
+    let mut shards = Vec::with_capacity(count);
+    for (k, range) in ranges.iter().enumerate() {
+        let given = shard_path(&out.given, k.saturating_add(1), count);
+        let target = Target::resolve(&given, input)?;
+        let part = tensors.get(range.clone()).ok_or_else(|| anyhow!("a shard range past the tensors"))?;
+        let index = u32::try_from(k.saturating_add(1)).map_err(|_| anyhow!("too many shards"))?;
+        let shard_count = u32::try_from(count).map_err(|_| anyhow!("too many shards"))?;
+        let shard = write_shard(target, input, (names.0, &given.display().to_string()), part, index, shard_count, &bar)
+            .with_context(|| format!("shard {}", given.display()))?;
+        shards.push(shard);
+    }
+    bar.finish_and_clear();
+    let entries = manifest_entries(tensors, ranges, &shards)?;
+    let id = ManifestWriter::model_id(&entries)?;
+    let mut listed = Vec::with_capacity(count);
+    let mut bytes = 0u64;
+    for s in &shards {
+        let f = s.temp.file()?;
+        let err = |e| io_fail(format!("cannot write {}", s.target.given.display()))(e);
+        platform::write_all_at(&f, &id, s.model_at).map_err(err)?;
+        platform::write_all_at(&f, &write_kiln::digest_table(&s.digests), s.table_at).map_err(err)?;
+        let mut prefix = vec![0u8; usize_from(s.prefix_len).ok_or_else(|| anyhow!("a shard prefix past memory"))?];
+        platform::read_exact_at(&f, &mut prefix, 0).map_err(err)?;
+        listed.push((s.target.given.clone(), s.length, sha256(&prefix)));
+        bytes = bytes.saturating_add(s.length);
+    }
+    let names_owned: Vec<String> = listed
+        .iter()
+        .map(|(p, _, _)| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+        .collect();
+    let specs: Vec<ShardSpec<'_>> = listed
+        .iter()
+        .zip(&names_owned)
+        .map(|((_, length, digest), name)| ShardSpec { name, length: *length, prefix_digest: *digest })
+        .collect();
+    let meta: Vec<(&str, &str)> = metadata.iter().filter(|(k, _)| *k != write_kiln::KEY_PAD).collect();
+    let mut manifest = vec![0u8; ManifestWriter::encoded_len(&meta, &specs, &entries)?];
+    let mut scratch = vec![0u32; Manifest::scratch_len(entries.len().max(count))];
+    ManifestWriter::write_with_scratch(&meta, &specs, &entries, &mut manifest, Some(&mut scratch))?;
+    let m_temp = out.temp()?;
+    std::io::Write::write_all(&mut m_temp.file()?, &manifest)
+        .map_err(io_fail(format!("cannot write {}", out.given.display())))?;
+    bytes = bytes.saturating_add(u64_from(manifest.len()));
+    check_written(&manifest, &shards, &names_owned)?;
+    if fsync {
+        for s in &shards {
+            outfile::sync(&s.temp)?;
+        }
+        outfile::sync(&m_temp)?;
+    }
+    let stale = stale_shards(&out.given, count);
+    let mut files: Vec<(Temp, Target)> = shards.into_iter().map(|s| (s.temp, s.target)).collect();
+    files.push((m_temp, Target { given: out.given.clone(), path: out.path.clone(), existing: out.existing.clone() }));
+    Ok(Outputs { files, bytes, stale })
+}
+
+/// Streams one shard with a zeroed model id and digest table.
+fn write_shard(
+    target: Target,
+    input: &File,
+    names: (&str, &str),
+    part: &[TensorOut],
+    index: u32,
+    count: u32,
+    bar: &indicatif::ProgressBar,
+) -> anyhow::Result<Written> {
+    let plan = write_kiln::plan(part)?;
+    let placeholder = write_kiln::digest_placeholder(part.len())?;
+    let fields = u64_from(SHARD_FIELD_LEN).saturating_add(u64_from(placeholder.len()));
+    let total: u64 = part.iter().map(|t| t.len).fold(0, u64::saturating_add);
+    let mut metadata = Metadata::new(1 << 20);
+    metadata.seal(super::meta::Dups::Refuse)?;
+    let pad = write_kiln::pad_len(part, &plan, &metadata, write_kiln::pad_modulus(total), fields)?;
+    metadata.set_own(write_kiln::KEY_PAD, " ".repeat(pad));
+    let temp = target.temp()?;
+    let mut sink = Sink::new(temp.file()?, input, bar.clone(), (names.0.to_owned(), names.1.to_owned()));
+    sink.bytes(&write_kiln::frame(Kind::Shard))?;
+    write_kiln::write_dict(&mut sink, &metadata)?;
+    let model_at = sink.written().saturating_add(4);
+    sink.bytes(&model::shard_field(&[0; DIGEST_LEN], index, count))?;
+    let table_at = sink.written().saturating_add(4);
+    sink.bytes(&placeholder)?;
+    let prefix_len = sink.written().saturating_add(u64_from(plan.head.len()));
+    let digests = write_kiln::write_block(&mut sink, part, &plan, true)?;
+    let length = sink.written();
+    drop(sink.finish()?);
+    Ok(Written { temp, target, model_at, table_at, prefix_len, length, digests })
+}
+
+/// The manifest's tensor table: every tensor with its shard and digest.
+fn manifest_entries<'t>(
+    tensors: &'t [TensorOut],
+    ranges: &[Range<usize>],
+    shards: &[Written],
+) -> anyhow::Result<Vec<EntrySpec<'t>>> {
+    let mut entries = Vec::with_capacity(tensors.len());
+    for ((range, shard), k) in ranges.iter().zip(shards).zip(1u32..) {
+        let part = tensors.get(range.clone()).ok_or_else(|| anyhow!("a shard range past the tensors"))?;
+        for (t, digest) in part.iter().zip(&shard.digests) {
+            entries.push(EntrySpec {
+                name: &t.name,
+                shard: k,
+                dtype: t.dtype,
+                shape: &t.shape,
+                byte_length: t.len,
+                layout: t.layout.as_deref().unwrap_or(""),
+                block_size: t.block_size,
+                quant: t.quant.as_ref().map(|q| ManifestQuant {
+                    scheme: q.scheme,
+                    axis: q.axis,
+                    group_size: q.group_size,
+                    scale: &q.scale,
+                    outer: q.outer.as_deref().unwrap_or(""),
+                }),
+                digest: *digest,
+            });
+        }
+    }
+    Ok(entries)
+}
+
+/// The whole written set checked as a reader checks it, without hashing
+/// the payloads again (their digests were taken as they were written).
+fn check_written(manifest: &[u8], shards: &[Written], names: &[String]) -> anyhow::Result<()> {
+    let most = shards.iter().map(|s| s.digests.len()).max().unwrap_or(0);
+    let mut scratch = vec![0u32; Manifest::scratch_len(most.saturating_mul(shards.len()).max(shards.len()))];
+    let m = Manifest::parse_with(manifest, &Limits::MAX, Some(&mut scratch))
+        .map_err(|e| anyhow!("the written manifest did not check out: {e} (rule {})", e.rule().id()))?;
+    let mut maps = Vec::with_capacity(shards.len());
+    for s in shards {
+        let f = s.temp.file()?;
+        // SAFETY: read-only map of our own temporary file.
+        let map = unsafe { memmap2::Mmap::map(&f) }
+            .map_err(io_fail(format!("cannot read back {}", s.target.given.display())))?;
+        maps.push(map);
+    }
+    let open = |e: &kiln_nostd::model::ShardEntry<'_>| {
+        names.iter().position(|n| n == e.name.as_str()).and_then(|i| maps.get(i)).map(|m| &m[..])
+    };
+    let mut names_scratch = vec![0u32; kiln_nostd::scratch_len(u32::try_from(most).unwrap_or(u32::MAX))];
+    model::check_all(&m, open, false, Some(&mut names_scratch)).map_err(|f| {
+        let name = names.get(usize_from(u64::from(f.shard.saturating_sub(1))).unwrap_or(0));
+        anyhow!(
+            "the written shard {} did not check out: {} (rule {})",
+            name.map_or("?", String::as_str),
+            f.error,
+            f.error.rule().id()
+        )
+    })
+}
+
+/// Shards `STEM-*-of-M.kiln` beside `out` with M other than `count`: an
+/// earlier conversion's, removed once the new set is in place.
+fn stale_shards(out: &Path, count: usize) -> Vec<PathBuf> {
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let stem = name.strip_suffix(".kiln").unwrap_or(&name).to_owned();
+    let dir = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+    let ours = format!("-of-{count:05}.kiln");
+    entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| is_shard_name(n, &stem) && !n.ends_with(&ours))
+        .map(|n| dir.join(n))
+        .collect()
+}
+
+/// `STEM-DDDDD-of-DDDDD.kiln`.
+fn is_shard_name(name: &str, stem: &str) -> bool {
+    let Some(rest) = name.strip_prefix(stem).and_then(|r| r.strip_prefix('-')) else { return false };
+    let Some(rest) = rest.strip_suffix(".kiln") else { return false };
+    let mut parts = rest.split("-of-");
+    let digits = |s: Option<&str>| s.is_some_and(|s| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit()));
+    digits(parts.next()) && digits(parts.next()) && parts.next().is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_names() {
+        assert_eq!(shard_path(Path::new("d/m.kiln"), 2, 3), PathBuf::from("d/m-00002-of-00003.kiln"));
+        assert_eq!(shard_path(Path::new("m"), 1, 1), PathBuf::from("m-00001-of-00001.kiln"));
+        assert!(is_shard_name("m-00002-of-00003.kiln", "m"));
+        assert!(!is_shard_name("m-2-of-3.kiln", "m"));
+        assert!(!is_shard_name("mx-00002-of-00003.kiln", "m"));
+        assert!(!is_shard_name("m-00002-of-00003.kiln.tmp", "m"));
+    }
+}
