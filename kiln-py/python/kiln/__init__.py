@@ -373,9 +373,9 @@ class SafeOpen:
                 self._meta: Optional[Dict[str, str]] = shards.native.metadata()
                 self.padding: int = 0
                 self.directory_offset: int = 0
-                rows = shards.native.table()
-                self._info = _manifest_infos(rows, shards.names)
-                self._shard_of: Dict[str, int] = {row[0]: int(row[1]) for row in rows}
+                table = shards.native.table()
+                self._info = _manifest_infos(list(table), shards.names)
+                self._shard_of: Dict[str, int] = {row[0]: int(row[1]) for row in table}
             else:
                 meta, padding, dir_offset, rows = _kiln.inspect(self._view, self._verify)
                 self._meta = meta
