@@ -222,6 +222,8 @@ pub(crate) struct Sharded {
     id: [u8; DIGEST_LEN],
     /// Where its shard names are resolved.
     folder: PathBuf,
+    /// The shard list (names that passed M2, lengths), read once.
+    shards: Vec<(String, u64)>,
 }
 
 impl Sharded {
@@ -256,9 +258,10 @@ impl Sharded {
             let mut scratch = manifest_scratch(&bytes, Limits::DEFAULT);
             let m =
                 Manifest::parse_with(&bytes, &Limits::DEFAULT, Some(&mut scratch)).map_err(|e| kiln_error(py, e))?;
-            m.model_id()
+            (m.model_id(), m.shards().map(|s| (s.name.as_str().to_owned(), s.length)).collect())
         };
-        Ok(Sharded { bytes, id, folder: folder_of(&path) })
+        let (id, shards) = id;
+        Ok(Sharded { bytes, id, folder: folder_of(&path), shards })
     }
 
     /// The model's metadata (without the padding key).
@@ -277,9 +280,8 @@ impl Sharded {
     }
 
     /// The shards in order: (file name, byte length).
-    fn shards(&self, py: Python<'_>) -> PyResult<Vec<(String, u64)>> {
-        let m = self.manifest().map_err(|e| kiln_error(py, e))?;
-        Ok(m.shards().map(|s| (s.name.as_str().to_owned(), s.length)).collect())
+    fn shards(&self) -> Vec<(String, u64)> {
+        self.shards.clone()
     }
 
     /// The tensor table, in manifest order (rows as [`ManifestRow`]).
@@ -307,17 +309,19 @@ impl Sharded {
     /// The path of shard `index` (1-based) inside the manifest's folder, or
     /// None when it does not exist or is a symbolic link leading out of the
     /// folder. A link to a file inside the folder resolves to that file.
-    fn resolve(&self, index: u32) -> PyResult<Option<PathBuf>> {
-        let (_, entry) = self.entry(index)?;
+    fn resolve(&self, index: u32) -> PyResult<Option<std::ffi::OsString>> {
+        let at = usize::try_from(index).ok().and_then(|i| i.checked_sub(1));
+        let (name, _) =
+            at.and_then(|i| self.shards.get(i)).ok_or_else(|| PyValueError::new_err(format!("no shard {index}")))?;
         // M2 made the name a plain file name: joining it stays in the folder.
-        let path = self.folder.join(entry.name.as_str());
+        let path = self.folder.join(name);
         let Ok(meta) = std::fs::symlink_metadata(&path) else { return Ok(None) };
         if !meta.file_type().is_symlink() {
-            return Ok(meta.is_file().then_some(path));
+            return Ok(meta.is_file().then_some(path.into_os_string()));
         }
         let (Ok(dir), Ok(target)) = (self.folder.canonicalize(), path.canonicalize()) else { return Ok(None) };
         let inside = target.parent() == Some(dir.as_path()) && target.is_file();
-        Ok(inside.then_some(target))
+        Ok(inside.then_some(target.into_os_string()))
     }
 
     /// Checks shard `index` whose file's bytes are `data` (None: it is

@@ -124,13 +124,14 @@ class _Shards:
         self.names: List[str] = [name for name, _ in self.native.shards()]
         self.maps: Dict[int, Any] = {}
         self.views: Dict[int, Any] = {}
+        self.rows: Dict[int, List[Any]] = {}
         self.infos: Dict[int, Dict[str, "TensorInfo"]] = {}
 
-    def open(self, index: int, verify: bool) -> Tuple[Any, Dict[str, "TensorInfo"]]:
-        """Shard ``index`` (1-based): its bytes and tensors, checked."""
+    def open(self, index: int, verify: bool) -> Any:
+        """Shard ``index`` (1-based): its bytes, checked against the manifest."""
         if index not in self.views:
             path = self.native.resolve(index)
-            mm = None if path is None else _map_shard(os.fspath(path))
+            mm = None if path is None else _map_shard(path)
             view = None if mm is None else _owner(mm)
             try:
                 _, _, rows = self.native.check(index, view, verify)
@@ -138,9 +139,15 @@ class _Shards:
                 del view
                 _close(mm)
                 raise
-            self.maps[index], self.views[index] = mm, view
-            self.infos[index] = _infos(rows, self.names[index - 1])
-        return self.views[index], self.infos[index]
+            self.maps[index], self.views[index], self.rows[index] = mm, view, list(rows)
+        return self.views[index]
+
+    def info(self, index: int, verify: bool) -> Tuple[Any, Dict[str, "TensorInfo"]]:
+        """Shard ``index``'s bytes and tensors, checked."""
+        view = self.open(index, verify)
+        if index not in self.infos:
+            self.infos[index] = _infos(self.rows[index], self.names[index - 1])
+        return view, self.infos[index]
 
     def close(self) -> None:
         maps, self.maps, self.views = self.maps, {}, {}
@@ -446,7 +453,7 @@ class SafeOpen:
         view = self._open()
         if self._shards is None:
             return view, info
-        shard_view, infos = self._shards.open(self._shard_of[name], self._verify)
+        shard_view, infos = self._shards.info(self._shard_of[name], self._verify)
         return shard_view, infos[name]
 
     def tensor_info(self, name: str) -> TensorInfo:

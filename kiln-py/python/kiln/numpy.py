@@ -375,7 +375,7 @@ def load_file(filename: Union[str, "os.PathLike[str]"], *, verify: bool = False)
     out: Dict[str, npt.NDArray[Any]] = {}
     try:
         for index in range(1, len(shards.names) + 1):
-            view, _ = shards.open(index, verify)
+            view = shards.open(index, verify)
             _, arrays = _kiln.load_arrays(view, _DTYPES, False)
             out.update(arrays)
     finally:
