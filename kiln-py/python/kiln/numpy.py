@@ -333,7 +333,9 @@ def save_file(
     its scale tensors). Every shard is written to a temporary file, fsynced
     and renamed into place, the manifest last; shards of an earlier save to
     this name with another count are removed after the new set is complete.
-    Raises ``TypeError`` for a dtype Kiln does not have and
+    Tensors whose names do not fit one directory block (65,535 bytes of
+    names) are sharded the same way without ``max_shard_size``, as
+    ``kiln convert`` does. Raises ``TypeError`` for a dtype Kiln does not have and
     :class:`kiln.KilnError` for anything a reader would reject."""
     limit = None if max_shard_size is None else parse_size(max_shard_size)
     _kiln.save(_specs(tensors), _metadata(metadata), os.fspath(filename), 4096, sort, digests, limit)
