@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use kiln_nostd::frozen::{Reader, Schema};
-use kiln_nostd::model::{self, Metadata, ModelWriter, PAD_KEY};
+use kiln_nostd::model::{self, Kind, Manifest, Metadata, Model, ModelWriter, PAD_KEY};
 use kiln_nostd::{
     scratch_len, DType, Directory, Error, Header, Limits, Parser, Quant, TensorRef, TensorSpec, Width, DEFAULT_CAP,
 };
@@ -18,6 +18,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 mod buffer;
 mod frozen;
+mod sharded;
 
 use buffer::Held;
 
@@ -25,9 +26,11 @@ pyo3::create_exception!(
     kiln,
     KilnError,
     PyValueError,
-    "A rejected input: `code` (FRAME, LIMIT, EOF, TYPE, UTF8, TRAILING, SCHEMA), `offset` (absolute byte \
-     offset of the field that broke the rule) and `rule` (the rule's stable id, as `kiln validate --json` \
-     prints it); `description` is the rule in words and `str(err)` the CLI's message."
+    "A rejected input: `code` (FRAME, LIMIT, EOF, TYPE, UTF8, TRAILING, SCHEMA, DIGEST, SHARD, PATH), \
+     `offset` (absolute byte offset of the field that broke the rule, in `file` when that is set) and `rule` \
+     (the rule's stable id, as `kiln validate --json` prints it); `description` is the rule in words and \
+     `str(err)` the CLI's message. `file` is the shard's file name for a fault in a shard of a sharded model \
+     (None: the file or buffer given) and `tensor` the name of the tensor at fault, where one is."
 );
 pyo3::create_exception!(
     kiln,
@@ -42,7 +45,36 @@ pub(crate) const NODES: usize = 2048;
 
 /// The module's `KilnError` for a core error.
 pub(crate) fn kiln_error(py: Python<'_>, e: Error) -> PyErr {
-    with_fields(py, KilnError::new_err(e.to_string()), e)
+    kiln_error_in(py, e, None, None)
+}
+
+/// `KilnError` for a fault in shard file `file` (None: the file given),
+/// concerning tensor `tensor`.
+pub(crate) fn kiln_error_in(py: Python<'_>, e: Error, file: Option<&str>, tensor: Option<&str>) -> PyErr {
+    let whose = file.map(|f| format!(" of {f}")).unwrap_or_default();
+    let which = tensor.map(|t| format!(" (tensor {t})")).unwrap_or_default();
+    let msg = format!("{} at byte {}{whose}{which}: {}", e.code(), e.offset_u64(), e.rule().description());
+    let err = with_fields(py, KilnError::new_err(msg), e);
+    let v = err.value(py);
+    match v.setattr("file", file).and_then(|()| v.setattr("tensor", tensor)) {
+        Ok(()) => err,
+        Err(other) => other,
+    }
+}
+
+/// The name of the tensor a DIGEST fault of model file `buf` concerns.
+pub(crate) fn digest_tensor(buf: &[u8], e: &Error) -> Option<String> {
+    if e.rule() != kiln_nostd::Rule::PayloadDigest {
+        return None;
+    }
+    let m = Model::parse(buf).ok()?;
+    let t = m.directory().iter().find(|t| t.absolute_offset() == e.offset())?;
+    Some(key_of(&t))
+}
+
+/// `KilnError` for a fault in the model file or directory `buf`.
+pub(crate) fn file_error(py: Python<'_>, buf: &[u8], e: Error) -> PyErr {
+    kiln_error_in(py, e, None, digest_tensor(buf, &e).as_deref())
 }
 
 pub(crate) fn type_text_error(py: Python<'_>, text: &str, e: Error) -> PyErr {
@@ -73,7 +105,7 @@ fn with_fields(py: Python<'_>, err: PyErr, e: Error) -> PyErr {
 
 /// One random seed per process for the name table (as the CLI does), so
 /// names crafted against a known seed cannot make a check quadratic.
-fn process_seed() -> u64 {
+pub(crate) fn process_seed() -> u64 {
     use std::hash::BuildHasher;
     static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0x6b69_6c6e_7079u64))
@@ -99,15 +131,42 @@ fn name_scratch(buf: &[u8], start: usize, limits: Limits) -> Option<Vec<u32>> {
     (fits && count <= limits.count_cap).then(|| vec![0u32; scratch_len(count)])
 }
 
-/// `kiln_nostd::model::parse_any` with the CLI's configuration: a model file
-/// by content, else a plain directory; name scratch and a random seed.
-pub(crate) fn open_any(buf: &[u8], limits: Limits) -> Result<(Option<Metadata<'_>>, Directory<'_>), Error> {
+/// Name scratch for the model file or directory `buf` (empty when its
+/// claimed tensor count could not fit in it).
+pub(crate) fn name_scratch_for(buf: &[u8]) -> Vec<u32> {
+    let limits = Limits::DEFAULT;
     let start = if model::is_model_file(buf) { model_block_start(buf, limits) } else { Some(0) };
+    start.and_then(|s| name_scratch(buf, s, limits)).unwrap_or_default()
+}
+
+/// `kiln_nostd::model::parse_any` with the CLI's configuration (a model
+/// file by content, else a plain directory; name scratch and a random seed),
+/// and with `verify` step 9d (every digest compared) for a model file that
+/// carries digests.
+pub(crate) fn open_checked(
+    buf: &[u8],
+    limits: Limits,
+    verify: bool,
+) -> Result<(Option<Metadata<'_>>, Directory<'_>), Error> {
+    let model_file = model::is_model_file(buf);
+    let start = if model_file { model_block_start(buf, limits) } else { Some(0) };
     let parser = Parser::new().limits(limits).hash_seed(process_seed());
-    match start.and_then(|s| name_scratch(buf, s, limits)) {
-        Some(mut scratch) => model::parse_any_with(buf, parser.scratch(&mut scratch)),
-        None => model::parse_any_with(buf, parser),
+    let mut scratch = start.and_then(|s| name_scratch(buf, s, limits));
+    let parser = match scratch.as_deref_mut() {
+        Some(s) => parser.scratch(s),
+        None => parser,
+    };
+    if model_file && verify {
+        return Model::parse_verified_with(buf, parser).map(|m| (Some(m.metadata()), m.directory()));
     }
+    model::parse_any_with(buf, parser)
+}
+
+/// Scratch for a manifest of `buf.len()` bytes (its entries take at least
+/// 16 bytes each), within the count cap.
+pub(crate) fn manifest_scratch(buf: &[u8], limits: Limits) -> Vec<u32> {
+    let cap = usize::try_from(limits.count_cap).unwrap_or(usize::MAX);
+    vec![0u32; Manifest::scratch_len((buf.len() / 16).min(cap))]
 }
 
 /// A standalone directory block (`--type tensors`).
@@ -133,8 +192,10 @@ fn with_bytes<'b, T: Send>(py: Python<'_>, held: &'b Held, f: impl FnOnce(&'b [u
 /// broken rule. Without `type_text`: a model file by content, else a plain
 /// directory (`kiln validate FILE`). `"tensors"` unframed: one standalone
 /// directory block. Any other type: one Frozen value of that type.
+/// A manifest (by content) is checked alone (steps M1 to M5; its shards
+/// are files, see `Sharded`). `verify`: compare digests (step 9d).
 #[pyfunction]
-#[pyo3(signature = (data, type_text=None, framed=false, count_cap=DEFAULT_CAP, byte_cap=DEFAULT_CAP))]
+#[pyo3(signature = (data, type_text=None, framed=false, count_cap=DEFAULT_CAP, byte_cap=DEFAULT_CAP, verify=true))]
 fn validate(
     py: Python<'_>,
     data: &Bound<'_, PyAny>,
@@ -142,11 +203,19 @@ fn validate(
     framed: bool,
     count_cap: u32,
     byte_cap: u32,
+    verify: bool,
 ) -> PyResult<()> {
     let held = Held::new(data)?;
     let limits = limits(count_cap, byte_cap);
     let verdict = match (type_text, framed) {
-        (None, false) => with_bytes(py, &held, |b| open_any(b, limits).map(|_| ())),
+        (None, false) if Kind::of(held.bytes()) == Some(Kind::Manifest) => with_bytes(py, &held, |b| {
+            let mut scratch = manifest_scratch(b, limits);
+            Manifest::parse_with(b, &limits, Some(&mut scratch)).map(|_| ())
+        }),
+        (None, false) => {
+            let verdict = with_bytes(py, &held, |b| open_checked(b, limits, verify).map(|_| ()));
+            return verdict.map_err(|e| file_error(py, held.bytes(), e));
+        }
         (Some("tensors"), false) => with_bytes(py, &held, |b| open_tensors(b, limits).map(|_| ())),
         (text, framed) => {
             let text = text.unwrap_or("tensors");
@@ -191,12 +260,14 @@ fn metadata_dict<'py>(py: Python<'py>, m: &Metadata<'_>) -> PyResult<Bound<'py, 
 /// (metadata dict or None, padding, directory offset, tensor table).
 type Inspection<'py> = (Option<Bound<'py, PyDict>>, usize, usize, Bound<'py, PyList>);
 
-/// Checks `data` like `validate(data)` and returns
-/// (metadata dict or None, padding, directory offset, tensor table).
+/// Checks `data` like `validate(data)` (digests compared when `verify`) and
+/// returns (metadata dict or None, padding, directory offset, tensor table).
 #[pyfunction]
-fn inspect<'py>(py: Python<'py>, data: &Bound<'py, PyAny>) -> PyResult<Inspection<'py>> {
+#[pyo3(signature = (data, verify=false))]
+fn inspect<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, verify: bool) -> PyResult<Inspection<'py>> {
     let held = Held::new(data)?;
-    let (meta, dir) = open_any(held.bytes(), Limits::DEFAULT).map_err(|e| kiln_error(py, e))?;
+    let (meta, dir) = with_bytes(py, &held, |b| open_checked(b, Limits::DEFAULT, verify))
+        .map_err(|e| file_error(py, held.bytes(), e))?;
     let padding = meta.map_or(0, |m| m.padding());
     let meta = meta.map(|m| metadata_dict(py, &m)).transpose()?;
     Ok((meta, padding, dir.start(), table(py, &dir)?))
@@ -329,14 +400,17 @@ pub(crate) fn key_of(t: &kiln_nostd::Tensor<'_>) -> String {
 /// Checks `data` like `validate(data)` and returns (metadata dict or None,
 /// {name: array}): arrays viewing `data`'s bytes (see `ArrayMaker::array`).
 #[pyfunction]
+#[pyo3(signature = (data, dtypes, verify=false))]
 fn load_arrays<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
     dtypes: &Bound<'py, PyTuple>,
+    verify: bool,
 ) -> PyResult<(Option<Bound<'py, PyDict>>, Bound<'py, PyDict>)> {
     let maker = ArrayMaker::new(py, dtypes)?;
     let held = Held::new(data)?;
-    let (meta, dir) = with_bytes(py, &held, |b| open_any(b, Limits::DEFAULT)).map_err(|e| kiln_error(py, e))?;
+    let (meta, dir) = with_bytes(py, &held, |b| open_checked(b, Limits::DEFAULT, verify))
+        .map_err(|e| file_error(py, held.bytes(), e))?;
     let out = PyDict::new(py);
     for t in dir.iter() {
         let arr = maker.array(py, data, held.address(), !held.readonly(), &t)?;
@@ -419,23 +493,8 @@ impl Specs {
     }
 }
 
-/// Writes a model file of `tensors` (sorted by name unless `sort` is false)
-/// and `metadata` with
-/// the payload region at a multiple of `align` bytes in the file, checked by
-/// the core before it is handed out. Returns the bytes, or None after
-/// writing `path` (a temporary file renamed over it).
-#[pyfunction]
-#[pyo3(signature = (tensors, metadata, path=None, align=4096, sort=true))]
-fn save<'py>(
-    py: Python<'py>,
-    tensors: Vec<SpecIn<'py>>,
-    metadata: Vec<(String, String)>,
-    path: Option<PathBuf>,
-    align: u64,
-    sort: bool,
-) -> PyResult<Option<Bound<'py, PyBytes>>> {
-    let held = Specs::new(tensors)?;
-    let specs = held.specs(true, sort)?;
+/// The metadata pairs sorted by key bytes, refusing the padding key and repeats.
+pub(crate) fn sorted_meta(metadata: &[(String, String)]) -> PyResult<Vec<(&str, &str)>> {
     let mut meta: Vec<(&str, &str)> = metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     if meta.iter().any(|(k, _)| *k == PAD_KEY) {
         return Err(PyValueError::new_err(format!("metadata key {PAD_KEY:?} is reserved for alignment padding")));
@@ -444,7 +503,54 @@ fn save<'py>(
     if let Some(w) = meta.windows(2).find(|w| w[0].0 == w[1].0) {
         return Err(PyValueError::new_err(format!("metadata key {:?} appears twice", w[0].0)));
     }
-    let writer = ModelWriter::new().align(align);
+    Ok(meta)
+}
+
+/// `WriteError` as a Python exception, naming `path` for I/O errors.
+pub(crate) fn write_error(py: Python<'_>, path: &Path, e: WriteError) -> PyErr {
+    match e {
+        WriteError::Kiln(e) => kiln_error(py, e),
+        WriteError::Io(e) => PyOSError::new_err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Writes a model file of `tensors` (sorted by name unless `sort` is false)
+/// and `metadata` with
+/// the payload region at a multiple of `align` bytes in the file, checked by
+/// the core before it is handed out: a digests record (a SHA-256 per
+/// tensor) unless `digests` is false (a plain record). Returns the bytes,
+/// or None after writing `path` (a temporary file renamed over it). With
+/// `path` and `max_shard_size`, a model whose payloads exceed it (or whose
+/// names do not fit one block) is written as a sharded model instead: the
+/// manifest at `path`, the shards beside it (see `sharded::save_sharded`).
+#[pyfunction]
+#[pyo3(signature = (tensors, metadata, path=None, align=4096, sort=true, digests=true, max_shard_size=None))]
+#[allow(clippy::too_many_arguments)]
+fn save<'py>(
+    py: Python<'py>,
+    tensors: Vec<SpecIn<'py>>,
+    metadata: Vec<(String, String)>,
+    path: Option<PathBuf>,
+    align: u64,
+    sort: bool,
+    digests: bool,
+    max_shard_size: Option<u64>,
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    let held = Specs::new(tensors)?;
+    let specs = held.specs(true, sort)?;
+    let meta = sorted_meta(&metadata)?;
+    if let Some(path) = &path {
+        if let Some(plan) = sharded::plan(&specs, max_shard_size)? {
+            if !digests {
+                return Err(PyValueError::new_err(
+                    "a sharded model always carries digests (digests=False with a model that is sharded)",
+                ));
+            }
+            sharded::save_sharded(py, &specs, &plan, &meta, path, align)?;
+            return Ok(None);
+        }
+    }
+    let writer = ModelWriter::new().align(align).digests(digests);
     let len = writer.encoded_len(&meta, &specs).map_err(|e| kiln_error(py, e))?;
     // Name scratch: the writer's checks then take linear time.
     let mut scratch = vec![0u32; scratch_len(u32::try_from(specs.len()).unwrap_or(u32::MAX))];
@@ -463,12 +569,10 @@ fn save<'py>(
             }
         }
         Some(path) => {
-            write_file(&path, len, |out| writer.write_with_scratch(&meta, &specs, out, Some(&mut scratch))).map_err(
-                |e| match e {
-                    WriteError::Kiln(e) => kiln_error(py, e),
-                    WriteError::Io(e) => PyOSError::new_err(format!("{}: {e}", path.display())),
-                },
-            )?;
+            write_file(&path, len, false, |out| writer.write_with_scratch(&meta, &specs, out, Some(&mut scratch)))
+                .map_err(|e| write_error(py, &path, e))?;
+            // A sharded model saved to this name before: its shards go now.
+            sharded::remove_stale_shards(&path, None).map_err(|e| write_error(py, &path, WriteError::Io(e)))?;
             Ok(None)
         }
     }
@@ -485,9 +589,15 @@ pub(crate) enum WriteError {
 
 /// Writes `len` bytes produced by `fill` to a temporary file next to `path`
 /// and renames it over `path`: a reader never sees half a file, and arrays
-/// still mapping the old file keep its bytes. (This and `buffer` are the
-/// crate's only `unsafe` code.)
-fn write_file(path: &Path, len: usize, fill: impl FnOnce(&mut [u8]) -> Result<usize, Error>) -> Result<(), WriteError> {
+/// still mapping the old file keep its bytes. `sync`: the file's bytes reach
+/// the disk (fsync) before the rename. (This and `buffer` are the crate's
+/// only `unsafe` code.)
+pub(crate) fn write_file(
+    path: &Path,
+    len: usize,
+    sync: bool,
+    fill: impl FnOnce(&mut [u8]) -> Result<usize, Error>,
+) -> Result<(), WriteError> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let name = path.file_name().ok_or_else(|| {
@@ -500,9 +610,15 @@ fn write_file(path: &Path, len: usize, fill: impl FnOnce(&mut [u8]) -> Result<us
     let tmp = path.with_file_name(tmp_name);
     let result = (|| {
         if len < MAP_WRITE_MIN {
+            use std::io::Write;
             let mut buf = vec![0u8; len];
             fill(&mut buf).map_err(WriteError::Kiln)?;
-            std::fs::write(&tmp, &buf).map_err(WriteError::Io)?;
+            let mut file =
+                std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(WriteError::Io)?;
+            file.write_all(&buf).map_err(WriteError::Io)?;
+            if sync {
+                file.sync_all().map_err(WriteError::Io)?;
+            }
         } else {
             // Large files are written in place through a populated map: the
             // payloads are copied once, into the page cache, with no buffer
@@ -518,6 +634,10 @@ fn write_file(path: &Path, len: usize, fill: impl FnOnce(&mut [u8]) -> Result<us
             // else maps or truncates it while the map lives.
             let mut map = unsafe { memmap2::MmapOptions::new().populate().map_mut(&file) }.map_err(WriteError::Io)?;
             fill(&mut map).map_err(WriteError::Kiln)?;
+            if sync {
+                map.flush().map_err(WriteError::Io)?;
+                file.sync_all().map_err(WriteError::Io)?;
+            }
         }
         std::fs::rename(&tmp, path).map_err(WriteError::Io)
     })();
@@ -525,6 +645,52 @@ fn write_file(path: &Path, len: usize, fill: impl FnOnce(&mut [u8]) -> Result<us
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// The record type `data` starts as (`"plain"`, `"digests"`, `"shard"`,
+/// `"manifest"`), or None (a plain directory or anything else).
+#[pyfunction]
+fn kind(data: &Bound<'_, PyAny>) -> PyResult<Option<&'static str>> {
+    let held = Held::new(data)?;
+    Ok(Kind::of(held.bytes()).map(Kind::name))
+}
+
+/// safetensors' spelling of a dtype, where safetensors has one (the
+/// strings of its `Dtype`; `get_slice(...).get_dtype()` answers with them).
+/// The match has no wildcard: a dtype added to the core must be given its
+/// entry here. e2m1 stays Kiln's (the project's ruling, issue 24).
+pub(crate) const fn safetensors_name(d: DType) -> Option<&'static str> {
+    match d {
+        DType::F64 => Some("F64"),
+        DType::F32 => Some("F32"),
+        DType::F16 => Some("F16"),
+        DType::BF16 => Some("BF16"),
+        DType::F8E4M3 => Some("F8_E4M3"),
+        DType::F8E5M2 => Some("F8_E5M2"),
+        DType::Bool => Some("BOOL"),
+        DType::I8 => Some("I8"),
+        DType::U8 => Some("U8"),
+        DType::I16 => Some("I16"),
+        DType::U16 => Some("U16"),
+        DType::I32 => Some("I32"),
+        DType::U32 => Some("U32"),
+        DType::I64 => Some("I64"),
+        DType::U64 => Some("U64"),
+        DType::E8M0 => Some("F8_E8M0"),
+        DType::I4 | DType::U4 | DType::E2M1 | DType::Opaque(_) => None,
+    }
+}
+
+/// The core's dtype table: (code, Kiln name, safetensors' name or None)
+/// for every closed-set code, then (4096, "opaque", None) standing for the
+/// opaque codes 4096..32767.
+#[pyfunction]
+fn dtype_table() -> Vec<(u16, &'static str, Option<&'static str>)> {
+    (1..kiln_nostd::dtype::OPAQUE_MIN)
+        .filter_map(DType::from_code)
+        .chain([DType::Opaque(kiln_nostd::dtype::OPAQUE_MIN)])
+        .map(|d| (d.code(), d.name(), safetensors_name(d)))
+        .collect()
 }
 
 /// The default caps (16,777,216).
@@ -540,6 +706,10 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TypeTextError", py.get_type::<TypeTextError>())?;
     m.add("MODEL_TYPE", model::MODEL_TYPE)?;
     m.add("MODEL_HASH", model::MODEL_HASH)?;
+    m.add("DIGESTS_TYPE", model::DIGESTS_TYPE)?;
+    m.add("DIGESTS_HASH", model::DIGESTS_HASH)?;
+    m.add("SHARD_HASH", model::SHARD_HASH)?;
+    m.add("MANIFEST_HASH", model::MANIFEST_HASH)?;
     m.add("PAD_KEY", PAD_KEY)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
@@ -547,6 +717,9 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(make_array, m)?)?;
     m.add_function(wrap_pyfunction!(save, m)?)?;
     m.add_function(wrap_pyfunction!(default_cap, m)?)?;
+    m.add_function(wrap_pyfunction!(kind, m)?)?;
+    m.add_function(wrap_pyfunction!(dtype_table, m)?)?;
+    m.add_class::<sharded::Sharded>()?;
     m.add_function(wrap_pyfunction!(frozen::decode, m)?)?;
     m.add_function(wrap_pyfunction!(frozen::encode, m)?)?;
     m.add_class::<frozen::Some>()?;

@@ -14,7 +14,7 @@ import pytest
 
 import kiln
 import kiln.numpy as kn
-from conftest import MODEL_TYPE, REPO, cli_validate
+from conftest import REPO, cli_validate
 
 TENSORS: Dict[str, Any] = {
     "layers.0.weight": np.arange(64 * 32, dtype=np.float32).reshape(64, 32) / 7,
@@ -35,10 +35,12 @@ def saved(tmp_path: Path) -> Path:
 
 
 def test_save_file_passes_kiln_validate(kiln_cli: str, saved: Path, cli_reads_model_files: bool) -> None:
-    assert cli_validate(kiln_cli, [saved], MODEL_TYPE, framed=True) == [{"file": str(saved), "ok": True}]
+    # save_file writes the digests record: a Frozen value of its type text, framed.
+    assert cli_validate(kiln_cli, [saved], kiln.DIGESTS_TYPE, framed=True) == [{"file": str(saved), "ok": True}]
     if not cli_reads_model_files:
         pytest.skip("this kiln CLI does not yet read model files without --type (spec/model-file.md)")
-    assert cli_validate(kiln_cli, [saved]) == [{"file": str(saved), "ok": True}]
+    (line,) = cli_validate(kiln_cli, [saved])
+    assert line["file"] == str(saved) and line["ok"] is True and line.get("kind", "digests") == "digests"
     r = subprocess.run([kiln_cli, "inspect", str(saved), "--json"], capture_output=True, text=True, check=True)
     assert set(TENSORS) <= set(r.stdout.replace('"', " ").split()) or all(k in r.stdout for k in TENSORS)
 
@@ -49,7 +51,7 @@ def test_a_broken_save_is_rejected_alike(kiln_cli: str, saved: Path, tmp_path: P
         b[f.directory_offset + 8] ^= 0xFF          # the block's tensor_count
     bad = tmp_path / "bad.kiln"
     bad.write_bytes(bytes(b))
-    (line,) = cli_validate(kiln_cli, [bad], MODEL_TYPE, framed=True)
+    (line,) = cli_validate(kiln_cli, [bad])
     with pytest.raises(kiln.KilnError) as e:
         kiln.validate(bad)
     assert (e.value.code, e.value.offset, e.value.rule) == (line["error"], line["offset"], line["rule"])
@@ -84,10 +86,16 @@ def test_kiln_convert_of_npz_and_safetensors_opens_in_python(kiln_cli: str, tmp_
             assert all(f.tensor_info(k).offset >= f.directory_offset for k in f.keys())
 
 
-def test_save_file_converts_to_safetensors(kiln_cli: str, saved: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("digests", [False, True])
+def test_save_file_converts_to_safetensors(kiln_cli: str, tmp_path: Path, digests: bool) -> None:
     stn = pytest.importorskip("safetensors.numpy")
+    saved = tmp_path / "model.kiln"
+    kn.save_file(TENSORS, saved, META, digests=digests)
     out = tmp_path / "out.safetensors"
-    subprocess.run([kiln_cli, "convert", str(saved), "-o", str(out)], check=True, capture_output=True)
+    r = subprocess.run([kiln_cli, "convert", str(saved), "-o", str(out)], capture_output=True, text=True)
+    if digests and r.returncode != 0 and "SCHEMA" in r.stderr:
+        pytest.skip("this kiln convert does not read digests records yet (issue 24, the converter's part)")
+    assert r.returncode == 0, r.stderr
     back = stn.load_file(str(out))
     for k, v in TENSORS.items():
         assert np.array_equal(back[k], np.asarray(v)), k
@@ -170,7 +178,9 @@ def test_save_writes_the_model_the_firmware_demo_runs() -> None:
         assert meta is not None
         tensors = {k: _as_saved(f, k, arrays[k]) for k in f.keys()}
     assert any(isinstance(v, kn.Quantized) for v in tensors.values())
-    assert kn.save(tensors, meta, sort=False) == EXAMPLE.read_bytes()
+    # The example is rewritten with digests by the converter's issue; either record is save's.
+    digests = kiln._kiln.kind(EXAMPLE.read_bytes()) != "plain"
+    assert kn.save(tensors, meta, sort=False, digests=digests) == EXAMPLE.read_bytes()
     # Sorted (the default), the same tensors in another order: another file, same contents.
     resorted = kn.load(kn.save(tensors, meta))
     assert list(resorted) == sorted(tensors) and all(resorted[k].tobytes() == arrays[k].tobytes() for k in arrays)

@@ -296,3 +296,11 @@ def test_the_benchmark_script_runs() -> None:
     r = subprocess.run([sys.executable, str(bench), "--quick", "--repeats", "1"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "| 8 tensors / 64 KiB |" in r.stdout
+
+
+def test_the_sharded_benchmark_runs() -> None:
+    bench = Path(__file__).resolve().parents[1] / "bench" / "sharded_load.py"
+    pytest.importorskip("safetensors")
+    r = subprocess.run([sys.executable, str(bench), "--quick", "--repeats", "1"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "shards | 3.8 MiB |" in r.stdout and "safetensors / Kiln" in r.stdout

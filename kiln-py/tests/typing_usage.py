@@ -17,6 +17,8 @@ def roundtrip(path: Path) -> Dict[str, npt.NDArray[np.float32]]:
     kiln.numpy.save_file(tensors, path, metadata={"author": "me"})
     blob: bytes = kiln.numpy.save(tensors)
     kiln.validate(blob)
+    kiln.validate(path, kiln.DIGESTS_TYPE, framed=True)
+    kiln.numpy.save_file(tensors, path, digests=False)
     kiln.validate(path, "struct{metadata:dict<str,str>,tensors:tensors,}", framed=True)
     loaded = kiln.numpy.load_file(path)
     same = kiln.numpy.load(blob)
@@ -37,6 +39,9 @@ def describe(path: Path) -> Optional[str]:
                 print(name, info.dtype, shape, info.offset, q, rows, full.nbytes)
             return None if meta is None else meta.get("author")
     except kiln.KilnError as e:
+        shard: Optional[str] = e.file
+        tensor: Optional[str] = e.tensor
+        print(shard, tensor)
         code: str = e.code
         offset: int = e.offset
         rule: str = e.rule
@@ -57,3 +62,17 @@ def quantized() -> bytes:
     nibbles = np.zeros(64, np.uint8)
     w = kiln.numpy.Quantized(kiln.numpy.Packed("e2m1", nibbles, (4, 32)), scale="w.s", axis=1, group_size=32)
     return kiln.numpy.save({"w": w, "w.s": np.ones((4, 1), np.float16)}, {"k": "v"}, sort=False)
+
+
+def sharded(folder: Path) -> int:
+    tensors = {f"w{i}": np.zeros(1024, np.float32) for i in range(4)}
+    kiln.numpy.save_file(tensors, folder / "model.kiln", max_shard_size="8KiB")
+    kiln.numpy.save_file(tensors, folder / "model.kiln", max_shard_size=8192)
+    arrays = kiln.numpy.load_file(folder / "model.kiln", verify=True)
+    with kiln.safe_open(folder / "model.kiln", verify=False) as f:
+        names: list[str] = f.shards
+        where: Optional[str] = f.tensor_info("w0").shard
+        spelled: str = f.get_slice("w0").get_dtype()
+        print(names, where, spelled)
+    size: int = kiln.numpy.parse_size("500MB")
+    return len(arrays) + size

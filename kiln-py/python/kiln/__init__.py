@@ -8,23 +8,34 @@ checked by the Rust core (``kiln_nostd``) before an array is handed out.
 >>> with kiln.safe_open("m.kiln") as f:
 ...     f.metadata(), f.tensor_info("w").shape, f.get_slice("w")[1:]
 
+Sharded models (a manifest ``NAME.kiln`` and shards ``NAME-00001-of-0000N.kiln``
+beside it) are written by ``kiln.numpy.save_file(..., max_shard_size="500MB")``
+and open with the same calls: ``load_file`` and ``safe_open`` take the
+manifest's path, check the manifest, and map and check each shard against it
+(the core's ``check_shard``) before any tensor of it is handed out.
+
 Errors from the format are :class:`KilnError` with ``code`` (``FRAME``,
-``LIMIT``, ``EOF``, ``TYPE``, ``UTF8``, ``TRAILING``, ``SCHEMA``), ``offset``
-and ``rule``: the verdict ``kiln validate --json`` prints for the same bytes.
+``LIMIT``, ``EOF``, ``TYPE``, ``UTF8``, ``TRAILING``, ``SCHEMA``, ``DIGEST``,
+``SHARD``, ``PATH``), ``offset`` and ``rule``: the verdict ``kiln validate
+--json`` prints for the same bytes; for a fault in a shard, ``file`` is the
+shard's file name (and ``offset`` a byte offset in it) and ``tensor`` the
+tensor at fault, where one is.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import stat
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _kiln
-from ._kiln import MODEL_TYPE, KilnError, Some, TypeTextError
+from ._kiln import DIGESTS_TYPE, MODEL_TYPE, KilnError, Some, TypeTextError
 
 __all__ = [
     "MODEL_TYPE",
+    "DIGESTS_TYPE",
     "DEFAULT_CAP",
     "KilnError",
     "TypeTextError",
@@ -38,6 +49,7 @@ __all__ = [
     "encode",
     "safe_open",
     "DTYPE_NAMES",
+    "SAFETENSORS_DTYPES",
 ]
 
 __version__ = "0.1.0"
@@ -45,12 +57,14 @@ __version__ = "0.1.0"
 #: The default count and byte cap (16,777,216), as in the CLI.
 DEFAULT_CAP: int = _kiln.default_cap()
 
+_DTYPE_TABLE = _kiln.dtype_table()  # the core's table, with the binding's safetensors column
+
 #: Kiln dtype names by wire code (the closed set; opaque codes are 4096..32767).
-DTYPE_NAMES: Dict[int, str] = {
-    1: "f64", 2: "f32", 3: "f16", 4: "bf16", 5: "f8e4m3", 6: "f8e5m2", 7: "bool",
-    8: "i8", 9: "u8", 10: "i16", 11: "u16", 12: "i32", 13: "u32", 14: "i64",
-    15: "u64", 16: "i4", 17: "u4", 18: "e2m1", 19: "e8m0",
-}
+DTYPE_NAMES: Dict[int, str] = {code: name for code, name, _ in _DTYPE_TABLE if code < 4096}
+
+#: safetensors' dtype strings by Kiln wire code, where safetensors has the
+#: dtype (``get_slice(...).get_dtype()`` answers with these; Kiln's name otherwise).
+SAFETENSORS_DTYPES: Dict[int, str] = {code: st for code, _, st in _DTYPE_TABLE if st is not None}
 
 #: Bytes, a buffer, or a path (``str`` or ``os.PathLike``; ``bytes`` are always data).
 Data = Union[bytes, bytearray, memoryview, mmap.mmap, str, "os.PathLike[str]"]
@@ -68,6 +82,77 @@ def _map(path: Union[str, "os.PathLike[str]"]) -> Union[mmap.mmap, bytes]:
         if size == 0:
             return b""
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _map_shard(path: str) -> Union[mmap.mmap, bytes, None]:
+    """A read-only map of the shard file at ``path`` (a path inside the
+    manifest's folder that the native half resolved), opened without
+    following a symbolic link and only when it is a regular file; None when
+    it cannot be opened (the shard is then missing)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if st.st_size == 0:
+            return b""
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _close(mm: Any) -> None:
+    if isinstance(mm, mmap.mmap):
+        try:
+            mm.close()
+        except BufferError:
+            pass  # arrays hold the map; it is unmapped when the last one dies
+
+
+class _Shards:
+    """A checked manifest and the shards opened so far (each mapped and
+    checked against the manifest once, when first needed)."""
+
+    def __init__(self, path: Union[str, "os.PathLike[str]"], view: Any) -> None:
+        self.native = _kiln.Sharded(os.fspath(path), view)
+        self.names: List[str] = [name for name, _ in self.native.shards()]
+        self.maps: Dict[int, Any] = {}
+        self.views: Dict[int, Any] = {}
+        self.rows: Dict[int, List[Any]] = {}
+        self.infos: Dict[int, Dict[str, "TensorInfo"]] = {}
+
+    def open(self, index: int, verify: bool) -> Any:
+        """Shard ``index`` (1-based): its bytes, checked against the manifest."""
+        if index not in self.views:
+            path = self.native.resolve(index)
+            mm = None if path is None else _map_shard(path)
+            view = None if mm is None else _owner(mm)
+            try:
+                _, _, rows = self.native.check(index, view, verify)
+            except BaseException:
+                del view
+                _close(mm)
+                raise
+            self.maps[index], self.views[index], self.rows[index] = mm, view, list(rows)
+        return self.views[index]
+
+    def info(self, index: int, verify: bool) -> Tuple[Any, Dict[str, "TensorInfo"]]:
+        """Shard ``index``'s bytes and tensors, checked."""
+        view = self.open(index, verify)
+        if index not in self.infos:
+            self.infos[index] = _infos(self.rows[index], self.names[index - 1])
+        return view, self.infos[index]
+
+    def close(self) -> None:
+        maps, self.maps, self.views = self.maps, {}, {}
+        for mm in maps.values():
+            _close(mm)
 
 
 def _owner(data: Any) -> Any:
@@ -94,19 +179,33 @@ def validate(
     *,
     count_cap: int = 16_777_216,
     byte_cap: int = 16_777_216,
+    verify: bool = True,
 ) -> None:
     """Checks ``data`` (bytes, bytearray, memoryview, mmap or a path) and
     returns None, or raises :class:`KilnError` for the first broken rule.
 
     Without ``type_text`` this is ``kiln validate FILE``: a model file when
-    the input starts like one (``KLN0`` and the model record's schema hash),
-    else one standalone directory block. ``type_text``/``framed`` are
-    ``--type``/``--framed``: ``"tensors"`` unframed is a directory block,
+    the input starts like one (``KLN0`` and the schema hash of a plain,
+    digests or shard record), with every digest compared unless ``verify``
+    is false (``--no-verify-digests``); a manifest's path checks the whole
+    sharded model (the manifest, then every shard in order: the first fault
+    names its shard in ``file``; a manifest given as bytes is checked alone);
+    anything else is one standalone directory block. ``type_text``/``framed``
+    are ``--type``/``--framed``: ``"tensors"`` unframed is a directory block,
     anything else one Frozen value of that type (:class:`TypeTextError` for
     type text that is not canonical). The caps are ``--count-cap`` and
     ``--byte-cap``.
     """
-    _kiln.validate(_buffer(data), type_text, framed, count_cap, byte_cap)
+    buf = _buffer(data)
+    _kiln.validate(buf, type_text, framed, count_cap, byte_cap, verify)
+    if type_text is None and not framed and _is_path(data) and _kiln.kind(buf) == "manifest":
+        shards = _Shards(data, buf)  # type: ignore[arg-type]
+        try:
+            for index in range(1, len(shards.names) + 1):
+                shards.open(index, verify)
+                shards.close()
+        finally:
+            shards.close()
 
 
 def decode(data: Data, type_text: str, framed: bool = False) -> Any:
@@ -156,7 +255,9 @@ class TensorInfo:
 
     ``dtype`` is the Kiln name (``"f32"``, ``"i4"``, ``"opaque"``), ``shape``
     the logical shape, ``offset`` the absolute byte offset of the payload in
-    the file and ``byte_length`` its length. Packed (``i4``, ``u4``,
+    the file and ``byte_length`` its length. In a sharded model, ``shard``
+    is the file name of the shard that holds it, and ``index`` and
+    ``offset`` are in that shard's file (None: the file opened). Packed (``i4``, ``u4``,
     ``e2m1``) and opaque tensors load as 1-D ``uint8`` arrays of their wire
     bytes: ``shape``, ``layout`` and ``block_size`` here say how to read
     them (:func:`kiln.numpy.unpack` unpacks nibbles).
@@ -172,6 +273,7 @@ class TensorInfo:
     layout: Optional[str]
     block_size: int
     quant: Optional[QuantInfo]
+    shard: Optional[str] = None
 
     @property
     def packed(self) -> bool:
@@ -184,7 +286,7 @@ class TensorInfo:
         return self.dtype_code >= 4096
 
 
-def _infos(rows: List[Tuple[Any, ...]]) -> Dict[str, TensorInfo]:
+def _infos(rows: List[Tuple[Any, ...]], shard: Optional[str] = None) -> Dict[str, TensorInfo]:
     keys = [str(i) if r[0] is None else r[0] for i, r in enumerate(rows)]
     out: Dict[str, TensorInfo] = {}
     for i, (name, code, shape, offset, length, layout, block_size, quant) in enumerate(rows):
@@ -195,7 +297,24 @@ def _infos(rows: List[Tuple[Any, ...]]) -> Dict[str, TensorInfo]:
         out[keys[i]] = TensorInfo(
             name=keys[i], index=i, dtype=DTYPE_NAMES.get(code, "opaque"), dtype_code=code,
             shape=tuple(shape), offset=offset, byte_length=length, layout=layout,
-            block_size=block_size, quant=q,
+            block_size=block_size, quant=q, shard=shard,
+        )
+    return out
+
+
+def _manifest_infos(rows: List[Tuple[Any, ...]], names: List[str]) -> Dict[str, TensorInfo]:
+    """The manifest's tensor table as infos before their shards are opened
+    (``offset`` -1, ``index`` the position in the shard)."""
+    out: Dict[str, TensorInfo] = {}
+    within: Dict[int, int] = {}
+    for name, shard, code, shape, length, layout, block_size, quant in rows:
+        q = None if quant is None else QuantInfo(*quant)
+        i = within.get(shard, 0)
+        within[shard] = i + 1
+        out[name] = TensorInfo(
+            name=name, index=i, dtype=DTYPE_NAMES.get(code, "opaque"), dtype_code=code,
+            shape=tuple(shape), offset=-1, byte_length=length, layout=layout,
+            block_size=block_size, quant=q, shard=names[shard - 1],
         )
     return out
 
@@ -206,7 +325,7 @@ class TensorSlice:
 
     def __init__(self, handle: "SafeOpen", name: str) -> None:
         self._handle = handle
-        self._info = handle.tensor_info(name)
+        self._info = handle._entry(name)  # in a sharded model: the manifest's facts, no shard opened
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -221,8 +340,12 @@ class TensorSlice:
         return list(self._info.shape)
 
     def get_dtype(self) -> str:
-        """The Kiln dtype name."""
-        return self._info.dtype
+        """The dtype as safetensors' ``get_dtype`` spells it where safetensors
+        has the dtype (``"F32"``, ``"BF16"``, ``"I64"``, ``"BOOL"``,
+        ``"F8_E4M3"``, ...: :data:`SAFETENSORS_DTYPES`), Kiln's name where it
+        has none (``"i4"``, ``"u4"``, ``"e2m1"``, ``"opaque"``). ``.dtype`` and
+        :class:`TensorInfo` keep Kiln's names."""
+        return SAFETENSORS_DTYPES.get(self._info.dtype_code, self._info.dtype)
 
     def __len__(self) -> int:
         return self._info.shape[0] if self._info.shape else 0
@@ -232,20 +355,43 @@ class TensorSlice:
 
 
 class SafeOpen:
-    """A checked, memory-mapped Kiln file (see :func:`safe_open`)."""
+    """A checked, memory-mapped Kiln file or sharded model (see :func:`safe_open`)."""
 
-    def __init__(self, filename: Union[str, "os.PathLike[str]"], framework: str = "numpy", device: str = "cpu") -> None:
+    def __init__(
+        self,
+        filename: Union[str, "os.PathLike[str]"],
+        framework: str = "numpy",
+        device: str = "cpu",
+        *,
+        verify: bool = False,
+    ) -> None:
         if framework not in ("numpy", "np"):
             raise ValueError(f"framework {framework!r} is not supported (only 'numpy')")
         if device != "cpu":
             raise ValueError(f"device {device!r} is not supported (only 'cpu')")
+        self._verify = bool(verify)
         self._mm: Any = _map(filename)
         self._view: Any = _owner(self._mm)
-        meta, padding, dir_offset, rows = _kiln.inspect(self._view)
-        self._meta: Optional[Dict[str, str]] = meta
-        self.padding: int = padding
-        self.directory_offset: int = dir_offset
-        self._info = _infos(rows)
+        self._shards: Optional[_Shards] = None
+        try:
+            if _kiln.kind(self._view) == "manifest":
+                shards = _Shards(filename, self._view)
+                self._shards = shards
+                self._meta: Optional[Dict[str, str]] = shards.native.metadata()
+                self.padding: int = 0
+                self.directory_offset: int = 0
+                table = shards.native.table()
+                self._info = _manifest_infos(list(table), shards.names)
+                self._shard_of: Dict[str, int] = {row[0]: int(row[1]) for row in table}
+            else:
+                meta, padding, dir_offset, rows = _kiln.inspect(self._view, self._verify)
+                self._meta = meta
+                self.padding = padding
+                self.directory_offset = dir_offset
+                self._info = _infos(rows)
+        except BaseException:
+            self.close()
+            raise
 
     def __enter__(self) -> "SafeOpen":
         return self
@@ -254,22 +400,27 @@ class SafeOpen:
         self.close()
 
     def close(self) -> None:
-        """Drops the file. Arrays already handed out stay valid: each keeps
-        the memory map alive (a buffer export held through its ``base``)."""
+        """Drops the file (and the shards' maps). Arrays already handed out
+        stay valid: each keeps its memory map alive (a buffer export held
+        through its ``base``)."""
         mm, self._mm, self._view = self._mm, None, None
-        if isinstance(mm, mmap.mmap):
-            try:
-                mm.close()
-            except BufferError:
-                pass  # arrays hold the map; it is unmapped when the last one dies
+        _close(mm)
+        if self._shards is not None:
+            self._shards.close()
 
     def _open(self) -> Any:
         if self._view is None:
             raise ValueError("the file is closed")
         return self._view
 
+    @property
+    def shards(self) -> List[str]:
+        """The shard file names of a sharded model, in order ([] for one file)."""
+        return [] if self._shards is None else list(self._shards.names)
+
     def keys(self) -> List[str]:
-        """Tensor names in directory order (sorted, for files from save_file)."""
+        """Tensor names in directory order (sorted, for files from save_file;
+        shard by shard for a sharded model)."""
         return list(self._info)
 
     def offset_keys(self) -> List[str]:
@@ -289,19 +440,34 @@ class SafeOpen:
         """The model file's metadata (without the padding key), or None for a plain directory."""
         return None if self._meta is None else dict(self._meta)
 
-    def tensor_info(self, name: str) -> TensorInfo:
-        """dtype, shape, offset, length, layout and quantization of ``name``."""
+    def _entry(self, name: str) -> TensorInfo:
         try:
             return self._info[name]
         except KeyError:
             raise KeyError(f"no tensor named {name!r}") from None
 
+    def _located(self, name: str) -> Tuple[Any, TensorInfo]:
+        """The buffer holding ``name`` and its info there: for a sharded
+        model its shard, opened and checked the first time it is needed."""
+        info = self._entry(name)
+        view = self._open()
+        if self._shards is None:
+            return view, info
+        shard_view, infos = self._shards.info(self._shard_of[name], self._verify)
+        return shard_view, infos[name]
+
+    def tensor_info(self, name: str) -> TensorInfo:
+        """dtype, shape, offset, length, layout and quantization of ``name``
+        (in a sharded model this opens and checks its shard: ``offset`` is
+        in that shard's file, named by ``shard``)."""
+        return self._located(name)[1]
+
     def get_tensor(self, name: str) -> Any:
         """The tensor as a read-only NumPy array (a view of the memory map when aligned)."""
         from .numpy import _dtypes
 
-        i = self.tensor_info(name)
-        return _kiln.make_array(self._open(), i.dtype_code, list(i.shape), i.offset, i.byte_length, _dtypes())
+        view, i = self._located(name)
+        return _kiln.make_array(view, i.dtype_code, list(i.shape), i.offset, i.byte_length, _dtypes())
 
     def get_slice(self, name: str) -> TensorSlice:
         """A :class:`TensorSlice`: index it to read part of the tensor."""
@@ -309,8 +475,24 @@ class SafeOpen:
         return TensorSlice(self, name)
 
 
-def safe_open(filename: Union[str, "os.PathLike[str]"], framework: str = "numpy", device: str = "cpu") -> SafeOpen:
+def safe_open(
+    filename: Union[str, "os.PathLike[str]"],
+    framework: str = "numpy",
+    device: str = "cpu",
+    *,
+    verify: bool = False,
+) -> SafeOpen:
     """Opens a Kiln file (model file or plain directory) by memory map and
     checks every rule before returning; use as a context manager. Raises
-    :class:`KilnError` for a rejected file."""
-    return SafeOpen(filename, framework, device)
+    :class:`KilnError` for a rejected file.
+
+    A manifest opens the sharded model: the manifest is checked whole here;
+    each shard is mapped and checked against it (the core's ``check_shard``:
+    length, model id, position, tensors, prefix digest, its own rules) the
+    first time one of its tensors is asked for, so a missing or foreign
+    shard raises then, with ``file`` naming it. ``verify=True`` also hashes
+    every payload against its digest (the file's, or each shard's as it is
+    opened); a memory map reads no payload otherwise, so it is off by
+    default (``spec/model-file.md``: one flag where the reader would read
+    nothing)."""
+    return SafeOpen(filename, framework, device, verify=verify)

@@ -33,8 +33,19 @@ adds block scales).
 
 Tensors are written sorted by name (a dict of tensors is sorted by key, as
 the spec's canonical layout requires), and the file is the model file
-``kiln convert`` writes: frame, metadata, directory, payloads at 4 KiB
-aligned file offsets.
+``kiln convert`` writes: frame, metadata, a SHA-256 digest per tensor,
+directory, payloads at 4 KiB aligned file offsets (``digests=False``: the
+plain record, without digests). ``save_file(..., max_shard_size="500MB")``
+writes a sharded model when the payloads exceed that: the manifest at the
+path given and the shards ``STEM-00001-of-0000N.kiln`` beside it, which
+:func:`load_file` and :func:`kiln.safe_open` open through the manifest.
+
+Sharded checkpoint in a few lines::
+
+    kiln.numpy.save_file(tensors, "ckpt/model.kiln", max_shard_size="2GB")
+    arrays = kiln.numpy.load_file("ckpt/model.kiln")          # every shard checked
+    with kiln.safe_open("ckpt/model.kiln") as f:               # shards opened lazily
+        w = f.get_slice("lm_head.weight")[:16]
 """
 
 from __future__ import annotations
@@ -49,7 +60,8 @@ import numpy.typing as npt
 
 from . import _kiln
 
-__all__ = ["save", "save_file", "load", "load_file", "unpack", "Packed", "Opaque", "Quantized", "dtype_for", "has_ml_dtypes"]
+__all__ = ["save", "save_file", "load", "load_file", "unpack", "Packed", "Opaque", "Quantized", "dtype_for", "has_ml_dtypes",
+           "parse_size"]
 
 _ml: Any
 try:  # bf16 and f8 as real dtypes when ml_dtypes is installed
@@ -256,9 +268,37 @@ def _metadata(metadata: Optional[Mapping[str, str]]) -> List[Tuple[str, str]]:
     return out
 
 
-def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None, *, sort: bool = True) -> bytes:
+_UNITS = {"": 1, "B": 1,
+          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
+          "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(size: Union[int, str]) -> int:
+    """Bytes from an int or a size string, in the project's one size grammar
+    (as ``kiln convert --max-shard-size``): digits, then ``KB``/``MB``/``GB``
+    (decimal, as the Hub writes ``"500MB"``), ``KiB``/``MiB``/``GiB`` (binary)
+    or a bare ``K``/``M``/``G`` (binary); ``T`` likewise."""
+    if isinstance(size, bool) or not isinstance(size, (int, str)):
+        raise TypeError(f"a size is an int or a string such as '500MB', not {type(size).__name__}")
+    if isinstance(size, int):
+        n = size
+    else:
+        text = size.strip()
+        digits = len(text) - len(text.lstrip("0123456789"))
+        unit = text[digits:].strip().upper()
+        if digits == 0 or unit not in _UNITS:
+            raise ValueError(f"{size!r}: use digits with an optional KB, MB, GB, KiB, MiB, GiB, K, M or G suffix")
+        n = int(text[:digits]) * _UNITS[unit]
+    if n < 1 or n >= 1 << 64:
+        raise ValueError(f"{size!r}: a size must be 1 byte to 2^64 - 1 bytes")
+    return n
+
+
+def save(tensors: Dict[str, Any], metadata: Optional[Dict[str, str]] = None, *, sort: bool = True,
+         digests: bool = True) -> bytes:
     """The model file of ``tensors`` and ``metadata`` as bytes (see :func:`save_file`)."""
-    out = _kiln.save(_specs(tensors), _metadata(metadata), None, 4096, sort)
+    out = _kiln.save(_specs(tensors), _metadata(metadata), None, 4096, sort, digests)
     assert out is not None
     return out
 
@@ -269,39 +309,80 @@ def save_file(
     metadata: Optional[Dict[str, str]] = None,
     *,
     sort: bool = True,
+    digests: bool = True,
+    max_shard_size: Union[int, str, None] = None,
 ) -> None:
     """Writes ``tensors`` (name -> array) and string ``metadata`` as a Kiln
     model file: the file ``kiln convert`` writes, tensors sorted by name,
+    a SHA-256 digest of each tensor's payload before the directory
+    (``digests=False``: the plain record, as before digests existed),
     payloads at 4 KiB aligned file offsets. The core checks the bytes before
     they reach the file, which is written to a temporary name and renamed
     over ``filename`` (arrays still viewing the old file keep its bytes).
     With ``sort=False`` the tensors keep the dict's order (the spec lets the
     writer choose; e.g. the order a device uses them in, so a stream can be
     used as it arrives); names are still looked up by name either way.
-    Raises ``TypeError`` for a dtype Kiln does not have and
+
+    ``max_shard_size`` (bytes, or a size string such as ``"500MB"``,
+    ``"2GiB"``: :func:`parse_size`): when the tensors' payloads exceed it
+    (or their names do not fit one directory block), a sharded model is
+    written: the manifest at ``filename`` and the shards
+    ``STEM-00001-of-0000N.kiln`` beside it (STEM: ``filename`` without
+    ``.kiln``), each holding tensors in order up to that many payload bytes
+    (a larger tensor gets a shard of its own; a quantized tensor stays with
+    its scale tensors). Every shard is written to a temporary file, fsynced
+    and renamed into place, the manifest last; shards of an earlier save to
+    this name with another count are removed after the new set is complete.
+    Tensors whose names do not fit one directory block (65,535 bytes of
+    names) are sharded the same way without ``max_shard_size``, as
+    ``kiln convert`` does. Raises ``TypeError`` for a dtype Kiln does not have and
     :class:`kiln.KilnError` for anything a reader would reject."""
-    _kiln.save(_specs(tensors), _metadata(metadata), os.fspath(filename), 4096, sort)
+    limit = None if max_shard_size is None else parse_size(max_shard_size)
+    _kiln.save(_specs(tensors), _metadata(metadata), os.fspath(filename), 4096, sort, digests, limit)
 
 
-def load(data: Union[bytes, bytearray, memoryview]) -> Dict[str, npt.NDArray[Any]]:
+def load(data: Union[bytes, bytearray, memoryview], *, verify: bool = False) -> Dict[str, npt.NDArray[Any]]:
     """The tensors of a model file or plain directory held in ``data``, as
     read-only arrays viewing ``data`` (see the module docs; a ``bytearray``
     cannot be resized while they live). Unnamed tensors
-    get their index as key ("0", "1", ...)."""
+    get their index as key ("0", "1", ...). ``verify=True`` compares every
+    payload with its digest (a view reads no payload otherwise)."""
     if isinstance(data, (str, os.PathLike)):
         raise TypeError("load() takes bytes; use load_file() for a path")
     from . import _owner
 
-    _, arrays = _kiln.load_arrays(_owner(data), _DTYPES)
+    _, arrays = _kiln.load_arrays(_owner(data), _DTYPES, verify)
     return arrays
 
 
-def load_file(filename: Union[str, "os.PathLike[str]"]) -> Dict[str, npt.NDArray[Any]]:
-    """The tensors of a Kiln file, as read-only views of a memory map."""
-    from . import _buffer
+def load_file(filename: Union[str, "os.PathLike[str]"], *, verify: bool = False) -> Dict[str, npt.NDArray[Any]]:
+    """The tensors of a Kiln file, as read-only views of a memory map.
 
-    _, arrays = _kiln.load_arrays(_buffer(filename), _DTYPES)
-    return arrays
+    A manifest's path loads the whole sharded model: the manifest is checked,
+    then every shard, in order, is mapped and checked against it (the core's
+    ``check_shard``) before its arrays are made; the first fault raises
+    :class:`kiln.KilnError` with ``file`` the shard's name. ``verify=True``
+    also hashes every payload against its digest (DIGEST, with ``tensor``
+    named). It is off by default because this loader reads no payload: the
+    arrays are views of the map, paged in when used (the rule of
+    ``spec/model-file.md``: hashing is one flag where a reader would read
+    nothing; ``kiln.validate`` and ``kiln validate`` verify by default)."""
+    from . import _buffer, _Shards
+
+    buf = _buffer(filename)
+    if _kiln.kind(buf) != "manifest":
+        _, arrays = _kiln.load_arrays(buf, _DTYPES, verify)
+        return arrays
+    shards = _Shards(filename, buf)
+    out: Dict[str, npt.NDArray[Any]] = {}
+    try:
+        for index in range(1, len(shards.names) + 1):
+            view = shards.open(index, verify)
+            _, arrays = _kiln.load_arrays(view, _DTYPES, False)
+            out.update(arrays)
+    finally:
+        shards.close()  # the arrays keep their maps alive
+    return out
 
 
 def unpack(packed: npt.NDArray[Any], dtype: str, shape: Sequence[int]) -> npt.NDArray[Any]:
