@@ -71,16 +71,3 @@ def cli_validate(cli: str, files: List[Path], type_text: Optional[str] = None, f
     lines = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
     assert len(lines) == len(files), r.stdout
     return lines
-
-
-@pytest.fixture(scope="session")
-def cli_reads_model_files(kiln_cli: str, tmp_path_factory: pytest.TempPathFactory) -> bool:
-    """True once `kiln validate FILE` (no flags) detects model files by content,
-    as spec/model-file.md says; the CLI in this tree may not do so yet."""
-    import numpy as np
-
-    import kiln.numpy
-
-    p = tmp_path_factory.mktemp("probe") / "probe.kiln"
-    kiln.numpy.save_file({"x": np.zeros(2, np.float32)}, p)
-    return bool(cli_validate(kiln_cli, [p])[0]["ok"])
