@@ -200,12 +200,21 @@ def npz_seeds():
     }
 
 
+def model_seeds():
+    """Model files from spec/examples (a digests record, plain records)."""
+    ex = FUZZ.parent / "spec" / "examples"
+    out = {"digits-mlp.model": (ex / "digits-mlp.model.kiln").read_bytes()}
+    for p in sorted((ex / "small").glob("*.model.kiln")):
+        out[p.name] = p.read_bytes()
+    return out
+
+
 CONVERT_TARGETS = ("convert_safetensors", "convert_gguf", "convert_npy", "convert_npz", "convert_hk")
 
 
 def seeds():
     out: dict[str, dict[str, bytes]] = {
-        t: {} for t in ("directory", "directory_in_struct", "frozen", "writer", "hk") + CONVERT_TARGETS
+        t: {} for t in ("directory", "directory_in_struct", "frozen", "writer", "hk", "model") + CONVERT_TARGETS
     }
     types = frozen_types()
     for c in goldens():
@@ -235,6 +244,7 @@ def seeds():
     out["convert_gguf"].update(gguf_seeds())
     out["convert_npy"].update(npy_seeds())
     out["convert_npz"].update(npz_seeds())
+    out["model"].update(model_seeds())
     # Content-addressed file names keep the directory free of duplicates.
     return {t: {hashlib.sha1(b).hexdigest()[:16] + "-" + n[:40]: b for n, b in s.items()} for t, s in out.items()}
 
