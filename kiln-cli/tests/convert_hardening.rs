@@ -703,8 +703,9 @@ fn p13_a_fifo_input_is_refused_at_once() {
     assert!(err.contains("in.npy is a FIFO"), "{err}");
     // A directory as IN is a usage error too (exit 2, as documented).
     std::fs::create_dir(p.join("dir")).unwrap();
+    // (A folder is read as a Hugging Face checkpoint: one index or one .safetensors file.)
     let err = convert(p, &["dir", "-o", "out.kiln"], 2);
-    assert!(err.contains("dir is a directory"), "{err}");
+    assert!(err.contains("dir: a folder must hold one *.safetensors.index.json"), "{err}");
 }
 
 // ---------------------------------------------------------------- 14 to 17 (HK, validate, inspect)

@@ -13,6 +13,8 @@ mod copy;
 pub mod error;
 mod gguf;
 mod hk_in;
+mod index;
+pub mod inputs;
 mod json;
 mod kiln_in;
 pub mod meta;
@@ -20,6 +22,7 @@ pub mod model;
 mod npy;
 mod outfile;
 mod safetensors_in;
+pub mod shards;
 mod write_kiln;
 mod write_safetensors;
 
@@ -64,24 +67,45 @@ pub enum To {
     Safetensors,
 }
 
-/// A byte count: digits with an optional K, M, G or T suffix (powers of 1024).
+/// The unit suffixes of [`parse_size`]: (suffix, multiplier), matched case-insensitively.
+const SIZE_UNITS: [(&str, u64); 14] = [
+    ("", 1),
+    ("B", 1),
+    ("KB", 1_000),
+    ("MB", 1_000_000),
+    ("GB", 1_000_000_000),
+    ("TB", 1_000_000_000_000),
+    ("KIB", 1 << 10),
+    ("MIB", 1 << 20),
+    ("GIB", 1 << 30),
+    ("TIB", 1 << 40),
+    ("K", 1 << 10),
+    ("M", 1 << 20),
+    ("G", 1 << 30),
+    ("T", 1 << 40),
+];
+
+/// What [`parse_size`] accepts, for its errors.
+const SIZE_GRAMMAR: &str =
+    "use digits with an optional unit: KB, MB, GB, TB (powers of 1000, as the Hub writes \"500MB\"), \
+KiB, MiB, GiB, TiB or K, M, G, T (powers of 1024)";
+
+/// A byte count, the grammar of every size flag: digits, then optionally
+/// (case-insensitive, spaces allowed before it) `KB`/`MB`/`GB`/`TB` (powers
+/// of 1000, as the Hugging Face Hub writes "500MB"), `KiB`/`MiB`/`GiB`/`TiB`
+/// or the bare `K`/`M`/`G`/`T` (powers of 1024), or `B`.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(format!("{text:?}: use digits with an optional K, M, G or T suffix")),
-            };
-            (t.get(..i).unwrap_or(""), shift)
-        }
-        _ => (t, 0),
-    };
-    let n: u64 = digits.parse().map_err(|_| format!("{text:?}: use digits with an optional K, M, G or T suffix"))?;
-    n.checked_mul(1u64 << shift).ok_or_else(|| format!("{text:?} is too large"))
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    if digits.is_empty() {
+        return Err(format!("{text:?}: {SIZE_GRAMMAR}"));
+    }
+    let unit = unit.trim_start().to_ascii_uppercase();
+    let mult = (SIZE_UNITS.iter().find(|(name, _)| *name == unit).map(|&(_, m)| m))
+        .ok_or_else(|| format!("{text:?}: unknown unit {unit:?}; {SIZE_GRAMMAR}"))?;
+    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is too large"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("{text:?} is too large"))
 }
 
 /// What every reader of foreign formats may spend, and whether HK lineage is checked.
@@ -120,7 +144,15 @@ impl ReadArgs {
 /// `kiln convert` arguments.
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
-    /// The input file (safetensors, GGUF, HK, .npy, .npz or Kiln; detected from its bytes).
+    /// The input: a file (safetensors, GGUF, HK, .npy, .npz or Kiln; detected from its bytes);
+    /// a Hugging Face index (model.safetensors.index.json) with its shards beside it; a folder
+    /// holding one *.safetensors.index.json or exactly one .safetensors file; or any file of a
+    /// llama.cpp gguf-split set (NAME-00001-of-00003.gguf: every sibling is read and checked).
+    ///
+    /// A folder's config.json, generation_config.json and tokenizer files (tokenizer.json,
+    /// tokenizer_config.json, tokenizer.model, special_tokens_map.json, vocab.*, merges.txt)
+    /// are not tensors and are NOT carried into the output: a note lists the ones found; copy
+    /// them by hand beside OUT (into OUT's folder) if a loader needs them.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// The output file, a regular file (or a link to one, which is written through).
@@ -143,6 +175,11 @@ pub struct ConvertArgs {
     /// No progress bar and no summary line (notes about what was not carried are still printed).
     #[arg(short, long)]
     pub quiet: bool,
+    /// Split the output into shards of at most SIZE payload bytes (about the file size); a
+    /// tensor larger than SIZE gets a shard of its own. SIZE: bytes, or KB/MB/GB/TB (powers of
+    /// 1000, as the Hub writes "500MB"), KiB/MiB/GiB/TiB or K/M/G/T (powers of 1024).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_shard_size: Option<u64>,
 }
 
 /// What a conversion did, for the summary line and the tests.
@@ -158,8 +195,11 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
-/// The open input: a regular file and its map (none when empty).
+/// The open input: a regular file, its path and its map (none when empty).
+#[derive(Debug)]
 pub struct Input {
+    /// The path it was opened by, for messages.
+    pub path: PathBuf,
     /// The open file (payloads are copied from it).
     pub file: File,
     /// Its map, for the headers (none for an empty file).
@@ -186,13 +226,13 @@ pub fn open(path: &Path) -> anyhow::Result<Input> {
         .into());
     }
     if meta.len() == 0 {
-        return Ok(Input { file, map: None });
+        return Ok(Input { path: path.to_path_buf(), file, map: None });
     }
     // SAFETY: read-only map of a regular file. If another process truncates
     // it while we read, accesses fault (SIGBUS), as with any mapped reader;
     // the payload bytes are read through the file descriptor, not the map.
     let map = unsafe { Mmap::map(&file) }.map_err(io_fail(format!("cannot map {}", path.display())))?;
-    Ok(Input { file, map: Some(map) })
+    Ok(Input { path: path.to_path_buf(), file, map: Some(map) })
 }
 
 /// The input's format: forced, or detected from its first bytes.
@@ -245,16 +285,16 @@ pub fn check_payloads(model: &Model, input: &Input, path: &Path) -> anyhow::Resu
 /// Runs one conversion. Errors about the input's content come back as
 /// `Err` with the message; [`error::exit_code`] maps them to exit codes.
 pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
-    let input = open(&args.input)?;
+    let opened = inputs::open_all(&args.input)?;
     let to = match args.to {
         To::Auto if args.output.extension().is_some_and(|e| e == "safetensors") => To::Safetensors,
         To::Auto => To::Record,
         other => other,
     };
     // Refuse what must not be replaced before reading anything.
-    let out = Target::resolve(&args.output, &input.file)?;
-    let side = if to == To::Tensors { Some(Target::resolve(&sidecar(&args.output), &input.file)?) } else { None };
-    let format = format_of(&input, &args.input, args.read.from)?;
+    let out = resolve_out(&args.output, &opened.files)?;
+    let side = if to == To::Tensors { Some(resolve_out(&sidecar(&args.output), &opened.files)?) } else { None };
+    let format = opened.format(args.read.from)?;
     if to == To::Safetensors && format != Format::Kiln {
         return Err(Usage(format!(
             "safetensors output is for Kiln inputs (the way back); convert {} to Kiln first",
@@ -263,18 +303,25 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
         .into());
     }
     let opts = args.read.options();
-    let mut model = read_model(format, &input, &args.input, &opts, true)?;
+    let mut model = inputs::read_all(opened, args.read.from, &opts)?;
     let in_name = format!("{} ({})", args.input.display(), format.name());
+    // The output shards. One: the single-file writer below. More: the
+    // sharded writer's place (the manifest and its shards; not in this build).
+    let planned = shards::plan(&model.tensors, args.max_shard_size).with_context(|| in_name.clone())?;
+    if planned.len() > 1 {
+        return Err(anyhow!(
+            "{in_name}: {} tensors in {} output shards (the input's shards, one Kiln block's names, or --max-shard-size): \
+             sharded output: not yet written by this build",
+            model.tensors.len(),
+            planned.len()
+        ));
+    }
+    let inputs = std::mem::take(&mut model.inputs);
     let mut notes = std::mem::take(&mut model.notes);
     let total = model.payload_bytes();
     let bar = copy::progress(total, PROGRESS_MIN, args.quiet);
     let temp = out.temp()?;
-    let mut sink = copy::Sink::new(
-        temp.file()?,
-        &input.file,
-        bar,
-        (args.input.display().to_string(), args.output.display().to_string()),
-    );
+    let mut sink = copy::Sink::new(temp.file()?, &inputs, bar, args.output.display().to_string());
     // Where the block starts in OUT, to name the tensor of a fault the check finds.
     let mut block_at = 0u64;
     let mut plan_offsets: Option<(u64, Vec<u64>)> = None;
@@ -339,12 +386,21 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
         outputs.push((st, side));
     }
     large_value_notes(&model, &mut notes);
-    // Close the input before replacing OUT (Windows cannot replace a file
-    // this process still has mapped; OUT is never the input, but may share
+    // Close the inputs before replacing OUT (Windows cannot replace a file
+    // this process still has mapped; OUT is never an input, but may share
     // its directory entry's folder).
-    drop(input);
+    drop(inputs);
     outfile::persist(outputs)?;
     Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written, notes })
+}
+
+/// OUT (or its sidecar), refused when it is any of the input files.
+fn resolve_out(given: &Path, files: &[Input]) -> anyhow::Result<Target> {
+    let mut target = None;
+    for input in files {
+        target = Some(Target::resolve(given, &input.file)?);
+    }
+    target.ok_or_else(|| anyhow!("no input file"))
 }
 
 /// For a fault the check found at an offset of OUT inside a payload: which
@@ -492,6 +548,7 @@ pub fn convert_bytes(input: &[u8], read: &ReadArgs, to: To) -> anyhow::Result<In
         no_fsync: true,
         fsync: false,
         quiet: true,
+        max_shard_size: None,
     };
     convert(&args)?;
     let output = std::fs::read(&args.output).map_err(io_fail(format!("cannot read {}", args.output.display())))?;
@@ -519,5 +576,48 @@ impl Default for ReadArgs {
             max_member_size: opts.max_member,
             max_ratio: opts.max_ratio,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_decimal_binary_and_bare() {
+        for (text, n) in [
+            ("0", 0),
+            ("512", 512),
+            ("512B", 512),
+            ("500MB", 500_000_000),
+            ("500mb", 500_000_000),
+            ("5GB", 5_000_000_000),
+            ("1KB", 1000),
+            ("2TB", 2_000_000_000_000),
+            ("1KiB", 1024),
+            ("1kib", 1024),
+            ("3MiB", 3 << 20),
+            ("2GiB", 2 << 30),
+            ("1TiB", 1 << 40),
+            ("64M", 64 << 20),
+            ("64m", 64 << 20),
+            ("1K", 1024),
+            ("64G", 64 << 30),
+            ("2T", 2 << 40),
+            (" 10 MB ", 10_000_000),
+        ] {
+            assert_eq!(parse_size(text), Ok(n), "{text}");
+        }
+    }
+
+    #[test]
+    fn sizes_refused_with_the_grammar() {
+        for text in ["", "MB", "-1", "1.5GB", "10 XB", "1PB", "1 K B", "0x10"] {
+            let e = parse_size(text).unwrap_err();
+            assert!(e.contains("KiB") && e.contains("KB"), "{text}: {e}");
+        }
+        assert!(parse_size("18446744073709551615").is_ok());
+        assert!(parse_size("18446744073709551616").unwrap_err().contains("too large"));
+        assert!(parse_size("17179869184G").unwrap_err().contains("too large"));
     }
 }

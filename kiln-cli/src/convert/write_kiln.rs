@@ -163,7 +163,7 @@ pub fn write_block(sink: &mut Sink<'_>, tensors: &[TensorOut], plan: &Plan) -> a
     for (t, &at) in tensors.iter().zip(&plan.offsets) {
         // The plan placed each payload at or after the previous one's end.
         sink.zeros(at.saturating_sub(end))?;
-        sink.source(&t.source, t.len)?;
+        sink.tensor(t)?;
         end = at.saturating_add(t.len);
     }
     let wrote = sink.written().saturating_sub(start);
@@ -253,6 +253,8 @@ mod tests {
             quant: None,
             source: Source::Bytes(data.to_vec()),
             len: data.len() as u64,
+            input: 0,
+            shard: 0,
         }
     }
 
