@@ -96,12 +96,17 @@ pub fn plain_file_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The folder a file is in ("." for a bare name).
+/// The folder a file is in ("." for a bare name), to list it.
 fn folder_of(path: &Path) -> PathBuf {
     match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     }
+}
+
+/// `name` in the folder of `path` (a bare name stays bare, for messages).
+fn beside(path: &Path, name: &str) -> PathBuf {
+    path.with_file_name(name)
 }
 
 /// Finds and opens every file IN stands for.
@@ -181,10 +186,10 @@ fn companions_note(dir: &Path, names: &BTreeSet<String>) -> Option<String> {
 /// An index: its shard names (each checked before anything is opened), then the shards.
 fn open_index(path: &Path, notes: Vec<String>) -> anyhow::Result<Opened> {
     let scan = index::scan(path)?;
-    let dir = folder_of(path);
     let mut files = Vec::with_capacity(scan.shards.len());
     for name in &scan.shards {
-        let shard = dir.join(name);
+        // A plain file name (checked by the scan): never outside the index's folder.
+        let shard = beside(path, name);
         if !shard.is_file() && std::fs::symlink_metadata(&shard).is_err() {
             bail!("{}: shard {name} is missing (the weight_map names it)", path.display());
         }
@@ -221,10 +226,10 @@ fn open_split(path: &Path, prefix: &str, no: u64, count: u64) -> anyhow::Result<
     if count > cap {
         bail!("{}: a gguf-split set of {count} files, above the count cap {cap}", path.display());
     }
-    check_no_extra_sibling(&dir, prefix, count)?;
+    check_no_extra_sibling(path, &dir, prefix, count)?;
     let mut files = Vec::new();
     for k in 1..=count {
-        let sibling = dir.join(split_file(prefix, k, count));
+        let sibling = beside(path, &split_file(prefix, k, count));
         if std::fs::symlink_metadata(&sibling).is_err() {
             bail!(
                 "{}: the gguf-split set of {count} files is incomplete: {} is missing (never a partial model)",
@@ -239,15 +244,16 @@ fn open_split(path: &Path, prefix: &str, no: u64, count: u64) -> anyhow::Result<
 
 /// A file beside the set named as part of a set with the same prefix but
 /// another count, or a position past the count, is an error naming it.
-fn check_no_extra_sibling(dir: &Path, prefix: &str, count: u64) -> anyhow::Result<()> {
+fn check_no_extra_sibling(path: &Path, dir: &Path, prefix: &str, count: u64) -> anyhow::Result<()> {
     let read = std::fs::read_dir(dir).map_err(super::error::io_fail(format!("cannot list {}", dir.display())))?;
     for entry in read {
         let entry = entry.map_err(super::error::io_fail(format!("cannot list {}", dir.display())))?;
-        let Some((p, k, n)) = split_name(&dir.join(entry.file_name())) else { continue };
+        let file = beside(path, &entry.file_name().to_string_lossy());
+        let Some((p, k, n)) = split_name(&file) else { continue };
         if p == prefix && (n != count || k == 0 || k > count) {
             bail!(
                 "{}: an extra file beside the gguf-split set of {count} ({}): which set is the model is not clear",
-                dir.join(entry.file_name()).display(),
+                file.display(),
                 split_file(prefix, 1, count)
             );
         }

@@ -282,6 +282,18 @@ pub fn check_payloads(model: &Model, input: &Input, path: &Path) -> anyhow::Resu
     Ok(())
 }
 
+/// Reads tensor `index`'s payload through the copy path (from the input
+/// file it names, swapped, decompressed or CRC-checked as its source says),
+/// for tests and tools that check what a conversion would write.
+pub fn read_payload(model: &Model, index: usize) -> anyhow::Result<Vec<u8>> {
+    let t = model.tensors.get(index).ok_or_else(|| anyhow!("no tensor {index}"))?;
+    let input = model.inputs.get(t.input).ok_or_else(|| anyhow!("tensor {}: no input file {}", t.name, t.input))?;
+    let mut pump = copy::Pump::new(&input.file, input.path.display().to_string());
+    let mut bytes = Vec::new();
+    pump.run(&t.source, t.len, &mut bytes, &|e| anyhow!(e), &mut |_| {})?;
+    Ok(bytes)
+}
+
 /// Runs one conversion. Errors about the input's content come back as
 /// `Err` with the message; [`error::exit_code`] maps them to exit codes.
 pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
