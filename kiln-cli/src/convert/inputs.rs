@@ -297,11 +297,19 @@ fn read_single(files: Vec<Input>, from: Option<Format>, opts: &ReadOptions) -> a
 fn read_index(path: &Path, scan: &IndexScan, files: Vec<Input>, opts: &ReadOptions) -> anyhow::Result<Model> {
     let mut model: Option<Model> = None;
     for (shard, input) in files.into_iter().enumerate() {
+        let first = shard == 0;
         let format = format_of(&input, &input.path, None)?;
         if format != Format::Safetensors {
             bail!("{}: shard {} is {}, not safetensors", path.display(), input.path.display(), format.name());
         }
-        let part = read_model(format, &input, &input.path, opts, true)?;
+        let mut part = read_model(format, &input, &input.path, opts, true)?;
+        if first {
+            // One allocation for the whole table, sized by the index's entry
+            // count (address space only until written): growing it by
+            // doubling would hold two copies at the last step.
+            let more = usize::try_from(scan.entries).unwrap_or(0).saturating_sub(part.tensors.len());
+            part.tensors.try_reserve_exact(more).ok();
+        }
         merge(&mut model, part, input, shard);
     }
     let mut model = model.unwrap_or_else(|| Model::new(Format::Safetensors, opts));
