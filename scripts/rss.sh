@@ -4,8 +4,9 @@
 # 8-dimensional shapes near overflow) in a few hundred bytes. Every run must
 # reject the file and stay under the limit (default 16 MiB), measured with
 # /usr/bin/time -v ("Maximum resident set size"). Then `kiln convert` on the
-# hostile inputs of issue 12 (release build, each under 64 MiB; the table is
-# in kiln-cli/README.md).
+# hostile inputs of issue 12 (release build, each under 64 MiB) and the big
+# headers and indexes of issue 24 (2x their size + 16 MiB); the tables are
+# in kiln-cli/README.md.
 #
 #   scripts/rss.sh            # build kiln-cli (release), generate, measure
 #   RSS_LIMIT_KIB=16384 scripts/rss.sh
@@ -73,5 +74,5 @@ for f in "$DIR"/*.kiln; do
   if [ "${rss:-999999}" -ge "$LIMIT_KIB" ]; then echo "  ^ peak RSS above ${LIMIT_KIB} KiB"; fail=1; fi
 done
 echo "peak RSS over all files: ${worst} KiB (limit ${LIMIT_KIB} KiB)"
-cargo test --release -p kiln-cli --test convert_hardening p11 -- --nocapture 2>&1 | grep -E '^\||test result|panicked' || fail=1
+cargo test --release -p kiln-cli --test convert_hardening -- --nocapture p11 p24 2>&1 | grep -E '^\||test result|panicked' || fail=1
 exit $fail

@@ -12,7 +12,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kiln_nostd::int::{u64_from, usize_from};
 
 use super::error::io_fail;
-use super::model::Source;
+use super::model::{Source, TensorOut};
+use super::Input;
 use crate::platform;
 
 const CHUNK: u64 = 64 << 20;
@@ -33,14 +34,16 @@ pub fn progress(total: u64, min: u64, quiet: bool) -> ProgressBar {
     bar
 }
 
+/// The output file being written, and the input files its payloads are copied from.
 pub struct Sink<'a> {
     out: BufWriter<File>,
-    input: &'a File,
-    zip: Option<zip::ZipArchive<&'a File>>,
+    inputs: &'a [Input],
+    /// The open `.npz` archive and which input it is.
+    zip: Option<(usize, zip::ZipArchive<&'a File>)>,
     bar: ProgressBar,
     written: u64,
-    /// "IN" and "OUT" as given, for messages.
-    names: (String, String),
+    /// OUT as given, for messages.
+    out_name: String,
 }
 
 /// Reads buffered sources (byte-swapped, CRC-checked, compressed) from the input.
@@ -51,6 +54,7 @@ pub struct Pump<'a> {
 }
 
 impl<'a> Pump<'a> {
+    /// A pump reading `input` (named `input_name` in messages).
     pub fn new(input: &'a File, input_name: String) -> Self {
         Pump { input, zip: None, input_name }
     }
@@ -192,16 +196,18 @@ impl<'a> Pump<'a> {
     }
 }
 
-/// A writer that hashes what passes through it.
+/// A writer that hashes what passes through it (when it has a hasher).
 struct Hashing<'w, W: Write> {
     inner: &'w mut W,
-    hash: sha2::Sha256,
+    hash: Option<sha2::Sha256>,
 }
 
 impl<W: Write> Write for Hashing<'_, W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.inner.write(buf)?;
-        sha2::Digest::update(&mut self.hash, buf.get(..n).unwrap_or_default());
+        if let Some(h) = self.hash.as_mut() {
+            sha2::Digest::update(h, buf.get(..n).unwrap_or_default());
+        }
         Ok(n)
     }
 
@@ -222,9 +228,9 @@ fn read_some<'b>(r: &mut dyn Read, buf: &'b mut [u8], want: u64) -> io::Result<&
 }
 
 impl<'a> Sink<'a> {
-    /// A sink writing `out`, copying payloads from `input`; `names` are IN and OUT for messages.
-    pub fn new(out: File, input: &'a File, bar: ProgressBar, names: (String, String)) -> Self {
-        Sink { out: BufWriter::with_capacity(BUF, out), input, zip: None, bar, written: 0, names }
+    /// A sink writing `out` (named `out_name`), copying payloads from `inputs`.
+    pub fn new(out: File, inputs: &'a [Input], bar: ProgressBar, out_name: String) -> Self {
+        Sink { out: BufWriter::with_capacity(BUF, out), inputs, zip: None, bar, written: 0, out_name }
     }
 
     /// Bytes written so far.
@@ -234,7 +240,7 @@ impl<'a> Sink<'a> {
 
     /// Writes `b`.
     pub fn bytes(&mut self, b: &[u8]) -> anyhow::Result<()> {
-        self.out.write_all(b).map_err(|e| io_fail(format!("cannot write {}", self.names.1))(e))?;
+        self.out.write_all(b).map_err(|e| io_fail(format!("cannot write {}", self.out_name))(e))?;
         self.written = self.written.saturating_add(u64_from(b.len()));
         Ok(())
     }
@@ -249,56 +255,59 @@ impl<'a> Sink<'a> {
         Ok(())
     }
 
-    /// Writes `len` payload bytes from `src`.
-    pub fn source(&mut self, src: &Source, len: u64) -> anyhow::Result<()> {
-        if let Source::File { offset } = src {
+    /// Writes tensor `t`'s payload, from the input file it names; the kernel
+    /// may move it file to file.
+    pub fn tensor(&mut self, t: &TensorOut) -> anyhow::Result<()> {
+        self.copy(t, false).map(|_| ())
+    }
+
+    /// Writes tensor `t`'s payload through this process (read, hashed and
+    /// written once) and returns its SHA-256: the tensor's digest.
+    pub fn tensor_hashed(&mut self, t: &TensorOut) -> anyhow::Result<[u8; 32]> {
+        self.copy(t, true).map(|d| d.unwrap_or_default())
+    }
+
+    fn copy(&mut self, t: &TensorOut, hash: bool) -> anyhow::Result<Option<[u8; 32]>> {
+        let input =
+            self.inputs.get(t.input).ok_or_else(|| anyhow::anyhow!("tensor {}: no input file {}", t.name, t.input))?;
+        let in_name = input.path.display().to_string();
+        if let (Source::File { offset }, false) = (&t.source, hash) {
             let mut done = 0;
-            while done < len {
-                let n = len.saturating_sub(done).min(CHUNK);
+            while done < t.len {
+                let n = t.len.saturating_sub(done).min(CHUNK);
                 let at = offset.checked_add(done).ok_or_else(|| anyhow::anyhow!("a payload offset overflows"))?;
-                let copied = platform::copy_range(self.input, at, n, &mut self.out)
-                    .map_err(|e| io_fail(format!("cannot copy {} to {}", self.names.0, self.names.1))(e))?;
+                let copied = platform::copy_range(&input.file, at, n, &mut self.out)
+                    .map_err(|e| io_fail(format!("cannot copy {in_name} to {}", self.out_name))(e))?;
                 if copied != n {
-                    anyhow::bail!("the input ended early (it changed while being converted?)");
+                    anyhow::bail!("{in_name} ended early (it changed while being converted?)");
                 }
                 done = done.saturating_add(n);
                 self.written = self.written.saturating_add(n);
                 self.bar.inc(n);
             }
-            return Ok(());
+            return Ok(None);
         }
-        let mut pump = Pump { input: self.input, zip: self.zip.take(), input_name: self.names.0.clone() };
-        let out_name = self.names.1.clone();
+        let zip = match self.zip.take() {
+            Some((i, z)) if i == t.input => Some(z),
+            _ => None,
+        };
+        let mut pump = Pump { input: &input.file, zip, input_name: in_name };
+        let out_name = self.out_name.clone();
         let out_err = move |e: io::Error| io_fail(format!("cannot write {out_name}"))(e);
         let (written, bar) = (&mut self.written, &self.bar);
-        let result = pump.run(src, len, &mut self.out, &out_err, &mut |n| {
+        let mut out = Hashing { inner: &mut self.out, hash: hash.then(sha2::Sha256::default) };
+        let result = pump.run(&t.source, t.len, &mut out, &out_err, &mut |n| {
             *written = written.saturating_add(n);
             bar.inc(n);
         });
-        self.zip = pump.zip;
-        result
-    }
-
-    /// Writes `len` payload bytes from `src` through this process (read,
-    /// hashed and written once) and returns their SHA-256: the tensor's digest.
-    pub fn source_hashed(&mut self, src: &Source, len: u64) -> anyhow::Result<[u8; 32]> {
-        let mut pump = Pump { input: self.input, zip: self.zip.take(), input_name: self.names.0.clone() };
-        let out_name = self.names.1.clone();
-        let out_err = move |e: io::Error| io_fail(format!("cannot write {out_name}"))(e);
-        let (written, bar) = (&mut self.written, &self.bar);
-        let mut out = Hashing { inner: &mut self.out, hash: sha2::Sha256::default() };
-        let result = pump.run(src, len, &mut out, &out_err, &mut |n| {
-            *written = written.saturating_add(n);
-            bar.inc(n);
-        });
-        self.zip = pump.zip;
-        result.map(|()| sha2::Digest::finalize(out.hash).into())
+        self.zip = pump.zip.map(|z| (t.input, z));
+        result.map(|()| out.hash.map(|h| sha2::Digest::finalize(h).into()))
     }
 
     /// Flushes and returns the file.
     pub fn finish(self) -> anyhow::Result<File> {
         self.bar.finish_and_clear();
-        let name = self.names.1.clone();
+        let name = self.out_name.clone();
         let f = self.out.into_inner().map_err(|e| io_fail(format!("cannot write {name}"))(e.into_error()))?;
         Ok(f)
     }

@@ -13,7 +13,7 @@ use super::codes::{ggml_block, ggml_code, ggml_dense};
 use super::error::at as at_byte;
 use super::json;
 use super::meta::{Dups, ValueWriter};
-use super::model::{Format, Model, ReadOptions, Source, TensorOut, KEY_SOURCE_TYPES, KEY_VALUE_ENCODING};
+use super::model::{Format, Model, ReadOptions, Source, Split, TensorOut, KEY_SOURCE_TYPES, KEY_VALUE_ENCODING};
 
 const MAX_DEPTH: usize = 16;
 const DEFAULT_ALIGNMENT: u64 = 32;
@@ -194,6 +194,42 @@ fn value(c: &mut Cur<'_>, t: u32, depth: usize, w: &mut ValueWriter<'_>) -> anyh
     })
 }
 
+/// An integer metadata value of any width, as u64 (`split.*` keys; llama.cpp
+/// writes `split.no` and `split.count` as u16, `split.tensors.count` as i32).
+fn integer(c: &mut Cur<'_>, t: u32, key: &str) -> anyhow::Result<u64> {
+    let at = c.pos;
+    let negative = || at_byte(at, format!("{key} is negative"));
+    Ok(match t {
+        T_U8 => u64::from(u8::from_le_bytes(c.arr("u8")?)),
+        T_U16 => u64::from(u16::from_le_bytes(c.arr("u16")?)),
+        T_U32 => u64::from(c.u32("u32")?),
+        T_U64 => c.u64("u64")?,
+        T_I8 => u64::try_from(i8::from_le_bytes(c.arr("i8")?)).map_err(|_| negative())?,
+        T_I16 => u64::try_from(i16::from_le_bytes(c.arr("i16")?)).map_err(|_| negative())?,
+        T_I32 => u64::try_from(i32::from_le_bytes(c.arr("i32")?)).map_err(|_| negative())?,
+        T_I64 => u64::try_from(i64::from_le_bytes(c.arr("i64")?)).map_err(|_| negative())?,
+        other => {
+            return Err(at_byte(at.saturating_sub(4), format!("{key} is a {} (must be an integer)", type_name(other))))
+        }
+    })
+}
+
+/// Reads a `split.*` key's value into `split` (the key is consumed: it
+/// describes the set, not the model, and is not copied into the metadata).
+fn split_key(c: &mut Cur<'_>, t: u32, key: &str, split: &mut Split, opts: &ReadOptions) -> anyhow::Result<()> {
+    match key {
+        "split.no" => split.no = integer(c, t, key)?,
+        "split.count" => split.count = integer(c, t, key)?,
+        "split.tensors.count" => split.tensors = integer(c, t, key)?,
+        _ => {
+            // Another split.* key: read past its value, keep nothing.
+            let mut scratch = super::meta::Metadata::new(opts.metadata_budget);
+            scratch.push_with(key, |w| value(c, t, 0, w))?;
+        }
+    }
+    Ok(())
+}
+
 /// The most tensors a Kiln directory can name: names are non-empty and the
 /// name heap holds at most 65,535 bytes.
 pub const MAX_KILN_TENSORS: u64 = 65_535;
@@ -239,6 +275,7 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
     let mut model = Model::new(Format::Gguf, opts);
     model.metadata.set_own(KEY_VALUE_ENCODING, "json".into());
     let mut alignment = DEFAULT_ALIGNMENT;
+    let mut split: Option<Split> = None;
     for _ in 0..kv_count {
         let key_at = c.pos;
         let key = c.string("metadata key")?;
@@ -255,6 +292,11 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
             if alignment == 0 || !alignment.is_power_of_two() {
                 return Err(at_byte(c.pos, format!("general.alignment {alignment} is not a power of two")));
             }
+        }
+        if key.starts_with("split.") {
+            split_key(&mut c, t, key, split.get_or_insert_with(Split::default), opts)
+                .with_context(|| format!("metadata key {key:?} (at byte {key_at})"))?;
+            continue;
         }
         model
             .metadata
@@ -367,6 +409,7 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
         tensor.source = Source::File { offset: abs };
         model.tensors.push(tensor);
     }
+    model.split = split.map(|s| Split { file_tensors: tensor_count, ..s });
     Ok(model)
 }
 

@@ -59,6 +59,8 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
             quant,
             source: Source::File { offset: u64_from(t.absolute_offset()) },
             len: u64_from(t.byte_len()),
+            input: 0,
+            shard: 0,
         });
     }
     Ok(model)

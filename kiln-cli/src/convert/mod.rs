@@ -13,6 +13,8 @@ mod copy;
 pub mod error;
 mod gguf;
 mod hk_in;
+mod index;
+pub mod inputs;
 mod json;
 mod kiln_in;
 pub mod meta;
@@ -20,6 +22,7 @@ pub mod model;
 mod npy;
 mod outfile;
 mod safetensors_in;
+pub mod shards;
 mod write_kiln;
 mod write_safetensors;
 mod write_sharded;
@@ -65,24 +68,45 @@ pub enum To {
     Safetensors,
 }
 
-/// A byte count: digits with an optional K, M, G or T suffix (powers of 1024).
+/// The unit suffixes of [`parse_size`]: (suffix, multiplier), matched case-insensitively.
+const SIZE_UNITS: [(&str, u64); 14] = [
+    ("", 1),
+    ("B", 1),
+    ("KB", 1_000),
+    ("MB", 1_000_000),
+    ("GB", 1_000_000_000),
+    ("TB", 1_000_000_000_000),
+    ("KIB", 1 << 10),
+    ("MIB", 1 << 20),
+    ("GIB", 1 << 30),
+    ("TIB", 1 << 40),
+    ("K", 1 << 10),
+    ("M", 1 << 20),
+    ("G", 1 << 30),
+    ("T", 1 << 40),
+];
+
+/// What [`parse_size`] accepts, for its errors.
+const SIZE_GRAMMAR: &str =
+    "use digits with an optional unit: KB, MB, GB, TB (powers of 1000, as the Hub writes \"500MB\"), \
+KiB, MiB, GiB, TiB or K, M, G, T (powers of 1024)";
+
+/// A byte count, the grammar of every size flag: digits, then optionally
+/// (case-insensitive, spaces allowed before it) `KB`/`MB`/`GB`/`TB` (powers
+/// of 1000, as the Hugging Face Hub writes "500MB"), `KiB`/`MiB`/`GiB`/`TiB`
+/// or the bare `K`/`M`/`G`/`T` (powers of 1024), or `B`.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(format!("{text:?}: use digits with an optional K, M, G or T suffix")),
-            };
-            (t.get(..i).unwrap_or(""), shift)
-        }
-        _ => (t, 0),
-    };
-    let n: u64 = digits.parse().map_err(|_| format!("{text:?}: use digits with an optional K, M, G or T suffix"))?;
-    n.checked_mul(1u64 << shift).ok_or_else(|| format!("{text:?} is too large"))
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    if digits.is_empty() {
+        return Err(format!("{text:?}: {SIZE_GRAMMAR}"));
+    }
+    let unit = unit.trim_start().to_ascii_uppercase();
+    let mult = (SIZE_UNITS.iter().find(|(name, _)| *name == unit).map(|&(_, m)| m))
+        .ok_or_else(|| format!("{text:?}: unknown unit {unit:?}; {SIZE_GRAMMAR}"))?;
+    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is too large"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("{text:?} is too large"))
 }
 
 /// What every reader of foreign formats may spend, and whether HK lineage is checked.
@@ -121,7 +145,15 @@ impl ReadArgs {
 /// `kiln convert` arguments.
 #[derive(Args, Debug)]
 pub struct ConvertArgs {
-    /// The input file (safetensors, GGUF, HK, .npy, .npz or Kiln; detected from its bytes).
+    /// The input: a file (safetensors, GGUF, HK, .npy, .npz or Kiln; detected from its bytes);
+    /// a Hugging Face index (model.safetensors.index.json) with its shards beside it; a folder
+    /// holding one *.safetensors.index.json or exactly one .safetensors file; or any file of a
+    /// llama.cpp gguf-split set (NAME-00001-of-00003.gguf: every sibling is read and checked).
+    ///
+    /// A folder's config.json, generation_config.json and tokenizer files (tokenizer.json,
+    /// tokenizer_config.json, tokenizer.model, special_tokens_map.json, vocab.*, merges.txt)
+    /// are not tensors and are NOT carried into the output: a note lists the ones found; copy
+    /// them by hand beside OUT (into OUT's folder) if a loader needs them.
     #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// The output file, a regular file (or a link to one, which is written through).
@@ -144,6 +176,11 @@ pub struct ConvertArgs {
     /// No progress bar and no summary line (notes about what was not carried are still printed).
     #[arg(short, long)]
     pub quiet: bool,
+    /// Split the output into shards of at most SIZE payload bytes (about the file size); a
+    /// tensor larger than SIZE gets a shard of its own. SIZE: bytes, or KB/MB/GB/TB (powers of
+    /// 1000, as the Hub writes "500MB"), KiB/MiB/GiB/TiB or K/M/G/T (powers of 1024).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_shard_size: Option<u64>,
 }
 
 /// What a conversion did, for the summary line and the tests.
@@ -159,8 +196,11 @@ pub struct Summary {
     pub notes: Vec<String>,
 }
 
-/// The open input: a regular file and its map (none when empty).
+/// The open input: a regular file, its path and its map (none when empty).
+#[derive(Debug)]
 pub struct Input {
+    /// The path it was opened by, for messages.
+    pub path: PathBuf,
     /// The open file (payloads are copied from it).
     pub file: File,
     /// Its map, for the headers (none for an empty file).
@@ -187,13 +227,13 @@ pub fn open(path: &Path) -> anyhow::Result<Input> {
         .into());
     }
     if meta.len() == 0 {
-        return Ok(Input { file, map: None });
+        return Ok(Input { path: path.to_path_buf(), file, map: None });
     }
     // SAFETY: read-only map of a regular file. If another process truncates
     // it while we read, accesses fault (SIGBUS), as with any mapped reader;
     // the payload bytes are read through the file descriptor, not the map.
     let map = unsafe { Mmap::map(&file) }.map_err(io_fail(format!("cannot map {}", path.display())))?;
-    Ok(Input { file, map: Some(map) })
+    Ok(Input { path: path.to_path_buf(), file, map: Some(map) })
 }
 
 /// The input's format: forced, or detected from its first bytes.
@@ -243,19 +283,31 @@ pub fn check_payloads(model: &Model, input: &Input, path: &Path) -> anyhow::Resu
     Ok(())
 }
 
+/// Reads tensor `index`'s payload through the copy path (from the input
+/// file it names, swapped, decompressed or CRC-checked as its source says),
+/// for tests and tools that check what a conversion would write.
+pub fn read_payload(model: &Model, index: usize) -> anyhow::Result<Vec<u8>> {
+    let t = model.tensors.get(index).ok_or_else(|| anyhow!("no tensor {index}"))?;
+    let input = model.inputs.get(t.input).ok_or_else(|| anyhow!("tensor {}: no input file {}", t.name, t.input))?;
+    let mut pump = copy::Pump::new(&input.file, input.path.display().to_string());
+    let mut bytes = Vec::new();
+    pump.run(&t.source, t.len, &mut bytes, &|e| anyhow!(e), &mut |_| {})?;
+    Ok(bytes)
+}
+
 /// Runs one conversion. Errors about the input's content come back as
 /// `Err` with the message; [`error::exit_code`] maps them to exit codes.
 pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
-    let input = open(&args.input)?;
+    let opened = inputs::open_all(&args.input)?;
     let to = match args.to {
         To::Auto if args.output.extension().is_some_and(|e| e == "safetensors") => To::Safetensors,
         To::Auto => To::Record,
         other => other,
     };
     // Refuse what must not be replaced before reading anything.
-    let out = Target::resolve(&args.output, &input.file)?;
-    let side = if to == To::Tensors { Some(Target::resolve(&sidecar(&args.output), &input.file)?) } else { None };
-    let format = format_of(&input, &args.input, args.read.from)?;
+    let out = resolve_out(&args.output, &opened.files)?;
+    let side = if to == To::Tensors { Some(resolve_out(&sidecar(&args.output), &opened.files)?) } else { None };
+    let format = opened.format(args.read.from)?;
     if to == To::Safetensors && format != Format::Kiln {
         return Err(Usage(format!(
             "safetensors output is for Kiln inputs (the way back); convert {} to Kiln first",
@@ -264,24 +316,29 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
         .into());
     }
     let opts = args.read.options();
-    let mut model = read_model(format, &input, &args.input, &opts, true)?;
+    let mut model = inputs::read_all(opened, args.read.from, &opts)?;
     let in_name = format!("{} ({})", args.input.display(), format.name());
+    // The output shards: one, the single-file writer below; more (a sharded
+    // input, one Kiln block's names, --max-shard-size), the manifest and its shards.
+    let planned = shards::plan(&model.tensors, args.max_shard_size).with_context(|| in_name.clone())?;
+    let inputs = std::mem::take(&mut model.inputs);
     let mut notes = std::mem::take(&mut model.notes);
-    if to == To::Record {
-        let ranges = output_shards(&model.tensors);
-        if ranges.len() > 1 {
-            return convert_sharded(args, input, &out, model, &ranges, notes).with_context(|| in_name.clone());
-        }
+    if planned.len() > 1 {
+        return match to {
+            To::Record => convert_sharded(args, inputs, &out, model, &planned, notes).with_context(|| in_name.clone()),
+            To::Tensors => Err(Usage(format!(
+                "{in_name}: a sharded model ({} output shards) has no plain-directory form: --to tensors writes one block; \
+                 write a model file (the default) instead",
+                planned.len()
+            ))
+            .into()),
+            _ => Err(Usage(format!("{in_name}: a sharded model cannot be written as one safetensors file")).into()),
+        };
     }
     let total = model.payload_bytes();
     let bar = copy::progress(total, PROGRESS_MIN, args.quiet);
     let temp = out.temp()?;
-    let mut sink = copy::Sink::new(
-        temp.file()?,
-        &input.file,
-        bar,
-        (args.input.display().to_string(), args.output.display().to_string()),
-    );
+    let mut sink = copy::Sink::new(temp.file()?, &inputs, bar, args.output.display().to_string());
     // Where the block starts in OUT, to name the tensor of a fault the check finds.
     let mut block_at = 0u64;
     let mut plan_offsets: Option<(u64, Vec<u64>)> = None;
@@ -362,48 +419,35 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
         outputs.push((st, side));
     }
     large_value_notes(&model, &mut notes);
-    // Close the input before replacing OUT (Windows cannot replace a file
-    // this process still has mapped; OUT is never the input, but may share
+    // Close the inputs before replacing OUT (Windows cannot replace a file
+    // this process still has mapped; OUT is never an input, but may share
     // its directory entry's folder).
-    drop(input);
+    drop(inputs);
     outfile::persist(outputs)?;
     Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written, notes })
 }
 
-/// The output's shards as ranges of `tensors`: one block where the tensors
-/// and their names fit one (65,535 bytes of names, the count cap), more
-/// where they do not.
-fn output_shards(tensors: &[model::TensorOut]) -> Vec<std::ops::Range<usize>> {
-    let heap_max = usize::from(u16::MAX);
-    let cap = usize::try_from(kiln_nostd::DEFAULT_CAP).unwrap_or(usize::MAX);
-    let mut ranges = Vec::new();
-    let (mut start, mut heap) = (0usize, 0usize);
-    for (i, t) in tensors.iter().enumerate() {
-        let need = t.name.len().saturating_add(t.layout.as_ref().map_or(0, String::len));
-        if i > start && (heap.saturating_add(need) > heap_max || i.saturating_sub(start) >= cap) {
-            ranges.push(start..i);
-            (start, heap) = (i, 0);
-        }
-        heap = heap.saturating_add(need);
+/// OUT (or its sidecar, or a shard beside it), refused when it is any of the input files.
+pub(crate) fn resolve_out(given: &Path, files: &[Input]) -> anyhow::Result<Target> {
+    let mut target = None;
+    for input in files {
+        target = Some(Target::resolve(given, &input.file)?);
     }
-    ranges.push(start..tensors.len());
-    ranges
+    target.ok_or_else(|| anyhow!("no input file"))
 }
 
 /// A conversion to a sharded model: the shards, then the manifest OUT.
 fn convert_sharded(
     args: &ConvertArgs,
-    input: Input,
+    inputs: Vec<Input>,
     out: &Target,
     model: Model,
     ranges: &[std::ops::Range<usize>],
     mut notes: Vec<String>,
 ) -> anyhow::Result<Summary> {
-    let names = (args.input.display().to_string(), args.output.display().to_string());
     let written = write_sharded::write(
         out,
-        &input.file,
-        (&names.0, &names.1),
+        &inputs,
         &model.tensors,
         ranges,
         &model.metadata,
@@ -422,7 +466,8 @@ fn convert_sharded(
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    drop(input);
+    // Close the inputs before replacing anything (Windows cannot replace a mapped file).
+    drop(inputs);
     let (temps, targets): (Vec<_>, Vec<_>) = written.files.into_iter().unzip();
     outfile::persist(temps.into_iter().zip(&targets).collect())?;
     for old in &written.stale {
@@ -583,6 +628,7 @@ pub fn convert_bytes(input: &[u8], read: &ReadArgs, to: To) -> anyhow::Result<In
         no_fsync: true,
         fsync: false,
         quiet: true,
+        max_shard_size: None,
     };
     convert(&args)?;
     let output = std::fs::read(&args.output).map_err(io_fail(format!("cannot read {}", args.output.display())))?;
@@ -610,5 +656,48 @@ impl Default for ReadArgs {
             max_member_size: opts.max_member,
             max_ratio: opts.max_ratio,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_decimal_binary_and_bare() {
+        for (text, n) in [
+            ("0", 0),
+            ("512", 512),
+            ("512B", 512),
+            ("500MB", 500_000_000),
+            ("500mb", 500_000_000),
+            ("5GB", 5_000_000_000),
+            ("1KB", 1000),
+            ("2TB", 2_000_000_000_000),
+            ("1KiB", 1024),
+            ("1kib", 1024),
+            ("3MiB", 3 << 20),
+            ("2GiB", 2 << 30),
+            ("1TiB", 1 << 40),
+            ("64M", 64 << 20),
+            ("64m", 64 << 20),
+            ("1K", 1024),
+            ("64G", 64 << 30),
+            ("2T", 2 << 40),
+            (" 10 MB ", 10_000_000),
+        ] {
+            assert_eq!(parse_size(text), Ok(n), "{text}");
+        }
+    }
+
+    #[test]
+    fn sizes_refused_with_the_grammar() {
+        for text in ["", "MB", "-1", "1.5GB", "10 XB", "1PB", "1 K B", "0x10"] {
+            let e = parse_size(text).unwrap_err();
+            assert!(e.contains("KiB") && e.contains("KB"), "{text}: {e}");
+        }
+        assert!(parse_size("18446744073709551615").is_ok());
+        assert!(parse_size("18446744073709551616").unwrap_err().contains("too large"));
+        assert!(parse_size("17179869184G").unwrap_err().contains("too large"));
     }
 }

@@ -6,6 +6,7 @@ use kiln_nostd::int::u64_from;
 use kiln_nostd::DType;
 
 use super::meta::Metadata;
+use super::Input;
 
 /// Input formats `kiln convert` reads (also the values of `--from`, besides `auto`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +146,11 @@ pub struct TensorOut {
     pub source: Source,
     /// Payload length in bytes.
     pub len: u64,
+    /// Which of [`Model::inputs`] the payload is read from (0 for single-file inputs).
+    pub input: usize,
+    /// The input shard it came from, 0-based (0 for unsharded inputs); a
+    /// sharded input's assignment is kept by the shard planner.
+    pub shard: usize,
 }
 
 impl TensorOut {
@@ -159,6 +165,8 @@ impl TensorOut {
             quant: None,
             source: Source::File { offset },
             len,
+            input: 0,
+            shard: 0,
         }
     }
 
@@ -181,6 +189,8 @@ impl TensorOut {
             quant: None,
             source,
             len,
+            input: 0,
+            shard: 0,
         }
     }
 }
@@ -196,6 +206,26 @@ pub struct Model {
     pub metadata: Metadata,
     /// Human-readable notes: what was not carried, or carried differently.
     pub notes: Vec<String>,
+    /// The input files the payloads are read from ([`TensorOut::input`]
+    /// indexes it); empty until the caller attaches what it opened.
+    pub inputs: Vec<Input>,
+    /// The input was sharded (an index with its shards, a gguf-split set).
+    pub sharded: bool,
+    /// The gguf-split keys of a GGUF file (consumed, not copied into the metadata).
+    pub split: Option<Split>,
+}
+
+/// The `split.*` keys of one file of a llama.cpp gguf-split set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    /// `split.no`: this file's position, 0-based.
+    pub no: u64,
+    /// `split.count`: the files in the set.
+    pub count: u64,
+    /// `split.tensors.count`: the tensors of the whole set.
+    pub tensors: u64,
+    /// The tensor infos this file holds (its header's count).
+    pub file_tensors: u64,
 }
 
 impl Model {
@@ -205,7 +235,15 @@ impl Model {
         if format != Format::Kiln {
             metadata.set_own(KEY_SOURCE_FORMAT, format.name().to_string());
         }
-        Model { format, tensors: Vec::new(), metadata, notes: Vec::new() }
+        Model {
+            format,
+            tensors: Vec::new(),
+            metadata,
+            notes: Vec::new(),
+            inputs: Vec::new(),
+            sharded: false,
+            split: None,
+        }
     }
 
     /// Adds a note about what was not carried as-is.
@@ -215,7 +253,18 @@ impl Model {
 
     /// Total payload bytes.
     pub fn payload_bytes(&self) -> u64 {
-        self.tensors.iter().map(|t| t.len).sum()
+        self.tensors.iter().fold(0u64, |n, t| n.saturating_add(t.len))
+    }
+
+    /// Unmaps every input once the headers are read: the payloads are copied
+    /// through the file descriptors, and a mapped header would stay in this
+    /// process's resident set while the output is written. A reader that
+    /// kept payloads in the map (none does: buffered sources own their bytes)
+    /// would not be affected either, as the map is only dropped, not reused.
+    pub fn release_maps(&mut self) {
+        for input in &mut self.inputs {
+            input.map = None;
+        }
     }
 }
 

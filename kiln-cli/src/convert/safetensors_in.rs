@@ -47,7 +47,7 @@ impl<'de> Visitor<'de> for ScanVisitor<'_> {
         f.write_str("a JSON object")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
             if key == "__metadata__" {
                 map.next_value_seed(MetaSeed(self.0))?;
             } else {
@@ -57,6 +57,34 @@ impl<'de> Visitor<'de> for ScanVisitor<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// A JSON string, borrowed from the header where it has no escapes (a
+/// 16 MiB metadata value is then never copied to be looked at).
+struct Text<'de>(Cow<'de, str>);
+
+impl<'de> de::Deserialize<'de> for Text<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_str(TextVisitor)
+    }
+}
+
+struct TextVisitor;
+
+impl<'de> Visitor<'de> for TextVisitor {
+    type Value = Text<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+        Ok(Text(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+        Ok(Text(Cow::Owned(v.to_string())))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Text<'de>, E> {
+        Ok(Text(Cow::Owned(v)))
     }
 }
 
@@ -75,8 +103,8 @@ impl<'de> Visitor<'de> for MetaSeed<'_> {
         f.write_str("a map of strings")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(k) = map.next_key::<Cow<'de, str>>()? {
-            let v = map.next_value::<Cow<'de, str>>()?;
+        while let Some(Text(k)) = map.next_key::<Text<'de>>()? {
+            let Text(v) = map.next_value::<Text<'de>>()?;
             self.0.meta_entries = self.0.meta_entries.saturating_add(1);
             self.0.meta_bytes = self.0.meta_bytes.saturating_add(u64_from(k.len())).saturating_add(u64_from(v.len()));
         }
@@ -172,27 +200,20 @@ pub fn read(bytes: &[u8], opts: &ReadOptions, kiln_limits: bool) -> anyhow::Resu
     if kiln_limits {
         prescan(bytes, opts)?;
     }
-    let (header_len, meta) = SafeTensors::read_metadata(bytes).map_err(|e| crate_error(bytes, e))?;
-    let data_start = u64_from(header_len).saturating_add(8);
+    // The crate's verdict and tensor table first; its copy of the metadata
+    // is dropped before the metadata is read into the model (one copy at a time).
+    let (data_start, infos) = crate_tensors(bytes)?;
     let mut model = Model::new(Format::Safetensors, opts);
     model.metadata.set_own(KEY_VALUE_ENCODING, "text".into());
-    if let Some(m) = meta.metadata() {
-        for (k, v) in m {
-            model.metadata.push(k, v, "")?;
-        }
-    }
-    let notes = model.metadata.seal(Dups::Refuse)?;
+    read_metadata(bytes, &mut model)?;
+    // A key twice: the last value, as the safetensors readers keep it (with a note).
+    let notes = model.metadata.seal(Dups::LastWins)?;
     model.notes.extend(notes);
-    // A dict of tensors: sorted by name, the canonical order.
-    let mut infos: Vec<_> = meta.tensors().into_iter().collect();
-    infos.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    for (name, info) in infos {
-        let (begin, end) = info.data_offsets;
+    for info in infos {
+        let Info { name, dtype_name, shape, begin, end } = info;
         // The crate checked that the ranges tile the data section (begin <= end, inside the file).
-        let offset = data_start.saturating_add(u64_from(begin));
-        let len = u64_from(end.saturating_sub(begin));
-        let shape: Vec<u64> = info.shape.iter().map(|&d| u64_from(d)).collect();
-        let dtype_name = info.dtype.to_string();
+        let offset = data_start.saturating_add(begin);
+        let len = end.saturating_sub(begin);
         if let Some((_, dtype)) = SAFETENSORS_DENSE.iter().find(|(n, _)| *n == dtype_name) {
             model.tensors.push(TensorOut::dense(name, *dtype, shape, offset, len));
         } else if let Some((n, code, block, _)) = SAFETENSORS_OPAQUE.iter().find(|(n, ..)| *n == dtype_name) {
@@ -212,6 +233,101 @@ pub fn read(bytes: &[u8], opts: &ReadOptions, kiln_limits: bool) -> anyhow::Resu
     let moved = model.metadata.protect()?;
     model.notes.extend(moved);
     Ok(model)
+}
+
+/// One tensor of the crate's table.
+struct Info {
+    name: String,
+    dtype_name: String,
+    shape: Vec<u64>,
+    begin: u64,
+    end: u64,
+}
+
+/// The crate's checks and its tensor table, sorted by name (the canonical
+/// order of a dict of tensors), with where the data section starts.
+fn crate_tensors(bytes: &[u8]) -> anyhow::Result<(u64, Vec<Info>)> {
+    let (header_len, meta) = SafeTensors::read_metadata(bytes).map_err(|e| crate_error(bytes, e))?;
+    let mut infos: Vec<Info> = (meta.tensors().into_iter())
+        .map(|(name, info)| Info {
+            name,
+            dtype_name: info.dtype.to_string(),
+            shape: info.shape.iter().map(|&d| u64_from(d)).collect(),
+            begin: u64_from(info.data_offsets.0),
+            end: u64_from(info.data_offsets.1),
+        })
+        .collect();
+    infos.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+    Ok((u64_from(header_len).saturating_add(8), infos))
+}
+
+/// Reads `__metadata__` into the model's metadata straight from the header
+/// (values borrowed from the mapped bytes where they have no escapes).
+fn read_metadata(bytes: &[u8], model: &mut Model) -> anyhow::Result<()> {
+    let Some(head) = header(bytes) else { return Ok(()) };
+    let mut de = serde_json::Deserializer::from_slice(head);
+    let mut failed = None;
+    let seen = de.deserialize_map(MetaReader { model, failed: &mut failed });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    // The crate parsed this header already; a failure here would be ours.
+    seen.map_err(|e| crate_error(bytes, SafeTensorError::InvalidHeaderDeserialization(e)))
+}
+
+/// Finds `__metadata__` at the top level of the header and pushes its pairs.
+struct MetaReader<'m> {
+    model: &'m mut Model,
+    failed: &'m mut Option<anyhow::Error>,
+}
+
+impl<'de> Visitor<'de> for MetaReader<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+            if key != "__metadata__" {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let pairs = map.next_value::<Option<MetaPairs<'de>>>()?;
+            for (k, v) in pairs.map(|p| p.0).unwrap_or_default() {
+                if let Err(e) = self.model.metadata.push(&k, &v, "") {
+                    *self.failed = Some(e);
+                    return Err(de::Error::custom("over the metadata budget"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The pairs of `__metadata__`, borrowed where they can be.
+struct MetaPairs<'de>(Vec<(Cow<'de, str>, Cow<'de, str>)>);
+
+impl<'de> de::Deserialize<'de> for MetaPairs<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(PairsVisitor)
+    }
+}
+
+struct PairsVisitor;
+
+impl<'de> Visitor<'de> for PairsVisitor {
+    type Value = MetaPairs<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map of strings")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MetaPairs<'de>, A::Error> {
+        let mut out = Vec::new();
+        while let Some(Text(k)) = map.next_key::<Text<'de>>()? {
+            let Text(v) = map.next_value::<Text<'de>>()?;
+            out.push((k, v));
+        }
+        Ok(MetaPairs(out))
+    }
 }
 
 /// `kiln.dtype.NAME`: what a U8 tensor really is.

@@ -174,9 +174,9 @@ pub fn write_block(
         // The plan placed each payload at or after the previous one's end.
         sink.zeros(at.saturating_sub(end))?;
         if hash {
-            digests.push(sink.source_hashed(&t.source, t.len)?);
+            digests.push(sink.tensor_hashed(t)?);
         } else {
-            sink.source(&t.source, t.len)?;
+            sink.tensor(t)?;
         }
         end = at.saturating_add(t.len);
     }
@@ -291,6 +291,8 @@ mod tests {
             quant: None,
             source: Source::Bytes(data.to_vec()),
             len: data.len() as u64,
+            input: 0,
+            shard: 0,
         }
     }
 

@@ -181,7 +181,7 @@ pub fn write(sink: &mut Sink<'_>, model: &Model, plan: &SafetensorsPlan) -> anyh
     sink.bytes(&plan.header)?;
     for &i in &plan.order {
         let t = model.tensors.get(i).ok_or_else(|| anyhow!("tensor {i} is missing"))?;
-        sink.source(&t.source, t.len).with_context(|| format!("tensor {}", t.name))?;
+        sink.tensor(t).with_context(|| format!("tensor {}", t.name))?;
     }
     Ok(())
 }

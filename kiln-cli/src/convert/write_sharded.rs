@@ -10,7 +10,6 @@
 //! first and the manifest last; shards of an earlier conversion to the same
 //! name with another count are removed only after that.
 
-use std::fs::File;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -24,6 +23,7 @@ use super::copy::{progress, Sink};
 use super::error::io_fail;
 use super::meta::Metadata;
 use super::model::TensorOut;
+use super::Input;
 use super::outfile::{self, Target, Temp};
 use super::write_kiln;
 use crate::platform;
@@ -61,12 +61,11 @@ pub struct Outputs {
 }
 
 /// Writes `tensors` as the shards `ranges` (in order) and the manifest for
-/// `out` with `metadata`. `input` holds the payloads; `names` are IN and
-/// OUT for messages; `(quiet, fsync)`: no progress bar, fsync every file.
+/// `out` with `metadata`. `inputs` hold the payloads; `(quiet, fsync)`: no
+/// progress bar, fsync every file.
 pub fn write(
     out: &Target,
-    input: &File,
-    names: (&str, &str),
+    inputs: &[Input],
     tensors: &[TensorOut],
     ranges: &[Range<usize>],
     metadata: &Metadata,
@@ -78,11 +77,11 @@ pub fn write(
     let mut shards = Vec::with_capacity(count);
     for (k, range) in ranges.iter().enumerate() {
         let given = shard_path(&out.given, k.saturating_add(1), count);
-        let target = Target::resolve(&given, input)?;
+        let target = super::resolve_out(&given, inputs)?;
         let part = tensors.get(range.clone()).ok_or_else(|| anyhow!("a shard range past the tensors"))?;
         let index = u32::try_from(k.saturating_add(1)).map_err(|_| anyhow!("too many shards"))?;
         let shard_count = u32::try_from(count).map_err(|_| anyhow!("too many shards"))?;
-        let shard = write_shard(target, input, (names.0, &given.display().to_string()), part, index, shard_count, &bar)
+        let shard = write_shard(target, inputs, part, (index, shard_count), &bar)
             .with_context(|| format!("shard {}", given.display()))?;
         shards.push(shard);
     }
@@ -134,11 +133,9 @@ pub fn write(
 /// Streams one shard with a zeroed model id and digest table.
 fn write_shard(
     target: Target,
-    input: &File,
-    names: (&str, &str),
+    inputs: &[Input],
     part: &[TensorOut],
-    index: u32,
-    count: u32,
+    (index, count): (u32, u32),
     bar: &indicatif::ProgressBar,
 ) -> anyhow::Result<Written> {
     let plan = write_kiln::plan(part)?;
@@ -150,7 +147,7 @@ fn write_shard(
     let pad = write_kiln::pad_len(part, &plan, &metadata, write_kiln::pad_modulus(total), fields)?;
     metadata.set_own(write_kiln::KEY_PAD, " ".repeat(pad));
     let temp = target.temp()?;
-    let mut sink = Sink::new(temp.file()?, input, bar.clone(), (names.0.to_owned(), names.1.to_owned()));
+    let mut sink = Sink::new(temp.file()?, inputs, bar.clone(), target.given.display().to_string());
     sink.bytes(&write_kiln::frame(Kind::Shard))?;
     write_kiln::write_dict(&mut sink, &metadata)?;
     let model_at = sink.written().saturating_add(4);

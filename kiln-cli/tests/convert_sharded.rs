@@ -1,0 +1,474 @@
+//! Issue 24, the input side of `kiln convert`: a Hugging Face-layout
+//! checkpoint opened by its index and by its folder, a llama.cpp gguf-split
+//! set, and every way an index or a split set can be wrong. Fixtures come
+//! from the real writers (`safetensors.numpy.save_file` with `ml_dtypes`
+//! for bf16, `gguf.GGUFWriter` with its split support); without python3 +
+//! numpy + ml_dtypes + safetensors + gguf these tests print SKIPPED.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use kiln_cli::convert::{inputs, read_payload, Model, ReadOptions};
+use kiln_nostd::frozen::{self, Schema};
+use kiln_nostd::Limits;
+
+const RECORD_TYPE: &str = "struct{metadata:dict<str,str>,tensors:tensors,}";
+
+fn python_ready() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import numpy, ml_dtypes, safetensors, gguf"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("\n!!!!!!!! SKIPPED: python3 cannot import numpy, ml_dtypes, safetensors and gguf.\n");
+    }
+    ok
+}
+
+fn py(dir: &Path, script: &str) {
+    let out = Command::new("python3").arg("-c").arg(script).current_dir(dir).output().expect("python3");
+    assert!(
+        out.status.success(),
+        "python failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn kiln(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kiln")).args(args).current_dir(dir).output().expect("kiln")
+}
+
+/// Runs `kiln convert`, expects `code`, returns stderr.
+fn convert(dir: &Path, args: &[&str], code: i32) -> String {
+    let mut all = vec!["convert"];
+    all.extend_from_slice(args);
+    let out = kiln(dir, &all);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "kiln {all:?}:\n{err}");
+    err
+}
+
+/// Reads IN into the converter's in-between form.
+fn read(path: &Path) -> anyhow::Result<Model> {
+    let opened = inputs::open_all(path)?;
+    inputs::read_all(opened, None, &ReadOptions::default())
+}
+
+fn err_of(path: &Path) -> String {
+    format!("{:#}", read(path).expect_err("an error"))
+}
+
+/// One expected tensor: (name, Kiln dtype, shape, payload, input shard).
+type Expected = (String, String, Vec<u64>, Vec<u8>, usize);
+
+fn expected(dir: &Path) -> Vec<Expected> {
+    let text = std::fs::read_to_string(dir.join("expected.txt")).unwrap();
+    text.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            let shape = if f[2].is_empty() { vec![] } else { f[2].split(',').map(|d| d.parse().unwrap()).collect() };
+            let bytes = (0..f[3].len()).step_by(2).map(|i| u8::from_str_radix(&f[3][i..i + 2], 16).unwrap()).collect();
+            (f[0].to_string(), f[1].to_string(), shape, bytes, f[4].parse().unwrap())
+        })
+        .collect()
+}
+
+/// Names, dtypes, shapes, input shards and byte-exact payloads (through the copy path).
+fn check_model(model: &Model, want: &[Expected]) {
+    let got: Vec<Expected> = (0..model.tensors.len())
+        .map(|i| {
+            let t = &model.tensors[i];
+            (t.name.clone(), t.dtype.name().to_string(), t.shape.clone(), read_payload(model, i).unwrap(), t.shard)
+        })
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// A Hugging Face-layout checkpoint: three shards (bf16, f16, f32, i64, a
+/// rank-0 and a zero-element tensor), the index, config and tokenizer files.
+/// `expected.txt` lists the tensors in the converter's order: shard order,
+/// within a shard by name (the safetensors reader's order).
+const CHECKPOINT: &str = r#"
+import json, os, numpy as np, ml_dtypes
+from safetensors.numpy import save_file
+rng = np.random.default_rng(24)
+bf16 = ml_dtypes.bfloat16
+shards = [
+    ("model-00001-of-00003.safetensors", {
+        "model.embed_tokens.weight": rng.standard_normal((4, 3)).astype(np.float32).astype(bf16),
+        "model.norm.weight": rng.standard_normal(5).astype(np.float16),
+    }),
+    ("model-00002-of-00003.safetensors", {
+        "model.layers.0.mlp.weight": rng.standard_normal((2, 3)).astype(np.float32),
+        "model.layers.0.ids": np.arange(6, dtype=np.int64).reshape(3, 2) - 3,
+        "model.layers.0.attn.bf16": rng.standard_normal((2, 2)).astype(np.float32).astype(bf16),
+    }),
+    ("model-00003-of-00003.safetensors", {
+        "lm_head.scale": np.array(3.5, dtype=np.float32),
+        "lm_head.empty": np.zeros((0, 4), dtype=np.float16),
+    }),
+]
+os.makedirs("ckpt", exist_ok=True)
+kiln = {"BF16": "bf16", "F16": "f16", "F32": "f32", "I64": "i64"}
+st = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.int64): "I64", np.dtype(bf16): "BF16"}
+weight_map, total, lines = {}, 0, []
+for k, (name, ts) in enumerate(shards):
+    save_file(ts, os.path.join("ckpt", name), metadata={"format": "pt"})
+    for n in sorted(ts, key=lambda s: s.encode()):
+        a = ts[n]
+        weight_map[n] = name
+        total += a.nbytes
+        lines.append("\t".join([n, kiln[st[a.dtype]], ",".join(map(str, a.shape)), a.tobytes().hex(), str(k)]))
+index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+json.dump(index, open("ckpt/model.safetensors.index.json", "w"), indent=2)
+open("ckpt/expected.txt", "w").write("\n".join(lines) + "\n")
+for f in ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"]:
+    open(os.path.join("ckpt", f), "w").write("{}")
+"#;
+
+fn checkpoint() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    py(d.path(), CHECKPOINT);
+    d
+}
+
+/// Rewrites the index with `edit` (Python, on `index`).
+fn edit_index(dir: &Path, edit: &str) {
+    py(
+        dir,
+        &format!(
+            "import json\nindex = json.load(open('model.safetensors.index.json'))\nwm = index['weight_map']\n{edit}\n\
+             json.dump(index, open('model.safetensors.index.json', 'w'), indent=2)"
+        ),
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn a_hugging_face_checkpoint_by_its_index_and_by_its_folder() {
+    if !python_ready() {
+        return;
+    }
+    let d = checkpoint();
+    let ckpt = d.path().join("ckpt");
+    let want = expected(&ckpt);
+    for input in [ckpt.join("model.safetensors.index.json"), ckpt.clone()] {
+        let model = read(&input).unwrap();
+        assert!(model.sharded, "{}", input.display());
+        assert_eq!(model.inputs.len(), 3);
+        check_model(&model, &want);
+        assert!(model.tensors.iter().all(|t| t.input == t.shard));
+        assert_eq!(model.metadata.iter().find(|(k, _)| *k == "format").map(|(_, v)| v), Some("pt"));
+    }
+    // The folder's configuration and tokenizer files are named in a note.
+    let notes = read(&ckpt).unwrap().notes.join("\n");
+    assert!(notes.contains("config.json, generation_config.json, tokenizer.json, tokenizer_config.json"), "{notes}");
+    assert!(notes.contains("NOT carried"), "{notes}");
+    // Three input shards are three output shards: not written by this build, and nothing is.
+    for input in ["ckpt", "ckpt/model.safetensors.index.json"] {
+        let err = convert(d.path(), &[input, "-o", "out.kiln"], 1);
+        assert!(err.contains("3 output shards") && err.contains("sharded output: not yet written"), "{err}");
+        assert!(!d.path().join("out.kiln").exists());
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn a_one_shard_index_and_a_one_file_folder_are_written_as_one_file() {
+    if !python_ready() {
+        return;
+    }
+    let d = checkpoint();
+    let ckpt = d.path().join("ckpt");
+    // The index of shard 3 only.
+    edit_index(
+        &ckpt,
+        "index['weight_map'] = {k: v for k, v in wm.items() if v.startswith('model-00003')}\n\
+         index['metadata']['total_size'] = 4",
+    );
+    let err = convert(&ckpt, &["model.safetensors.index.json", "-o", "one.kiln"], 0);
+    assert!(err.contains("2 tensors"), "{err}");
+    let bytes = std::fs::read(ckpt.join("one.kiln")).unwrap();
+    let schema: Schema<'_> = Schema::parse(RECORD_TYPE).unwrap();
+    let v = frozen::read(&bytes, &schema, &Limits::MAX, true).unwrap();
+    let dir = v.field("tensors").and_then(|t| t.as_tensors()).unwrap();
+    let got: Vec<(String, Vec<u8>)> = dir.iter().map(|t| (t.name().unwrap().to_string(), t.bytes().to_vec())).collect();
+    let want: Vec<(String, Vec<u8>)> = expected(&ckpt).into_iter().filter(|e| e.4 == 2).map(|e| (e.0, e.3)).collect();
+    assert_eq!(got, want);
+    // A folder with exactly one .safetensors file (and a config.json, noted).
+    let solo = d.path().join("solo");
+    std::fs::create_dir(&solo).unwrap();
+    std::fs::copy(ckpt.join("model-00002-of-00003.safetensors"), solo.join("model.safetensors")).unwrap();
+    std::fs::write(solo.join("config.json"), "{}").unwrap();
+    let err = convert(d.path(), &["solo", "-o", "solo.kiln"], 0);
+    assert!(err.contains("note: solo holds config.json: not tensors, NOT carried"), "{err}");
+    assert!(err.contains("3 tensors"), "{err}");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn a_folder_that_is_not_one_checkpoint_is_a_usage_error_listing_it() {
+    if !python_ready() {
+        return;
+    }
+    let d = checkpoint();
+    let ckpt = d.path().join("ckpt");
+    std::fs::remove_file(ckpt.join("model.safetensors.index.json")).unwrap();
+    let err = convert(d.path(), &["ckpt", "-o", "out.kiln"], 2);
+    assert!(err.contains("3 .safetensors files (model-00001-of-00003.safetensors, "), "{err}");
+    std::fs::write(ckpt.join("a.safetensors.index.json"), "{}").unwrap();
+    std::fs::write(ckpt.join("b.safetensors.index.json"), "{}").unwrap();
+    let err = convert(d.path(), &["ckpt", "-o", "out.kiln"], 2);
+    assert!(err.contains("2 index files (a.safetensors.index.json, b.safetensors.index.json)"), "{err}");
+    let empty = d.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let err = convert(d.path(), &["empty", "-o", "out.kiln"], 2);
+    assert!(err.contains("it holds 0 .safetensors files"), "{err}");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn every_index_fault_is_an_error_naming_the_tensor_and_the_shards() {
+    if !python_ready() {
+        return;
+    }
+    let cases: [(&str, &[&str]); 6] = [
+        // A tensor its shard lacks (no shard holds it).
+        (
+            "wm['ghost'] = 'model-00001-of-00003.safetensors'",
+            &["\"ghost\"", "model-00001-of-00003.safetensors", "lacks it"],
+        ),
+        // A tensor placed in the wrong shard.
+        (
+            "wm['model.layers.0.ids'] = 'model-00001-of-00003.safetensors'",
+            &[
+                "\"model.layers.0.ids\"",
+                "model-00001-of-00003.safetensors, which lacks it",
+                "it is in model-00002-of-00003.safetensors",
+            ],
+        ),
+        // A shard tensor the index does not name.
+        (
+            "del wm['lm_head.scale']",
+            &["shard model-00003-of-00003.safetensors holds tensor \"lm_head.scale\"", "does not name"],
+        ),
+        // total_size off by one.
+        ("index['metadata']['total_size'] += 1", &["metadata.total_size is", "the shards' tensors hold"]),
+        // No weight_map.
+        ("del index['weight_map']", &["no \"weight_map\""]),
+        // Not an object.
+        ("index['weight_map'] = []", &["not a valid Hugging Face index"]),
+    ];
+    for (edit, needles) in cases {
+        let d = checkpoint();
+        let ckpt = d.path().join("ckpt");
+        edit_index(&ckpt, edit);
+        let err = err_of(&ckpt.join("model.safetensors.index.json"));
+        for n in needles {
+            assert!(err.contains(n), "{edit}: {err}");
+        }
+        let cli = convert(d.path(), &["ckpt", "-o", "out.kiln"], 1);
+        assert!(cli.contains(needles[0]), "{edit}: {cli}");
+    }
+    // A missing shard is named.
+    let d = checkpoint();
+    let ckpt = d.path().join("ckpt");
+    std::fs::remove_file(ckpt.join("model-00002-of-00003.safetensors")).unwrap();
+    let err = err_of(&ckpt);
+    assert!(err.contains("shard model-00002-of-00003.safetensors is missing"), "{err}");
+    // A tensor name in two shards.
+    let d = checkpoint();
+    let ckpt = d.path().join("ckpt");
+    py(
+        &ckpt,
+        "import numpy as np\nfrom safetensors.numpy import save_file\n\
+         save_file({'lm_head.scale': np.array(3.5, dtype=np.float32), 'model.norm.weight': np.zeros(5, np.float16), \
+         'lm_head.empty': np.zeros((0, 4), np.float16)}, 'model-00003-of-00003.safetensors')",
+    );
+    let err = err_of(&ckpt);
+    assert!(
+        err.contains("tensor \"model.norm.weight\" is in two shards: model-00001-of-00003.safetensors and model-00003-of-00003.safetensors"),
+        "{err}"
+    );
+    // total_size missing: a note, not an error.
+    let d = checkpoint();
+    let ckpt = d.path().join("ckpt");
+    edit_index(&ckpt, "del index['metadata']");
+    let model = read(&ckpt).unwrap();
+    assert!(model.notes.iter().any(|n| n.contains("no metadata.total_size")), "{:?}", model.notes);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn shard_names_outside_the_folder_are_refused_before_any_file_is_opened() {
+    if !python_ready() {
+        return;
+    }
+    let d = checkpoint();
+    let ckpt = d.path().join("ckpt");
+    // Real files where each hostile name points, so opening one would succeed.
+    let good = ckpt.join("model-00003-of-00003.safetensors");
+    std::fs::copy(&good, d.path().join("x.safetensors")).unwrap();
+    std::fs::create_dir(ckpt.join("a")).unwrap();
+    std::fs::copy(&good, ckpt.join("a/b.safetensors")).unwrap();
+    let abs = d.path().join("x.safetensors").display().to_string();
+    let names =
+        ["../x.safetensors", abs.as_str(), "a/b.safetensors", "x\u{0}.safetensors", "a\\b.safetensors", "..", ".", ""];
+    for name in names {
+        let d2 = checkpoint();
+        let ckpt2 = d2.path().join("ckpt");
+        std::fs::copy(d.path().join("x.safetensors"), d2.path().join("x.safetensors")).unwrap();
+        let name = name.replace(&d.path().display().to_string(), &d2.path().display().to_string());
+        let edit = format!("wm['lm_head.scale'] = {}", serde_json_string(&name));
+        edit_index(&ckpt2, &edit);
+        let err = err_of(&ckpt2.join("model.safetensors.index.json"));
+        assert!(err.contains("tensor \"lm_head.scale\": shard"), "{name:?}: {err}");
+        assert!(err.contains("plain file name") || err.contains("not a file name"), "{name:?}: {err}");
+        assert!(err.contains("not a valid Hugging Face index"), "{name:?}: refused by the scan: {err}");
+    }
+}
+
+/// A JSON (and Python) string literal.
+fn serde_json_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A 2-file gguf-split set of 7 tensors from gguf's own writer (`split_max_tensors=4`).
+const SPLIT: &str = r#"
+import numpy as np, gguf
+w = gguf.GGUFWriter("tiny.gguf", "llama", split_max_tensors=4)
+w.add_name("tiny")
+w.add_uint32("tiny.context_length", 128)
+for i in range(7):
+    w.add_tensor(f"t{i}", (np.arange(i + 1, dtype=np.float32) * (i + 0.5)).reshape(1, i + 1))
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+"#;
+
+fn split_set() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    py(d.path(), SPLIT);
+    assert!(d.path().join("tiny-00001-of-00002.gguf").exists() && d.path().join("tiny-00002-of-00002.gguf").exists());
+    d
+}
+
+/// Rewrites file 2 of the set with hand-set split keys (gguf's writer sets them itself).
+fn patch_second(dir: &Path, no: u16, count: u16, tensors: i32) {
+    py(
+        dir,
+        &format!(
+            "import numpy as np, gguf\nw = gguf.GGUFWriter('tiny-00002-of-00002.gguf', 'llama')\n\
+             w.add_uint16('split.no', {no}); w.add_uint16('split.count', {count}); w.add_int32('split.tensors.count', {tensors})\n\
+             for i in range(4, 7):\n    w.add_tensor(f't{{i}}', (np.arange(i + 1, dtype=np.float32) * (i + 0.5)).reshape(1, i + 1))\n\
+             w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()"
+        ),
+    );
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn a_gguf_split_set_is_read_whole_from_any_of_its_files() {
+    if !python_ready() {
+        return;
+    }
+    let d = split_set();
+    for file in ["tiny-00001-of-00002.gguf", "tiny-00002-of-00002.gguf"] {
+        let model = read(&d.path().join(file)).unwrap();
+        assert!(model.sharded);
+        let names: Vec<&str> = model.tensors.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["t0", "t1", "t2", "t3", "t4", "t5", "t6"]);
+        let shards: Vec<usize> = model.tensors.iter().map(|t| t.shard).collect();
+        assert_eq!(shards, [0, 0, 0, 0, 1, 1, 1]);
+        for (i, t) in model.tensors.iter().enumerate() {
+            let want: Vec<u8> = (0..=i).flat_map(|k| ((k as f32) * (i as f32 + 0.5)).to_le_bytes()).collect();
+            assert_eq!(read_payload(&model, i).unwrap(), want, "{}", t.name);
+            assert_eq!(t.shape, vec![1, i as u64 + 1]);
+        }
+        // split.* is consumed; the first file's metadata is the model's.
+        let keys: Vec<&str> = model.metadata.iter().map(|(k, _)| k).collect();
+        assert!(keys.iter().all(|k| !k.starts_with("split.")), "{keys:?}");
+        assert!(keys.contains(&"general.name") && keys.contains(&"tiny.context_length"), "{keys:?}");
+        assert!(!model.metadata.iter().any(|(_, v)| v.contains("split.")), "split keys in source_types");
+    }
+    // Never a partial model: the whole set or an error (two input shards: not written by this build yet).
+    let err = convert(d.path(), &["tiny-00001-of-00002.gguf", "-o", "o.kiln"], 1);
+    assert!(err.contains("7 tensors in 2 output shards"), "{err}");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn a_gguf_split_set_with_a_missing_extra_or_disagreeing_file_is_an_error_naming_it() {
+    if !python_ready() {
+        return;
+    }
+    // Missing.
+    let d = split_set();
+    std::fs::remove_file(d.path().join("tiny-00002-of-00002.gguf")).unwrap();
+    let err = convert(d.path(), &["tiny-00001-of-00002.gguf", "-o", "o.kiln"], 1);
+    assert!(err.contains("tiny-00002-of-00002.gguf is missing"), "{err}");
+    assert!(!d.path().join("o.kiln").exists());
+    // Extra: a file of the same name with another count, or past the count.
+    for extra in ["tiny-00001-of-00003.gguf", "tiny-00003-of-00002.gguf"] {
+        let d = split_set();
+        std::fs::copy(d.path().join("tiny-00001-of-00002.gguf"), d.path().join(extra)).unwrap();
+        let err = convert(d.path(), &["tiny-00002-of-00002.gguf", "-o", "o.kiln"], 1);
+        assert!(err.contains(extra) && err.contains("an extra file"), "{extra}: {err}");
+    }
+    // Disagreeing split.count, split.no, split.tensors.count; a total that is not split.tensors.count.
+    let cases: [((u16, u16, i32), &str); 4] = [
+        ((1, 3, 7), "tiny-00002-of-00002.gguf: split.count is 3, its name and the set say 2"),
+        ((0, 2, 7), "tiny-00002-of-00002.gguf: split.no is 0, its position in the set is 1"),
+        ((1, 2, 8), "tiny-00002-of-00002.gguf: split.tensors.count is 8, the first file's is 7"),
+        ((1, 2, 7), ""),
+    ];
+    for ((no, count, tensors), needle) in cases {
+        let d = split_set();
+        patch_second(d.path(), no, count, tensors);
+        let result = read(&d.path().join("tiny-00001-of-00002.gguf"));
+        if needle.is_empty() {
+            // The hand-written file agrees: the set reads (its extra key is noted, not carried).
+            let model = result.unwrap();
+            assert_eq!(model.tensors.len(), 7);
+            assert!(model.notes.iter().any(|n| n.contains("metadata keys NOT carried")), "{:?}", model.notes);
+        } else {
+            let err = format!("{:#}", result.unwrap_err());
+            assert!(err.contains(needle), "{err}");
+        }
+    }
+    // The tensors add up to split.tensors.count.
+    let d = split_set();
+    py(
+        d.path(),
+        "import numpy as np, gguf\nw = gguf.GGUFWriter('tiny-00002-of-00002.gguf', 'llama')\n\
+         w.add_uint16('split.no', 1); w.add_uint16('split.count', 2); w.add_int32('split.tensors.count', 7)\n\
+         w.add_tensor('t4', np.zeros(3, np.float32))\n\
+         w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()",
+    );
+    let err = err_of(&d.path().join("tiny-00001-of-00002.gguf"));
+    assert!(err.contains("holds 5 tensors in its 2 files, split.tensors.count says 7"), "{err}");
+    // A split file renamed: its siblings cannot be found.
+    let d = split_set();
+    std::fs::rename(d.path().join("tiny-00001-of-00002.gguf"), d.path().join("first.gguf")).unwrap();
+    let err = convert(d.path(), &["first.gguf", "-o", "o.kiln"], 1);
+    assert!(err.contains("first.gguf: file 1 of a gguf-split set of 2"), "{err}");
+}
+
+#[test]
+fn help_says_what_happens_to_config_and_tokenizer_files() {
+    let out = kiln(&PathBuf::from("."), &["convert", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("config.json, generation_config.json and tokenizer files"), "{help}");
+    assert!(help.contains("NOT carried"), "{help}");
+    assert!(help.contains("--max-shard-size <SIZE>") && help.contains("\"500MB\""), "{help}");
+}
