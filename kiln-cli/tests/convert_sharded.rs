@@ -166,11 +166,28 @@ fn a_hugging_face_checkpoint_by_its_index_and_by_its_folder() {
     let notes = read(&ckpt).unwrap().notes.join("\n");
     assert!(notes.contains("config.json, generation_config.json, tokenizer.json, tokenizer_config.json"), "{notes}");
     assert!(notes.contains("NOT carried"), "{notes}");
-    // Three input shards are three output shards: not written by this build, and nothing is.
+    // Three input shards are three output shards, bit for bit, from the index and from the folder.
     for input in ["ckpt", "ckpt/model.safetensors.index.json"] {
-        let err = convert(d.path(), &[input, "-o", "out.kiln"], 1);
-        assert!(err.contains("3 output shards") && err.contains("sharded output: not yet written"), "{err}");
-        assert!(!d.path().join("out.kiln").exists());
+        let err = convert(d.path(), &[input, "-o", "out.kiln", "--no-fsync"], 0);
+        assert!(err.contains("a sharded model") && err.contains("3 shards"), "{err}");
+        let bytes = std::fs::read(d.path().join("out.kiln")).unwrap();
+        let m = kiln_nostd::model::Manifest::parse(&bytes).unwrap();
+        assert_eq!(m.shard_count(), 3);
+        let files: Vec<Vec<u8>> =
+            m.shards().map(|s| std::fs::read(d.path().join(s.name.as_str())).unwrap()).collect();
+        kiln_nostd::model::check_all(&m, |e| files.get(e.index as usize - 1), true, None).unwrap();
+        let got: Vec<Expected> = m
+            .tensors()
+            .map(|t| {
+                let (_, within) = m.find(t.name).unwrap();
+                let shard = kiln_nostd::model::Model::parse(&files[t.shard as usize - 1]).unwrap();
+                let bytes = shard.directory().get(within).unwrap().bytes().to_vec();
+                (t.name.to_string(), t.dtype.name().to_string(), t.dims().collect(), bytes, t.shard as usize - 1)
+            })
+            .collect();
+        assert_eq!(got, want);
+        // The converter's own reader takes the manifest back: the same tensors.
+        kiln(d.path(), &["validate", "out.kiln"]);
     }
 }
 

@@ -454,17 +454,11 @@ fn convert_sharded(
         (args.quiet, !args.no_fsync),
     )?;
     large_value_notes(&model, &mut notes);
+    let first = written.files.first().map(|(_, t)| t.given.display().to_string()).unwrap_or_default();
     notes.push(format!(
-        "a sharded model: the manifest {} and {} shards beside it ({})",
+        "a sharded model: the manifest {} and {} shards beside it ({first}, ...)",
         args.output.display(),
         ranges.len(),
-        written
-            .files
-            .iter()
-            .take(ranges.len())
-            .map(|(_, t)| t.given.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
     ));
     // Close the inputs before replacing anything (Windows cannot replace a mapped file).
     drop(inputs);
