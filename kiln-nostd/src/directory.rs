@@ -108,16 +108,30 @@ impl<'s> Parser<'s> {
     /// step 11's quantization as far as the descriptors decide them, which
     /// are not reported): the tensor table of a block whose payload faults,
     /// if any, are left to a later check (a shard held against its manifest
-    /// before its steps 9d to 12).
+    /// before its steps 9d to 12). `file_len` is the length of the file
+    /// `buf` starts; `buf` need hold only its bytes up to the block's
+    /// payload region (steps 5 and 6 are checked against `file_len`; a `buf`
+    /// shorter than the prefix is EOF at its end).
     #[cfg(feature = "sha2")]
-    pub(crate) fn parse_prefix_at<'a>(self, buf: &'a [u8], start: usize) -> Result<Directory<'a>> {
+    pub(crate) fn parse_prefix_at<'a>(self, buf: &'a [u8], start: usize, file_len: u64) -> Result<Directory<'a>> {
         let Some(block) = buf.get(start..) else {
             return fail(Rule::HeaderTruncated, buf.len());
         };
         let shift = |e: crate::Error| e.shifted(start);
         let header = Header::parse(block).map_err(shift)?;
-        let regions = header.regions(block, &self.limits).map_err(shift)?;
-        let b = Block::new(block, &header, regions, false);
+        let avail = file_len.saturating_sub(u64_from(start));
+        let heap_end = header.check_sizes(&self.limits).map_err(shift)?;
+        crate::header::check_directory_fits(heap_end, avail).map_err(shift)?;
+        let (base, block_len) = header.check_payload(heap_end).map_err(shift)?;
+        crate::header::check_block_fits(block_len, avail).map_err(shift)?;
+        let Some(prefix) = usize_from(base).and_then(|b| block.get(..b)) else {
+            return fail(Rule::DirectoryTruncated, buf.len());
+        };
+        // Both are at most `base`, which `prefix` holds.
+        let (heap_end, payload_base) = (usize_from(heap_end).unwrap_or(0), prefix.len());
+        let regions = Regions { heap_end, payload_base, block_len: usize_from(block_len).unwrap_or(usize::MAX) };
+        crate::header::check_padding(prefix, heap_end, payload_base).map_err(shift)?;
+        let b = Block::new(prefix, &header, regions, false);
         match check_prefix(&b, self.scratch, self.seed) {
             PrefixVerdict::Certain(e) => Err(shift(e)),
             _ => Ok(Directory::from_checked(buf, start, header, regions)),

@@ -492,3 +492,80 @@ fn manifest_names_are_checked_in_linear_time_with_scratch() {
     let e = Manifest::parse_with(&m, &kiln_nostd::Limits::DEFAULT, Some(&mut scratch)).unwrap_err();
     assert_eq!(e.rule(), Rule::ManifestNameRepeated);
 }
+
+/// `check_shard_prefix` on the bytes before the payload region (and the
+/// file's length) gives `check_shard`'s verdict wherever that verdict is
+/// one of steps 1 to 6; on a shard whose faults are all in its payload it
+/// accepts, and the payload's check is the caller's.
+#[test]
+fn a_shard_checked_from_its_prefix_alone() {
+    use kiln_nostd::model::{check_shard, check_shard_prefix};
+    let verdicts = |files: &kiln_nostd::model::ShardedFiles| {
+        let m = Manifest::parse(&files.manifest).unwrap();
+        let id = m.model_id();
+        for entry in m.shards() {
+            let file = files.shards.iter().find(|(n, _)| n == entry.name.as_str()).map(|(_, b)| b.as_slice());
+            let whole = check_shard(&m, &id, &entry, file, false, Parser::new());
+            // The prefix: up to the payload region when the file parses that far, else all of it.
+            let cut = file.map(|f| Model::parse(f).map_or(f.len(), |s| s.payload_start()));
+            let prefix = file.zip(cut).map(|(f, n)| &f[..n]);
+            let len = file.map_or(0, |f| f.len() as u64);
+            let part = check_shard_prefix(&m, &id, &entry, prefix, len, Parser::new());
+            match (&whole, &part) {
+                (Err(a), Err(b)) => assert_eq!(a, b, "shard {}", entry.index),
+                (Ok(()), Ok(s)) => assert_eq!(s.directory().len(), m.shard_tensors(entry.index).count()),
+                _ => panic!("shard {}: {whole:?} vs {:?}", entry.index, part.map(|_| ())),
+            }
+        }
+    };
+    let good = sharded();
+    verdicts(&good);
+    let mut cases = Vec::new();
+    let mut bad = good.clone();
+    bad.shards.remove(1);
+    cases.push(bad);
+    let mut bad = good.clone();
+    let n = bad.shards[2].1.len() - 1;
+    bad.shards[2].1.truncate(n);
+    cases.push(bad);
+    for field in [0usize, 1, 2] {
+        let mut bad = good.clone();
+        let id = Model::parse(&bad.shards[1].1).unwrap().shard().unwrap();
+        let at = [id.model_offset(), id.index_offset(), id.count_offset()][field];
+        bad.shards[1].1[at] ^= 1;
+        cases.push(bad);
+    }
+    let mut bad = good.clone();
+    let p = find(&bad.shards[0].1, b"kiln.convert.pad").unwrap() + 20;
+    bad.shards[0].1[p] = b'x';
+    cases.push(bad);
+    let mut bad = good.clone();
+    let d = Model::parse(&bad.shards[2].1).unwrap().digests().unwrap().offset_of(1);
+    bad.shards[2].1[d] ^= 1;
+    cases.push(bad);
+    let mut bad = good.clone();
+    let p = find(&bad.shards[2].1, b"bempty").unwrap();
+    bad.shards[2].1[p] = b'x';
+    cases.push(bad);
+    let mut swapped = pair(1);
+    swapped.shards.swap(0, 1);
+    let names: Vec<String> = pair(1).shards.iter().map(|s| s.0.clone()).collect();
+    for (k, s) in swapped.shards.iter_mut().enumerate() {
+        s.0 = names[k].clone();
+    }
+    cases.push(swapped);
+    // A flipped payload byte: not a prefix fault (the caller's digest check finds it).
+    let mut bad = good.clone();
+    let at = Model::parse(&bad.shards[0].1).unwrap().directory().get(0).unwrap().absolute_offset();
+    bad.shards[0].1[at] ^= 1;
+    cases.push(bad);
+    for c in &cases {
+        verdicts(c);
+    }
+    // A prefix cut before the payload region is EOF at its end.
+    let m = Manifest::parse(&good.manifest).unwrap();
+    let f = &good.shards[0].1;
+    let cut = Model::parse(f).unwrap().payload_start() - 1;
+    let e = check_shard_prefix(&m, &m.model_id(), &m.shard(1).unwrap(), Some(&f[..cut]), f.len() as u64, Parser::new());
+    assert_eq!(e.err().map(|e| (e.code(), e.offset())), Some((ErrorCode::Eof, cut)));
+}

@@ -34,7 +34,7 @@ mod writer;
 #[cfg(all(feature = "sha2", feature = "alloc"))]
 pub use sharded::write::{write_sharded, ShardedFiles};
 #[cfg(feature = "sha2")]
-pub use sharded::{check_all, check_shard, ShardFault};
+pub use sharded::{check_all, check_shard, check_shard_prefix, ShardFault};
 
 pub use manifest::{
     Manifest, ManifestQuant, ManifestTensor, ShardEntry, ShardName, MANIFEST_HASH, MANIFEST_TYPE, SHARD_NAME_MAX,

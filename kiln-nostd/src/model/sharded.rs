@@ -43,7 +43,7 @@ pub fn check_shard(
     crate::frozen::check_frame(file, super::SHARD_HASH)?;
     let head = super::Head::check(file, &caps)?;
     let block = head.block;
-    let model = head.model(parser.parse_prefix_at(file, block)?);
+    let model = head.model(parser.parse_prefix_at(file, block, len)?);
     manifest.check_shard(entry.index, model_id, file, &model)?;
     // Steps 9d to 12: the whole-buffer verdict, whose steps 1 to 9 the prefix passed.
     // No name scratch: the names are checked already, and the fast path rechecks them only on a fault.
@@ -56,6 +56,38 @@ pub fn check_shard(
         return crate::error::fail(Rule::TrailingBytes, dir.end());
     }
     Ok(())
+}
+
+/// Steps 1 to 6 of [`check_shard`] from the shard's bytes before its
+/// payload region only, for a reader that fetches a shard's payloads one
+/// tensor at a time (the npm remote loader): `prefix` holds the file from
+/// byte 0 at least up to its payload region (more is ignored; `None`: the
+/// file does not exist) and `file_len` is the file's length. Checks, in
+/// [`check_shard`]'s order: missing, length, the shard's own checks to step
+/// 9 (its frame, fields and directory prefix; a `prefix` cut before the
+/// payload region is EOF at its end), model, position and count, its
+/// tensors, its prefix digest. Step 7 (steps 9d to 12: digests, gaps,
+/// element bytes, trailing bytes) needs the payload and is the caller's, on
+/// the bytes it fetches. Returns the shard, whose directory lists the
+/// tensors without their bytes.
+pub fn check_shard_prefix<'a>(
+    manifest: &Manifest<'_>,
+    model_id: &[u8; DIGEST_LEN],
+    entry: &ShardEntry<'_>,
+    prefix: Option<&'a [u8]>,
+    file_len: u64,
+    parser: Parser<'_>,
+) -> Result<super::Model<'a>> {
+    let Some(file) = prefix else { return crate::error::fail(Rule::ShardMissing, 0) };
+    if file_len != entry.length {
+        return crate::error::fail_at(Rule::ShardLength, file_len.min(entry.length));
+    }
+    crate::frozen::check_frame(file, super::SHARD_HASH)?;
+    let head = super::Head::check(file, &parser.caps())?;
+    let block = head.block;
+    let model = head.model(parser.parse_prefix_at(file, block, file_len)?);
+    manifest.check_shard(entry.index, model_id, file, &model)?;
+    Ok(model)
 }
 
 /// Checks every shard of `manifest` in order, the first fault in shard
