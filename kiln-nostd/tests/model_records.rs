@@ -569,3 +569,18 @@ fn a_shard_checked_from_its_prefix_alone() {
     let e = check_shard_prefix(&m, &m.model_id(), &m.shard(1).unwrap(), Some(&f[..cut]), f.len() as u64, Parser::new());
     assert_eq!(e.err().map(|e| (e.code(), e.offset())), Some((ErrorCode::Eof, cut)));
 }
+
+/// The frame's profile, flag and reserved bytes are checked for every
+/// model-file kind (FRAME), as for any Frozen frame.
+#[test]
+fn a_model_files_frame_bytes_are_checked() {
+    for file in [write(ModelWriter::new(), &[], &specs()), digests_file(), sharded().shards[0].1.clone()] {
+        Model::parse(&file).unwrap();
+        for i in 4..8 {
+            let mut bad = file.clone();
+            bad[i] = 1;
+            let e = Model::parse(&bad).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::Frame, "byte {i}");
+        }
+    }
+}

@@ -321,6 +321,8 @@ impl<'a> Head<'a> {
                 return fail(Rule::SchemaHash, 8);
             }
         };
+        // The frame's own rules (profile, flags, reserved bytes) for its record type.
+        check_frame(buf, kind.hash())?;
         let checker = crate::frozen::Checker { buf, limits: *limits, utf8: true };
         let at = FRAME_LEN;
         let end = checker.value(&METADATA, at)?;
