@@ -9,7 +9,7 @@ import { assertReady } from './ready.js';
 
 export { DEFAULT_CAP, KilnError, Directory, Tensor, dequantize };
 export { DirectoryLoader, loadDirectory } from './loader.js';
-export { RemoteDirectory, openRemote, loadTensor } from './remote.js';
+export { RemoteDirectory, RemoteModel, openRemote, loadTensor } from './remote.js';
 export * from './frozen.js';
 
 function open(bytes, options, fn) {

@@ -1,6 +1,6 @@
 // Progressive loading: a block arriving in chunks (fetch, File.stream()).
 
-import { Check, KilnError, checkWhole, headerInfo, limitsOf, readHead } from './validate.js';
+import { Check, KilnError, checkWhole, headerInfo, limitsOf, manifestError, readHead } from './validate.js';
 import { Directory, INTERNAL } from './directory.js';
 
 function toBytes(chunk) {
@@ -245,6 +245,7 @@ export class DirectoryLoader {
       this._headNeed = Math.max(h.need, this._received + Math.ceil(this._received / 8));
       return false;
     }
+    if (h.kind === 'manifest') throw manifestError();
     this._head = h;
     this._start = h.start;
     return true;
