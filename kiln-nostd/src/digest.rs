@@ -10,11 +10,8 @@
 
 #[cfg(feature = "sha2")]
 use crate::bytes::{u64_from, usize_from};
-#[cfg(feature = "sha2")]
 use crate::descriptor::{AT_BYTE_LENGTH, AT_BYTE_OFFSET};
-#[cfg(feature = "sha2")]
 use crate::error::Rule;
-#[cfg(feature = "sha2")]
 use crate::layout::align;
 
 /// Bytes of one digest (SHA-256).
@@ -32,8 +29,22 @@ pub struct Digests<'a> {
 impl<'a> Digests<'a> {
     /// The table over `bytes` (a multiple of [`DIGEST_LEN`]) whose first byte
     /// is at absolute offset `at`.
+    #[cfg_attr(not(feature = "sha2"), allow(dead_code))] // the model-file reader's
     pub(crate) const fn new(bytes: &'a [u8], at: usize) -> Self {
         Digests { bytes, at }
+    }
+
+    /// A table over `bytes`, whose first byte is at absolute offset `at` of
+    /// the caller's buffer (where [`offset_of`](Self::offset_of) counts
+    /// from); `None` when its length is not a multiple of [`DIGEST_LEN`]
+    /// (`DigestTableLength`). Whether it holds one digest per tensor
+    /// (step 3d) is the block's to say.
+    pub const fn from_bytes(bytes: &'a [u8], at: usize) -> Option<Self> {
+        if bytes.len() % DIGEST_LEN == 0 {
+            Some(Digests { bytes, at })
+        } else {
+            None
+        }
     }
 
     /// The number of digests.
@@ -72,7 +83,7 @@ impl<'a> Digests<'a> {
 /// True for the rules of steps 10 to 12, the ones step 9d comes before: a
 /// parse that fails with one of them passed steps 1 to 9, so its ranges
 /// are well formed and step 9d can still run.
-#[cfg(feature = "sha2")]
+#[cfg_attr(not(feature = "sha2"), allow(dead_code))] // the model-file reader's
 pub(crate) const fn after_step9(rule: Rule) -> bool {
     matches!(
         rule,
@@ -96,19 +107,27 @@ pub(crate) const fn after_step9(rule: Rule) -> bool {
 /// The payload ranges step 9d hashes, from raw descriptors (steps 1 to 9
 /// hold): `(tensor index, payload-relative start, length)` in descriptor
 /// order, ending before the first tensor whose offset is not the greedy one.
-#[cfg(feature = "sha2")]
+#[cfg_attr(not(feature = "sha2"), allow(dead_code))] // the model-file reader's
 pub(crate) fn canonical_ranges(descriptors: &[u8], count: usize) -> impl Iterator<Item = (usize, u64, u64)> + '_ {
     let mut running = 0u64;
     (0..count).map_while(move |i| {
-        let d = descriptors.get(i.checked_mul(128)?..)?;
-        let off = crate::bytes::u64_at(d, AT_BYTE_OFFSET)?;
-        let len = crate::bytes::u64_at(d, AT_BYTE_LENGTH)?;
-        if off != align(running)? {
-            return None;
-        }
+        let (off, len) = run_entry(descriptors, i, running)?;
         running = off.checked_add(len)?;
         Some((i, off, len))
     })
+}
+
+/// Descriptor `i` of `descriptors` (raw, from descriptor 0) as the next
+/// member of the canonical run, whose previous member ends at payload
+/// offset `running` (0 for the first): `(start, length)` when its
+/// `byte_offset` is the greedy one, `None` when the run ends before it.
+/// The caller stops at the tensor count.
+#[cfg_attr(not(feature = "sha2"), allow(dead_code))] // the model-file reader's
+pub(crate) fn run_entry(descriptors: &[u8], i: usize, running: u64) -> Option<(u64, u64)> {
+    let d = descriptors.get(i.checked_mul(128)?..)?;
+    let off = crate::bytes::u64_at(d, AT_BYTE_OFFSET)?;
+    let len = crate::bytes::u64_at(d, AT_BYTE_LENGTH)?;
+    (off == align(running)?).then_some((off, len))
 }
 
 /// SHA-256 of `bytes`.
@@ -141,6 +160,87 @@ pub(crate) fn first_mismatch(
     None
 }
 
+/// The whole-buffer verdict on the block at `block_at` in `buf` (a
+/// `tensors` field: bytes after it are the caller's, as for
+/// [`Parser::parse_at`](crate::Parser::parse_at)) with step 9d against
+/// `table`: the oracle the streaming readers ([`Incremental::digests`],
+/// `source::Options::digests`) agree with in every chunking.
+///
+/// - A fault of steps 1 to 3 (header, caps): that fault.
+/// - Step 3d: a table that does not hold one digest per tensor is
+///   [`Rule::DigestTableCount`] at `block_at`. A model-file reader checks
+///   this itself, at the table's length word, before the block is parsed
+///   (`spec/model-file.md`); here it only keeps a caller's mistake from
+///   passing as a DIGEST fault.
+/// - Any other fault of steps 4 to 9 (including truncation): that fault.
+/// - Otherwise (the block is valid, or fails one of steps 10 and 11):
+///   the first tensor of the canonical run whose payload does not match
+///   its digest, [`Rule::PayloadDigest`] at its first payload byte
+///   (absolute in `buf`); with none, `Parser`'s verdict.
+///
+/// A standalone block adds step 12 after all of these: bytes in `buf` past
+/// [`Directory::end`](crate::Directory::end) are TRAILING (at that end)
+/// when this returns `Ok`.
+///
+/// [`Incremental::digests`]: crate::Incremental::digests
+#[cfg(feature = "sha2")]
+pub fn check_block_digests<'a>(
+    buf: &'a [u8],
+    block_at: usize,
+    parser: crate::Parser<'_>,
+    table: &Digests<'_>,
+) -> crate::Result<crate::Directory<'a>> {
+    use crate::header::{Header, HEADER_LEN};
+    let verdict = parser.parse_at(buf, block_at);
+    if let Err(e) = verdict {
+        if before_step3d(e.rule()) {
+            return Err(e);
+        }
+    }
+    let block = buf.get(block_at..).unwrap_or(&[]);
+    // Steps 1 and 2 passed, so the header parses; should it not, the parse's verdict stands.
+    let Ok(header) = Header::parse(block) else { return verdict };
+    if !table_fits(table.as_bytes(), header.tensor_count) {
+        return Err(crate::Error::new(Rule::DigestTableCount, block_at));
+    }
+    match verdict {
+        Err(e) if !after_step9(e.rule()) => return Err(e),
+        _ => {}
+    }
+    // Steps 1 to 9 hold: the prefix and every range of the run are in `block`.
+    let base = crate::layout::payload_base(header.tensor_count, header.name_bytes).and_then(usize_from);
+    let payload = base.and_then(|b| block.get(b..)).unwrap_or(&[]);
+    let descriptors = block.get(HEADER_LEN..).unwrap_or(&[]);
+    let count = crate::bytes::usize_from_u32(header.tensor_count);
+    let at = block_at.saturating_add(base.unwrap_or(0));
+    match first_mismatch(descriptors, count, payload, at, table) {
+        Some(e) => Err(e),
+        None => verdict,
+    }
+}
+
+/// True when `table` holds one digest per tensor (step 3d).
+#[cfg(feature = "sha2")]
+pub(crate) fn table_fits(table: &[u8], tensor_count: u32) -> bool {
+    u64::from(tensor_count).checked_mul(u64_from(DIGEST_LEN)) == Some(u64_from(table.len()))
+}
+
+/// True for the rules of steps 1 to 3, the ones step 3d comes after.
+#[cfg(feature = "sha2")]
+pub(crate) const fn before_step3d(rule: Rule) -> bool {
+    matches!(
+        rule,
+        Rule::HeaderTruncated
+            | Rule::DirectoryMagic
+            | Rule::DirectoryVersion
+            | Rule::UnknownFlag
+            | Rule::LittleEndianFlagClear
+            | Rule::HeaderReserved
+            | Rule::TensorCountCap
+            | Rule::NameBytesCap
+    )
+}
+
 /// A running SHA-256 over one tensor's payload as its bytes stream past
 /// (the incremental validator, ranged reads, an update written to flash).
 #[cfg(feature = "sha2")]
@@ -166,40 +266,5 @@ impl TensorHasher {
     pub fn matches(&mut self, expected: &[u8; DIGEST_LEN]) -> bool {
         let got: [u8; DIGEST_LEN] = sha2::Digest::finalize_reset(&mut self.state).into();
         got == *expected
-    }
-}
-
-/// The whole-buffer verdict for the block at `block_at` with its digest
-/// table: the parse's verdict on steps 1 to 9, then step 9d, then the
-/// parse's verdict on steps 10 to 12 (`spec/model-file.md`).
-#[cfg(feature = "sha2")]
-pub fn check_block_digests<'a>(
-    buf: &'a [u8],
-    block_at: usize,
-    parser: crate::Parser<'_>,
-    table: &Digests<'_>,
-) -> crate::Result<crate::Directory<'a>> {
-    let verdict = parser.parse_at(buf, block_at);
-    match verdict {
-        Ok(dir) => {
-            let payload = buf.get(dir.payload_start()..).unwrap_or(&[]);
-            let descriptors = dir.block().get(crate::header::HEADER_LEN..).unwrap_or(&[]);
-            match first_mismatch(descriptors, dir.len(), payload, dir.payload_start(), table) {
-                Some(e) => Err(e),
-                None => Ok(dir),
-            }
-        }
-        Err(e) if after_step9(e.rule()) => {
-            // Steps 1 to 9 hold: the header, descriptors and ranges are well formed.
-            let block = buf.get(block_at..).unwrap_or(&[]);
-            let Ok(header) = crate::Header::parse(block) else { return Err(e) };
-            let count = crate::bytes::usize_from_u32(header.tensor_count);
-            let heap_end = 64u64.saturating_add(header.directory_bytes);
-            let base = crate::layout::align(heap_end).and_then(usize_from).unwrap_or(usize::MAX);
-            let payload = block.get(base..).unwrap_or(&[]);
-            let descriptors = block.get(crate::header::HEADER_LEN..).unwrap_or(&[]);
-            Err(first_mismatch(descriptors, count, payload, block_at.saturating_add(base), table).unwrap_or(e))
-        }
-        Err(e) => Err(e),
     }
 }

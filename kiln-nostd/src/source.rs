@@ -377,6 +377,9 @@ pub struct Options<'s> {
     seed: u64,
     embedded: bool,
     coalesce: u64,
+    /// The digest table [`verify`] checks the payloads against.
+    #[cfg(feature = "sha2")]
+    digests: Option<&'s [u8]>,
 }
 
 impl Default for Options<'_> {
@@ -389,7 +392,15 @@ impl<'s> Options<'s> {
     /// A standalone block, default caps, no scratch, reads merged across
     /// up to 256 unneeded bytes.
     pub const fn new() -> Self {
-        Options { limits: Limits::DEFAULT, scratch: None, seed: 0, embedded: false, coalesce: 256 }
+        Options {
+            limits: Limits::DEFAULT,
+            scratch: None,
+            seed: 0,
+            embedded: false,
+            coalesce: 256,
+            #[cfg(feature = "sha2")]
+            digests: None,
+        }
     }
 
     /// Uses these caps.
@@ -424,6 +435,38 @@ impl<'s> Options<'s> {
     /// 0 reads only needed bytes.
     pub const fn coalesce(mut self, bytes: u64) -> Self {
         self.coalesce = bytes;
+        self
+    }
+
+    /// [`verify`] also checks every tensor's payload against its SHA-256
+    /// digest (step 9d of `spec/model-file.md`; `sha2` feature): `table` is
+    /// the digest table's bytes, 32 per tensor in descriptor order, checked
+    /// by the caller to hold one per tensor (a table of another length is
+    /// [`Rule::DigestTableCount`] at offset 0, once the header is read).
+    /// `verify` then reads every payload byte of the canonical run (the
+    /// tensors in descriptor order while each sits at its greedy offset),
+    /// through the same chunk buffer, and its verdict is
+    /// [`digest::check_block_digests`](crate::digest::check_block_digests)'s
+    /// on the whole source (with step 12 after it for a standalone block):
+    /// a mismatch is DIGEST at the tensor's first payload byte, and it wins
+    /// over the gap, element, placement and trailing faults of steps 10 to
+    /// 12. [`open`](Self::open) reads no payload and ignores the table.
+    ///
+    /// ```
+    /// use kiln_nostd::{digest, source::Options, Parser};
+    /// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
+    /// let dir = Parser::new().parse(&block).unwrap();
+    /// let mut table = [0u8; 32]; // one tensor
+    /// table.copy_from_slice(&digest::sha256(dir.get(0).unwrap().bytes()));
+    /// let (mut prefix, mut chunk) = ([0u8; 512], [0u8; 64]);
+    /// assert!(Options::new().digests(&table).verify(&block[..], &mut prefix, &mut chunk).is_ok());
+    /// table[0] ^= 1;
+    /// let err = Options::new().digests(&table).verify(&block[..], &mut prefix, &mut chunk).unwrap_err();
+    /// assert_eq!(err.kiln().map(|e| e.code()), Some(kiln_nostd::ErrorCode::Digest));
+    /// ```
+    #[cfg(feature = "sha2")]
+    pub const fn digests(mut self, table: &'s [u8]) -> Self {
+        self.digests = Some(table);
         self
     }
 

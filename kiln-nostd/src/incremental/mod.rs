@@ -25,6 +25,8 @@
 //! # Ok::<(), kiln_nostd::Error>(())
 //! ```
 
+#[cfg(feature = "sha2")]
+mod digests;
 mod payload;
 mod prefix;
 
@@ -74,8 +76,12 @@ pub struct Summary {
 /// 128 per tensor + the name heap, rounded up to 64; see
 /// [`Incremental::prefix_len`]) and optional name scratch, as for
 /// [`Parser::scratch`](crate::Parser::scratch); its own state is 200 bytes
-/// on a 32-bit microcontroller (256 on a 64-bit host). A chunk costs time in proportion to the tensor boundaries it
-/// crosses and the bool or gap bytes it holds, not to its length.
+/// on a 32-bit microcontroller (256 on a 64-bit host). With the `sha2`
+/// feature it is 352 bytes (424), table or not: the room for step 9d's
+/// SHA-256 state and where the run stands ([`digests`](Self::digests)).
+/// A chunk costs time in proportion to the tensor boundaries it
+/// crosses and the bool or gap bytes it holds, not to its length (with a
+/// digest table, also to the run's bytes it holds: they are hashed).
 ///
 /// A prefix longer than that memory is refused with LIMIT
 /// ([`Rule::PrefixBufferTooSmall`]) once the header is in; [`finish`](Self::finish)
@@ -109,6 +115,9 @@ pub struct Incremental<'m, 's> {
     walk: Option<Walk>,
     /// Step 8c on a prefix still arriving (a block with no padding).
     names: NameWalk,
+    /// Step 9d, with a digest table ([`digests`](Self::digests)).
+    #[cfg(feature = "sha2")]
+    digests: Option<digests::Hashing<'m>>,
 }
 
 /// The header's sizes after steps 1 to 4.
@@ -135,6 +144,8 @@ impl<'m, 's> Incremental<'m, 's> {
             fault: None,
             walk: None,
             names: NameWalk::default(),
+            #[cfg(feature = "sha2")]
+            digests: None,
         }
     }
 
@@ -154,6 +165,41 @@ impl<'m, 's> Incremental<'m, 's> {
     /// Seeds the name hash, as [`Parser::hash_seed`](crate::Parser::hash_seed).
     pub fn hash_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
+        self
+    }
+
+    /// Checks every tensor's payload against its SHA-256 digest (step 9d of
+    /// `spec/model-file.md`; `sha2` feature). `table` is the digest table's
+    /// bytes: 32 per tensor, in descriptor order, which the caller has
+    /// checked to be 32 x `tensor_count` (step 3d, at the table's length
+    /// word: a model-file reader does that before the block starts). Should
+    /// the header arrive with another tensor count, that is the caller's
+    /// error: [`Rule::DigestTableCount`] at offset 0 of the block, as soon
+    /// as the header passed steps 1 to 3.
+    ///
+    /// The tensors of the canonical run (descriptor order, while each
+    /// `byte_offset` is the greedy one) are hashed as their bytes pass, so
+    /// [`next_needed`](Self::next_needed) asks for every byte of them and
+    /// none is skipped. The verdict is
+    /// [`digest::check_block_digests`](crate::digest::check_block_digests)'s
+    /// on the whole block (plus step 12 for a standalone one), and each
+    /// fault still comes with the first chunk after which it is certain:
+    /// - steps 1 to 9 as without a table;
+    /// - [`Rule::PayloadDigest`] (DIGEST, at the tensor's first payload
+    ///   byte) with the chunk that holds the mismatching tensor's last byte
+    ///   (an empty tensor: once the tensor before it in the run is done, or
+    ///   with the prefix's last byte when it is the first);
+    /// - a fault of steps 10 to 12 (gap, bool or packed byte, quantization,
+    ///   placement, `payload_bytes`, trailing bytes) once it is certain
+    ///   without digests *and* every tensor of the run is hashed: until then
+    ///   a DIGEST fault could still win.
+    ///
+    /// [`finish`](Self::finish) reports truncation (EOF) first, as always.
+    /// The hashing state is in the type's memory figure (152 bytes of it on
+    /// a 32-bit target, 168 on a 64-bit host).
+    #[cfg(feature = "sha2")]
+    pub fn digests(mut self, table: &'m [u8]) -> Self {
+        self.digests = Some(digests::Hashing::new(table));
         self
     }
 
@@ -225,6 +271,8 @@ impl<'m, 's> Incremental<'m, 's> {
         let (Some(walk), None) = (&self.walk, &self.fault) else { return false };
         let end = self.fed.saturating_add(len);
         let idle = walk.next >= walk.upto && walk.misplaced.is_none() && end < walk.block_len;
+        #[cfg(feature = "sha2")]
+        let idle = idle && self.hashed();
         if idle {
             self.fed = end;
         }
@@ -237,6 +285,11 @@ impl<'m, 's> Incremental<'m, 's> {
     /// further byte matters, only how many there are.
     pub fn next_needed(&self) -> u64 {
         match (self.walk, self.fault) {
+            #[cfg(feature = "sha2")]
+            (Some(walk), None) if self.digests.is_some() => {
+                let needed = walk.next_needed(&self.descriptors(&walk), self.fed);
+                self.next_needed_hashing(needed, walk.payload_base)
+            }
             (Some(walk), None) => walk.next_needed(&self.descriptors(&walk), self.fed),
             (None, None) => self.fed,
             (_, Some(_)) => u64::MAX,
@@ -296,7 +349,10 @@ impl<'m, 's> Incremental<'m, 's> {
         self.fault = self.check_whole_prefix(sizes, base, block_len).err();
         if let (Some(walk), None) = (self.walk, self.fault) {
             if self.fed >= block_len {
-                self.fault = walk.verdict_at_end().err();
+                let verdict = walk.verdict_at_end().err();
+                #[cfg(feature = "sha2")]
+                let verdict = self.gate(verdict);
+                self.fault = verdict;
             }
         }
     }
@@ -341,6 +397,11 @@ impl<'m, 's> Incremental<'m, 's> {
         if let Err(e) = header::check_start(have) {
             self.fault = Some(e);
         } else if have.len() == HEADER_LEN {
+            #[cfg(feature = "sha2")]
+            if let Err(e) = self.check_table_early(have) {
+                self.fault = Some(e);
+                return used;
+            }
             match Header::parse(have).and_then(|h| Ok((h, h.check_sizes(&self.limits)?))) {
                 Ok((header, heap_end)) => {
                     let ends = header.check_payload(heap_end);
@@ -351,6 +412,18 @@ impl<'m, 's> Incremental<'m, 's> {
             }
         }
         used
+    }
+
+    /// Step 3d on a complete header: after steps 1 to 3, before step 4.
+    #[cfg(feature = "sha2")]
+    fn check_table_early(&self, header: &[u8]) -> Result<()> {
+        let Ok(h) = Header::parse(header) else { return Ok(()) };
+        let caps = h.tensor_count <= self.limits.count_cap && h.name_bytes <= self.limits.byte_cap;
+        if caps {
+            self.check_table(h.tensor_count)
+        } else {
+            Ok(()) // step 3 reports it
+        }
     }
 
     /// The prefix must fit the caller's memory: known once the header is in.
@@ -405,6 +478,17 @@ impl<'m, 's> Incremental<'m, 's> {
             PrefixVerdict::Quant(i, e) => Open { upto: count, tight: 0, misplaced: None, quant: Some((i, e)) },
         };
         let walk = Walk::new(&b.descs, base, block_len, open);
+        #[cfg(feature = "sha2")]
+        if self.digests.is_some() {
+            // Empty tensors at the run's start are judged now; a fault of
+            // steps 10 to 11 that no payload byte can precede waits for the run.
+            self.walk = Some(walk);
+            self.hash_payload(base, Data::Bytes(&[]), 0, 0)?;
+            return match self.gate(walk.certain(0)) {
+                Some(e) => Err(e),
+                None => Ok(()),
+            };
+        }
         // A fault that no payload byte can precede is certain now.
         if let Some(e) = walk.certain(0) {
             return Err(e);
@@ -420,8 +504,32 @@ impl<'m, 's> Incremental<'m, 's> {
         // Payload offsets of the data.
         let from = self.fed.saturating_sub(walk.payload_base);
         let to = from.saturating_add(data.len());
-        let descs = self.descriptors(&walk);
-        let result = walk.scan(&descs, data, from, to).and_then(|()| {
+        // With digests, a held fault of steps 10 to 12 is the walk's verdict: it reads no more.
+        #[cfg(feature = "sha2")]
+        let settled = self.walk_settled();
+        #[cfg(not(feature = "sha2"))]
+        let settled = false;
+        let result = if settled { Ok(()) } else { self.scan_payload(&mut walk, data, from, to) };
+        self.walk = Some(walk);
+        #[cfg(feature = "sha2")]
+        if self.digests.is_some() {
+            // DIGEST first: it wins over any fault of steps 10 to 12.
+            self.fault = match self.hash_payload(walk.payload_base, data, from, to) {
+                Err(e) => Some(e),
+                Ok(()) => self.gate(result.err()),
+            };
+            return data.len();
+        }
+        if let Err(e) = result {
+            self.fault = Some(e);
+        }
+        data.len()
+    }
+
+    /// Steps 10 to 12 on the payload bytes `from..to` (payload offsets) in `data`.
+    fn scan_payload(&self, walk: &mut Walk, data: Data<'_>, from: u64, to: u64) -> Result<()> {
+        let descs = self.descriptors(walk);
+        walk.scan(&descs, data, from, to).and_then(|()| {
             if let Some(e) = walk.certain(to) {
                 return Err(e);
             }
@@ -430,12 +538,7 @@ impl<'m, 's> Incremental<'m, 's> {
                 return fail_at(Rule::TrailingBytes, walk.block_len);
             }
             Ok(())
-        });
-        self.walk = Some(walk);
-        if let Err(e) = result {
-            self.fault = Some(e);
-        }
-        data.len()
+        })
     }
 
     fn descriptors(&self, walk: &Walk) -> Descriptors<'_> {
@@ -473,6 +576,17 @@ impl<'m, 's> Incremental<'m, 's> {
             return Err(e);
         }
         match self.walk {
+            #[cfg(feature = "sha2")]
+            Some(walk) if self.digests.is_some() => {
+                // The block is whole, so the run is hashed: this judges nothing
+                // new (were a byte of the run missing, its tensor would not match).
+                let end = sizes.header.payload_bytes;
+                self.hash_payload(walk.payload_base, Data::Skipped(0), end, end)?;
+                match self.gate(walk.verdict_at_end().err()) {
+                    Some(e) => Err(e),
+                    None => Ok(Summary { header: sizes.header, block_len, payload_base: walk.payload_base }),
+                }
+            }
             Some(walk) => {
                 // A block whose payload is empty never saw a payload chunk.
                 walk.verdict_at_end()?;

@@ -281,7 +281,7 @@ impl<'c> Data<'c> {
 
 /// The part of `chunk` (payload offsets `from..to`) that lies in `lo..hi`,
 /// with its payload offset; `None` when there is none, or it was passed over.
-fn window<'c>(chunk: Data<'c>, from: u64, to: u64, lo: u64, hi: u64) -> Option<(&'c [u8], u64)> {
+pub(super) fn window<'c>(chunk: Data<'c>, from: u64, to: u64, lo: u64, hi: u64) -> Option<(&'c [u8], u64)> {
     let Data::Bytes(chunk) = chunk else { return None };
     let (a, b) = (lo.max(from), hi.min(to));
     if a >= b {

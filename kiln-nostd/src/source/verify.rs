@@ -16,7 +16,9 @@ pub(super) fn run<S: ReadAt>(
     prefix: &mut [u8],
     chunk: &mut [u8],
 ) -> Result<Summary, SourceError<S::Error>> {
-    let Options { limits, scratch, seed, embedded, coalesce } = options;
+    #[cfg(feature = "sha2")]
+    let table = options.digests;
+    let Options { limits, scratch, seed, embedded, coalesce, .. } = options;
     if chunk.is_empty() {
         return Err(SourceError::BufferTooSmall { needed: 1 });
     }
@@ -30,6 +32,10 @@ pub(super) fn run<S: ReadAt>(
     }
     if embedded {
         v = v.embedded();
+    }
+    #[cfg(feature = "sha2")]
+    if let Some(t) = table {
+        v = v.digests(t);
     }
     drive(&mut v, &mut source, chunk, len, coalesce).map_err(SourceError::Read)?;
     match v.finish() {
@@ -56,6 +62,10 @@ fn drive<S: ReadAt>(
     coalesce: u64,
 ) -> Result<(), S::Error> {
     let mut plan = Needed::default();
+    #[cfg(feature = "sha2")]
+    {
+        plan.hashing = v.hashing();
+    }
     loop {
         let pos = v.consumed();
         if pos >= len {
@@ -106,6 +116,12 @@ struct Needed {
     prev_end: u64,
     /// Regions made and not yet passed, in order: a gap, then a tensor's own bytes.
     queue: [Option<(u64, u64)>; 2],
+    /// Step 9d reads every byte of the canonical run: read it in whole chunks.
+    #[cfg(feature = "sha2")]
+    hashing: bool,
+    /// With `hashing`: the payload offset where the run ends, once known.
+    #[cfg(feature = "sha2")]
+    run_end: Option<u64>,
 }
 
 impl Needed {
@@ -116,7 +132,15 @@ impl Needed {
             (Some(dir), _) => {
                 let base = u64_from(dir.payload_start());
                 let q = pos.saturating_sub(base);
-                let end = self.payload_end(&dir, q, chunk, coalesce).map_or(limit, |e| base.saturating_add(e));
+                #[cfg(feature = "sha2")]
+                let whole = self.hashing && q < self.run_end(&dir);
+                #[cfg(not(feature = "sha2"))]
+                let whole = false;
+                let end = if whole {
+                    limit
+                } else {
+                    self.payload_end(&dir, q, chunk, coalesce).map_or(limit, |e| base.saturating_add(e))
+                };
                 // Never past the block (an embedded block's source goes on).
                 end.min(base.saturating_add(dir.header().payload_bytes))
             }
@@ -129,6 +153,22 @@ impl Needed {
         } else {
             limit
         }
+    }
+
+    /// Where the canonical run ends (payload offset): the end of the last
+    /// tensor, in descriptor order, whose offset is the greedy one.
+    #[cfg(feature = "sha2")]
+    fn run_end(&mut self, dir: &Directory<'_>) -> u64 {
+        *self.run_end.get_or_insert_with(|| {
+            let mut running = 0u64;
+            for t in dir.iter() {
+                if Some(t.byte_offset()) != layout::align(running) {
+                    break;
+                }
+                running = t.byte_offset().saturating_add(t.descriptor().byte_length);
+            }
+            running
+        })
     }
 
     /// The payload offset where a read from payload offset `q` ends: the

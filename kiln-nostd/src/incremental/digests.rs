@@ -1,0 +1,168 @@
+//! Step 9d on a stream (`sha2` feature): each tensor of the canonical run
+//! is hashed as its bytes pass, and compared with its digest once its last
+//! byte is in (an empty tensor: once the tensor before it in the run is
+//! done, or at the payload's start).
+//!
+//! A mismatch is the verdict at once: steps 1 to 9 passed before the
+//! payload began, and DIGEST wins over steps 10 to 12. A fault of steps 10
+//! to 12 that the payload walk finds certain is *held* until every tensor
+//! of the run is hashed (a DIGEST fault in a later tensor would win), then
+//! reported, in the chunk that completes the run.
+
+use super::payload::{window, Data};
+use super::Incremental;
+use crate::bytes::usize_from_u32;
+use crate::digest::{run_entry, Digests, TensorHasher};
+use crate::error::{fail_at, Error, Result, Rule};
+use crate::header::HEADER_LEN;
+
+/// Where step 9d stands: 152 bytes on a 32-bit target (168 on a 64-bit
+/// host) as `Option<Hashing>`, most of it the SHA-256 state.
+#[derive(Clone, Debug)]
+pub(super) struct Hashing<'t> {
+    table: Digests<'t>,
+    hasher: TensorHasher,
+    /// The next tensor of the run (descriptor index): in its bytes, or
+    /// before them. Meaningless once `done`.
+    next: usize,
+    /// Payload offset where the previous tensor of the run ends (0 before the first).
+    running: u64,
+    /// Every tensor of the run is hashed and matched.
+    done: bool,
+    /// A fault of steps 10 to 12, certain as far as those steps go, waiting for the run.
+    pub(super) held: Option<Error>,
+}
+
+impl<'t> Hashing<'t> {
+    pub(super) fn new(table: &'t [u8]) -> Self {
+        Hashing {
+            table: Digests::new(table, 0),
+            hasher: TensorHasher::new(),
+            next: 0,
+            running: 0,
+            done: false,
+            held: None,
+        }
+    }
+
+    /// True when the table holds one digest per tensor (step 3d).
+    pub(super) fn fits(&self, tensor_count: u32) -> bool {
+        crate::digest::table_fits(self.table.as_bytes(), tensor_count)
+    }
+
+    /// Hashes the payload bytes `from..to` (payload offsets) in `data` and
+    /// judges every tensor of the run they complete; `base` is the payload's
+    /// block offset (for the error). `data` never passes over a byte of the
+    /// run: [`Incremental::next_needed`] asks for all of them.
+    fn advance(
+        &mut self,
+        descriptors: &[u8],
+        count: usize,
+        base: u64,
+        data: Data<'_>,
+        from: u64,
+        to: u64,
+    ) -> Result<()> {
+        while !self.done {
+            let entry = if self.next < count { run_entry(descriptors, self.next, self.running) } else { None };
+            let Some((start, len)) = entry else {
+                self.done = true;
+                break;
+            };
+            // Steps 1 to 9 hold: the range does not overflow (it never saturates).
+            let end = start.saturating_add(len);
+            if let Some((bytes, _)) = window(data, from, to, start, end) {
+                self.hasher.update(bytes);
+            }
+            if len != 0 && to < end {
+                return Ok(()); // its last byte is still to come
+            }
+            let digest = self.table.get(self.next);
+            // The table holds one digest per tensor (step 3d, checked with the header).
+            if !digest.is_some_and(|d| self.hasher.matches(d)) {
+                return fail_at(Rule::PayloadDigest, base.saturating_add(start));
+            }
+            self.running = end;
+            self.next = self.next.saturating_add(1);
+        }
+        Ok(())
+    }
+
+    /// The block offset of the next byte the run needs at or after `fed`,
+    /// or `u64::MAX` once it is done.
+    fn next_needed(&self, descriptors: &[u8], count: usize, base: u64, fed: u64) -> u64 {
+        if self.done || self.next >= count {
+            return u64::MAX;
+        }
+        // `next` is a nonempty tensor of the run not yet complete (`advance`
+        // judges empty ones as soon as they are next): its bytes from its start.
+        let start = run_entry(descriptors, self.next, self.running).map_or(0, |(s, _)| s);
+        fed.max(base.saturating_add(start))
+    }
+}
+
+impl Incremental<'_, '_> {
+    /// The descriptors (raw, from descriptor 0) and the tensor count, for step 9d.
+    fn run_parts(&self) -> (&[u8], usize) {
+        let count = self.sizes.map_or(0, |s| usize_from_u32(s.header.tensor_count));
+        // The descriptors are in prefix memory once the walk exists.
+        (self.prefix.get(HEADER_LEN..).unwrap_or(&[]), count)
+    }
+
+    /// Step 3d once the header passed steps 1 to 3: a table of another
+    /// length is the caller's error, at the block's first byte.
+    pub(super) fn check_table(&self, tensor_count: u32) -> Result<()> {
+        match &self.digests {
+            Some(h) if !h.fits(tensor_count) => fail_at(Rule::DigestTableCount, 0),
+            _ => Ok(()),
+        }
+    }
+
+    /// Step 9d over the payload bytes `from..to` in `data` (see [`Hashing::advance`]).
+    pub(super) fn hash_payload(&mut self, base: u64, data: Data<'_>, from: u64, to: u64) -> Result<()> {
+        let Incremental { prefix, sizes, digests, .. } = self;
+        let Some(h) = digests.as_mut() else { return Ok(()) };
+        let count = sizes.map_or(0, |s| usize_from_u32(s.header.tensor_count));
+        // The descriptors are in prefix memory once the walk exists.
+        h.advance(prefix.get(HEADER_LEN..).unwrap_or(&[]), count, base, data, from, to)
+    }
+
+    /// What a fault of steps 10 to 12 (`fault`, certain as far as those
+    /// steps go) makes certain now: with digests, it is held until the run
+    /// is hashed, and the first one held is the one reported.
+    pub(super) fn gate(&mut self, fault: Option<Error>) -> Option<Error> {
+        let Some(h) = self.digests.as_mut() else { return fault };
+        if let Some(e) = fault {
+            h.held.get_or_insert(e);
+        }
+        if h.done {
+            h.held
+        } else {
+            None
+        }
+    }
+
+    /// True when payloads are checked against a digest table.
+    pub(crate) fn hashing(&self) -> bool {
+        self.digests.is_some()
+    }
+
+    /// True unless the run still has bytes to hash.
+    pub(super) fn hashed(&self) -> bool {
+        self.digests.as_ref().is_none_or(|h| h.done)
+    }
+
+    /// A fault of steps 10 to 12 is held: the payload walk has its verdict.
+    pub(super) fn walk_settled(&self) -> bool {
+        self.digests.as_ref().is_some_and(|h| h.held.is_some())
+    }
+
+    /// [`Incremental::next_needed`] with digests: the bytes the walk reads
+    /// (none once its verdict is held) and every byte of the run.
+    pub(super) fn next_needed_hashing(&self, walk_needed: u64, base: u64) -> u64 {
+        let Some(h) = &self.digests else { return walk_needed };
+        let walk_needed = if h.held.is_some() { u64::MAX } else { walk_needed };
+        let (descriptors, count) = self.run_parts();
+        walk_needed.min(h.next_needed(descriptors, count, base, self.fed))
+    }
+}
