@@ -232,7 +232,7 @@ export class Check {
    *                memory is only reserved when they can hold it; a shorter
    *                file is EOF anyway)
    */
-  constructor(info, limits, known, { reuse = false, start = 0 } = {}) {
+  constructor(info, limits, known, { reuse = false, start = 0, digests = null } = {}) {
     assertReady();
     const want = info.prefix < 0 ? 64 : info.prefix;
     const mem = want <= known - start ? want : 64;
@@ -249,6 +249,13 @@ export class Check {
       this.v = new Validator(mem, info.count, limits.countCap, limits.byteCap);
     }
     if (start !== 0) this.v.at(start);
+    // Step 9d as the bytes go past (the core's Incremental::digests): every
+    // payload byte of the canonical run is then needed, and copied in.
+    if (digests !== null && !this.v.set_digests(digests)) {
+      this.v.free();
+      this.v = null;
+      throw new KilnError('LIMIT', 0, 'WasmMemory', 'wasm memory cannot hold the digest table');
+    }
     this.ptr = this.v.window_ptr();
     this.wlen = this.v.window_len();
     this.win = null;
@@ -395,16 +402,24 @@ export class Check {
   }
 }
 
+/** The digest table of a model file whose head is `h` (readHead), from `bytes` (the file from byte 0), or null. */
+export function digestTable(h, bytes) {
+  return h.digests ? bytes.subarray(h.digests.at, h.digests.at + h.digests.length) : null;
+}
+
 /**
  * Checks a whole file held in memory, a plain directory or a model file (by
  * content, as kiln_nostd::model::parse_any): {table, head} (head from
- * readHead), or throws a KilnError.
+ * readHead), or throws a KilnError. With `verify`, a digests or shard
+ * record's payloads are hashed and compared with its digests too (step 9d,
+ * the core's verdict: kiln_nostd::model::Model::parse_verified).
  */
-export function checkWhole(input, limits) {
+export function checkWhole(input, limits, verify = false) {
   const h = readHeadWhole(input, limits);
   if (h.kind === 'manifest') throw manifestError();
   const total = input.length;
-  const c = new Check(headerInfo(input.subarray(h.start), limits), limits, total, { reuse: true, start: h.start });
+  const digests = verify ? digestTable(h, input) : null;
+  const c = new Check(headerInfo(input.subarray(h.start), limits), limits, total, { reuse: digests === null, start: h.start, digests });
   try {
     if (!c.pump(input, 0, total)) c.count(total);
     return { table: c.finish(), head: h };

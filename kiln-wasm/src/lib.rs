@@ -147,6 +147,12 @@ impl Validator {
         self.session.at(u64_of_f64(start));
     }
 
+    /// Checks the payload against a digest table too (step 9d; see
+    /// [`Session::digests`]): before the first byte. False when refused.
+    pub fn set_digests(&mut self, table: &[u8]) -> bool {
+        self.session.digests(table)
+    }
+
     /// Address of the window in wasm memory (JavaScript copies bytes there).
     pub fn window_ptr(&self) -> u32 {
         addr(self.window.as_ptr())

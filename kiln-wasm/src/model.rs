@@ -1,20 +1,21 @@
 //! Model files (`spec/model-file.md`) for JavaScript: the frame and the
-//! metadata, checked by the core, before the tensor block.
+//! fields before the tensor block, checked by the core.
 //!
-//! A model file is the 16-byte frame of [`MODEL_HASH`], a `dict<str,str>`
-//! of metadata, then one directory block and nothing after it. The core's
+//! A model file is a 16-byte frame naming one of three record types (the
+//! core's [`Kind`]: plain, digests, shard), a `dict<str,str>` of metadata,
+//! for a shard record its `shard` field, for digests and shard records a
+//! digest table, then one directory block and nothing after it. The core's
 //! [`Model::parse`](kiln_nostd::model::Model::parse) checks it in one slice;
 //! the package never holds the payload in wasm memory, so it splits the same
 //! checks in two, in the same order:
 //!
 //! 1. [`HeadCore::check`] on the file's first bytes (as many as JavaScript
-//!    has): [`is_model_file`] decides the kind by content, exactly as
-//!    [`parse_any`](kiln_nostd::model::parse_any) does; for a model file,
-//!    [`check_frame`] checks the frame and [`Reader`] the metadata, a
-//!    `dict<str,str>` value starting at byte 16. A dict that ends before the
-//!    bytes given do is reported by the reader as TRAILING at its end: that
-//!    is where the block starts. A dict cut short by the bytes given (an EOF
-//!    rule while the file has more bytes) asks for more ([`Head::Need`]),
+//!    has): [`Kind::of`] decides the kind by content, exactly as
+//!    [`parse_any`](kiln_nostd::model::parse_any) does (a manifest is
+//!    reported as such: [`Head::Manifest`]); for a model file, the core's
+//!    [`block_start`] checks the frame and every field before the block,
+//!    step 3d included (for which the block's header must be at hand). An
+//!    EOF rule while the file has more bytes asks for more ([`Head::Need`]),
 //!    with the length the words read so far call for.
 //! 2. The block is then checked by a [`Session`](crate::validator::Session)
 //!    whose offsets start there: a standalone block checked at offset `s` is
@@ -125,9 +126,9 @@ impl HeadCore {
             }
             Err(e) => return self.fail(ErrorInfo::from(e)),
         };
-        // Step 3d compares the table with the block's tensor count: its header must be at hand.
+        // Step 3d compares a digest table with the block's tensor count: its header must be at hand.
         let header_end = block.saturating_add(64);
-        if !whole && have < header_end {
+        if kind != Kind::Plain && !whole && have < header_end {
             return Head::Need(header_end.min(total));
         }
         self.read_fields(bytes, kind, block, limits)
