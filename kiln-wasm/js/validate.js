@@ -25,7 +25,7 @@ export class KilnError extends Error {
     super(`${code} at byte ${offset}${inTypeText ? ' of the type text' : ''}: ${description}`);
     Object.defineProperty(this, BRAND, { value: true });
     this.name = 'KilnError';
-    /** "FRAME" | "LIMIT" | "EOF" | "TYPE" | "UTF8" | "TRAILING" | "SCHEMA" */
+    /** "FRAME" | "LIMIT" | "EOF" | "TYPE" | "UTF8" | "TRAILING" | "SCHEMA" | "DIGEST" | "SHARD" | "PATH" */
     this.code = code;
     /** Absolute byte offset in the caller's buffer (or the file). */
     this.offset = offset;
