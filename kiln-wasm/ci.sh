@@ -12,6 +12,7 @@
 #                                      toolchain of js/README.md's Bundlers section built and run in headless
 #                                      Chromium: vite 5 and latest (build, dev server), esbuild ESM/IIFE,
 #                                      webpack 5, rollup, module workers, kiln-wasm/slim)
+#   3b. node kiln-wasm/bench/sharded.mjs --quick (openRemote of a 5,000-tensor sharded model: the smoke size)
 #   4. web-demo/ci.sh                 (the demo in headless Chromium, screenshots, the 390 px layout)
 #   5. with --bench: the Node and Chromium benchmarks (64 MiB quick mode with --quick-bench)
 # Warm machine: 1.5 to 2 minutes (the toolchain matrix about 35 s of it). Usage: kiln-wasm/ci.sh [--bench | --quick-bench]
@@ -48,6 +49,9 @@ export CHROMIUM="${CHROMIUM:-$(command -v chromium)}"
 
 echo "== node --test kiln-wasm/test/"
 node --test kiln-wasm/test/
+
+echo "== node kiln-wasm/bench/sharded.mjs --quick"
+node "$HERE/bench/sharded.mjs" --quick >/dev/null
 
 echo "== web-demo/ci.sh"
 "$ROOT/web-demo/ci.sh"

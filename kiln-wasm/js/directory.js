@@ -56,6 +56,17 @@ function decode(bytes) {
   return decoder.decode(shared ? bytes.slice() : bytes);
 }
 
+/**
+ * Copies the payload offset of row `from` of table `src` into row `to` of
+ * table `dst` (a sharded model's tensor, once its shard's directory is read).
+ */
+export function copyOffset(dst, to, src, from) {
+  const a = META + to * SLOTS + OFFSET;
+  const b = META + from * SLOTS + OFFSET;
+  dst[a] = src[b];
+  dst[a + 1] = src[b + 1];
+}
+
 /** Passed by the package's own modules: Directory and Tensor are not built by users. */
 export const INTERNAL = Symbol('kiln-wasm internal');
 
@@ -263,9 +274,15 @@ export class Tensor {
     return u64(this._d._t, this._o + COUNT);
   }
 
-  /** Absolute offset of the payload in the input (exact below 2^53). */
+  /**
+   * Absolute offset of the payload in the input (exact below 2^53). A tensor
+   * of a sharded model (openRemote on a manifest): the offset in its shard's
+   * file, -1 until that shard's directory has been read (its first load).
+   */
   get byteOffset() {
-    return u64(this._d._t, this._o + OFFSET);
+    const t = this._d._t;
+    if (t[this._o + OFFSET] === NONE && t[this._o + OFFSET + 1] === NONE) return -1;
+    return u64(t, this._o + OFFSET);
   }
 
   get byteLength() {

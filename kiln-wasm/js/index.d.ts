@@ -1,7 +1,7 @@
 // Types of the kiln-wasm package (index.d.cts is the same file for `require`).
 
 /** The spec's error codes. */
-export type KilnErrorCode = 'FRAME' | 'LIMIT' | 'EOF' | 'TYPE' | 'UTF8' | 'TRAILING' | 'SCHEMA';
+export type KilnErrorCode = 'FRAME' | 'LIMIT' | 'EOF' | 'TYPE' | 'UTF8' | 'TRAILING' | 'SCHEMA' | 'DIGEST' | 'SHARD' | 'PATH';
 
 /**
  * A rejected input. `message` is "CODE at byte N: description". Thrown by the package, never built by
@@ -25,6 +25,10 @@ export declare class KilnError extends Error {
    * of that text and `message` reads "TYPE at byte N of the type text: ..."); false for faults in the input.
    */
   readonly inTypeText: boolean;
+  /** A fault in a shard of a sharded model: the shard's file name (then `offset` is a byte of that file); else undefined. */
+  readonly file: string | undefined;
+  /** A fault in a shard: its 1-based position in the manifest; else undefined. */
+  readonly shard: number | undefined;
 }
 
 /** The spec's default cap on tensor_count and name_bytes: 16,777,216. */
@@ -194,6 +198,22 @@ export interface Model {
   readonly tensors: Directory;
   /** False when the input was a plain directory (which opens too). */
   readonly isModelFile: boolean;
+  /** The record type: 'plain' (no digests), 'digests', 'shard'; null for a plain directory. */
+  readonly kind: 'plain' | 'digests' | 'shard' | null;
+  /** True for a digests or shard record (one SHA-256 per tensor before the block). */
+  readonly hasDigests: boolean;
+  /** True when the digests were compared (`verify: true` on a record that has them). */
+  readonly verified: boolean;
+  /** A shard record's model id (hex SHA-256 of its manifest's tensor table) and 1-based position, else null. */
+  readonly shard: { readonly model: string; readonly index: number; readonly count: number } | null;
+}
+
+export interface ModelOptions extends ParseOptions {
+  /**
+   * Compare every tensor's payload with its digest (step 9d; DIGEST at the tensor's first byte). Off by
+   * default: parseModel is a view over your buffer and otherwise reads (almost) no payload byte.
+   */
+  verify?: boolean;
 }
 
 /**
@@ -201,9 +221,9 @@ export interface Model {
  * string metadata, the tensor directory; what `kiln convert` writes) with the Rust core and returns its
  * metadata and tensors. A plain directory opens too (empty metadata). Throws KilnError.
  */
-export function parseModel(bytes: Uint8Array | ArrayBuffer | ArrayBufferView, options?: ParseOptions): Model;
+export function parseModel(bytes: Uint8Array | ArrayBuffer | ArrayBufferView, options?: ModelOptions): Model;
 
-/** True when `bytes` starts like a model file (KLN0 and the model record's schema hash); nothing else is checked. */
+/** True when `bytes` starts like a model file (KLN0 and the plain, digests or shard record's schema hash; a manifest is not one); nothing else is checked. */
 export function isModelFile(bytes: Uint8Array | ArrayBuffer | ArrayBufferView): boolean;
 
 /** What `init({ wasm })` accepts: where the .wasm is, its bytes, or the compiled module. */
@@ -229,6 +249,8 @@ export interface LoaderOptions extends ParseOptions {
   /** Called once the directory has arrived, before the payload. Its tensors' payload accessors throw until end(). */
   onDirectory?: (dir: Directory) => void;
   onProgress?: (received: number, total: number | null) => void;
+  /** Hash a digests or shard record's payloads as they stream past and compare them with its digests (default true). */
+  verifyDigests?: boolean;
 }
 
 /**
@@ -288,8 +310,10 @@ export declare class RemoteDirectory extends Directory {
   readonly requests: number;
   /** Bytes fetched so far (response bodies). */
   readonly bytesFetched: number;
+  /** False: one file. */
+  readonly sharded: false;
   isLoaded(nameOrIndex: string | number): boolean;
-  /** Fetches one tensor's payload (and its scale/outer tensors) with the gap before it, checks it, returns it. */
+  /** Fetches one tensor's payload (and its scale/outer tensors) with the gap before it, checks it (its digest too, for a record with digests), returns it. */
   load(nameOrIndex: string | number): Promise<AnyTensor>;
 }
 
@@ -300,7 +324,46 @@ export declare class RemoteDirectory extends Directory {
  * server that ignores Range answers 200: its body is cancelled, not downloaded), or a 206 whose
  * Content-Range cannot be read (a cross-origin server must send `Access-Control-Expose-Headers: Content-Range`).
  */
-export function openRemote(url: string | URL, options?: RemoteOptions): Promise<RemoteDirectory>;
+export function openRemote(url: string | URL, options?: RemoteOptions): Promise<RemoteDirectory | RemoteModel>;
+
+/** A shard file of a sharded model. */
+export interface ShardInfo {
+  /** 1-based position in the manifest. */
+  readonly index: number;
+  /** Its file name (a plain name in the manifest's folder). */
+  readonly name: string;
+  /** Its length in bytes, from the manifest. */
+  readonly length: number;
+  /** `new URL(name, manifestUrl)`: same origin, same folder. */
+  readonly url: string;
+}
+
+/**
+ * A sharded model read with HTTP Range requests (openRemote on a manifest): every tensor listed from the
+ * manifest alone (checked by the core, M1 to M5); a shard's directory prefix is fetched and held against the
+ * manifest (length, model id, position, count, tensors, digests, prefix digest) the first time one of its
+ * tensors is loaded, and each loaded tensor's digest is checked. A fault in a shard is a KilnError whose
+ * `file` names the shard. A tensor's `byteOffset` is its offset in its shard's file (-1 until that shard is
+ * opened).
+ */
+export declare class RemoteModel extends Directory {
+  private constructor();
+  /** The manifest's URL. */
+  readonly url: string;
+  /** The manifest's size in bytes. */
+  readonly size: number;
+  readonly shards: readonly ShardInfo[];
+  /** HTTP requests made so far (manifest and shards). */
+  readonly requests: number;
+  /** Bytes fetched so far (response bodies). */
+  readonly bytesFetched: number;
+  readonly sharded: true;
+  /** The shard that holds a tensor. */
+  shardOf(nameOrIndex: string | number): ShardInfo;
+  isLoaded(nameOrIndex: string | number): boolean;
+  /** Opens the tensor's shard if needed, fetches the tensor (and its scale/outer tensors), checks it, returns it. */
+  load(nameOrIndex: string | number): Promise<AnyTensor>;
+}
 
 /**
  * One tensor of a remote file: openRemote, then that payload with the gap before it. At most three requests

@@ -9,14 +9,17 @@ import { assertReady } from './ready.js';
 
 export { DEFAULT_CAP, KilnError, Directory, Tensor, dequantize };
 export { DirectoryLoader, loadDirectory } from './loader.js';
-export { RemoteDirectory, openRemote, loadTensor } from './remote.js';
+export { RemoteDirectory, RemoteModel, openRemote, loadTensor } from './remote.js';
 export * from './frozen.js';
 
 function open(bytes, options, fn) {
   const input = asBytes(bytes, fn);
-  const { table, head } = checkWhole(input, limitsOf(options));
-  return new Directory(INTERNAL, table, input, { metadata: head.metadata });
+  const { table, head } = checkWhole(input, limitsOf(options), options.verify === true);
+  const dir = new Directory(INTERNAL, table, input, { metadata: head.metadata });
+  return { dir, head, input };
 }
+
+const hex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
 
 /**
  * Checks a Kiln file and returns its Directory, whose tensors are views over
@@ -29,28 +32,50 @@ function open(bytes, options, fn) {
  * @param {{countCap?: number, byteCap?: number}} [options]
  */
 export function parseDirectory(bytes, options = {}) {
-  return open(bytes, options, 'parseDirectory');
+  return open(bytes, options, 'parseDirectory').dir;
 }
 
 /**
- * Checks a model file (spec/model-file.md: the frame, string metadata, the
- * tensor directory) and returns {metadata, tensors, isModelFile}: the
- * metadata as a Map (the alignment padding key `kiln.convert.pad` is not
- * shown), the tensors as a Directory over `bytes`' own ArrayBuffer. A plain
- * directory opens too, with empty metadata and isModelFile false. The core
- * checks everything (kiln_nostd::model); throws a KilnError.
+ * Checks a model file (spec/model-file.md: the frame, string metadata, for
+ * a digests record a SHA-256 per tensor, for a shard record its model and
+ * position, then the tensor directory) and returns {metadata, tensors,
+ * isModelFile, kind, hasDigests, verified, shard}: the metadata as a Map (the
+ * alignment padding key `kiln.convert.pad` is not shown), the tensors as a
+ * Directory over `bytes`' own ArrayBuffer, kind 'plain' | 'digests' |
+ * 'shard' (null for a plain directory), shard {model (hex model id), index,
+ * count} for a shard record (a shard given alone says which model and
+ * position it is), else null. A plain directory opens too, with empty
+ * metadata and isModelFile false. The core checks everything
+ * (kiln_nostd::model); throws a KilnError.
+ *
+ * Digests (step 9d) are compared only with `{ verify: true }`: this is a
+ * view over your buffer, and without it no payload byte is read (the other
+ * rules read a few). With it, every payload byte goes through wasm memory
+ * (64 KiB at a time) and a mismatch is DIGEST at the tensor's first byte;
+ * `verified` says whether digests were compared (false for a plain record).
  * @param {Uint8Array | ArrayBuffer | ArrayBufferView} bytes
- * @param {{countCap?: number, byteCap?: number}} [options]
+ * @param {{countCap?: number, byteCap?: number, verify?: boolean}} [options]
  */
 export function parseModel(bytes, options = {}) {
-  const tensors = open(bytes, options, 'parseModel');
+  const { dir: tensors, head, input } = open(bytes, options, 'parseModel');
   const isModelFile = tensors.metadata !== null;
-  return Object.freeze({ metadata: tensors.metadata ?? new Map(), tensors, isModelFile });
+  const s = head.shard;
+  const shard = s ? Object.freeze({ model: hex(input.subarray(s.modelAt, s.modelAt + 32)), index: s.index, count: s.count }) : null;
+  const hasDigests = head.digests !== null;
+  return Object.freeze({
+    metadata: tensors.metadata ?? new Map(),
+    tensors,
+    isModelFile,
+    kind: head.record,
+    hasDigests,
+    verified: hasDigests && options.verify === true,
+    shard,
+  });
 }
 
 /**
- * True when `bytes` starts like a model file (the KLN0 frame with the model
- * record's schema hash): how every reader tells one from a plain directory.
+ * True when `bytes` starts like a model file (the KLN0 frame with the schema
+ * hash of the plain, digests or shard record; a manifest is not one): how every reader tells one from a plain directory.
  * Nothing else is checked. Needs the first 16 bytes.
  * @param {Uint8Array | ArrayBuffer | ArrayBufferView} bytes
  */

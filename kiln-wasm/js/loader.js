@@ -1,6 +1,6 @@
 // Progressive loading: a block arriving in chunks (fetch, File.stream()).
 
-import { Check, KilnError, checkWhole, headerInfo, limitsOf, readHead } from './validate.js';
+import { Check, KilnError, checkWhole, digestTable, headerInfo, limitsOf, manifestError, readHead } from './validate.js';
 import { Directory, INTERNAL } from './directory.js';
 
 function toBytes(chunk) {
@@ -61,19 +61,24 @@ const BYOB_FIRST = 65536;
  *
  * A fault is thrown by the first push after which the verdict is certain (no
  * byte still to come could hold a fault the spec orders first), so a damaged
- * download can be cancelled. It is the verdict for the
+ * download can be cancelled. A digests or shard record's payloads are
+ * hashed as they stream past and compared with its digests (step 9d, the
+ * core's Incremental::digests): a mismatch is DIGEST, thrown by the push
+ * that holds the tensor's last byte. Pass `verifyDigests: false` to skip
+ * the hashing (the payload then mostly stays out of wasm memory). It is the verdict for the
  * block as declared; had the stream also been cut short, a whole-buffer
  * parse would have said EOF instead (pass `totalLength` when the size is
  * known, e.g. File.size or Content-Length, and that case is exact too).
  */
 export class DirectoryLoader {
   /**
-   * @param {{countCap?: number, byteCap?: number, totalLength?: number,
+   * @param {{countCap?: number, byteCap?: number, totalLength?: number, verifyDigests?: boolean,
    *          onDirectory?: (dir: Directory) => void,
    *          onProgress?: (received: number, total: number | null) => void}} options
    */
   constructor(options = {}) {
     this._limits = limitsOf(options);
+    this._verify = options.verifyDigests !== false;
     this._hint = Number.isFinite(options.totalLength) ? options.totalLength : null;
     this._onDirectory = options.onDirectory ?? null;
     this._onProgress = options.onProgress ?? null;
@@ -145,7 +150,7 @@ export class DirectoryLoader {
         // The stream ended before the directory was complete: check what came.
         const bytes = concat(this._chunks, this._received);
         this._chunks = [];
-        const { table, head } = checkWhole(bytes, this._limits);
+        const { table, head } = checkWhole(bytes, this._limits, this._verify);
         this._result = new Directory(INTERNAL, table, bytes, { metadata: head.metadata });
       } else {
         let table;
@@ -245,6 +250,7 @@ export class DirectoryLoader {
       this._headNeed = Math.max(h.need, this._received + Math.ceil(this._received / 8));
       return false;
     }
+    if (h.kind === 'manifest') throw manifestError();
     this._head = h;
     this._start = h.start;
     return true;
@@ -265,7 +271,8 @@ export class DirectoryLoader {
     if (this._received < this._need) return;
     const joined = concat(this._chunks, this._received);
     this._chunks = [];
-    const c = (this._check = new Check(this._info, this._limits, this._need, { start: s }));
+    const digests = this._verify ? digestTable(this._head, joined) : null;
+    const c = (this._check = new Check(this._info, this._limits, this._need, { start: s, digests }));
     if (!c.pump(joined, 0, this._need)) this._reject();
     const table = c.table();
     const pending = 'the payload has not arrived yet: await loader.end()';

@@ -1,7 +1,8 @@
 // Range-request loading: the directory of a remote file, then single tensors.
 
-import { Check, HEAD_WINDOW, KilnError, headerInfo, limitsOf, readHead } from './validate.js';
-import { Directory, INTERNAL } from './directory.js';
+import { ManifestReader } from './wasm/kiln_wasm.js';
+import { Check, HEAD_WINDOW, KilnError, checkDigest, headerInfo, inShard, limitsOf, readHead } from './validate.js';
+import { Directory, INTERNAL, copyOffset } from './directory.js';
 
 function parseContentRange(value) {
   const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(value ?? '');
@@ -56,7 +57,7 @@ async function rangeGet(ctx, start, end, out = null, at = 0) {
   }
   try {
     const r = await ctx.fetch(ctx.url, { headers: { ...ctx.headers, Range: `bytes=${start}-${end}` }, signal: ac.signal });
-    ctx.requests += 1;
+    ctx.stats.requests += 1;
     if (r.status === 206) {
       const raw = r.headers.get('content-range');
       if (raw === null) {
@@ -74,7 +75,7 @@ async function rangeGet(ctx, start, end, out = null, at = 0) {
       const len = cr.end - cr.start + 1;
       const bytes = out ?? new Uint8Array(len);
       await readInto(r, bytes, at, len, what);
-      ctx.bytesFetched += len;
+      ctx.stats.bytesFetched += len;
       return { bytes: out ? bytes.subarray(at, at + len) : bytes, total: cr.total };
     }
     if (r.status === 416) {
@@ -90,7 +91,9 @@ async function rangeGet(ctx, start, end, out = null, at = 0) {
           'requests; loadDirectory(url) streams a whole file instead',
       );
     }
-    throw new Error(`${what}: HTTP ${r.status} ${r.statusText}`);
+    const e = new Error(`${what}: HTTP ${r.status} ${r.statusText}`);
+    e.status = r.status;
+    throw e;
   } finally {
     outer?.removeEventListener('abort', forward);
   }
@@ -125,16 +128,22 @@ export class RemoteDirectory extends Directory {
     this._limits = info.limits;
     this._start = info.start; // where the block starts in the file
     this._known = []; // [{at, bytes}]: fetched ranges (gap + payload), for the check
+    this._digestsAt = info.digests ? info.digests.at : -1; // the digest table in `prefix` (digests and shard records)
   }
 
   /** HTTP requests made so far. */
   get requests() {
-    return this._ctx.requests;
+    return this._ctx.stats.requests;
   }
 
   /** Bytes fetched so far (response bodies). */
   get bytesFetched() {
-    return this._ctx.bytesFetched;
+    return this._ctx.stats.bytesFetched;
+  }
+
+  /** False: one file (a sharded model opens as a RemoteModel). */
+  get sharded() {
+    return false;
   }
 
   /** True when tensor `nameOrIndex`'s payload has been fetched. */
@@ -150,6 +159,14 @@ export class RemoteDirectory extends Directory {
     const want = [...new Set([t, q?.scale, q?.outer])].filter((x) => x && !this._segments.has(x.index));
     if (want.length === 0) return t;
     const fetched = await Promise.all(want.map((x) => this._fetch(x)));
+    // Step 9d for the tensors fetched (the file's own digests), in descriptor
+    // order: DIGEST comes before the payload rules of steps 10 to 12.
+    if (this._digestsAt >= 0) {
+      for (const f of [...fetched].sort((a, b) => a.index - b.index)) {
+        const at = this._digestsAt + 32 * f.index;
+        checkDigest(f.payload, this._bytes.subarray(at, at + 32), this.at(f.index).byteOffset);
+      }
+    }
     // The core's verdict on the file with every fetched byte in place and the rest zero.
     this._check([...this._known, ...fetched]);
     for (const f of fetched) {
@@ -207,75 +224,343 @@ export class RemoteDirectory extends Directory {
   }
 }
 
+// The request context: URL, fetch, headers, signal, and the counters
+// (shared by a manifest and its shards).
+function context(url, options, stats = { requests: 0, bytesFetched: 0 }) {
+  return {
+    url: String(url),
+    fetch: options.fetch ?? ((...args) => globalThis.fetch(...args)),
+    headers: options.headers ?? {},
+    signal: options.signal,
+    stats,
+  };
+}
+
+// A remote file's bytes from 0, grown by range requests.
+class Fetched {
+  constructor(ctx, bytes, size) {
+    this.ctx = ctx;
+    this.bytes = bytes;
+    this.size = size;
+  }
+
+  // The file's bytes up to `to`: one request for what is missing (more only
+  // from a server that answers with less than the range asked for).
+  async upTo(to) {
+    const end = Math.min(to, this.size);
+    if (end <= this.bytes.length) return;
+    const joined = new Uint8Array(end);
+    joined.set(this.bytes);
+    let have = this.bytes.length;
+    while (have < end) {
+      const got = await rangeGet(this.ctx, have, end - 1, joined, have);
+      if (got.bytes.length === 0) throw new Error(`kiln: ${this.ctx.url}: the server sent no bytes from ${have}`);
+      have += got.bytes.length;
+    }
+    this.bytes = joined;
+  }
+}
+
+// The first `first` bytes of a remote file.
+async function fetchFirst(ctx, first) {
+  const got = await rangeGet(ctx, 0, first - 1);
+  if (got.total === null) {
+    throw new Error(`kiln: ${ctx.url}: the server did not say how long the file is (Content-Range total "*")`);
+  }
+  return new Fetched(ctx, got.bytes, got.total);
+}
+
+// A model file's head (frame, fields before the block) and the block's
+// directory prefix, fetched as the head check asks (`first` more bytes each
+// time the head needs more). `strict` false: a rejected head stops the
+// fetching and returns null (the caller gets the core's verdict another way).
+async function fetchPrefix(f, limits, first, strict = true) {
+  let head;
+  for (;;) {
+    try {
+      head = readHead(f.bytes, f.size, limits);
+    } catch (e) {
+      if (strict) throw e;
+      return null;
+    }
+    if (head.kind !== 'need') break;
+    await f.upTo(head.need + first);
+  }
+  if (head.kind !== 'model' && head.kind !== 'plain') return strict ? head : null;
+  const start = head.start;
+  if (f.bytes.length < start + 64) await f.upTo(start + first);
+  const info = headerInfo(f.bytes.subarray(start, start + 64), limits);
+  await f.upTo(start + (info.prefix < 0 ? 64 : info.prefix));
+  return { head, start, info };
+}
+
+// The core's verdict on a block with every payload byte not at hand taken as zero.
+function checkWithZeros(bytes, info, limits, size, start) {
+  const c = new Check(info, limits, size, { reuse: true, start });
+  try {
+    const ok = c.pump(bytes, 0, bytes.length) && c.passUnknown(size);
+    if (!ok) c.count(size);
+    return c.finish();
+  } finally {
+    c.free();
+  }
+}
+
 /**
- * Opens a remote Kiln file, a plain directory or a model file (told apart by
- * content), with Range requests: the first `firstRequestBytes` (64 KiB: a
- * model file's frame and metadata, the block's header, and for most files
- * the whole directory), then whatever the metadata or the directory still
- * needs; checks it all with the payload not fetched taken as zeros (see
- * RemoteDirectory). Resolves to a RemoteDirectory (a model file's metadata
- * on `metadata`), or throws a KilnError for an invalid file (an Error for
- * HTTP trouble).
+ * Opens a remote Kiln file with Range requests: a plain directory or a model
+ * file (told apart by content), or a sharded model's manifest.
+ *
+ * One file: the first `firstRequestBytes` (64 KiB: a model file's frame and
+ * fields, the block's header, and for most files the whole directory), then
+ * whatever the head or the directory still needs; checks it all with the
+ * payload not fetched taken as zeros (see RemoteDirectory). Resolves to a
+ * RemoteDirectory (a model file's metadata on `metadata`).
+ *
+ * A manifest (spec/model-file.md): the whole manifest, in one request (two
+ * when it is longer than the first request), checked by the core (M1 to M5)
+ * before any shard is opened. Resolves to a RemoteModel: every tensor of the
+ * model is listed from the manifest alone; a shard is opened (its directory
+ * prefix fetched and held against the manifest) the first time one of its
+ * tensors is loaded.
+ *
+ * Throws a KilnError for an invalid file (an Error for HTTP trouble).
  * @param {string | URL} url
  * @param {{countCap?: number, byteCap?: number, fetch?: typeof fetch, headers?: Record<string,string>, signal?: AbortSignal, firstRequestBytes?: number}} options
  */
 export async function openRemote(url, options = {}) {
   const limits = limitsOf(options);
   const first = Math.max(64, Math.floor(options.firstRequestBytes ?? HEAD_WINDOW));
-  const ctx = {
-    url: String(url),
-    fetch: options.fetch ?? ((...args) => globalThis.fetch(...args)),
-    headers: options.headers ?? {},
-    signal: options.signal,
-    requests: 0,
-    bytesFetched: 0,
-  };
-  const got = await rangeGet(ctx, 0, first - 1);
-  if (got.total === null) {
-    throw new Error(`kiln: ${ctx.url}: the server did not say how long the file is (Content-Range total "*")`);
+  const ctx = context(url, options);
+  const f = await fetchFirst(ctx, first);
+  const p = await fetchPrefix(f, limits, first);
+  if (p.kind === 'manifest') {
+    await f.upTo(f.size);
+    return openManifest(ctx, f.bytes, limits, first, options);
   }
-  const size = got.total;
-  let bytes = got.bytes; // the file from byte 0
-  // The file's bytes up to `to`: one request for what is missing (more only
-  // from a server that answers with less than the range asked for).
-  const upTo = async (to) => {
-    const end = Math.min(to, size);
-    if (end <= bytes.length) return;
-    const joined = new Uint8Array(end);
-    joined.set(bytes);
-    let have = bytes.length;
-    while (have < end) {
-      const got = await rangeGet(ctx, have, end - 1, joined, have);
-      if (got.bytes.length === 0) throw new Error(`kiln: ${ctx.url}: the server sent no bytes from ${have}`);
-      have += got.bytes.length;
-    }
-    bytes = joined;
-  };
-  // A model file's metadata longer than the first request: the rest of it,
-  // and as much again for the header and directory after it.
-  let head = readHead(bytes, size, limits);
-  while (head.kind === 'need') {
-    await upTo(head.need + first);
-    head = readHead(bytes, size, limits);
-  }
-  const start = head.start;
-  if (bytes.length < start + 64) await upTo(start + first);
-  const info = headerInfo(bytes.subarray(start, start + 64), limits);
-  await upTo(start + (info.prefix < 0 ? 64 : info.prefix));
-  const c = new Check(info, limits, size, { reuse: true, start });
-  let table;
-  try {
-    const ok = c.pump(bytes, 0, bytes.length) && c.passUnknown(size);
-    if (!ok) c.count(size);
-    table = c.finish();
-  } finally {
-    c.free();
-  }
-  return new RemoteDirectory(INTERNAL, table, bytes, { ctx, size, header: info, limits, start, metadata: head.metadata });
+  const { head, start, info } = p;
+  const table = checkWithZeros(f.bytes, info, limits, f.size, start);
+  return new RemoteDirectory(INTERNAL, table, f.bytes, {
+    ctx,
+    size: f.size,
+    header: info,
+    limits,
+    start,
+    metadata: head.metadata,
+    digests: head.digests,
+  });
 }
 
-/** openRemote(url) then load(name): one tensor of a remote file, fetched with Range requests (at most three for most files). */
+/** openRemote(url) then load(name): one tensor of a remote file or sharded model, fetched with Range requests (at most three for most files). */
 export async function loadTensor(url, name, options = {}) {
   const dir = await openRemote(url, options);
   return dir.load(name);
+}
+
+const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
+
+// The URL of shard `name` beside the manifest: the name as one path segment
+// of the manifest's folder, nothing else (same origin, same folder, no query).
+function shardUrl(name, manifestUrl) {
+  let u;
+  try {
+    u = new URL(encodeURIComponent(name), manifestUrl);
+  } catch {
+    return null;
+  }
+  const base = new URL(manifestUrl);
+  const dir = (p) => p.slice(0, p.lastIndexOf('/') + 1);
+  const last = u.pathname.slice(u.pathname.lastIndexOf('/') + 1);
+  let decoded;
+  try {
+    decoded = decodeURIComponent(last);
+  } catch {
+    return null;
+  }
+  if (u.origin !== base.origin || dir(u.pathname) !== dir(base.pathname) || u.search !== '' || u.hash !== '' || decoded !== name) {
+    return null;
+  }
+  return u.href;
+}
+
+function readerError(r) {
+  return new KilnError(r.error_code(), r.error_offset(), r.error_rule(), r.error_description());
+}
+
+async function openManifest(ctx, bytes, limits, first, options) {
+  const reader = new ManifestReader();
+  if (!reader.parse(bytes, limits.countCap, limits.byteCap)) {
+    const e = readerError(reader);
+    reader.free();
+    throw e;
+  }
+  const text = (at, len) => decoder.decode(bytes.subarray(at, at + len));
+  const m = reader.metadata();
+  const metadata = new Map();
+  for (let i = 0; i < m.length; i += 4) metadata.set(text(m[i], m[i + 1]), text(m[i + 2], m[i + 3]));
+  const raw = reader.shards();
+  const shards = [];
+  for (let i = 0; i < raw.length; i += 3) {
+    const index = i / 3 + 1;
+    const name = text(raw[i], raw[i + 1]);
+    const url = shardUrl(name, ctx.url);
+    if (url === null) {
+      reader.refuse_name(index);
+      const e = readerError(reader);
+      reader.free();
+      throw inShard(e, name, index);
+    }
+    shards.push(Object.freeze({ index, name, length: raw[i + 2], url }));
+  }
+  const table = reader.table();
+  const shardOf = reader.shard_of();
+  return new RemoteModel(INTERNAL, table, bytes, { ctx, reader, limits, first, options, metadata, shards, shardOf });
+}
+
+/**
+ * A sharded model read over HTTP Range requests (openRemote on a manifest).
+ * Its tensors (names, dtypes, shapes, quantization) come from the manifest;
+ * `load(name)` opens the tensor's shard the first time one of its tensors is
+ * loaded (one range request for the shard's directory prefix, held against
+ * the manifest by the core: length, model id, position and count, tensors,
+ * digests, prefix digest), then fetches the tensor (with its scale and outer
+ * tensors) and checks its digest and the shard's payload rules on the bytes
+ * fetched. An error in a shard is a KilnError whose `file` is the shard's
+ * name (and `shard` its position); its offset is a byte of that file.
+ */
+export class RemoteModel extends Directory {
+  /** @internal */
+  constructor(token, table, manifest, info) {
+    if (token !== INTERNAL) throw new TypeError('kiln-wasm: RemoteModel cannot be constructed directly: use openRemote(url)');
+    super(token, table, manifest, { segments: new Map(), metadata: info.metadata });
+    /** The manifest's URL. */
+    this.url = info.ctx.url;
+    /** Size of the manifest in bytes. */
+    this.size = manifest.length;
+    /** The shard files: [{index, name, length, url}] in manifest order. */
+    this.shards = Object.freeze(info.shards);
+    this._ctx = info.ctx;
+    this._reader = info.reader;
+    this._limits = info.limits;
+    this._first = info.first;
+    this._options = info.options;
+    this._shardOf = info.shardOf;
+    // The first tensor index of each shard (the table is grouped by shard).
+    this._firstOf = new Array(this.shards.length + 1).fill(-1);
+    for (let i = this._shardOf.length - 1; i >= 0; i--) this._firstOf[this._shardOf[i]] = i;
+    this._open = new Map(); // shard index -> Promise<RemoteDirectory>
+  }
+
+  /** HTTP requests made so far (the manifest's and the shards'). */
+  get requests() {
+    return this._ctx.stats.requests;
+  }
+
+  /** Bytes fetched so far (response bodies). */
+  get bytesFetched() {
+    return this._ctx.stats.bytesFetched;
+  }
+
+  /** True: a manifest and its shards. */
+  get sharded() {
+    return true;
+  }
+
+  /** The shard ({index, name, length, url}) that holds tensor `nameOrIndex`. */
+  shardOf(nameOrIndex) {
+    return this.shards[this._shardOf[this._find(nameOrIndex).index] - 1];
+  }
+
+  /** True when tensor `nameOrIndex`'s payload has been fetched. */
+  isLoaded(nameOrIndex) {
+    return this._segments.has(this._find(nameOrIndex).index);
+  }
+
+  /** Fetches one tensor (and its quantization scales) from its shard, checks it, and returns the Tensor. */
+  async load(nameOrIndex) {
+    const t = this._find(nameOrIndex);
+    if (this._segments.has(t.index)) return t;
+    const k = this._shardOf[t.index];
+    const entry = this.shards[k - 1];
+    const dir = await this._shard(k);
+    const base = this._firstOf[k];
+    try {
+      await dir.load(t.index - base);
+    } catch (e) {
+      throw inShard(e, entry.name, k);
+    }
+    for (const [i, seg] of dir._segments) this._segments.set(base + i, seg);
+    return t;
+  }
+
+  // Shard k, opened once: its directory prefix, checked against the manifest.
+  _shard(k) {
+    let p = this._open.get(k);
+    if (p === undefined) {
+      const entry = this.shards[k - 1];
+      p = this._openShard(entry).catch((e) => {
+        throw inShard(e, entry.name, k);
+      });
+      this._open.set(k, p);
+    }
+    return p;
+  }
+
+  // About how long shard k's prefix is (frame, a padding key of 4 KiB,
+  // shard field, digests, header, descriptors, names, padding), from the
+  // manifest: its first request usually holds the whole prefix.
+  _prefixGuess(k) {
+    const t = this._t;
+    let n = 0;
+    let names = 0;
+    for (let i = this._firstOf[k]; i < this._shardOf.length && this._shardOf[i] === k; i++) {
+      const o = 10 + i * 17;
+      n += 1;
+      names += t[o + 8] + (t[o + 9] === 0xffffffff ? 0 : t[o + 10]);
+    }
+    return 16 + 4 + 24 + 4096 + 44 + 4 + 32 * n + 64 + 128 * n + names + 64;
+  }
+
+  async _openShard(entry) {
+    const limits = this._limits;
+    const reader = this._reader;
+    const ctx = context(entry.url, this._options, this._ctx.stats);
+    const first = Math.max(this._first, this._prefixGuess(entry.index));
+    let f;
+    try {
+      f = await fetchFirst(ctx, Math.min(first, Math.max(64, entry.length)));
+    } catch (e) {
+      if (e.status === 404 || e.status === 410) {
+        reader.shard_missing(entry.index);
+        throw readerError(reader);
+      }
+      throw e;
+    }
+    // The prefix, unless the length is already wrong (the core says so first).
+    const p = f.size === entry.length ? await fetchPrefix(f, limits, first, false) : null;
+    const table = reader.check_shard(entry.index, f.bytes, f.size, limits.countCap, limits.byteCap);
+    if (table === undefined) throw readerError(reader);
+    // (The core accepted the shard's head, so the head check did too.)
+    if (p === null) throw new Error(`kiln: ${entry.url}: the shard's head was rejected here but not by the core`);
+    const { head, start, info } = p;
+    // Steps 10 to 12 of the shard with its payload taken as zeros (placement, trailing bytes).
+    checkWithZeros(f.bytes, info, limits, f.size, start);
+    const base = this._firstOf[entry.index];
+    const n = table[0];
+    for (let i = 0; i < n; i++) copyOffset(this._t, base + i, table, i);
+    return new RemoteDirectory(INTERNAL, table, f.bytes, {
+      ctx,
+      size: f.size,
+      header: info,
+      limits,
+      start,
+      metadata: head.metadata,
+      digests: head.digests,
+    });
+  }
+
+  _find(nameOrIndex) {
+    const t = typeof nameOrIndex === 'number' ? this.at(nameOrIndex) : this.get(nameOrIndex);
+    if (t === undefined) throw new RangeError(`kiln: ${this.url} has no tensor ${JSON.stringify(nameOrIndex)}`);
+    return t;
+  }
 }

@@ -4,7 +4,7 @@
 // through the window, and of the payload only those a rule reads (the
 // validator says which: next_needed), the rest passed over with skip.
 
-import { FrozenChecker, Head, Validator, header_info, is_model_file, wasm_memory } from './wasm/kiln_wasm.js';
+import { DigestCheck, FrozenChecker, Head, Validator, header_info, model_kind, wasm_memory } from './wasm/kiln_wasm.js';
 import { assertReady } from './ready.js';
 
 /** The spec's default count and byte cap. */
@@ -25,7 +25,7 @@ export class KilnError extends Error {
     super(`${code} at byte ${offset}${inTypeText ? ' of the type text' : ''}: ${description}`);
     Object.defineProperty(this, BRAND, { value: true });
     this.name = 'KilnError';
-    /** "FRAME" | "LIMIT" | "EOF" | "TYPE" | "UTF8" | "TRAILING" | "SCHEMA" */
+    /** "FRAME" | "LIMIT" | "EOF" | "TYPE" | "UTF8" | "TRAILING" | "SCHEMA" | "DIGEST" | "SHARD" | "PATH" */
     this.code = code;
     /** Absolute byte offset in the caller's buffer (or the file). */
     this.offset = offset;
@@ -35,7 +35,38 @@ export class KilnError extends Error {
     this.description = description;
     /** True when the fault is in the type text given to decodeValue/decodeFrame (offset is a byte of it). */
     this.inTypeText = inTypeText;
+    /** For a fault in a shard of a sharded model: the shard's file name (offset is a byte of that file), else undefined. */
+    this.file = undefined;
+    /** For a fault in a shard: its 1-based position in the manifest, else undefined. */
+    this.shard = undefined;
   }
+}
+
+/**
+ * Marks `e` (a KilnError) as a fault in shard `index` of a sharded model,
+ * file `file`: the message names the file. Other errors get the file in
+ * their message too. Returns `e`.
+ */
+export function inShard(e, file, index) {
+  if (e instanceof KilnError) {
+    if (e.file !== undefined) return e;
+    e.file = file;
+    e.shard = index;
+  }
+  if (e instanceof Error && !e.message.startsWith(`${file}: `)) e.message = `${file}: ${e.message}`;
+  return e;
+}
+
+const RECORD_KINDS = ['plain', 'digests', 'shard'];
+
+/** The KilnError a reader of one model file gives for a sharded model's manifest: the core's SCHEMA at 8. */
+export function manifestError() {
+  return new KilnError(
+    'SCHEMA',
+    8,
+    'SchemaHash',
+    "a sharded model's manifest, not a model file: its tensors are in its shard files (open it with openRemote(url) or loadTensor(url, name))",
+  );
 }
 
 // A validator kept between synchronous checks, with its memory.
@@ -97,35 +128,77 @@ let head = null;
 
 /**
  * What the first bytes of a file say (kiln_wasm::model: the core's frame and
- * metadata checks; nothing is parsed here). `src` holds the file from byte 0,
+ * field checks; nothing is parsed here). `src` holds the file from byte 0,
  * `total` is the file's length (Infinity when not known yet). Returns
  * {kind: 'plain', start: 0, metadata: null}, {kind: 'model', start, metadata,
- * padding} (the block starts at `start`; metadata a Map without the padding
- * key), or {kind: 'need', need} (at least that many bytes from the start).
- * Throws the KilnError of a rejected frame or metadata.
+ * padding, record, digests, shard} (the block starts at `start`; metadata a
+ * Map without the padding key; record 'plain' | 'digests' | 'shard'; digests
+ * {at, length} of the digest table, or null; shard {modelAt, index, count} or
+ * null), {kind: 'manifest'} (a sharded model's manifest: nothing checked
+ * yet), or {kind: 'need', need} (at least that many bytes from the start).
+ * Throws the KilnError of a rejected frame or field.
  */
 export function readHead(src, total, limits) {
   assertReady();
-  // Most files are decided by their first 16 bytes: only a model file's metadata goes to wasm memory.
-  if (src.length >= 16 && !is_model_file(src.subarray(0, 16))) return { kind: 'plain', start: 0, metadata: null, padding: 0 };
+  const plain = { kind: 'plain', start: 0, metadata: null, padding: 0, record: null, digests: null, shard: null };
+  // Most files are decided by their first 16 bytes: only a model file's fields go to wasm memory.
+  if (src.length >= 16) {
+    const k = model_kind(src.subarray(0, 16));
+    if (k < 0) return plain;
+    if (k === 3) return { kind: 'manifest' };
+  }
   head ??= new Head();
   const r = head.check(src, total, limits.countCap, limits.byteCap);
   switch (r[0]) {
     case 0:
-      return { kind: 'plain', start: 0, metadata: null, padding: 0 };
+      return plain;
     case 1: {
       const e = head.entries();
       const metadata = new Map();
       for (let i = 0; i < e.length; i += 4) {
         metadata.set(text(src.subarray(e[i], e[i] + e[i + 1])), text(src.subarray(e[i + 2], e[i + 2] + e[i + 3])));
       }
-      return { kind: 'model', start: r[1], metadata, padding: head.padding() };
+      const d = head.digests();
+      const s = head.shard();
+      return {
+        kind: 'model',
+        start: r[1],
+        metadata,
+        padding: head.padding(),
+        record: RECORD_KINDS[head.kind()],
+        digests: d[0] < 0 ? null : { at: d[0], length: d[1] },
+        shard: s.length === 0 ? null : { modelAt: s[0], index: s[1], count: s[2] },
+      };
     }
     case 2:
       return { kind: 'need', need: r[1] };
+    case 3:
+      return { kind: 'manifest' };
     default:
       throw errorFrom(head);
   }
+}
+
+let digestCheck = null;
+
+/**
+ * Step 9d for one tensor whose payload bytes are at hand (a ranged load
+ * reads them anyway): the core hashes `bytes` (copied through a 64 KiB
+ * window) and compares the result with `expected` (its 32-byte digest);
+ * throws DIGEST (PayloadDigest) at `offset`, the tensor's first payload byte.
+ */
+export function checkDigest(bytes, expected, offset) {
+  assertReady();
+  digestCheck ??= new DigestCheck();
+  const c = digestCheck;
+  const ptr = c.window_ptr();
+  const wlen = c.window_len();
+  for (let at = 0; at < bytes.length; at += wlen) {
+    const n = Math.min(wlen, bytes.length - at);
+    new Uint8Array(memory().buffer, ptr, n).set(bytes.subarray(at, at + n));
+    c.update(n);
+  }
+  if (!c.check(expected, offset)) throw errorFrom(c);
 }
 
 /** The first bytes a head check looks at in a buffer or a first request: typical metadata fits. */
@@ -159,7 +232,7 @@ export class Check {
    *                memory is only reserved when they can hold it; a shorter
    *                file is EOF anyway)
    */
-  constructor(info, limits, known, { reuse = false, start = 0 } = {}) {
+  constructor(info, limits, known, { reuse = false, start = 0, digests = null } = {}) {
     assertReady();
     const want = info.prefix < 0 ? 64 : info.prefix;
     const mem = want <= known - start ? want : 64;
@@ -176,6 +249,13 @@ export class Check {
       this.v = new Validator(mem, info.count, limits.countCap, limits.byteCap);
     }
     if (start !== 0) this.v.at(start);
+    // Step 9d as the bytes go past (the core's Incremental::digests): every
+    // payload byte of the canonical run is then needed, and copied in.
+    if (digests !== null && !this.v.set_digests(digests)) {
+      this.v.free();
+      this.v = null;
+      throw new KilnError('LIMIT', 0, 'WasmMemory', 'wasm memory cannot hold the digest table');
+    }
     this.ptr = this.v.window_ptr();
     this.wlen = this.v.window_len();
     this.win = null;
@@ -322,15 +402,24 @@ export class Check {
   }
 }
 
+/** The digest table of a model file whose head is `h` (readHead), from `bytes` (the file from byte 0), or null. */
+export function digestTable(h, bytes) {
+  return h.digests ? bytes.subarray(h.digests.at, h.digests.at + h.digests.length) : null;
+}
+
 /**
  * Checks a whole file held in memory, a plain directory or a model file (by
  * content, as kiln_nostd::model::parse_any): {table, head} (head from
- * readHead), or throws a KilnError.
+ * readHead), or throws a KilnError. With `verify`, a digests or shard
+ * record's payloads are hashed and compared with its digests too (step 9d,
+ * the core's verdict: kiln_nostd::model::Model::parse_verified).
  */
-export function checkWhole(input, limits) {
+export function checkWhole(input, limits, verify = false) {
   const h = readHeadWhole(input, limits);
+  if (h.kind === 'manifest') throw manifestError();
   const total = input.length;
-  const c = new Check(headerInfo(input.subarray(h.start), limits), limits, total, { reuse: true, start: h.start });
+  const digests = verify ? digestTable(h, input) : null;
+  const c = new Check(headerInfo(input.subarray(h.start), limits), limits, total, { reuse: digests === null, start: h.start, digests });
   try {
     if (!c.pump(input, 0, total)) c.count(total);
     return { table: c.finish(), head: h };

@@ -58,6 +58,7 @@ use wasm_bindgen::prelude::*;
 
 pub mod conv;
 pub mod frozen;
+pub mod manifest;
 pub mod model;
 pub mod table;
 pub mod validator;
@@ -144,6 +145,12 @@ impl Validator {
     /// Call after `new` or `reset`; feed, skip and the like stay in block offsets.
     pub fn at(&mut self, start: f64) {
         self.session.at(u64_of_f64(start));
+    }
+
+    /// Checks the payload against a digest table too (step 9d; see
+    /// [`Session::digests`]): before the first byte. False when refused.
+    pub fn set_digests(&mut self, table: &[u8]) -> bool {
+        self.session.digests(table)
     }
 
     /// Address of the window in wasm memory (JavaScript copies bytes there).
@@ -445,6 +452,7 @@ impl Head {
             model::Head::Plain => [0.0, 0.0],
             model::Head::Model(start) => [1.0, f64_of(start)],
             model::Head::Need(n) => [2.0, f64_of(n)],
+            model::Head::Manifest => [3.0, 0.0],
             model::Head::Error(_) => [-1.0, 0.0],
         };
         js_sys::Float64Array::from(&r[..])
@@ -459,6 +467,24 @@ impl Head {
     /// Length of the padding key's value (0 without it).
     pub fn padding(&self) -> f64 {
         f64_of(self.core.padding())
+    }
+
+    /// The record type of the model file just checked: 0 plain, 1 digests, 2 shard.
+    pub fn kind(&self) -> i32 {
+        model::kind_code(self.core.kind())
+    }
+
+    /// Its digest table: `[at, length]` (bytes of the file), or `[-1, 0]` for a plain record.
+    pub fn digests(&self) -> js_sys::Float64Array {
+        let r = self.core.digests().map_or([-1.0, 0.0], |(at, len)| [f64_of(at), f64_of(len)]);
+        js_sys::Float64Array::from(&r[..])
+    }
+
+    /// A shard record's `[model_at, index, count]` (its model id is the 32
+    /// bytes at `model_at`), or empty for another record type.
+    pub fn shard(&self) -> js_sys::Float64Array {
+        let r: Vec<f64> = self.core.shard().map_or(Vec::new(), |s| s.iter().map(|&v| f64_of(v)).collect());
+        js_sys::Float64Array::from(&r[..])
     }
 
     /// The last error's code (`"TYPE"`, ...), or `""` without one.
@@ -482,8 +508,172 @@ impl Head {
     }
 }
 
-/// True when `head` starts like a model file (`KLN0` and the model record's
-/// schema hash), the test every reader applies (`kiln_nostd::model::is_model_file`).
+/// The record type `head` (its first 16 bytes) starts as, by the frame's
+/// schema hash (`kiln_nostd::model::Kind::of`): 0 plain, 1 digests, 2 shard,
+/// 3 manifest, -1 none of them (a plain directory, another Frozen type).
+#[wasm_bindgen]
+pub fn model_kind(head: &[u8]) -> i32 {
+    model::kind_code(kiln_nostd::model::Kind::of(head))
+}
+
+/// A sharded model's manifest checked by the core and kept in wasm memory
+/// (see [`manifest`]); shards are checked against it one at a time.
+#[wasm_bindgen]
+#[derive(Default)]
+pub struct ManifestReader {
+    core: manifest::ManifestCore,
+}
+
+#[wasm_bindgen]
+impl ManifestReader {
+    /// A reader with no manifest yet.
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> ManifestReader {
+        ManifestReader::default()
+    }
+
+    /// Checks `bytes` as a manifest; false on a rejection (see the error getters).
+    pub fn parse(&mut self, bytes: &[u8], count_cap: u32, byte_cap: u32) -> bool {
+        self.core.parse(bytes, limits_of(count_cap, byte_cap)).is_ok()
+    }
+
+    /// The metadata entries, padding key left out: `[key_at, key_len, value_at, value_len]` each.
+    pub fn metadata(&self) -> js_sys::Uint32Array {
+        js_sys::Uint32Array::from(&self.core.metadata()[..])
+    }
+
+    /// The shards: `[name_at, name_len, length]` each.
+    pub fn shards(&self) -> js_sys::Float64Array {
+        js_sys::Float64Array::from(&self.core.shards()[..])
+    }
+
+    /// The tensor table (`js/directory.js` reads it; the manifest is its name heap).
+    pub fn table(&self) -> js_sys::Uint32Array {
+        js_sys::Uint32Array::from(self.core.table())
+    }
+
+    /// The 1-based shard of each tensor.
+    pub fn shard_of(&self) -> js_sys::Uint32Array {
+        js_sys::Uint32Array::from(self.core.shard_of())
+    }
+
+    /// Tensor `i`'s digest (32 bytes), or `undefined`.
+    pub fn digest(&self, i: u32) -> Option<js_sys::Uint8Array> {
+        let i = usize::try_from(i).ok()?;
+        self.core.digest(i).map(|d| js_sys::Uint8Array::from(&d[..]))
+    }
+
+    /// The model id (32 bytes) every shard records.
+    pub fn model_id(&self) -> js_sys::Uint8Array {
+        js_sys::Uint8Array::from(&self.core.model_id()[..])
+    }
+
+    /// Holds shard `index` (1-based) against the manifest from `prefix`, its
+    /// file's bytes from 0 up to at least its payload region, and its length
+    /// (steps 1 to 6). Returns its tensor table, or `undefined` (see the error getters).
+    pub fn check_shard(
+        &mut self,
+        index: u32,
+        prefix: &[u8],
+        file_len: f64,
+        count_cap: u32,
+        byte_cap: u32,
+    ) -> Option<js_sys::Uint32Array> {
+        let t = self.core.check_shard(index, Some(prefix), u64_of_f64(file_len), limits_of(count_cap, byte_cap));
+        t.ok().map(js_sys::Uint32Array::from)
+    }
+
+    /// The verdict for shard `index` when its file does not exist (`ShardMissing`).
+    pub fn shard_missing(&mut self, index: u32) {
+        let _ = self.core.check_shard(index, None, 0, Limits::DEFAULT);
+    }
+
+    /// The verdict for shard `index` when its name cannot be placed in the manifest's folder (PATH).
+    pub fn refuse_name(&mut self, index: u32) {
+        self.core.refuse_name(index);
+    }
+
+    /// The last error's code (`"TYPE"`, ...), or `""` without one.
+    pub fn error_code(&self) -> String {
+        self.core.error().map_or("", |e| e.code).into()
+    }
+
+    /// The last error's byte offset (in the manifest, or in the shard's file), 0 without one.
+    pub fn error_offset(&self) -> f64 {
+        self.core.error().map_or(0.0, |e| f64_of(e.offset))
+    }
+
+    /// The last error's rule id, or `""`.
+    pub fn error_rule(&self) -> String {
+        self.core.error().map_or("", |e| e.rule).into()
+    }
+
+    /// The last error's rule in one sentence, or `""`.
+    pub fn error_description(&self) -> String {
+        self.core.error().map_or("", |e| e.description).into()
+    }
+}
+
+/// One tensor's payload hashed as JavaScript copies it into the window,
+/// then compared with its digest (see [`manifest::DigestCore`]).
+#[wasm_bindgen]
+#[derive(Default)]
+pub struct DigestCheck {
+    core: manifest::DigestCore,
+}
+
+#[wasm_bindgen]
+impl DigestCheck {
+    /// A hasher with no bytes yet.
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> DigestCheck {
+        DigestCheck::default()
+    }
+
+    /// Where the window is in wasm memory.
+    pub fn window_ptr(&mut self) -> u32 {
+        addr(self.core.window().as_ptr())
+    }
+
+    /// Length of the window.
+    pub fn window_len(&self) -> u32 {
+        conv::u32_of(manifest::DIGEST_WINDOW)
+    }
+
+    /// Hashes the first `n` bytes of the window.
+    pub fn update(&mut self, n: u32) {
+        self.core.update(usize_sat(u64::from(n)));
+    }
+
+    /// True when the bytes hashed match `expected`; else DIGEST at `offset`
+    /// (the tensor's first payload byte). Starts over either way.
+    pub fn check(&mut self, expected: &[u8], offset: f64) -> bool {
+        self.core.check(expected, u64_of_f64(offset)).is_ok()
+    }
+
+    /// The last error's code, or `""`.
+    pub fn error_code(&self) -> String {
+        self.core.error().map_or("", |e| e.code).into()
+    }
+
+    /// The last error's byte offset.
+    pub fn error_offset(&self) -> f64 {
+        self.core.error().map_or(0.0, |e| f64_of(e.offset))
+    }
+
+    /// The last error's rule id, or `""`.
+    pub fn error_rule(&self) -> String {
+        self.core.error().map_or("", |e| e.rule).into()
+    }
+
+    /// The last error's rule in one sentence, or `""`.
+    pub fn error_description(&self) -> String {
+        self.core.error().map_or("", |e| e.description).into()
+    }
+}
+
+/// True when `head` starts like a model file (`KLN0` and the schema hash of
+/// the plain, digests or shard record), the test every reader applies (`kiln_nostd::model::is_model_file`).
 #[wasm_bindgen]
 pub fn is_model_file(head: &[u8]) -> bool {
     kiln_nostd::model::is_model_file(head)

@@ -1,20 +1,21 @@
 //! Model files (`spec/model-file.md`) for JavaScript: the frame and the
-//! metadata, checked by the core, before the tensor block.
+//! fields before the tensor block, checked by the core.
 //!
-//! A model file is the 16-byte frame of [`MODEL_HASH`], a `dict<str,str>`
-//! of metadata, then one directory block and nothing after it. The core's
+//! A model file is a 16-byte frame naming one of three record types (the
+//! core's [`Kind`]: plain, digests, shard), a `dict<str,str>` of metadata,
+//! for a shard record its `shard` field, for digests and shard records a
+//! digest table, then one directory block and nothing after it. The core's
 //! [`Model::parse`](kiln_nostd::model::Model::parse) checks it in one slice;
 //! the package never holds the payload in wasm memory, so it splits the same
 //! checks in two, in the same order:
 //!
 //! 1. [`HeadCore::check`] on the file's first bytes (as many as JavaScript
-//!    has): [`is_model_file`] decides the kind by content, exactly as
-//!    [`parse_any`](kiln_nostd::model::parse_any) does; for a model file,
-//!    [`check_frame`] checks the frame and [`Reader`] the metadata, a
-//!    `dict<str,str>` value starting at byte 16. A dict that ends before the
-//!    bytes given do is reported by the reader as TRAILING at its end: that
-//!    is where the block starts. A dict cut short by the bytes given (an EOF
-//!    rule while the file has more bytes) asks for more ([`Head::Need`]),
+//!    has): [`Kind::of`] decides the kind by content, exactly as
+//!    [`parse_any`](kiln_nostd::model::parse_any) does (a manifest is
+//!    reported as such: [`Head::Manifest`]); for a model file, the core's
+//!    [`block_start`] checks the frame and every field before the block,
+//!    step 3d included (for which the block's header must be at hand). An
+//!    EOF rule while the file has more bytes asks for more ([`Head::Need`]),
 //!    with the length the words read so far call for.
 //! 2. The block is then checked by a [`Session`](crate::validator::Session)
 //!    whose offsets start there: a standalone block checked at offset `s` is
@@ -30,8 +31,9 @@
 //! the unread bytes); every other rule reads only bytes already in the
 //! window. So a verdict other than EOF on a prefix is the verdict on the file.
 
-use kiln_nostd::frozen::{check_frame, Reader, Schema, FRAME_LEN};
-use kiln_nostd::model::{is_model_file, MODEL_HASH, PAD_KEY};
+use kiln_nostd::digest::DIGEST_LEN;
+use kiln_nostd::frozen::{Reader, Schema, FRAME_LEN};
+use kiln_nostd::model::{block_start, Kind, PAD_KEY, SHARD_FIELD_LEN};
 use kiln_nostd::{ErrorCode, Limits, Rule};
 
 use crate::conv::{u32_of, u64_of};
@@ -45,8 +47,10 @@ const METADATA_TYPE: &str = "dict<str,str>";
 pub enum Head {
     /// Not a model file: a plain directory block starting at byte 0.
     Plain,
-    /// A model file whose frame and metadata are valid; its block starts at this offset.
+    /// A model file whose frame and fields before the block are valid; its block starts at this offset.
     Model(u64),
+    /// A sharded model's manifest (not a model file: see [`crate::manifest`]).
+    Manifest,
     /// More bytes are needed to decide: at least this many from the start of the file.
     Need(u64),
     /// The file is rejected (the core's error, offsets absolute in the file).
@@ -61,6 +65,12 @@ pub struct HeadCore {
     entries: Vec<u32>,
     /// The padding key's value length (0 without it).
     padding: u64,
+    /// The record type of the last accepted model file.
+    kind: Option<Kind>,
+    /// Where its digest table's bytes start and how long it is (digests and shard records).
+    digests: Option<(u64, u64)>,
+    /// A shard record's `[model_at, index, count]` (the model id's 32 bytes at `model_at`).
+    shard: Option<[u64; 3]>,
     error: Option<ErrorInfo>,
 }
 
@@ -75,6 +85,17 @@ fn u32_at(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from(u32::from_le_bytes(w)))
 }
 
+/// The code JavaScript gets for a kind (`-1`: none of the four).
+pub fn kind_code(kind: Option<Kind>) -> i32 {
+    match kind {
+        None => -1,
+        Some(Kind::Plain) => 0,
+        Some(Kind::Digests) => 1,
+        Some(Kind::Shard) => 2,
+        Some(Kind::Manifest) => 3,
+    }
+}
+
 impl HeadCore {
     /// Checks the first bytes of a file of `total` bytes (`bytes` holds
     /// them from byte 0; `total` may be `u64::MAX` when the length is not
@@ -82,18 +103,39 @@ impl HeadCore {
     pub fn check(&mut self, bytes: &[u8], total: u64, limits: Limits) -> Head {
         self.entries.clear();
         self.padding = 0;
+        self.kind = None;
+        self.digests = None;
+        self.shard = None;
         self.error = None;
         let have = u64_of(bytes.len());
         let whole = have >= total;
         if bytes.len() < FRAME_LEN && !whole {
             return Head::Need(total.min(u64_of(FRAME_LEN)));
         }
-        if !is_model_file(bytes) {
-            return Head::Plain;
+        let kind = match Kind::of(bytes) {
+            None => return Head::Plain,
+            Some(Kind::Manifest) => return Head::Manifest,
+            Some(k) => k,
+        };
+        // The core's checks of everything before the block, in its order
+        // (frame, metadata, shard, digests, step 3d).
+        let block = match block_start(bytes, &limits) {
+            Ok(b) => u64_of(b),
+            Err(e) if e.code() == ErrorCode::Eof && !whole => {
+                return Head::Need(need_for(bytes, e).max(have.saturating_add(1)).min(total));
+            }
+            Err(e) => return self.fail(ErrorInfo::from(e)),
+        };
+        // Step 3d compares a digest table with the block's tensor count: its header must be at hand.
+        let header_end = block.saturating_add(64);
+        if kind != Kind::Plain && !whole && have < header_end {
+            return Head::Need(header_end.min(total));
         }
-        if let Err(e) = check_frame(bytes, MODEL_HASH) {
-            return self.fail(ErrorInfo::from(e));
-        }
+        self.read_fields(bytes, kind, block, limits)
+    }
+
+    /// The metadata's entries and the other fields' places, in a head the core accepted.
+    fn read_fields(&mut self, bytes: &[u8], kind: Kind, block: u64, limits: Limits) -> Head {
         // The FrozenChecker's capacity, so the parser and the reader are shared code in the module.
         let schema = match Schema::<{ crate::frozen::NODES }>::parse(METADATA_TYPE) {
             Ok(s) => s,
@@ -104,33 +146,41 @@ impl HeadCore {
         let end = match reader.read(body, &schema) {
             Ok(_) => body.len(),
             Err(e) if e.rule() == Rule::TrailingBytes => e.offset(),
-            Err(e) if e.code() == ErrorCode::Eof && !whole => {
-                return Head::Need(
-                    need_for(body, e).saturating_add(u64_of(FRAME_LEN)).max(have.saturating_add(1)).min(total),
-                );
-            }
+            // Cannot happen: the core accepted the metadata.
             Err(e) => return self.fail(shifted(e, FRAME_LEN)),
         };
         let meta = body.get(..end).unwrap_or(&[]);
-        match reader.read(meta, &schema) {
-            Ok(v) => {
-                // Keys and values borrow `bytes`: their offsets in it.
-                let base = bytes.as_ptr().addr();
-                let at = |s: &[u8]| u32_of(s.as_ptr().addr().wrapping_sub(base));
-                let len = |s: &[u8]| u32_of(s.len());
-                for (k, v) in v.as_dict().into_iter().flat_map(|d| d.entries()) {
-                    let value = v.as_str_bytes().unwrap_or(&[]);
-                    if k == PAD_KEY.as_bytes() {
-                        self.padding = u64_of(value.len());
-                        continue;
-                    }
-                    self.entries.extend_from_slice(&[at(k), len(k), at(value), len(value)]);
-                }
-                Head::Model(u64_of(FRAME_LEN).saturating_add(u64_of(end)))
-            }
+        let v = match reader.read(meta, &schema) {
+            Ok(v) => v,
             // Cannot happen: the same bytes were accepted up to `end`.
-            Err(e) => self.fail(shifted(e, FRAME_LEN)),
+            Err(e) => return self.fail(shifted(e, FRAME_LEN)),
+        };
+        // Keys and values borrow `bytes`: their offsets in it.
+        let base = bytes.as_ptr().addr();
+        let at = |s: &[u8]| u32_of(s.as_ptr().addr().wrapping_sub(base));
+        let len = |s: &[u8]| u32_of(s.len());
+        for (k, v) in v.as_dict().into_iter().flat_map(|d| d.entries()) {
+            let value = v.as_str_bytes().unwrap_or(&[]);
+            if k == PAD_KEY.as_bytes() {
+                self.padding = u64_of(value.len());
+                continue;
+            }
+            self.entries.extend_from_slice(&[at(k), len(k), at(value), len(value)]);
         }
+        // The fields after the metadata, at the places the core checked.
+        let mut after = FRAME_LEN.saturating_add(end);
+        if kind == Kind::Shard {
+            let word = |k: usize| u32_at(bytes, after.saturating_add(k)).unwrap_or(0);
+            let model_at = u64_of(after.saturating_add(4));
+            self.shard = Some([model_at, word(4 + DIGEST_LEN), word(8 + DIGEST_LEN)]);
+            after = after.saturating_add(SHARD_FIELD_LEN);
+        }
+        if matches!(kind, Kind::Digests | Kind::Shard) {
+            let n = u32_at(bytes, after).unwrap_or(0);
+            self.digests = Some((u64_of(after.saturating_add(4)), n));
+        }
+        self.kind = Some(kind);
+        Head::Model(block)
     }
 
     fn fail(&mut self, e: ErrorInfo) -> Head {
@@ -148,21 +198,36 @@ impl HeadCore {
         self.padding
     }
 
+    /// The record type of the last accepted model file.
+    pub fn kind(&self) -> Option<Kind> {
+        self.kind
+    }
+
+    /// Where the last accepted file's digest table starts and its length in bytes.
+    pub fn digests(&self) -> Option<(u64, u64)> {
+        self.digests
+    }
+
+    /// A shard record's `[model_at, index, count]`.
+    pub fn shard(&self) -> Option<[u64; 3]> {
+        self.shard
+    }
+
     /// The last error.
     pub fn error(&self) -> Option<ErrorInfo> {
         self.error
     }
 }
 
-/// How many bytes of the metadata (from its start) the reader needs at least,
+/// How many bytes of the file (from its start) the core needs at least,
 /// after an EOF rule at `e.offset()`: the words at the offset say how much
-/// (a string's length, a count of entries of at least 8 bytes); otherwise
-/// one word more.
-fn need_for(body: &[u8], e: kiln_nostd::Error) -> u64 {
+/// (a string's or byte run's length, a count of entries of at least 8
+/// bytes); otherwise one word more.
+fn need_for(bytes: &[u8], e: kiln_nostd::Error) -> u64 {
     let at = e.offset();
     // Saturating: a sum past u64 is a need no file meets (the caller caps it at the total).
     let after = u64_of(at).saturating_add(4);
-    match (e.rule(), u32_at(body, at)) {
+    match (e.rule(), u32_at(bytes, at)) {
         (Rule::ByteLengthPastEnd, Some(n)) => after.saturating_add(n),
         (Rule::CountPastEnd, Some(n)) => after.saturating_add(n.saturating_mul(8)),
         _ => after.saturating_add(4),

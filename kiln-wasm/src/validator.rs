@@ -70,6 +70,8 @@ pub struct Session {
     inner: Option<Incremental<'static, 'static>>,
     prefix: *mut [u8],
     scratch: Option<*mut [u32]>,
+    /// A copy of the digest table `inner` hashes against (see [`digests`](Self::digests)).
+    digests: Option<*mut [u8]>,
     table: Vec<u32>,
     table_built: bool,
     error: Option<ErrorInfo>,
@@ -92,6 +94,9 @@ impl Drop for Session {
             if let Some(s) = self.scratch {
                 drop(Box::from_raw(s));
             }
+            if let Some(t) = self.digests {
+                drop(Box::from_raw(t));
+            }
         }
     }
 }
@@ -113,6 +118,7 @@ impl Session {
             inner: None,
             prefix: Box::into_raw(Box::<[u8]>::default()),
             scratch: None,
+            digests: None,
             table: Vec::new(),
             table_built: false,
             error: None,
@@ -141,6 +147,10 @@ impl Session {
     pub fn reset(&mut self, mem: u64, count: u32, limits: Limits, seed: u64) {
         // The validator's borrows end before the memory is reused or freed.
         self.inner = None;
+        if let Some(t) = self.digests.take() {
+            // SAFETY: from `Box::into_raw` in `digests`, and no longer borrowed (`inner` is gone).
+            drop(unsafe { Box::from_raw(t) });
+        }
         self.table.clear();
         self.table_built = false;
         self.error = None;
@@ -185,6 +195,31 @@ impl Session {
             v = v.scratch(sc);
         }
         self.inner = Some(v);
+    }
+
+    /// Checks the payload against `table` too (step 9d: the core's
+    /// `Incremental::digests`, the table of a digests or shard record, one
+    /// SHA-256 per tensor): from then on every payload byte of the canonical
+    /// run is needed ([`next_needed`](Self::next_needed)). Call before the
+    /// first byte is fed, once per block; false otherwise (or when wasm
+    /// memory cannot hold the copy).
+    pub fn digests(&mut self, table: &[u8]) -> bool {
+        if self.digests.is_some() || self.fed() > 0 {
+            return false;
+        }
+        let Some(v) = self.inner.take() else { return false };
+        let Some(copy) = boxed::<u8>(table.len()) else {
+            self.inner = Some(v);
+            return false;
+        };
+        let copy = Box::into_raw(copy);
+        // SAFETY: the copy lives until `drop` or the next `reset`, both of
+        // which drop `inner` (its only user) first.
+        let t: &'static mut [u8] = unsafe { &mut *copy };
+        t.copy_from_slice(table);
+        self.digests = Some(copy);
+        self.inner = Some(v.digests(t));
+        true
     }
 
     fn record(&mut self, e: Error) -> ErrorInfo {

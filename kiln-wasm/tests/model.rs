@@ -25,11 +25,16 @@ struct Opened {
     table: Vec<u32>,
 }
 
-fn direct(file: &[u8], limits: Limits) -> Result<Opened, ErrorInfo> {
+fn direct(file: &[u8], limits: Limits, verify: bool) -> Result<Opened, ErrorInfo> {
     let count = Header::peek_count(file).map_or(0, |c| c.min(1 << 16));
     let mut scratch = vec![0u32; scratch_len(count)];
     let parser = Parser::new().limits(limits).scratch(&mut scratch);
-    match model::parse_any_with(file, parser) {
+    let parsed = if verify && model::is_model_file(file) {
+        model::Model::parse_verified_with(file, parser).map(|m| (Some(m.metadata()), m.directory()))
+    } else {
+        model::parse_any_with(file, parser)
+    };
+    match parsed {
         Ok((meta, dir)) => {
             let base = file.as_ptr() as usize;
             let at = |s: &str| (s.as_ptr() as usize - base) as u32;
@@ -65,13 +70,14 @@ fn head(file: &[u8], first: usize, limits: Limits) -> (HeadCore, Head, usize) {
 }
 
 /// js/validate.js `checkWhole` in Rust: the head, then the block at its offset.
-fn via_js(file: &[u8], first: usize, limits: Limits) -> Result<Opened, ErrorInfo> {
+/// With `verify`, the Session hashes against the head's digest table (the loader's and parseModel's `verify`).
+fn via_js(file: &[u8], first: usize, limits: Limits, verify: bool) -> Result<Opened, ErrorInfo> {
     let (core, h, _) = head(file, first, limits);
     let start = match h {
         Head::Plain => 0,
         Head::Model(s) => s,
         Head::Error(e) => return Err(e),
-        Head::Need(_) => unreachable!(),
+        Head::Need(_) | Head::Manifest => unreachable!(),
     };
     let block = &file[start as usize..];
     let n = need(&block[..block.len().min(64)], &limits);
@@ -79,6 +85,9 @@ fn via_js(file: &[u8], first: usize, limits: Limits) -> Result<Opened, ErrorInfo
     let mem = if want <= block.len() as u64 { want } else { 64 };
     let mut s = Session::new(mem, n.count, limits, 0x5eed);
     s.at(start);
+    if let Some((at, len)) = core.digests().filter(|_| verify) {
+        assert!(s.digests(&file[at as usize..(at + len) as usize]));
+    }
     let total = block.len() as u64;
     let mut ok = true;
     while ok && s.fed() < total {
@@ -105,14 +114,23 @@ fn via_js(file: &[u8], first: usize, limits: Limits) -> Result<Opened, ErrorInfo
 }
 
 fn same(file: &[u8], limits: Limits, what: &str) -> Result<Opened, ErrorInfo> {
-    let d = direct(file, limits);
+    let d = direct(file, limits, false);
     for first in [16, 17, 40, 64, 300, 4096, 65536] {
-        assert_eq!(via_js(file, first, limits), d, "{what}, first window {first}");
+        assert_eq!(via_js(file, first, limits, false), d, "{what}, first window {first}");
+    }
+    // Step 9d: Model::parse_verified's verdict through the Session (Incremental::digests).
+    let v = direct(file, limits, true);
+    for first in [16, 64, 65536] {
+        assert_eq!(via_js(file, first, limits, true), v, "{what}, verified, first window {first}");
     }
     d
 }
 
 fn write_model(meta: &[(&str, &str)], align: u64) -> Vec<u8> {
+    write_record(ModelWriter::new(), meta, align)
+}
+
+fn write_record(writer: ModelWriter, meta: &[(&str, &str)], align: u64) -> Vec<u8> {
     let w = [0u8, 0, 0x80, 0x3f, 0, 0, 0, 0xc0, 0, 0, 0x40, 0x40];
     let bools = [1u8, 0, 1];
     let specs = [
@@ -120,7 +138,7 @@ fn write_model(meta: &[(&str, &str)], align: u64) -> Vec<u8> {
         TensorSpec::new(DType::Bool, &[3], &bools).named("mask"),
         TensorSpec::new(DType::U4, &[3], &[0x21, 0x03]).named("nib"),
     ];
-    let writer = ModelWriter::new().align(align);
+    let writer = writer.align(align);
     let mut out = vec![0u8; writer.encoded_len(meta, &specs).unwrap()];
     let n = writer.write(meta, &specs, &mut out).unwrap();
     out.truncate(n);
@@ -144,6 +162,8 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
             write_model(&meta, 64)
         }),
         ("a 70,000-byte value".into(), write_model(&[("big", &long)], 1)),
+        ("digests record".into(), write_record(ModelWriter::new().digests(true), &[("author", "kiln")], 64)),
+        ("shard record".into(), write_record(ModelWriter::new().shard([7; 32], 2, 3), &[], 64)),
     ]
 }
 
@@ -289,4 +309,23 @@ fn mutations_give_parse_any_s_verdict() {
         assert!(seen.contains_key(rule), "{rule} not reached: {seen:?}");
     }
     eprintln!("{checked} files: {seen:?}");
+}
+
+/// A flipped payload byte of a digests or shard record: DIGEST with verify,
+/// accepted without (no rule reads that byte), in every first window.
+#[test]
+fn a_flipped_payload_byte_is_digest_when_verified() {
+    for writer in [ModelWriter::new().digests(true), ModelWriter::new().shard([7; 32], 1, 1)] {
+        let good = write_record(writer, &[("a", "b")], 64);
+        let m = model::Model::parse(&good).unwrap();
+        let at = m.directory().get(0).unwrap().absolute_offset();
+        let mut bad = good.clone();
+        bad[at] ^= 0x40;
+        for first in [16, 64, 65536] {
+            let e = via_js(&bad, first, Limits::DEFAULT, true).unwrap_err();
+            assert_eq!((e.code, e.rule, e.offset), ("DIGEST", "PayloadDigest", at as u64));
+            assert!(via_js(&bad, first, Limits::DEFAULT, false).is_ok());
+        }
+        same(&bad, Limits::DEFAULT, "flipped").unwrap();
+    }
 }

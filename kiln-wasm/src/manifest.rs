@@ -1,0 +1,356 @@
+//! Sharded models (`spec/model-file.md`, "Sharded models") for JavaScript:
+//! the manifest checked by the core, its tensor table in the layout of
+//! [`table`](crate::table), and each shard held against it from the shard's
+//! bytes before its payload region ([`check_shard_prefix`]).
+//!
+//! The manifest is copied into wasm memory whole (every byte of it is
+//! checked: steps M1 to M5) and kept there, parsed once. JavaScript holds
+//! the same bytes and reads names from them: the table gives every name as
+//! a byte range of the manifest (its "heap" is the whole manifest).
+//!
+//! A shard is checked when JavaScript has fetched its first bytes (frame,
+//! fields, directory prefix) and knows its length; the core's verdict is
+//! steps 1 to 6 of "Opening a shard of a manifest". Its steps 9d to 12 come
+//! later, per tensor fetched: the block's steps 10 to 12 by a
+//! [`Session`](crate::validator::Session) over the shard's bytes at hand,
+//! the tensor's digest by [`DigestCore`].
+
+use std::collections::HashMap;
+
+use kiln_nostd::digest::{TensorHasher, DIGEST_LEN};
+use kiln_nostd::model::{check_shard_prefix, Manifest};
+use kiln_nostd::{Error, Limits, Parser, Rule};
+
+use crate::conv::{u32_of, u64_of};
+use crate::table::{meta, slot, META, SLOTS};
+use crate::ErrorInfo;
+
+/// Bytes of the smallest tensor entry in a manifest (a one-byte name, no
+/// dims, no layout, no quantization): bounds the tensor count by the bytes held.
+const MIN_TENSOR_ENTRY: usize = 32;
+/// Bytes of the smallest shard entry (a one-byte name, its length, an empty digest).
+const MIN_SHARD_ENTRY: usize = 17;
+
+fn lo_hi(v: u64) -> [u32; 2] {
+    let [a, b, c, d, e, f, g, h] = v.to_le_bytes();
+    [u32::from_le_bytes([a, b, c, d]), u32::from_le_bytes([e, f, g, h])]
+}
+
+/// A checked manifest kept in wasm memory.
+pub struct ManifestCore {
+    /// Borrowed by `manifest` (see `Drop`).
+    buf: *mut [u8],
+    manifest: Option<Manifest<'static>>,
+    model_id: [u8; DIGEST_LEN],
+    table: Vec<u32>,
+    shard_of: Vec<u32>,
+    shard_table: Vec<u32>,
+    error: Option<ErrorInfo>,
+}
+
+impl Default for ManifestCore {
+    fn default() -> Self {
+        ManifestCore {
+            buf: Box::into_raw(Box::<[u8]>::default()),
+            manifest: None,
+            model_id: [0; DIGEST_LEN],
+            table: Vec::new(),
+            shard_of: Vec::new(),
+            shard_table: Vec::new(),
+            error: None,
+        }
+    }
+}
+
+impl Drop for ManifestCore {
+    fn drop(&mut self) {
+        // The manifest's borrow ends before the bytes it borrows are freed.
+        self.manifest = None;
+        // SAFETY: `buf` comes from `Box::into_raw`, is freed only here or in
+        // `parse` (which replaces it), and nothing borrows it any more.
+        unsafe { drop(Box::from_raw(self.buf)) };
+    }
+}
+
+/// Offset of `part` (a slice of `whole`) in `whole`.
+fn offset_in(whole: &[u8], part: &[u8]) -> u32 {
+    u32_of(part.as_ptr().addr().wrapping_sub(whole.as_ptr().addr()))
+}
+
+impl ManifestCore {
+    fn fail(&mut self, e: ErrorInfo) -> ErrorInfo {
+        self.error = Some(e);
+        e
+    }
+
+    /// The manifest accepted last.
+    fn get(&self) -> Option<&Manifest<'static>> {
+        self.manifest.as_ref()
+    }
+
+    /// Checks `bytes` as a manifest (the frame, the Frozen rules, M1 to M5)
+    /// and keeps a copy with its tensor table.
+    pub fn parse(&mut self, bytes: &[u8], limits: Limits) -> Result<(), ErrorInfo> {
+        self.manifest = None;
+        self.error = None;
+        self.table.clear();
+        self.shard_of.clear();
+        let memory = ErrorInfo {
+            code: "LIMIT",
+            offset: 0,
+            rule: "WasmMemory",
+            description: "wasm memory cannot hold a copy of the manifest",
+        };
+        let mut copy = Vec::new();
+        if copy.try_reserve_exact(bytes.len()).is_err() {
+            return Err(self.fail(memory));
+        }
+        copy.extend_from_slice(bytes);
+        // SAFETY: from `Box::into_raw`, and no longer borrowed (`manifest` is gone).
+        drop(unsafe { Box::from_raw(self.buf) });
+        self.buf = Box::into_raw(copy.into_boxed_slice());
+        // SAFETY: the copy lives until `drop` or the next `parse`, both of
+        // which drop `manifest` first; `manifest` is its only user.
+        let buf: &'static [u8] = unsafe { &*self.buf };
+        // Linear-time name checks: scratch for as many entries as the bytes can hold.
+        let most = buf.len().checked_div(MIN_SHARD_ENTRY.min(MIN_TENSOR_ENTRY)).unwrap_or(0);
+        let mut scratch = Vec::new();
+        let words = Manifest::scratch_len(most);
+        let scratch = match scratch.try_reserve_exact(words) {
+            Ok(()) => {
+                scratch.resize(words, 0u32);
+                Some(&mut scratch[..])
+            }
+            Err(_) => None,
+        };
+        let m = Manifest::parse_with(buf, &limits, scratch).map_err(|e| self.fail(e.into()))?;
+        self.model_id = m.model_id();
+        build_table(&m, buf, &mut self.table, &mut self.shard_of);
+        self.manifest = Some(m);
+        Ok(())
+    }
+
+    /// The metadata entries (padding key left out): `[key_at, key_len,
+    /// value_at, value_len]` each, byte ranges of the manifest.
+    pub fn metadata(&self) -> Vec<u32> {
+        let Some(m) = self.get() else { return Vec::new() };
+        // SAFETY: see `parse`; `manifest` is Some, so the copy is live.
+        let buf: &[u8] = unsafe { &*self.buf };
+        let mut out = Vec::new();
+        for (k, v) in m.metadata() {
+            let (k, v) = (k.as_bytes(), v.as_bytes());
+            out.extend_from_slice(&[offset_in(buf, k), u32_of(k.len()), offset_in(buf, v), u32_of(v.len())]);
+        }
+        out
+    }
+
+    /// The shards in order: `[name_at, name_len, length]` each (the name a
+    /// byte range of the manifest, the file length in bytes).
+    pub fn shards(&self) -> Vec<f64> {
+        let Some(m) = self.get() else { return Vec::new() };
+        // SAFETY: as in `metadata`.
+        let buf: &[u8] = unsafe { &*self.buf };
+        let mut out = Vec::new();
+        for s in m.shards() {
+            let name = s.name.as_str().as_bytes();
+            out.extend_from_slice(&[
+                f64::from(offset_in(buf, name)),
+                f64::from(u32_of(name.len())),
+                crate::conv::f64_of(s.length),
+            ]);
+        }
+        out
+    }
+
+    /// The tensor table ([`table`](crate::table)'s layout; payload offsets
+    /// unknown until the shard is opened: `u32::MAX` pairs).
+    pub fn table(&self) -> &[u32] {
+        &self.table
+    }
+
+    /// The 1-based shard of every tensor, in table order.
+    pub fn shard_of(&self) -> &[u32] {
+        &self.shard_of
+    }
+
+    /// Tensor `i`'s digest.
+    pub fn digest(&self, i: usize) -> Option<[u8; DIGEST_LEN]> {
+        self.get()?.digests().get(i).copied()
+    }
+
+    /// The model id every shard must record.
+    pub fn model_id(&self) -> [u8; DIGEST_LEN] {
+        self.model_id
+    }
+
+    /// Steps 1 to 6 for shard `index` (1-based): `prefix` holds its file
+    /// from byte 0 at least up to its payload region (`None`: it does not
+    /// exist), `file_len` its length. Returns the shard's tensor table
+    /// (offsets absolute in the shard's file).
+    pub fn check_shard(
+        &mut self,
+        index: u32,
+        prefix: Option<&[u8]>,
+        file_len: u64,
+        limits: Limits,
+    ) -> Result<&[u32], ErrorInfo> {
+        self.error = None;
+        let gone =
+            ErrorInfo { code: "LIMIT", offset: 0, rule: "NoManifest", description: "no manifest has been accepted" };
+        let Some(m) = self.manifest else { return Err(self.fail(gone)) };
+        let Some(entry) = m.shard(index) else { return Err(self.fail(gone)) };
+        let count = m.shard_tensors(index).count();
+        let mut scratch = vec![0u32; kiln_nostd::scratch_len(u32::try_from(count).unwrap_or(u32::MAX))];
+        let parser = Parser::new().limits(limits).scratch(&mut scratch);
+        let id = self.model_id;
+        match check_shard_prefix(&m, &id, &entry, prefix, file_len, parser) {
+            Ok(shard) => {
+                let dir = shard.directory();
+                crate::table::build(&dir, u64_of(dir.start()), &mut self.shard_table);
+                Ok(&self.shard_table)
+            }
+            Err(e) => Err(self.fail(e.into())),
+        }
+    }
+
+    /// The PATH error for shard `index`'s name (a reader that cannot place
+    /// it inside the manifest's folder): `ShardName` at its length word.
+    pub fn refuse_name(&mut self, index: u32) -> ErrorInfo {
+        // SAFETY: as in `metadata`.
+        let buf: &[u8] = unsafe { &*self.buf };
+        let at = self
+            .get()
+            .and_then(|m| m.shard(index))
+            .map_or(0, |s| offset_in(buf, s.name.as_str().as_bytes()).saturating_sub(4));
+        self.fail(Error::new(Rule::ShardName, usize::try_from(at).unwrap_or(0)).into())
+    }
+
+    /// The last error.
+    pub fn error(&self) -> Option<ErrorInfo> {
+        self.error
+    }
+}
+
+/// The manifest's tensor table in [`table`](crate::table)'s layout, with
+/// the manifest as the name heap, and each tensor's shard.
+fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut Vec<u32>) {
+    let count = m.tensor_count();
+    let none = u32::MAX;
+    out.clear();
+    out.push(u32_of(count));
+    out.extend_from_slice(&[0, 0, 0, 0, 0, 0]); // start, block length, payload: none
+    out.extend_from_slice(&[0, u32_of(buf.len()), 0]); // the heap: the whole manifest
+    out.resize(META.saturating_add(count.saturating_mul(SLOTS)), 0);
+    let quantized = m.tensors().any(|t| t.quant.is_some());
+    let index: HashMap<&str, usize> =
+        if quantized { m.tensors().map(|t| (t.name, t.index)).collect() } else { HashMap::new() };
+    let find = |name: &str| index.get(name).map_or(none, |&i| u32_of(i));
+    shard_of.clear();
+    shard_of.reserve(count);
+    for t in m.tensors() {
+        shard_of.push(t.shard);
+        let shape_at = u32_of(out.len());
+        let mut n = 1u64;
+        for d in t.dims() {
+            n = n.saturating_mul(d);
+            out.extend_from_slice(&lo_hi(d));
+        }
+        let name = t.name.as_bytes();
+        let (layout_at, layout_len) =
+            if t.layout.is_empty() { (none, 0) } else { (offset_in(buf, t.layout.as_bytes()), u32_of(t.layout.len())) };
+        let (scheme_axis, group, scale, outer) = match t.quant {
+            None => (0, 0, none, none),
+            Some(q) => (
+                u32::from(q.scheme) | u32::from(q.axis) << 16,
+                q.group_size,
+                find(q.scale),
+                if q.outer.is_empty() { none } else { find(q.outer) },
+            ),
+        };
+        let [len_lo, len_hi] = lo_hi(t.byte_length);
+        let [n_lo, n_hi] = lo_hi(n);
+        let rank = u32::try_from(t.rank()).unwrap_or(0);
+        let row = [
+            u32::from(t.dtype.code()) | rank << 16,
+            none,
+            none,
+            len_lo,
+            len_hi,
+            n_lo,
+            n_hi,
+            offset_in(buf, name),
+            u32_of(name.len()),
+            layout_at,
+            layout_len,
+            t.block_size,
+            scheme_axis,
+            group,
+            scale,
+            outer,
+            shape_at,
+        ];
+        let at = META.saturating_add(t.index.saturating_mul(SLOTS));
+        if let Some(dst) = out.get_mut(at..at.saturating_add(SLOTS)) {
+            dst.copy_from_slice(&row);
+        }
+    }
+    debug_assert_eq!(meta::HEAP_END, 8);
+    debug_assert_eq!(slot::SHAPE_AT, 16);
+}
+
+/// Bytes JavaScript copies into a [`DigestCore`] per call.
+pub const DIGEST_WINDOW: usize = 65_536;
+
+/// One tensor's payload hashed as JavaScript copies it in (a ranged load
+/// reads the payload anyway), compared with its digest: the core's
+/// [`TensorHasher`]; a mismatch is DIGEST (`PayloadDigest`) at the tensor's
+/// first payload byte.
+pub struct DigestCore {
+    hasher: TensorHasher,
+    window: Vec<u8>,
+    error: Option<ErrorInfo>,
+}
+
+impl Default for DigestCore {
+    fn default() -> Self {
+        DigestCore { hasher: TensorHasher::new(), window: vec![0; DIGEST_WINDOW], error: None }
+    }
+}
+
+impl DigestCore {
+    /// The window JavaScript copies bytes into.
+    pub fn window(&mut self) -> &mut [u8] {
+        &mut self.window
+    }
+
+    /// Hashes the first `n` bytes of the window.
+    pub fn update(&mut self, n: usize) {
+        let bytes = self.window.get(..n.min(DIGEST_WINDOW)).unwrap_or_default();
+        self.hasher.update(bytes);
+    }
+
+    /// Hashes `bytes` (host tests).
+    pub fn update_bytes(&mut self, bytes: &[u8]) {
+        self.hasher.update(bytes);
+    }
+
+    /// Compares the bytes hashed since the last call with `expected` (32
+    /// bytes); the tensor's payload starts at `offset` in its file. Starts over.
+    pub fn check(&mut self, expected: &[u8], offset: u64) -> Result<(), ErrorInfo> {
+        self.error = None;
+        let digest = <[u8; DIGEST_LEN]>::try_from(expected).unwrap_or([0; DIGEST_LEN]);
+        // `matches` starts the hasher over whatever the expected bytes are.
+        let ok = self.hasher.matches(&digest) && expected.len() == DIGEST_LEN;
+        if ok {
+            return Ok(());
+        }
+        let e = ErrorInfo::from(Error::at(Rule::PayloadDigest, offset));
+        self.error = Some(e);
+        Err(e)
+    }
+
+    /// The last error.
+    pub fn error(&self) -> Option<ErrorInfo> {
+        self.error
+    }
+}
