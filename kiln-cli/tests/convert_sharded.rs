@@ -9,10 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use kiln_cli::convert::{inputs, read_payload, Model, ReadOptions};
-use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::Limits;
-
-const RECORD_TYPE: &str = "struct{metadata:dict<str,str>,tensors:tensors,}";
 
 fn python_ready() -> bool {
     let ok = Command::new("python3")
@@ -173,8 +169,7 @@ fn a_hugging_face_checkpoint_by_its_index_and_by_its_folder() {
         let bytes = std::fs::read(d.path().join("out.kiln")).unwrap();
         let m = kiln_nostd::model::Manifest::parse(&bytes).unwrap();
         assert_eq!(m.shard_count(), 3);
-        let files: Vec<Vec<u8>> =
-            m.shards().map(|s| std::fs::read(d.path().join(s.name.as_str())).unwrap()).collect();
+        let files: Vec<Vec<u8>> = m.shards().map(|s| std::fs::read(d.path().join(s.name.as_str())).unwrap()).collect();
         kiln_nostd::model::check_all(&m, |e| files.get(e.index as usize - 1), true, None).unwrap();
         let got: Vec<Expected> = m
             .tensors()
@@ -187,7 +182,7 @@ fn a_hugging_face_checkpoint_by_its_index_and_by_its_folder() {
             .collect();
         assert_eq!(got, want);
         // The converter's own reader takes the manifest back: the same tensors.
-        kiln(d.path(), &["validate", "out.kiln"]);
+        assert!(kiln(d.path(), &["validate", "out.kiln"]).status.success());
     }
 }
 
@@ -208,9 +203,8 @@ fn a_one_shard_index_and_a_one_file_folder_are_written_as_one_file() {
     let err = convert(&ckpt, &["model.safetensors.index.json", "-o", "one.kiln"], 0);
     assert!(err.contains("2 tensors"), "{err}");
     let bytes = std::fs::read(ckpt.join("one.kiln")).unwrap();
-    let schema: Schema<'_> = Schema::parse(RECORD_TYPE).unwrap();
-    let v = frozen::read(&bytes, &schema, &Limits::MAX, true).unwrap();
-    let dir = v.field("tensors").and_then(|t| t.as_tensors()).unwrap();
+    let model = kiln_nostd::model::Model::parse_verified(&bytes).unwrap();
+    let dir = model.directory();
     let got: Vec<(String, Vec<u8>)> = dir.iter().map(|t| (t.name().unwrap().to_string(), t.bytes().to_vec())).collect();
     let want: Vec<(String, Vec<u8>)> = expected(&ckpt).into_iter().filter(|e| e.4 == 2).map(|e| (e.0, e.3)).collect();
     assert_eq!(got, want);
@@ -418,9 +412,14 @@ fn a_gguf_split_set_is_read_whole_from_any_of_its_files() {
         assert!(keys.contains(&"general.name") && keys.contains(&"tiny.context_length"), "{keys:?}");
         assert!(!model.metadata.iter().any(|(_, v)| v.contains("split.")), "split keys in source_types");
     }
-    // Never a partial model: the whole set or an error (two input shards: not written by this build yet).
-    let err = convert(d.path(), &["tiny-00001-of-00002.gguf", "-o", "o.kiln"], 1);
-    assert!(err.contains("7 tensors in 2 output shards"), "{err}");
+    // Never a partial model: the whole set, as two shards of one model.
+    let err = convert(d.path(), &["tiny-00001-of-00002.gguf", "-o", "o.kiln", "--no-fsync"], 0);
+    assert!(err.contains("a sharded model") && err.contains("7 tensors"), "{err}");
+    let bytes = std::fs::read(d.path().join("o.kiln")).unwrap();
+    let m = kiln_nostd::model::Manifest::parse(&bytes).unwrap();
+    assert_eq!((m.shard_count(), m.tensor_count()), (2, 7));
+    assert!(!m.metadata().iter().any(|(k, _)| k.starts_with("split.")), "split keys are consumed");
+    assert!(kiln(d.path(), &["validate", "o.kiln"]).status.success());
 }
 
 #[test]

@@ -445,14 +445,8 @@ fn convert_sharded(
     ranges: &[std::ops::Range<usize>],
     mut notes: Vec<String>,
 ) -> anyhow::Result<Summary> {
-    let written = write_sharded::write(
-        out,
-        &inputs,
-        &model.tensors,
-        ranges,
-        &model.metadata,
-        (args.quiet, !args.no_fsync),
-    )?;
+    let written =
+        write_sharded::write(out, &inputs, &model.tensors, ranges, &model.metadata, (args.quiet, !args.no_fsync))?;
     large_value_notes(&model, &mut notes);
     let first = written.files.first().map(|(_, t)| t.given.display().to_string()).unwrap_or_default();
     notes.push(format!(

@@ -23,9 +23,9 @@ use super::copy::{progress, Sink};
 use super::error::io_fail;
 use super::meta::Metadata;
 use super::model::TensorOut;
-use super::Input;
 use super::outfile::{self, Target, Temp};
 use super::write_kiln;
+use super::Input;
 use crate::platform;
 
 /// The file name of shard `index` of `count` for the manifest `out`:
