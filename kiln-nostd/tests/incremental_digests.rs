@@ -26,7 +26,7 @@
 mod cases;
 
 use cases::{hex, mutate, templates, write, Rng};
-use kiln_nostd::digest::{check_block_digests, sha256, Digests};
+use kiln_nostd::digest::{check_block_digests, sha256, Digests, TensorHasher};
 use kiln_nostd::source::{OutOfBounds, ReadAt};
 use kiln_nostd::{
     source, DType, Error, ErrorCode, Header, Incremental, Limits, Parser, Quant, Rule, TensorRef, TensorSpec,
@@ -119,9 +119,12 @@ fn stream_with(
     let need = Incremental::prefix_len(b.get(..64).unwrap_or(&[]), &Limits::DEFAULT).ok().flatten();
     let mut prefix = vec![0u8; need.unwrap_or(b.len()).min(b.len() + 64).max(64)];
     let mut s = scratch_for(b);
+    // The caller's SHA-256 state: what it held before does not matter.
+    let mut hasher = TensorHasher::new();
+    hasher.update(b"left over from an earlier stream");
     let mut v = Incremental::new(&mut prefix).scratch(&mut s);
     if let Some(t) = table {
-        v = v.digests(t);
+        v = v.digests(t, &mut hasher);
     }
     if embedded {
         v = v.embedded();
@@ -945,4 +948,16 @@ fn verify_reads_every_byte_of_the_run() {
     let v_at = Parser::new().parse(&block).unwrap().find("v").unwrap().absolute_offset();
     m[v_at + 65_000] ^= 1;
     assert_eq!(verify(&m, &table, false, 4096, 0).0, Err(Error::new(Rule::PayloadDigest, v_at)));
+}
+
+/// The validator's own state stays small with the feature: the C API keeps
+/// it in a `kiln_incremental` of 40 words (with its 4-byte tag, 8-aligned),
+/// whatever features a workspace build turns on.
+#[test]
+fn the_state_fits_the_c_api() {
+    let size = std::mem::size_of::<Incremental<'static, 'static>>();
+    assert!(size + 8 <= 40 * 8, "{size} bytes");
+    if cfg!(target_pointer_width = "64") {
+        assert_eq!(size, 304, "the figure in Incremental's documentation");
+    }
 }
