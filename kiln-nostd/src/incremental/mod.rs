@@ -78,7 +78,7 @@ pub struct Summary {
 /// [`Parser::scratch`](crate::Parser::scratch); its own state is 200 bytes
 /// on a 32-bit microcontroller (256 on a 64-bit host). With the `sha2`
 /// feature it is 240 bytes (304), table or not: where step 9d's run stands
-/// ([`digests`](Self::digests)); the SHA-256 state, about 112 bytes more,
+/// (`Incremental::digests`); the SHA-256 state, about 112 bytes more,
 /// is the caller's.
 /// A chunk costs time in proportion to the tensor boundaries it
 /// crosses and the bool or gap bytes it holds, not to its length (with a
