@@ -61,7 +61,10 @@
 //! of the payload only what [`Incremental::next_needed`](crate::Incremental::next_needed) asks for: gap
 //! bytes, bool tensors and the last byte of odd-length packed tensors; the
 //! rest it [`skip`](crate::Incremental::skip)s without reading. The memory is the
-//! prefix buffer and the chunk buffer.
+//! prefix buffer and the chunk buffer. Given a digest table
+//! (`Options::digests`, `sha2` feature) it also checks each tensor's
+//! SHA-256 (step 9d of `spec/model-file.md`) and then reads every payload
+//! byte of the canonical run, in whole chunks.
 //!
 //! ```
 //! use kiln_nostd::source::{self, SourceError};

@@ -9,24 +9,26 @@
 //! of the run is hashed (a DIGEST fault in a later tensor would win), then
 //! reported, in the chunk that completes the run.
 
-use super::payload::{window, Data};
+use super::payload::{window, Data, Walk};
 use super::Incremental;
 use crate::bytes::usize_from_u32;
 use crate::digest::{run_entry, Digests, TensorHasher};
 use crate::error::{fail_at, Error, Result, Rule};
 use crate::header::HEADER_LEN;
 
-/// Where step 9d stands: 152 bytes on a 32-bit target (168 on a 64-bit
-/// host) as `Option<Hashing>`, most of it the SHA-256 state.
-#[derive(Clone, Debug)]
+/// Where step 9d stands: 40 bytes of the validator on a 32-bit target (48
+/// on a 64-bit host). The SHA-256 state (about 112 bytes) is the
+/// caller's, so that the validator's own state stays small (the C API keeps
+/// it in a `kiln_incremental` of fixed size).
+#[derive(Debug)]
 pub(super) struct Hashing<'t> {
-    table: Digests<'t>,
-    hasher: TensorHasher,
-    /// The next tensor of the run (descriptor index): in its bytes, or
-    /// before them. Meaningless once `done`.
-    next: usize,
+    table: &'t [u8],
+    hasher: &'t mut TensorHasher,
     /// Payload offset where the previous tensor of the run ends (0 before the first).
     running: u64,
+    /// The next tensor of the run (descriptor index): in its bytes, or
+    /// before them. Meaningless once `done`.
+    next: u32,
     /// Every tensor of the run is hashed and matched.
     done: bool,
     /// A fault of steps 10 to 12, certain as far as those steps go, waiting for the run.
@@ -34,20 +36,18 @@ pub(super) struct Hashing<'t> {
 }
 
 impl<'t> Hashing<'t> {
-    pub(super) fn new(table: &'t [u8]) -> Self {
-        Hashing {
-            table: Digests::new(table, 0),
-            hasher: TensorHasher::new(),
-            next: 0,
-            running: 0,
-            done: false,
-            held: None,
-        }
+    pub(super) fn new(table: &'t [u8], hasher: &'t mut TensorHasher) -> Self {
+        *hasher = TensorHasher::new();
+        Hashing { table, hasher, running: 0, next: 0, done: false, held: None }
     }
 
     /// True when the table holds one digest per tensor (step 3d).
     pub(super) fn fits(&self, tensor_count: u32) -> bool {
-        crate::digest::table_fits(self.table.as_bytes(), tensor_count)
+        crate::digest::table_fits(self.table, tensor_count)
+    }
+
+    fn next(&self) -> usize {
+        usize_from_u32(self.next)
     }
 
     /// Hashes the payload bytes `from..to` (payload offsets) in `data` and
@@ -64,7 +64,7 @@ impl<'t> Hashing<'t> {
         to: u64,
     ) -> Result<()> {
         while !self.done {
-            let entry = if self.next < count { run_entry(descriptors, self.next, self.running) } else { None };
+            let entry = if self.next() < count { run_entry(descriptors, self.next(), self.running) } else { None };
             let Some((start, len)) = entry else {
                 self.done = true;
                 break;
@@ -77,12 +77,13 @@ impl<'t> Hashing<'t> {
             if len != 0 && to < end {
                 return Ok(()); // its last byte is still to come
             }
-            let digest = self.table.get(self.next);
+            let digest = Digests::new(self.table, 0).get(self.next());
             // The table holds one digest per tensor (step 3d, checked with the header).
             if !digest.is_some_and(|d| self.hasher.matches(d)) {
                 return fail_at(Rule::PayloadDigest, base.saturating_add(start));
             }
             self.running = end;
+            // Below the tensor count, a u32: never saturates.
             self.next = self.next.saturating_add(1);
         }
         Ok(())
@@ -91,17 +92,51 @@ impl<'t> Hashing<'t> {
     /// The block offset of the next byte the run needs at or after `fed`,
     /// or `u64::MAX` once it is done.
     fn next_needed(&self, descriptors: &[u8], count: usize, base: u64, fed: u64) -> u64 {
-        if self.done || self.next >= count {
+        if self.done || self.next() >= count {
             return u64::MAX;
         }
         // `next` is a nonempty tensor of the run not yet complete (`advance`
         // judges empty ones as soon as they are next): its bytes from its start.
-        let start = run_entry(descriptors, self.next, self.running).map_or(0, |(s, _)| s);
+        let start = run_entry(descriptors, self.next(), self.running).map_or(0, |(s, _)| s);
         fed.max(base.saturating_add(start))
     }
 }
 
 impl Incremental<'_, '_> {
+    /// [`take_payload`](Incremental::take_payload) with digests: the walk's
+    /// checks (the same as there; kept apart so that a build without the
+    /// feature compiles exactly the code it did), then step 9d, which wins.
+    pub(super) fn take_payload_hashing(&mut self, mut walk: Walk, data: Data<'_>) -> u64 {
+        let end = if self.standalone { u64::MAX } else { walk.block_len };
+        let data = data.first(end.saturating_sub(self.fed));
+        // Payload offsets of the data.
+        let from = self.fed.saturating_sub(walk.payload_base);
+        let to = from.saturating_add(data.len());
+        // A held fault of steps 10 to 12 is the walk's verdict: it reads no more.
+        let result = if self.walk_settled() {
+            Ok(())
+        } else {
+            let descs = self.descriptors(&walk);
+            walk.scan(&descs, data, from, to).and_then(|()| {
+                if let Some(e) = walk.certain(to) {
+                    return Err(e);
+                }
+                if self.standalone && to.saturating_add(walk.payload_base) > walk.block_len {
+                    // Step 12: every earlier step is settled once the block is whole.
+                    return fail_at(Rule::TrailingBytes, walk.block_len);
+                }
+                Ok(())
+            })
+        };
+        self.walk = Some(walk);
+        // DIGEST first: it wins over any fault of steps 10 to 12.
+        self.fault = match self.hash_payload(walk.payload_base, data, from, to) {
+            Err(e) => Some(e),
+            Ok(()) => self.gate(result.err()),
+        };
+        data.len()
+    }
+
     /// The descriptors (raw, from descriptor 0) and the tensor count, for step 9d.
     fn run_parts(&self) -> (&[u8], usize) {
         let count = self.sizes.map_or(0, |s| usize_from_u32(s.header.tensor_count));

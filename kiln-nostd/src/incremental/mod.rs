@@ -77,8 +77,9 @@ pub struct Summary {
 /// [`Incremental::prefix_len`]) and optional name scratch, as for
 /// [`Parser::scratch`](crate::Parser::scratch); its own state is 200 bytes
 /// on a 32-bit microcontroller (256 on a 64-bit host). With the `sha2`
-/// feature it is 352 bytes (424), table or not: the room for step 9d's
-/// SHA-256 state and where the run stands ([`digests`](Self::digests)).
+/// feature it is 240 bytes (304), table or not: where step 9d's run stands
+/// (`Incremental::digests`); the SHA-256 state, about 112 bytes more,
+/// is the caller's.
 /// A chunk costs time in proportion to the tensor boundaries it
 /// crosses and the bool or gap bytes it holds, not to its length (with a
 /// digest table, also to the run's bytes it holds: they are hashed).
@@ -169,7 +170,9 @@ impl<'m, 's> Incremental<'m, 's> {
     }
 
     /// Checks every tensor's payload against its SHA-256 digest (step 9d of
-    /// `spec/model-file.md`; `sha2` feature). `table` is the digest table's
+    /// `spec/model-file.md`; `sha2` feature), keeping the running SHA-256
+    /// state in `hasher` (about 112 bytes of the caller's memory, like the
+    /// prefix; what it holds on entry does not matter). `table` is the digest table's
     /// bytes: 32 per tensor, in descriptor order, which the caller has
     /// checked to be 32 x `tensor_count` (step 3d, at the table's length
     /// word: a model-file reader does that before the block starts). Should
@@ -195,11 +198,27 @@ impl<'m, 's> Incremental<'m, 's> {
     ///   a DIGEST fault could still win.
     ///
     /// [`finish`](Self::finish) reports truncation (EOF) first, as always.
-    /// The hashing state is in the type's memory figure (152 bytes of it on
-    /// a 32-bit target, 168 on a 64-bit host).
+    ///
+    /// ```
+    /// use kiln_nostd::{digest::{sha256, TensorHasher}, Incremental, Parser, Rule};
+    /// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln"));
+    /// let mut table = sha256(Parser::new().parse(&block)?.get(0).unwrap().bytes()); // one tensor
+    /// let (mut prefix, mut hasher) = ([0u8; 1024], TensorHasher::new());
+    /// let mut v = Incremental::new(&mut prefix).digests(&table, &mut hasher);
+    /// for chunk in block.chunks(7) {
+    ///     v.feed(chunk)?;
+    /// }
+    /// v.finish()?;
+    ///
+    /// table[0] ^= 1;
+    /// let mut v = Incremental::new(&mut prefix).digests(&table, &mut hasher);
+    /// let err = block.chunks(7).find_map(|c| v.feed(c).err()).unwrap();
+    /// assert_eq!(err.rule(), Rule::PayloadDigest);
+    /// # Ok::<(), kiln_nostd::Error>(())
+    /// ```
     #[cfg(feature = "sha2")]
-    pub fn digests(mut self, table: &'m [u8]) -> Self {
-        self.digests = Some(digests::Hashing::new(table));
+    pub fn digests(mut self, table: &'m [u8], hasher: &'m mut crate::digest::TensorHasher) -> Self {
+        self.digests = Some(digests::Hashing::new(table, hasher));
         self
     }
 
@@ -499,37 +518,17 @@ impl<'m, 's> Incremental<'m, 's> {
 
     /// Streams payload bytes past the descriptors' gaps and element checks.
     fn take_payload(&mut self, mut walk: Walk, data: Data<'_>) -> u64 {
+        #[cfg(feature = "sha2")]
+        if self.digests.is_some() {
+            return self.take_payload_hashing(walk, data);
+        }
         let end = if self.standalone { u64::MAX } else { walk.block_len };
         let data = data.first(end.saturating_sub(self.fed));
         // Payload offsets of the data.
         let from = self.fed.saturating_sub(walk.payload_base);
         let to = from.saturating_add(data.len());
-        // With digests, a held fault of steps 10 to 12 is the walk's verdict: it reads no more.
-        #[cfg(feature = "sha2")]
-        let settled = self.walk_settled();
-        #[cfg(not(feature = "sha2"))]
-        let settled = false;
-        let result = if settled { Ok(()) } else { self.scan_payload(&mut walk, data, from, to) };
-        self.walk = Some(walk);
-        #[cfg(feature = "sha2")]
-        if self.digests.is_some() {
-            // DIGEST first: it wins over any fault of steps 10 to 12.
-            self.fault = match self.hash_payload(walk.payload_base, data, from, to) {
-                Err(e) => Some(e),
-                Ok(()) => self.gate(result.err()),
-            };
-            return data.len();
-        }
-        if let Err(e) = result {
-            self.fault = Some(e);
-        }
-        data.len()
-    }
-
-    /// Steps 10 to 12 on the payload bytes `from..to` (payload offsets) in `data`.
-    fn scan_payload(&self, walk: &mut Walk, data: Data<'_>, from: u64, to: u64) -> Result<()> {
-        let descs = self.descriptors(walk);
-        walk.scan(&descs, data, from, to).and_then(|()| {
+        let descs = self.descriptors(&walk);
+        let result = walk.scan(&descs, data, from, to).and_then(|()| {
             if let Some(e) = walk.certain(to) {
                 return Err(e);
             }
@@ -538,7 +537,12 @@ impl<'m, 's> Incremental<'m, 's> {
                 return fail_at(Rule::TrailingBytes, walk.block_len);
             }
             Ok(())
-        })
+        });
+        self.walk = Some(walk);
+        if let Err(e) = result {
+            self.fault = Some(e);
+        }
+        data.len()
     }
 
     fn descriptors(&self, walk: &Walk) -> Descriptors<'_> {

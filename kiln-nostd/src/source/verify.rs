@@ -33,9 +33,12 @@ pub(super) fn run<S: ReadAt>(
     if embedded {
         v = v.embedded();
     }
+    // Step 9d's SHA-256 state: on this stack (about 112 bytes).
+    #[cfg(feature = "sha2")]
+    let mut hasher = crate::digest::TensorHasher::new();
     #[cfg(feature = "sha2")]
     if let Some(t) = table {
-        v = v.digests(t);
+        v = v.digests(t, &mut hasher);
     }
     drive(&mut v, &mut source, chunk, len, coalesce).map_err(SourceError::Read)?;
     match v.finish() {
