@@ -72,6 +72,8 @@ pub struct Session {
     scratch: Option<*mut [u32]>,
     /// A copy of the digest table `inner` hashes against (see [`digests`](Self::digests)).
     digests: Option<*mut [u8]>,
+    /// The SHA-256 state `inner` hashes with, beside the table (freed with it).
+    hasher: Option<*mut kiln_nostd::digest::TensorHasher>,
     table: Vec<u32>,
     table_built: bool,
     error: Option<ErrorInfo>,
@@ -97,6 +99,9 @@ impl Drop for Session {
             if let Some(t) = self.digests {
                 drop(Box::from_raw(t));
             }
+            if let Some(h) = self.hasher {
+                drop(Box::from_raw(h));
+            }
         }
     }
 }
@@ -119,6 +124,7 @@ impl Session {
             prefix: Box::into_raw(Box::<[u8]>::default()),
             scratch: None,
             digests: None,
+            hasher: None,
             table: Vec::new(),
             table_built: false,
             error: None,
@@ -150,6 +156,10 @@ impl Session {
         if let Some(t) = self.digests.take() {
             // SAFETY: from `Box::into_raw` in `digests`, and no longer borrowed (`inner` is gone).
             drop(unsafe { Box::from_raw(t) });
+        }
+        if let Some(h) = self.hasher.take() {
+            // SAFETY: as for the table just above.
+            drop(unsafe { Box::from_raw(h) });
         }
         self.table.clear();
         self.table_built = false;
@@ -218,7 +228,11 @@ impl Session {
         let t: &'static mut [u8] = unsafe { &mut *copy };
         t.copy_from_slice(table);
         self.digests = Some(copy);
-        self.inner = Some(v.digests(t));
+        let hasher = Box::into_raw(Box::new(kiln_nostd::digest::TensorHasher::new()));
+        // SAFETY: as for the table: freed only after `inner` is dropped.
+        let h: &'static mut kiln_nostd::digest::TensorHasher = unsafe { &mut *hasher };
+        self.hasher = Some(hasher);
+        self.inner = Some(v.digests(t, h));
         true
     }
 
