@@ -108,7 +108,7 @@ impl<'a> Pump<'a> {
                 step(u64_from(b.len()));
             }
             Source::File { offset } => {
-                let mut buf = vec![0u8; BUF];
+                let mut buf = vec![0u8; chunk_len(len)];
                 self.read_chunks(*offset, len, &mut buf, &mut |chunk| {
                     out.write_all(chunk).map_err(out_err)?;
                     step(u64_from(chunk.len()));
@@ -118,7 +118,7 @@ impl<'a> Pump<'a> {
             Source::Swap { offset, width } => {
                 let w = (*width).max(1);
                 // Whole elements per chunk: BUF is a multiple of every width.
-                let mut buf = vec![0u8; BUF];
+                let mut buf = vec![0u8; chunk_len(len)];
                 self.read_chunks(*offset, len, &mut buf, &mut |chunk| {
                     for el in chunk.chunks_exact_mut(w) {
                         el.reverse();
@@ -131,7 +131,7 @@ impl<'a> Pump<'a> {
             Source::Checked { offset, crc_so_far, header_len, expect, member, swap } => {
                 let w = (*swap).max(1);
                 let mut crc = crc32fast::Hasher::new_with_initial_len(*crc_so_far, *header_len);
-                let mut buf = vec![0u8; BUF];
+                let mut buf = vec![0u8; chunk_len(len)];
                 self.read_chunks(*offset, len, &mut buf, &mut |chunk| {
                     crc.update(chunk);
                     if w > 1 {
@@ -218,6 +218,13 @@ impl<W: Write> Write for Hashing<'_, W> {
 
 /// The chunk buffered sources are read in: a multiple of every element width.
 const BUF: usize = 1 << 20;
+
+/// The buffer for a payload of `len` bytes: at most [`BUF`], no more than the
+/// payload (a model of 200,000 small tensors must not zero 200 GB of buffers).
+/// A payload's length is a multiple of its element width, as `BUF` is.
+fn chunk_len(len: u64) -> usize {
+    usize_from(len).map_or(BUF, |l| l.min(BUF))
+}
 
 /// One `read` of at most `want` bytes (and at most `buf.len()`) into `buf`: the bytes read.
 fn read_some<'b>(r: &mut dyn Read, buf: &'b mut [u8], want: u64) -> io::Result<&'b [u8]> {
