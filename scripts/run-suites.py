@@ -18,6 +18,7 @@ KILN_BE_SECONDS, KILN_FUZZ_SECONDS (the budgets).
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -40,14 +41,19 @@ BUDGET_FRESH = 45 * 60
 BUDGET_WARM = 20 * 60
 WARM_MARK = CACHE / "last-run"
 
+# No job may hold the run past this: a hung suite fails with its log shown instead of
+# running the whole run into CI's 90-minute stop with nothing reported.
+JOB_LIMIT = int(os.environ.get("KILN_JOB_LIMIT", str(30 * 60)))
+
 MIRI_SECONDS = os.environ.get("KILN_MIRI_SECONDS", "210")
 BE_SECONDS = os.environ.get("KILN_BE_SECONDS", "90")
 FUZZ_SECONDS = os.environ.get("KILN_FUZZ_SECONDS", "150")
 
 
 class Job:
-    def __init__(self, name, cmd, needs=(), cpu=2, env=None, note="", after=()):
+    def __init__(self, name, cmd, needs=(), cpu=2, env=None, note="", after=(), limit=JOB_LIMIT):
         self.name = name
+        self.limit = limit  # seconds before the job is stopped and counted as failed
         self.after = list(after)  # jobs it waits for, whatever their verdict (order only)
         self.cmd = cmd  # a bash command line, run from the repository root
         self.needs = list(needs)
@@ -154,34 +160,45 @@ def run(selected, table_only=False):
     running, done = [], {}
     pending = list(todo)
     names_todo = {j.name for j in todo}
-    while pending or running:
-        for j in list(running):
-            rc = j.proc.poll()
-            if rc is None:
-                continue
-            j.seconds = time.monotonic() - j.started
-            j.verdict = "ok" if rc == 0 else f"FAILED ({rc})"
-            running.remove(j)
-            done[j.name] = j
-            report(j)
-        busy = sum(j.cpu for j in running)
-        for j in list(pending):
-            failed_need = [n for n in j.needs if n in done and done[n].verdict != "ok"]
-            if failed_need:
-                j.seconds, j.verdict = 0.0, f"not run ({failed_need[0]} failed)"
-                pending.remove(j)
+    try:
+        while pending or running:
+            for j in list(running):
+                rc = j.proc.poll()
+                over = rc is None and time.monotonic() - j.started > j.limit
+                if over:
+                    os.killpg(j.proc.pid, signal.SIGKILL)  # the job's whole process group
+                    rc = j.proc.wait()
+                if rc is None:
+                    continue
+                j.seconds = time.monotonic() - j.started
+                j.verdict = f"FAILED (over {j.limit} s)" if over else "ok" if rc == 0 else f"FAILED ({rc})"
+                running.remove(j)
                 done[j.name] = j
-                print(f"=== {j.name}: {j.verdict}", flush=True)
-                continue
-            if any(n not in done for n in j.needs) or any(n in names_todo and n not in done for n in j.after):
-                continue
-            if running and busy + j.cpu > CAPACITY:
-                continue
-            start(j, env)
-            running.append(j)
-            pending.remove(j)
-            busy += j.cpu
-        time.sleep(0.2)
+                report(j)
+            busy = sum(j.cpu for j in running)
+            for j in list(pending):
+                failed_need = [n for n in j.needs if n in done and done[n].verdict != "ok"]
+                if failed_need:
+                    j.seconds, j.verdict = 0.0, f"not run ({failed_need[0]} failed)"
+                    pending.remove(j)
+                    done[j.name] = j
+                    print(f"=== {j.name}: {j.verdict}", flush=True)
+                    continue
+                if any(n not in done for n in j.needs) or any(n in names_todo and n not in done for n in j.after):
+                    continue
+                if running and busy + j.cpu > CAPACITY:
+                    continue
+                start(j, env)
+                running.append(j)
+                pending.remove(j)
+                busy += j.cpu
+            time.sleep(0.2)
+    finally:
+        # Each job has its own process group (so a limit stops all of it); an interrupted
+        # runner stops them too.
+        for j in running:
+            if j.proc.poll() is None:
+                os.killpg(j.proc.pid, signal.SIGKILL)
     wall = time.monotonic() - t0
     return summary(todo, wall, warm, whole=not selected)
 
@@ -193,7 +210,7 @@ def start(j, env):
     log.flush()
     j.started = time.monotonic()
     j.proc = subprocess.Popen(["bash", "-c", j.cmd], cwd=ROOT, env={**env, **j.env}, stdout=log,
-                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
 
 
