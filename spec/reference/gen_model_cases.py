@@ -550,11 +550,18 @@ def manifest_cases(c: Cases):
     s.shard_list[0]["name"] = "modèle-1.kiln"
     s.files = {"modèle-1.kiln": s.files[s.names[0]], s.names[1]: s.files[s.names[1]]}
     c.sharded("shard-name-utf8", "a non-ASCII shard name", s, None)
+    for tag, bad in (("c1-control", "tiny\u0085.kiln"), ("c1-first", "\u0080tiny.kiln"),
+                     ("c1-last", "tiny.kiln\u009f")):
+        s = base2()
+        s.shard_list[1]["name"] = bad
+        c.sharded(f"shard-name-{tag}", f"shard 2 named {bad!r}: a C1 control (Unicode's Cc) is a control "
+                  "character", s, ("PATH", "ShardName", s.mpos()["shard"][1]["name"], None),
+                  only_manifest=True)
     s = base2()
-    s.shard_list[1]["name"] = "tiny\u0085.kiln"
-    s.files = {s.names[0]: s.files[s.names[0]], "tiny\u0085.kiln": s.files[s.names[1]]}
-    c.sharded("shard-name-c1-control", "U+0085 (a C1 control) is not among the characters "
-              "the spec lists (below 0x20, or 0x7F): a plain file name", s, None)
+    s.shard_list[1]["name"] = "tiny\u00a0.kiln"
+    s.files = {s.names[0]: s.files[s.names[0]], "tiny\u00a0.kiln": s.files[s.names[1]]}
+    c.sharded("shard-name-nbsp", "U+00A0, just past the C1 range, is not a control character: a plain "
+              "file name", s, None)
     s = base2()
     s.shard_list[1]["name"] = s.shard_list[0]["name"]
     c.sharded("shard-name-repeated", "both shards named alike", s,

@@ -397,13 +397,14 @@ class _Reader:
         return self.run().decode("utf-8")
 
 
-_NAME_FORBIDDEN = frozenset(b"/\\:") | frozenset(range(0x20)) | {0x7F}
+_NAME_FORBIDDEN = frozenset("/\\:") | {chr(c) for c in range(0x20)} | {chr(c) for c in range(0x7F, 0xA0)}
 
 
 def _plain_file_name(raw: bytes) -> bool:
+    """M2: control characters are Unicode's Cc (C0, DEL and the C1 range U+0080 to U+009F)."""
     if not 1 <= len(raw) <= 255:
         return False
-    if any(b in _NAME_FORBIDDEN for b in raw):
+    if any(ch in _NAME_FORBIDDEN for ch in raw.decode("utf-8")):
         return False
     return raw not in (b".", b"..")
 

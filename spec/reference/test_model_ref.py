@@ -344,11 +344,11 @@ class ManifestRules(unittest.TestCase):
 
     def test_names(self):
         for bad in ("", "a/b", "a\\b", "..", ".", "a\x00", "c:x", "/abs.kiln", "\x01",
-                    "x\x1f", "x\x7f", "\t", "b" * 256, "é" * 128):
+                    "x\x1f", "x\x7f", "\t", "b" * 256, "é" * 128, "ok\u0085", "\u0080", "x\u009f"):
             s = self.s()
             s.shard_list[0]["name"] = bad
             self.check(s, ("PATH", "ShardName", s.mpos()["shard"][0]["name"]))
-        for good in ("...", ".hidden", "a b.kiln", "é" * 127, "x" * 255, "ok\u0085"):
+        for good in ("...", ".hidden", "a b.kiln", "é" * 127, "x" * 255, "ok\u00a0"):
             s = self.s()
             s.shard_list[0]["name"] = good
             self.assertIsNone(M.check_manifest(s.manifest()), good)

@@ -98,7 +98,8 @@ pub struct ShardEntry<'a> {
 }
 
 /// A shard file name that passed step M2: 1 to 255 bytes of UTF-8 without
-/// `/`, `\`, `:`, NUL or control characters, not `.` or `..`. Only such a
+/// `/`, `\`, `:`, NUL or control characters (Unicode's Cc: C0, DEL and C1),
+/// not `.` or `..`. Only such a
 /// name can be joined to the manifest's folder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardName<'a>(&'a str);
@@ -117,7 +118,8 @@ impl<'a> ShardName<'a> {
 
 /// Step M2's name rule.
 fn is_plain_file_name(name: &str) -> bool {
-    let bad = |c: char| matches!(c, '/' | '\\' | ':') || c.is_ascii_control();
+    // `char::is_control` is Unicode's Cc category: U+0000 to U+001F and U+007F to U+009F.
+    let bad = |c: char| matches!(c, '/' | '\\' | ':') || c.is_control();
     (1..=SHARD_NAME_MAX).contains(&name.len()) && name != "." && name != ".." && !name.contains(bad)
 }
 
