@@ -127,6 +127,9 @@ def jobs():
         Job("firmware-c", "firmware-c/ci.sh", ["setup-rust", "setup-apt"], note="the C firmware demo under QEMU"),
         *[check(t) for t in ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")],
         Job("rss", "scripts/rss.sh", ["setup-apt"], note="peak RSS on hostile files"),
+        # The release build rss.sh made; the full 4 GiB run is local (README).
+        Job("bench-smoke", "python3 scripts/bench-checkpoints.py --mib 64 --runs 1 --check", ["setup-python"],
+            after=["rss"], note="the checkpoint benchmarks at a smoke size"),
     ]
 
 

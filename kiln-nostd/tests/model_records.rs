@@ -224,8 +224,7 @@ fn quantized() -> (Vec<u8>, Vec<u8>) {
 
 fn sharded() -> kiln_nostd::model::ShardedFiles {
     let (w, s) = quantized();
-    let w: &'static [u8] = Box::leak(w.into_boxed_slice());
-    let s: &'static [u8] = Box::leak(s.into_boxed_slice());
+    let (w, s) = (&w[..], &s[..]);
     let one = vec![
         TensorSpec::new(DType::F32, &[2], &A).named("a"),
         TensorSpec::new(DType::F32, &[], &A[..4]).named("scalar"),
@@ -340,7 +339,7 @@ fn tampering_is_caught_with_the_shard_named() {
 
 /// Two shards of one length, and a second model of the same shape with other values.
 fn pair(value: u8) -> kiln_nostd::model::ShardedFiles {
-    let x: &'static [u8] = Box::leak(vec![value; 8].into_boxed_slice());
+    let x = &[value; 8][..];
     let one = [TensorSpec::new(DType::F32, &[2], x).named("x")];
     let two = [TensorSpec::new(DType::F32, &[2], &A).named("y")];
     write_sharded(&[], &[("p-00001-of-00002.kiln", &one), ("p-00002-of-00002.kiln", &two)], 64).unwrap()
