@@ -132,7 +132,7 @@ pub fn check_conversion(data: &[u8], format: kiln_cli::convert::Format) -> Optio
     assert!(metadata.is_some(), "the record has no metadata");
     assert_eq!(dir.len(), done.model.tensors.len(), "tensor count");
     for ((t, want), payload) in dir.iter().zip(&done.model.tensors).zip(&done.payloads) {
-        assert_eq!(t.name(), Some(want.name.as_str()), "tensor {} name", t.index());
+        assert_eq!(t.name(), Some(&*want.name), "tensor {} name", t.index());
         assert_eq!(t.dtype(), want.dtype, "tensor {} dtype", want.name);
         assert_eq!(t.shape(), want.shape.as_slice(), "tensor {} shape", want.name);
         assert_eq!(t.bytes(), payload.as_slice(), "tensor {} bytes", want.name);

@@ -76,7 +76,7 @@ fn check_model(model: &Model, want: &[Expected]) {
     let got: Vec<Expected> = (0..model.tensors.len())
         .map(|i| {
             let t = &model.tensors[i];
-            (t.name.clone(), t.dtype.name().to_string(), t.shape.clone(), read_payload(model, i).unwrap(), t.shard)
+            (t.name.to_string(), t.dtype.name().to_string(), t.shape.to_vec(), read_payload(model, i).unwrap(), t.shard)
         })
         .collect();
     assert_eq!(got, want);
@@ -397,14 +397,14 @@ fn a_gguf_split_set_is_read_whole_from_any_of_its_files() {
     for file in ["tiny-00001-of-00002.gguf", "tiny-00002-of-00002.gguf"] {
         let model = read(&d.path().join(file)).unwrap();
         assert!(model.sharded);
-        let names: Vec<&str> = model.tensors.iter().map(|t| t.name.as_str()).collect();
+        let names: Vec<&str> = model.tensors.iter().map(|t| &*t.name).collect();
         assert_eq!(names, ["t0", "t1", "t2", "t3", "t4", "t5", "t6"]);
         let shards: Vec<usize> = model.tensors.iter().map(|t| t.shard).collect();
         assert_eq!(shards, [0, 0, 0, 0, 1, 1, 1]);
         for (i, t) in model.tensors.iter().enumerate() {
             let want: Vec<u8> = (0..=i).flat_map(|k| ((k as f32) * (i as f32 + 0.5)).to_le_bytes()).collect();
             assert_eq!(read_payload(&model, i).unwrap(), want, "{}", t.name);
-            assert_eq!(t.shape, vec![1, i as u64 + 1]);
+            assert_eq!(t.shape.as_slice(), [1, i as u64 + 1]);
         }
         // split.* is consumed; the first file's metadata is the model's.
         let keys: Vec<&str> = model.metadata.iter().map(|(k, _)| k).collect();

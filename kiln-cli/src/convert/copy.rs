@@ -128,7 +128,8 @@ impl<'a> Pump<'a> {
                     Ok(())
                 })?;
             }
-            Source::Checked { offset, crc_so_far, header_len, expect, member, swap } => {
+            Source::Checked(c) => {
+                let super::model::Checked { offset, crc_so_far, header_len, expect, member, swap } = &**c;
                 let w = (*swap).max(1);
                 let mut crc = crc32fast::Hasher::new_with_initial_len(*crc_so_far, *header_len);
                 let mut buf = vec![0u8; chunk_len(len)];
@@ -150,7 +151,8 @@ impl<'a> Pump<'a> {
                     );
                 }
             }
-            Source::Zip { index, skip, expect, member } => {
+            Source::Zip(z) => {
+                let super::model::Zip { index, skip, expect, member } = &**z;
                 if self.zip.is_none() {
                     self.zip = Some(zip::ZipArchive::new(self.input).context("reopening the .npz archive")?);
                 }

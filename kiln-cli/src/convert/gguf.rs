@@ -467,8 +467,8 @@ mod tests {
         assert_eq!(m.metadata.get("general.name"), Some("\"tiny\""));
         assert_eq!(m.metadata.get("x.nested"), Some("[[1,2],[3]]"));
         assert_eq!(m.tensors.len(), 2);
-        assert_eq!((m.tensors[0].shape.clone(), m.tensors[0].len), (vec![3, 2], 24));
-        assert_eq!((m.tensors[1].shape.clone(), m.tensors[1].len, m.tensors[1].block_size), (vec![1, 32], 34, 34));
+        assert_eq!((m.tensors[0].shape.to_vec(), m.tensors[0].len), (vec![3, 2], 24));
+        assert_eq!((m.tensors[1].shape.to_vec(), m.tensors[1].len, m.tensors[1].block_size), (vec![1, 32], 34, 34));
         assert_eq!(m.tensors[1].dtype.code(), 4096 + 8);
     }
 

@@ -293,7 +293,7 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
                     "hk.null_ref",
                     1,
                     e.shape().to_vec(),
-                    Source::Bytes(Vec::new()),
+                    Source::Bytes(Box::default()),
                     0,
                 );
                 model.tensors.push(t);

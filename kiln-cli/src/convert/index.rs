@@ -230,7 +230,7 @@ struct Checker<'m> {
 
 impl Checker<'_> {
     fn name(&self, i: usize) -> &str {
-        self.model.tensors.get(i).map_or("", |t| t.name.as_str())
+        self.model.tensors.get(i).map_or("", |t| &*t.name)
     }
     fn shard_name(&self, i: usize) -> &str {
         self.shards.get(i).map_or("?", String::as_str)
@@ -267,7 +267,7 @@ impl Handler for Checker<'_> {
 /// Tensor indices sorted by name; a name in two shards is an error naming both.
 fn sorted_names(path: &Path, model: &Model, shards: &[String]) -> anyhow::Result<Vec<usize>> {
     let mut order: Vec<usize> = (0..model.tensors.len()).collect();
-    let name = |i: usize| model.tensors.get(i).map_or("", |t| t.name.as_str());
+    let name = |i: usize| model.tensors.get(i).map_or("", |t| &*t.name);
     order.sort_unstable_by(|&a, &b| name(a).cmp(name(b)).then(a.cmp(&b)));
     for pair in order.windows(2) {
         if let [a, b] = *pair {

@@ -51,12 +51,12 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
             outer: q.outer.and_then(|o| o.name()).map(str::to_string),
         });
         model.tensors.push(TensorOut {
-            name: name.to_string(),
+            name: name.into(),
             dtype: t.dtype(),
-            shape: t.shape().to_vec(),
-            layout: t.layout().map(str::to_string),
+            shape: t.shape().into(),
+            layout: t.layout().map(Into::into),
             block_size: t.block_size(),
-            quant,
+            quant: quant.map(Box::new),
             source: Source::File { offset: u64_from(t.absolute_offset()) },
             len: u64_from(t.byte_len()),
             input: 0,

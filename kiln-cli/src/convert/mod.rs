@@ -275,7 +275,7 @@ pub fn read_model(
 pub fn check_payloads(model: &Model, input: &Input, path: &Path) -> anyhow::Result<()> {
     let mut pump = copy::Pump::new(&input.file, path.display().to_string());
     for t in &model.tensors {
-        if matches!(t.source, Source::Checked { .. } | Source::Zip { .. }) {
+        if matches!(t.source, Source::Checked(_) | Source::Zip(_)) {
             pump.run(&t.source, t.len, &mut std::io::sink(), &|e| anyhow!(e), &mut |_| {})
                 .with_context(|| format!("{} ({})", path.display(), model.format.name()))?;
         }
@@ -441,12 +441,13 @@ fn convert_sharded(
     args: &ConvertArgs,
     inputs: Vec<Input>,
     out: &Target,
-    model: Model,
+    mut model: Model,
     ranges: &[std::ops::Range<usize>],
     mut notes: Vec<String>,
 ) -> anyhow::Result<Summary> {
-    let written =
-        write_sharded::write(out, &inputs, &model.tensors, ranges, &model.metadata, (args.quiet, !args.no_fsync))?;
+    let tensors = std::mem::take(&mut model.tensors);
+    let tensor_count = tensors.len();
+    let written = write_sharded::write(out, &inputs, tensors, ranges, &model.metadata, (args.quiet, !args.no_fsync))?;
     large_value_notes(&model, &mut notes);
     let first = written.files.first().map(|(_, t)| t.given.display().to_string()).unwrap_or_default();
     notes.push(format!(
@@ -462,7 +463,7 @@ fn convert_sharded(
         std::fs::remove_file(old).map_err(io_fail(format!("cannot remove the earlier shard {}", old.display())))?;
         notes.push(format!("removed {} (a shard of an earlier conversion to this name)", old.display()));
     }
-    Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written.bytes, notes })
+    Ok(Summary { format: model.format, tensors: tensor_count, bytes: written.bytes, notes })
 }
 
 /// For a fault the check found at an offset of OUT inside a payload: which
@@ -474,12 +475,11 @@ fn locate(model: &Model, payload_base: u64, offsets: &[u64], e: &VerifyError) ->
         if at >= start && at < start.saturating_add(t.len.max(1)) {
             let delta = at.saturating_sub(start);
             let input_at = match &t.source {
-                Source::File { offset } | Source::Swap { offset, .. } | Source::Checked { offset, .. } => {
+                Source::File { offset } | Source::Swap { offset, .. } => {
                     format!("byte {} of the input", offset.saturating_add(delta))
                 }
-                Source::Zip { member, skip, .. } => {
-                    format!("byte {} of .npz member {member}", skip.saturating_add(delta))
-                }
+                Source::Checked(c) => format!("byte {} of the input", c.offset.saturating_add(delta)),
+                Source::Zip(z) => format!("byte {} of .npz member {}", z.skip.saturating_add(delta), z.member),
                 Source::Bytes(_) => format!("byte {delta} of its payload"),
             };
             return Some(format!("tensor {} ({}), {input_at}", t.name, t.dtype.name()));

@@ -82,34 +82,43 @@ pub enum Source {
     /// (`expect`) covers the `.npy` header too (`crc_so_far`, the CRC of the
     /// header bytes, and `header_len` of them).
     /// Elements of `swap` > 1 bytes are big-endian and byte-swapped after the CRC is taken.
-    Checked {
-        /// Where the data starts in the input.
-        offset: u64,
-        /// The CRC-32 of the member's `.npy` header.
-        crc_so_far: u32,
-        /// The length of that header.
-        header_len: u64,
-        /// The member's CRC-32 as the archive records it.
-        expect: u32,
-        /// The member's name, for messages.
-        member: String,
-        /// The element width to byte-swap (1: none).
-        swap: usize,
-    },
+    Checked(Box<Checked>),
     /// A compressed `.npz` member: entry `index`, after its `skip`-byte `.npy`
     /// header; the member's CRC-32 (`expect`) is checked over every byte.
-    Zip {
-        /// The member's index in the archive.
-        index: usize,
-        /// Bytes of `.npy` header before the data.
-        skip: u64,
-        /// The member's CRC-32 as the archive records it.
-        expect: u32,
-        /// The member's name, for messages.
-        member: String,
-    },
+    Zip(Box<Zip>),
     /// A small owned buffer.
-    Bytes(Vec<u8>),
+    Bytes(Box<[u8]>),
+}
+
+/// A stored `.npz` member's data, copied with its CRC-32 checked
+/// ([`Source::Checked`]; boxed: one row per tensor stays small).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    /// Where the data starts in the input.
+    pub offset: u64,
+    /// The CRC-32 of the member's `.npy` header.
+    pub crc_so_far: u32,
+    /// The length of that header.
+    pub header_len: u64,
+    /// The member's CRC-32 as the archive records it.
+    pub expect: u32,
+    /// The member's name, for messages.
+    pub member: String,
+    /// The element width to byte-swap (1: none).
+    pub swap: usize,
+}
+
+/// A compressed `.npz` member ([`Source::Zip`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Zip {
+    /// The member's index in the archive.
+    pub index: usize,
+    /// Bytes of `.npy` header before the data.
+    pub skip: u64,
+    /// The member's CRC-32 as the archive records it.
+    pub expect: u32,
+    /// The member's name, for messages.
+    pub member: String,
 }
 
 /// Scheme 1/2 quantization metadata carried from a Kiln input.
@@ -127,21 +136,25 @@ pub struct QuantOut {
     pub outer: Option<String>,
 }
 
-/// One tensor to write.
+/// A shape, inline up to rank 2 (most weights): one row per tensor, and a
+/// model of 500,000 tensors must fit the converter's memory bound.
+pub type Shape = smallvec::SmallVec<[u64; 2]>;
+
+/// One tensor to write: kept small (one row per tensor; the rare parts are boxed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TensorOut {
     /// The tensor's name (unique in the output).
-    pub name: String,
+    pub name: Box<str>,
     /// Its Kiln dtype.
     pub dtype: DType,
     /// Its shape, slowest-varying dimension first.
-    pub shape: Vec<u64>,
+    pub shape: Shape,
     /// Opaque layout name (opaque dtypes only).
-    pub layout: Option<String>,
+    pub layout: Option<Box<str>>,
     /// Opaque block size in bytes (opaque dtypes only).
     pub block_size: u32,
     /// Scheme 1/2 quantization, carried from a Kiln input.
-    pub quant: Option<QuantOut>,
+    pub quant: Option<Box<QuantOut>>,
     /// Where the payload comes from.
     pub source: Source,
     /// Payload length in bytes.
@@ -157,9 +170,9 @@ impl TensorOut {
     /// A dense (closed-set) tensor whose payload is a range of the input.
     pub fn dense(name: impl Into<String>, dtype: DType, shape: Vec<u64>, offset: u64, len: u64) -> Self {
         TensorOut {
-            name: name.into(),
+            name: name.into().into_boxed_str(),
             dtype,
-            shape,
+            shape: Shape::from_vec(shape),
             layout: None,
             block_size: 0,
             quant: None,
@@ -181,10 +194,10 @@ impl TensorOut {
         len: u64,
     ) -> Self {
         TensorOut {
-            name: name.into(),
+            name: name.into().into_boxed_str(),
             dtype: DType::Opaque(code),
-            shape,
-            layout: Some(layout.into()),
+            shape: Shape::from_vec(shape),
+            layout: Some(layout.into().into_boxed_str()),
             block_size,
             quant: None,
             source,
@@ -300,3 +313,16 @@ pub const KEY_SOURCE_FORMAT: &str = "kiln.convert.source_format";
 pub const KEY_VALUE_ENCODING: &str = "kiln.convert.value_encoding";
 /// JSON object: metadata key -> the source's value type (`u32`, `string`, `array<f32>`, ...).
 pub const KEY_SOURCE_TYPES: &str = "kiln.convert.source_types";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The converter holds one row per tensor: 500,000 of them must fit
+    /// its memory bound (2x the index + 16 MiB; kiln-cli/README.md).
+    #[test]
+    fn a_tensor_row_stays_small() {
+        eprintln!("TensorOut {} Source {} Shape {}", size_of::<TensorOut>(), size_of::<Source>(), size_of::<Shape>());
+        assert!(size_of::<TensorOut>() <= 120, "{}", size_of::<TensorOut>());
+    }
+}

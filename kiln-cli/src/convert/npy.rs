@@ -10,7 +10,7 @@ use kiln_nostd::int::{u64_from, usize_from};
 use kiln_nostd::DType;
 
 use super::error::at;
-use super::model::{Format, Model, ReadOptions, Source, TensorOut};
+use super::model::{Checked, Format, Model, ReadOptions, Source, TensorOut, Zip};
 
 /// A parsed `.npy` header.
 #[derive(Debug, PartialEq, Eq)]
@@ -395,13 +395,13 @@ pub fn read_npz(file: &File, bytes: &[u8], opts: &ReadOptions) -> anyhow::Result
                     model.note(format!("tensor {name}: big-endian NumPy data byte-swapped to little-endian"));
                 }
                 let mut t = TensorOut::dense(&name, h.dtype, h.shape, offset, h.len);
-                t.source = Source::Checked { offset, crc_so_far, header_len, expect, member, swap };
+                t.source = Source::Checked(Box::new(Checked { offset, crc_so_far, header_len, expect, member, swap }));
                 model.tensors.push(t);
             }
             Err((index, expect, member)) => {
                 let skip = h.data_offset;
                 let mut t = TensorOut::dense(&name, h.dtype, h.shape, 0, h.len);
-                t.source = Source::Zip { index, skip, expect, member };
+                t.source = Source::Zip(Box::new(Zip { index, skip, expect, member }));
                 model.tensors.push(t);
             }
         }

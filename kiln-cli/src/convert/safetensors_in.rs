@@ -375,9 +375,9 @@ fn restored(t: &TensorOut, rec: &DtypeRecord) -> Result<TensorOut, String> {
     }
     let mut out = t.clone();
     out.dtype = dtype;
-    out.shape = rec.shape.clone();
+    out.shape = rec.shape.as_slice().into();
     if dtype.is_opaque() {
-        out.layout = rec.layout.clone();
+        out.layout = rec.layout.as_deref().map(Into::into);
         out.block_size = rec.block_size;
     }
     Ok(out)
@@ -385,7 +385,7 @@ fn restored(t: &TensorOut, rec: &DtypeRecord) -> Result<TensorOut, String> {
 
 /// Applies the converter's `kiln.dtype.*` / `kiln.quant.*` records and drops the ones used.
 fn restore(model: &mut Model) {
-    let names: HashSet<String> = model.tensors.iter().map(|t| t.name.clone()).collect();
+    let names: HashSet<String> = model.tensors.iter().map(|t| t.name.to_string()).collect();
     let mut used = HashSet::new();
     let mut notes = Vec::new();
     for t in &mut model.tensors {
@@ -414,13 +414,13 @@ fn restore(model: &mut Model) {
             match serde_json::from_str::<QuantRecord>(text) {
                 Ok(q) if names.contains(&q.scale) && q.outer.as_ref().is_none_or(|o| names.contains(o)) => {
                     notes.push(format!("tensor {}: quantization scheme {} restored from __metadata__ {key}", t.name, q.scheme));
-                    t.quant = Some(QuantOut {
+                    t.quant = Some(Box::new(QuantOut {
                         scheme: q.scheme,
                         axis: q.axis,
                         group_size: q.group_size,
                         scale: q.scale,
                         outer: q.outer,
-                    });
+                    }));
                     used.insert(key);
                 }
                 _ => notes.push(format!(

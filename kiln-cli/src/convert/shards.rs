@@ -16,7 +16,6 @@
 //!   tensors (a descriptor's `scale_index` is an index inside its block):
 //!   the tensors from the first to the last of such a group are never cut.
 
-use std::collections::HashMap;
 use std::ops::Range;
 
 use anyhow::bail;
@@ -63,12 +62,20 @@ impl Cost {
 /// reaches (itself when none does): a link between tensors `i < j` joins
 /// `i..=j`. A link to a tensor not in the list is left to the writer.
 fn link_ends(tensors: &[TensorOut]) -> Vec<usize> {
-    let index: HashMap<&str, usize> = tensors.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
     let mut end: Vec<usize> = (0..tensors.len()).collect();
+    if tensors.iter().all(|t| t.quant.is_none()) {
+        return end;
+    }
+    // Row numbers sorted by name (a word a tensor, not a hash map of names:
+    // the table may hold 500,000 tensors).
+    let name = |i: usize| tensors.get(i).map_or("", |t| &*t.name);
+    let mut by_name: Vec<usize> = (0..tensors.len()).collect();
+    by_name.sort_unstable_by(|&a, &b| name(a).cmp(name(b)));
+    let find = |n: &str| by_name.binary_search_by(|&i| name(i).cmp(n)).ok().and_then(|k| by_name.get(k).copied());
     for (i, t) in tensors.iter().enumerate() {
         let Some(q) = &t.quant else { continue };
         let linked = std::iter::once(q.scale.as_str()).chain(q.outer.as_deref());
-        for j in linked.filter_map(|n| index.get(n).copied()) {
+        for j in linked.filter_map(find) {
             if let Some(e) = end.get_mut(i.min(j)) {
                 *e = (*e).max(i.max(j));
             }
@@ -124,7 +131,7 @@ pub fn plan(tensors: &[TensorOut], max_shard_size: Option<u64>) -> anyhow::Resul
         let members = tensors.get(atom.clone()).unwrap_or_default();
         let own = members.iter().fold(Cost::default(), |c, t| c.plus(Cost::of(t)));
         if !own.fits_block() {
-            let first = members.first().map_or("", |t| t.name.as_str());
+            let first = members.first().map_or("", |t| &*t.name);
             bail!(
                 "tensor {first}{}: {} bytes of names and layout names, {} tensors: more than one Kiln directory block holds \
                  ({MAX_HEAP} bytes of names, {MAX_TENSORS} tensors)",
@@ -189,7 +196,10 @@ mod tests {
     #[test]
     fn one_byte_more_splits_at_the_tensor_that_crosses() {
         let mut ts = named(13_107, 5);
-        ts.last_mut().unwrap().name.push('x');
+        {
+            let t = ts.last_mut().unwrap();
+            t.name = format!("{}x", t.name).into();
+        }
         assert_eq!(plan(&ts, None).unwrap(), vec![0..13_106, 13_106..13_107]);
         // Layout names count too.
         let mut ts = named(13_107, 5);
@@ -225,8 +235,13 @@ mod tests {
 
     fn quantized(name: &str, scale: &str, outer: Option<&str>) -> TensorOut {
         let mut q = t(name, 40, 0);
-        q.quant =
-            Some(QuantOut { scheme: 1, axis: 0, group_size: 1, scale: scale.into(), outer: outer.map(Into::into) });
+        q.quant = Some(Box::new(QuantOut {
+            scheme: 1,
+            axis: 0,
+            group_size: 1,
+            scale: scale.into(),
+            outer: outer.map(Into::into),
+        }));
         q
     }
 

@@ -61,7 +61,7 @@ pub struct Plan {
 pub fn plan(tensors: &[TensorOut]) -> anyhow::Result<Plan> {
     let count = u32::try_from(tensors.len()).map_err(|_| anyhow!("more than 2^32 tensors"))?;
     // Indices fit in u32: `count` did.
-    let index: HashMap<&str, u32> = tensors.iter().zip(0u32..).map(|(t, i)| (t.name.as_str(), i)).collect();
+    let index: HashMap<&str, u32> = tensors.iter().zip(0u32..).map(|(t, i)| (&*t.name, i)).collect();
     if index.len() != tensors.len() {
         let mut seen = std::collections::HashSet::new();
         let dup = tensors.iter().find(|t| !seen.insert(&t.name)).map(|t| t.name.clone()).unwrap_or_default();
@@ -285,11 +285,11 @@ mod tests {
         TensorOut {
             name: name.into(),
             dtype,
-            shape: shape.to_vec(),
+            shape: shape.into(),
             layout: None,
             block_size: 0,
             quant: None,
-            source: Source::Bytes(data.to_vec()),
+            source: Source::Bytes(data.into()),
             len: data.len() as u64,
             input: 0,
             shard: 0,
@@ -301,7 +301,7 @@ mod tests {
     fn plan_matches_the_canonical_writer() {
         let w: Vec<u8> = (0..96u8).collect();
         let mut q = t("q", DType::E2M1, &[64], &[0x21; 32]);
-        q.quant = Some(QuantOut { scheme: 1, axis: 0, group_size: 32, scale: "s".into(), outer: None });
+        q.quant = Some(Box::new(QuantOut { scheme: 1, axis: 0, group_size: 32, scale: "s".into(), outer: None }));
         let mut op = t("k", DType::Opaque(4108), &[256], &[7; 144]);
         op.layout = Some("Q4_K".into());
         op.block_size = 144;

@@ -98,7 +98,7 @@ fn map(
         format!("kiln.dtype.{}", t.name),
         serde_json::json!({
             "dtype": t.dtype.name(), "code": t.dtype.code(), "layout": t.layout,
-            "block_size": t.block_size, "shape": t.shape,
+            "block_size": t.block_size, "shape": t.shape.as_slice(),
         })
         .to_string(),
     )?;
@@ -143,7 +143,7 @@ pub fn plan(model: &Model, notes: &mut Vec<String>) -> anyhow::Result<Safetensor
         entries.push((i, dtype, shape));
     }
     // The crate's order: descending dtype, then name.
-    let name = |i: usize| model.tensors.get(i).map(|t| t.name.as_str());
+    let name = |i: usize| model.tensors.get(i).map(|t| &*t.name);
     entries.sort_by(|a, b| b.1.cmp(&a.1).then(name(a.0).cmp(&name(b.0))));
     let mut offset = 0usize;
     let mut infos = Vec::with_capacity(entries.len());
@@ -151,7 +151,10 @@ pub fn plan(model: &Model, notes: &mut Vec<String>) -> anyhow::Result<Safetensor
         let t = model.tensors.get(*i).ok_or_else(|| anyhow!("tensor {i} is missing"))?;
         let n = usize::try_from(t.len)?;
         let end = offset.checked_add(n).ok_or_else(|| anyhow!("the payloads do not fit in memory addresses"))?;
-        infos.push((t.name.clone(), TensorInfo { dtype: *dtype, shape: shape.clone(), data_offsets: (offset, end) }));
+        infos.push((
+            t.name.to_string(),
+            TensorInfo { dtype: *dtype, shape: shape.clone(), data_offsets: (offset, end) },
+        ));
         offset = end;
     }
     // The crate's checks (contiguous offsets, sizes matching dtype and shape).

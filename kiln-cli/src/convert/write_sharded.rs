@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context};
 use kiln_nostd::digest::{sha256, DIGEST_LEN};
 use kiln_nostd::int::{u64_from, usize_from};
-use kiln_nostd::model::{self, EntrySpec, Kind, Manifest, ManifestQuant, ManifestWriter, ShardSpec, SHARD_FIELD_LEN};
+use kiln_nostd::model::{
+    self, EntrySpec, EntryTable, Kind, Manifest, ManifestQuant, ManifestWriter, ShardSpec, SHARD_FIELD_LEN,
+};
 use kiln_nostd::Limits;
 
 use super::copy::{progress, Sink};
@@ -63,10 +65,16 @@ pub struct Outputs {
 /// Writes `tensors` as the shards `ranges` (in order) and the manifest for
 /// `out` with `metadata`. `inputs` hold the payloads; `(quiet, fsync)`: no
 /// progress bar, fsync every file.
+///
+/// Memory: the tensor table (one row per tensor) and the digests, never a
+/// second table or the manifest's bytes: the manifest streams to its file
+/// from the table, and the table is dropped before the written set is
+/// read back, one shard at a time (a 500,000-tensor model's manifest is
+/// 70 MB, as large as its index).
 pub fn write(
     out: &Target,
     inputs: &[Input],
-    tensors: &[TensorOut],
+    tensors: Vec<TensorOut>,
     ranges: &[Range<usize>],
     metadata: &Metadata,
     (quiet, fsync): (bool, bool),
@@ -86,8 +94,8 @@ pub fn write(
         shards.push(shard);
     }
     bar.finish_and_clear();
-    let entries = manifest_entries(tensors, ranges, &shards)?;
-    let id = ManifestWriter::model_id(&entries)?;
+    let entries = Table::new(&tensors, ranges, &shards)?;
+    let id = ManifestWriter::model_id_of(&entries)?;
     let mut listed = Vec::with_capacity(count);
     let mut bytes = 0u64;
     for s in &shards {
@@ -110,14 +118,15 @@ pub fn write(
         .map(|((_, length, digest), name)| ShardSpec { name, length: *length, prefix_digest: *digest })
         .collect();
     let meta: Vec<(&str, &str)> = metadata.iter().filter(|(k, _)| *k != write_kiln::KEY_PAD).collect();
-    let mut manifest = vec![0u8; ManifestWriter::encoded_len(&meta, &specs, &entries)?];
-    let mut scratch = vec![0u32; Manifest::scratch_len(entries.len().max(count))];
-    ManifestWriter::write_with_scratch(&meta, &specs, &entries, &mut manifest, Some(&mut scratch))?;
     let m_temp = out.temp()?;
-    std::io::Write::write_all(&mut m_temp.file()?, &manifest)
-        .map_err(io_fail(format!("cannot write {}", out.given.display())))?;
-    bytes = bytes.saturating_add(u64_from(manifest.len()));
-    check_written(&manifest, &shards, &names_owned)?;
+    let m_len = stream_manifest(&m_temp, &meta, &specs, &entries)
+        .map_err(io_fail(format!("cannot write {}", out.given.display())))??;
+    bytes = bytes.saturating_add(m_len);
+    let tensor_count = entries.count();
+    drop(specs);
+    drop(tensors);
+    crate::platform::release_freed_memory();
+    check_written(&m_temp, tensor_count, &shards, &names_owned)?;
     if fsync {
         for s in &shards {
             outfile::sync(&s.temp)?;
@@ -161,55 +170,103 @@ fn write_shard(
     Ok(Written { temp, target, model_at, table_at, prefix_len, length, digests })
 }
 
-/// The manifest's tensor table: every tensor with its shard and digest.
-fn manifest_entries<'t>(
+/// The manifest's tensor table, read from the converter's rows: entry `j`
+/// is row `ranges[k].start + i` of shard `k`, with that shard's digest `i`.
+struct Table<'t> {
     tensors: &'t [TensorOut],
-    ranges: &[Range<usize>],
-    shards: &[Written],
-) -> anyhow::Result<Vec<EntrySpec<'t>>> {
-    let mut entries = Vec::with_capacity(tensors.len());
-    for ((range, shard), k) in ranges.iter().zip(shards).zip(1u32..) {
-        let part = tensors.get(range.clone()).ok_or_else(|| anyhow!("a shard range past the tensors"))?;
-        for (t, digest) in part.iter().zip(&shard.digests) {
-            entries.push(EntrySpec {
-                name: &t.name,
-                shard: k,
-                dtype: t.dtype,
-                shape: &t.shape,
-                byte_length: t.len,
-                layout: t.layout.as_deref().unwrap_or(""),
-                block_size: t.block_size,
-                quant: t.quant.as_ref().map(|q| ManifestQuant {
-                    scheme: q.scheme,
-                    axis: q.axis,
-                    group_size: q.group_size,
-                    scale: &q.scale,
-                    outer: q.outer.as_deref().unwrap_or(""),
-                }),
-                digest: *digest,
-            });
+    ranges: &'t [Range<usize>],
+    shards: &'t [Written],
+    /// Entries before shard `k`: `starts[k]`.
+    starts: Vec<usize>,
+    count: usize,
+}
+
+impl<'t> Table<'t> {
+    fn new(tensors: &'t [TensorOut], ranges: &'t [Range<usize>], shards: &'t [Written]) -> anyhow::Result<Self> {
+        let mut starts = Vec::with_capacity(ranges.len());
+        let mut count = 0usize;
+        for (range, shard) in ranges.iter().zip(shards) {
+            if tensors.get(range.clone()).is_none() || shard.digests.len() != range.len() {
+                return Err(anyhow!("a shard range past the tensors"));
+            }
+            starts.push(count);
+            count = count.saturating_add(range.len());
         }
+        Ok(Table { tensors, ranges, shards, starts, count })
     }
-    Ok(entries)
+}
+
+impl EntryTable for Table<'_> {
+    fn count(&self) -> usize {
+        self.count
+    }
+    fn entry(&self, j: usize) -> Option<EntrySpec<'_>> {
+        let k = self.starts.partition_point(|&s| s <= j).checked_sub(1)?;
+        let within = j.checked_sub(*self.starts.get(k)?)?;
+        let t = self.tensors.get(self.ranges.get(k)?.start.checked_add(within)?)?;
+        Some(EntrySpec {
+            name: &t.name,
+            shard: u32::try_from(k.checked_add(1)?).ok()?,
+            dtype: t.dtype,
+            shape: &t.shape,
+            byte_length: t.len,
+            layout: t.layout.as_deref().unwrap_or(""),
+            block_size: t.block_size,
+            quant: t.quant.as_ref().map(|q| ManifestQuant {
+                scheme: q.scheme,
+                axis: q.axis,
+                group_size: q.group_size,
+                scale: &q.scale,
+                outer: q.outer.as_deref().unwrap_or(""),
+            }),
+            digest: *self.shards.get(k)?.digests.get(within)?,
+        })
+    }
+}
+
+/// The manifest's bytes into its temporary file through a buffer; its length.
+fn stream_manifest(
+    temp: &Temp,
+    meta: &[(&str, &str)],
+    specs: &[ShardSpec<'_>],
+    entries: &Table<'_>,
+) -> std::io::Result<anyhow::Result<u64>> {
+    use std::io::Write as _;
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, temp.file().map_err(std::io::Error::other)?);
+    let mut failed: Option<std::io::Error> = None;
+    let mut len = 0u64;
+    let emitted = ManifestWriter::stream(meta, specs, entries, &mut |b| {
+        if failed.is_none() {
+            failed = w.write_all(b).err();
+            len = len.saturating_add(u64_from(b.len()));
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    w.flush()?;
+    Ok(emitted.map(|()| len).map_err(|e| anyhow!("cannot write the manifest: {e} (rule {})", e.rule().id())))
 }
 
 /// The whole written set checked as a reader checks it, without hashing
 /// the payloads again (their digests were taken as they were written).
-fn check_written(manifest: &[u8], shards: &[Written], names: &[String]) -> anyhow::Result<()> {
+///
+/// Each shard is mapped only while it is checked, so the shards' headers
+/// are never all resident at once.
+fn check_written(manifest: &Temp, tensors: usize, shards: &[Written], names: &[String]) -> anyhow::Result<()> {
     let most = shards.iter().map(|s| s.digests.len()).max().unwrap_or(0);
-    let mut scratch = vec![0u32; Manifest::scratch_len(most.saturating_mul(shards.len()).max(shards.len()))];
-    let m = Manifest::parse_with(manifest, &Limits::MAX, Some(&mut scratch))
+    let mut scratch = vec![0u32; Manifest::scratch_len(tensors.max(shards.len()))];
+    let map_of = |temp: &Temp, given: &Path| -> anyhow::Result<memmap2::Mmap> {
+        let f = temp.file()?;
+        // SAFETY: read-only map of our own temporary file, which nothing else writes.
+        unsafe { memmap2::Mmap::map(&f) }.map_err(io_fail(format!("cannot read back {}", given.display())))
+    };
+    let manifest_map = map_of(manifest, Path::new("the manifest"))?;
+    let m = Manifest::parse_with(&manifest_map, &Limits::MAX, Some(&mut scratch))
         .map_err(|e| anyhow!("the written manifest did not check out: {e} (rule {})", e.rule().id()))?;
-    let mut maps = Vec::with_capacity(shards.len());
-    for s in shards {
-        let f = s.temp.file()?;
-        // SAFETY: read-only map of our own temporary file.
-        let map = unsafe { memmap2::Mmap::map(&f) }
-            .map_err(io_fail(format!("cannot read back {}", s.target.given.display())))?;
-        maps.push(map);
-    }
     let open = |e: &kiln_nostd::model::ShardEntry<'_>| {
-        names.iter().position(|n| n == e.name.as_str()).and_then(|i| maps.get(i)).map(|m| &m[..])
+        let s = names.iter().position(|n| n == e.name.as_str()).and_then(|i| shards.get(i))?;
+        map_of(&s.temp, &s.target.given).ok()
     };
     let mut names_scratch = vec![0u32; kiln_nostd::scratch_len(u32::try_from(most).unwrap_or(u32::MAX))];
     model::check_all(&m, open, false, Some(&mut names_scratch)).map_err(|f| {

@@ -39,7 +39,7 @@ pub use sharded::{check_all, check_shard, check_shard_prefix, ShardFault};
 pub use manifest::{
     Manifest, ManifestQuant, ManifestTensor, ShardEntry, ShardName, MANIFEST_HASH, MANIFEST_TYPE, SHARD_NAME_MAX,
 };
-pub use manifest_writer::{EntrySpec, ManifestWriter, ShardSpec};
+pub use manifest_writer::{EntrySpec, EntryTable, ManifestWriter, ShardSpec};
 pub use writer::{shard_field, ModelWriter, SHARD_FIELD_LEN};
 
 use crate::bytes::{u32_at, usize_from_u32};
