@@ -23,6 +23,7 @@ mod npy;
 mod outfile;
 mod safetensors_in;
 pub mod shards;
+mod write_hub;
 mod write_kiln;
 mod write_safetensors;
 mod write_sharded;
@@ -64,7 +65,7 @@ pub enum To {
     Record,
     /// A standalone Kiln tensor directory, with the metadata in OUT.meta.json.
     Tensors,
-    /// safetensors (from a Kiln input).
+    /// safetensors (from a Kiln input; a sharded one in the Hub's layout, see OUT).
     Safetensors,
 }
 
@@ -157,6 +158,14 @@ pub struct ConvertArgs {
     #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// The output file, a regular file (or a link to one, which is written through).
+    ///
+    /// A sharded model (a sharded input, or one split by --max-shard-size) is written as
+    /// the manifest OUT with the shards STEM-00001-of-0000N.kiln beside it (STEM: OUT's name
+    /// without .kiln) or, to safetensors, in the Hugging Face Hub's layout: for OUT
+    /// DIR/STEM.safetensors, the shards DIR/STEM-00001-of-0000N.safetensors and the index
+    /// DIR/STEM.safetensors.index.json (OUT model.safetensors: the names transformers
+    /// writes). OUT itself is then not written; an earlier file there, and shards of an
+    /// earlier conversion with another count, are removed once the new set is in place.
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
     /// The input format and the readers' budgets.
@@ -332,7 +341,8 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
                 planned.len()
             ))
             .into()),
-            _ => Err(Usage(format!("{in_name}: a sharded model cannot be written as one safetensors file")).into()),
+            To::Safetensors => convert_hub(args, inputs, &out, model, &planned, notes).with_context(|| in_name.clone()),
+            To::Auto => unreachable!(),
         };
     }
     let total = model.payload_bytes();
@@ -465,6 +475,31 @@ fn convert_sharded(
     Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written.bytes, notes })
 }
 
+/// A conversion to a sharded safetensors model in the Hub's layout: the
+/// shards, then the index (see [`write_hub`] for the names).
+fn convert_hub(
+    args: &ConvertArgs,
+    inputs: Vec<Input>,
+    out: &Target,
+    mut model: Model,
+    ranges: &[std::ops::Range<usize>],
+    mut notes: Vec<String>,
+) -> anyhow::Result<Summary> {
+    let written = write_hub::write(out, &inputs, &mut model, ranges, &mut notes, (args.quiet, !args.no_fsync))?;
+    let (temps, targets): (Vec<_>, Vec<_>) = written.files.into_iter().unzip();
+    let first = targets.first().map(|t| t.given.display().to_string()).unwrap_or_default();
+    let index = targets.last().map(|t| t.given.display().to_string()).unwrap_or_default();
+    notes.push(format!("a sharded model: the index {index} and {} shards beside it ({first}, ...)", ranges.len()));
+    // Close the inputs before replacing anything (Windows cannot replace a mapped file).
+    drop(inputs);
+    outfile::persist(temps.into_iter().zip(&targets).collect())?;
+    for old in &written.stale {
+        std::fs::remove_file(old).map_err(io_fail(format!("cannot remove the earlier file {}", old.display())))?;
+        notes.push(format!("removed {} (of an earlier conversion to this name)", old.display()));
+    }
+    Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written.bytes, notes })
+}
+
 /// For a fault the check found at an offset of OUT inside a payload: which
 /// tensor, and where that byte is in the input.
 fn locate(model: &Model, payload_base: u64, offsets: &[u64], e: &VerifyError) -> Option<String> {
@@ -474,7 +509,10 @@ fn locate(model: &Model, payload_base: u64, offsets: &[u64], e: &VerifyError) ->
         if at >= start && at < start.saturating_add(t.len.max(1)) {
             let delta = at.saturating_sub(start);
             let input_at = match &t.source {
-                Source::File { offset } | Source::Swap { offset, .. } | Source::Checked { offset, .. } => {
+                Source::File { offset }
+                | Source::Swap { offset, .. }
+                | Source::Checked { offset, .. }
+                | Source::Verified { offset, .. } => {
                     format!("byte {} of the input", offset.saturating_add(delta))
                 }
                 Source::Zip { member, skip, .. } => {

@@ -108,6 +108,16 @@ pub enum Source {
         /// The member's name, for messages.
         member: String,
     },
+    /// Bytes of a Kiln shard whose SHA-256 is recorded (the shard's digest
+    /// table, checked against its manifest), copied through this process and
+    /// hashed as they pass: a payload that does not match fails the copy, so a
+    /// flipped byte is never carried into the output.
+    Verified {
+        /// Where the payload starts in the input.
+        offset: u64,
+        /// The digest the payload must have.
+        digest: [u8; 32],
+    },
     /// A small owned buffer.
     Bytes(Vec<u8>),
 }
