@@ -1,5 +1,8 @@
 //! `kiln convert IN -o OUT`: safetensors, GGUF, HK, NumPy .npy/.npz and Kiln
-//! in; a Kiln record, a standalone Kiln directory, or safetensors out.
+//! in (one file, or a sharded model: a Hugging Face index, a gguf-split set,
+//! a Kiln manifest); a Kiln record, a standalone Kiln directory, or
+//! safetensors out, a sharded model as a Kiln manifest and its shards
+//! ([`write_sharded`]) or in the Hub's layout ([`write_hub`]).
 //! See docs/conversion.md for the dtype tables and the choices made.
 //!
 //! One pass, bounded memory: the input is memory-mapped only to parse its
