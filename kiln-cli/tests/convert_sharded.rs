@@ -690,6 +690,12 @@ fn max_shard_size_re_splits_and_an_earlier_set_of_another_count_is_removed() {
     assert!(err.contains("removed back/model-00001-of-00006.safetensors"), "{err}");
     assert_eq!(listing(&d.path().join("back")).len(), 4);
     assert_eq!(hub_tensors(&d.path().join("back"), "model.safetensors.index.json").0, want);
+    // Files named like an earlier set that are the input's own shards are never removed:
+    // the manifest renamed, its shards m-0000k-of-00003.kiln are what `-o m.kiln` with 6 shards would call stale.
+    std::fs::rename(d.path().join("m.kiln"), d.path().join("renamed.kiln")).unwrap();
+    let err = convert(d.path(), &["renamed.kiln", "-o", "m.kiln", "--max-shard-size", "30", "--no-fsync"], 0);
+    assert!(err.contains("and 6 shards beside it") && !err.contains("removed"), "{err}");
+    check_model(&read(&d.path().join("renamed.kiln")).unwrap(), &want);
 }
 
 #[test]

@@ -211,10 +211,12 @@ fn read_manifest(path: &Path, mut files: Vec<Input>, opts: &ReadOptions) -> anyh
                 e.rule().id()
             )
         };
+        // Name scratch for both parses: without it, names are compared pairwise.
         let mut names = crate::models::scratch_for(bytes, 128, Limits::MAX);
         let parser = Parser::new().limits(Limits::MAX).scratch(&mut names);
         kiln_model::check_shard(&m, &id, &entry, Some(bytes), false, parser).map_err(fault)?;
-        let shard = kiln_model::Model::parse_with(bytes, Parser::new().limits(Limits::MAX)).map_err(fault)?;
+        let parser = Parser::new().limits(Limits::MAX).scratch(&mut names);
+        let shard = kiln_model::Model::parse_with(bytes, parser).map_err(fault)?;
         let digests = shard.digests().ok_or_else(|| anyhow!("{}: shard {name} has no digests", path.display()))?;
         kiln_in::push_tensors(&mut model.tensors, &shard.directory(), Some(digests), k)
             .with_context(|| format!("{}: shard {name}", path.display()))?;

@@ -114,7 +114,7 @@ pub fn write(
         }
         outfile::sync(&index_temp)?;
     }
-    let mut stale = write_sharded::stale_beside(&out.given, &stem(&out.given), ".safetensors", count);
+    let mut stale = write_sharded::stale_beside(&out.given, &stem(&out.given), ".safetensors", count, inputs);
     // An earlier single file at OUT: beside the index, a loader would take it
     // instead (transformers looks for model.safetensors first).
     if out.given != index_target.given && std::fs::symlink_metadata(&out.given).is_ok_and(|m| m.is_file()) {
