@@ -717,4 +717,8 @@ fn a_one_shard_kiln_model_is_still_one_safetensors_file() {
     assert!(err.contains("removed back/model.safetensors (of an earlier conversion to this name)"), "{err}");
     assert_eq!(listing(&d.path().join("back")).len(), 4);
     assert!(!d.path().join("back/model.safetensors").exists());
+    // The other way, the index and shards are not the single file's to remove: a note names the index.
+    let err = convert(d.path(), &["one.kiln", "-o", "back/model.safetensors"], 0);
+    assert!(err.contains("back/model.safetensors.index.json is beside OUT"), "{err}");
+    assert_eq!(listing(&d.path().join("back")).len(), 5);
 }

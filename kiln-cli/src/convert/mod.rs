@@ -437,6 +437,16 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
     // its directory entry's folder).
     drop(inputs);
     outfile::persist(outputs)?;
+    if to == To::Safetensors {
+        // An index beside a single file: loaders disagree on which one is the model.
+        let index = write_hub::index_path(&args.output);
+        if index != args.output && std::fs::symlink_metadata(&index).is_ok() {
+            notes.push(format!(
+                "{} is beside OUT (an earlier sharded conversion to this name?): some loaders read it and its shards                  instead of OUT; remove them if they are stale",
+                index.display()
+            ));
+        }
+    }
     Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written, notes })
 }
 
