@@ -360,7 +360,11 @@ pub fn inspect_manifest(file: &str, bytes: &[u8], json: bool) -> Result<String, 
     let m = Manifest::parse_with(bytes, &limits, Some(&mut scratch))?;
     let shards: Vec<ShardRow<'_>> =
         m.shards().map(|s| ShardRow { index: s.index, file: s.name.as_str(), length: s.length }).collect();
-    let file_of = |k: u32| shards.iter().find(|s| s.index == k).map_or("", |s| s.file);
+    // Shards are listed 1..=N in order: shard k is row k - 1 (a search per tensor was tensors x shards).
+    let file_of = |k: u32| {
+        let row = usize::try_from(k).ok().and_then(|k| k.checked_sub(1)).and_then(|i| shards.get(i));
+        row.filter(|s| s.index == k).map_or("", |s| s.file)
+    };
     let rows: Vec<ManifestRow<'_>> = m
         .tensors()
         .map(|t| ManifestRow {
