@@ -151,8 +151,10 @@ impl ReadArgs {
 pub struct ConvertArgs {
     /// The input: a file (safetensors, GGUF, HK, .npy, .npz or Kiln; detected from its bytes);
     /// a Hugging Face index (model.safetensors.index.json) with its shards beside it; a folder
-    /// holding one *.safetensors.index.json or exactly one .safetensors file; or any file of a
-    /// llama.cpp gguf-split set (NAME-00001-of-00003.gguf: every sibling is read and checked).
+    /// holding one *.safetensors.index.json or exactly one .safetensors file; any file of a
+    /// llama.cpp gguf-split set (NAME-00001-of-00003.gguf: every sibling is read and checked);
+    /// or a Kiln manifest with its shards beside it (each checked against it, every payload's
+    /// digest as it is copied).
     ///
     /// A folder's config.json, generation_config.json and tokenizer files (tokenizer.json,
     /// tokenizer_config.json, tokenizer.model, special_tokens_map.json, vocab.*, merges.txt)
@@ -167,8 +169,9 @@ pub struct ConvertArgs {
     /// without .kiln) or, to safetensors, in the Hugging Face Hub's layout: for OUT
     /// DIR/STEM.safetensors, the shards DIR/STEM-00001-of-0000N.safetensors and the index
     /// DIR/STEM.safetensors.index.json (OUT model.safetensors: the names transformers
-    /// writes). OUT itself is then not written; an earlier file there, and shards of an
-    /// earlier conversion with another count, are removed once the new set is in place.
+    /// writes), and OUT itself is not written: an earlier file there is removed once the
+    /// new set is in place. In both forms, shards of an earlier conversion to the same name
+    /// with another count are removed then too.
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
     /// The input format and the readers' budgets.
