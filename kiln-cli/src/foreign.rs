@@ -136,7 +136,9 @@ fn summary<'a>(file: &'a str, model: &'a Model) -> Summary<'a> {
             shape: &t.shape,
             element_count: t.shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).unwrap_or(u64::MAX),
             byte_offset: match &t.source {
-                Source::File { offset } | Source::Swap { offset, .. } => Some(*offset),
+                Source::File { offset } | Source::Swap { offset, .. } | Source::Verified { offset, .. } => {
+                    Some(*offset)
+                }
                 Source::Checked(c) => Some(c.offset),
                 Source::Zip(_) | Source::Bytes(_) => None,
             },

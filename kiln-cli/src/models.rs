@@ -53,7 +53,7 @@ pub fn open_shard(folder: &Path, name: ShardName<'_>) -> io::Result<Option<Mappe
 }
 
 /// True when the link at `path` resolves to a file inside `folder`.
-fn stays_inside(folder: &Path, path: &Path) -> bool {
+pub(crate) fn stays_inside(folder: &Path, path: &Path) -> bool {
     let (Ok(dir), Ok(target)) = (folder.canonicalize(), path.canonicalize()) else { return false };
     target.parent() == Some(dir.as_path())
 }
@@ -121,7 +121,7 @@ pub fn check(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io::Res
 }
 
 /// Scratch for `count` names, for a count the file could hold.
-fn scratch_for(bytes: &[u8], min_entry: usize, limits: Limits) -> Vec<u32> {
+pub(crate) fn scratch_for(bytes: &[u8], min_entry: usize, limits: Limits) -> Vec<u32> {
     let cap = usize::try_from(limits.count_cap).unwrap_or(usize::MAX);
     let count = bytes.len().checked_div(min_entry).unwrap_or(0).min(cap);
     vec![0u32; Manifest::scratch_len(count)]
@@ -219,7 +219,12 @@ fn check_one(
 
 /// The tensor a shard's fault concerns: a DIGEST at its payload, or a
 /// mismatch at its descriptor or digest.
-fn tensor_of_shard(manifest: &Manifest<'_>, entry: &ShardEntry<'_>, file: &[u8], error: &Error) -> Option<String> {
+pub(crate) fn tensor_of_shard(
+    manifest: &Manifest<'_>,
+    entry: &ShardEntry<'_>,
+    file: &[u8],
+    error: &Error,
+) -> Option<String> {
     use kiln_nostd::Rule;
     let m = Model::parse(file).ok()?;
     let dir = m.directory();
@@ -355,7 +360,11 @@ pub fn inspect_manifest(file: &str, bytes: &[u8], json: bool) -> Result<String, 
     let m = Manifest::parse_with(bytes, &limits, Some(&mut scratch))?;
     let shards: Vec<ShardRow<'_>> =
         m.shards().map(|s| ShardRow { index: s.index, file: s.name.as_str(), length: s.length }).collect();
-    let file_of = |k: u32| shards.iter().find(|s| s.index == k).map_or("", |s| s.file);
+    // Shards are listed 1..=N in order: shard k is row k - 1 (a search per tensor was tensors x shards).
+    let file_of = |k: u32| {
+        let row = usize::try_from(k).ok().and_then(|k| k.checked_sub(1)).and_then(|i| shards.get(i));
+        row.filter(|s| s.index == k).map_or("", |s| s.file)
+    };
     let rows: Vec<ManifestRow<'_>> = m
         .tensors()
         .map(|t| ManifestRow {

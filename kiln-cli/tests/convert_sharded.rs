@@ -488,3 +488,237 @@ fn help_says_what_happens_to_config_and_tokenizer_files() {
     assert!(help.contains("NOT carried"), "{help}");
     assert!(help.contains("--max-shard-size <SIZE>") && help.contains("\"500MB\""), "{help}");
 }
+
+// Issue 24, point 3: the way back. A sharded Kiln model to safetensors is the
+// Hub's layout: for OUT DIR/model.safetensors, the shards
+// DIR/model-0000k-of-0000N.safetensors and DIR/model.safetensors.index.json.
+
+/// The checkpoint converted to a sharded Kiln model `m.kiln` (3 shards) in the temporary folder.
+fn kiln_model() -> tempfile::TempDir {
+    let d = checkpoint();
+    let err = convert(d.path(), &["ckpt", "-o", "m.kiln", "--no-fsync"], 0);
+    assert!(err.contains("3 shards"), "{err}");
+    std::fs::create_dir(d.path().join("back")).unwrap();
+    d
+}
+
+/// Every file in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+/// The tensors of the Hub-layout checkpoint in `dir` (index `index`), read with
+/// the `safetensors` crate, in the converter's order (shard, then name), and
+/// each shard's `__metadata__`; the index's weight_map and total_size are checked.
+fn hub_tensors(dir: &Path, index: &str) -> (Vec<Expected>, Vec<std::collections::HashMap<String, String>>) {
+    let text = std::fs::read_to_string(dir.join(index)).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let map = json["weight_map"].as_object().unwrap();
+    let keys: Vec<&String> = map.keys().collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(keys, sorted, "weight_map keys sorted");
+    let mut shards: Vec<&str> = map.values().map(|v| v.as_str().unwrap()).collect();
+    shards.sort();
+    shards.dedup();
+    let (mut got, mut metas, mut total) = (Vec::new(), Vec::new(), 0u64);
+    for (k, shard) in shards.iter().enumerate() {
+        let bytes = std::fs::read(dir.join(shard)).unwrap();
+        let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+        let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
+        metas.push(meta.metadata().clone().unwrap_or_default());
+        let mut names = st.names();
+        names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+        for n in names {
+            let t = st.tensor(n).unwrap();
+            assert_eq!(map[n], *shard, "weight_map of {n}");
+            total += t.data().len() as u64;
+            let shape = t.shape().iter().map(|&d| d as u64).collect();
+            got.push((n.to_string(), t.dtype().to_string().to_lowercase(), shape, t.data().to_vec(), k));
+        }
+    }
+    assert_eq!(map.len(), got.len(), "every weight_map entry is in its shard");
+    assert_eq!(json["metadata"]["total_size"].as_u64(), Some(total));
+    (got, metas)
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn a_sharded_kiln_model_goes_back_to_the_hub_layout_bit_exact() {
+    if !python_ready() {
+        return;
+    }
+    let d = kiln_model();
+    let want = expected(&d.path().join("ckpt"));
+    // The converter reads the manifest with its shards: the same tensors, shard by shard.
+    check_model(&read(&d.path().join("m.kiln")).unwrap(), &want);
+    let err = convert(d.path(), &["m.kiln", "-o", "back/model.safetensors"], 0);
+    assert!(err.contains("the index back/model.safetensors.index.json and 3 shards beside it"), "{err}");
+    assert!(err.contains("7 tensors"), "{err}");
+    assert_eq!(
+        listing(&d.path().join("back")),
+        [
+            "model-00001-of-00003.safetensors",
+            "model-00002-of-00003.safetensors",
+            "model-00003-of-00003.safetensors",
+            "model.safetensors.index.json"
+        ]
+    );
+    let (got, metas) = hub_tensors(&d.path().join("back"), "model.safetensors.index.json");
+    assert_eq!(got, want);
+    for meta in &metas {
+        assert_eq!(meta.get("format").map(String::as_str), Some("pt"), "{meta:?}");
+        assert!(meta.keys().all(|k| !k.starts_with("kiln.")), "{meta:?}");
+    }
+    // Written as the crate writes them: each shard is byte-identical to the original.
+    for k in 1..=3 {
+        let name = format!("model-0000{k}-of-00003.safetensors");
+        assert_eq!(
+            std::fs::read(d.path().join("back").join(&name)).unwrap(),
+            std::fs::read(d.path().join("ckpt").join(&name)).unwrap(),
+            "{name}"
+        );
+    }
+    // The index as transformers writes it (indent 2, keys sorted, a final newline).
+    let index = std::fs::read_to_string(d.path().join("back/model.safetensors.index.json")).unwrap();
+    assert!(index.starts_with("{\n  \"metadata\": {\n    \"total_size\": 118\n  },\n  \"weight_map\": {\n    \"lm_head.empty\": \"model-00003-of-00003.safetensors\",\n"), "{index}");
+    assert!(index.ends_with("\n  }\n}\n"), "{index}");
+    // Python's loader agrees.
+    py(
+        &d.path().join("back"),
+        "import json, ml_dtypes\nfrom safetensors.numpy import load_file\nindex = json.load(open('model.safetensors.index.json'))\n\
+         for name, shard in index['weight_map'].items():\n    assert name in load_file(shard), name",
+    );
+    // And to Kiln again, by the index and by the folder: the same tensors.
+    for input in ["back/model.safetensors.index.json", "back"] {
+        check_model(&read(&d.path().join(input)).unwrap(), &want);
+        let err = convert(d.path(), &[input, "-o", "again.kiln", "--no-fsync"], 0);
+        assert!(err.contains("3 shards"), "{err}");
+        check_model(&read(&d.path().join("again.kiln")).unwrap(), &want);
+    }
+    // The Kiln manifest to Kiln again (every payload's digest checked as it is copied).
+    convert(d.path(), &["m.kiln", "-o", "copy.kiln", "--no-fsync"], 0);
+    check_model(&read(&d.path().join("copy.kiln")).unwrap(), &want);
+    assert!(kiln(d.path(), &["validate", "copy.kiln"]).status.success());
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn an_output_shard_or_index_that_is_an_input_file_is_refused_before_anything_is_written() {
+    if !python_ready() {
+        return;
+    }
+    for (out_name, input) in
+        [("model-00002-of-00003.safetensors", "m-00002-of-00003.kiln"), ("model.safetensors.index.json", "m.kiln")]
+    {
+        let d = kiln_model();
+        let before = std::fs::read(d.path().join(input)).unwrap();
+        std::fs::hard_link(d.path().join(input), d.path().join("back").join(out_name)).unwrap();
+        let err = convert(d.path(), &["m.kiln", "-o", "back/model.safetensors"], 2);
+        assert!(err.contains(&format!("back/{out_name} is the input file itself")), "{err}");
+        assert_eq!(listing(&d.path().join("back")), [out_name], "nothing else written");
+        assert_eq!(std::fs::read(d.path().join(input)).unwrap(), before);
+    }
+}
+
+/// The offset of the first payload byte of tensor `name` in a Kiln shard file.
+fn payload_at(file: &[u8], name: &str) -> usize {
+    let m = kiln_nostd::model::Model::parse(file).unwrap();
+    let dir = m.directory();
+    let t = dir.iter().find(|t| t.name() == Some(name)).unwrap();
+    assert!(t.byte_len() > 0);
+    t.absolute_offset()
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn a_flipped_payload_byte_in_a_kiln_shard_fails_naming_the_shard_and_tensor_and_writes_nothing() {
+    if !python_ready() {
+        return;
+    }
+    let d = kiln_model();
+    let shard = d.path().join("m-00002-of-00003.kiln");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    let at = payload_at(&bytes, "model.layers.0.ids") + 5;
+    bytes[at] ^= 0x10;
+    std::fs::write(&shard, &bytes).unwrap();
+    for out in ["back/model.safetensors", "back/m2.kiln"] {
+        let err = convert(d.path(), &["m.kiln", "-o", out], 1);
+        assert!(err.contains("m-00002-of-00003.kiln") && err.contains("tensor model.layers.0.ids"), "{out}: {err}");
+        assert!(err.contains("DIGEST"), "{out}: {err}");
+        assert!(listing(&d.path().join("back")).is_empty(), "{out}: {:?}", listing(&d.path().join("back")));
+    }
+    // A changed byte before the payloads is caught by the shard's check against its manifest, naming it.
+    let d = kiln_model();
+    let shard = d.path().join("m-00003-of-00003.kiln");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    bytes.pop();
+    std::fs::write(&shard, &bytes).unwrap();
+    let err = convert(d.path(), &["m.kiln", "-o", "back/model.safetensors"], 1);
+    assert!(err.contains("shard m-00003-of-00003.kiln: SHARD"), "{err}");
+    assert!(listing(&d.path().join("back")).is_empty());
+    // A missing shard is named too.
+    std::fs::remove_file(&shard).unwrap();
+    let err = convert(d.path(), &["m.kiln", "-o", "back/model.safetensors"], 1);
+    assert!(err.contains("shard m-00003-of-00003.kiln is missing"), "{err}");
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn max_shard_size_re_splits_and_an_earlier_set_of_another_count_is_removed() {
+    if !python_ready() {
+        return;
+    }
+    let d = kiln_model();
+    let want = expected(&d.path().join("ckpt"));
+    // Payloads by input shard: [24, 10], [8, 48, 24], [0, 4]; at most 30 bytes a shard: 6 shards.
+    let err = convert(d.path(), &["m.kiln", "-o", "back/model.safetensors", "--max-shard-size", "30"], 0);
+    assert!(err.contains("and 6 shards beside it"), "{err}");
+    let files = listing(&d.path().join("back"));
+    assert_eq!(files.len(), 7, "{files:?}");
+    assert!(files[..6].iter().enumerate().all(|(k, f)| *f == format!("model-0000{}-of-00006.safetensors", k + 1)));
+    let (got, _) = hub_tensors(&d.path().join("back"), "model.safetensors.index.json");
+    let shards: Vec<usize> = got.iter().map(|e| e.4).collect();
+    assert_eq!(shards, [0, 1, 2, 3, 4, 5, 5]);
+    let strip = |v: Vec<Expected>| v.into_iter().map(|e| (e.0, e.1, e.2, e.3)).collect::<Vec<_>>();
+    assert_eq!(strip(got), strip(want.clone()));
+    // Again without the maximum: the 3-shard set replaces the 6, which are removed once it is in place.
+    let err = convert(d.path(), &["m.kiln", "-o", "back/model.safetensors"], 0);
+    assert!(err.contains("removed back/model-00001-of-00006.safetensors"), "{err}");
+    assert_eq!(listing(&d.path().join("back")).len(), 4);
+    assert_eq!(hub_tensors(&d.path().join("back"), "model.safetensors.index.json").0, want);
+    // Files named like an earlier set that are the input's own shards are never removed:
+    // the manifest renamed, its shards m-0000k-of-00003.kiln are what `-o m.kiln` with 6 shards would call stale.
+    std::fs::rename(d.path().join("m.kiln"), d.path().join("renamed.kiln")).unwrap();
+    let err = convert(d.path(), &["renamed.kiln", "-o", "m.kiln", "--max-shard-size", "30", "--no-fsync"], 0);
+    assert!(err.contains("and 6 shards beside it") && !err.contains("removed"), "{err}");
+    check_model(&read(&d.path().join("renamed.kiln")).unwrap(), &want);
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "spawns python3, which Miri cannot run")]
+fn a_one_shard_kiln_model_is_still_one_safetensors_file() {
+    if !python_ready() {
+        return;
+    }
+    let d = kiln_model();
+    let original = d.path().join("ckpt/model-00002-of-00003.safetensors");
+    convert(d.path(), &[original.to_str().unwrap(), "-o", "one.kiln"], 0);
+    let err = convert(d.path(), &["one.kiln", "-o", "back/model.safetensors"], 0);
+    assert!(!err.contains("a sharded model"), "{err}");
+    assert_eq!(listing(&d.path().join("back")), ["model.safetensors"]);
+    assert_eq!(std::fs::read(d.path().join("back/model.safetensors")).unwrap(), std::fs::read(&original).unwrap());
+    // Then the sharded model to the same name: the single file, which loaders
+    // would take before the index, is removed once the shards and index are in place.
+    let err = convert(d.path(), &["m.kiln", "-o", "back/model.safetensors"], 0);
+    assert!(err.contains("removed back/model.safetensors (of an earlier conversion to this name)"), "{err}");
+    assert_eq!(listing(&d.path().join("back")).len(), 4);
+    assert!(!d.path().join("back/model.safetensors").exists());
+    // The other way, the index and shards are not the single file's to remove: a note names the index.
+    let err = convert(d.path(), &["one.kiln", "-o", "back/model.safetensors"], 0);
+    assert!(err.contains("back/model.safetensors.index.json is beside OUT"), "{err}");
+    assert_eq!(listing(&d.path().join("back")).len(), 5);
+}

@@ -128,6 +128,27 @@ impl<'a> Pump<'a> {
                     Ok(())
                 })?;
             }
+            Source::Verified { offset, digest } => {
+                let mut hash = sha2::Sha256::default();
+                let mut buf = vec![0u8; chunk_len(len)];
+                self.read_chunks(*offset, len, &mut buf, &mut |chunk| {
+                    sha2::Digest::update(&mut hash, &*chunk);
+                    out.write_all(chunk).map_err(out_err)?;
+                    step(u64_from(chunk.len()));
+                    Ok(())
+                })?;
+                let got: [u8; 32] = sha2::Digest::finalize(hash).into();
+                if got != **digest {
+                    let hex = |d: &[u8; 32]| d.iter().take(8).map(|b| format!("{b:02x}")).collect::<String>();
+                    anyhow::bail!(
+                        "DIGEST: the SHA-256 of its {len} payload bytes at byte {offset} of {} is {}..., its digest says {}...: \
+                         the input is corrupt (kiln validate names it too); nothing was written",
+                        self.input_name,
+                        hex(&got),
+                        hex(&**digest)
+                    );
+                }
+            }
             Source::Checked(c) => {
                 let super::model::Checked { offset, crc_so_far, header_len, expect, member, swap } = &**c;
                 let w = (*swap).max(1);
@@ -304,13 +325,18 @@ impl<'a> Sink<'a> {
         let out_name = self.out_name.clone();
         let out_err = move |e: io::Error| io_fail(format!("cannot write {out_name}"))(e);
         let (written, bar) = (&mut self.written, &self.bar);
-        let mut out = Hashing { inner: &mut self.out, hash: hash.then(sha2::Sha256::default) };
+        // A verified payload's digest is known once the copy succeeds: no second hash.
+        let known = match &t.source {
+            Source::Verified { digest, .. } => Some(**digest),
+            _ => None,
+        };
+        let mut out = Hashing { inner: &mut self.out, hash: (hash && known.is_none()).then(sha2::Sha256::default) };
         let result = pump.run(&t.source, t.len, &mut out, &out_err, &mut |n| {
             *written = written.saturating_add(n);
             bar.inc(n);
         });
         self.zip = pump.zip.map(|z| (t.input, z));
-        result.map(|()| out.hash.map(|h| sha2::Digest::finalize(h).into()))
+        result.map(|()| out.hash.map(|h| sha2::Digest::finalize(h).into()).or(known.filter(|_| hash)))
     }
 
     /// Flushes and returns the file.

@@ -13,8 +13,13 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
 
+use kiln_nostd::model::{self as kiln_model, Kind as ModelKind, Manifest};
+use kiln_nostd::{Limits, Parser};
+
 use super::error::Usage;
 use super::index::{self, IndexScan};
+use super::kiln_in;
+use super::meta::Dups;
 use super::model::{Format, Model, ReadOptions, Split};
 use super::{format_of, open, read_model, Input};
 
@@ -47,6 +52,12 @@ pub enum Kind {
         /// What its first pass found.
         scan: IndexScan,
     },
+    /// A Kiln manifest: its shards are the inputs, in manifest order, and
+    /// the manifest itself the last one (so no output may replace it).
+    Manifest {
+        /// The manifest file.
+        path: PathBuf,
+    },
     /// A gguf-split set of `count` files, the inputs in position order.
     GgufSplit {
         /// `split.count` as the file names say it.
@@ -73,6 +84,7 @@ impl Opened {
             (Kind::Single, Some(input)) => format_of(input, &input.path, from),
             (Kind::Index { .. }, _) => Ok(Format::Safetensors),
             (Kind::GgufSplit { .. }, _) => Ok(Format::Gguf),
+            (Kind::Manifest { .. }, _) => Ok(Format::Kiln),
             (Kind::Single, None) => Err(anyhow!("no input file")),
         }
     }
@@ -121,7 +133,98 @@ pub fn open_all(path: &Path) -> anyhow::Result<Opened> {
     if let Some((prefix, no, count)) = split_name(path).filter(|&(_, _, count)| count > 1) {
         return open_split(path, &prefix, no, count);
     }
-    Ok(Opened { kind: Kind::Single, files: vec![open(path)?], notes: Vec::new() })
+    let input = open(path)?;
+    if ModelKind::of(input.bytes()) == Some(ModelKind::Manifest) {
+        return open_manifest(path, input);
+    }
+    Ok(Opened { kind: Kind::Single, files: vec![input], notes: Vec::new() })
+}
+
+/// Parses a manifest (the frame, the Frozen rules, steps M1 to M5) with the
+/// wire maximum as caps, as the converter reads every Kiln input.
+fn parse_manifest<'b>(path: &Path, bytes: &'b [u8], scratch: &'b mut [u32]) -> anyhow::Result<Manifest<'b>> {
+    Manifest::parse_with(bytes, &Limits::MAX, Some(scratch)).map_err(|e| {
+        anyhow!(
+            "{} (kiln): not a valid manifest (spec/model-file.md): {} at byte {}: {} (rule {})",
+            path.display(),
+            e.code(),
+            e.offset_u64(),
+            e.rule().description(),
+            e.rule().id()
+        )
+    })
+}
+
+/// A Kiln manifest: its shards by the names it gives (each a plain file
+/// name, step M2), opened in the manifest's own folder only and never
+/// through a symbolic link that leads out of it, as `kiln validate` opens them.
+fn open_manifest(path: &Path, manifest: Input) -> anyhow::Result<Opened> {
+    let mut scratch = crate::models::scratch_for(manifest.bytes(), 16, Limits::MAX);
+    let m = parse_manifest(path, manifest.bytes(), &mut scratch)?;
+    let folder = folder_of(path);
+    let mut files = Vec::with_capacity(m.shard_count().saturating_add(1));
+    for entry in m.shards() {
+        let name = entry.name.as_str();
+        let shard = beside(path, name);
+        let Ok(meta) = std::fs::symlink_metadata(&shard) else {
+            bail!("{}: shard {name} is missing (the manifest names it; never a partial model)", path.display());
+        };
+        if meta.file_type().is_symlink() && !crate::models::stays_inside(&folder, &shard) {
+            bail!("{}: shard {name} is a symbolic link out of the manifest's folder; not followed", path.display());
+        }
+        files.push(open(&shard).with_context(|| format!("{}: shard {name}", path.display()))?);
+    }
+    files.push(manifest);
+    Ok(Opened { kind: Kind::Manifest { path: path.to_path_buf() }, files, notes: Vec::new() })
+}
+
+/// The shards of a manifest, each checked against it as `kiln validate`
+/// checks it (length, its own checks, model id, position, tensors, prefix
+/// digest, gaps and element bytes) except the payload digests, which are
+/// checked as the payloads are copied ([`Source::Verified`](super::model::Source)):
+/// every payload byte is read once.
+fn read_manifest(path: &Path, mut files: Vec<Input>, opts: &ReadOptions) -> anyhow::Result<Model> {
+    let manifest = files.pop().ok_or_else(|| anyhow!("no manifest"))?;
+    let mut scratch = crate::models::scratch_for(manifest.bytes(), 16, Limits::MAX);
+    let m = parse_manifest(path, manifest.bytes(), &mut scratch)?;
+    let id = m.model_id();
+    let mut model = Model::new(Format::Kiln, opts);
+    // The manifest's metadata is the model's (shards carry only their padding key).
+    for (k, v) in m.metadata().iter() {
+        model.metadata.push(k, v, "")?;
+    }
+    model.metadata.seal(Dups::Refuse)?;
+    model.tensors.try_reserve_exact(m.tensor_count()).ok();
+    for (k, (entry, input)) in m.shards().zip(&files).enumerate() {
+        let name = entry.name.as_str();
+        let bytes = input.bytes();
+        let fault = |e: kiln_nostd::Error| {
+            let tensor = crate::models::tensor_of_shard(&m, &entry, bytes, &e)
+                .map(|t| format!(" (tensor {t})"))
+                .unwrap_or_default();
+            anyhow!(
+                "{}: shard {name}: {} at byte {}{tensor}: {} (rule {})",
+                path.display(),
+                e.code(),
+                e.offset_u64(),
+                e.rule().description(),
+                e.rule().id()
+            )
+        };
+        // Name scratch for both parses: without it, names are compared pairwise.
+        let mut names = crate::models::scratch_for(bytes, 128, Limits::MAX);
+        let parser = Parser::new().limits(Limits::MAX).scratch(&mut names);
+        kiln_model::check_shard(&m, &id, &entry, Some(bytes), false, parser).map_err(fault)?;
+        let parser = Parser::new().limits(Limits::MAX).scratch(&mut names);
+        let shard = kiln_model::Model::parse_with(bytes, parser).map_err(fault)?;
+        let digests = shard.digests().ok_or_else(|| anyhow!("{}: shard {name} has no digests", path.display()))?;
+        kiln_in::push_tensors(&mut model.tensors, &shard.directory(), Some(digests), k)
+            .with_context(|| format!("{}: shard {name}", path.display()))?;
+    }
+    model.inputs = files;
+    model.inputs.push(manifest);
+    model.sharded = true;
+    Ok(model)
 }
 
 /// A name of a Hugging Face index: `*.json` (`model.safetensors.index.json`).
@@ -268,6 +371,7 @@ pub fn read_all(opened: Opened, from: Option<Format>, opts: &ReadOptions) -> any
         Kind::Single => read_single(files, from, opts)?,
         Kind::Index { path, scan } => read_index(&path, &scan, files, opts)?,
         Kind::GgufSplit { count } => read_split(files, count, opts)?,
+        Kind::Manifest { path } => read_manifest(&path, files, opts)?,
     };
     model.notes.splice(0..0, notes);
     model.release_maps();

@@ -19,7 +19,7 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
     let mut model = Model::new(Format::Kiln, opts);
     let dir = if bytes.starts_with(b"KLN0") {
         if Kind::of(bytes) == Some(Kind::Manifest) {
-            bail!("a sharded model's manifest: convert it through its folder's shards (not yet supported for this output)");
+            bail!("a sharded model's manifest: convert it by its path, so its shards are found beside it");
         }
         let mut scratch = vec![0u32; kiln_nostd::scratch_len(u32::try_from(bytes.len() / 128).unwrap_or(u32::MAX))];
         let parser = Parser::new().limits(Limits::MAX).scratch(&mut scratch);
@@ -38,6 +38,20 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
             .map_err(|e| anyhow!("not a valid Kiln tensor directory: {e} (rule {})", e.rule().id()))?;
         dir
     };
+    push_tensors(&mut model.tensors, &dir, None, 0)?;
+    Ok(model)
+}
+
+/// Appends the named tensors of `dir` (input `input`, its shard too). With
+/// the shard's `digests` each payload is checked as it is copied
+/// ([`Source::Verified`]); without, it is copied as it is (a model file's
+/// digests were checked when it was parsed).
+pub fn push_tensors(
+    out: &mut Vec<TensorOut>,
+    dir: &Directory<'_>,
+    digests: Option<kiln_nostd::digest::Digests<'_>>,
+    input: usize,
+) -> anyhow::Result<()> {
     for t in dir.iter() {
         let Some(name) = t.name() else {
             bail!("tensor {} has no name; only named tensors can be converted", t.index());
@@ -50,18 +64,26 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
             scale: q.scale.name().unwrap_or_default().to_string(),
             outer: q.outer.and_then(|o| o.name()).map(str::to_string),
         });
-        model.tensors.push(TensorOut {
+        let offset = u64_from(t.absolute_offset());
+        let source = match digests {
+            Some(d) => {
+                let digest = d.get(t.index()).ok_or_else(|| anyhow!("tensor {name}: no digest"))?;
+                Source::Verified { offset, digest: Box::new(*digest) }
+            }
+            None => Source::File { offset },
+        };
+        out.push(TensorOut {
             name: name.into(),
             dtype: t.dtype(),
             shape: t.shape().into(),
             layout: t.layout().map(Into::into),
             block_size: t.block_size(),
             quant: quant.map(Box::new),
-            source: Source::File { offset: u64_from(t.absolute_offset()) },
+            source,
             len: u64_from(t.byte_len()),
-            input: 0,
-            shard: 0,
+            input,
+            shard: input,
         });
     }
-    Ok(model)
+    Ok(())
 }

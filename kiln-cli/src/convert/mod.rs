@@ -1,5 +1,8 @@
 //! `kiln convert IN -o OUT`: safetensors, GGUF, HK, NumPy .npy/.npz and Kiln
-//! in; a Kiln record, a standalone Kiln directory, or safetensors out.
+//! in (one file, or a sharded model: a Hugging Face index, a gguf-split set,
+//! a Kiln manifest); a Kiln record, a standalone Kiln directory, or
+//! safetensors out, a sharded model as a Kiln manifest and its shards
+//! ([`write_sharded`]) or in the Hub's layout ([`write_hub`]).
 //! See docs/conversion.md for the dtype tables and the choices made.
 //!
 //! One pass, bounded memory: the input is memory-mapped only to parse its
@@ -23,6 +26,7 @@ mod npy;
 mod outfile;
 mod safetensors_in;
 pub mod shards;
+mod write_hub;
 mod write_kiln;
 mod write_safetensors;
 mod write_sharded;
@@ -64,7 +68,7 @@ pub enum To {
     Record,
     /// A standalone Kiln tensor directory, with the metadata in OUT.meta.json.
     Tensors,
-    /// safetensors (from a Kiln input).
+    /// safetensors (from a Kiln input; a sharded one in the Hub's layout, see OUT).
     Safetensors,
 }
 
@@ -147,8 +151,10 @@ impl ReadArgs {
 pub struct ConvertArgs {
     /// The input: a file (safetensors, GGUF, HK, .npy, .npz or Kiln; detected from its bytes);
     /// a Hugging Face index (model.safetensors.index.json) with its shards beside it; a folder
-    /// holding one *.safetensors.index.json or exactly one .safetensors file; or any file of a
-    /// llama.cpp gguf-split set (NAME-00001-of-00003.gguf: every sibling is read and checked).
+    /// holding one *.safetensors.index.json or exactly one .safetensors file; any file of a
+    /// llama.cpp gguf-split set (NAME-00001-of-00003.gguf: every sibling is read and checked);
+    /// or a Kiln manifest with its shards beside it (each checked against it, every payload's
+    /// digest as it is copied).
     ///
     /// A folder's config.json, generation_config.json and tokenizer files (tokenizer.json,
     /// tokenizer_config.json, tokenizer.model, special_tokens_map.json, vocab.*, merges.txt)
@@ -157,6 +163,15 @@ pub struct ConvertArgs {
     #[arg(value_name = "IN")]
     pub input: PathBuf,
     /// The output file, a regular file (or a link to one, which is written through).
+    ///
+    /// A sharded model (a sharded input, or one split by --max-shard-size) is written as
+    /// the manifest OUT with the shards STEM-00001-of-0000N.kiln beside it (STEM: OUT's name
+    /// without .kiln) or, to safetensors, in the Hugging Face Hub's layout: for OUT
+    /// DIR/STEM.safetensors, the shards DIR/STEM-00001-of-0000N.safetensors and the index
+    /// DIR/STEM.safetensors.index.json (OUT model.safetensors: the names transformers
+    /// writes), and OUT itself is not written: an earlier file there is removed once the
+    /// new set is in place. In both forms, shards of an earlier conversion to the same name
+    /// with another count are removed then too.
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
     /// The input format and the readers' budgets.
@@ -332,7 +347,8 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
                 planned.len()
             ))
             .into()),
-            _ => Err(Usage(format!("{in_name}: a sharded model cannot be written as one safetensors file")).into()),
+            To::Safetensors => convert_hub(args, inputs, &out, model, &planned, notes).with_context(|| in_name.clone()),
+            To::Auto => unreachable!(),
         };
     }
     let total = model.payload_bytes();
@@ -424,6 +440,16 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
     // its directory entry's folder).
     drop(inputs);
     outfile::persist(outputs)?;
+    if to == To::Safetensors {
+        // An index beside a single file: loaders disagree on which one is the model.
+        let index = write_hub::index_path(&args.output);
+        if index != args.output && std::fs::symlink_metadata(&index).is_ok() {
+            notes.push(format!(
+                "{} is beside OUT (an earlier sharded conversion to this name?): some loaders read it and its shards                  instead of OUT; remove them if they are stale",
+                index.display()
+            ));
+        }
+    }
     Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written, notes })
 }
 
@@ -466,6 +492,31 @@ fn convert_sharded(
     Ok(Summary { format: model.format, tensors: tensor_count, bytes: written.bytes, notes })
 }
 
+/// A conversion to a sharded safetensors model in the Hub's layout: the
+/// shards, then the index (see [`write_hub`] for the names).
+fn convert_hub(
+    args: &ConvertArgs,
+    inputs: Vec<Input>,
+    out: &Target,
+    mut model: Model,
+    ranges: &[std::ops::Range<usize>],
+    mut notes: Vec<String>,
+) -> anyhow::Result<Summary> {
+    let written = write_hub::write(out, &inputs, &mut model, ranges, &mut notes, (args.quiet, !args.no_fsync))?;
+    let (temps, targets): (Vec<_>, Vec<_>) = written.files.into_iter().unzip();
+    let first = targets.first().map(|t| t.given.display().to_string()).unwrap_or_default();
+    let index = targets.last().map(|t| t.given.display().to_string()).unwrap_or_default();
+    notes.push(format!("a sharded model: the index {index} and {} shards beside it ({first}, ...)", ranges.len()));
+    // Close the inputs before replacing anything (Windows cannot replace a mapped file).
+    drop(inputs);
+    outfile::persist(temps.into_iter().zip(&targets).collect())?;
+    for old in &written.stale {
+        std::fs::remove_file(old).map_err(io_fail(format!("cannot remove the earlier file {}", old.display())))?;
+        notes.push(format!("removed {} (of an earlier conversion to this name)", old.display()));
+    }
+    Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written.bytes, notes })
+}
+
 /// For a fault the check found at an offset of OUT inside a payload: which
 /// tensor, and where that byte is in the input.
 fn locate(model: &Model, payload_base: u64, offsets: &[u64], e: &VerifyError) -> Option<String> {
@@ -475,7 +526,7 @@ fn locate(model: &Model, payload_base: u64, offsets: &[u64], e: &VerifyError) ->
         if at >= start && at < start.saturating_add(t.len.max(1)) {
             let delta = at.saturating_sub(start);
             let input_at = match &t.source {
-                Source::File { offset } | Source::Swap { offset, .. } => {
+                Source::File { offset } | Source::Swap { offset, .. } | Source::Verified { offset, .. } => {
                     format!("byte {} of the input", offset.saturating_add(delta))
                 }
                 Source::Checked(c) => format!("byte {} of the input", c.offset.saturating_add(delta)),

@@ -86,6 +86,16 @@ pub enum Source {
     /// A compressed `.npz` member: entry `index`, after its `skip`-byte `.npy`
     /// header; the member's CRC-32 (`expect`) is checked over every byte.
     Zip(Box<Zip>),
+    /// Bytes of a Kiln shard whose SHA-256 is recorded (the shard's digest
+    /// table, checked against its manifest), copied through this process and
+    /// hashed as they pass: a payload that does not match fails the copy, so a
+    /// flipped byte is never carried into the output.
+    Verified {
+        /// Where the payload starts in the input.
+        offset: u64,
+        /// The digest the payload must have (boxed: one row per tensor stays small).
+        digest: Box<[u8; 32]>,
+    },
     /// A small owned buffer.
     Bytes(Box<[u8]>),
 }

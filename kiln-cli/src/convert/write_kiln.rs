@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use anyhow::{anyhow, bail};
+use anyhow::{anyhow, bail, Context};
 use kiln_nostd::descriptor::{Descriptor, NO_AXIS, NO_INDEX, NO_NAME};
 use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::frozen;
@@ -173,10 +173,12 @@ pub fn write_block(
     for (t, &at) in tensors.iter().zip(&plan.offsets) {
         // The plan placed each payload at or after the previous one's end.
         sink.zeros(at.saturating_sub(end))?;
+        // The tensor's name on a failed copy (a corrupt payload, a short input).
+        let named = || format!("tensor {}", t.name);
         if hash {
-            digests.push(sink.tensor_hashed(t)?);
+            digests.push(sink.tensor_hashed(t).with_context(named)?);
         } else {
-            sink.tensor(t)?;
+            sink.tensor(t).with_context(named)?;
         }
         end = at.saturating_add(t.len);
     }

@@ -19,7 +19,7 @@ use safetensors::Dtype;
 
 use super::codes::{SAFETENSORS_DENSE, SAFETENSORS_OPAQUE};
 use super::copy::Sink;
-use super::meta::MOVED;
+use super::meta::{Metadata as KilnMetadata, MOVED};
 use super::model::{Model, TensorOut, KEY_PREFIX};
 
 fn st_dtype(name: &str) -> Option<Dtype> {
@@ -114,18 +114,32 @@ fn map(
     Ok((Dtype::U8, vec![usize::try_from(t.len)?]))
 }
 
+/// One safetensors file's header (its length word included) and the order
+/// its payloads follow it in (indices into the tensors it was planned for).
 pub struct SafetensorsPlan {
     pub header: Vec<u8>,
     pub order: Vec<usize>,
 }
 
+/// The plan of one file holding every tensor of `model`.
 pub fn plan(model: &Model, notes: &mut Vec<String>) -> anyhow::Result<SafetensorsPlan> {
+    plan_part(&model.metadata, &model.tensors, notes)
+}
+
+/// The plan of one file holding `tensors` (all of a model, or one shard's)
+/// with the model's `metadata` in `__metadata__`: every shard of a sharded
+/// output carries the whole metadata, as the Hub's writers put it in each.
+pub fn plan_part(
+    metadata: &KilnMetadata,
+    tensors: &[TensorOut],
+    notes: &mut Vec<String>,
+) -> anyhow::Result<SafetensorsPlan> {
     // The user's keys; converter keys are dropped, except user keys an
     // earlier conversion moved out of the converter's namespace, which get
     // their own names back.
     let mut meta: BTreeMap<Cow<'_, str>, Cow<'_, str>> = BTreeMap::new();
     let mut dropped = 0usize;
-    for (k, v) in model.metadata.iter() {
+    for (k, v) in metadata.iter() {
         if let Some(original) = k.strip_prefix(MOVED) {
             meta.insert(Cow::Borrowed(original), Cow::Borrowed(v));
         } else if k.starts_with(KEY_PREFIX) {
@@ -137,18 +151,18 @@ pub fn plan(model: &Model, notes: &mut Vec<String>) -> anyhow::Result<Safetensor
     if dropped > 0 {
         notes.push(format!("{dropped} converter key(s) (kiln.convert.*) are not written into __metadata__"));
     }
-    let mut entries = Vec::with_capacity(model.tensors.len());
-    for (i, t) in model.tensors.iter().enumerate() {
+    let mut entries = Vec::with_capacity(tensors.len());
+    for (i, t) in tensors.iter().enumerate() {
         let (dtype, shape) = map(t, &mut meta, notes)?;
         entries.push((i, dtype, shape));
     }
     // The crate's order: descending dtype, then name.
-    let name = |i: usize| model.tensors.get(i).map(|t| &*t.name);
+    let name = |i: usize| tensors.get(i).map(|t| &*t.name);
     entries.sort_by(|a, b| b.1.cmp(&a.1).then(name(a.0).cmp(&name(b.0))));
     let mut offset = 0usize;
     let mut infos = Vec::with_capacity(entries.len());
     for (i, dtype, shape) in &entries {
-        let t = model.tensors.get(*i).ok_or_else(|| anyhow!("tensor {i} is missing"))?;
+        let t = tensors.get(*i).ok_or_else(|| anyhow!("tensor {i} is missing"))?;
         let n = usize::try_from(t.len)?;
         let end = offset.checked_add(n).ok_or_else(|| anyhow!("the payloads do not fit in memory addresses"))?;
         infos.push((
@@ -180,10 +194,17 @@ pub fn plan(model: &Model, notes: &mut Vec<String>) -> anyhow::Result<Safetensor
     Ok(SafetensorsPlan { header: out, order: entries.into_iter().map(|e| e.0).collect() })
 }
 
+/// Writes the file `plan` describes for all of `model`'s tensors.
 pub fn write(sink: &mut Sink<'_>, model: &Model, plan: &SafetensorsPlan) -> anyhow::Result<()> {
+    write_part(sink, &model.tensors, plan)
+}
+
+/// Writes the file `plan` describes for `tensors` (what it was planned for):
+/// the header, then each payload streamed from its input.
+pub fn write_part(sink: &mut Sink<'_>, tensors: &[TensorOut], plan: &SafetensorsPlan) -> anyhow::Result<()> {
     sink.bytes(&plan.header)?;
     for &i in &plan.order {
-        let t = model.tensors.get(i).ok_or_else(|| anyhow!("tensor {i} is missing"))?;
+        let t = tensors.get(i).ok_or_else(|| anyhow!("tensor {i} is missing"))?;
         sink.tensor(t).with_context(|| format!("tensor {}", t.name))?;
     }
     Ok(())

@@ -133,7 +133,7 @@ pub fn write(
         }
         outfile::sync(&m_temp)?;
     }
-    let stale = stale_shards(&out.given, count);
+    let stale = stale_shards(&out.given, count, inputs);
     let mut files: Vec<(Temp, Target)> = shards.into_iter().map(|s| (s.temp, s.target)).collect();
     files.push((m_temp, Target { given: out.given.clone(), path: out.path.clone(), existing: out.existing.clone() }));
     Ok(Outputs { files, bytes, stale })
@@ -282,27 +282,48 @@ fn check_written(manifest: &Temp, tensors: usize, shards: &[Written], names: &[S
 
 /// Shards `STEM-*-of-M.kiln` beside `out` with M other than `count`: an
 /// earlier conversion's, removed once the new set is in place.
-fn stale_shards(out: &Path, count: usize) -> Vec<PathBuf> {
+fn stale_shards(out: &Path, count: usize, inputs: &[Input]) -> Vec<PathBuf> {
     let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let stem = name.strip_suffix(".kiln").unwrap_or(&name).to_owned();
+    stale_beside(out, &stem, ".kiln", count, inputs)
+}
+
+/// Files `STEM-DDDDD-of-DDDDD{ext}` in `out`'s folder whose count is not
+/// `count` (shards of an earlier conversion to the same name). A file that
+/// is one of the `inputs` (a manifest may give its shards any names) is
+/// never one of them.
+pub(super) fn stale_beside(out: &Path, stem: &str, ext: &str, count: usize, inputs: &[Input]) -> Vec<PathBuf> {
     let dir = match out.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
     let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
-    let ours = format!("-of-{count:05}.kiln");
+    let ours = format!("-of-{count:05}{ext}");
     entries
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| is_shard_name(n, &stem) && !n.ends_with(&ours))
+        .filter(|n| is_shard_name_ext(n, stem, ext) && !n.ends_with(&ours))
         .map(|n| dir.join(n))
+        .filter(|p| !is_input(p, inputs))
         .collect()
 }
 
+/// `path` is one of the input files (same device and inode), or cannot be checked.
+pub(super) fn is_input(path: &Path, inputs: &[Input]) -> bool {
+    let Ok(meta) = std::fs::metadata(path) else { return false };
+    inputs.iter().any(|i| platform::same_file(path, &meta, &i.file).unwrap_or(true))
+}
+
 /// `STEM-DDDDD-of-DDDDD.kiln`.
+#[cfg(test)]
 fn is_shard_name(name: &str, stem: &str) -> bool {
+    is_shard_name_ext(name, stem, ".kiln")
+}
+
+/// `STEM-DDDDD-of-DDDDD{ext}`.
+pub(super) fn is_shard_name_ext(name: &str, stem: &str, ext: &str) -> bool {
     let Some(rest) = name.strip_prefix(stem).and_then(|r| r.strip_prefix('-')) else { return false };
-    let Some(rest) = rest.strip_suffix(".kiln") else { return false };
+    let Some(rest) = rest.strip_suffix(ext) else { return false };
     let mut parts = rest.split("-of-");
     let digits = |s: Option<&str>| s.is_some_and(|s| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit()));
     digits(parts.next()) && digits(parts.next()) && parts.next().is_none()
