@@ -708,13 +708,21 @@ pub fn dtype_names() -> js_sys::Array {
     kiln_nostd::DType::closed_set().iter().map(|d| JsValue::from_str(d.name())).collect()
 }
 
-/// The core run directly on a full copy of `bytes`: `undefined` when it
-/// accepts, else `"CODE offset rule"`. For differential tests only.
+/// The core run directly on a full copy of `bytes`, a model file (any
+/// record: plain, digests, shard) or a plain directory, as
+/// `kiln_nostd::model::parse_any` opens it (digests not hashed): `undefined`
+/// when it accepts, else `"CODE offset rule"`. For differential tests only.
 #[wasm_bindgen]
 pub fn check_direct(bytes: &[u8], count_cap: u32, byte_cap: u32) -> Option<String> {
     let limits = limits_of(count_cap, byte_cap);
-    let mut scratch = vec![0u32; Header::peek_count(bytes).map_or(0, |c| scratch_len(c.min(1 << 20)))];
-    match Parser::new().limits(limits).scratch(&mut scratch).parse(bytes) {
+    let start = if kiln_nostd::model::is_model_file(bytes) {
+        kiln_nostd::model::block_start(bytes, &limits).unwrap_or(0)
+    } else {
+        0
+    };
+    let head = bytes.get(start..).unwrap_or_default();
+    let mut scratch = vec![0u32; Header::peek_count(head).map_or(0, |c| scratch_len(c.min(1 << 20)))];
+    match kiln_nostd::model::parse_any_with(bytes, Parser::new().limits(limits).scratch(&mut scratch)) {
         Ok(_) => None,
         Err(e) => Some(format!("{} {} {}", e.code().as_str(), e.offset(), e.rule().id())),
     }

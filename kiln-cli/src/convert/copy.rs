@@ -145,7 +145,7 @@ impl<'a> Pump<'a> {
                          the input is corrupt (kiln validate names it too); nothing was written",
                         self.input_name,
                         hex(&got),
-                        hex(&**digest)
+                        hex(digest)
                     );
                 }
             }
