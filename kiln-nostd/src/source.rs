@@ -518,8 +518,9 @@ impl<'s> Options<'s> {
     /// bytes (one read) and must hold the fields before the block plus the
     /// block's 64-byte header; the digest table (32 bytes per tensor) then
     /// moves to its front and the block's directory prefix is read after
-    /// it. Too short is [`SourceError::BufferTooSmall`] with at least the
-    /// bytes needed (exact once the fields before the block fit). The
+    /// it. Too short is [`SourceError::BufferTooSmall`] with the bytes
+    /// needed (the larger of the two; the source's length when a length
+    /// word before the block runs past it: then the whole file). The
     /// payloads stream through `chunk` (any nonzero length; a tensor may
     /// span chunks); the SHA-256 state lives on the stack.
     ///

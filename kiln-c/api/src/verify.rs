@@ -123,9 +123,9 @@ pub unsafe extern "C" fn kiln_model_verify(
 /// the block (frame, metadata with its padding key, digest table) plus
 /// the block's 64-byte header, and also 32 bytes per tensor plus the
 /// directory prefix (64 + 128 per tensor + names, rounded up to 64). Too
-/// short is `KILN_ERR_BUFFER_TOO_SMALL` with `err->needed` at least the
-/// bytes needed (exact once the fields before the block fit; a retry with
-/// that many may ask for more only when they did not). The SHA-256 state
+/// short is `KILN_ERR_BUFFER_TOO_SMALL` with `err->needed` the bytes needed
+/// (the larger of the two; the source's length when a length word before
+/// the block runs past the source). The SHA-256 state
 /// (about 112 bytes) is on the stack; nothing is allocated. A failed read
 /// is `KILN_ERR_READ`. `*out` (may be NULL) says what was checked.
 ///

@@ -2,8 +2,8 @@
 //! from a source through one chunk buffer, its digests included.
 
 use super::{verify, Options, ReadAt, SourceError};
-use crate::bytes::{u32_at, u64_from, usize_from};
-use crate::error::{Error, ErrorCode, Rule};
+use crate::bytes::{u64_from, usize_from};
+use crate::error::{Error, ErrorCode};
 use crate::header::HEADER_LEN;
 use crate::incremental::{Incremental, Summary};
 use crate::model::{head_of, Kind};
@@ -69,26 +69,22 @@ pub(super) fn run<S: ReadAt>(
     let (block_at, table) = match head_of(head, &options.limits) {
         Ok((_, block, table)) => (block, table.map(|t| (t.offset_of(0), t.len()))),
         Err(e) if e.code() == ErrorCode::Eof && !whole => {
-            let needed = needed_for(head, e);
+            // The fields do not fit `prefix`: walk their length words to say how much does.
+            let needed = needed_for(&mut source, kind, len, !options.skip_digests, &options.limits)
+                .map_err(SourceError::Read)?
+                .max(u64_from(n).saturating_add(1));
             return Err(if needed > len { SourceError::Kiln(e) } else { SourceError::BufferTooSmall { needed } });
         }
         Err(e) => return Err(SourceError::Kiln(e)),
     };
     let block_start = u64_from(block_at);
     let header_end = block_at.saturating_add(HEADER_LEN);
-    if header_end > n && !whole {
+    if header_end > n && !whole && u64_from(header_end) <= len {
         // Step 3d needs the block's header in `prefix`: say how much is needed in all.
-        let mut h = [0u8; HEADER_LEN];
-        let prefix_len = match source.read_at(block_start, &mut h) {
-            Ok(()) => Incremental::prefix_len(&h, &options.limits).ok().flatten().unwrap_or(0),
-            Err(_) => 0,
-        };
-        let table_len =
-            table.filter(|_| !options.skip_digests).map_or(0, |(_, k)| k.saturating_mul(crate::digest::DIGEST_LEN));
-        let needed = u64_from(header_end.max(table_len.saturating_add(prefix_len)));
-        if u64_from(header_end) <= len {
-            return Err(SourceError::BufferTooSmall { needed });
-        }
+        let needed = needed_for(&mut source, kind, len, !options.skip_digests, &options.limits)
+            .map_err(SourceError::Read)?
+            .max(u64_from(header_end));
+        return Err(SourceError::BufferTooSmall { needed });
     }
     // The table moves to the front of `prefix`; the block's prefix goes after it.
     let table = table.filter(|_| !options.skip_digests);
@@ -113,17 +109,52 @@ pub(super) fn run<S: ReadAt>(
     }
 }
 
-/// How many bytes of the file the fields before the block need at least,
-/// from an EOF fault `e` that the head's first `head.len()` bytes gave (a
-/// length or count word whose bytes lie past them, or a word cut short).
-fn needed_for(head: &[u8], e: Error) -> u64 {
-    let at = e.offset_u64();
-    let word = usize_from(at).and_then(|a| u32_at(head, a)).map_or(0, u64::from);
-    let body = match e.rule() {
-        Rule::ByteLengthPastEnd => word,
-        // The metadata's entry count: each entry has two length words.
-        Rule::CountPastEnd => word.saturating_mul(8),
-        _ => 0,
+/// How many bytes `prefix` needs for the model file in `source` (whose
+/// first 16 bytes are a `kind` frame): the fields before the block and the
+/// block's header, and the digest table (when `hashing`) with the block's
+/// directory prefix. Only a size: the rules are the checks' own, and a
+/// length word that runs past the source ends the walk at the source's
+/// length (a buffer that holds the whole file gets the verdict).
+fn needed_for<S: ReadAt>(
+    source: &mut S,
+    kind: Kind,
+    len: u64,
+    hashing: bool,
+    limits: &crate::Limits,
+) -> Result<u64, S::Error> {
+    let mut word = |at: u64| -> Result<Option<u64>, S::Error> {
+        let mut w = [0u8; 4];
+        if at.saturating_add(4) > len {
+            return Ok(None);
+        }
+        source.read_at(at, &mut w)?;
+        Ok(Some(u64::from(u32::from_le_bytes(w))))
     };
-    at.saturating_add(4).saturating_add(body).max(u64_from(head.len()).saturating_add(1))
+    // Past the source (or a cap): the whole file is the most that can help.
+    let run = |at: u64, n: u64| at.saturating_add(4).saturating_add(n);
+    let mut at = u64_from(crate::frozen::FRAME_LEN);
+    let Some(count) = word(at)?.filter(|&c| c <= u64::from(limits.count_cap)) else { return Ok(len) };
+    at = at.saturating_add(4);
+    for _ in 0..count.saturating_mul(2) {
+        let Some(n) = word(at)? else { return Ok(len) };
+        at = run(at, n);
+    }
+    if kind == Kind::Shard {
+        let Some(n) = word(at)? else { return Ok(len) };
+        at = run(at, n).saturating_add(8);
+    }
+    let mut table = 0;
+    if matches!(kind, Kind::Digests | Kind::Shard) {
+        let Some(n) = word(at)? else { return Ok(len) };
+        at = run(at, n);
+        table = if hashing { n } else { 0 };
+    }
+    let header_end = at.saturating_add(u64_from(HEADER_LEN));
+    if header_end > len {
+        return Ok(len);
+    }
+    let mut h = [0u8; HEADER_LEN];
+    source.read_at(at, &mut h)?;
+    let prefix = Incremental::prefix_len(&h, limits).ok().flatten().map_or(0, u64_from);
+    Ok(header_end.max(table.saturating_add(prefix)).min(len))
 }
