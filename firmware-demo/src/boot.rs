@@ -16,7 +16,7 @@
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::SYST;
 use cortex_m_semihosting::hprintln;
-use kiln_nostd::source::{ModelSummary, Options, ReadAt, SourceError};
+use kiln_nostd::source::{ModelSummary, Options, OutOfBounds, ReadAt, SourceError};
 use kiln_nostd::Error;
 
 use crate::checks::Checks;
@@ -31,12 +31,16 @@ const CAL_ITERS: u32 = 100_000;
 /// error, or another failure of the source).
 pub type Verdict = Result<ModelSummary, Option<Error>>;
 
+/// A source of the model file: the flash (`&[u8]`), or a damaged copy of it
+/// ([`Flipped`]); one `dyn` type, so the check is in flash once.
+pub type Source<'a> = &'a mut dyn ReadAt<Error = OutOfBounds>;
+
 /// Checks the model file in `source` (flash) with or without its digests,
 /// through `prefix` and a [`CHUNK`]-byte chunk on the stack.
-pub fn verify<S: ReadAt>(source: S, prefix: &mut [u8], hash: bool) -> Verdict {
+pub fn verify(source: Source<'_>, prefix: &mut [u8], hash: bool) -> Verdict {
     let mut chunk = [0u8; CHUNK];
     let options = if hash { Options::new() } else { Options::new().skip_digests() };
-    options.verify_model(source, prefix, &mut chunk).map_err(|e: SourceError<S::Error>| e.kiln())
+    options.verify_model(source, prefix, &mut chunk).map_err(|e: SourceError<OutOfBounds>| e.kiln())
 }
 
 /// SysTick as a free-running 24-bit down-counter of the core clock.
@@ -80,10 +84,15 @@ fn instructions(ticks: u32, cal: u32) -> u64 {
 /// (the verdict decides whether the demo may use it), and the cost of the
 /// hashing: the same check without it, timed the same way.
 pub fn boot_check(file: &'static [u8], prefix: &mut [u8], syst: SYST, chk: &mut Checks) -> bool {
-    hprintln!("boot: digits-mlp.model.kiln, {} bytes in flash: checking its digests ({}-byte chunk)", file.len(), CHUNK);
+    hprintln!(
+        "boot: digits-mlp.model.kiln, {} bytes in flash: checking its digests ({}-byte chunk)",
+        file.len(),
+        CHUNK
+    );
     let mut ticks = Ticks::start(syst);
     let cal = ticks.calibrate();
-    let (verdict, t_full) = ticks.time(|| verify(file, prefix, true));
+    let mut flash = file;
+    let (verdict, t_full) = ticks.time(|| verify(&mut flash, prefix, true));
     let mut payload = 0;
     let ok = match verdict {
         Ok(s) => {
@@ -97,11 +106,14 @@ pub fn boot_check(file: &'static [u8], prefix: &mut [u8], syst: SYST, chk: &mut 
             chk.expect(s.digests_checked, "the boot check hashed every tensor")
         }
         Err(e) => {
-            hprintln!("  REFUSED: {:?}", e);
+            match e {
+                Some(e) => hprintln!("  REFUSED: {} at {} ({})", e.code().as_str(), e.offset(), e.rule().id()),
+                None => hprintln!("  REFUSED: the source failed"),
+            }
             chk.expect(false, "the flashed model file passes its boot check")
         }
     };
-    let (skipped, t_skip) = ticks.time(|| verify(file, prefix, false));
+    let (skipped, t_skip) = ticks.time(|| verify(&mut flash, prefix, false));
     chk.expect(skipped.is_ok_and(|s| !s.digests_checked), "the check without hashing accepts it too");
     let (i_full, i_skip) = (instructions(t_full, cal), instructions(t_skip, cal));
     let i_hash = i_full.saturating_sub(i_skip);
@@ -132,7 +144,7 @@ pub struct Flipped {
 }
 
 impl ReadAt for Flipped {
-    type Error = kiln_nostd::source::OutOfBounds;
+    type Error = OutOfBounds;
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
         self.bytes.read_at(offset, buf)?;
         if let Some(b) = self.at.checked_sub(offset).and_then(|i| buf.get_mut(usize::try_from(i).ok()?)) {

@@ -203,9 +203,14 @@ pub fn digest_corruption(file: &'static [u8], prefix: &mut [u8], chk: &mut Check
     let at = start + t.byte_len() / 2 + 3;
     let flipped = || Flipped { bytes: file, at: at as u64, mask: 0x10 };
     hprintln!("  model file, fc1.weight payload byte {} flipped (bit 4), at boot:", at);
-    match verify(flipped(), prefix, true) {
+    match verify(&mut flipped(), prefix, true) {
         Err(Some(e)) => {
-            hprintln!("    corrupted model file refused at boot: {} at {} ({})", e.code().as_str(), e.offset(), e.rule().id());
+            hprintln!(
+                "    corrupted model file refused at boot: {} at {} ({})",
+                e.code().as_str(),
+                e.offset(),
+                e.rule().id()
+            );
             chk.expect(
                 e.code() == ErrorCode::Digest && e.offset() == start && e.rule() == Rule::PayloadDigest,
                 "a flipped payload byte is DIGEST at its tensor's first payload byte",
@@ -219,7 +224,7 @@ pub fn digest_corruption(file: &'static [u8], prefix: &mut [u8], chk: &mut Check
             chk.expect(false, "the flipped model file is refused at boot");
         }
     }
-    let skipped = verify(flipped(), prefix, false);
+    let skipped = verify(&mut flipped(), prefix, false);
     hprintln!("    without hashing: {}", if skipped.is_ok() { "accepted (every other rule holds)" } else { "refused" });
     chk.expect(skipped.is_ok(), "without hashing the flipped file passes every other rule");
 }

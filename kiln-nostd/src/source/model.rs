@@ -91,9 +91,17 @@ pub(super) fn run<S: ReadAt>(
     let hashing = table.is_some();
     let table_len = table.map_or(0, |(_, k)| k.saturating_mul(crate::digest::DIGEST_LEN));
     if let Some((at, _)) = table {
-        prefix.copy_within(at..at.saturating_add(table_len), 0);
+        // Forward, byte by byte: the table lies in `prefix`, at or after its front
+        // (no copy_within: its bounds panic would stay in the code).
+        for i in 0..table_len {
+            let byte = prefix.get(at.saturating_add(i)).copied();
+            if let Some((d, b)) = prefix.get_mut(i).zip(byte) {
+                *d = b;
+            }
+        }
     }
-    let (table_buf, rest) = prefix.split_at_mut(table_len);
+    // Fallback not taken: the table was read into `prefix`, so it is no longer than it.
+    let (table_buf, rest) = prefix.split_at_mut_checked(table_len).unwrap_or((&mut [], &mut []));
     let opts = if hashing { options.digests(table_buf) } else { options.no_table() };
     let block_source = Rest { source, start: block_start, len: len.saturating_sub(block_start) };
     match verify::run(opts, block_source, rest, chunk) {
