@@ -6,7 +6,8 @@
 # about 2 minutes, plus apt if needed).
 #
 #   firmware-demo/ci.sh            prerequisites + demo + no-panic check
-#   SIZES=1 firmware-demo/ci.sh    also print the size table (kiln-nopanic/sizes.sh)
+#   SIZES=1 firmware-demo/ci.sh    also print the size table (kiln-nopanic/sizes.sh) and the
+#                                  demo's flash with and without the boot digest check
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -47,8 +48,29 @@ if [ "$rc" != 0 ]; then
 elif ! grep -q '^result: PASS$' "$out"; then
     echo "FAIL firmware-demo exited 0 but did not print 'result: PASS'" >&2
     failed+=(firmware-demo)
+elif ! grep -q '^  ACCEPTED: 8 tensors, digests checked: yes' "$out" ||
+    ! grep -q '^    corrupted model file refused at boot: DIGEST at ' "$out"; then
+    echo "FAIL firmware-demo: the boot digest check lines are missing" >&2
+    failed+=(firmware-demo)
 else
-    echo "OK   firmware-demo exited 0"
+    echo "OK   firmware-demo exited 0 (boot digest check: accepted; a flipped payload byte: DIGEST)"
+fi
+
+# --- the boot check's cost in instructions: the same ELF under -icount shift=0
+# (one virtual ns per instruction, so SysTick counts instructions; QEMU is not cycle-accurate)
+echo "== firmware-demo under qemu -icount shift=0 (the boot digest check's instruction count)"
+demo_elf=${CARGO_TARGET_DIR:-$here/target}/thumbv7m-none-eabi/release/firmware-demo
+set +e
+timeout 300 qemu-system-arm -cpu cortex-m3 -machine lm3s6965evb -nographic -icount shift=0 \
+    -semihosting-config enable=on,target=native -kernel "$demo_elf" 2>"$out.err" >"$out"
+rc=$?
+set -e
+if [ "$rc" != 0 ] || ! grep -q '^result: PASS$' "$out" || ! grep -q '^  instructions (valid under qemu -icount' "$out"; then
+    echo "FAIL firmware-demo under -icount (status $rc)" >&2
+    failed+=(firmware-icount)
+else
+    grep -A1 '^  cost: ' "$out"
+    echo "OK   boot digest check measured under -icount"
 fi
 
 # --- the same model logged through defmt (kiln-nostd's `defmt` feature), decoded on the host
@@ -76,6 +98,12 @@ echo "== kiln-nopanic/ci.sh"
 "$root/kiln-nopanic/ci.sh" || failed+=(kiln-nopanic)
 
 if [ "${SIZES:-0}" = 1 ]; then
+    echo "== firmware-demo flash with and without the boot digest check (feature digests)"
+    (cd "$here" && cargo build -q --release --no-default-features --features ota)
+    without=$(arm-none-eabi-size "$demo_elf" | awk 'NR == 2 { print $1 }')
+    (cd "$here" && cargo build -q --release)
+    with=$(arm-none-eabi-size "$demo_elf" | awk 'NR == 2 { print $1 }')
+    echo "     text: $with bytes with, $without without: +$((with - without)) bytes"
     echo "== kiln-nopanic/sizes.sh"
     "$root/kiln-nopanic/sizes.sh" || failed+=(sizes)
 fi

@@ -187,3 +187,44 @@ pub fn first_gap(dir: &Directory<'_>) -> Option<usize> {
     }
     None
 }
+
+/// The flashed model file with one payload byte flipped (in fc1.weight, a
+/// tensor of many chunks), read through the boot check: refused with
+/// DIGEST at the tensor's first payload byte, while every structural rule
+/// holds (the check without hashing accepts it).
+#[cfg(feature = "digests")]
+pub fn digest_corruption(file: &'static [u8], prefix: &mut [u8], chk: &mut Checks) {
+    use crate::boot::{verify, Flipped};
+    let Some(t) = kiln_nostd::model::Model::parse(file).ok().and_then(|m| m.directory().find("fc1.weight")) else {
+        chk.expect(false, "the model file holds fc1.weight");
+        return;
+    };
+    let start = t.absolute_offset();
+    let at = start + t.byte_len() / 2 + 3;
+    let flipped = || Flipped { bytes: file, at: at as u64, mask: 0x10 };
+    hprintln!("  model file, fc1.weight payload byte {} flipped (bit 4), at boot:", at);
+    match verify(&mut flipped(), prefix, true) {
+        Err(Some(e)) => {
+            hprintln!(
+                "    corrupted model file refused at boot: {} at {} ({})",
+                e.code().as_str(),
+                e.offset(),
+                e.rule().id()
+            );
+            chk.expect(
+                e.code() == ErrorCode::Digest && e.offset() == start && e.rule() == Rule::PayloadDigest,
+                "a flipped payload byte is DIGEST at its tensor's first payload byte",
+            );
+        }
+        Err(None) => {
+            chk.expect(false, "the flipped model file is refused by a format rule");
+        }
+        Ok(_) => {
+            hprintln!("    ACCEPTED");
+            chk.expect(false, "the flipped model file is refused at boot");
+        }
+    }
+    let skipped = verify(&mut flipped(), prefix, false);
+    hprintln!("    without hashing: {}", if skipped.is_ok() { "accepted (every other rule holds)" } else { "refused" });
+    chk.expect(skipped.is_ok(), "without hashing the flipped file passes every other rule");
+}

@@ -28,6 +28,8 @@ use checks::Checks;
 use model::{evaluate, load, mxfp4_fc1, Fc1, Pool, FC1_MXFP4};
 use stack::{measure_stack, stack_budget};
 
+#[cfg(feature = "digests")]
+mod boot;
 mod checks;
 mod corruption;
 mod model;
@@ -113,6 +115,17 @@ fn run() -> bool {
     let pool_mem: &'static mut [f32] = unsafe { &mut (*addr_of_mut!(POOL)).0 };
 
     hprintln!("kiln firmware demo (LM3S6965, Cortex-M3)");
+
+    // --- 0. at boot: the flashed model file's digests, before it is used
+    // (the RAM slot is free until step 5: it holds the check's prefix).
+    #[cfg(feature = "digests")]
+    let model_file_ok = match cortex_m::Peripherals::take() {
+        Some(p) => boot::boot_check(&MODEL_FILE.0, ram, p.SYST, &mut chk),
+        None => chk.expect(false, "the core peripherals are free at boot"),
+    };
+    #[cfg(not(feature = "digests"))]
+    let model_file_ok = true;
+
     hprintln!("digits-mlp.kiln: {} bytes in flash at {:#010x}", model.len(), model.as_ptr() as usize);
 
     // --- 1. validate in place, with a fixed name-index scratch
@@ -286,13 +299,19 @@ fn run() -> bool {
     // --- 6. corrupted copies are rejected with the expected code
     hprintln!("corruption tests (RAM copy, 64-byte aligned):");
     corruption::corruption_tests(&dir, model, ram, &mut chk);
+    #[cfg(feature = "digests")]
+    corruption::digest_corruption(&MODEL_FILE.0, ram, &mut chk);
 
     // --- 7. over-the-air update into slot B (the RAM buffer), activated only when valid
     #[cfg(feature = "ota")]
     ota::run(model, ram, &mut chk);
 
     // --- 8. the model-file form: frame and metadata checked, then the same directory
-    model_file::model_file(&mut chk);
+    if model_file_ok {
+        model_file::model_file(&mut chk);
+    } else {
+        hprintln!("model file: refused at boot, not used");
+    }
 
     if chk.failed != 0 {
         hprintln!("{} check(s) failed", chk.failed);

@@ -262,6 +262,33 @@
 #define KILN_PROGRESS_COMPLETE 4
 
 /**
+ * `kiln_model_verify` / `kiln_source_verify_model` flag: do not hash the
+ * payloads (step 9d is skipped, nothing else): every other rule still
+ * holds, and a flipped payload byte that breaks no other rule is accepted.
+ */
+#define KILN_VERIFY_SKIP_DIGESTS 1
+
+/**
+ * `kiln_verified.record`: not a model file (a plain directory block).
+ */
+#define KILN_RECORD_NONE 0
+
+/**
+ * `kiln_verified.record`: a plain model record (metadata, block; no digests).
+ */
+#define KILN_RECORD_PLAIN 1
+
+/**
+ * `kiln_verified.record`: a digests record (metadata, a SHA-256 per tensor, block).
+ */
+#define KILN_RECORD_DIGESTS 2
+
+/**
+ * `kiln_verified.record`: a shard record of a sharded model (checked alone).
+ */
+#define KILN_RECORD_SHARD 3
+
+/**
  * What went wrong. Filled by every function that takes a `kiln_error *`
  * (which may be NULL when only the return code is wanted); on success
  * `code` is `KILN_OK` and the strings are empty.
@@ -562,6 +589,34 @@ typedef struct kiln_source {
   uint64_t len;
 } kiln_source;
 
+/**
+ * What `kiln_model_verify` and `kiln_source_verify_model` found in an
+ * accepted input (all zero on failure).
+ */
+typedef struct kiln_verified {
+  /**
+   * The record type: `KILN_RECORD_NONE` .. `KILN_RECORD_SHARD`.
+   */
+  uint32_t record;
+  /**
+   * True when every tensor's payload was hashed and matched its digest;
+   * false for an input without digests or with `KILN_VERIFY_SKIP_DIGESTS`.
+   */
+  bool digests_checked;
+  /**
+   * Number of tensors.
+   */
+  size_t tensor_count;
+  /**
+   * Where the directory block starts (0 for a plain directory).
+   */
+  uint64_t block_offset;
+  /**
+   * The block's length in bytes.
+   */
+  uint64_t block_len;
+} kiln_verified;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -577,6 +632,10 @@ extern "C" {
  * description (the same verdict as `kiln validate --json` and
  * `kiln_nostd::model::parse_any`). `err` may be NULL. `data` may be NULL
  * only when `len` is 0. API errors are negative (`KILN_ERR_*`).
+ *
+ * Payload digests are not compared here (step 9d, which `kiln validate`
+ * runs): `kiln_model_verify` (memory) and `kiln_source_verify_model` (a
+ * read callback) check them too.
  *
  * # Safety
  * `data[0..len]` must be readable; `err` NULL or writable.
@@ -1027,7 +1086,9 @@ int kiln_prefix_len(const uint8_t *header, size_t len, uint64_t *needed, struct 
  * byte of odd packed tensors). The verdict is `kiln_validate`'s on the
  * source's bytes (code, offset, rule); a prefix buffer shorter than the
  * directory prefix is `KILN_ERR_BUFFER_TOO_SMALL` (`err->needed`), a
- * failed read `KILN_ERR_READ`.
+ * failed read `KILN_ERR_READ`. A model file (frame, metadata, digests)
+ * is not a standalone block: `kiln_source_verify_model` checks one, its
+ * digests included.
  *
  * # Safety
  * `src` readable with a valid callback; `prefix[0..prefix_len]` and `chunk[0..chunk_len]`
@@ -1108,6 +1169,62 @@ const char *kiln_code_name(int code);
  * 4096..32767), or NULL for a code that is not defined.
  */
 const char *kiln_dtype_name(uint16_t code);
+
+/**
+ * `kiln_validate` with the digests: `data[0..len]` by content, a model
+ * file (spec/model-file.md) as one, anything else as a standalone tensor
+ * directory, and for a model file with a digest table (a digests or shard
+ * record) every tensor's payload hashed (SHA-256) and compared with its
+ * digest. A mismatch is `KILN_DIGEST`, `err->offset` the absolute offset
+ * of the first payload byte of the first tensor (in descriptor order)
+ * whose payload differs, rule `"PayloadDigest"`. Faults of steps 1 to 9
+ * win over it, and it wins over the gap, element and trailing faults
+ * (the spec's order). A file without digests validates exactly as with
+ * `kiln_validate`. `flags`: 0, or `KILN_VERIFY_SKIP_DIGESTS` (the verdict
+ * is then `kiln_validate`'s); another bit is `KILN_ERR_ARGUMENT`. `*out`
+ * (may be NULL) says what was checked. Nothing is allocated.
+ *
+ * # Safety
+ * `data[0..len]` readable; `out` and `err` NULL or writable.
+ */
+int kiln_model_verify(const uint8_t *data,
+                      size_t len,
+                      uint32_t flags,
+                      struct kiln_verified *out,
+                      struct kiln_error *err);
+
+/**
+ * `kiln_model_verify` through the read callback: the model file (or plain
+ * directory block) in `*src`, checked with the same verdict (code, rule,
+ * offset from the start of the source), the payloads streamed through
+ * one chunk buffer `chunk[0..chunk_len]` of any nonzero length (a tensor
+ * may span many chunks; 64 bytes works). Digests are checked by default
+ * (`flags` 0); `KILN_VERIFY_SKIP_DIGESTS` skips only the hashing (then only
+ * the bytes a rule reads are read, as `kiln_source_verify` does).
+ *
+ * Memory is the caller's: `prefix[0..prefix_len]` first gets the file's
+ * first `prefix_len` bytes in one read, and must hold the fields before
+ * the block (frame, metadata with its padding key, digest table) plus
+ * the block's 64-byte header, and also 32 bytes per tensor plus the
+ * directory prefix (64 + 128 per tensor + names, rounded up to 64). Too
+ * short is `KILN_ERR_BUFFER_TOO_SMALL` with `err->needed` the bytes needed
+ * (the larger of the two; the source's length when a length word before
+ * the block runs past the source). The SHA-256 state
+ * (about 112 bytes) is on the stack; nothing is allocated. A failed read
+ * is `KILN_ERR_READ`. `*out` (may be NULL) says what was checked.
+ *
+ * # Safety
+ * `src` readable with a valid callback; `prefix[0..prefix_len]` and
+ * `chunk[0..chunk_len]` writable; `out` and `err` NULL or writable.
+ */
+int kiln_source_verify_model(const struct kiln_source *src,
+                             uint8_t *prefix,
+                             size_t prefix_len,
+                             uint8_t *chunk,
+                             size_t chunk_len,
+                             uint32_t flags,
+                             struct kiln_verified *out,
+                             struct kiln_error *err);
 
 #ifdef __cplusplus
 }  // extern "C"

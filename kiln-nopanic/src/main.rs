@@ -718,6 +718,25 @@ mod c_api {
             )
         };
         ok &= rc == KILN_OK;
+        // The digests (SHA-256, step 9d): in memory and through the callback.
+        let mut verified =
+            kiln_verified { record: 0, digests_checked: false, tensor_count: 0, block_offset: 0, block_len: 0 };
+        ok &= unsafe { kiln_model_verify(data, len, opaque(&0u32), &mut verified, &mut e) } == KILN_OK;
+        mix(sink, verified.record as usize ^ verified.tensor_count);
+        let rc = unsafe {
+            kiln_source_verify_model(
+                &src,
+                prefix.as_mut_ptr(),
+                opaque(&prefix.len()),
+                chunk_buf.as_mut_ptr(),
+                opaque(&chunk_buf.len()),
+                opaque(&0u32),
+                &mut verified,
+                &mut e,
+            )
+        };
+        ok &= rc == KILN_OK;
+        mix(sink, verified.block_len as usize);
         let mut opened = kiln_dir { opaque: [0; KILN_DIR_WORDS] };
         ok &= unsafe { kiln_source_open(&src, prefix.as_mut_ptr(), opaque(&prefix.len()), &mut opened, &mut e) }
             == KILN_OK;

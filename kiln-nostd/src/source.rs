@@ -110,7 +110,12 @@ mod file;
 mod flash;
 #[cfg(feature = "embedded-io")]
 mod io;
+#[cfg(feature = "sha2")]
+mod model;
 mod verify;
+
+#[cfg(feature = "sha2")]
+pub use model::ModelSummary;
 
 #[cfg(feature = "embedded-storage")]
 pub use flash::Flash;
@@ -383,6 +388,9 @@ pub struct Options<'s> {
     /// The digest table [`verify`] checks the payloads against.
     #[cfg(feature = "sha2")]
     digests: Option<&'s [u8]>,
+    /// [`verify_model`](Options::verify_model) skips step 9d.
+    #[cfg(feature = "sha2")]
+    skip_digests: bool,
 }
 
 impl Default for Options<'_> {
@@ -403,6 +411,8 @@ impl<'s> Options<'s> {
             coalesce: 256,
             #[cfg(feature = "sha2")]
             digests: None,
+            #[cfg(feature = "sha2")]
+            skip_digests: false,
         }
     }
 
@@ -471,6 +481,71 @@ impl<'s> Options<'s> {
     pub const fn digests(mut self, table: &'s [u8]) -> Self {
         self.digests = Some(table);
         self
+    }
+
+    /// [`verify_model`](Self::verify_model) does not hash the payloads
+    /// (step 9d is skipped, and nothing else): for a caller that trusts
+    /// them, or checks them another way. Every other rule still holds.
+    #[cfg(feature = "sha2")]
+    pub const fn skip_digests(mut self) -> Self {
+        self.skip_digests = true;
+        self
+    }
+
+    /// These options without a digest table (the block alone).
+    #[cfg(feature = "sha2")]
+    pub(crate) fn no_table(mut self) -> Self {
+        self.digests = None;
+        self
+    }
+
+    /// Fully validates the **model file** in `source` (`spec/model-file.md`;
+    /// `sha2` feature), its digests included, through one chunk buffer: the
+    /// frame and the fields before the block (metadata, `shard`, the digest
+    /// table, step 3d), then the block as [`verify`](Self::verify) checks
+    /// it, with step 9d against the file's own table (unless
+    /// [`skip_digests`](Self::skip_digests)), then TRAILING. A source that
+    /// does not start like a model file ([`model::is_model_file`](crate::model::is_model_file))
+    /// is checked as a standalone directory block, so the verdict is
+    /// [`Model::parse_verified`](crate::model::Model::parse_verified)'s (or
+    /// [`model::parse_any`](crate::model::parse_any)'s) on the whole source:
+    /// the same code, rule and offset (from the start of the source; a
+    /// DIGEST fault is at the mismatched tensor's first payload byte).
+    /// [`digests`](Self::digests) and [`embedded`](Self::embedded) are
+    /// ignored (a model file is standalone and carries its table).
+    ///
+    /// Memory: `prefix` first receives the file's first `prefix.len()`
+    /// bytes (one read) and must hold the fields before the block plus the
+    /// block's 64-byte header; the digest table (32 bytes per tensor) then
+    /// moves to its front and the block's directory prefix is read after
+    /// it. Too short is [`SourceError::BufferTooSmall`] with the bytes
+    /// needed (the larger of the two; the source's length when a length
+    /// word before the block runs past it: then the whole file). The
+    /// payloads stream through `chunk` (any nonzero length; a tensor may
+    /// span chunks); the SHA-256 state lives on the stack.
+    ///
+    /// ```
+    /// use kiln_nostd::{model::Kind, source::Options, ErrorCode};
+    /// # let file = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/digits-mlp.model.kiln"));
+    /// let (mut prefix, mut chunk) = ([0u8; 8192], [0u8; 64]);
+    /// let ok = Options::new().verify_model(&file[..], &mut prefix, &mut chunk).unwrap();
+    /// assert_eq!((ok.kind, ok.digests_checked), (Some(Kind::Digests), true));
+    ///
+    /// let mut bad = file.to_vec();
+    /// let at = bad.len() - 1; // the last payload byte
+    /// bad[at] ^= 1;
+    /// let err = Options::new().verify_model(&bad[..], &mut prefix, &mut chunk).unwrap_err();
+    /// assert_eq!(err.kiln().map(|e| e.code()), Some(ErrorCode::Digest));
+    /// assert!(Options::new().skip_digests().verify_model(&bad[..], &mut prefix, &mut chunk).is_ok());
+    /// ```
+    #[cfg(feature = "sha2")]
+    pub fn verify_model<S: ReadAt>(
+        self,
+        source: S,
+        prefix: &mut [u8],
+        chunk: &mut [u8],
+    ) -> Result<ModelSummary, SourceError<S::Error>> {
+        model::run(self, source, prefix, chunk)
     }
 
     /// [`open`] with these options.

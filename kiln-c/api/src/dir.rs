@@ -302,6 +302,10 @@ pub(crate) unsafe fn options<'o, 's>(
 /// `kiln_nostd::model::parse_any`). `err` may be NULL. `data` may be NULL
 /// only when `len` is 0. API errors are negative (`KILN_ERR_*`).
 ///
+/// Payload digests are not compared here (step 9d, which `kiln validate`
+/// runs): `kiln_model_verify` (memory) and `kiln_source_verify_model` (a
+/// read callback) check them too.
+///
 /// # Safety
 /// `data[0..len]` must be readable; `err` NULL or writable.
 #[no_mangle]

@@ -39,11 +39,13 @@ mod dir;
 mod incremental;
 mod source;
 mod texts;
+mod verify;
 
 pub use dir::*;
 pub use incremental::*;
 pub use source::*;
 pub use texts::*;
+pub use verify::*;
 
 // ------------------------------------------------------------------ codes
 

@@ -27,7 +27,7 @@ pub struct kiln_source {
     pub len: u64,
 }
 
-struct Callback {
+pub(crate) struct Callback {
     read: unsafe extern "C" fn(*mut c_void, u64, *mut u8, usize) -> c_int,
     ctx: *mut c_void,
     len: u64,
@@ -47,14 +47,14 @@ impl ReadAt for Callback {
     }
 }
 
-fn callback(src: *const kiln_source) -> Result<Callback, Fail> {
+pub(crate) fn callback(src: *const kiln_source) -> Result<Callback, Fail> {
     // SAFETY: NULL or readable, per the contract of the exported functions.
     let s = unsafe { src.as_ref() }.ok_or(Fail::Api(KILN_ERR_NULL))?;
     let read = s.read_at.ok_or(Fail::Api(KILN_ERR_NULL))?;
     Ok(Callback { read, ctx: s.ctx, len: s.len })
 }
 
-fn fail_of(e: SourceError<c_int>) -> Fail {
+pub(crate) fn fail_of(e: SourceError<c_int>) -> Fail {
     match e {
         SourceError::Read(status) => Fail::Read(status),
         SourceError::Kiln(e) => Fail::Kiln(e),
@@ -71,7 +71,9 @@ fn fail_of(e: SourceError<c_int>) -> Fail {
 /// byte of odd packed tensors). The verdict is `kiln_validate`'s on the
 /// source's bytes (code, offset, rule); a prefix buffer shorter than the
 /// directory prefix is `KILN_ERR_BUFFER_TOO_SMALL` (`err->needed`), a
-/// failed read `KILN_ERR_READ`.
+/// failed read `KILN_ERR_READ`. A model file (frame, metadata, digests)
+/// is not a standalone block: `kiln_source_verify_model` checks one, its
+/// digests included.
 ///
 /// # Safety
 /// `src` readable with a valid callback; `prefix[0..prefix_len]` and `chunk[0..chunk_len]`

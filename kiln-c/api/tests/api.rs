@@ -5,8 +5,13 @@
 //! directory and as a model file, and mutations of both; the accessors show
 //! what the Rust views show; API misuse is an error code, never a crash.
 //!
+//! `kiln_model_verify` and `kiln_source_verify_model` give
+//! `Model::parse_verified`'s verdict (digests compared) on the same inputs,
+//! model files with digests and their mutations among them, and
+//! `parse_any`'s with `KILN_VERIFY_SKIP_DIGESTS`.
+//!
 //! With `KILN_C_VECTORS=FILE`, `write_vectors_for_the_c_test` also writes
-//! every input with its Rust verdict for the C test program
+//! every input with its Rust verdicts for the C test program
 //! (`kiln-c/tests/c/test_kiln.c`, run by kiln-c/ci.sh).
 
 // Every unsafe block here is a C API call made as C would make it, on the
@@ -18,7 +23,7 @@ use std::path::PathBuf;
 use std::ptr::{null, null_mut};
 
 use kiln_c_api::*;
-use kiln_nostd::model::{self, ModelWriter};
+use kiln_nostd::model::{self, Model, ModelWriter};
 use kiln_nostd::{Directory, Error, Incremental, Parser, TensorSpec};
 
 fn root() -> PathBuf {
@@ -31,12 +36,16 @@ fn example() -> Vec<u8> {
 
 /// The example's tensors as a model file, with metadata (and, aligned, the padding key).
 fn example_model_file(align: u64) -> Vec<u8> {
+    write_example(ModelWriter::new().align(align))
+}
+
+/// The example's tensors through `w` (a plain, digests or shard record).
+fn write_example(w: ModelWriter) -> Vec<u8> {
     let block = example();
     let dir = Directory::parse(&block).unwrap();
     let tensors: Vec<_> = dir.iter().collect();
     let specs: Vec<TensorSpec<'_>> = tensors.iter().map(TensorSpec::from_tensor).collect();
     let meta = [("author", "kiln"), ("kiln.convert.source_format", "kiln"), ("task", "digits")];
-    let w = ModelWriter::new().align(align);
     let mut out = vec![0u8; w.encoded_len(&meta, &specs).unwrap()];
     let n = w.write(&meta, &specs, &mut out).unwrap();
     out.truncate(n);
@@ -95,6 +104,16 @@ impl Verdict {
 
 fn rust_verdict(buf: &[u8]) -> Verdict {
     Verdict::of(model::parse_any(buf).map(|_| ()))
+}
+
+/// The verdict with step 9d: `Model::parse_verified` for a model file, the
+/// directory's otherwise (what `kiln_model_verify` gives).
+fn rust_verified_verdict(buf: &[u8]) -> Verdict {
+    if model::is_model_file(buf) {
+        Verdict::of(Model::parse_verified(buf).map(|_| ()))
+    } else {
+        Verdict::of(Parser::new().parse(buf).map(|_| ()))
+    }
 }
 
 fn new_err() -> kiln_error {
@@ -173,6 +192,34 @@ fn c_source_verify(buf: &Vec<u8>) -> Verdict {
     Verdict::from_c(rc, &e)
 }
 
+fn c_model_verify(buf: &[u8], flags: u32) -> (Verdict, kiln_verified) {
+    let mut e = new_err();
+    let mut out =
+        kiln_verified { record: 99, digests_checked: true, tensor_count: 99, block_offset: 99, block_len: 99 };
+    let rc = unsafe { kiln_model_verify(buf.as_ptr(), buf.len(), flags, &mut out, &mut e) };
+    (Verdict::from_c(rc, &e), out)
+}
+
+fn c_source_verify_model(buf: &Vec<u8>, prefix_len: usize, chunk_len: usize, flags: u32) -> (Verdict, kiln_error) {
+    let src = source_of(buf);
+    let mut prefix = vec![0u8; prefix_len];
+    let mut chunk = vec![0u8; chunk_len];
+    let mut e = new_err();
+    let rc = unsafe {
+        kiln_source_verify_model(
+            &src,
+            prefix.as_mut_ptr(),
+            prefix.len(),
+            chunk.as_mut_ptr(),
+            chunk.len(),
+            flags,
+            null_mut(),
+            &mut e,
+        )
+    };
+    (Verdict::from_c(rc, &e), e)
+}
+
 /// Every C verdict on `buf` equals the core's. Model files are checked
 /// through the in-memory entry points; the streaming ones take plain blocks.
 fn check_all(buf: &[u8], what: &str) -> Verdict {
@@ -189,6 +236,16 @@ fn check_all(buf: &[u8], what: &str) -> Verdict {
         }
         assert_eq!(c_source_verify(&buf.to_vec()), want, "kiln_source_verify: {what}");
     }
+    let verified = rust_verified_verdict(buf);
+    assert_eq!(c_model_verify(buf, 0).0, verified, "kiln_model_verify: {what}");
+    assert_eq!(c_model_verify(buf, KILN_VERIFY_SKIP_DIGESTS).0, want, "kiln_model_verify, skipping: {what}");
+    let owned = buf.to_vec();
+    for chunk in [1, 64, 4096] {
+        let got = c_source_verify_model(&owned, 64 << 10, chunk, 0).0;
+        assert_eq!(got, verified, "kiln_source_verify_model in {chunk}-byte chunks: {what}");
+    }
+    let skipped = c_source_verify_model(&owned, 64 << 10, 64, KILN_VERIFY_SKIP_DIGESTS).0;
+    assert_eq!(skipped, want, "kiln_source_verify_model, skipping: {what}");
     want
 }
 
@@ -259,7 +316,70 @@ fn inputs() -> Vec<(String, Vec<u8>, Option<String>)> {
     let mut longer = file.clone();
     longer.push(0);
     out.push(("model-trailing".into(), longer, Some("TRAILING".into())));
+    // Digests and shard records, and mutations of the digests record: in
+    // the table, the block's header and descriptors, and payload bytes
+    // (which only the digests catch: `kiln_validate` accepts those).
+    let digests = write_example(ModelWriter::new().digests(true));
+    out.push(("example/model-file-digests".into(), digests.clone(), Some("accept".into())));
+    let aligned = write_example(ModelWriter::new().digests(true).align(4096));
+    out.push(("example/model-file-digests-aligned".into(), aligned, Some("accept".into())));
+    let shard = write_example(ModelWriter::new().shard([7; 32], 1, 1));
+    out.push(("example/shard".into(), shard, Some("accept".into())));
+    let m = Model::parse(&digests).unwrap();
+    let table_at = m.digests().unwrap().offset_of(0);
+    let block_at = m.directory_offset();
+    let mut places = vec![table_at - 4, table_at, table_at + 33, block_at + 8, block_at + 64 + 5];
+    for t in m.directory().iter() {
+        let (at, len) = (t.absolute_offset(), t.bytes().len());
+        if len > 0 {
+            places.extend([at, at + len / 2, at + len - 1]);
+        }
+    }
+    for at in places {
+        let mut bad = digests.clone();
+        bad[at] ^= 0x01;
+        out.push((format!("digests-mutation/{at}"), bad, None));
+    }
+    for len in [table_at, block_at + 63, digests.len() - 1] {
+        out.push((format!("digests-truncated/{len}"), digests[..len].to_vec(), None));
+    }
     out
+}
+
+#[test]
+fn a_flipped_payload_byte_is_digest_at_its_tensor_through_memory_and_the_callback() {
+    let file = write_example(ModelWriter::new().digests(true).align(4096));
+    let m = Model::parse(&file).unwrap();
+    let t = m.directory().iter().max_by_key(|t| t.bytes().len()).unwrap();
+    let (at, len) = (t.absolute_offset(), t.bytes().len());
+    assert!(len > 256);
+    let mut bad = file.clone();
+    bad[at + len / 2 + 3] ^= 0x10;
+    let want = Verdict { code: KILN_DIGEST, offset: at as u64, rule: "PayloadDigest".into() };
+    assert_eq!(c_validate(&bad), Verdict::ok(), "every structural rule holds");
+    let (v, out) = c_model_verify(&bad, 0);
+    assert_eq!(v, want);
+    assert_eq!((out.record, out.digests_checked), (KILN_RECORD_NONE, false), "zero on failure");
+    assert_eq!(c_source_verify_model(&bad, 64 << 10, 64, 0).0, want);
+    assert_eq!(c_model_verify(&bad, KILN_VERIFY_SKIP_DIGESTS).0, Verdict::ok());
+    assert_eq!(c_source_verify_model(&bad, 64 << 10, 64, KILN_VERIFY_SKIP_DIGESTS).0, Verdict::ok());
+    let (v, out) = c_model_verify(&file, 0);
+    assert_eq!(v, Verdict::ok());
+    assert_eq!((out.record, out.digests_checked, out.tensor_count), (KILN_RECORD_DIGESTS, true, m.directory().len()));
+    assert_eq!(out.block_offset, m.directory_offset() as u64);
+    assert_eq!(c_model_verify(&file, 2).0.code, KILN_ERR_ARGUMENT, "an unknown flag");
+}
+
+#[test]
+fn a_short_prefix_buffer_says_how_much_it_needs() {
+    let file = write_example(ModelWriter::new().digests(true).align(4096));
+    let m = Model::parse(&file).unwrap();
+    let (v, e) = c_source_verify_model(&file, 100, 64, 0);
+    assert_eq!(v.code, KILN_ERR_BUFFER_TOO_SMALL);
+    let needed = e.needed as usize;
+    assert_eq!(c_source_verify_model(&file, needed, 64, 0).0, Verdict::ok());
+    assert!(needed >= m.directory_offset() + 64, "{needed}");
+    assert_eq!(c_source_verify_model(&file, needed - 1, 64, 0).0.code, KILN_ERR_BUFFER_TOO_SMALL, "{needed} is exact");
 }
 
 #[test]
@@ -719,12 +839,17 @@ fn write_vectors_for_the_c_test() {
     let mut text = String::new();
     for (name, bytes, expect) in inputs() {
         let v = rust_verdict(&bytes);
+        let d = rust_verified_verdict(&bytes);
+        let drule = if d.rule.is_empty() { "-" } else { &d.rule };
         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         let rule = if v.rule.is_empty() { "-" } else { &v.rule };
         let expect = expect.as_deref().unwrap_or("-");
         let hex = if hex.is_empty() { "-" } else { &hex };
         let is_model = u8::from(model::is_model_file(&bytes));
-        text.push_str(&format!("{name}\t{hex}\t{}\t{}\t{rule}\t{expect}\t{is_model}\n", v.code, v.offset));
+        text.push_str(&format!(
+            "{name}\t{hex}\t{}\t{}\t{rule}\t{expect}\t{is_model}\t{}\t{}\t{drule}\n",
+            v.code, v.offset, d.code, d.offset
+        ));
     }
     std::fs::write(path, text).unwrap();
 }

@@ -8,7 +8,11 @@
  * chunks and from kiln_source_verify through a read callback. Then the
  * example model end to end: table, lookups, views, copies, MXFP4
  * dequantization, the 32 samples predicted (32/32 f32, 31/32 MXFP4), model
- * metadata, and API misuse answered with error codes.
+ * metadata, and API misuse answered with error codes. Every input also gets
+ * the Rust verdict with digests (Model::parse_verified) from
+ * kiln_model_verify and kiln_source_verify_model (64-byte chunks), and
+ * parse_any's with KILN_VERIFY_SKIP_DIGESTS; a model file with digests
+ * with one flipped payload byte is DIGEST at its tensor's offset.
  *
  *   test_kiln VECTORS_FILE          (written by kiln-c/api/tests/api.rs; see kiln-c/ci.sh)
  *
@@ -87,6 +91,19 @@ static int source_verify(const uint8_t *data, size_t len, kiln_error *e) {
     return kiln_source_verify(&src, prefix, sizeof prefix, chunk, sizeof chunk, e);
 }
 
+static int source_verify_model(const uint8_t *data, size_t len, size_t prefix_len, uint32_t flags, kiln_verified *out,
+                               kiln_error *e) {
+    static uint8_t prefix[64 << 10];
+    uint8_t chunk[64]; /* smaller than most tensors: each spans chunks */
+    memory m = {data, len};
+    kiln_source src;
+    src.read_at = read_memory;
+    src.ctx = &m;
+    src.len = len;
+    if (prefix_len > sizeof prefix) prefix_len = sizeof prefix;
+    return kiln_source_verify_model(&src, prefix, prefix_len, chunk, sizeof chunk, flags, out, e);
+}
+
 /* ------------------------------------------------------------------ vectors */
 
 static int unhex(const char *hex, uint8_t **out, size_t *len) {
@@ -106,11 +123,17 @@ static int unhex(const char *hex, uint8_t **out, size_t *len) {
     return 1;
 }
 
-static uint8_t *example_dir, *example_model;
-static size_t example_dir_len, example_model_len;
+static uint8_t *example_dir, *example_model, *example_digests;
+static size_t example_dir_len, example_model_len, example_digests_len;
+
+static uint8_t *keep(const uint8_t *data, size_t len) {
+    uint8_t *copy = (uint8_t *)malloc(len ? len : 1);
+    memcpy(copy, data, len);
+    return copy;
+}
 
 static void run_vector(const char *name, const uint8_t *data, size_t len, const verdict *want, const char *expect,
-                       int is_model) {
+                       int is_model, const verdict *verified) {
     kiln_error e;
     kiln_dir dir;
     uint32_t scratch[64];
@@ -147,6 +170,20 @@ static void run_vector(const char *name, const uint8_t *data, size_t len, const 
         check(same(want, rc, &e), "kiln_source_verify gives the Rust verdict", name);
         if (!same(want, rc, &e)) explain(name, "kiln_source_verify", want, rc, &e);
     }
+    rc = kiln_model_verify(data, len, 0, NULL, &e);
+    check(same(verified, rc, &e), "kiln_model_verify gives the Rust verdict with digests", name);
+    if (!same(verified, rc, &e)) explain(name, "kiln_model_verify", verified, rc, &e);
+    rc = kiln_model_verify(data, len, KILN_VERIFY_SKIP_DIGESTS, NULL, &e);
+    check(same(want, rc, &e), "kiln_model_verify, skipping digests, gives kiln_validate's", name);
+    rc = source_verify_model(data, len, SIZE_MAX, 0, NULL, &e);
+    check(same(verified, rc, &e), "kiln_source_verify_model gives the Rust verdict with digests", name);
+    if (!same(verified, rc, &e)) explain(name, "kiln_source_verify_model", verified, rc, &e);
+    rc = source_verify_model(data, len, SIZE_MAX, KILN_VERIFY_SKIP_DIGESTS, NULL, &e);
+    check(same(want, rc, &e), "kiln_source_verify_model, skipping digests, gives kiln_validate's", name);
+    if (strcmp(name, "example/model-file-digests-aligned") == 0 && !example_digests) {
+        example_digests = keep(data, len);
+        example_digests_len = len;
+    }
     if (strcmp(name, "example/digits-mlp.kiln") == 0 && !example_dir) {
         example_dir = (uint8_t *)malloc(len);
         memcpy(example_dir, data, len);
@@ -169,19 +206,23 @@ static unsigned run_vectors(const char *path) {
     char *line = (char *)malloc(cap);
     unsigned n = 0;
     while (fgets(line, (int)cap, f)) {
-        char *fields[7];
+        char *fields[10];
         char *p = line;
         int k = 0;
         line[strcspn(line, "\n")] = 0;
-        for (; k < 7 && p; k++) {
+        for (; k < 10 && p; k++) {
             fields[k] = p;
             p = strchr(p, '\t');
             if (p) *p++ = 0;
         }
-        if (k != 7) {
-            check(0, "a vectors line has 7 fields", fields[0]);
+        if (k != 10) {
+            check(0, "a vectors line has 10 fields", fields[0]);
             continue;
         }
+        verdict verified;
+        verified.code = atoi(fields[7]);
+        verified.offset = strtoull(fields[8], NULL, 10);
+        snprintf(verified.rule, sizeof verified.rule, "%s", strcmp(fields[9], "-") == 0 ? "" : fields[9]);
         verdict want;
         want.code = atoi(fields[2]);
         want.offset = strtoull(fields[3], NULL, 10);
@@ -192,7 +233,7 @@ static unsigned run_vectors(const char *path) {
             check(0, "hex", fields[0]);
             continue;
         }
-        run_vector(fields[0], data, len, &want, fields[5], atoi(fields[6]));
+        run_vector(fields[0], data, len, &want, fields[5], atoi(fields[6]), &verified);
         free(data);
         n++;
     }
@@ -345,6 +386,84 @@ static void example_end_to_end(void) {
     free(block);
 }
 
+/* ------------------------------------------------------------------ digests */
+
+/* A model file with digests (the example, payloads 4 KiB aligned): checked
+   from memory and through the callback with a 64-byte chunk; one flipped
+   payload byte that every structural rule accepts is DIGEST at the first
+   payload byte of its tensor; skipping the hashing accepts it. */
+static void digests_end_to_end(void) {
+    const char *name = "digests";
+    kiln_error e;
+    kiln_verified out;
+    kiln_dir dir;
+    kiln_tensor t;
+    size_t index;
+
+    if (!example_digests || !example_dir || !example_model) {
+        check(0, "the vectors hold the example model file with digests", name);
+        return;
+    }
+    const uint8_t *file = example_digests;
+    size_t len = example_digests_len;
+    check(kiln_model_verify(file, len, 0, &out, &e) == KILN_OK && out.record == KILN_RECORD_DIGESTS &&
+              out.digests_checked && out.tensor_count == 8,
+          "a model file with digests verifies in memory, its 8 digests checked", name);
+    check(source_verify_model(file, len, SIZE_MAX, 0, &out, &e) == KILN_OK && out.record == KILN_RECORD_DIGESTS &&
+              out.digests_checked && out.block_len > 0,
+          "and through the callback, 64-byte chunks", name);
+
+    /* The largest tensor, fc1.weight (8 KiB of f32): it spans 128 chunks. */
+    check(kiln_parse(file, len, &dir, &e) == KILN_OK && kiln_find(&dir, "fc1.weight", &index) == KILN_OK &&
+              kiln_tensor_at(&dir, index, &t) == KILN_OK && t.byte_length > 256,
+          "fc1.weight found", name);
+    uint8_t *bad = keep(file, len);
+    bad[t.offset + t.byte_length / 2 + 3] ^= 0x10;
+    check(kiln_validate(bad, len, &e) == KILN_OK, "the flipped file passes every structural rule", name);
+    int rc = kiln_model_verify(bad, len, 0, &out, &e);
+    check(rc == KILN_DIGEST && e.code == KILN_DIGEST && e.offset == t.offset && strcmp(e.rule, "PayloadDigest") == 0 &&
+              out.record == KILN_RECORD_NONE,
+          "kiln_model_verify: DIGEST at fc1.weight's first payload byte", name);
+    printf("flipped payload byte %llu: %s at %llu (%s), fc1.weight starts at %llu\n",
+           (unsigned long long)(t.offset + t.byte_length / 2 + 3), kiln_code_name(rc), (unsigned long long)e.offset,
+           e.rule, (unsigned long long)t.offset);
+    rc = source_verify_model(bad, len, SIZE_MAX, 0, NULL, &e);
+    check(rc == KILN_DIGEST && e.offset == t.offset && strcmp(e.rule, "PayloadDigest") == 0,
+          "kiln_source_verify_model (64-byte chunks): DIGEST at the same offset", name);
+    check(kiln_model_verify(bad, len, KILN_VERIFY_SKIP_DIGESTS, &out, &e) == KILN_OK && !out.digests_checked,
+          "skipping the hashing accepts the flipped file (memory)", name);
+    check(source_verify_model(bad, len, SIZE_MAX, KILN_VERIFY_SKIP_DIGESTS, &out, &e) == KILN_OK &&
+              !out.digests_checked,
+          "skipping the hashing accepts the flipped file (callback)", name);
+    free(bad);
+
+    /* Without digests: a plain model record and a plain directory validate as before. */
+    check(kiln_model_verify(example_model, example_model_len, 0, &out, &e) == KILN_OK &&
+              out.record == KILN_RECORD_PLAIN && !out.digests_checked,
+          "a model file without digests validates", name);
+    check(source_verify_model(example_model, example_model_len, SIZE_MAX, 0, &out, &e) == KILN_OK &&
+              out.record == KILN_RECORD_PLAIN && !out.digests_checked,
+          "a model file without digests validates through the callback", name);
+    check(kiln_model_verify(example_dir, example_dir_len, 0, &out, &e) == KILN_OK && out.record == KILN_RECORD_NONE &&
+              out.block_offset == 0,
+          "a plain directory validates", name);
+    check(source_verify_model(example_dir, example_dir_len, SIZE_MAX, 0, &out, &e) == KILN_OK &&
+              out.record == KILN_RECORD_NONE,
+          "a plain directory validates through the callback", name);
+
+    /* The prefix buffer: too short says how much; that much is enough. */
+    rc = source_verify_model(file, len, 100, 0, NULL, &e);
+    size_t needed = (size_t)e.needed;
+    check(rc == KILN_ERR_BUFFER_TOO_SMALL && needed > 100, "a 100-byte prefix is too small", name);
+    check(source_verify_model(file, len, needed, 0, NULL, &e) == KILN_OK, "the size it asks for is enough", name);
+    check(source_verify_model(file, len, needed - 1, 0, NULL, &e) == KILN_ERR_BUFFER_TOO_SMALL,
+          "and one byte less is not", name);
+    printf("kiln_source_verify_model: %zu-byte prefix buffer, 64-byte chunk (file %zu bytes)\n", needed, len);
+
+    check(kiln_model_verify(file, len, 2, NULL, &e) == KILN_ERR_ARGUMENT, "an unknown flag", name);
+    check(kiln_source_verify_model(NULL, NULL, 0, NULL, 0, 0, NULL, &e) == KILN_ERR_NULL, "a NULL source", name);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s VECTORS_FILE\n", argv[0]);
@@ -356,6 +475,8 @@ int main(int argc, char **argv) {
            n);
     check(n > 2300, "the vectors file holds every case", "vectors");
     example_end_to_end();
+    digests_end_to_end();
+    free(example_digests);
     free(example_dir);
     free(example_model);
     printf("%u passed, %u failed\n", passed, failed);

@@ -395,6 +395,15 @@ fn check_digest_count(buf: &[u8], block: usize, table: &Digests<'_>, word: usize
     Ok(())
 }
 
+/// The checked fields before a model file's block, for a reader that
+/// streams the block itself (`source::Options::verify_model`): its kind,
+/// where the block starts, and the digest table. `buf` may end anywhere
+/// after the fields; step 3d is checked when the block's header is in it.
+#[cfg(feature = "sha2")]
+pub(crate) fn head_of<'a>(buf: &'a [u8], limits: &Limits) -> Result<(Kind, usize, Option<Digests<'a>>)> {
+    Head::check(buf, limits).map(|h| (h.kind, h.block, h.digests))
+}
+
 /// Checks a model file's frame and fields before the block (the first
 /// checks of [`Model::parse`], in its order) and returns where its directory
 /// block starts: for sizing name scratch from that block's header

@@ -1,0 +1,169 @@
+//! A model file's digests checked (step 9d of spec/model-file.md): in
+//! memory, or through the read callback and one chunk buffer.
+
+use core::ffi::c_int;
+
+use kiln_nostd::model::{self, Kind, Model};
+use kiln_nostd::source::Options;
+use kiln_nostd::Parser;
+
+use crate::source::{callback, fail_of, kiln_source};
+use crate::*;
+
+/// `kiln_model_verify` / `kiln_source_verify_model` flag: do not hash the
+/// payloads (step 9d is skipped, nothing else): every other rule still
+/// holds, and a flipped payload byte that breaks no other rule is accepted.
+pub const KILN_VERIFY_SKIP_DIGESTS: u32 = 1;
+
+/// `kiln_verified.record`: not a model file (a plain directory block).
+pub const KILN_RECORD_NONE: u32 = 0;
+/// `kiln_verified.record`: a plain model record (metadata, block; no digests).
+pub const KILN_RECORD_PLAIN: u32 = 1;
+/// `kiln_verified.record`: a digests record (metadata, a SHA-256 per tensor, block).
+pub const KILN_RECORD_DIGESTS: u32 = 2;
+/// `kiln_verified.record`: a shard record of a sharded model (checked alone).
+pub const KILN_RECORD_SHARD: u32 = 3;
+
+/// What `kiln_model_verify` and `kiln_source_verify_model` found in an
+/// accepted input (all zero on failure).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct kiln_verified {
+    /// The record type: `KILN_RECORD_NONE` .. `KILN_RECORD_SHARD`.
+    pub record: u32,
+    /// True when every tensor's payload was hashed and matched its digest;
+    /// false for an input without digests or with `KILN_VERIFY_SKIP_DIGESTS`.
+    pub digests_checked: bool,
+    /// Number of tensors.
+    pub tensor_count: usize,
+    /// Where the directory block starts (0 for a plain directory).
+    pub block_offset: u64,
+    /// The block's length in bytes.
+    pub block_len: u64,
+}
+
+const NONE: kiln_verified =
+    kiln_verified { record: KILN_RECORD_NONE, digests_checked: false, tensor_count: 0, block_offset: 0, block_len: 0 };
+
+fn record_of(kind: Option<Kind>) -> u32 {
+    match kind {
+        Some(Kind::Plain) => KILN_RECORD_PLAIN,
+        Some(Kind::Digests) => KILN_RECORD_DIGESTS,
+        Some(Kind::Shard) => KILN_RECORD_SHARD,
+        _ => KILN_RECORD_NONE,
+    }
+}
+
+/// True unless `flags` holds a bit this library does not know.
+fn skip_of(flags: u32) -> Result<bool, Fail> {
+    if flags & !KILN_VERIFY_SKIP_DIGESTS != 0 {
+        return Err(Fail::Api(KILN_ERR_ARGUMENT));
+    }
+    Ok(flags & KILN_VERIFY_SKIP_DIGESTS != 0)
+}
+
+/// `kiln_validate` with the digests: `data[0..len]` by content, a model
+/// file (spec/model-file.md) as one, anything else as a standalone tensor
+/// directory, and for a model file with a digest table (a digests or shard
+/// record) every tensor's payload hashed (SHA-256) and compared with its
+/// digest. A mismatch is `KILN_DIGEST`, `err->offset` the absolute offset
+/// of the first payload byte of the first tensor (in descriptor order)
+/// whose payload differs, rule `"PayloadDigest"`. Faults of steps 1 to 9
+/// win over it, and it wins over the gap, element and trailing faults
+/// (the spec's order). A file without digests validates exactly as with
+/// `kiln_validate`. `flags`: 0, or `KILN_VERIFY_SKIP_DIGESTS` (the verdict
+/// is then `kiln_validate`'s); another bit is `KILN_ERR_ARGUMENT`. `*out`
+/// (may be NULL) says what was checked. Nothing is allocated.
+///
+/// # Safety
+/// `data[0..len]` readable; `out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_model_verify(
+    data: *const u8,
+    len: usize,
+    flags: u32,
+    out: *mut kiln_verified,
+    err: *mut kiln_error,
+) -> c_int {
+    put(out, NONE);
+    let r = (|| {
+        let skip = skip_of(flags)?;
+        // SAFETY: the caller's buffer, per the contract.
+        let buf = unsafe { slice(data, len) }?;
+        let found = if model::is_model_file(buf) {
+            let m = if skip { Model::parse(buf) } else { Model::parse_verified(buf) }?;
+            let dir = m.directory();
+            kiln_verified {
+                record: record_of(Some(m.kind())),
+                digests_checked: !skip && m.digests().is_some(),
+                tensor_count: dir.len(),
+                block_offset: u64_of(dir.start()),
+                block_len: u64_of(dir.end().saturating_sub(dir.start())),
+            }
+        } else {
+            let dir = Parser::new().parse(buf)?;
+            kiln_verified { tensor_count: dir.len(), block_len: u64_of(dir.end()), ..NONE }
+        };
+        put(out, found);
+        Ok(())
+    })();
+    report(err, r)
+}
+
+/// `kiln_model_verify` through the read callback: the model file (or plain
+/// directory block) in `*src`, checked with the same verdict (code, rule,
+/// offset from the start of the source), the payloads streamed through
+/// one chunk buffer `chunk[0..chunk_len]` of any nonzero length (a tensor
+/// may span many chunks; 64 bytes works). Digests are checked by default
+/// (`flags` 0); `KILN_VERIFY_SKIP_DIGESTS` skips only the hashing (then only
+/// the bytes a rule reads are read, as `kiln_source_verify` does).
+///
+/// Memory is the caller's: `prefix[0..prefix_len]` first gets the file's
+/// first `prefix_len` bytes in one read, and must hold the fields before
+/// the block (frame, metadata with its padding key, digest table) plus
+/// the block's 64-byte header, and also 32 bytes per tensor plus the
+/// directory prefix (64 + 128 per tensor + names, rounded up to 64). Too
+/// short is `KILN_ERR_BUFFER_TOO_SMALL` with `err->needed` the bytes needed
+/// (the larger of the two; the source's length when a length word before
+/// the block runs past the source). The SHA-256 state
+/// (about 112 bytes) is on the stack; nothing is allocated. A failed read
+/// is `KILN_ERR_READ`. `*out` (may be NULL) says what was checked.
+///
+/// # Safety
+/// `src` readable with a valid callback; `prefix[0..prefix_len]` and
+/// `chunk[0..chunk_len]` writable; `out` and `err` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn kiln_source_verify_model(
+    src: *const kiln_source,
+    prefix: *mut u8,
+    prefix_len: usize,
+    chunk: *mut u8,
+    chunk_len: usize,
+    flags: u32,
+    out: *mut kiln_verified,
+    err: *mut kiln_error,
+) -> c_int {
+    put(out, NONE);
+    let r = (|| {
+        let skip = skip_of(flags)?;
+        let cb = callback(src)?;
+        // SAFETY: the caller's buffers, per the contract.
+        let prefix = unsafe { slice_mut(prefix, prefix_len) }?;
+        // SAFETY: as above.
+        let chunk = unsafe { slice_mut(chunk, chunk_len) }?;
+        let options = if skip { Options::new().skip_digests() } else { Options::new() };
+        let s = options.verify_model(cb, prefix, chunk).map_err(fail_of)?;
+        put(
+            out,
+            kiln_verified {
+                record: record_of(s.kind),
+                digests_checked: s.digests_checked,
+                tensor_count: usize::try_from(s.block.header.tensor_count).unwrap_or(usize::MAX),
+                block_offset: s.block_start,
+                block_len: s.block.block_len,
+            },
+        );
+        Ok(())
+    })();
+    report(err, r)
+}
