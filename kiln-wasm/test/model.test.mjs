@@ -124,7 +124,13 @@ function verdictOf(f) {
 
 // The core's verdict: model files of every record kind (the example model
 // carries digests) and plain directories, as kiln_nostd::model::parse_any opens them.
-function core(bytes) {
+// `verified`: every digest compared too (the core's Model::parse_verified, through parseModel's
+// `verify`), the verdict of a reader that hashes as bytes stream.
+function core(bytes, verified = false) {
+  if (verified && kiln.isModelFile(bytes)) {
+    const v = verdictOf(() => kiln.parseModel(bytes, { verify: true }).tensors);
+    return v[0] === 'accept' ? 'accept' : v;
+  }
   const r = check_direct(bytes, kiln.DEFAULT_CAP, kiln.DEFAULT_CAP);
   if (r === undefined) return 'accept';
   const [code, offset, rule] = r.split(' ');
@@ -164,6 +170,8 @@ test('mutations of model files: every reader gives the core\'s verdict', async (
       const parsed = verdictOf(() => kiln.parseDirectory(b));
       const cmp = (v) => (v[0] === 'accept' ? 'accept' : v);
       assert.deepEqual(cmp(parsed), want, `parseDirectory, round ${round}`);
+      // The loader hashes each payload as it streams (a digests record's), so its verdict is the verified one.
+      const wantVerified = core(b, true);
       for (const chunk of [1, 7, 4096]) {
         // With the length known, early verdicts are exact; without it, a fault is the verdict for the
         // file as declared (a shorter stream would be EOF), so only acceptance is compared.
@@ -173,8 +181,11 @@ test('mutations of model files: every reader gives the core\'s verdict', async (
             for (let at = 0; at < b.length; at += chunk) loader.push(b.subarray(at, at + chunk));
             return loader.end();
           });
-          if (totalLength !== undefined) assert.deepEqual(got, parsed, `DirectoryLoader, ${chunk}-byte chunks, round ${round}`);
-          else assert.equal(got[0] === 'accept', parsed[0] === 'accept', `DirectoryLoader without totalLength, ${chunk}-byte chunks, round ${round}`);
+          if (totalLength !== undefined) {
+            assert.deepEqual(wantVerified === 'accept' ? got : cmp(got), wantVerified === 'accept' ? parsed : wantVerified,
+              `DirectoryLoader, ${chunk}-byte chunks, round ${round}`);
+          }
+          else assert.equal(got[0] === 'accept', wantVerified === 'accept', `DirectoryLoader without totalLength, ${chunk}-byte chunks, round ${round}`);
         }
       }
       srv.files.set('/m.kiln', b);
@@ -182,11 +193,12 @@ test('mutations of model files: every reader gives the core\'s verdict', async (
       assert.deepEqual(remote, parsed, `openRemote (the whole file in its first request), round ${round}`);
       const key = parsed[0] === 'accept' ? 'accept' : parsed[2];
       seen.set(key, (seen.get(key) ?? 0) + 1);
+      if (wantVerified !== 'accept' && wantVerified[2] === 'PayloadDigest') seen.set('PayloadDigest', (seen.get('PayloadDigest') ?? 0) + 1);
       n++;
     }
   }
   console.log(`# ${n} mutated model files through 5 readers: ${JSON.stringify(Object.fromEntries(seen))}`);
-  for (const rule of ['accept', 'DictKeyOrder', 'StrUtf8', 'ByteLengthPastEnd', 'CountPastEnd', 'TrailingBytes', 'DirectoryMagic']) {
+  for (const rule of ['accept', 'DictKeyOrder', 'StrUtf8', 'ByteLengthPastEnd', 'CountPastEnd', 'TrailingBytes', 'DirectoryMagic', 'PayloadDigest']) {
     assert.ok(seen.has(rule), `${rule} reached`);
   }
 });
