@@ -47,7 +47,13 @@ function modelLayout(bytes) {
     entries.push({ at, key, valueAt: at + 4 + kl, end: at + 8 + kl + vl });
     at += 8 + kl + vl;
   }
-  return { count, entries, start: count === null || at > bytes.length ? null : at };
+  if (count === null || at > bytes.length) return { count, entries, start: null };
+  // A digests record has its digest table (u32 length, 32 bytes a tensor) after the metadata, a
+  // shard record its 44-byte shard field and then the table: the block starts where KLNT is.
+  const magic = (p) => p !== null && p + 4 <= bytes.length && new TextDecoder().decode(bytes.subarray(p, p + 4)) === 'KLNT';
+  const after = (p) => (word(p) === null ? null : p + 4 + word(p));
+  const start = [at, after(at), after(at + 44)].find(magic) ?? at;
+  return { count, entries, start };
 }
 
 function whereInMetadata(offset, layout) {
