@@ -714,7 +714,7 @@ fn a_one_shard_kiln_model_is_still_one_safetensors_file() {
     // Then the sharded model to the same name: the single file, which loaders
     // would take before the index, is removed once the shards and index are in place.
     let err = convert(d.path(), &["m.kiln", "-o", "back/model.safetensors"], 0);
-    assert!(err.contains("removed back/model.safetensors (of an earlier conversion to this name)"), "{err}");
+    assert!(err.contains("removed back/model.safetensors (a file of an earlier conversion to this name)"), "{err}");
     assert_eq!(listing(&d.path().join("back")).len(), 4);
     assert!(!d.path().join("back/model.safetensors").exists());
     // The other way, the index and shards are not the single file's to remove: a note names the index.

@@ -483,13 +483,9 @@ fn convert_sharded(
     ));
     // Close the inputs before replacing anything (Windows cannot replace a mapped file).
     drop(inputs);
-    let (temps, targets): (Vec<_>, Vec<_>) = written.files.into_iter().unzip();
-    outfile::persist(temps.into_iter().zip(&targets).collect())?;
-    for old in &written.stale {
-        std::fs::remove_file(old).map_err(io_fail(format!("cannot remove the earlier shard {}", old.display())))?;
-        notes.push(format!("removed {} (a shard of an earlier conversion to this name)", old.display()));
-    }
-    Ok(Summary { format: model.format, tensors: tensor_count, bytes: written.bytes, notes })
+    let bytes = written.bytes;
+    persist_set(written, &mut notes)?;
+    Ok(Summary { format: model.format, tensors: tensor_count, bytes, notes })
 }
 
 /// A conversion to a sharded safetensors model in the Hub's layout: the
@@ -503,18 +499,39 @@ fn convert_hub(
     mut notes: Vec<String>,
 ) -> anyhow::Result<Summary> {
     let written = write_hub::write(out, &inputs, &mut model, ranges, &mut notes, (args.quiet, !args.no_fsync))?;
-    let (temps, targets): (Vec<_>, Vec<_>) = written.files.into_iter().unzip();
-    let first = targets.first().map(|t| t.given.display().to_string()).unwrap_or_default();
-    let index = targets.last().map(|t| t.given.display().to_string()).unwrap_or_default();
+    let name = |t: Option<&(outfile::Temp, Target)>| t.map(|(_, t)| t.given.display().to_string()).unwrap_or_default();
+    let (first, index) = (name(written.files.first()), name(written.files.last()));
     notes.push(format!("a sharded model: the index {index} and {} shards beside it ({first}, ...)", ranges.len()));
     // Close the inputs before replacing anything (Windows cannot replace a mapped file).
     drop(inputs);
+    let bytes = written.bytes;
+    persist_set(written, &mut notes)?;
+    Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes, notes })
+}
+
+/// A written set of files (shards, then the manifest or index): each file
+/// renamed into place in order, so the file that points at the others comes
+/// last, then the files of an earlier conversion to the same name removed
+/// (never before the new set is complete), each with a note.
+fn persist_set(set: ShardSet, notes: &mut Vec<String>) -> anyhow::Result<()> {
+    let (temps, targets): (Vec<_>, Vec<_>) = set.files.into_iter().unzip();
     outfile::persist(temps.into_iter().zip(&targets).collect())?;
-    for old in &written.stale {
+    for old in &set.stale {
         std::fs::remove_file(old).map_err(io_fail(format!("cannot remove the earlier file {}", old.display())))?;
-        notes.push(format!("removed {} (of an earlier conversion to this name)", old.display()));
+        notes.push(format!("removed {} (a file of an earlier conversion to this name)", old.display()));
     }
-    Ok(Summary { format: model.format, tensors: model.tensors.len(), bytes: written.bytes, notes })
+    Ok(())
+}
+
+/// What a sharded writer ([`write_sharded`], [`write_hub`]) produced.
+pub struct ShardSet {
+    /// Temporary files and their targets, in rename order (the shards, then
+    /// the file that names them).
+    pub files: Vec<(outfile::Temp, Target)>,
+    /// Bytes written, all files together.
+    pub bytes: u64,
+    /// Files of an earlier conversion to this name, removed once these are in place.
+    pub stale: Vec<PathBuf>,
 }
 
 /// For a fault the check found at an offset of OUT inside a payload: which

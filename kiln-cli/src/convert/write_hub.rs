@@ -47,14 +47,7 @@ pub fn index_path(out: &Path) -> PathBuf {
 }
 
 /// What [`write`] produced.
-pub struct Outputs {
-    /// Temporary files and their targets, in rename order (the shards, then the index).
-    pub files: Vec<(Temp, Target)>,
-    /// Bytes written, all files together.
-    pub bytes: u64,
-    /// Files of an earlier conversion to this name, removed once these are in place.
-    pub stale: Vec<PathBuf>,
-}
+pub use super::ShardSet as Outputs;
 
 /// Writes `model`'s tensors as the safetensors shards `ranges` (in order) and
 /// the index, for OUT `out`. `inputs` hold the payloads; `(quiet, fsync)`:

@@ -51,16 +51,8 @@ struct Written {
     digests: Vec<[u8; DIGEST_LEN]>,
 }
 
-/// What [`write`] produced: the outputs to rename (shards, then the
-/// manifest) and the bytes written.
-pub struct Outputs {
-    /// Temporary files and their targets, in rename order.
-    pub files: Vec<(Temp, Target)>,
-    /// Bytes written, all files together.
-    pub bytes: u64,
-    /// Shard files of an earlier conversion to remove once these are in place.
-    pub stale: Vec<PathBuf>,
-}
+/// What [`write`] produced.
+pub use super::ShardSet as Outputs;
 
 /// Writes `tensors` as the shards `ranges` (in order) and the manifest for
 /// `out` with `metadata`. `inputs` hold the payloads; `(quiet, fsync)`: no
