@@ -28,6 +28,24 @@ pub const fn align(v: u64) -> Option<u64> {
     }
 }
 
+/// Where descriptor `i` starts, from the block's start: after the 64-byte
+/// header, 128 bytes each (saturating: a saturated offset lies past every
+/// buffer, so the bounds check that follows fails as it should).
+pub fn descriptor_offset(i: u64) -> u64 {
+    i.saturating_mul(u64_from(DESCRIPTOR_LEN)).saturating_add(u64_from(HEADER_LEN))
+}
+
+/// Where descriptor `i` starts in a block held in memory (saturating).
+pub const fn descriptor_at(i: usize) -> usize {
+    i.saturating_mul(DESCRIPTOR_LEN).saturating_add(HEADER_LEN)
+}
+
+/// The end of the descriptors (and the start of the name heap) of a block
+/// of `tensor_count` tensors: 64 + 128 per tensor.
+pub fn descriptors_end(tensor_count: u32) -> u64 {
+    descriptor_offset(u64::from(tensor_count))
+}
+
 /// directory_bytes: 128 per descriptor plus the heap (at most 2^32 * 129: no overflow).
 pub fn directory_bytes(tensor_count: u32, name_bytes: u32) -> u64 {
     u64::from(tensor_count).saturating_mul(u64_from(DESCRIPTOR_LEN)).saturating_add(u64::from(name_bytes))
