@@ -5,6 +5,7 @@ module that imports it back (issue: one check-order spine).
     python3 scripts/module-cycles.py                 # kiln-nostd/src
     python3 scripts/module-cycles.py --graph         # ... and print every edge
     python3 scripts/module-cycles.py path/to/src     # another crate
+    python3 scripts/module-cycles.py --self-test     # first check that a planted circle is found
 
 A node is a module (a file, or an inline `mod x { ... }` that is not a test
 module). An edge A -> B is a path in A's non-test code (`use` trees and
@@ -211,7 +212,30 @@ def name(path):
     return "::".join(path)
 
 
+def self_test():
+    """The checker finds a circle through a re-export, a child importing its
+    parent's sibling and an inline module, and none in a tree without one."""
+    import tempfile
+
+    files = {
+        "lib.rs": "mod a;\nmod b;\nmod c;\npub use a::Thing;\n#[cfg(test)]\nmod tests { use crate::b::X; }\n",
+        "a.rs": "use crate::c::inner::Y;\npub struct Thing;\n",
+        "b.rs": "pub struct X;\n",
+        "c.rs": "pub mod inner { pub struct Y; pub fn f() { let _ = crate::Thing; } }\n",
+    }
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in files.items():
+            Path(d, name).write_text(text)
+        found = cycles(Crate(Path(d)).edges())
+        assert found == [[("crate", "a"), ("crate", "c", "inner")]], found
+        Path(d, "c.rs").write_text("pub mod inner { pub struct Y; }\n// crate::Thing\n")
+        assert cycles(Crate(Path(d)).edges()) == [], "a comment is not an import"
+    print("self-test: ok")
+
+
 def main():
+    if "--self-test" in sys.argv:
+        self_test()
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     src = Path(args[0]) if args else Path(__file__).resolve().parent.parent / "kiln-nostd" / "src"
     crate = Crate(src)

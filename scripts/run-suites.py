@@ -90,6 +90,8 @@ def jobs():
             cpu=1,
             note="fuzz seeds, regression cases and goldens are current"),
         Job("fmt", "cargo fmt --all --check", ["setup-rust"], cpu=1, note="cargo fmt --check"),
+        Job("module-cycles", "python3 scripts/module-cycles.py --self-test", cpu=1,
+            note="no module of the core imports one that imports it back"),
         miri("x86_64", "little-endian"),
         Job("clippy", "cargo clippy --workspace --all-targets --locked -- -D warnings", ["setup-rust"],
             note="the workspace, -D warnings"),

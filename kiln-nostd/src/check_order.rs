@@ -4,10 +4,13 @@
 //! header's and the parser's). Each step reads the descriptors again, so it
 //! is slower than the walk; it runs only on invalid blocks.
 
+use crate::block::{Block, Payload};
+use crate::bytes::u64_from;
 use crate::descriptor::{self, field_at, AT_BYTE_OFFSET};
-use crate::directory::{check_values, Block};
+use crate::descriptor::{Descriptors, RawDescriptor};
 use crate::error::{fail, Error, Result, Rule};
 use crate::names::{self, NameWalk, Table};
+use crate::quant;
 use crate::ranges;
 
 /// Steps 8 to 11 in the spec's order: the first fault, or the filled name
@@ -97,4 +100,16 @@ pub(crate) fn step11(b: &Block<'_>) -> core::result::Result<(), (usize, Error)> 
         check_values(&b.descs, raw, i, b.payload).map_err(|e| (i, e))?;
     }
     Ok(())
+}
+
+/// Step 11 for one tensor: element bytes (when the payload is at hand), then quantization.
+pub(crate) fn check_values(descs: &Descriptors<'_>, d: &RawDescriptor, i: usize, payload: Payload<'_>) -> Result<()> {
+    if let Some(bytes) = payload.bytes {
+        let span = descriptor::payload_span(d, 0);
+        // Step 9 checked the range inside the payload before step 11 runs: never empty by fallback.
+        let elements = span.and_then(|(s, e)| bytes.get(s..e)).unwrap_or(&[]);
+        let at = payload.at.saturating_add(span.map_or(0, |(s, _)| s));
+        descriptor::check_elements(d, elements, u64_from(at))?;
+    }
+    quant::check_quant(d, i, descs.count, |j| descs.raw(j))
 }

@@ -545,6 +545,34 @@ pub(crate) fn payload_span(d: &RawDescriptor, payload_base: usize) -> Option<(us
     Some((start, end))
 }
 
+/// The descriptor table of a block whose directory is known to fit.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Descriptors<'a> {
+    /// The descriptors (at most `count`, all inside the block).
+    pub(crate) raws: &'a [RawDescriptor],
+    pub(crate) count: usize,
+}
+
+impl<'a> Descriptors<'a> {
+    pub(crate) fn new(block: &'a [u8], count: usize) -> Self {
+        let end = crate::layout::descriptor_at(count);
+        // Step 5 checked the descriptors are all in the block: never empty by fallback.
+        let raws = RawDescriptor::slice(block.get(crate::layout::HEADER_LEN..end).unwrap_or(&[]));
+        Descriptors { raws, count: raws.len() }
+    }
+
+    /// Block offset just past the last descriptor.
+    pub(crate) fn end(&self) -> usize {
+        crate::layout::descriptor_at(self.count)
+    }
+
+    #[inline]
+    pub(crate) fn raw(&self, i: usize) -> &'a RawDescriptor {
+        // Callers pass indexes below `count` (= raws.len()): ZERO is never returned.
+        self.raws.get(i).unwrap_or(&RawDescriptor::ZERO)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,617 +1,418 @@
-//! The check order of the spec, steps 1 to 12, in one place.
-//!
-//! [`Parser`] runs every step before it returns a [`Directory`], so no view
-//! handed out afterwards can point outside the buffer. The first failing step
-//! wins; inside a step, the first fault in descriptor order wins.
+//! Borrowed views of a checked directory. Every accessor here reads bytes the
+//! parser has already checked, so none can fail or point outside the buffer.
 
-use crate::bytes::{first_nonzero, u64_from, usize_from, usize_from_u32};
-use crate::check_order;
-use crate::descriptor::{self, RawDescriptor};
-use crate::error::{fail, Error, Result, Rule};
-use crate::header::{Header, Regions, DESCRIPTOR_LEN, HEADER_LEN};
-use crate::layout::Placement;
-use crate::limits::Limits;
-use crate::names::{self, Heap, NameCursor, Table};
-use crate::quant;
-use crate::ranges;
-use crate::views::{Directory, NameIndex};
+use crate::bytes::{usize_from, usize_from_u32};
+use crate::descriptor::Descriptors;
+use crate::descriptor::{Descriptor, RawDescriptor, NO_INDEX};
+use crate::dtype::DType;
+use crate::element::{Element, ViewError};
+use crate::header::{Header, Regions};
+use crate::names::{same_bytes, Heap, LookupTable};
+use crate::quant::SCHEME_SCALES_OUTER;
 
-/// Checks directory blocks with configurable caps and optional name scratch.
-///
-/// Without scratch, name uniqueness compares every pair of names (no memory,
-/// quadratic time). With [`Parser::scratch`] of at least
-/// [`scratch_len`](crate::scratch_len)`(tensor_count)` slots, it uses a hash
-/// table in that memory (linear expected time), and [`Parser::parse_indexed`]
-/// hands the filled table back as a [`NameIndex`].
+/// A checked tensor directory borrowed from the caller's buffer.
 ///
 /// ```
-/// # let block = kiln_nostd::EMPTY_BLOCK;
-/// use kiln_nostd::{Limits, Parser};
-/// let mut scratch = [0u32; 64];
-/// let dir = Parser::new()
-///     .limits(Limits::DEFAULT.with_count_cap(1024))
-///     .scratch(&mut scratch)
-///     .parse(&block)?;
-/// assert_eq!(dir.len(), 0);
+/// use kiln_nostd::{Directory, DType};
+/// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln"));
+/// let dir = Directory::parse(&bytes)?;
+/// for t in dir.iter() {
+///     assert_eq!(t.dtype(), DType::F32);
+///     assert_eq!(t.shape(), &[2]);
+///     let mut out = [0f32; 2];
+///     t.copy_to(&mut out).unwrap();       // host-order values on any host
+///     assert_eq!(out, [1.0, -2.0]);
+/// }
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
-pub struct Parser<'s> {
-    limits: Limits,
-    scratch: Option<&'s mut [u32]>,
-    seed: u64,
-    /// Takes the plain-descriptor fast path where it applies (see [`PLAIN`]);
-    /// tests turn it off to compare the two paths.
-    plain: bool,
-    /// Accepts with one walk (see [`ONE_WALK`]); tests turn it off to run
-    /// the bare-metal path, the step-by-step checks alone, on the host.
-    one_walk: bool,
+#[derive(Clone, Copy, Debug)]
+pub struct Directory<'a> {
+    buf: &'a [u8],
+    start: usize,
+    header: Header,
+    regions: Regions,
+    descs: Descriptors<'a>,
+    heap: Heap<'a>,
 }
 
-impl Default for Parser<'_> {
-    fn default() -> Self {
-        Parser::new()
-    }
-}
-
-impl<'s> Parser<'s> {
-    /// Default caps (16,777,216), no scratch.
-    pub const fn new() -> Self {
-        Parser { limits: Limits::DEFAULT, scratch: None, seed: 0, plain: PLAIN, one_walk: ONE_WALK }
-    }
-
-    /// Uses these caps.
-    pub const fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Uses `scratch` for the name table. Too small a scratch is ignored
-    /// (the quadratic check runs instead), so this never changes a result.
-    pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
-        self.scratch = Some(scratch);
-        self
-    }
-
-    /// Seeds the name hash, so input crafted against the default seed cannot
-    /// force every name into one probe chain. Results do not depend on it.
-    pub const fn hash_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// The caps this parser checks against.
-    pub(crate) const fn caps(&self) -> Limits {
-        self.limits
-    }
-
-    /// Checks a standalone block: `buf` must hold exactly one block (step 12).
-    pub fn parse<'a>(self, buf: &'a [u8]) -> Result<Directory<'a>> {
-        self.run(buf, 0, true).map(|(dir, _)| dir)
-    }
-
-    /// Checks a block that starts at `start` inside `buf` and may be followed
-    /// by other data (a `tensors` field). Error offsets are absolute in `buf`;
-    /// [`Directory::end`] is where the next field starts.
-    pub fn parse_at<'a>(self, buf: &'a [u8], start: usize) -> Result<Directory<'a>> {
-        self.run(buf, start, false).map(|(dir, _)| dir)
-    }
-
-    /// Like [`parse`](Self::parse), and keeps the name table for O(1) lookups.
-    /// Without (enough) scratch the index falls back to a linear search.
-    pub fn parse_indexed<'a>(self, buf: &'a [u8]) -> Result<(Directory<'a>, NameIndex<'a, 's>)> {
-        let seed = self.seed;
-        let (dir, table) = self.run(buf, 0, true)?;
-        Ok((dir, NameIndex::from_parts(dir, table, seed)))
-    }
-
-    /// Steps 1 to 9 of the block at `start` (and step 10's placement and
-    /// step 11's quantization as far as the descriptors decide them, which
-    /// are not reported): the tensor table of a block whose payload faults,
-    /// if any, are left to a later check (a shard held against its manifest
-    /// before its steps 9d to 12). `file_len` is the length of the file
-    /// `buf` starts; `buf` need hold only its bytes up to the block's
-    /// payload region (steps 5 and 6 are checked against `file_len`; a `buf`
-    /// shorter than the prefix is EOF at its end).
-    #[cfg(feature = "sha2")]
-    pub(crate) fn parse_prefix_at<'a>(self, buf: &'a [u8], start: usize, file_len: u64) -> Result<Directory<'a>> {
-        let Some(block) = buf.get(start..) else {
-            return fail(Rule::HeaderTruncated, buf.len());
-        };
-        let shift = |e: crate::Error| e.shifted(start);
-        let header = Header::parse(block).map_err(shift)?;
-        let avail = file_len.saturating_sub(u64_from(start));
-        let heap_end = header.check_sizes(&self.limits).map_err(shift)?;
-        crate::header::check_directory_fits(heap_end, avail).map_err(shift)?;
-        let (base, block_len) = header.check_payload(heap_end).map_err(shift)?;
-        crate::header::check_block_fits(block_len, avail).map_err(shift)?;
-        let Some(prefix) = usize_from(base).and_then(|b| block.get(..b)) else {
-            return fail(Rule::DirectoryTruncated, buf.len());
-        };
-        // Both are at most `base`, which `prefix` holds.
-        let (heap_end, payload_base) = (usize_from(heap_end).unwrap_or(0), prefix.len());
-        let regions = Regions { heap_end, payload_base, block_len: usize_from(block_len).unwrap_or(usize::MAX) };
-        crate::header::check_padding(prefix, heap_end, payload_base).map_err(shift)?;
-        let b = Block::new(prefix, &header, regions, false);
-        match check_prefix(&b, self.scratch, self.seed) {
-            PrefixVerdict::Certain(e) => Err(shift(e)),
-            _ => Ok(Directory::from_checked(buf, start, header, regions)),
-        }
-    }
-
-    fn run<'a>(
-        self,
-        buf: &'a [u8],
-        start: usize,
-        standalone: bool,
-    ) -> Result<(Directory<'a>, Option<names::LookupTable<'s>>)> {
-        let Some(block) = buf.get(start..) else {
-            return fail(Rule::HeaderTruncated, buf.len());
-        };
-        let (header, regions, table) = check_block(block, self, standalone).map_err(|e| e.shifted(start))?;
-        Ok((Directory::from_checked(buf, start, header, regions), table))
-    }
-}
-
-/// Steps 1 to 12 over `block` (offsets relative to it).
-fn check_block<'s>(
-    block: &[u8],
-    parser: Parser<'s>,
-    standalone: bool,
-) -> Result<(Header, Regions, Option<names::LookupTable<'s>>)> {
-    let header = Header::parse(block)?; // steps 1, 2
-    let regions = header.regions(block, &parser.limits)?; // steps 3 to 7
-    let b = Block::new(block, &header, regions, true);
-    let walk = if ONE_WALK && parser.one_walk { Some(parser.plain) } else { None };
-    let table = check_descriptors(&b, parser.scratch, parser.seed, walk)?; // steps 8 to 11
-    if standalone && regions.block_len != block.len() {
-        return fail(Rule::TrailingBytes, regions.block_len); // step 12
-    }
-    Ok((header, regions, table))
-}
-
-/// The payload region of a block whose size checks passed.
-#[derive(Clone, Copy)]
-pub(crate) struct Payload<'a> {
-    /// The region's bytes; `None` when they are not at hand (the incremental
-    /// validator checks the directory before the payload streams past), so
-    /// gap and element bytes are left to the caller.
-    pub(crate) bytes: Option<&'a [u8]>,
-    /// Block offset of the region.
-    pub(crate) at: usize,
-    /// payload_bytes from the header.
-    pub(crate) len: u64,
-}
-
-/// Steps 8 to 11. Accepting and reporting are kept apart: [`accept`] walks
-/// the descriptors once, all rules of a descriptor together, and answers
-/// only whether the block is valid; when it is not, [`check_order::first_fault`]
-/// finds the fault the spec reports by going step by step (slower, and
-/// faults are rare).
-pub(crate) fn check_descriptors<'s>(
-    b: &Block<'_>,
-    scratch: Option<&'s mut [u32]>,
-    seed: u64,
-    walk: Option<bool>,
-) -> Result<Option<names::LookupTable<'s>>> {
-    // `walk`: accept in one walk (with the plain fast path or not), or step by step.
-    let Some(plain) = walk else {
-        return check_order::check(b, scratch, seed).map(|t| t.map(Table::freeze));
-    };
-    let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
-    match accept(b, table.as_mut(), seed, plain) {
-        Ok(_) => Ok(table.map(Table::freeze)),
-        Err(seen) => {
-            let scratch = table.map(Table::into_scratch).or(spare);
-            match check_order::check(b, scratch, seed) {
-                Err(e) => Err(e),
-                // Cannot happen: both paths check the same rules. Should it,
-                // the block is still refused, with the fault the walk met.
-                Ok(_) => Err(seen),
-            }
-        }
-    }
-}
-
-/// Hosts and browsers accept with [`accept`] (one walk) and report with
-/// [`check_order`]; bare-metal targets link only the step-by-step checks,
-/// which accept as well (four passes over a small directory), for code size.
-const ONE_WALK: bool = !cfg!(target_os = "none");
-
-/// Steps 8 to 11 over a block whose payload is not at hand (the incremental
-/// validator, once the directory prefix is in), sorted by how much of the
-/// payload must still be seen before the verdict is certain.
-pub(crate) enum PrefixVerdict {
-    /// Steps 8 and 9 hold, and step 10's placement and step 11's
-    /// quantization; only gap and element bytes are left, and none of
-    /// the first `.0` descriptors has any (see [`accept`]).
-    Clean(usize),
-    /// A step 8 or 9 fault: the verdict, whatever the payload holds.
-    Certain(Error),
-    /// The first step-10 fault the descriptors show, at descriptor `.0`
-    /// (the count for payload_bytes): the verdict unless a gap before that
-    /// descriptor holds a nonzero byte.
-    Misplaced(usize, Error),
-    /// The first quantization fault, at descriptor `.0`: the verdict unless
-    /// a gap byte, or an element byte of a descriptor up to `.0`, is bad.
-    Quant(usize, Error),
-}
-
-/// Classifies the descriptor-only faults of `b` (built without payload).
-pub(crate) fn check_prefix(b: &Block<'_>, scratch: Option<&mut [u32]>, seed: u64) -> PrefixVerdict {
-    let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
-    // Bare metal: `ONE_WALK` is false, so `accept` is not linked.
-    if let Some(Ok(tight)) = ONE_WALK.then(|| accept(b, table.as_mut(), seed, PLAIN)) {
-        return PrefixVerdict::Clean(tight);
-    }
-    let scratch = table.map(Table::into_scratch).or(spare);
-    let (mut table, spare) = match check_order::step8(b, scratch, seed) {
-        Ok(kept) => kept,
-        Err(e) => return PrefixVerdict::Certain(e),
-    };
-    if let Err(e) = check_order::step9(b, &mut table, spare) {
-        return PrefixVerdict::Certain(e);
-    }
-    if let Err((i, e)) = check_order::step10(b) {
-        return PrefixVerdict::Misplaced(i, e);
-    }
-    match check_order::step11(b) {
-        Err((i, e)) => PrefixVerdict::Quant(i, e),
-        Ok(()) => PrefixVerdict::Clean(0),
-    }
-}
-
-/// One walk over the descriptors, every rule of each descriptor together, so
-/// a large directory is read from memory once (plain runs read the name
-/// fields once more, see [`plain_run`]). `Ok` exactly when steps 8 to 11 hold;
-/// the error is the first fault met, which need not be the one the spec's
-/// order reports. `Ok` holds how many leading descriptors are plain and
-/// follow each other with no gap bytes: the payload bytes up to their end
-/// decide nothing, so a caller that streams the payload past need not
-/// look at them (nor at those descriptors again).
-///
-/// No overlap check is needed: a block whose offsets all sit at the greedy
-/// placement has its ranges in increasing order, so none can intersect.
-///
-/// Not inlined, so its frame and the error path's are never on the stack
-/// together (the firmware's stack budget).
-#[inline(never)]
-fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64, plain: bool) -> Result<usize> {
-    let Block { descs, heap, has_names, payload } = *b;
-    names::check_flag_on_empty(descs.count, has_names)?;
-    let name_of = |i| descs.name(&heap, i);
-    let mut names = NameCursor::default();
-    let mut running_end = 0u64;
-    let mut next = 0;
-    let mut tight = 0;
-    loop {
-        if PLAIN && plain {
-            let from = next;
-            let first_gap;
-            (next, first_gap) = plain_run(b, from, &mut names, &mut running_end);
-            if tight == from {
-                tight = first_gap;
-            }
-            if let Some((_, later)) = table.as_deref_mut().and_then(|t| index_names(t, from..next, seed, name_of)) {
-                return duplicate(later);
-            }
-        }
-        let Some(raw) = descs.raws.get(next) else { break };
-        let i = next;
-        next = next.saturating_add(1);
-        descriptor::check_reserved(raw, i)?;
-        names.check(heap, raw, i, has_names)?;
-        // A repeated name is reported at the later descriptor.
-        if table.as_deref_mut().and_then(|t| t.insert(i, seed, name_of)).is_some() {
-            return duplicate(i);
-        }
-        names.check_layout(heap, raw, i, || names::names_total(descs.raws))?;
-        descriptor::check_shape_and_range(raw, i, payload.len)?;
-        ranges::check_placement(raw, i, running_end, payload)?;
-        // Checked just above (check_shape_and_range): the fallback is never taken.
-        running_end = raw.range_end().unwrap_or(u64::MAX);
-        check_values(&descs, raw, i, payload)?;
-    }
-    if has_names && table.is_none() {
-        if let Some((_, later)) = names::find_duplicate_quadratic(descs.count, name_of) {
-            return duplicate(later);
-        }
-    }
-    names.check_heap_total(heap)?;
-    ranges::check_total(running_end, payload.len)?;
-    Ok(tight)
-}
-
-/// Most descriptors are plain (a whole-byte dtype other than bool, no
-/// layout, no quantization) and valid. On 64-bit hosts and wasm a run of them is
-/// judged by a few compares each ([`plain_run`]) instead of rule by rule,
-/// and their names then go into the table in a loop of their own
-/// ([`index_names`]). Any other descriptor, and every fault, goes through
-/// the rule-by-rule walk. Bare-metal 32-bit targets keep only that walk, for code size.
-const PLAIN: bool = cfg!(any(target_pointer_width = "64", target_arch = "wasm32"));
-
-/// What the checks of steps 8 to 11 read of one block.
-#[derive(Clone, Copy)]
-pub(crate) struct Block<'a> {
-    pub(crate) descs: Descriptors<'a>,
-    pub(crate) heap: Heap<'a>,
-    pub(crate) has_names: bool,
-    pub(crate) payload: Payload<'a>,
-}
-
-impl<'a> Block<'a> {
-    /// The parts of `block`, which passed steps 1 to 7. With `with_payload`
-    /// false only the directory prefix (up to `payload_base`) need be there.
-    pub(crate) fn new(block: &'a [u8], header: &Header, regions: Regions, with_payload: bool) -> Block<'a> {
+impl<'a> Directory<'a> {
+    pub(crate) fn from_checked(buf: &'a [u8], start: usize, header: Header, regions: Regions) -> Self {
+        // Fallback not taken: the parser checked that the block starts inside buf.
+        let block = buf.get(start..).unwrap_or(&[]);
         let count = usize_from_u32(header.tensor_count);
         let descs = Descriptors::new(block, count);
-        // Steps 3 to 7 checked descriptors end <= heap_end <= the bytes at hand: never empty by fallback.
+        // Fallback not taken: descriptors end before heap_end in a checked directory.
         let heap = Heap::new(block.get(descs.end()..regions.heap_end).unwrap_or(&[]), descs.end());
-        // Step 6 checked the block length against the bytes at hand: never empty by fallback.
-        let bytes = with_payload.then(|| block.get(regions.payload_base..regions.block_len).unwrap_or(&[]));
-        let payload = Payload { bytes, at: regions.payload_base, len: header.payload_bytes };
-        Block { descs, heap, has_names: header.has_names(), payload }
+        Directory { buf, start, header, regions, descs, heap }
     }
-}
 
-/// Walks plain, valid descriptors from `from` (see [`PLAIN`]) and returns
-/// the index of the first one that is not (or the count), and of the first
-/// one with gap bytes before it (or that same index). Names are left
-/// for [`index_names`]: kept apart, each loop keeps its own data in cache
-/// (the descriptors here; the table there), which is faster than one loop
-/// that evicts the table while streaming the descriptors.
-fn plain_run(b: &Block<'_>, from: usize, names: &mut NameCursor, running_end: &mut u64) -> (usize, usize) {
-    // The state lives in locals while the run lasts, so it stays in registers.
-    let (mut cursor, mut end) = (names.cursor, *running_end);
-    let mut i = from;
-    let mut first_gap = usize::MAX;
-    while let Some(raw) = b.descs.raws.get(i) {
-        let Some(next) = plain(raw, b.has_names, b.heap, cursor, end, b.payload) else { break };
-        #[cfg(debug_assertions)]
-        slow_path_agrees(b, raw, i, NameCursor { cursor, ..*names }, end);
-        if raw.byte_offset() != end && first_gap == usize::MAX {
-            first_gap = i;
+    /// A directory over a checked prefix only (header to payload base), for
+    /// the incremental validator: the tensor table without payload bytes.
+    pub(crate) fn from_checked_prefix(prefix: &'a [u8], header: Header, regions: Regions) -> Self {
+        Directory::from_checked(prefix, 0, header, regions)
+    }
+
+    /// The block's bytes.
+    pub fn block(&self) -> &'a [u8] {
+        // Fallback: empty only in a prefix directory, which does not hold the whole block.
+        self.buf.get(self.start..self.end()).unwrap_or(&[])
+    }
+
+    /// Number of tensors.
+    pub fn len(&self) -> usize {
+        usize_from_u32(self.header.tensor_count)
+    }
+
+    /// True when the directory holds no tensors.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The decoded header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Absolute offset of the block in the caller's buffer.
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Block length in bytes.
+    pub fn block_len(&self) -> usize {
+        self.regions.block_len
+    }
+
+    /// Absolute offset just past the block: where a following field starts.
+    pub fn end(&self) -> usize {
+        self.start.saturating_add(self.regions.block_len)
+    }
+
+    /// Absolute offset of the payload region.
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    pub fn payload_start(&self) -> usize {
+        self.start.saturating_add(self.regions.payload_base)
+    }
+
+    /// Tensor `index`, in descriptor order.
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    pub fn get(&self, index: usize) -> Option<Tensor<'a>> {
+        self.parts().tensor(index)
+    }
+
+    /// What its tensors read of it.
+    #[inline]
+    fn parts(&self) -> Parts<'a> {
+        let at = self.payload_start();
+        // Fallback: empty only in a prefix directory, whose payload is not at hand.
+        Parts { raws: self.descs.raws, heap: self.heap, payload: self.buf.get(at..self.end()).unwrap_or(&[]), at }
+    }
+
+    /// The tensors in descriptor order.
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    pub fn iter(&self) -> TensorIter<'a> {
+        TensorIter { dir: *self, next: 0 }
+    }
+
+    /// The tensor named `name`, by a linear scan. For many lookups build a
+    /// [`NameIndex`] or use [`Parser::parse_indexed`](crate::Parser::parse_indexed).
+    pub fn find(&self, name: &str) -> Option<Tensor<'a>> {
+        if !self.header.has_names() {
+            return None;
         }
-        cursor = next;
-        // `plain` accepted the range: the fallback is never taken.
-        end = raw.range_end().unwrap_or(u64::MAX);
-        i = i.saturating_add(1);
+        (0..self.len())
+            .find(|&i| same_bytes(self.heap.name(self.descs.raw(i)), name.as_bytes()))
+            .and_then(|i| self.get(i))
     }
-    (names.cursor, *running_end) = (cursor, end);
-    (i, first_gap.min(i))
-}
 
-/// Adds the names of descriptors `range` to the table in descriptor order.
-/// Returns the first duplicate as (earlier, later).
-fn index_names<'n>(
-    t: &mut Table<'_>,
-    range: core::ops::Range<usize>,
-    seed: u64,
-    name_of: impl Fn(usize) -> &'n [u8] + Copy,
-) -> Option<(usize, usize)> {
-    range.into_iter().find_map(|k| t.insert(k, seed, name_of).map(|earlier| (earlier, k)))
-}
-
-/// Steps 8 to 11 for a plain descriptor when every earlier descriptor
-/// passed: its own rules ([`RawDescriptor::is_plain_and_valid`]), its name
-/// starts at the heap cursor and is UTF-8 (or it is unnamed in an unnamed
-/// directory), and its payload sits at the greedy placement after zero gap
-/// bytes. Returns the heap cursor after the name; uniqueness is the caller's.
-#[inline]
-fn plain(
-    raw: &RawDescriptor,
-    has_names: bool,
-    heap: Heap<'_>,
-    cursor: usize,
-    running_end: u64,
-    payload: Payload<'_>,
-) -> Option<usize> {
-    if !raw.is_plain_and_valid(payload.len) {
-        return None;
-    }
-    let (off, len) = raw.name_field();
-    let cursor = match has_names {
-        true if len != 0 && usize::from(off) == cursor => cursor.checked_add(heap.str(off, len)?.len())?,
-        false if (off, len) == (descriptor::NO_NAME, 0) => cursor,
-        _ => return None,
-    };
-    let start = Placement::after(running_end).next_offset()?;
-    if raw.byte_offset() != start {
-        return None;
-    }
-    match payload.bytes {
-        Some(bytes) => {
-            first_nonzero(bytes.get(usize_from(running_end)?..usize_from(start)?)?).is_none().then_some(cursor)
-        }
-        None => Some(cursor),
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    fn name_bytes(&self, index: usize) -> &'a [u8] {
+        self.heap.name(self.descs.raw(index))
     }
 }
 
-/// Debug builds: the rule-by-rule checks accept what [`plain`] accepted,
-/// from the same state (`names` is a copy, so nothing moves on).
-#[cfg(debug_assertions)]
-fn slow_path_agrees(b: &Block<'_>, raw: &RawDescriptor, i: usize, mut names: NameCursor, running_end: u64) {
-    let ok = descriptor::check_reserved(raw, i).is_ok()
-        && names.check(b.heap, raw, i, b.has_names).is_ok()
-        && names.check_layout(b.heap, raw, i, || 0).is_ok()
-        && descriptor::check_shape_and_range(raw, i, b.payload.len).is_ok()
-        && ranges::check_placement(raw, i, running_end, b.payload).is_ok()
-        && check_values(&b.descs, raw, i, b.payload).is_ok();
-    debug_assert!(ok, "fast path accepted descriptor {i}, which the rules reject");
-}
-
-fn duplicate<T>(later: usize) -> Result<T> {
-    fail(Rule::DuplicateName, names::duplicate_at(later))
-}
-
-/// Step 11 for one tensor: element bytes (when the payload is at hand), then quantization.
-pub(crate) fn check_values(descs: &Descriptors<'_>, d: &RawDescriptor, i: usize, payload: Payload<'_>) -> Result<()> {
-    if let Some(bytes) = payload.bytes {
-        let span = descriptor::payload_span(d, 0);
-        // Step 9 checked the range inside the payload before step 11 runs: never empty by fallback.
-        let elements = span.and_then(|(s, e)| bytes.get(s..e)).unwrap_or(&[]);
-        let at = payload.at.saturating_add(span.map_or(0, |(s, _)| s));
-        descriptor::check_elements(d, elements, u64_from(at))?;
+impl<'a> IntoIterator for Directory<'a> {
+    type Item = Tensor<'a>;
+    type IntoIter = TensorIter<'a>;
+    fn into_iter(self) -> TensorIter<'a> {
+        self.iter()
     }
-    quant::check_quant(d, i, descs.count, |j| descs.raw(j))
 }
 
-/// The descriptor table of a block whose directory is known to fit.
+/// Iterator over a directory's tensors.
+#[derive(Clone, Debug)]
+pub struct TensorIter<'a> {
+    dir: Directory<'a>,
+    next: usize,
+}
+
+impl<'a> Iterator for TensorIter<'a> {
+    type Item = Tensor<'a>;
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    fn next(&mut self) -> Option<Tensor<'a>> {
+        let t = self.dir.get(self.next)?;
+        self.next = self.next.saturating_add(1);
+        Some(t)
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.dir.len().saturating_sub(self.next);
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for TensorIter<'_> {}
+
+/// Name lookups in O(1) expected time, from the table the parser built in
+/// caller scratch (or a linear scan when there was not enough scratch).
+///
+/// ```
+/// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
+/// let mut scratch = [0u32; 16];
+/// let (dir, index) = kiln_nostd::Parser::new().scratch(&mut scratch).parse_indexed(&bytes)?;
+/// assert_eq!(index.get("w").map(|t| t.index()), Some(0));
+/// assert!(index.get("missing").is_none());
+/// # Ok::<(), kiln_nostd::Error>(())
+/// ```
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Descriptors<'a> {
-    /// The descriptors (at most `count`, all inside the block).
-    pub(crate) raws: &'a [RawDescriptor],
-    pub(crate) count: usize,
+pub struct NameIndex<'a, 's> {
+    dir: Directory<'a>,
+    table: Option<LookupTable<'s>>,
+    seed: u64,
 }
 
-impl<'a> Descriptors<'a> {
-    pub(crate) fn new(block: &'a [u8], count: usize) -> Self {
-        let end = count.saturating_mul(DESCRIPTOR_LEN).saturating_add(HEADER_LEN);
-        // Step 5 checked the descriptors are all in the block: never empty by fallback.
-        let raws = RawDescriptor::slice(block.get(HEADER_LEN..end).unwrap_or(&[]));
-        Descriptors { raws, count: raws.len() }
+impl<'a, 's> NameIndex<'a, 's> {
+    pub(crate) fn from_parts(dir: Directory<'a>, table: Option<LookupTable<'s>>, seed: u64) -> Self {
+        NameIndex { dir, table, seed }
     }
 
-    /// Block offset just past the last descriptor.
-    pub(crate) fn end(&self) -> usize {
-        HEADER_LEN.saturating_add(self.count.saturating_mul(DESCRIPTOR_LEN))
+    /// Builds an index over an already checked directory in `scratch`
+    /// (at least [`scratch_len`](crate::scratch_len)`(dir.len())` slots).
+    pub fn build(dir: Directory<'a>, scratch: &'s mut [u32]) -> Self {
+        let table = crate::names::Table::new(scratch, dir.len()).map(|mut t| {
+            for i in 0..dir.len() {
+                // Names are unique (checked), so insert never reports a duplicate.
+                let _ = t.insert(i, 0, |k| dir.name_bytes(k));
+            }
+            t.freeze()
+        });
+        NameIndex { dir, table: if dir.header.has_names() { table } else { None }, seed: 0 }
     }
 
-    #[inline]
-    pub(crate) fn raw(&self, i: usize) -> &'a RawDescriptor {
-        // Callers pass indexes below `count` (= raws.len()): ZERO is never returned.
-        self.raws.get(i).unwrap_or(&RawDescriptor::ZERO)
+    /// True when lookups use the hash table rather than a scan.
+    pub fn is_hashed(&self) -> bool {
+        self.table.is_some()
     }
 
-    /// Name bytes of tensor `i` (empty when unnamed).
-    #[inline]
-    pub(crate) fn name<'h>(&self, heap: &Heap<'h>, i: usize) -> &'h [u8] {
-        let (off, len) = self.raw(i).name_field();
-        // A name is compared only after step 8's name checks put it in the heap: never empty by fallback.
-        heap.slice(off, len).unwrap_or(&[])
+    /// The tensor named `name`.
+    // Always inlined on 64-bit hosts: a tensor handed back from an
+    // out-of-line call goes through memory, which cost more than the lookup.
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    pub fn get(&self, name: &str) -> Option<Tensor<'a>> {
+        match &self.table {
+            Some(t) => t.find(name.as_bytes(), self.seed, |k| self.dir.name_bytes(k)).and_then(|i| self.dir.get(i)),
+            None => self.dir.find(name),
+        }
+    }
+
+    /// The directory this index serves.
+    pub fn directory(&self) -> Directory<'a> {
+        self.dir
     }
 }
 
-#[cfg(test)]
-mod tests {
-    extern crate std;
-    use super::*;
-    use crate::{DType, Quant, TensorRef, TensorSpec, Writer};
-    use std::vec;
-    use std::vec::Vec;
+/// The parts of a directory its tensors read. A tensor carries these rather
+/// than the whole [`Directory`], so handing one out copies little.
+#[derive(Clone, Copy, Debug)]
+struct Parts<'a> {
+    raws: &'a [RawDescriptor],
+    heap: Heap<'a>,
+    /// The payload region, which starts at `at` in the caller's buffer.
+    payload: &'a [u8],
+    at: usize,
+}
 
-    /// Blocks that exercise both paths: all plain, and plain runs broken by
-    /// a bool, a packed, an opaque and a quantized tensor; named and unnamed.
-    fn blocks() -> Vec<Vec<u8>> {
-        let f32s = [0u8; 24];
-        let bools = [1u8, 0, 1];
-        let nibbles = [0x21u8, 0x03];
-        let scales = [0u8; 2];
-        let plain = |n: Option<&'static str>| {
-            let t = TensorSpec::new(DType::F32, &[2, 3], &f32s);
-            n.map_or(t, |n| t.named(n))
-        };
-        let sets: Vec<Vec<TensorSpec<'_>>> = vec![
-            vec![plain(Some("a")), plain(Some("bb")), TensorSpec::new(DType::U8, &[3], &bools).named("c")],
-            vec![plain(None), TensorSpec::new(DType::U16, &[0, 4], &[]), plain(None)],
-            vec![
-                plain(Some("w")),
-                TensorSpec::new(DType::Bool, &[3], &bools).named("flags"),
-                plain(Some("x")),
-                TensorSpec::new(DType::U4, &[3], &nibbles).named("q").quantized(Quant::Scales {
-                    axis: 0,
-                    group_size: 2,
-                    scale: TensorRef::Name("s"),
-                }),
-                TensorSpec::new(DType::E8M0, &[2], &scales).named("s"),
-                TensorSpec::opaque(4096, "blk", 4, &[8], &[0; 8]).named("o"),
-                plain(Some("y")),
-            ],
-        ];
-        sets.iter()
-            .map(|specs| {
-                let mut out = vec![0u8; Writer::new().encoded_len(specs).unwrap()];
-                Writer::new().write(specs, &mut out).unwrap();
-                out
-            })
-            .collect()
+impl<'a> Parts<'a> {
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    fn tensor(self, index: usize) -> Option<Tensor<'a>> {
+        let raw = self.raws.get(index)?;
+        let range = usize_from(raw.byte_offset()).zip(usize_from(raw.byte_length()));
+        // The range was checked against the payload region; empty only where
+        // that region is not at hand (the incremental validator's prefix).
+        let bytes = range.and_then(|(at, len)| self.payload.get(at..at.checked_add(len)?)).unwrap_or(&[]);
+        Some(Tensor { parts: self, index, raw, dims: raw.shape(), bytes })
+    }
+}
+
+/// One tensor of a checked directory.
+#[derive(Clone, Copy, Debug)]
+pub struct Tensor<'a> {
+    parts: Parts<'a>,
+    index: usize,
+    raw: &'a RawDescriptor,
+    /// Decoded shape slots, so `shape()` can lend a slice.
+    dims: [u64; 8],
+    /// The payload, sliced once from the checked range.
+    bytes: &'a [u8],
+}
+
+/// The quantization metadata of a scheme 1 or 2 tensor, with its scale
+/// tensors resolved. Kiln does not apply the scales.
+#[derive(Clone, Copy, Debug)]
+pub struct Quantization<'a> {
+    /// 1 (scales) or 2 (scales and outer).
+    pub scheme: u16,
+    /// The quantized dimension.
+    pub axis: usize,
+    /// Elements per scale.
+    pub group_size: u32,
+    /// The block scales.
+    pub scale: Tensor<'a>,
+    /// The one-element f32 outer scale (scheme 2).
+    pub outer: Option<Tensor<'a>>,
+}
+
+impl<'a> Tensor<'a> {
+    /// Position in descriptor order.
+    pub fn index(&self) -> usize {
+        self.index
     }
 
-    fn parse(bytes: &[u8], plain: bool, scratch: bool) -> Result<usize> {
-        let mut s = [0u32; 64];
-        let p = Parser { plain, ..Parser::new() };
-        let p = if scratch { p.scratch(&mut s) } else { p };
-        p.parse(bytes).map(|d| d.len())
+    /// The descriptor fields, decoded.
+    pub fn descriptor(&self) -> Descriptor {
+        Descriptor::from_raw(self.raw)
     }
 
-    /// The bare-metal path: the step-by-step checks alone. An accepted
-    /// block's name index finds every tensor.
-    fn parse_steps(bytes: &[u8], scratch: bool) -> Result<usize> {
-        let mut s = [0u32; 64];
-        let p = Parser { one_walk: false, ..Parser::new() };
-        let p = if scratch { p.scratch(&mut s) } else { p };
-        let (dir, index) = p.parse_indexed(bytes)?;
-        assert_eq!(index.is_hashed(), scratch && dir.iter().any(|t| t.name().is_some()));
-        for t in dir.iter() {
-            if let Some(n) = t.name() {
-                assert_eq!(index.get(n).map(|f| f.index()), Some(t.index()));
-            }
+    /// The name, or `None` for an unnamed tensor.
+    pub fn name(&self) -> Option<&'a str> {
+        let (off, len) = self.raw.name_field();
+        if len == 0 {
+            return None;
         }
-        Ok(dir.len())
+        self.parts.heap.str(off, len)
     }
 
-    /// The fast path is an optimisation only: on every single-byte change
-    /// and truncation of the blocks above, it gives exactly the result
-    /// (accept, or the same code, rule and offset) of the rule-by-rule path.
-    /// Debug builds also assert, descriptor by descriptor, that the
-    /// rule-by-rule path accepts whatever the fast path accepted.
-    #[test]
-    fn fast_path_agrees_with_the_rules_on_every_mutation() {
-        // Interpreted under Miri: a sample (every 61st byte, two values).
-        let (stride, values): (usize, &[u8]) = if cfg!(miri) {
-            (61, &[0x00, 0xff])
-        } else {
-            (1, &[0x00, 0x01, 0x02, 0x3f, 0x40, 0x7f, 0x80, 0xc0, 0xfe, 0xff])
-        };
-        let mut compared = 0;
-        for block in blocks() {
-            assert!(parse(&block, true, true).is_ok());
-            for at in (0..block.len()).step_by(stride) {
-                for &v in values {
-                    let mut m = block.clone();
-                    m[at] = v;
-                    for scratch in [true, false] {
-                        let want = parse(&m, false, scratch);
-                        assert_eq!(parse(&m, true, scratch), want, "byte {at} = {v:#x}");
-                        assert_eq!(parse_steps(&m, scratch), want, "steps only: byte {at} = {v:#x}");
-                        compared += 1;
-                    }
-                }
-            }
-            for len in (0..block.len()).step_by(stride) {
-                let want = parse(&block[..len], false, true);
-                assert_eq!(parse(&block[..len], true, true), want, "len {len}");
-                assert_eq!(parse_steps(&block[..len], true), want, "steps only: len {len}");
-            }
+    /// The dtype.
+    pub fn dtype(&self) -> DType {
+        // A tensor is handed out only from a checked descriptor.
+        DType::from_accepted_code(self.raw.dtype_code())
+    }
+
+    /// Rank, 0 to 8.
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    pub fn rank(&self) -> usize {
+        usize::from(self.raw.rank())
+    }
+
+    /// The dimensions (`[]` for a scalar).
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    pub fn shape(&self) -> &[u64] {
+        // The parser checked rank <= 8: the fallback is never taken.
+        self.dims.get(..self.rank()).unwrap_or(&[])
+    }
+
+    /// Number of elements (1 for a scalar).
+    pub fn element_count(&self) -> u64 {
+        // The parser checked that the product does not overflow: never 0 by fallback.
+        self.raw.element_count().unwrap_or(0)
+    }
+
+    /// The layout name of an opaque dtype.
+    pub fn layout(&self) -> Option<&'a str> {
+        let (off, len) = self.raw.layout_field();
+        if len == 0 {
+            return None;
         }
-        assert!(compared > 10_000 / (stride * stride), "{compared}");
+        self.parts.heap.str(off, len)
     }
 
-    /// A duplicate inside a plain run is reported as the rules report it,
-    /// and a reserved byte in a later descriptor still wins over it.
-    #[test]
-    fn duplicates_in_a_plain_run() {
-        let data = [0u8; 4];
-        let specs: Vec<_> = ["a", "b", "c"].iter().map(|n| TensorSpec::new(DType::F32, &[1], &data).named(n)).collect();
-        let mut block = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
-        Writer::new().write(&specs, &mut block).unwrap();
-        // Rename "c" to "a" in the heap (names start after 3 descriptors).
-        let heap = HEADER_LEN + 3 * DESCRIPTOR_LEN;
-        block[heap + 2] = b'a';
-        let dup = parse(&block, true, true).unwrap_err();
-        assert_eq!(dup.rule(), Rule::DuplicateName);
-        assert_eq!(dup, parse(&block, false, true).unwrap_err());
-        assert_eq!(dup, parse(&block, true, false).unwrap_err());
-        block[HEADER_LEN + 2 * DESCRIPTOR_LEN + 3] = 1; // reserved byte of descriptor 2
-        assert_eq!(parse(&block, true, true).unwrap_err().rule(), Rule::DescriptorReserved);
+    /// The opaque block size in bytes (0 for other dtypes).
+    pub fn block_size(&self) -> u32 {
+        self.raw.block_size()
+    }
+
+    /// Quantization metadata, or `None` for scheme 0.
+    pub fn quant(&self) -> Option<Quantization<'a>> {
+        let scheme = self.raw.quant_scheme();
+        if scheme == 0 {
+            return None;
+        }
+        let scale = self.parts.tensor(usize_from_u32(self.raw.scale_index()))?;
+        let outer = match self.raw.outer_index() {
+            NO_INDEX => None,
+            i => self.parts.tensor(usize_from_u32(i)),
+        };
+        Some(Quantization {
+            scheme,
+            axis: usize::from(self.raw.quant_axis()),
+            group_size: self.raw.group_size(),
+            scale,
+            outer: outer.filter(|_| scheme == SCHEME_SCALES_OUTER),
+        })
+    }
+
+    /// Offset of the payload from the start of the payload region.
+    pub fn byte_offset(&self) -> u64 {
+        self.raw.byte_offset()
+    }
+
+    /// Absolute offset of the payload in the caller's buffer.
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    pub fn absolute_offset(&self) -> usize {
+        // The payload lies inside the caller's buffer: no fallback is ever taken.
+        self.parts.at.saturating_add(usize_from(self.raw.byte_offset()).unwrap_or(0))
+    }
+
+    /// Payload length in bytes.
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    pub fn byte_len(&self) -> usize {
+        // Checked to lie in the payload region, so it fits a usize: never 0 by fallback.
+        usize_from(self.raw.byte_length()).unwrap_or(0)
+    }
+
+    /// The payload: wire bytes, borrowed from the caller's buffer.
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// The elements as `&[T]` without copying, when `T` matches the dtype,
+    /// the host is little-endian (or `T` is one byte wide) and the payload is
+    /// aligned for `T`. Otherwise `None`: use [`copy_to`](Self::copy_to).
+    pub fn as_slice<T: Element>(&self) -> Option<&'a [T]> {
+        crate::element::view(self.dtype(), self.bytes())
+    }
+
+    /// Copies the elements into `out` as host-order values, byte-swapping on
+    /// big-endian hosts. Returns the element count.
+    pub fn copy_to<T: Element>(&self, out: &mut [T]) -> core::result::Result<usize, ViewError> {
+        crate::element::copy(self.dtype(), self.bytes(), out)
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Directory<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "Directory {{ tensors: {}, block_len: {}, start: {} }}",
+            self.len(),
+            self.block_len(),
+            self.start
+        );
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for Tensor<'_> {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "Tensor {{ index: {}, name: {}, dtype: {}, shape: {}, bytes: {} }}",
+            self.index,
+            self.name(),
+            self.dtype(),
+            self.shape(),
+            self.byte_len()
+        );
     }
 }

@@ -3,10 +3,10 @@
 
 use core::fmt;
 
+use crate::directory::{Directory, NameIndex, Tensor};
 use crate::error::Result;
 use crate::limits::Limits;
 use crate::names::table_words;
-use crate::views::{Directory, NameIndex, Tensor};
 use crate::Parser;
 
 /// A fixed capacity was too small.

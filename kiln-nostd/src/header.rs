@@ -2,16 +2,14 @@
 
 use crate::bytes::{first_nonzero, u64_from, usize_from};
 use crate::error::{fail, fail_at, Result, Rule};
+use crate::layout::{align, directory_bytes, heap_end, payload_base};
+pub use crate::layout::{DESCRIPTOR_LEN, HEADER_LEN};
 use crate::limits::Limits;
 
 /// Directory magic.
 pub const MAGIC: [u8; 4] = *b"KLNT";
 /// The only directory version.
 pub const VERSION: u8 = 2;
-/// Header length in bytes.
-pub const HEADER_LEN: usize = 64;
-/// Descriptor length in bytes.
-pub const DESCRIPTOR_LEN: usize = 128;
 /// Flag bit 0: at least one tensor has a name.
 pub const FLAG_NAMES: u8 = 1;
 /// Flag bit 1: the block is little-endian (must be set).
@@ -109,16 +107,23 @@ impl Header {
 
     /// Steps 3 to 7: caps, size arithmetic, the block inside `block`, zero padding.
     pub(crate) fn regions(&self, block: &[u8], limits: &Limits) -> Result<Regions> {
-        let avail = u64_from(block.len());
-        let heap_end = self.check_sizes(limits)?; // steps 3, 4
-        check_directory_fits(heap_end, avail)?; // step 5
-        let (payload_base, block_len) = self.check_payload(heap_end)?; // step 6
-        check_block_fits(block_len, avail)?;
+        let (heap_end, payload_base, block_len) = self.check_extent(limits, u64_from(block.len()))?;
         // All three ends are at most `avail`, a usize.
         let [heap_end, payload_base, block_len] =
             [heap_end, payload_base, block_len].map(|v| usize_from(v).unwrap_or(0));
         check_padding(block, heap_end, payload_base)?; // step 7
         Ok(Regions { heap_end, payload_base, block_len })
+    }
+
+    /// Steps 3 to 6 against the `avail` bytes from the block's start (a
+    /// buffer, or a file or source whose bytes are not all at hand):
+    /// `(heap_end, payload_base, block_len)`, block-relative.
+    pub(crate) fn check_extent(&self, limits: &Limits, avail: u64) -> Result<(u64, u64, u64)> {
+        let heap_end = self.check_sizes(limits)?; // steps 3, 4
+        check_directory_fits(heap_end, avail)?; // step 5
+        let (payload_base, block_len) = self.check_payload(heap_end)?; // step 6
+        check_block_fits(block_len, avail)?;
+        Ok((heap_end, payload_base, block_len))
     }
 
     /// Steps 3 and 4 (caps, then the directory size): the end of the name
@@ -145,7 +150,7 @@ impl Header {
     /// Step 6, the arithmetic: (payload_base, block length) after a heap
     /// ending at `heap_end`; LIMIT when the block end overflows.
     pub(crate) fn check_payload(&self, heap_end: u64) -> Result<(u64, u64)> {
-        match crate::layout::align(heap_end).and_then(|b| Some((b, b.checked_add(self.payload_bytes)?))) {
+        match align(heap_end).and_then(|b| Some((b, b.checked_add(self.payload_bytes)?))) {
             Some(ends) => Ok(ends),
             None => fail(Rule::PayloadSizeOverflow, AT_PAYLOAD_BYTES),
         }
@@ -217,5 +222,56 @@ pub(crate) fn check_padding(block: &[u8], heap_end: usize, payload_base: usize) 
     match first_nonzero(pad) {
         Some(i) => fail(Rule::NonzeroPadding, heap_end.saturating_add(i)),
         None => Ok(()),
+    }
+}
+
+// The encoding side: the canonical header for given sizes and its wire bytes.
+impl Header {
+    /// A canonical header for these sizes (the name flag when `named`).
+    pub fn canonical(tensor_count: u32, name_bytes: u32, payload_bytes: u64, named: bool) -> Header {
+        Header {
+            flags: FLAG_LITTLE_ENDIAN | if named { FLAG_NAMES } else { 0 },
+            tensor_count,
+            name_bytes,
+            payload_bytes,
+            directory_bytes: directory_bytes(tensor_count, name_bytes),
+        }
+    }
+
+    /// The block length this header implies (payload_base + payload_bytes),
+    /// `None` on overflow. For a header that passed the size checks.
+    pub fn block_len(&self) -> Option<u64> {
+        payload_base(self.tensor_count, self.name_bytes)?.checked_add(self.payload_bytes)
+    }
+
+    /// The regions this header implies, as block offsets; `None` when one
+    /// does not fit a usize. The caller has checked the sizes.
+    pub(crate) fn implied_regions(&self) -> Option<Regions> {
+        let heap_end = heap_end(self.tensor_count, self.name_bytes);
+        let base = payload_base(self.tensor_count, self.name_bytes)?;
+        Some(Regions {
+            heap_end: usize_from(heap_end)?,
+            payload_base: usize_from(base)?,
+            block_len: usize_from(base.checked_add(self.payload_bytes)?)?,
+        })
+    }
+
+    /// The 64 wire bytes of this header (reserved bytes zero).
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut out = [0u8; HEADER_LEN];
+        let fields: [(usize, &[u8]); 6] = [
+            (0, &MAGIC),
+            (4, &[VERSION, self.flags]),
+            (8, &self.tensor_count.to_le_bytes()),
+            (12, &self.name_bytes.to_le_bytes()),
+            (16, &self.payload_bytes.to_le_bytes()),
+            (24, &self.directory_bytes.to_le_bytes()),
+        ];
+        for (at, bytes) in fields {
+            if let Some(dst) = at.checked_add(bytes.len()).and_then(|end| out.get_mut(at..end)) {
+                dst.copy_from_slice(bytes);
+            }
+        }
+        out
     }
 }

@@ -1,6 +1,6 @@
-//! The canonical layout's arithmetic in one place: where the payload region
-//! starts, where each payload goes, how long a block is, and the header's
-//! encoding. The writer, the validators, Frozen's block length and the
+//! The canonical layout's arithmetic in one place: the header and
+//! descriptor sizes, where each descriptor, the heap and the payload region
+//! start, where each payload goes and how long a block is. The writer, the validators, Frozen's block length and the
 //! converter's streaming planner all use it, so no two of them can drift.
 //!
 //! ```
@@ -11,10 +11,15 @@
 //! assert_eq!(p.payload_bytes(), 72);
 //! assert_eq!(layout::payload_base(2, 0), Some(64 + 2 * 128));
 //! assert_eq!(layout::block_len(2, 0, [5, 8]), Some(64 + 2 * 128 + 72));
+//! assert_eq!(layout::descriptors_end(2), 64 + 2 * 128);
 //! ```
 
-use crate::bytes::{u64_from, usize_from};
-use crate::header::{Header, Regions, DESCRIPTOR_LEN, FLAG_LITTLE_ENDIAN, FLAG_NAMES, HEADER_LEN, MAGIC, VERSION};
+use crate::bytes::u64_from;
+
+/// Header length in bytes.
+pub const HEADER_LEN: usize = 64;
+/// Descriptor length in bytes.
+pub const DESCRIPTOR_LEN: usize = 128;
 
 /// Payload offsets and the payload region's start are multiples of this.
 pub const ALIGN: u64 = 64;
@@ -107,65 +112,16 @@ pub fn block_len(tensor_count: u32, name_bytes: u32, lengths: impl IntoIterator<
     payload_base(tensor_count, name_bytes)?.checked_add(p.payload_bytes())
 }
 
-/// A canonical header for these sizes (the name flag when `named`).
-pub fn header(tensor_count: u32, name_bytes: u32, payload_bytes: u64, named: bool) -> Header {
-    Header {
-        flags: FLAG_LITTLE_ENDIAN | if named { FLAG_NAMES } else { 0 },
-        tensor_count,
-        name_bytes,
-        payload_bytes,
-        directory_bytes: directory_bytes(tensor_count, name_bytes),
-    }
-}
-
-impl Header {
-    /// The block length this header implies (payload_base + payload_bytes),
-    /// `None` on overflow. For a header that passed the size checks.
-    pub fn block_len(&self) -> Option<u64> {
-        payload_base(self.tensor_count, self.name_bytes)?.checked_add(self.payload_bytes)
-    }
-
-    /// The regions this header implies, as block offsets; `None` when one
-    /// does not fit a usize. The caller has checked the sizes.
-    pub(crate) fn implied_regions(&self) -> Option<Regions> {
-        let heap_end = heap_end(self.tensor_count, self.name_bytes);
-        let base = payload_base(self.tensor_count, self.name_bytes)?;
-        Some(Regions {
-            heap_end: usize_from(heap_end)?,
-            payload_base: usize_from(base)?,
-            block_len: usize_from(base.checked_add(self.payload_bytes)?)?,
-        })
-    }
-
-    /// The 64 wire bytes of this header (reserved bytes zero).
-    pub fn encode(&self) -> [u8; HEADER_LEN] {
-        let mut out = [0u8; HEADER_LEN];
-        let fields: [(usize, &[u8]); 6] = [
-            (0, &MAGIC),
-            (4, &[VERSION, self.flags]),
-            (8, &self.tensor_count.to_le_bytes()),
-            (12, &self.name_bytes.to_le_bytes()),
-            (16, &self.payload_bytes.to_le_bytes()),
-            (24, &self.directory_bytes.to_le_bytes()),
-        ];
-        for (at, bytes) in fields {
-            if let Some(dst) = at.checked_add(bytes.len()).and_then(|end| out.get_mut(at..end)) {
-                dst.copy_from_slice(bytes);
-            }
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::header::Header;
 
     #[test]
     fn header_round_trips_and_zero_length_tensors_follow_the_greedy_rule() {
-        let h = header(3, 7, 200, true);
+        let h = Header::canonical(3, 7, 200, true);
         assert_eq!(Header::parse(&h.encode()), Ok(h));
-        assert_eq!(crate::EMPTY_BLOCK, header(0, 0, 0, false).encode());
+        assert_eq!(crate::EMPTY_BLOCK, Header::canonical(0, 0, 0, false).encode());
         // After a 5-byte tensor a 0-byte tensor sits at 64 and the end becomes 64.
         let mut p = Placement::new();
         assert_eq!([p.place(5), p.place(0), p.place(1)], [Some(0), Some(64), Some(64)]);

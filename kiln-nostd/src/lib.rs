@@ -52,6 +52,8 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+mod accept;
+mod block;
 mod bytes;
 mod check_order;
 pub mod descriptor;
@@ -63,6 +65,7 @@ mod error;
 mod fixed;
 pub mod frozen;
 pub mod header;
+#[cfg(feature = "hk")]
 pub mod hk;
 mod incremental;
 pub mod layout;
@@ -70,13 +73,14 @@ mod limits;
 pub mod model;
 pub mod mx;
 mod names;
+mod parser;
 pub mod quant;
 mod ranges;
 pub mod source;
-mod views;
+mod steps;
 mod writer;
 
-pub use directory::Parser;
+pub use directory::{Directory, NameIndex, Quantization, Tensor, TensorIter};
 pub use dtype::{DType, Width};
 pub use element::{copy, encode_le, le_bytes, view, Element, ViewError};
 pub use error::{Error, ErrorCode, Result, Rule};
@@ -85,8 +89,8 @@ pub use header::Header;
 pub use incremental::{Incremental, Progress, Summary};
 pub use limits::{Limits, DEFAULT_CAP};
 pub use names::scratch_len;
+pub use parser::Parser;
 pub use source::{ReadAt, SourceError};
-pub use views::{Directory, NameIndex, Quantization, Tensor, TensorIter};
 pub use writer::{sort_dict, Quant, TensorRef, TensorSpec, Writer};
 
 /// Checked integer conversions: the core's own, shared with the readers

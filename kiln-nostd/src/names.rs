@@ -6,8 +6,8 @@
 //! comparing every pair (quadratic, no memory).
 
 use crate::bytes::{usize_from_u32, usize_sat};
+use crate::descriptor::Descriptors;
 use crate::descriptor::{field_at, RawDescriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, NO_NAME};
-use crate::directory::Descriptors;
 use crate::error::{fail, Result, Rule};
 use crate::header::AT_FLAGS;
 
@@ -51,6 +51,14 @@ impl<'a> Heap<'a> {
     pub fn slice(&self, off: u16, len: u16) -> Option<&'a [u8]> {
         let start = usize::from(off);
         self.bytes.get(start..start.checked_add(usize::from(len))?)
+    }
+
+    /// The name bytes of descriptor `raw` (empty when unnamed).
+    #[inline]
+    pub fn name(&self, raw: &RawDescriptor) -> &'a [u8] {
+        let (off, len) = raw.name_field();
+        // A name is compared only after step 8's name checks put it in the heap: never empty by fallback.
+        self.slice(off, len).unwrap_or(&[])
     }
 }
 
@@ -188,7 +196,7 @@ impl NameWalk {
         mut table: Option<&mut Table<'_>>,
         seed: u64,
     ) -> Result<()> {
-        let name_of = |i| descs.name(&heap, i);
+        let name_of = |i| heap.name(descs.raw(i));
         let names_total = || names_total(descs.raws);
         // The whole heap (the parser's case) never waits for a byte.
         let partial = known < heap.bytes.len();

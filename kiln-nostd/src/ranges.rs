@@ -5,9 +5,10 @@
 //! that lies before an earlier one without touching it breaks only the
 //! placement, which step 10 reports.
 
+use crate::block::Payload;
 use crate::bytes::{first_nonzero, usize_from_u32, usize_sat};
+use crate::descriptor::Descriptors;
 use crate::descriptor::{field_at, RawDescriptor, AT_BYTE_OFFSET};
-use crate::directory::{Descriptors, Payload};
 use crate::error::{fail, Result, Rule};
 use crate::header::AT_PAYLOAD_BYTES;
 use crate::layout::Placement;

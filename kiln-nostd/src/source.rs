@@ -96,13 +96,13 @@ use core::ops::Range;
 
 use crate::bytes::{u64_from, usize_from, usize_sat};
 use crate::descriptor::{self, RawDescriptor};
-use crate::directory::{check_prefix, Block, PrefixVerdict};
+use crate::directory::{Directory, Tensor};
 use crate::dtype::{DType, Width};
 use crate::error::{Error, Rule};
-use crate::header::{self, Header, Regions, DESCRIPTOR_LEN, HEADER_LEN};
+use crate::header::{Header, Regions, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::incremental::Summary;
 use crate::limits::Limits;
-use crate::views::{Directory, Tensor};
+use crate::steps::{check_prefix_of, PrefixVerdict};
 
 #[cfg(feature = "std")]
 mod file;
@@ -561,10 +561,7 @@ impl<'s> Options<'s> {
             source.read_at(0, head).map_err(SourceError::Read)?;
         }
         let header = Header::parse(head)?;
-        let heap_end = header.check_sizes(&limits)?;
-        header::check_directory_fits(heap_end, len)?;
-        let (base, block_len) = header.check_payload(heap_end)?;
-        header::check_block_fits(block_len, len)?;
+        let (heap_end, base, block_len) = header.check_extent(&limits, len)?;
         // The prefix, in one read.
         let mem = usize_from(base).and_then(|b| prefix.get_mut(..b));
         let Some(mem) = mem else { return Err(SourceError::BufferTooSmall { needed: base }) };
@@ -581,9 +578,7 @@ impl<'s> Options<'s> {
         // Steps 7 to 11 as far as the prefix decides them: what the
         // incremental validator checks once its prefix is in, with the
         // placement and quantization faults it defers made final.
-        header::check_padding(mem, regions.heap_end, regions.payload_base)?;
-        let block = Block::new(mem, &header, regions, false);
-        match check_prefix(&block, scratch, seed) {
+        match check_prefix_of(mem, &header, regions, scratch, seed)?.1 {
             PrefixVerdict::Clean(_) => {}
             PrefixVerdict::Certain(e) | PrefixVerdict::Misplaced(_, e) | PrefixVerdict::Quant(_, e) => {
                 return Err(SourceError::Kiln(e))

@@ -8,7 +8,7 @@ use crate::descriptor::{
 };
 use crate::dtype::DType;
 use crate::error::{fail, Result, Rule};
-use crate::header::{AT_PAYLOAD_BYTES, DESCRIPTOR_LEN, HEADER_LEN};
+use crate::header::{Header, AT_PAYLOAD_BYTES, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::layout::{self, Placement};
 use crate::limits::Limits;
 use crate::quant::{SCHEME_NONE, SCHEME_SCALES, SCHEME_SCALES_OUTER};
@@ -262,7 +262,7 @@ fn emit(specs: &[TensorSpec<'_>], plan: &Plan, block: &mut [u8]) -> Result<()> {
     let named = specs.iter().any(|s| s.name.is_some());
     // Fallback not taken: counts over the u32 range are refused by the plan before this.
     let count32 = u32::try_from(count).unwrap_or(u32::MAX);
-    put(block, 0, &layout::header(count32, plan.name_bytes, plan.payload_bytes, named).encode());
+    put(block, 0, &Header::canonical(count32, plan.name_bytes, plan.payload_bytes, named).encode());
 
     let heap_at = HEADER_LEN.saturating_add(count.saturating_mul(DESCRIPTOR_LEN));
     let mut cursor = 0usize;

@@ -516,7 +516,7 @@ fn faults_past_4_gib_have_exact_offsets() {
         }
     };
     let descs = [tensor(DType::U8, huge, &mut place), tensor(DType::Bool, 3, &mut place)];
-    let header = layout::header(2, 0, place.payload_bytes(), false);
+    let header = kiln_nostd::Header::canonical(2, 0, place.payload_bytes(), false);
     let base = layout::payload_base(2, 0).unwrap();
     let block_len = header.block_len().unwrap();
     let mut prefix = vec![0u8; base as usize];

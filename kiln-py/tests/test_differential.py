@@ -2,7 +2,7 @@
 (spec/reference/kiln_ref.py): random, mutated and field-targeted inputs must
 get the same accept/reject and error code from the Rust core through `kiln`
 (offsets are diagnostics: the core reports some at another field, as
-conformance/tests/check_order.rs records). KILN_PY_DIFF_N scales the run."""
+tests/tests/check_order.rs records). KILN_PY_DIFF_N scales the run."""
 
 from __future__ import annotations
 

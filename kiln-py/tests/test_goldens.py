@@ -81,7 +81,7 @@ def test_accepted_directories_load(case: Dict[str, Any]) -> None:
 
 
 # Rules whose offset the Rust core takes from another field than the reference
-# (spec/kiln-v2.md section 15); conformance/tests/check_order.rs allows the same.
+# (spec/kiln-v2.md section 15); tests/tests/check_order.rs allows the same.
 OFFSET_CHOICES = {"HeaderTruncated", "DirectoryTruncated", "BlockTruncated", "HeapHole", "OpaqueBlockSize",
                   "NameWithoutFlag", "LayoutOnDenseDtype", "QuantFieldsOnPlain", "QuantAxis"}
 

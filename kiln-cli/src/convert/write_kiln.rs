@@ -108,7 +108,9 @@ pub fn plan(tensors: &[TensorOut]) -> anyhow::Result<Plan> {
     let head_len = usize_from(payload_base).ok_or_else(|| anyhow!("directory too large"))?;
     let mut head = Vec::with_capacity(head_len);
     let named = !tensors.is_empty();
-    head.extend_from_slice(&layout::header(count, name_bytes, placement.payload_bytes(), named).encode());
+    head.extend_from_slice(
+        &kiln_nostd::Header::canonical(count, name_bytes, placement.payload_bytes(), named).encode(),
+    );
     let lookup = |name: &str, what: &str, of: &str| -> anyhow::Result<u32> {
         index.get(name).copied().ok_or_else(|| anyhow!("tensor {of}: its {what} tensor {name:?} is not in the output"))
     };

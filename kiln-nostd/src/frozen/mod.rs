@@ -34,6 +34,7 @@
 //! ```
 
 mod check;
+mod encoder;
 pub(crate) use check::{skip, Checker};
 mod frame;
 mod hash;
@@ -44,8 +45,8 @@ mod reader;
 mod ty;
 mod typed;
 mod typetext;
-mod writer;
 
+pub use encoder::Encoder;
 pub use frame::{check_frame, frame_bytes, read_frame, write_frame, FRAME_LEN, FRAME_MAGIC, PROFILE_FROZEN};
 pub use hash::{hash_text, Fnv, FNV_OFFSET, FNV_PRIME};
 pub use kind::{Kind, MAX_DEPTH};
@@ -55,11 +56,10 @@ pub use reader::{
 };
 pub use ty::{Field, Ty};
 pub use typed::{
-    decode, decode_framed, decode_with, Decode, Decoder, DictPairs, DictView, DictViewIter, Encode, Int, KilnType,
-    ListView, Seq, SeqIter, TensorSpecs, Uint,
+    decode, decode_framed, decode_with, encode, encode_framed, encoded_len, encoded_len_framed, Decode, Decoder,
+    DictPairs, DictView, DictViewIter, Encode, Int, KilnType, ListView, Seq, SeqIter, TensorSpecs, Uint,
 };
 pub use typetext::{Fields, Schema, TypeRef, DEFAULT_NODES};
-pub use writer::{encode, encode_framed, encoded_len, encoded_len_framed, Encoder};
 
 #[cfg(feature = "derive")]
 pub use kiln_derive::{Decode, Encode, Kiln, KilnType};

@@ -10,9 +10,9 @@ use alloc::vec::Vec;
 
 use crate::error::Result;
 
+use super::encoder::Encoder;
 use super::ty::Ty;
 use super::typed::{Decode, Decoder, Encode, KilnType};
-use super::writer::Encoder;
 
 impl KilnType for String {
     const TY: &'static Ty = &Ty::STR;

@@ -7,11 +7,11 @@
 //! demand from the caller's buffer: no copies, no allocation, no panics.
 
 use crate::bytes::usize_from_u32;
+use crate::directory::Directory;
 use crate::element::{Element, ViewError};
 use crate::error::{fail, Result, Rule};
 use crate::header::Header;
 use crate::limits::Limits;
-use crate::views::Directory;
 
 use super::check::{skip, word, Checker};
 use super::frame::check_frame;

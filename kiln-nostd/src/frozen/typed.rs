@@ -23,17 +23,17 @@
 use core::marker::PhantomData;
 
 use crate::bytes::usize_from_u32;
+use crate::directory::Directory;
 use crate::element::{Element, ViewError};
 use crate::error::{fail, Result, Rule};
 use crate::limits::Limits;
-use crate::views::Directory;
 use crate::writer::{TensorSpec, Writer};
 
 use super::check::{check_count, check_utf8, skip, word, Checker, CountKind};
-use super::frame::check_frame;
+use super::encoder::Encoder;
+use super::frame::{check_frame, write_frame, FRAME_LEN};
 use super::kind::MAX_DEPTH;
 use super::ty::Ty;
-use super::writer::Encoder;
 
 /// A Rust type with a Frozen type.
 ///
@@ -104,6 +104,54 @@ pub fn decode_with<'a, T: Decode<'a>>(buf: &'a [u8], limits: &Limits, framed: bo
     let value = T::decode(&mut d)?;
     d.finish()?;
     Ok(value)
+}
+
+/// The exact encoded length of `value`, so a caller can size the buffer.
+/// Saturates at `usize::MAX` (such a value cannot be written).
+///
+/// ```
+/// assert_eq!(kiln_nostd::frozen::encoded_len("hi"), 6);
+/// assert_eq!(kiln_nostd::frozen::encoded_len(&[1.0f32, 2.0][..]), 12);
+/// ```
+pub fn encoded_len<T: Encode + ?Sized>(value: &T) -> usize {
+    value.encoded_len()
+}
+
+/// Writes the canonical encoding of `value` at the start of `out`; returns
+/// its length. A short `out` is EOF ([`Rule::ValueOutputTooSmall`]).
+///
+/// ```
+/// let mut out = [0u8; 8];
+/// assert_eq!(kiln_nostd::frozen::encode(&-0.0f32, &mut out), Ok(4));
+/// assert_eq!(&out[..4], &[0, 0, 0, 0x80]);
+/// ```
+pub fn encode<T: Encode + ?Sized>(value: &T, out: &mut [u8]) -> Result<usize> {
+    let mut e = Encoder::new(out);
+    value.encode(&mut e)?;
+    Ok(e.position())
+}
+
+/// Like [`encode`], behind the 16-byte frame carrying `T`'s schema hash.
+///
+/// ```
+/// use kiln_nostd::frozen::{encode_framed, decode_framed};
+/// let mut out = [0u8; 32];
+/// let n = encode_framed(&7u64, &mut out)?;
+/// assert_eq!(n, 24);
+/// assert_eq!(decode_framed::<u64>(&out[..n])?, 7);
+/// # Ok::<(), kiln_nostd::Error>(())
+/// ```
+pub fn encode_framed<T: Encode + ?Sized>(value: &T, out: &mut [u8]) -> Result<usize> {
+    write_frame(T::SCHEMA_HASH, out)?;
+    // Fallback not taken: write_frame just checked that the frame fits.
+    let rest = out.get_mut(FRAME_LEN..).unwrap_or(&mut []);
+    let n = encode(value, rest).map_err(|e| e.shifted(FRAME_LEN))?;
+    Ok(n.saturating_add(FRAME_LEN))
+}
+
+/// `16 + encoded_len(value)`, saturating.
+pub fn encoded_len_framed<T: Encode + ?Sized>(value: &T) -> usize {
+    value.encoded_len().saturating_add(FRAME_LEN)
 }
 
 /// A read cursor with the checks of the format. `Decode` impls use it.

@@ -31,12 +31,13 @@ mod payload;
 mod prefix;
 
 use crate::bytes::{u64_from, usize_from, usize_from_u32, usize_sat};
-use crate::directory::{check_prefix, Block, Descriptors, PrefixVerdict};
+use crate::descriptor::Descriptors;
+use crate::directory::Directory;
 use crate::error::{fail_at, Error, Result, Rule};
 use crate::header::{self, Header, Regions, HEADER_LEN};
 use crate::limits::Limits;
 use crate::names::NameWalk;
-use crate::views::Directory;
+use crate::steps::{check_prefix_of, PrefixVerdict};
 use payload::{Data, Open, Walk};
 
 /// How far an [`Incremental`] has got, after a chunk.
@@ -487,10 +488,9 @@ impl<'m, 's> Incremental<'m, 's> {
         // Called once the prefix fits its memory (checked with the header): the fallbacks are never taken.
         let regions = self.regions(&sizes, base).unwrap_or(Regions { heap_end: 0, payload_base: 0, block_len: 0 });
         let prefix = self.prefix.get(..regions.payload_base).unwrap_or(&[]);
-        header::check_padding(prefix, regions.heap_end, regions.payload_base)?; // step 7
-        let b = Block::new(prefix, &sizes.header, regions, false);
+        let (b, verdict) = check_prefix_of(prefix, &sizes.header, regions, self.scratch.as_deref_mut(), self.seed)?;
         let count = b.descs.count;
-        let open = match check_prefix(&b, self.scratch.as_deref_mut(), self.seed) {
+        let open = match verdict {
             PrefixVerdict::Clean(tight) => Open { upto: count, tight, misplaced: None, quant: None },
             PrefixVerdict::Certain(e) => return Err(e),
             PrefixVerdict::Misplaced(i, e) => Open { upto: i, tight: 0, misplaced: Some(e), quant: None },

@@ -12,8 +12,8 @@
 //! is that point.
 
 use crate::bytes::{first_above_one, u64_from, usize_from};
+use crate::descriptor::Descriptors;
 use crate::descriptor::RawDescriptor;
-use crate::directory::Descriptors;
 use crate::dtype::DType;
 use crate::error::{fail_at, Error, Result, Rule};
 

@@ -25,8 +25,8 @@
 
 use super::{Incremental, Sizes};
 use crate::bytes::{usize_from, usize_from_u32};
+use crate::descriptor::Descriptors;
 use crate::descriptor::{self, RawDescriptor};
-use crate::directory::Descriptors;
 use crate::error::Result;
 use crate::header::{self, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::names::{self, Heap, Table};

@@ -44,9 +44,9 @@ pub use writer::{shard_field, ModelWriter, SHARD_FIELD_LEN};
 
 use crate::bytes::{u32_at, usize_from_u32};
 use crate::digest::{Digests, DIGEST_LEN};
+use crate::directory::Directory;
 use crate::error::{fail, Result, Rule};
 use crate::frozen::{check_frame, Field, Ty, FRAME_LEN, FRAME_MAGIC};
-use crate::views::Directory;
 use crate::{Header, Limits, Parser};
 
 /// The plain model record's canonical type text.

@@ -3,12 +3,12 @@
 
 use super::{Options, ReadAt, SourceError};
 use crate::bytes::{u64_from, usize_from};
+use crate::directory::Directory;
 use crate::dtype::{DType, Width};
 use crate::error::Rule;
 use crate::header::{Header, HEADER_LEN};
 use crate::incremental::{Incremental, Summary};
 use crate::layout;
-use crate::views::Directory;
 
 pub(super) fn run<S: ReadAt>(
     options: Options<'_>,

@@ -1,5 +1,6 @@
-//! The canonical encoder: a cursor over caller memory, and the entry points
-//! that size, write and frame an [`Encode`] value.
+//! The canonical encoder: a cursor over caller memory that an
+//! [`Encode`](super::Encode) value writes itself through (the entry points
+//! that size, write and frame a value are beside the trait, in `typed`).
 //!
 //! Canonical means one value has one byte string: fields in declaration
 //! order, no padding, dict keys in increasing byte order (the encoder sorts
@@ -12,9 +13,6 @@
 
 use crate::error::{fail, Result, Rule};
 use crate::writer::{TensorSpec, Writer};
-
-use super::frame::{write_frame, FRAME_LEN};
-use super::typed::Encode;
 
 /// Writes Frozen values into a caller buffer, front to back.
 ///
@@ -95,52 +93,4 @@ impl<'o> Encoder<'o> {
         self.pos = start.saturating_add(n);
         Ok(())
     }
-}
-
-/// The exact encoded length of `value`, so a caller can size the buffer.
-/// Saturates at `usize::MAX` (such a value cannot be written).
-///
-/// ```
-/// assert_eq!(kiln_nostd::frozen::encoded_len("hi"), 6);
-/// assert_eq!(kiln_nostd::frozen::encoded_len(&[1.0f32, 2.0][..]), 12);
-/// ```
-pub fn encoded_len<T: Encode + ?Sized>(value: &T) -> usize {
-    value.encoded_len()
-}
-
-/// Writes the canonical encoding of `value` at the start of `out`; returns
-/// its length. A short `out` is EOF ([`Rule::ValueOutputTooSmall`]).
-///
-/// ```
-/// let mut out = [0u8; 8];
-/// assert_eq!(kiln_nostd::frozen::encode(&-0.0f32, &mut out), Ok(4));
-/// assert_eq!(&out[..4], &[0, 0, 0, 0x80]);
-/// ```
-pub fn encode<T: Encode + ?Sized>(value: &T, out: &mut [u8]) -> Result<usize> {
-    let mut e = Encoder::new(out);
-    value.encode(&mut e)?;
-    Ok(e.position())
-}
-
-/// Like [`encode`], behind the 16-byte frame carrying `T`'s schema hash.
-///
-/// ```
-/// use kiln_nostd::frozen::{encode_framed, decode_framed};
-/// let mut out = [0u8; 32];
-/// let n = encode_framed(&7u64, &mut out)?;
-/// assert_eq!(n, 24);
-/// assert_eq!(decode_framed::<u64>(&out[..n])?, 7);
-/// # Ok::<(), kiln_nostd::Error>(())
-/// ```
-pub fn encode_framed<T: Encode + ?Sized>(value: &T, out: &mut [u8]) -> Result<usize> {
-    write_frame(T::SCHEMA_HASH, out)?;
-    // Fallback not taken: write_frame just checked that the frame fits.
-    let rest = out.get_mut(FRAME_LEN..).unwrap_or(&mut []);
-    let n = encode(value, rest).map_err(|e| e.shifted(FRAME_LEN))?;
-    Ok(n.saturating_add(FRAME_LEN))
-}
-
-/// `16 + encoded_len(value)`, saturating.
-pub fn encoded_len_framed<T: Encode + ?Sized>(value: &T) -> usize {
-    value.encoded_len().saturating_add(FRAME_LEN)
 }
