@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 
 use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::model::{self, Kind, Manifest, Model, ShardEntry, ShardName};
-use kiln_nostd::{Error, Limits, Parser};
+use kiln_nostd::{Error, Limits};
 use memmap2::Mmap;
 use serde::Serialize;
 
 use crate::output::ErrorFields;
-use crate::validate::process_seed;
+use kiln_nostd::host;
 
 /// A mapped shard file (`None` when it is empty).
 pub struct Mapped {
@@ -120,16 +120,9 @@ pub fn check(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io::Res
     }
 }
 
-/// Scratch for `count` names, for a count the file could hold.
-pub(crate) fn scratch_for(bytes: &[u8], min_entry: usize, limits: Limits) -> Vec<u32> {
-    let cap = usize::try_from(limits.count_cap).unwrap_or(usize::MAX);
-    let count = bytes.len().checked_div(min_entry).unwrap_or(0).min(cap);
-    vec![0u32; Manifest::scratch_len(count)]
-}
-
 fn check_file(bytes: &[u8], kind: Kind, limits: Limits, verify: bool) -> ModelReport {
-    let mut scratch = scratch_for(bytes, 128, limits);
-    let parser = Parser::new().limits(limits).hash_seed(process_seed()).scratch(&mut scratch);
+    let mut scratch = host::scratch_for(bytes, &limits);
+    let parser = host::parser(limits, &mut scratch);
     let parsed = if verify { Model::parse_verified_with(bytes, parser) } else { Model::parse_with(bytes, parser) };
     let (fault, shard_of, tensors) = match parsed {
         Ok(m) => (None, m.shard().map(|s| (s.index, s.count, *s.model)), m.directory().len()),
@@ -155,7 +148,7 @@ fn check_sharded(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io:
             "a manifest read from standard input has no folder to find its shards in; give its path",
         ));
     }
-    let mut scratch = scratch_for(bytes, 16, limits);
+    let mut scratch = host::manifest_scratch(bytes, &limits);
     let manifest = match Manifest::parse_with(bytes, &limits, Some(&mut scratch)) {
         Ok(m) => m,
         Err(error) => {
@@ -212,8 +205,8 @@ fn check_one(
     verify: bool,
     limits: Limits,
 ) -> Result<(), Error> {
-    let mut scratch = scratch_for(bytes.unwrap_or(&[]), 128, limits);
-    let parser = Parser::new().limits(limits).hash_seed(process_seed()).scratch(&mut scratch);
+    let mut scratch = host::scratch_for(bytes.unwrap_or(&[]), &limits);
+    let parser = host::parser(limits, &mut scratch);
     model::check_shard(manifest, id, entry, bytes, verify, parser)
 }
 
@@ -356,7 +349,7 @@ struct ShardRow<'a> {
 /// its shard, from the manifest alone (the shards are not opened).
 pub fn inspect_manifest(file: &str, bytes: &[u8], json: bool) -> Result<String, Error> {
     let limits = Limits::DEFAULT;
-    let mut scratch = scratch_for(bytes, 16, limits);
+    let mut scratch = host::manifest_scratch(bytes, &limits);
     let m = Manifest::parse_with(bytes, &limits, Some(&mut scratch))?;
     let shards: Vec<ShardRow<'_>> =
         m.shards().map(|s| ShardRow { index: s.index, file: s.name.as_str(), length: s.length }).collect();

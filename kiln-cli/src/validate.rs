@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::model::{self, Metadata, Model};
-use kiln_nostd::{Directory, Error, Header, Limits, Parser};
+use kiln_nostd::{host, Directory, Error, Limits};
 
 use crate::input::Source;
 use crate::schema::{self, SchemaError, NODES};
@@ -212,11 +212,8 @@ pub fn validate_bytes(bytes: &[u8], opts: &ValidateOptions) -> Result<(), Error>
 /// tensor count, but only when that many descriptors could fit in the buffer
 /// at all (count * 128 <= length), so a hostile count cannot make us allocate.
 pub fn parse_tensors(bytes: &[u8], limits: Limits) -> Result<Directory<'_>, Error> {
-    let parser = Parser::new().limits(limits).hash_seed(process_seed());
-    match name_scratch(bytes, limits) {
-        Some(mut scratch) => parser.scratch(&mut scratch).parse(bytes),
-        None => parser.parse(bytes),
-    }
+    let mut scratch = host::name_scratch(bytes, 0, &limits).unwrap_or_default();
+    host::parser(limits, &mut scratch).parse(bytes)
 }
 
 /// Checks `bytes` by content: a model file (its metadata and directory) when
@@ -226,29 +223,14 @@ pub fn parse_any(bytes: &[u8], limits: Limits) -> Result<(Option<Metadata<'_>>, 
     if !model::is_model_file(bytes) {
         return parse_tensors(bytes, limits).map(|d| (None, d));
     }
-    let parser = Parser::new().limits(limits).hash_seed(process_seed());
-    // Scratch sized from the block's header, which follows the metadata:
-    // only for a count that could fit in the file (see `name_scratch`).
-    let count = (bytes.len() / 128).min(usize::try_from(limits.count_cap).unwrap_or(usize::MAX));
-    let mut scratch = vec![0u32; kiln_nostd::scratch_len(u32::try_from(count).unwrap_or(u32::MAX))];
-    Model::parse_with(bytes, parser.scratch(&mut scratch)).map(|m| (Some(m.metadata()), m.directory()))
+    // Scratch sized from the block's header, which follows the metadata
+    // (the core's host policy: only for a count that fits in the file).
+    let mut scratch = host::scratch_for(bytes, &limits);
+    Model::parse_with(bytes, host::parser(limits, &mut scratch)).map(|m| (Some(m.metadata()), m.directory()))
 }
 
-/// A random seed for the name table, fixed for the process: names crafted to
-/// collide under one seed cannot make every file's check quadratic.
-pub fn process_seed() -> u64 {
-    use std::hash::BuildHasher;
-    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0x6b69_6c6eu64))
-}
-
-/// Scratch for the name table, or `None` when the count is not plausible.
-fn name_scratch(bytes: &[u8], limits: Limits) -> Option<Vec<u32>> {
-    let count = Header::peek_count(bytes)?;
-    let len = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-    let fits = u64::from(count).checked_mul(128).is_some_and(|need| need <= len);
-    (fits && count <= limits.count_cap).then(|| vec![0u32; kiln_nostd::scratch_len(count)])
-}
+/// The name table's seed for this process (the core's host policy).
+pub use kiln_nostd::host::process_seed;
 
 #[cfg(test)]
 mod tests {
@@ -303,17 +285,6 @@ mod tests {
         t.extend(kiln_nostd::EMPTY_BLOCK);
         assert!(validate_bytes(&t, &opts("tensors", true)).is_ok());
         assert_eq!(validate_bytes(&t, &opts("tensors", false)).unwrap_err().code().as_str(), "FRAME");
-    }
-
-    #[test]
-    fn scratch_only_for_plausible_counts() {
-        let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln")); // 1 tensor, 200 bytes
-        assert_eq!(name_scratch(&block, Limits::DEFAULT).map(|s| s.len()), Some(kiln_nostd::scratch_len(1)));
-        assert_eq!(name_scratch(&block, Limits::DEFAULT.with_count_cap(0)), None);
-        let mut huge = kiln_nostd::EMPTY_BLOCK;
-        huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(name_scratch(&huge, Limits::MAX), None);
-        assert_eq!(name_scratch(b"nope", Limits::DEFAULT), None);
     }
 
     #[test]

@@ -67,6 +67,8 @@ pub mod frozen;
 pub mod header;
 #[cfg(feature = "hk")]
 pub mod hk;
+#[cfg(feature = "std")]
+pub mod host;
 mod incremental;
 pub mod layout;
 mod limits;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::model::{self, Kind, Manifest, Metadata, Model, ModelWriter, PAD_KEY};
 use kiln_nostd::{
-    scratch_len, DType, Directory, Error, Header, Limits, Parser, Quant, TensorRef, TensorSpec, Width, DEFAULT_CAP,
+    host, scratch_len, DType, Directory, Error, Limits, Quant, TensorRef, TensorSpec, Width, DEFAULT_CAP,
 };
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -103,40 +103,14 @@ fn with_fields(py: Python<'_>, err: PyErr, e: Error) -> PyErr {
     }
 }
 
-/// One random seed per process for the name table (as the CLI does), so
-/// names crafted against a known seed cannot make a check quadratic.
-pub(crate) fn process_seed() -> u64 {
-    use std::hash::BuildHasher;
-    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *SEED.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0x6b69_6c6e_7079u64))
-}
-
 fn limits(count_cap: u32, byte_cap: u32) -> Limits {
     Limits::DEFAULT.with_count_cap(count_cap).with_byte_cap(byte_cap)
-}
-
-/// Where the directory block of a model file starts (the frame and the
-/// metadata checked). `None` when they are rejected; the full parse then
-/// reports that.
-fn model_block_start(buf: &[u8], limits: Limits) -> Option<usize> {
-    model::block_start(buf, &limits).ok()
-}
-
-/// Scratch for the name table when the block at `start` claims a tensor
-/// count that could fit in the buffer at all (never for a hostile count).
-fn name_scratch(buf: &[u8], start: usize, limits: Limits) -> Option<Vec<u32>> {
-    let block = buf.get(start..)?;
-    let count = Header::peek_count(block)?;
-    let fits = u64::from(count).checked_mul(128).is_some_and(|need| need <= block.len() as u64);
-    (fits && count <= limits.count_cap).then(|| vec![0u32; scratch_len(count)])
 }
 
 /// Name scratch for the model file or directory `buf` (empty when its
 /// claimed tensor count could not fit in it).
 pub(crate) fn name_scratch_for(buf: &[u8]) -> Vec<u32> {
-    let limits = Limits::DEFAULT;
-    let start = if model::is_model_file(buf) { model_block_start(buf, limits) } else { Some(0) };
-    start.and_then(|s| name_scratch(buf, s, limits)).unwrap_or_default()
+    host::scratch_for(buf, &Limits::DEFAULT)
 }
 
 /// `kiln_nostd::model::parse_any` with the CLI's configuration (a model
@@ -148,15 +122,9 @@ pub(crate) fn open_checked(
     limits: Limits,
     verify: bool,
 ) -> Result<(Option<Metadata<'_>>, Directory<'_>), Error> {
-    let model_file = model::is_model_file(buf);
-    let start = if model_file { model_block_start(buf, limits) } else { Some(0) };
-    let parser = Parser::new().limits(limits).hash_seed(process_seed());
-    let mut scratch = start.and_then(|s| name_scratch(buf, s, limits));
-    let parser = match scratch.as_deref_mut() {
-        Some(s) => parser.scratch(s),
-        None => parser,
-    };
-    if model_file && verify {
+    let mut scratch = host::scratch_for(buf, &limits);
+    let parser = host::parser(limits, &mut scratch);
+    if model::is_model_file(buf) && verify {
         return Model::parse_verified_with(buf, parser).map(|m| (Some(m.metadata()), m.directory()));
     }
     model::parse_any_with(buf, parser)
@@ -165,17 +133,13 @@ pub(crate) fn open_checked(
 /// Scratch for a manifest of `buf.len()` bytes (its entries take at least
 /// 16 bytes each), within the count cap.
 pub(crate) fn manifest_scratch(buf: &[u8], limits: Limits) -> Vec<u32> {
-    let cap = usize::try_from(limits.count_cap).unwrap_or(usize::MAX);
-    vec![0u32; Manifest::scratch_len((buf.len() / 16).min(cap))]
+    host::manifest_scratch(buf, &limits)
 }
 
 /// A standalone directory block (`--type tensors`).
 fn open_tensors(buf: &[u8], limits: Limits) -> Result<Directory<'_>, Error> {
-    let parser = Parser::new().limits(limits).hash_seed(process_seed());
-    match name_scratch(buf, 0, limits) {
-        Some(mut scratch) => parser.scratch(&mut scratch).parse(buf),
-        None => parser.parse(buf),
-    }
+    let mut scratch = host::name_scratch(buf, 0, &limits).unwrap_or_default();
+    host::parser(limits, &mut scratch).parse(buf)
 }
 
 /// Runs `f` on the held bytes, without the GIL when nobody can change them.

@@ -14,15 +14,13 @@ use std::path::{Path, PathBuf};
 
 use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::model::{self, Manifest, Model, ShardEntry};
-use kiln_nostd::{Error, Limits, Parser, Quant, Rule, TensorRef, TensorSpec};
+use kiln_nostd::{Error, Limits, Quant, Rule, TensorRef, TensorSpec};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::buffer::Held;
-use crate::{
-    kiln_error, kiln_error_in, manifest_scratch, open_checked, process_seed, write_error, write_file, WriteError,
-};
+use crate::{kiln_error, kiln_error_in, manifest_scratch, open_checked, write_error, write_file, WriteError};
 
 /// Heap bytes (names and layout names) one shard's block may hold: every
 /// heap offset is a u16 below 0xFFFF (`spec/kiln-v2.md`, section 9).
@@ -344,7 +342,7 @@ impl Sharded {
         let readonly = held.as_ref().is_none_or(Held::readonly);
         let run = || -> Result<(), Error> {
             let mut scratch = crate::name_scratch_for(bytes.unwrap_or(&[]));
-            let parser = Parser::new().hash_seed(process_seed()).scratch(&mut scratch);
+            let parser = kiln_nostd::host::parser(Limits::DEFAULT, &mut scratch);
             model::check_shard(&m, &self.id, &entry, bytes, verify, parser)
         };
         let verdict = if readonly { py.detach(run) } else { run() };

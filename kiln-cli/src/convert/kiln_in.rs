@@ -21,8 +21,8 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
         if Kind::of(bytes) == Some(Kind::Manifest) {
             bail!("a sharded model's manifest: convert it by its path, so its shards are found beside it");
         }
-        let mut scratch = vec![0u32; kiln_nostd::scratch_len(u32::try_from(bytes.len() / 128).unwrap_or(u32::MAX))];
-        let parser = Parser::new().limits(Limits::MAX).scratch(&mut scratch);
+        let mut scratch = kiln_nostd::host::scratch_for(bytes, &Limits::MAX);
+        let parser = kiln_nostd::host::parser(Limits::MAX, &mut scratch);
         let m = kiln_model::Model::parse_verified_with(bytes, parser)
             .map_err(|e| anyhow!("not a valid Kiln model file (spec/model-file.md): {e} (rule {})", e.rule().id()))?;
         // The padding key is hidden (and recomputed on the way out).
