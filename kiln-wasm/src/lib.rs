@@ -227,26 +227,6 @@ impl Validator {
     pub fn table_ptr(&mut self) -> u32 {
         addr(self.session.table_ptr())
     }
-
-    /// The last error's code (`"TYPE"`, ...), or `""` without one.
-    pub fn error_code(&self) -> String {
-        self.session.error().map_or("", |e| e.code).into()
-    }
-
-    /// The last error's absolute byte offset (0 without one).
-    pub fn error_offset(&self) -> f64 {
-        self.session.error().map_or(0.0, |e| f64_of(e.offset))
-    }
-
-    /// The last error's rule id (`"NonzeroGap"`, ...), or `""`.
-    pub fn error_rule(&self) -> String {
-        self.session.error().map_or("", |e| e.rule).into()
-    }
-
-    /// The last error's rule in one sentence, or `""`.
-    pub fn error_description(&self) -> String {
-        self.session.error().map_or("", |e| e.description).into()
-    }
 }
 
 /// The Frozen value checker without the JavaScript glue (host-testable).
@@ -399,26 +379,6 @@ impl FrozenChecker {
         self.core.check(framed, limits_of(count_cap, byte_cap), with_schema).ok().map(js_sys::Uint32Array::from)
     }
 
-    /// The last error's code (`"TYPE"`, ...), or `""` without one.
-    pub fn error_code(&self) -> String {
-        self.core.error().map_or("", |e| e.code).into()
-    }
-
-    /// The last error's absolute byte offset (0 without one).
-    pub fn error_offset(&self) -> f64 {
-        self.core.error().map_or(0.0, |e| f64_of(e.offset))
-    }
-
-    /// The last error's rule id (`"NonzeroGap"`, ...), or `""`.
-    pub fn error_rule(&self) -> String {
-        self.core.error().map_or("", |e| e.rule).into()
-    }
-
-    /// The last error's rule in one sentence, or `""`.
-    pub fn error_description(&self) -> String {
-        self.core.error().map_or("", |e| e.description).into()
-    }
-
     /// True when the last error's offset is a byte of the type text.
     pub fn error_in_type(&self) -> bool {
         self.core.error_in_type()
@@ -485,26 +445,6 @@ impl Head {
     pub fn shard(&self) -> js_sys::Float64Array {
         let r: Vec<f64> = self.core.shard().map_or(Vec::new(), |s| s.iter().map(|&v| f64_of(v)).collect());
         js_sys::Float64Array::from(&r[..])
-    }
-
-    /// The last error's code (`"TYPE"`, ...), or `""` without one.
-    pub fn error_code(&self) -> String {
-        self.core.error().map_or("", |e| e.code).into()
-    }
-
-    /// The last error's absolute byte offset (0 without one).
-    pub fn error_offset(&self) -> f64 {
-        self.core.error().map_or(0.0, |e| f64_of(e.offset))
-    }
-
-    /// The last error's rule id (`"NonzeroGap"`, ...), or `""`.
-    pub fn error_rule(&self) -> String {
-        self.core.error().map_or("", |e| e.rule).into()
-    }
-
-    /// The last error's rule in one sentence, or `""`.
-    pub fn error_description(&self) -> String {
-        self.core.error().map_or("", |e| e.description).into()
     }
 }
 
@@ -592,26 +532,6 @@ impl ManifestReader {
     pub fn refuse_name(&mut self, index: u32) {
         self.core.refuse_name(index);
     }
-
-    /// The last error's code (`"TYPE"`, ...), or `""` without one.
-    pub fn error_code(&self) -> String {
-        self.core.error().map_or("", |e| e.code).into()
-    }
-
-    /// The last error's byte offset (in the manifest, or in the shard's file), 0 without one.
-    pub fn error_offset(&self) -> f64 {
-        self.core.error().map_or(0.0, |e| f64_of(e.offset))
-    }
-
-    /// The last error's rule id, or `""`.
-    pub fn error_rule(&self) -> String {
-        self.core.error().map_or("", |e| e.rule).into()
-    }
-
-    /// The last error's rule in one sentence, or `""`.
-    pub fn error_description(&self) -> String {
-        self.core.error().map_or("", |e| e.description).into()
-    }
 }
 
 /// One tensor's payload hashed as JavaScript copies it into the window,
@@ -650,27 +570,45 @@ impl DigestCheck {
     pub fn check(&mut self, expected: &[u8], offset: f64) -> bool {
         self.core.check(expected, u64_of_f64(offset)).is_ok()
     }
-
-    /// The last error's code, or `""`.
-    pub fn error_code(&self) -> String {
-        self.core.error().map_or("", |e| e.code).into()
-    }
-
-    /// The last error's byte offset.
-    pub fn error_offset(&self) -> f64 {
-        self.core.error().map_or(0.0, |e| f64_of(e.offset))
-    }
-
-    /// The last error's rule id, or `""`.
-    pub fn error_rule(&self) -> String {
-        self.core.error().map_or("", |e| e.rule).into()
-    }
-
-    /// The last error's rule in one sentence, or `""`.
-    pub fn error_description(&self) -> String {
-        self.core.error().map_or("", |e| e.description).into()
-    }
 }
+
+/// The four error getters of a checker whose `$field` has `error() ->
+/// Option<ErrorInfo>`, in an `impl` block of their own (`#[wasm_bindgen]`
+/// does not expand macros inside an `impl` it exports), so every checker
+/// JavaScript drives reports errors the same way (`errorFrom` in `js/validate.js`).
+macro_rules! error_getters {
+    ($ty:ty, $field:ident) => {
+        #[wasm_bindgen]
+        impl $ty {
+            /// The last error's code (`"TYPE"`, ...), or `""` without one.
+            pub fn error_code(&self) -> String {
+                self.$field.error().map_or("", |e| e.code).into()
+            }
+
+            /// The last error's byte offset (absolute in the file, the value
+            /// or the shard's file), 0 without one.
+            pub fn error_offset(&self) -> f64 {
+                self.$field.error().map_or(0.0, |e| f64_of(e.offset))
+            }
+
+            /// The last error's rule id (`"NonzeroGap"`, ...), or `""`.
+            pub fn error_rule(&self) -> String {
+                self.$field.error().map_or("", |e| e.rule).into()
+            }
+
+            /// The last error's rule in one sentence, or `""`.
+            pub fn error_description(&self) -> String {
+                self.$field.error().map_or("", |e| e.description).into()
+            }
+        }
+    };
+}
+
+error_getters!(Validator, session);
+error_getters!(FrozenChecker, core);
+error_getters!(Head, core);
+error_getters!(ManifestReader, core);
+error_getters!(DigestCheck, core);
 
 /// True when `head` starts like a model file (`KLN0` and the schema hash of
 /// the plain, digests or shard record), the test every reader applies (`kiln_nostd::model::is_model_file`).
