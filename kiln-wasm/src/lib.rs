@@ -53,7 +53,8 @@
 )]
 
 use kiln_nostd::frozen::{Reader, Schema};
-use kiln_nostd::{scratch_len, Error, Header, Limits, Parser};
+use kiln_nostd::header::{DESCRIPTOR_LEN, HEADER_LEN};
+use kiln_nostd::{layout, scratch_len, DType, Error, Header, Limits, Parser, Width};
 use wasm_bindgen::prelude::*;
 
 pub mod conv;
@@ -638,6 +639,46 @@ pub fn lut(dtype: u16) -> Option<js_sys::Uint32Array> {
         _ => return None,
     };
     Some(js_sys::Uint32Array::from(&table[..]))
+}
+
+/// The block layout's sizes, `[HEADER_LEN, DESCRIPTOR_LEN, ALIGN]`
+/// (`kiln_nostd::layout`): `js/layout.js` names them, so the JavaScript's
+/// offset arithmetic uses the core's numbers.
+#[wasm_bindgen]
+pub fn layout_sizes() -> js_sys::Uint32Array {
+    let sizes = [HEADER_LEN, DESCRIPTOR_LEN, usize_sat(layout::ALIGN)].map(conv::u32_of);
+    js_sys::Uint32Array::from(&sizes[..])
+}
+
+/// Where descriptor `i` starts in a block (`kiln_nostd::layout::descriptor_offset`).
+#[wasm_bindgen]
+pub fn descriptor_offset(i: f64) -> f64 {
+    f64_of(layout::descriptor_offset(u64_of_f64(i)))
+}
+
+/// Where the payload region of a block starts (`kiln_nostd::layout::payload_base`), -1 on overflow.
+#[wasm_bindgen]
+pub fn payload_base(tensor_count: u32, name_bytes: u32) -> f64 {
+    layout::payload_base(tensor_count, name_bytes).map_or(-1.0, f64_of)
+}
+
+/// The tensor table's layout ([`table::LAYOUT`]), for the test that holds
+/// `js/directory.js`'s constants to it.
+#[wasm_bindgen]
+pub fn table_layout() -> js_sys::Uint32Array {
+    js_sys::Uint32Array::from(&table::LAYOUT.map(conv::u32_of)[..])
+}
+
+/// Bits per element of dtype `code` (`kiln_nostd::DType::width`): 8 x bytes,
+/// 4 for packed nibbles, 0 for opaque and unknown codes. For the test that
+/// holds `js/elements.js`'s view types to the core's widths.
+#[wasm_bindgen]
+pub fn dtype_bits(code: u16) -> u32 {
+    match DType::from_code(code).map(DType::width) {
+        Some(Width::Bytes(w)) => u32::from(w).saturating_mul(8),
+        Some(Width::Nibble) => 4,
+        _ => 0,
+    }
 }
 
 /// Names of dtype codes 1..=19, in code order.
