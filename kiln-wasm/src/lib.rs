@@ -629,13 +629,13 @@ pub fn wasm_memory() -> JsValue {
 #[wasm_bindgen]
 pub fn lut(dtype: u16) -> Option<js_sys::Uint32Array> {
     use kiln_nostd::mx;
-    let table: Vec<u32> = match dtype {
-        3 => (0..=u16::MAX).map(|b| mx::f16_to_f32(b).to_bits()).collect(),
-        4 => (0..=u16::MAX).map(|b| mx::bf16_to_f32(b).to_bits()).collect(),
-        5 => (0..=u8::MAX).map(|b| mx::f8e4m3_to_f32(b).to_bits()).collect(),
-        6 => (0..=u8::MAX).map(|b| mx::f8e5m2_to_f32(b).to_bits()).collect(),
-        18 => (0..16u8).map(|b| mx::e2m1_to_f32(b).to_bits()).collect(),
-        19 => (0..=u8::MAX).map(|b| mx::e8m0_to_f32(b).to_bits()).collect(),
+    let table: Vec<u32> = match DType::from_code(dtype)? {
+        DType::F16 => (0..=u16::MAX).map(|b| mx::f16_to_f32(b).to_bits()).collect(),
+        DType::BF16 => (0..=u16::MAX).map(|b| mx::bf16_to_f32(b).to_bits()).collect(),
+        DType::F8E4M3 => (0..=u8::MAX).map(|b| mx::f8e4m3_to_f32(b).to_bits()).collect(),
+        DType::F8E5M2 => (0..=u8::MAX).map(|b| mx::f8e5m2_to_f32(b).to_bits()).collect(),
+        DType::E2M1 => (0..16u8).map(|b| mx::e2m1_to_f32(b).to_bits()).collect(),
+        DType::E8M0 => (0..=u8::MAX).map(|b| mx::e8m0_to_f32(b).to_bits()).collect(),
         _ => return None,
     };
     Some(js_sys::Uint32Array::from(&table[..]))
