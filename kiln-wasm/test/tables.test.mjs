@@ -49,7 +49,7 @@ for (let code = 1; code <= names.length; code++) {
 }
 
 test("index.d.ts's ViewTypes names the core's dtypes in code order, each with the runtime's view type", () => {
-  const dts = readFileSync(new URL('../js/index.d.ts', import.meta.url), 'utf8');
+  const dts = readFileSync(new URL('../pkg/index.d.ts', import.meta.url), 'utf8');
   const body = dts.slice(dts.indexOf('export interface ViewTypes {'), dts.indexOf('\n}', dts.indexOf('export interface ViewTypes {')));
   const entries = [...body.matchAll(/^ {2}(\w+): ([^;]+);$/gm)].map((m) => [m[1], m[2].split(' | ')]);
   assert.deepEqual(
