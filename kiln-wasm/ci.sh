@@ -5,8 +5,10 @@
 #   0. cargo clippy -p kiln-wasm --target wasm32-unknown-unknown -D warnings (the core's strict lint set)
 #   1. cargo test -p kiln-wasm        (the incremental validator as JS drives it, the Frozen path and
 #                                      model files: verdicts == the core's Parser/Reader/parse_any, on mutations)
-#   2. kiln-wasm/build.sh             (pkg/, and the wasm size budget)
-#   3. node --test kiln-wasm/test/    (goldens, views, Frozen values, model files, loader, range requests on
+#   2. kiln-wasm/build.sh             (pkg/, and the wasm size budget), cargo build -p kiln-cli (the
+#                                      core's Frozen decoding, `kiln decode`, for the Frozen differential test)
+#   3. node --test kiln-wasm/test/    (goldens, views, Frozen values (against `kiln decode` too), the
+#                                      JS tables held to the core's, model files, loader, range requests on
 #                                      sparse 100 MiB / 6 GiB / 20 GiB files, multi-GiB parses; the packed
 #                                      package in Node ESM and CommonJS, tsc --strict type tests, and every
 #                                      toolchain of js/README.md's Bundlers section built and run in headless
@@ -39,6 +41,9 @@ cargo test -p kiln-wasm --quiet
 
 echo "== kiln-wasm/build.sh"
 "$HERE/build.sh"
+
+echo "== cargo build -p kiln-cli (test/frozen-differential.test.mjs runs its decode)"
+cargo build -p kiln-cli --quiet
 
 # test/browser.test.mjs needs Chromium (it skips without it): install it before step 3.
 if [ -z "${CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then

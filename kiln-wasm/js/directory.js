@@ -4,33 +4,42 @@
 import { dtype_names, lut as wasmLut } from './wasm/kiln_wasm.js';
 import { canView, elementsOf, isHostLittleEndian, toFloat32 as convert, viewCtor } from './elements.js';
 
-// Table layout (kept in step with kiln_wasm::table): a Uint32Array of META
-// directory-wide slots, then SLOTS per tensor, then every tensor's dims as
-// (low, high) word pairs. 64-bit values are (low, high) pairs too, so
-// offsets past 4 GiB (a remote file) are exact. Absent indexes are 0xFFFFFFFF.
-const META = 10;
-const SLOTS = 17;
-const START = 1;
-const BLOCK_LEN = 3;
-const PAYLOAD = 5;
-const HEAP_START = 7;
-const HEAP_END = 8;
-const DTYPE_RANK = 0;
-const OFFSET = 1;
-const LENGTH = 3;
-const COUNT = 5;
-const NAME_AT = 7;
-const NAME_LEN = 8;
-const LAYOUT_AT = 9;
-const LAYOUT_LEN = 10;
-const BLOCK_SIZE = 11;
-const SCHEME_AXIS = 12;
-const GROUP = 13;
-const SCALE = 14;
-const OUTER = 15;
-const SHAPE_AT = 16;
-const NONE = 0xffffffff;
-const u64 = (t, i) => t[i] + t[i + 1] * 4294967296;
+// Table layout (src/table.rs): a Uint32Array of META directory-wide slots,
+// then SLOTS per tensor, then every tensor's dims as (low, high) word pairs.
+// 64-bit values are (low, high) pairs too, so offsets past 4 GiB (a remote
+// file) are exact. Absent indexes are 0xFFFFFFFF. Constants, not read from
+// the module, because the getters below are hot; TABLE_LAYOUT lists them in
+// the order of kiln_wasm::table::LAYOUT, and test/tables.test.mjs holds the two equal.
+export const META = 10;
+export const SLOTS = 17;
+export const TENSORS = 0;
+export const START = 1;
+export const BLOCK_LEN = 3;
+export const PAYLOAD = 5;
+export const HEAP_START = 7;
+export const HEAP_END = 8;
+export const DTYPE_RANK = 0;
+export const OFFSET = 1;
+export const LENGTH = 3;
+export const COUNT = 5;
+export const NAME_AT = 7;
+export const NAME_LEN = 8;
+export const LAYOUT_AT = 9;
+export const LAYOUT_LEN = 10;
+export const BLOCK_SIZE = 11;
+export const SCHEME_AXIS = 12;
+export const GROUP = 13;
+export const SCALE = 14;
+export const OUTER = 15;
+export const SHAPE_AT = 16;
+export const NONE = 0xffffffff;
+export const TABLE_LAYOUT = Object.freeze([
+  META, SLOTS, TENSORS, START, BLOCK_LEN, PAYLOAD, HEAP_START, HEAP_END,
+  DTYPE_RANK, OFFSET, LENGTH, COUNT, NAME_AT, NAME_LEN, LAYOUT_AT, LAYOUT_LEN,
+  BLOCK_SIZE, SCHEME_AXIS, GROUP, SCALE, OUTER, SHAPE_AT,
+]);
+/** The 64-bit value at slots i, i + 1 of table `t`. */
+export const u64 = (t, i) => t[i] + t[i + 1] * 4294967296;
 
 let names = null;
 function dtypeName(code) {
@@ -86,7 +95,7 @@ export class Directory {
     }
     this._t = table;
     this._bytes = bytes; // input byte i at index i (at least the prefix)
-    this._n = table[0];
+    this._n = table[TENSORS];
     this._segments = state.segments ?? null; // Map<index, Uint8Array> for remote directories
     this._pending = state.pending ?? null; // message when payloads have not arrived
     this._metadata = state.metadata ?? null; // a model file's metadata (Map), else null

@@ -17,7 +17,9 @@ export function isHostLittleEndian() {
 
 const Float16 = typeof globalThis.Float16Array === 'function' ? globalThis.Float16Array : null;
 
-// Typed-array constructor per dtype code 1..19 (index = code).
+// Typed-array constructor per dtype code 1..19 (index = code): the public
+// view types (index.d.ts's ViewTypes); test/tables.test.mjs holds them to the
+// core's names and widths.
 const CTOR = [
   null,
   Float64Array, // 1 f64
@@ -40,6 +42,9 @@ const CTOR = [
   Uint8Array, // 18 e2m1 (packed bytes)
   Uint8Array, // 19 e8m0 (bits)
 ];
+
+/** Dtype codes 1..VIEW_CODES have a view type: the core's closed set (test/tables.test.mjs holds it). */
+export const VIEW_CODES = CTOR.length - 1;
 
 /** The typed-array constructor `view()` returns for a dtype code (Uint8Array for opaque codes). */
 export function viewCtor(code) {

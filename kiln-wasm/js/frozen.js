@@ -11,7 +11,7 @@
 // nothing returned refers to wasm memory.
 
 import { asBytes, frozenCheck, limitsOf } from './validate.js';
-import { Directory, INTERNAL } from './directory.js';
+import { BLOCK_LEN, Directory, INTERNAL, START, u64 } from './directory.js';
 import { copyElements, isHostLittleEndian } from './elements.js';
 
 // Kind codes (kiln_wasm::frozen::kind_code).
@@ -221,9 +221,8 @@ function tensors(p) {
   const len = T[TI];
   const table = T.subarray(TI + 1, TI + 1 + len);
   TI += 1 + len;
-  // Slots 1-2: the block's absolute start; 3-4: its length (kiln_wasm::table::meta).
-  if (table[1] + table[2] * 4294967296 !== p) throw new Error('kiln: internal: tensor tables out of step with the value');
-  P = p + table[3] + table[4] * 4294967296;
+  if (u64(table, START) !== p) throw new Error('kiln: internal: tensor tables out of step with the value');
+  P = p + u64(table, BLOCK_LEN);
   return new Directory(INTERNAL, table, B);
 }
 

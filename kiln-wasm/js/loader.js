@@ -1,6 +1,6 @@
 // Progressive loading: a block arriving in chunks (fetch, File.stream()).
 
-import { Check, KilnError, checkWhole, digestTable, headerInfo, limitsOf, manifestError, readHead } from './validate.js';
+import { Check, KilnError, checkWhole, digestTable, headerInfo, layout, limitsOf, manifestError, readHead } from './validate.js';
 import { Directory, INTERNAL } from './directory.js';
 
 function toBytes(chunk) {
@@ -261,9 +261,10 @@ export class DirectoryLoader {
   // declares a huge directory costs nothing until those bytes really arrive.
   _maybeDirectory() {
     const s = this._start;
-    if (this._received < s + 64) return;
+    const { HEADER_LEN } = layout();
+    if (this._received < s + HEADER_LEN) return;
     if (this._info === null) {
-      const head = concat(this._chunks, this._received).subarray(s, s + 64);
+      const head = concat(this._chunks, this._received).subarray(s, s + HEADER_LEN);
       this._info = headerInfo(head, this._limits);
       this._need = s + this._info.prefix;
       this._shortStream(head);
@@ -289,10 +290,11 @@ export class DirectoryLoader {
     const info = this._info;
     const s = this._start;
     const end = s + (info.blockLength >= 0 ? info.blockLength : info.prefix);
-    if (this._hint === null || info.prefix <= 64 || this._received > this._hint || this._hint >= end) return;
-    const c = new Check(info, this._limits, 0, { start: s }); // exactly 64 bytes of memory: the core stops after the header
+    const { HEADER_LEN } = layout();
+    if (this._hint === null || info.prefix <= HEADER_LEN || this._received > this._hint || this._hint >= end) return;
+    const c = new Check(info, this._limits, 0, { start: s }); // exactly the header's bytes of memory: the core stops after it
     try {
-      if (!c.pump(head, s, s + 64)) c.count(this._hint);
+      if (!c.pump(head, s, s + HEADER_LEN)) c.count(this._hint);
       c.finish();
     } finally {
       c.free();

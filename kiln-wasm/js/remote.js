@@ -1,8 +1,8 @@
 // Range-request loading: the directory of a remote file, then single tensors.
 
 import { ManifestReader } from './wasm/kiln_wasm.js';
-import { Check, HEAD_WINDOW, KilnError, checkDigest, headerInfo, inShard, limitsOf, readHead } from './validate.js';
-import { Directory, INTERNAL, copyOffset } from './directory.js';
+import { Check, HEAD_WINDOW, KilnError, checkDigest, descriptorOffset, headerInfo, inShard, layout, limitsOf, readHead } from './validate.js';
+import { Directory, INTERNAL, LAYOUT_AT, LAYOUT_LEN, META, NAME_LEN, NONE, SLOTS, copyOffset } from './directory.js';
 
 function parseContentRange(value) {
   const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(value ?? '');
@@ -178,15 +178,16 @@ export class RemoteDirectory extends Directory {
 
   // One tensor and the gap before it (from the previous tensor's end): from
   // the bytes fetched at open when they hold it, else fetched into a buffer
-  // laid out so the payload's address is a multiple of 64 (views in place).
+  // laid out so the payload's address is a multiple of ALIGN (views in place).
   async _fetch(x) {
     const gapFrom = x.index === 0 ? this.payloadOffset : this.at(x.index - 1).byteOffset + this.at(x.index - 1).byteLength;
     const end = x.byteOffset + x.byteLength;
     if (end <= this._bytes.length) {
       return { index: x.index, at: gapFrom, bytes: this._bytes.subarray(gapFrom, end), payload: this._bytes.subarray(x.byteOffset, end) };
     }
-    // Payload offsets are multiples of 64 from the block's start.
-    const floor = gapFrom - ((gapFrom - this._start) % 64);
+    // Payload offsets are multiples of ALIGN from the block's start.
+    const { ALIGN } = layout();
+    const floor = gapFrom - ((gapFrom - this._start) % ALIGN);
     let buf;
     try {
       buf = new Uint8Array(end - floor);
@@ -288,9 +289,10 @@ async function fetchPrefix(f, limits, first, strict = true) {
   }
   if (head.kind !== 'model' && head.kind !== 'plain') return strict ? head : null;
   const start = head.start;
-  if (f.bytes.length < start + 64) await f.upTo(start + first);
-  const info = headerInfo(f.bytes.subarray(start, start + 64), limits);
-  await f.upTo(start + (info.prefix < 0 ? 64 : info.prefix));
+  const { HEADER_LEN } = layout();
+  if (f.bytes.length < start + HEADER_LEN) await f.upTo(start + first);
+  const info = headerInfo(f.bytes.subarray(start, start + HEADER_LEN), limits);
+  await f.upTo(start + (info.prefix < 0 ? HEADER_LEN : info.prefix));
   return { head, start, info };
 }
 
@@ -329,7 +331,7 @@ function checkWithZeros(bytes, info, limits, size, start) {
  */
 export async function openRemote(url, options = {}) {
   const limits = limitsOf(options);
-  const first = Math.max(64, Math.floor(options.firstRequestBytes ?? HEAD_WINDOW));
+  const first = Math.max(layout().HEADER_LEN, Math.floor(options.firstRequestBytes ?? HEAD_WINDOW));
   const ctx = context(url, options);
   const f = await fetchFirst(ctx, first);
   const p = await fetchPrefix(f, limits, first);
@@ -513,11 +515,11 @@ export class RemoteModel extends Directory {
     let n = 0;
     let names = 0;
     for (let i = this._firstOf[k]; i < this._shardOf.length && this._shardOf[i] === k; i++) {
-      const o = 10 + i * 17;
+      const o = META + i * SLOTS;
       n += 1;
-      names += t[o + 8] + (t[o + 9] === 0xffffffff ? 0 : t[o + 10]);
+      names += t[o + NAME_LEN] + (t[o + LAYOUT_AT] === NONE ? 0 : t[o + LAYOUT_LEN]);
     }
-    return 16 + 4 + 24 + 4096 + 44 + 4 + 32 * n + 64 + 128 * n + names + 64;
+    return 16 + 4 + 24 + 4096 + 44 + 4 + 32 * n + descriptorOffset(n) + names + layout().ALIGN;
   }
 
   async _openShard(entry) {
@@ -527,7 +529,7 @@ export class RemoteModel extends Directory {
     const first = Math.max(this._first, this._prefixGuess(entry.index));
     let f;
     try {
-      f = await fetchFirst(ctx, Math.min(first, Math.max(64, entry.length)));
+      f = await fetchFirst(ctx, Math.min(first, Math.max(layout().HEADER_LEN, entry.length)));
     } catch (e) {
       if (e.status === 404 || e.status === 410) {
         reader.shard_missing(entry.index);

@@ -4,8 +4,48 @@
 // through the window, and of the payload only those a rule reads (the
 // validator says which: next_needed), the rest passed over with skip.
 
-import { DigestCheck, FrozenChecker, Head, Validator, header_info, model_kind, wasm_memory } from './wasm/kiln_wasm.js';
+import {
+  DigestCheck,
+  FrozenChecker,
+  Head,
+  Validator,
+  descriptor_offset,
+  header_info,
+  layout_sizes,
+  model_kind,
+  payload_base,
+  wasm_memory,
+} from './wasm/kiln_wasm.js';
 import { assertReady } from './ready.js';
+
+let sizes = null;
+
+/**
+ * The block layout's sizes, the core's (kiln_nostd::layout, through the
+ * module), for the offset arithmetic the JavaScript does: {HEADER_LEN,
+ * DESCRIPTOR_LEN, ALIGN}. Read on first use, not at import: kiln-wasm/slim
+ * instantiates the module later.
+ */
+export function layout() {
+  if (sizes === null) {
+    assertReady();
+    const [HEADER_LEN, DESCRIPTOR_LEN, ALIGN] = layout_sizes();
+    sizes = Object.freeze({ HEADER_LEN, DESCRIPTOR_LEN, ALIGN });
+  }
+  return sizes;
+}
+
+/** Where descriptor `i` starts, from the block's start (kiln_nostd::layout::descriptor_offset). */
+export function descriptorOffset(i) {
+  assertReady();
+  return descriptor_offset(i);
+}
+
+/** Where the payload region starts, from the block's start (kiln_nostd::layout::payload_base), -1 on overflow. */
+export function payloadBase(tensorCount, nameBytes) {
+  assertReady();
+  return payload_base(tensorCount, nameBytes);
+}
 
 /** The spec's default count and byte cap. */
 export const DEFAULT_CAP = 16777216;
@@ -106,14 +146,15 @@ export function limitsOf(options = {}) {
 }
 
 /**
- * What the first bytes (up to 64) of a block say: {prefix, blockLength,
- * payloadBase, count}, -1 where unknown. `prefix` is the memory the
- * validator needs: the directory prefix (header, descriptors, name heap,
- * padding), 64 for a header the core rejects at once, -1 with fewer than 64 bytes.
+ * What the first bytes (up to the header's end) of a block say: {prefix,
+ * blockLength, payloadBase, count}, -1 where unknown. `prefix` is the memory
+ * the validator needs: the directory prefix (header, descriptors, name heap,
+ * padding), the header's length for a header the core rejects at once, -1
+ * with fewer bytes than a header.
  */
 export function headerInfo(head, limits) {
   assertReady();
-  const h = header_info(head.subarray(0, 64), limits.countCap, limits.byteCap);
+  const h = header_info(head.subarray(0, layout().HEADER_LEN), limits.countCap, limits.byteCap);
   return { prefix: h[0], blockLength: h[1], payloadBase: h[2], count: h[3] };
 }
 
@@ -234,8 +275,10 @@ export class Check {
    */
   constructor(info, limits, known, { reuse = false, start = 0, digests = null } = {}) {
     assertReady();
-    const want = info.prefix < 0 ? 64 : info.prefix;
-    const mem = want <= known - start ? want : 64;
+    const { HEADER_LEN, ALIGN } = layout();
+    const want = info.prefix < 0 ? HEADER_LEN : info.prefix;
+    const mem = want <= known - start ? want : HEADER_LEN;
+    this.align = ALIGN;
     this.start = start;
     this.prefixEnd = start + want;
     // A check that runs to its end synchronously may borrow the spare validator
@@ -294,8 +337,8 @@ export class Check {
    * Takes file bytes up to `to` from `src`, a Uint8Array whose index 0 is
    * file byte `base`. Copies into wasm memory the prefix, then only the
    * payload bytes a rule reads: the validator passes over everything up to
-   * the next byte it reads (skip), then gets a piece up to the next 64-byte
-   * boundary of the block (where a gap ends), growing while the bytes stay
+   * the next byte it reads (skip), then gets a piece up to the next ALIGN
+   * (64-byte) boundary of the block (where a gap ends), growing while the bytes stay
    * needed (a bool tensor). Payload bytes no rule reads are never read, and
    * a span of them that ends before the next needed byte costs no wasm call.
    */
@@ -310,6 +353,7 @@ export class Check {
     }
     const v = this.v;
     const s = this.start;
+    const align = this.align;
     let fed = s + v.fed();
     while (fed < to && fed < this.prefixEnd) {
       const n = Math.min(this.prefixEnd, to, fed + this.wlen) - fed;
@@ -328,16 +372,16 @@ export class Check {
         this.remember();
         return true;
       }
-      // The byte at `fed` is needed. A gap ends at the next 64-byte
+      // The byte at `fed` is needed. A gap ends at the next ALIGN
       // boundary; past it the next needed bytes are often close (many small
       // tensors), so one call takes a whole window: one copy instead of a
       // call per gap. Past the window the validator skips again.
-      let n = run === 0 ? 64 - ((fed - s) % 64) : this.wlen;
+      let n = run === 0 ? align - ((fed - s) % align) : this.wlen;
       if (n > to - fed) n = to - fed;
       run = n;
       const at = fed - base;
       const w = this.window();
-      if (n <= 64) {
+      if (n <= align) {
         for (let i = 0; i < n; i++) w[i] = src[at + i];
       } else {
         w.set(src.subarray(at, at + n));

@@ -53,7 +53,8 @@
 )]
 
 use kiln_nostd::frozen::{Reader, Schema};
-use kiln_nostd::{scratch_len, Error, Header, Limits, Parser};
+use kiln_nostd::header::{DESCRIPTOR_LEN, HEADER_LEN};
+use kiln_nostd::{layout, scratch_len, DType, Error, Header, Limits, Parser, Width};
 use wasm_bindgen::prelude::*;
 
 pub mod conv;
@@ -227,26 +228,6 @@ impl Validator {
     pub fn table_ptr(&mut self) -> u32 {
         addr(self.session.table_ptr())
     }
-
-    /// The last error's code (`"TYPE"`, ...), or `""` without one.
-    pub fn error_code(&self) -> String {
-        self.session.error().map_or("", |e| e.code).into()
-    }
-
-    /// The last error's absolute byte offset (0 without one).
-    pub fn error_offset(&self) -> f64 {
-        self.session.error().map_or(0.0, |e| f64_of(e.offset))
-    }
-
-    /// The last error's rule id (`"NonzeroGap"`, ...), or `""`.
-    pub fn error_rule(&self) -> String {
-        self.session.error().map_or("", |e| e.rule).into()
-    }
-
-    /// The last error's rule in one sentence, or `""`.
-    pub fn error_description(&self) -> String {
-        self.session.error().map_or("", |e| e.description).into()
-    }
 }
 
 /// The Frozen value checker without the JavaScript glue (host-testable).
@@ -399,26 +380,6 @@ impl FrozenChecker {
         self.core.check(framed, limits_of(count_cap, byte_cap), with_schema).ok().map(js_sys::Uint32Array::from)
     }
 
-    /// The last error's code (`"TYPE"`, ...), or `""` without one.
-    pub fn error_code(&self) -> String {
-        self.core.error().map_or("", |e| e.code).into()
-    }
-
-    /// The last error's absolute byte offset (0 without one).
-    pub fn error_offset(&self) -> f64 {
-        self.core.error().map_or(0.0, |e| f64_of(e.offset))
-    }
-
-    /// The last error's rule id (`"NonzeroGap"`, ...), or `""`.
-    pub fn error_rule(&self) -> String {
-        self.core.error().map_or("", |e| e.rule).into()
-    }
-
-    /// The last error's rule in one sentence, or `""`.
-    pub fn error_description(&self) -> String {
-        self.core.error().map_or("", |e| e.description).into()
-    }
-
     /// True when the last error's offset is a byte of the type text.
     pub fn error_in_type(&self) -> bool {
         self.core.error_in_type()
@@ -485,26 +446,6 @@ impl Head {
     pub fn shard(&self) -> js_sys::Float64Array {
         let r: Vec<f64> = self.core.shard().map_or(Vec::new(), |s| s.iter().map(|&v| f64_of(v)).collect());
         js_sys::Float64Array::from(&r[..])
-    }
-
-    /// The last error's code (`"TYPE"`, ...), or `""` without one.
-    pub fn error_code(&self) -> String {
-        self.core.error().map_or("", |e| e.code).into()
-    }
-
-    /// The last error's absolute byte offset (0 without one).
-    pub fn error_offset(&self) -> f64 {
-        self.core.error().map_or(0.0, |e| f64_of(e.offset))
-    }
-
-    /// The last error's rule id (`"NonzeroGap"`, ...), or `""`.
-    pub fn error_rule(&self) -> String {
-        self.core.error().map_or("", |e| e.rule).into()
-    }
-
-    /// The last error's rule in one sentence, or `""`.
-    pub fn error_description(&self) -> String {
-        self.core.error().map_or("", |e| e.description).into()
     }
 }
 
@@ -592,26 +533,6 @@ impl ManifestReader {
     pub fn refuse_name(&mut self, index: u32) {
         self.core.refuse_name(index);
     }
-
-    /// The last error's code (`"TYPE"`, ...), or `""` without one.
-    pub fn error_code(&self) -> String {
-        self.core.error().map_or("", |e| e.code).into()
-    }
-
-    /// The last error's byte offset (in the manifest, or in the shard's file), 0 without one.
-    pub fn error_offset(&self) -> f64 {
-        self.core.error().map_or(0.0, |e| f64_of(e.offset))
-    }
-
-    /// The last error's rule id, or `""`.
-    pub fn error_rule(&self) -> String {
-        self.core.error().map_or("", |e| e.rule).into()
-    }
-
-    /// The last error's rule in one sentence, or `""`.
-    pub fn error_description(&self) -> String {
-        self.core.error().map_or("", |e| e.description).into()
-    }
 }
 
 /// One tensor's payload hashed as JavaScript copies it into the window,
@@ -650,27 +571,45 @@ impl DigestCheck {
     pub fn check(&mut self, expected: &[u8], offset: f64) -> bool {
         self.core.check(expected, u64_of_f64(offset)).is_ok()
     }
-
-    /// The last error's code, or `""`.
-    pub fn error_code(&self) -> String {
-        self.core.error().map_or("", |e| e.code).into()
-    }
-
-    /// The last error's byte offset.
-    pub fn error_offset(&self) -> f64 {
-        self.core.error().map_or(0.0, |e| f64_of(e.offset))
-    }
-
-    /// The last error's rule id, or `""`.
-    pub fn error_rule(&self) -> String {
-        self.core.error().map_or("", |e| e.rule).into()
-    }
-
-    /// The last error's rule in one sentence, or `""`.
-    pub fn error_description(&self) -> String {
-        self.core.error().map_or("", |e| e.description).into()
-    }
 }
+
+/// The four error getters of a checker whose `$field` has `error() ->
+/// Option<ErrorInfo>`, in an `impl` block of their own (`#[wasm_bindgen]`
+/// does not expand macros inside an `impl` it exports), so every checker
+/// JavaScript drives reports errors the same way (`errorFrom` in `js/validate.js`).
+macro_rules! error_getters {
+    ($ty:ty, $field:ident) => {
+        #[wasm_bindgen]
+        impl $ty {
+            /// The last error's code (`"TYPE"`, ...), or `""` without one.
+            pub fn error_code(&self) -> String {
+                self.$field.error().map_or("", |e| e.code).into()
+            }
+
+            /// The last error's byte offset (absolute in the file, the value
+            /// or the shard's file), 0 without one.
+            pub fn error_offset(&self) -> f64 {
+                self.$field.error().map_or(0.0, |e| f64_of(e.offset))
+            }
+
+            /// The last error's rule id (`"NonzeroGap"`, ...), or `""`.
+            pub fn error_rule(&self) -> String {
+                self.$field.error().map_or("", |e| e.rule).into()
+            }
+
+            /// The last error's rule in one sentence, or `""`.
+            pub fn error_description(&self) -> String {
+                self.$field.error().map_or("", |e| e.description).into()
+            }
+        }
+    };
+}
+
+error_getters!(Validator, session);
+error_getters!(FrozenChecker, core);
+error_getters!(Head, core);
+error_getters!(ManifestReader, core);
+error_getters!(DigestCheck, core);
 
 /// True when `head` starts like a model file (`KLN0` and the schema hash of
 /// the plain, digests or shard record), the test every reader applies (`kiln_nostd::model::is_model_file`).
@@ -690,16 +629,56 @@ pub fn wasm_memory() -> JsValue {
 #[wasm_bindgen]
 pub fn lut(dtype: u16) -> Option<js_sys::Uint32Array> {
     use kiln_nostd::mx;
-    let table: Vec<u32> = match dtype {
-        3 => (0..=u16::MAX).map(|b| mx::f16_to_f32(b).to_bits()).collect(),
-        4 => (0..=u16::MAX).map(|b| mx::bf16_to_f32(b).to_bits()).collect(),
-        5 => (0..=u8::MAX).map(|b| mx::f8e4m3_to_f32(b).to_bits()).collect(),
-        6 => (0..=u8::MAX).map(|b| mx::f8e5m2_to_f32(b).to_bits()).collect(),
-        18 => (0..16u8).map(|b| mx::e2m1_to_f32(b).to_bits()).collect(),
-        19 => (0..=u8::MAX).map(|b| mx::e8m0_to_f32(b).to_bits()).collect(),
+    let table: Vec<u32> = match DType::from_code(dtype)? {
+        DType::F16 => (0..=u16::MAX).map(|b| mx::f16_to_f32(b).to_bits()).collect(),
+        DType::BF16 => (0..=u16::MAX).map(|b| mx::bf16_to_f32(b).to_bits()).collect(),
+        DType::F8E4M3 => (0..=u8::MAX).map(|b| mx::f8e4m3_to_f32(b).to_bits()).collect(),
+        DType::F8E5M2 => (0..=u8::MAX).map(|b| mx::f8e5m2_to_f32(b).to_bits()).collect(),
+        DType::E2M1 => (0..16u8).map(|b| mx::e2m1_to_f32(b).to_bits()).collect(),
+        DType::E8M0 => (0..=u8::MAX).map(|b| mx::e8m0_to_f32(b).to_bits()).collect(),
         _ => return None,
     };
     Some(js_sys::Uint32Array::from(&table[..]))
+}
+
+/// The block layout's sizes, `[HEADER_LEN, DESCRIPTOR_LEN, ALIGN]`
+/// (`kiln_nostd::layout`): `js/layout.js` names them, so the JavaScript's
+/// offset arithmetic uses the core's numbers.
+#[wasm_bindgen]
+pub fn layout_sizes() -> js_sys::Uint32Array {
+    let sizes = [HEADER_LEN, DESCRIPTOR_LEN, usize_sat(layout::ALIGN)].map(conv::u32_of);
+    js_sys::Uint32Array::from(&sizes[..])
+}
+
+/// Where descriptor `i` starts in a block (`kiln_nostd::layout::descriptor_offset`).
+#[wasm_bindgen]
+pub fn descriptor_offset(i: f64) -> f64 {
+    f64_of(layout::descriptor_offset(u64_of_f64(i)))
+}
+
+/// Where the payload region of a block starts (`kiln_nostd::layout::payload_base`), -1 on overflow.
+#[wasm_bindgen]
+pub fn payload_base(tensor_count: u32, name_bytes: u32) -> f64 {
+    layout::payload_base(tensor_count, name_bytes).map_or(-1.0, f64_of)
+}
+
+/// The tensor table's layout ([`table::LAYOUT`]), for the test that holds
+/// `js/directory.js`'s constants to it.
+#[wasm_bindgen]
+pub fn table_layout() -> js_sys::Uint32Array {
+    js_sys::Uint32Array::from(&table::LAYOUT.map(conv::u32_of)[..])
+}
+
+/// Bits per element of dtype `code` (`kiln_nostd::DType::width`): 8 x bytes,
+/// 4 for packed nibbles, 0 for opaque and unknown codes. For the test that
+/// holds `js/elements.js`'s view types to the core's widths.
+#[wasm_bindgen]
+pub fn dtype_bits(code: u16) -> u32 {
+    match DType::from_code(code).map(DType::width) {
+        Some(Width::Bytes(w)) => u32::from(w).saturating_mul(8),
+        Some(Width::Nibble) => 4,
+        _ => 0,
+    }
 }
 
 /// Names of dtype codes 1..=19, in code order.

@@ -33,6 +33,7 @@
 
 use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::frozen::{Reader, Schema, FRAME_LEN};
+use kiln_nostd::header::HEADER_LEN;
 use kiln_nostd::model::{block_start, Kind, PAD_KEY, SHARD_FIELD_LEN};
 use kiln_nostd::{ErrorCode, Limits, Rule};
 
@@ -127,7 +128,7 @@ impl HeadCore {
             Err(e) => return self.fail(ErrorInfo::from(e)),
         };
         // Step 3d compares a digest table with the block's tensor count: its header must be at hand.
-        let header_end = block.saturating_add(64);
+        let header_end = block.saturating_add(u64_of(HEADER_LEN));
         if kind != Kind::Plain && !whole && have < header_end {
             return Head::Need(header_end.min(total));
         }

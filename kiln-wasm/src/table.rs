@@ -14,10 +14,9 @@
 //! decodes names one by one otherwise.
 
 use kiln_nostd::descriptor::Descriptor;
-use kiln_nostd::header::{DESCRIPTOR_LEN, HEADER_LEN};
 use kiln_nostd::{layout, Directory};
 
-use crate::conv::{u32_of, u32_sat, u64_of};
+use crate::conv::{u32_of, u32_sat};
 
 /// u32 slots of the directory-wide part.
 pub const META: usize = 10;
@@ -73,6 +72,34 @@ pub mod slot {
     pub const SHAPE_AT: usize = 16;
 }
 
+/// [`META`], [`SLOTS`], then every [`meta`] and every [`slot`] index in
+/// declaration order: `js/directory.js` states them again as constants (its
+/// hot paths read them), and `test/tables.test.mjs` holds the two equal.
+pub const LAYOUT: [usize; 22] = [
+    META,
+    SLOTS,
+    meta::COUNT,
+    meta::START,
+    meta::BLOCK_LEN,
+    meta::PAYLOAD,
+    meta::HEAP_START,
+    meta::HEAP_END,
+    slot::DTYPE_RANK,
+    slot::OFFSET,
+    slot::LENGTH,
+    slot::COUNT,
+    slot::NAME_AT,
+    slot::NAME_LEN,
+    slot::LAYOUT_AT,
+    slot::LAYOUT_LEN,
+    slot::BLOCK_SIZE,
+    slot::SCHEME_AXIS,
+    slot::GROUP,
+    slot::SCALE,
+    slot::OUTER,
+    slot::SHAPE_AT,
+];
+
 fn lo_hi(v: u64) -> [u32; 2] {
     let [a, b, c, d, e, f, g, h] = v.to_le_bytes();
     [u32::from_le_bytes([a, b, c, d]), u32::from_le_bytes([e, f, g, h])]
@@ -85,7 +112,7 @@ fn lo_hi(v: u64) -> [u32; 2] {
 pub fn build(dir: &Directory<'_>, start: u64, out: &mut Vec<u32>) {
     let h = dir.header();
     let count = dir.len();
-    let heap_start = start.saturating_add(u64_of(count.saturating_mul(DESCRIPTOR_LEN).saturating_add(HEADER_LEN)));
+    let heap_start = start.saturating_add(layout::descriptors_end(h.tensor_count));
     let heap_end = start.saturating_add(layout::heap_end(h.tensor_count, h.name_bytes));
     let base = layout::payload_base(h.tensor_count, h.name_bytes).unwrap_or(u64::MAX);
     let payload = start.saturating_add(base);
@@ -96,7 +123,7 @@ pub fn build(dir: &Directory<'_>, start: u64, out: &mut Vec<u32>) {
     out.extend_from_slice(&lo_hi(block_len));
     out.extend_from_slice(&lo_hi(payload));
     out.extend_from_slice(&[u32_sat(heap_start), u32_sat(heap_end), 0]);
-    // `count` descriptors are in wasm memory, 128 bytes each: the rows fit too.
+    // `count` descriptors are in wasm memory, more bytes each than a row: the rows fit too.
     let rows_end = count.saturating_mul(SLOTS).saturating_add(META);
     out.resize(rows_end, 0);
     let mut at = META;

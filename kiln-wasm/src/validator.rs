@@ -13,7 +13,8 @@
 //! equals `Parser::parse` on all the bytes fed, code, offset and rule.
 
 use kiln_nostd::header::HEADER_LEN;
-use kiln_nostd::{layout, scratch_len, Error, Header, Incremental, Limits, Progress, Rule};
+use kiln_nostd::layout::{self, ALIGN};
+use kiln_nostd::{scratch_len, Error, Header, Incremental, Limits, Progress, Rule};
 
 use crate::conv::{u64_of, usize_sat};
 use crate::{table, ErrorInfo};
@@ -181,11 +182,7 @@ impl Session {
             drop(unsafe { Box::from_raw(self.prefix) });
             self.prefix = Box::into_raw(boxed::<u8>(mem).unwrap_or_default());
         }
-        let want = if count > 0 && usize_sat(u64::from(count)).saturating_mul(128).saturating_add(HEADER_LEN) <= mem {
-            scratch_len(count)
-        } else {
-            0
-        };
+        let want = if count > 0 && layout::descriptors_end(count) <= u64_of(mem) { scratch_len(count) } else { 0 };
         if want > 0 && self.scratch.is_none_or(|s| s.len() < want) {
             if let Some(old) = self.scratch.take() {
                 // SAFETY: as above.
@@ -291,7 +288,7 @@ impl Session {
 
     /// Advances to block offset `to` with none of the bytes at hand: passes
     /// over what no rule reads and feeds zeros for what one does (up to the
-    /// next 64-byte boundary first, where a gap ends, then in growing pieces).
+    /// next [`ALIGN`] boundary first, where a gap ends, then in growing pieces).
     pub fn pass_unknown(&mut self, to: u64) -> Result<(), ErrorInfo> {
         let mut run = 0u64;
         loop {
@@ -304,8 +301,11 @@ impl Session {
                 run = 0;
                 continue;
             }
-            let piece =
-                if run == 0 { 64_u64.saturating_sub(fed % 64) } else { run.saturating_mul(2).min(u64_of(ZEROS.len())) };
+            let piece = if run == 0 {
+                ALIGN.saturating_sub(fed % ALIGN)
+            } else {
+                run.saturating_mul(2).min(u64_of(ZEROS.len()))
+            };
             let n = piece.min(to.saturating_sub(fed));
             self.feed_zeros(n)?;
             run = n;

@@ -2,6 +2,10 @@
 // with the kiln-wasm package (no init call: its entry module instantiates the
 // embedded wasm module when it is imported).
 import * as kiln from './kiln-wasm/index.js';
+// The core's layout and dtype names, through the module the entry above instantiated:
+// where the page locates a fault it computes as the validator does.
+import { descriptorOffset, layout as blockLayout, payloadBase } from './kiln-wasm/validate.js';
+import { dtype_names } from './kiln-wasm/wasm/kiln_wasm.js';
 import { drawHistogram, drawHeatmap, summarize } from './charts.js';
 import { Mlp } from './mlp.js';
 
@@ -72,18 +76,19 @@ function where(offset, layout, head, size) {
   if (layout && (start === null || offset < start)) return whereInMetadata(offset, layout);
   const rel = offset - start;
   const block = layout ? ' of the tensor directory' : '';
-  if (rel < 64) return `in the 64-byte header${block}, field <code>${field(HEADER_FIELDS, rel)}</code>`;
-  if (!head || head.length < 64) return '';
+  const { HEADER_LEN, DESCRIPTOR_LEN } = blockLayout();
+  if (rel < HEADER_LEN) return `in the ${HEADER_LEN}-byte header${block}, field <code>${field(HEADER_FIELDS, rel)}</code>`;
+  if (!head || head.length < HEADER_LEN) return '';
   const dv = new DataView(head.buffer, head.byteOffset, head.byteLength);
   const count = dv.getUint32(8, true);
   const names = dv.getUint32(12, true);
-  const descEnd = 64 + count * 128;
+  const descEnd = descriptorOffset(count);
   if (rel < descEnd) {
-    const i = Math.floor((rel - 64) / 128);
-    return `in descriptor ${i} (of ${fmt.format(count)}), field <code>${field(DESC_FIELDS, (rel - 64) % 128)}</code>`;
+    const i = Math.floor((rel - HEADER_LEN) / DESCRIPTOR_LEN);
+    return `in descriptor ${i} (of ${fmt.format(count)}), field <code>${field(DESC_FIELDS, (rel - HEADER_LEN) % DESCRIPTOR_LEN)}</code>`;
   }
   if (rel < descEnd + names) return 'in the name heap';
-  const base = Math.ceil((descEnd + names) / 64) * 64;
+  const base = payloadBase(count, names);
   if (rel < base) return 'in the zero padding before the payloads';
   return `in the payload region, ${fmt.format(rel - base)} bytes in`;
 }
@@ -108,15 +113,17 @@ function hexDump(bytes, from, hit) {
   return lines.join('\n');
 }
 
-const DTYPES = ['?', 'f64', 'f32', 'f16', 'bf16', 'f8e4m3', 'f8e5m2', 'bool', 'i8', 'u8', 'i16', 'u16', 'i32', 'u32', 'i64', 'u64', 'i4', 'u4', 'e2m1', 'e8m0'];
+let dtypeNames = null;
 // The raw fields of the descriptor an error points into, as the file states them.
 function describeDescriptor(i, d) {
-  const dv = new DataView(d.buffer, d.byteOffset, 128);
+  dtypeNames ??= dtype_names();
+  const dv = new DataView(d.buffer, d.byteOffset, blockLayout().DESCRIPTOR_LEN);
   const code = dv.getUint16(0, true);
   const rank = d[2];
   const dims = [];
   for (let k = 0; k < Math.min(rank, 8); k++) dims.push(dv.getBigUint64(48 + 8 * k, true).toLocaleString('en-US'));
-  const dtype = DTYPES[code] ?? (code >= 4096 && code <= 32767 ? `opaque:${code}` : `unknown code ${code}`);
+  const named = code === 0 ? '?' : dtypeNames[code - 1];
+  const dtype = named ?? (code >= 4096 && code <= 32767 ? `opaque:${code}` : `unknown code ${code}`);
   return `Descriptor ${i} as the file states it: dtype <b>${dtype}</b>, rank ${rank}, shape <b>[${dims.join(', ')}]</b>, ` +
     `byte_offset ${dv.getBigUint64(32, true).toLocaleString('en-US')}, byte_length <b>${dv.getBigUint64(40, true).toLocaleString('en-US')}</b>` +
     (dv.getUint16(16, true) ? `, quant_scheme ${dv.getUint16(16, true)}` : '');
@@ -150,18 +157,19 @@ async function showError(err, source) {
   if (!current()) return;
   const layout = modelLayout(first);
   const start = layout ? layout.start : 0;
-  const head = start === null || !first ? null : first.subarray(start, start + 64);
+  const { HEADER_LEN, DESCRIPTOR_LEN } = blockLayout();
+  const head = start === null || !first ? null : first.subarray(start, start + HEADER_LEN);
   const place = where(err.offset, layout, head, size);
   $('error-where').innerHTML = `at byte <b class="mono">${fmt.format(err.offset)}</b> (0x${err.offset.toString(16)})${place ? ` — ${place}` : ''}`;
   $('error-desc').hidden = true;
-  if (head && head.length >= 64 && err.offset >= start + 64) {
-    const count = new DataView(head.buffer, head.byteOffset, 64).getUint32(8, true);
-    const i = Math.floor((err.offset - start - 64) / 128);
+  if (head && head.length >= HEADER_LEN && err.offset >= start + HEADER_LEN) {
+    const count = new DataView(head.buffer, head.byteOffset, HEADER_LEN).getUint32(8, true);
+    const i = Math.floor((err.offset - start - HEADER_LEN) / DESCRIPTOR_LEN);
     if (i < count) {
-      const at = start + 64 + 128 * i;
-      const d = await source.read(at, at + 128).catch(() => null);
+      const at = start + descriptorOffset(i);
+      const d = await source.read(at, at + DESCRIPTOR_LEN).catch(() => null);
       if (!current()) return;
-      if (d && d.length === 128) {
+      if (d && d.length === DESCRIPTOR_LEN) {
         $('error-desc').hidden = false;
         $('error-desc').innerHTML = describeDescriptor(i, d);
       }
