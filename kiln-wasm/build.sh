@@ -5,8 +5,9 @@
 #   3. wasm-bindgen --target web (its default `new URL(..., import.meta.url)` fetch taken out:
 #      the entries always pass the module), 4. wasm-opt -Oz from binaryen@132 (npm, NOT Debian's),
 #   5. the module embedded as base64 (wasm/kiln_wasm_inline.js) for the default entry,
-#   6. the hand-written JS API, types, README and licenses from js/ and here; index.cjs (the
-#      CommonJS entry) bundled from index.js by esbuild (pinned in package-lock.json).
+#   6. the hand-written JS API, types and README from js/, the licenses from the repository
+#      root (the one copy; the crates link to it too); index.cjs (the CommonJS entry) bundled
+#      from index.js by esbuild (pinned in package-lock.json).
 # Prints the .wasm size raw and gzipped. Usage: kiln-wasm/build.sh [--quiet]
 set -euo pipefail
 
@@ -70,7 +71,7 @@ node -e '
 ' "$PKG/wasm/kiln_wasm_bg.wasm" "$PKG/wasm/kiln_wasm_inline.js"
 
 # 6. The package around it.
-cp "$HERE"/js/*.js "$HERE/js/index.d.ts" "$HERE/js/package.json" "$HERE/js/README.md" "$HERE/LICENSE-MIT" "$HERE/LICENSE-APACHE" "$PKG/"
+cp "$HERE"/js/*.js "$HERE/js/index.d.ts" "$HERE/js/package.json" "$HERE/js/README.md" "$ROOT/LICENSE-MIT" "$ROOT/LICENSE-APACHE" "$PKG/"
 # The same declarations for `require` (TypeScript reads .d.cts as a CommonJS module's).
 cp "$HERE/js/index.d.ts" "$PKG/index.d.cts"
 # The CommonJS entry: index.js and everything it imports in one file (the glue

@@ -116,6 +116,15 @@ def jobs():
             ["setup-rust"], note="the core with every feature"),
         Job("cargo-test-features", "cargo test -p kiln-nostd --all-features --locked", ["setup-rust"],
             note="the core's suite with every feature"),
+        # The published crates alone (default features, then every feature, as docs.rs builds
+        # them), then the workspace, whose members turn on some of the core's features.
+        Job("docs", "export RUSTDOCFLAGS='-D warnings'"
+            " && cargo doc --no-deps --locked -p kiln-nostd -p kiln-derive"
+            " && cargo doc --no-deps --locked -p kiln-nostd --all-features"
+            " && cargo doc --no-deps --locked --workspace",
+            ["setup-rust"], limit=5 * 60, note="rustdoc -D warnings: the published crates, the workspace"),
+        Job("publish-dry-run", "cargo publish --dry-run --locked -p kiln-derive -p kiln-nostd", ["setup-rust"],
+            limit=5 * 60, note="the two crates packaged and built as crates.io would"),
         Job("i686", "cargo test -p kiln-nostd --features alloc,derive,sha2,std --locked"
             " --target i686-unknown-linux-gnu", ["setup-rust", "setup-apt"],
             note="the core's suite where usize is 32 bits"),

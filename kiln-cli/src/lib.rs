@@ -1,7 +1,7 @@
 //! The `kiln` command-line tool as a library: the binary (`src/main.rs`)
 //! only calls [`main`]. The foreign-format readers and the converter are
-//! public for the fuzz targets (`fuzz/`): [`convert::readers`] parses a
-//! file's bytes, [`convert::convert_bytes`] runs a whole conversion through
+//! public for the fuzz targets (`fuzz/`): [`convert::convert_bytes`] runs a
+//! whole conversion of a file's bytes (read as a [`convert::Format`]) through
 //! the same code path as `kiln convert` and returns the output's bytes.
 //!
 //! Exit codes: 0 all files accepted, 1 a file was rejected, 2 usage or I/O

@@ -47,8 +47,10 @@ pub enum Type {
     Struct(Struct),
 }
 
+// `Type::Bool` is named, not linked: rustdoc 1.95 crashes (no resolutions for
+// a doc link) on an intra-doc link in a re-export's docs in a private module.
 /// The scalars a JSON Schema maps to: the core's own kinds (here only the
-/// fixed-width numbers and `str`; `bool` is [`Type::Bool`]).
+/// fixed-width numbers and `str`; `bool` is `Type::Bool`).
 pub use kiln_nostd::frozen::Kind as Scalar;
 
 /// A struct type: its fields and where its name comes from.

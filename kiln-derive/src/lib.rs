@@ -30,6 +30,9 @@
 //! [`Decode`]: https://docs.rs/kiln-nostd
 //! [`Encode`]: https://docs.rs/kiln-nostd
 
+// A published crate: every public item is documented (the workspace only warns).
+#![deny(missing_docs)]
+
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as Tokens};
 use quote::quote;

@@ -56,6 +56,7 @@ const _: () = assert!(usize::BITS >= u32::BITS && usize::BITS <= u64::BITS);
 /// conversions are public so the readers outside the core (the CLI's
 /// converter) share one set of checked integer conversions.
 #[inline]
+#[must_use]
 pub fn usize_from(v: u64) -> Option<usize> {
     usize::try_from(v).ok()
 }

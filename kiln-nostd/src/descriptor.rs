@@ -165,6 +165,7 @@ impl RawDescriptor {
 
     /// The dtype, if the code is defined or opaque.
     #[inline]
+    #[must_use]
     pub fn dtype(&self) -> Option<DType> {
         DType::from_code(self.dtype_code())
     }
@@ -225,6 +226,7 @@ impl RawDescriptor {
 
     /// End of the payload range, `None` on overflow.
     #[inline]
+    #[must_use]
     pub fn range_end(&self) -> Option<u64> {
         self.byte_offset().checked_add(self.byte_length())
     }
@@ -243,6 +245,7 @@ impl RawDescriptor {
 
     /// Product of the dims in use (1 for rank 0); `None` on overflow. The
     /// product is exact: a zero dimension makes it 0 whatever the others are.
+    #[must_use]
     pub fn element_count(&self) -> Option<u64> {
         if self.dims().any(|d| d == 0) {
             return Some(0);
@@ -342,6 +345,7 @@ impl Descriptor {
 
     /// Product of the dims in use (1 for rank 0); `None` on overflow. The
     /// product is exact: a zero dimension makes it 0 whatever the others are.
+    #[must_use]
     pub fn element_count(&self) -> Option<u64> {
         if self.dims().contains(&0) {
             return Some(0);
@@ -350,11 +354,13 @@ impl Descriptor {
     }
 
     /// The dtype, if the code is defined or opaque.
+    #[must_use]
     pub fn dtype(&self) -> Option<DType> {
         DType::from_code(self.dtype)
     }
 
     /// End of the payload range, `None` on overflow.
+    #[must_use]
     pub fn range_end(&self) -> Option<u64> {
         self.byte_offset.checked_add(self.byte_length)
     }

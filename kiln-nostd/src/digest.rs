@@ -39,6 +39,7 @@ impl<'a> Digests<'a> {
     /// from); `None` when its length is not a multiple of [`DIGEST_LEN`]
     /// (`DigestTableLength`). Whether it holds one digest per tensor
     /// (step 3d) is the block's to say.
+    #[must_use]
     pub const fn from_bytes(bytes: &'a [u8], at: usize) -> Option<Self> {
         if bytes.len() % DIGEST_LEN == 0 {
             Some(Digests { bytes, at })
@@ -53,11 +54,13 @@ impl<'a> Digests<'a> {
     }
 
     /// True when the table is empty (a directory without tensors).
+    #[must_use]
     pub const fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
 
     /// Tensor `i`'s digest.
+    #[must_use]
     pub fn get(&self, i: usize) -> Option<&'a [u8; DIGEST_LEN]> {
         let start = i.checked_mul(DIGEST_LEN)?;
         self.bytes.get(start..start.checked_add(DIGEST_LEN)?)?.try_into().ok()
@@ -252,6 +255,7 @@ pub struct TensorHasher {
 #[cfg(feature = "sha2")]
 impl TensorHasher {
     /// A hasher with no bytes yet.
+    #[must_use]
     pub fn new() -> Self {
         Self::default()
     }

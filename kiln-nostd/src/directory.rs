@@ -64,6 +64,7 @@ impl<'a> Directory<'a> {
     }
 
     /// True when the directory holds no tensors.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -96,6 +97,7 @@ impl<'a> Directory<'a> {
 
     /// Tensor `index`, in descriptor order.
     #[cfg_attr(target_pointer_width = "64", inline)]
+    #[must_use]
     pub fn get(&self, index: usize) -> Option<Tensor<'a>> {
         self.parts().tensor(index)
     }
@@ -116,6 +118,7 @@ impl<'a> Directory<'a> {
 
     /// The tensor named `name`, by a linear scan. For many lookups build a
     /// [`NameIndex`] or use [`Parser::parse_indexed`](crate::Parser::parse_indexed).
+    #[must_use]
     pub fn find(&self, name: &str) -> Option<Tensor<'a>> {
         if !self.header.has_names() {
             return None;
@@ -187,6 +190,7 @@ impl<'a, 's> NameIndex<'a, 's> {
 
     /// Builds an index over an already checked directory in `scratch`
     /// (at least [`scratch_len`](crate::scratch_len)`(dir.len())` slots).
+    #[must_use]
     pub fn build(dir: Directory<'a>, scratch: &'s mut [u32]) -> Self {
         let table = crate::names::Table::new(scratch, dir.len()).map(|mut t| {
             for i in 0..dir.len() {
@@ -199,6 +203,7 @@ impl<'a, 's> NameIndex<'a, 's> {
     }
 
     /// True when lookups use the hash table rather than a scan.
+    #[must_use]
     pub fn is_hashed(&self) -> bool {
         self.table.is_some()
     }
@@ -207,6 +212,7 @@ impl<'a, 's> NameIndex<'a, 's> {
     // Always inlined on 64-bit hosts: a tensor handed back from an
     // out-of-line call goes through memory, which cost more than the lookup.
     #[cfg_attr(target_pointer_width = "64", inline(always))]
+    #[must_use]
     pub fn get(&self, name: &str) -> Option<Tensor<'a>> {
         match &self.table {
             Some(t) => t.find(name.as_bytes(), self.seed, |k| self.dir.name_bytes(k)).and_then(|i| self.dir.get(i)),
@@ -283,6 +289,7 @@ impl<'a> Tensor<'a> {
     }
 
     /// The name, or `None` for an unnamed tensor.
+    #[must_use]
     pub fn name(&self) -> Option<&'a str> {
         let (off, len) = self.raw.name_field();
         if len == 0 {
@@ -317,6 +324,7 @@ impl<'a> Tensor<'a> {
     }
 
     /// The layout name of an opaque dtype.
+    #[must_use]
     pub fn layout(&self) -> Option<&'a str> {
         let (off, len) = self.raw.layout_field();
         if len == 0 {
@@ -331,6 +339,7 @@ impl<'a> Tensor<'a> {
     }
 
     /// Quantization metadata, or `None` for scheme 0.
+    #[must_use]
     pub fn quant(&self) -> Option<Quantization<'a>> {
         let scheme = self.raw.quant_scheme();
         if scheme == 0 {
@@ -378,6 +387,7 @@ impl<'a> Tensor<'a> {
     /// The elements as `&[T]` without copying, when `T` matches the dtype,
     /// the host is little-endian (or `T` is one byte wide) and the payload is
     /// aligned for `T`. Otherwise `None`: use [`copy_to`](Self::copy_to).
+    #[must_use]
     pub fn as_slice<T: Element>(&self) -> Option<&'a [T]> {
         crate::element::view(self.dtype(), self.bytes())
     }

@@ -94,6 +94,7 @@ const CLOSED: [DType; 19] = [
 
 impl DType {
     /// The dtype for a wire code, or `None` for 0, the reserved 20..=4095, and codes above 32767.
+    #[must_use]
     pub fn from_code(code: u16) -> Option<DType> {
         match code {
             OPAQUE_MIN..=OPAQUE_MAX => Some(DType::Opaque(code)),
@@ -166,6 +167,7 @@ impl DType {
     }
 
     /// The dtype with spec name `name` (closed set only).
+    #[must_use]
     pub fn from_name(name: &str) -> Option<DType> {
         CLOSED.iter().copied().find(|d| d.name() == name)
     }
@@ -183,12 +185,14 @@ impl DType {
     }
 
     /// True for codes 4096..=32767.
+    #[must_use]
     pub const fn is_opaque(self) -> bool {
         matches!(self, DType::Opaque(_))
     }
 
     /// The payload length `count` elements need, or `None` for opaque dtypes
     /// (their length is explicit) and on overflow.
+    #[must_use]
     pub fn byte_length(self, count: u64) -> Option<u64> {
         match self.width() {
             Width::Bytes(w) => count.checked_mul(u64::from(w)),

@@ -96,6 +96,7 @@ impl fmt::Display for ViewError {
 impl core::error::Error for ViewError {}
 
 /// Zero-copy view of wire bytes as `&[T]` (see [`Tensor::as_slice`](crate::Tensor::as_slice)).
+#[must_use]
 pub fn view<T: Element>(dtype: DType, bytes: &[u8]) -> Option<&[T]> {
     // Wire order equals host order only on little-endian hosts (or for bytes).
     if !T::reads(dtype) || (cfg!(target_endian = "big") && T::WIDTH > 1) {

@@ -58,6 +58,7 @@ impl ErrorCode {
     }
 
     /// Parses a spec code name (`"TYPE"`, ...).
+    #[must_use]
     pub fn from_name(name: &str) -> Option<Self> {
         Some(match name {
             "FRAME" => ErrorCode::Frame,
@@ -458,6 +459,7 @@ const OFFSET_MAX: u64 = (1 << 48) - 1;
 
 impl Error {
     /// An error for `rule` at absolute byte `offset`.
+    #[must_use]
     pub const fn new(rule: Rule, offset: usize) -> Self {
         Self::at(rule, u64_from(offset))
     }
@@ -465,6 +467,7 @@ impl Error {
     /// An error for `rule` at absolute byte `offset` of a stream or source
     /// that may be larger than the address space (saturating at 2^48 - 1).
     #[allow(clippy::as_conversions)] // the two parts of a value below 2^48
+    #[must_use]
     pub const fn at(rule: Rule, offset: u64) -> Self {
         let v = if offset > OFFSET_MAX { OFFSET_MAX } else { offset };
         Error { lo: v as u32, hi: (v >> 32) as u16, rule }

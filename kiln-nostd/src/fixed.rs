@@ -77,6 +77,7 @@ impl<const T: usize, const S: usize> FixedIndex<T, S> {
     const ENOUGH_SCRATCH: () = assert!(S >= table_words(T), "S is smaller than scratch_len(T)");
 
     /// An empty index with default caps (the count cap lowered to `T`).
+    #[must_use]
     pub const fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::ENOUGH_SCRATCH;
@@ -84,6 +85,7 @@ impl<const T: usize, const S: usize> FixedIndex<T, S> {
     }
 
     /// Uses these caps (the count cap is still at most `T`).
+    #[must_use]
     pub const fn with_limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self

@@ -101,6 +101,7 @@ impl Header {
     }
 
     /// True when the name flag is set.
+    #[must_use]
     pub const fn has_names(&self) -> bool {
         self.flags & FLAG_NAMES != 0
     }
@@ -158,6 +159,7 @@ impl Header {
 
     /// Reads just the tensor count of a header that passes steps 1 and 2, so a
     /// caller can size name-index scratch before the full parse.
+    #[must_use]
     pub fn peek_count(block: &[u8]) -> Option<u32> {
         Header::parse(block).ok().map(|h| h.tensor_count)
     }
@@ -228,6 +230,7 @@ pub(crate) fn check_padding(block: &[u8], heap_end: usize, payload_base: usize) 
 // The encoding side: the canonical header for given sizes and its wire bytes.
 impl Header {
     /// A canonical header for these sizes (the name flag when `named`).
+    #[must_use]
     pub fn canonical(tensor_count: u32, name_bytes: u32, payload_bytes: u64, named: bool) -> Header {
         Header {
             flags: FLAG_LITTLE_ENDIAN | if named { FLAG_NAMES } else { 0 },
@@ -240,6 +243,7 @@ impl Header {
 
     /// The block length this header implies (payload_base + payload_bytes),
     /// `None` on overflow. For a header that passed the size checks.
+    #[must_use]
     pub fn block_len(&self) -> Option<u64> {
         payload_base(self.tensor_count, self.name_bytes)?.checked_add(self.payload_bytes)
     }

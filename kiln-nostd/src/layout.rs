@@ -26,6 +26,7 @@ pub const ALIGN: u64 = 64;
 
 /// The next multiple of 64 at or after `v`; `None` on overflow.
 #[inline]
+#[must_use]
 pub const fn align(v: u64) -> Option<u64> {
     match v.checked_add(ALIGN - 1) {
         Some(x) => Some(x & !(ALIGN - 1)),
@@ -62,6 +63,7 @@ pub fn heap_end(tensor_count: u32, name_bytes: u32) -> u64 {
 }
 
 /// Where the payload region starts: the heap end rounded up to 64.
+#[must_use]
 pub fn payload_base(tensor_count: u32, name_bytes: u32) -> Option<u64> {
     align(heap_end(tensor_count, name_bytes))
 }
@@ -74,16 +76,19 @@ pub struct Placement {
 
 impl Placement {
     /// Nothing placed yet (the running end is 0).
+    #[must_use]
     pub const fn new() -> Self {
         Placement { running_end: 0 }
     }
 
     /// Continues after a tensor that ended at `running_end`.
+    #[must_use]
     pub const fn after(running_end: u64) -> Self {
         Placement { running_end }
     }
 
     /// Where the next tensor (at the current running end) must start.
+    #[must_use]
     pub const fn next_offset(&self) -> Option<u64> {
         align(self.running_end)
     }

@@ -8,18 +8,20 @@
 //! ```
 //! use kiln_nostd::{Directory, DType, TensorSpec, Writer};
 //!
-//! // Write a directory holding one named f32 vector ...
-//! let data = kiln_nostd::le_bytes(&[1.0f32, -2.0]).unwrap_or(&[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
-//! let specs = [TensorSpec::new(DType::F32, &[2], data).named("w")];
-//! let mut buf = [0u8; 512];
-//! let len = Writer::new().write(&specs, &mut buf)?;
+//! fn main() -> Result<(), kiln_nostd::Error> {
+//!     // Write a directory holding one named f32 vector ...
+//!     let data = kiln_nostd::le_bytes(&[1.0f32, -2.0]).unwrap_or(&[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
+//!     let specs = [TensorSpec::new(DType::F32, &[2], data).named("w")];
+//!     let mut buf = [0u8; 512];
+//!     let len = Writer::new().write(&specs, &mut buf)?;
 //!
-//! // ... and read it back: checked once, then borrowed.
-//! let dir = Directory::parse(&buf[..len])?;
-//! let w = dir.find("w").expect("present");
-//! assert_eq!(w.shape(), &[2]);
-//! assert_eq!(w.bytes(), &[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
-//! # Ok::<(), kiln_nostd::Error>(())
+//!     // ... and read it back: checked once, then borrowed.
+//!     let dir = Directory::parse(&buf[..len])?;
+//!     let w = dir.find("w").expect("present");
+//!     assert_eq!(w.shape(), &[2]);
+//!     assert_eq!(w.bytes(), &[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
+//!     Ok(())
+//! }
 //! ```
 //!
 //! Hostile input gets an [`Error`] with the spec's code, the absolute byte
@@ -32,6 +34,10 @@
 //! canonical encoder.
 #![no_std]
 #![forbid(unsafe_code)]
+// A published crate: every public item is documented (the workspace only warns),
+// and a configured builder that is dropped unused is a mistake the compiler names.
+#![deny(missing_docs)]
+#![warn(clippy::return_self_not_must_use)]
 // Offset arithmetic saturates (`saturating_add` and friends) rather than
 // wrapping: a saturated offset lies past the end of every buffer, so the
 // bounds check that follows it fails as it should. Each `unwrap_or` that
@@ -112,3 +118,8 @@ pub const EMPTY_BLOCK: [u8; 64] = {
     b[5] = header::FLAG_LITTLE_ENDIAN;
     b
 };
+
+// The README's example runs as a doctest, so the crate's page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;

@@ -27,11 +27,13 @@ impl Limits {
     pub const MAX: Limits = Limits { count_cap: u32::MAX, byte_cap: u32::MAX };
 
     /// These limits with another count cap.
+    #[must_use]
     pub const fn with_count_cap(self, count_cap: u32) -> Self {
         Limits { count_cap, ..self }
     }
 
     /// These limits with another byte cap.
+    #[must_use]
     pub const fn with_byte_cap(self, byte_cap: u32) -> Self {
         Limits { byte_cap, ..self }
     }

@@ -57,6 +57,7 @@ pub fn e8m0_to_f32(byte: u8) -> f32 {
 
 /// Element `index` of a packed nibble stream (low nibble of each byte first),
 /// or `None` past the end.
+#[must_use]
 pub fn nibble(bytes: &[u8], index: usize) -> Option<u8> {
     let byte = *bytes.get(index / 2)?;
     Some(if index % 2 == 0 { byte & 0x0F } else { byte >> 4 })

@@ -56,11 +56,13 @@ impl Default for Parser<'_> {
 
 impl<'s> Parser<'s> {
     /// Default caps (16,777,216), no scratch.
+    #[must_use]
     pub const fn new() -> Self {
         Parser { limits: Limits::DEFAULT, scratch: None, seed: 0, plain: PLAIN, one_walk: ONE_WALK }
     }
 
     /// Uses these caps.
+    #[must_use]
     pub const fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -68,6 +70,7 @@ impl<'s> Parser<'s> {
 
     /// Uses `scratch` for the name table. Too small a scratch is ignored
     /// (the quadratic check runs instead), so this never changes a result.
+    #[must_use]
     pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
         self.scratch = Some(scratch);
         self
@@ -75,6 +78,7 @@ impl<'s> Parser<'s> {
 
     /// Seeds the name hash, so input crafted against the default seed cannot
     /// force every name into one probe chain. Results do not depend on it.
+    #[must_use]
     pub const fn hash_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self

@@ -16,9 +16,10 @@ pub const SCHEME_SCALES: u16 = 1;
 pub const SCHEME_SCALES_OUTER: u16 = 2;
 
 /// The number of scales a tensor of `dims` quantized along `axis` in groups
-/// of `group_size` needs: ceil(dims[axis] / group) * product of the other dims.
+/// of `group_size` needs: ceil(`dims[axis]` / group) * product of the other dims.
 /// `None` when the axis is out of range, the group is 0, or on overflow.
 /// The product is exact: a zero dimension makes it 0 whatever the others are.
+#[must_use]
 pub fn scale_count(dims: &[u64], axis: usize, group_size: u32) -> Option<u64> {
     let groups = div_ceil_u32(*dims.get(axis)?, group_size)?;
     if groups == 0 || dims.contains(&0) {

@@ -125,8 +125,13 @@ pub use io::Io;
 /// Bytes at an offset: the one thing ranged reading needs of a source.
 ///
 /// Implemented for `&[u8]`, for `&mut` of any source, for [`Window`], and
-/// behind features for `std::fs::File` (`std`), NOR flash ([`Flash`],
-/// `embedded-storage`) and seekable readers ([`Io`], `embedded-io`).
+/// behind features for `std::fs::File` (`std`), NOR flash
+// Linked only where the feature builds the item, so docs without it have no broken link.
+#[cfg_attr(feature = "embedded-storage", doc = "([`Flash`], `embedded-storage`)")]
+#[cfg_attr(not(feature = "embedded-storage"), doc = "(`Flash`, `embedded-storage`)")]
+/// and seekable readers
+#[cfg_attr(feature = "embedded-io", doc = "([`Io`], `embedded-io`).")]
+#[cfg_attr(not(feature = "embedded-io"), doc = "(`Io`, `embedded-io`).")]
 pub trait ReadAt {
     /// What a failed read reports.
     type Error;
@@ -184,7 +189,9 @@ impl fmt::Display for OutOfBounds {
 impl core::error::Error for OutOfBounds {}
 
 /// The error of an adapter that adds bounds to another source ([`Window`],
-/// [`Flash`]): the inner source's own error, or a read outside the bounds.
+#[cfg_attr(feature = "embedded-storage", doc = "[`Flash`]):")]
+#[cfg_attr(not(feature = "embedded-storage"), doc = "`Flash`):")]
+/// the inner source's own error, or a read outside the bounds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -230,6 +237,7 @@ pub struct Window<S> {
 
 impl<S> Window<S> {
     /// The bytes `start..start + len` of `source`.
+    #[must_use]
     pub const fn new(source: S, start: u64, len: u64) -> Self {
         Window { source, start, len }
     }
@@ -402,6 +410,7 @@ impl Default for Options<'_> {
 impl<'s> Options<'s> {
     /// A standalone block, default caps, no scratch, reads merged across
     /// up to 256 unneeded bytes.
+    #[must_use]
     pub const fn new() -> Self {
         Options {
             limits: Limits::DEFAULT,
@@ -417,6 +426,7 @@ impl<'s> Options<'s> {
     }
 
     /// Uses these caps.
+    #[must_use]
     pub const fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -424,12 +434,14 @@ impl<'s> Options<'s> {
 
     /// Name scratch for the linear-time uniqueness check, as for
     /// [`Parser::scratch`](crate::Parser::scratch).
+    #[must_use]
     pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
         self.scratch = Some(scratch);
         self
     }
 
     /// Seeds the name hash, as [`Parser::hash_seed`](crate::Parser::hash_seed).
+    #[must_use]
     pub const fn hash_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
@@ -437,6 +449,7 @@ impl<'s> Options<'s> {
 
     /// The source may continue past the block (step 12 does not apply): the
     /// verdict is [`Parser::parse_at`](crate::Parser::parse_at)`(source, 0)`'s.
+    #[must_use]
     pub const fn embedded(mut self) -> Self {
         self.embedded = true;
         self
@@ -446,6 +459,7 @@ impl<'s> Options<'s> {
     /// that no rule reads lie between two runs of bytes that one does (fewer,
     /// larger reads; a span never exceeds the chunk buffer). Default 256;
     /// 0 reads only needed bytes.
+    #[must_use]
     pub const fn coalesce(mut self, bytes: u64) -> Self {
         self.coalesce = bytes;
         self
@@ -478,6 +492,7 @@ impl<'s> Options<'s> {
     /// assert_eq!(err.kiln().map(|e| e.code()), Some(kiln_nostd::ErrorCode::Digest));
     /// ```
     #[cfg(feature = "sha2")]
+    #[must_use]
     pub const fn digests(mut self, table: &'s [u8]) -> Self {
         self.digests = Some(table);
         self
@@ -487,6 +502,7 @@ impl<'s> Options<'s> {
     /// (step 9d is skipped, and nothing else): for a caller that trusts
     /// them, or checks them another way. Every other rule still holds.
     #[cfg(feature = "sha2")]
+    #[must_use]
     pub const fn skip_digests(mut self) -> Self {
         self.skip_digests = true;
         self

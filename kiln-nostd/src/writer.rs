@@ -75,11 +75,13 @@ pub struct TensorSpec<'a> {
 
 impl<'a> TensorSpec<'a> {
     /// An unnamed, unquantized tensor.
+    #[must_use]
     pub const fn new(dtype: DType, shape: &'a [u64], data: &'a [u8]) -> Self {
         TensorSpec { name: None, dtype, shape, data, layout: None, block_size: 0, quant: Quant::None }
     }
 
     /// An opaque-layout tensor (codes 4096..=32767).
+    #[must_use]
     pub const fn opaque(code: u16, layout: &'a str, block_size: u32, shape: &'a [u64], data: &'a [u8]) -> Self {
         TensorSpec {
             name: None,
@@ -93,12 +95,14 @@ impl<'a> TensorSpec<'a> {
     }
 
     /// The same tensor with a name.
+    #[must_use]
     pub const fn named(mut self, name: &'a str) -> Self {
         self.name = Some(name);
         self
     }
 
     /// The same tensor with quantization metadata.
+    #[must_use]
     pub const fn quantized(mut self, quant: Quant<'a>) -> Self {
         self.quant = quant;
         self
@@ -119,6 +123,7 @@ impl<'a> TensorSpec<'a> {
     /// assert_eq!(again, bytes);
     /// # Ok::<(), kiln_nostd::Error>(())
     /// ```
+    #[must_use]
     pub fn from_tensor(t: &'a Tensor<'_>) -> Self {
         // Fallback not taken: an index of a checked directory fits the u32 tensor count.
         let index = |t: Tensor<'_>| TensorRef::Index(u32::try_from(t.index()).unwrap_or(u32::MAX));
@@ -183,17 +188,20 @@ impl Default for Writer<'_> {
 
 impl<'s> Writer<'s> {
     /// Default caps, no scratch.
+    #[must_use]
     pub const fn new() -> Self {
         Writer { limits: Limits::DEFAULT, scratch: None }
     }
 
     /// Caps the written block must respect (a reader with the same caps accepts it).
+    #[must_use]
     pub const fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
     }
 
     /// Scratch for the name check of the final validation (see [`Parser::scratch`]).
+    #[must_use]
     pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
         self.scratch = Some(scratch);
         self

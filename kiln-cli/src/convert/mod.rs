@@ -2,7 +2,7 @@
 //! in (one file, or a sharded model: a Hugging Face index, a gguf-split set,
 //! a Kiln manifest); a Kiln record, a standalone Kiln directory, or
 //! safetensors out, a sharded model as a Kiln manifest and its shards
-//! ([`write_sharded`]) or in the Hub's layout ([`write_hub`]).
+//! (`write_sharded`) or in the Hub's layout (`write_hub`).
 //! See docs/conversion.md for the dtype tables and the choices made.
 //!
 //! One pass, bounded memory: the input is memory-mapped only to parse its
@@ -523,7 +523,7 @@ fn persist_set(set: ShardSet, notes: &mut Vec<String>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What a sharded writer ([`write_sharded`], [`write_hub`]) produced.
+/// What a sharded writer (`write_sharded`, `write_hub`) produced.
 pub struct ShardSet {
     /// Temporary files and their targets, in rename order (the shards, then
     /// the file that names them).

@@ -23,9 +23,9 @@ use super::meta::Metadata;
 use super::model::{Source, TensorOut};
 
 /// The Frozen type of a `kiln convert` record: the metadata dict, then the
-/// tensor block. The dict holds one padding entry ([`KEY_PAD`]) whose length
+/// tensor block. The dict holds one padding entry (`KEY_PAD`) whose length
 /// places the block so that the payloads carrying most bytes sit at the same
-/// file offset, modulo [`pad_modulus`], as in the input file: the kernel's
+/// file offset, modulo `pad_modulus`, as in the input file: the kernel's
 /// file-to-file copy then moves whole page-cache folios (measured: about a
 /// third less system time than a copy whose source and destination straddle
 /// pages differently), and every payload keeps the alignment it had in the

@@ -34,6 +34,7 @@ pub struct Encoder<'o> {
 
 impl<'o> Encoder<'o> {
     /// An encoder writing from the start of `out`.
+    #[must_use]
     pub fn new(out: &'o mut [u8]) -> Self {
         Encoder { out, pos: 0 }
     }

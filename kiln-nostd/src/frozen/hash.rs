@@ -36,11 +36,13 @@ impl Fnv {
     }
 
     /// Mixes one byte.
+    #[must_use]
     pub const fn byte(self, b: u8) -> Fnv {
         Fnv((self.0 ^ widen(b)).wrapping_mul(FNV_PRIME))
     }
 
     /// Mixes one token: its bytes, then the 0x00 step.
+    #[must_use]
     pub const fn token(self, token: &str) -> Fnv {
         let mut h = self;
         let mut rest = token.as_bytes();

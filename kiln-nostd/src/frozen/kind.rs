@@ -100,6 +100,7 @@ impl Kind {
     }
 
     /// The scalar kind with this canonical name.
+    #[must_use]
     pub fn from_name(name: &str) -> Option<Kind> {
         SCALARS.iter().copied().find(|k| k.name() == name)
     }
@@ -115,11 +116,13 @@ impl Kind {
     }
 
     /// True for list, opt, dict and struct: the kinds that count towards depth.
+    #[must_use]
     pub const fn is_container(self) -> bool {
         matches!(self, Kind::List | Kind::Opt | Kind::Dict | Kind::Struct)
     }
 
     /// The exact wire size of a fixed-width scalar (bool, integers, floats).
+    #[must_use]
     pub const fn width(self) -> Option<u32> {
         match self {
             Kind::Bool | Kind::I8 | Kind::U8 => Some(1),
@@ -145,12 +148,14 @@ impl Kind {
 
     /// True for the fixed-width kinds whose every bit pattern is a value
     /// (integers and floats; not bool).
+    #[must_use]
     pub const fn is_plain(self) -> bool {
         !matches!(self, Kind::Bool) && self.width().is_some()
     }
 
     /// The tensor dtype whose elements have this kind's wire layout, so a
     /// `list` of it can be viewed with [`crate::view`] / [`crate::copy`].
+    #[must_use]
     pub const fn dtype(self) -> Option<DType> {
         Some(match self {
             Kind::Bool => DType::Bool,

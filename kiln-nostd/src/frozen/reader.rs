@@ -82,23 +82,27 @@ pub struct Reader {
 
 impl Reader {
     /// Default caps, unframed, full checks.
+    #[must_use]
     pub const fn new() -> Self {
         Reader { limits: Limits::DEFAULT, framed: false, trusted: false }
     }
 
     /// Uses these caps.
+    #[must_use]
     pub const fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
     }
 
     /// Expects (or not) the 16-byte frame before the value.
+    #[must_use]
     pub const fn framed(mut self, framed: bool) -> Self {
         self.framed = framed;
         self
     }
 
     /// Skips UTF-8 checks (see the type's docs); bounds are still checked.
+    #[must_use]
     pub const fn trusted(mut self, trusted: bool) -> Self {
         self.trusted = trusted;
         self
@@ -165,11 +169,13 @@ impl<'a, 's> Value<'a, 's> {
     }
 
     /// A `bool`.
+    #[must_use]
     pub fn as_bool(&self) -> Option<bool> {
         (self.kind() == Kind::Bool).then(|| self.buf.get(self.at) == Some(&1))
     }
 
     /// A signed integer (`i8` `i16` `i32` `i64` `int`), widened.
+    #[must_use]
     pub fn as_i64(&self) -> Option<i64> {
         Some(match self.kind() {
             Kind::I8 => i64::from(i8::from_le_bytes(self.array()?)),
@@ -181,6 +187,7 @@ impl<'a, 's> Value<'a, 's> {
     }
 
     /// An unsigned integer (`u8` `u16` `u32` `u64` `uint`), widened.
+    #[must_use]
     pub fn as_u64(&self) -> Option<u64> {
         Some(match self.kind() {
             Kind::U8 => u64::from(u8::from_le_bytes(self.array()?)),
@@ -192,11 +199,13 @@ impl<'a, 's> Value<'a, 's> {
     }
 
     /// An `f32`, every bit kept (NaN payloads, signed zero).
+    #[must_use]
     pub fn as_f32(&self) -> Option<f32> {
         (self.kind() == Kind::F32).then(|| self.array().map(f32::from_le_bytes)).flatten()
     }
 
     /// An `f64`, every bit kept.
+    #[must_use]
     pub fn as_f64(&self) -> Option<f64> {
         (self.kind() == Kind::F64).then(|| self.array().map(f64::from_le_bytes)).flatten()
     }
@@ -209,28 +218,33 @@ impl<'a, 's> Value<'a, 's> {
 
     /// A `str`. Without `unsafe` a `&str` needs a UTF-8 check, so this runs
     /// one (again); it only fails on a trusted read of bad bytes.
+    #[must_use]
     pub fn as_str(&self) -> Option<&'a str> {
         self.as_str_bytes().and_then(|b| core::str::from_utf8(b).ok())
     }
 
     /// A `str`'s bytes, unchecked here (checked by a full, untrusted read).
+    #[must_use]
     pub fn as_str_bytes(&self) -> Option<&'a [u8]> {
         (self.kind() == Kind::Str).then(|| self.run())
     }
 
     /// A `list<u8>` byte run.
+    #[must_use]
     pub fn as_bytes(&self) -> Option<&'a [u8]> {
         let is_bytes = self.kind() == Kind::List && self.ty.elem().is_some_and(|e| e.kind() == Kind::U8);
         is_bytes.then(|| self.run())
     }
 
     /// A `list<T>` (including `list<u8>`).
+    #[must_use]
     pub fn as_list(&self) -> Option<ListValue<'a, 's>> {
         let elem = self.ty.elem().filter(|_| self.kind() == Kind::List)?;
         Some(ListValue { elem, buf: self.buf, body: self.at.saturating_add(4), len: word(self.buf, self.at) })
     }
 
     /// An `opt<T>`: `Some(None)` when absent, `Some(Some(v))` when present.
+    #[must_use]
     pub fn as_opt(&self) -> Option<Option<Value<'a, 's>>> {
         let elem = self.ty.elem().filter(|_| self.kind() == Kind::Opt)?;
         Some((self.buf.get(self.at) == Some(&1)).then(|| Value {
@@ -241,22 +255,26 @@ impl<'a, 's> Value<'a, 's> {
     }
 
     /// A `dict<str,V>`.
+    #[must_use]
     pub fn as_dict(&self) -> Option<DictValue<'a, 's>> {
         let value = self.ty.elem().filter(|_| self.kind() == Kind::Dict)?;
         Some(DictValue { value, buf: self.buf, body: self.at.saturating_add(4), len: word(self.buf, self.at) })
     }
 
     /// A `struct{...}`.
+    #[must_use]
     pub fn as_struct(&self) -> Option<StructValue<'a, 's>> {
         (self.kind() == Kind::Struct).then_some(StructValue { ty: self.ty, buf: self.buf, at: self.at })
     }
 
     /// The struct field called `name` (shorthand for `as_struct()?.field(name)`).
+    #[must_use]
     pub fn field(&self, name: &str) -> Option<Value<'a, 's>> {
         self.as_struct()?.field(name)
     }
 
     /// A `tensors` field: the checked directory, borrowed.
+    #[must_use]
     pub fn as_tensors(&self) -> Option<Directory<'a>> {
         if self.kind() != Kind::Tensors {
             return None;
@@ -298,6 +316,7 @@ impl<'a, 's> StructValue<'a, 's> {
     }
 
     /// True for `struct{}`.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -308,11 +327,13 @@ impl<'a, 's> StructValue<'a, 's> {
     }
 
     /// The field called `name`.
+    #[must_use]
     pub fn field(&self, name: &str) -> Option<Value<'a, 's>> {
         self.fields().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
 
     /// Field number `index` in declaration order.
+    #[must_use]
     pub fn field_at(&self, index: usize) -> Option<Value<'a, 's>> {
         self.fields().nth(index).map(|(_, v)| v)
     }
@@ -368,6 +389,7 @@ impl<'a, 's> ListValue<'a, 's> {
     }
 
     /// True when empty.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -396,6 +418,7 @@ impl<'a, 's> ListValue<'a, 's> {
     }
 
     /// The element bytes when the elements have a fixed width (wire order).
+    #[must_use]
     pub fn bytes(&self) -> Option<&'a [u8]> {
         let w = usize_from_u32(self.elem.width()?);
         self.buf.get(self.body..self.body.saturating_add(self.len.saturating_mul(w)))
@@ -405,6 +428,7 @@ impl<'a, 's> ListValue<'a, 's> {
     /// kind (same rules as [`Tensor::as_slice`](crate::Tensor::as_slice):
     /// little-endian host or one-byte `T`, and aligned bytes). `int`/`uint`
     /// read as `i64`/`u64`; `bool` as `u8`.
+    #[must_use]
     pub fn view<T: Element>(&self) -> Option<&'a [T]> {
         crate::element::view(self.elem.kind().dtype()?, self.bytes()?)
     }
@@ -483,6 +507,7 @@ impl<'a, 's> DictValue<'a, 's> {
     }
 
     /// True when empty.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -504,6 +529,7 @@ impl<'a, 's> DictValue<'a, 's> {
     }
 
     /// The value for `key`, by a scan that stops past it.
+    #[must_use]
     pub fn get(&self, key: &str) -> Option<Value<'a, 's>> {
         let key = key.as_bytes();
         for (k, v) in self.entries() {
@@ -586,12 +612,14 @@ pub struct DictIndex<'a, 's, 'x> {
 
 impl<'a, 's> DictIndex<'a, 's, '_> {
     /// The value for `key`, in O(log n) key comparisons.
+    #[must_use]
     pub fn get(&self, key: &str) -> Option<Value<'a, 's>> {
         let found = self.offsets.binary_search_by(|&pos| self.dict.entry_at(pos).0.cmp(key.as_bytes())).ok()?;
         self.offsets.get(found).map(|&pos| self.dict.entry_at(pos).1)
     }
 
     /// Entry `i` in key order.
+    #[must_use]
     pub fn entry(&self, i: usize) -> Option<(&'a [u8], Value<'a, 's>)> {
         self.offsets.get(i).map(|&pos| self.dict.entry_at(pos))
     }

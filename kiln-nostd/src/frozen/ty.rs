@@ -125,6 +125,7 @@ impl Ty {
     }
 
     /// Exact wire size when every value of the type has it.
+    #[must_use]
     pub const fn width(&self) -> Option<u32> {
         self.shape.width
     }
@@ -135,6 +136,7 @@ impl Ty {
     }
 
     /// The element of a list or opt, or the value of a dict.
+    #[must_use]
     pub const fn elem(&self) -> Option<&'static Ty> {
         self.elem
     }
@@ -262,6 +264,7 @@ impl Ty {
 
     /// The canonical text in a fixed-capacity string, or `None` when it is
     /// longer than `L` bytes.
+    #[must_use]
     pub fn to_string_in<const L: usize>(&self) -> Option<heapless::String<L>> {
         let mut s = heapless::String::new();
         fmt::write(&mut s, format_args!("{self}")).ok()?;

@@ -173,11 +173,13 @@ pub struct Decoder<'a> {
 
 impl<'a> Decoder<'a> {
     /// A decoder at the start of `buf` with the default caps.
+    #[must_use]
     pub fn new(buf: &'a [u8]) -> Self {
         Decoder::at(buf, 0, Limits::DEFAULT)
     }
 
     /// A decoder at absolute offset `pos` of `buf` with these caps.
+    #[must_use]
     pub fn at(buf: &'a [u8], pos: usize, limits: Limits) -> Self {
         Decoder { checker: Checker { buf, limits, utf8: true }, pos }
     }
@@ -548,6 +550,7 @@ pub struct ListView<'a, T> {
 
 impl<'a, T: Element + KilnType> ListView<'a, T> {
     /// A view of `bytes`, which must hold whole elements (extra bytes are ignored).
+    #[must_use]
     pub fn from_wire(bytes: &'a [u8]) -> Self {
         // Fallback not taken: WIDTH is a nonzero constant, and whole <= len.
         let whole = bytes.len().checked_div(T::WIDTH).unwrap_or(0).saturating_mul(T::WIDTH);
@@ -561,6 +564,7 @@ impl<'a, T: Element + KilnType> ListView<'a, T> {
     }
 
     /// True when empty.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
@@ -583,6 +587,7 @@ impl<'a, T: Element + KilnType> ListView<'a, T> {
 
     /// `&[T]` without copying, when the host is little-endian (or `T` is a
     /// byte) and the bytes are aligned for `T`; else `None`.
+    #[must_use]
     pub fn as_slice(&self) -> Option<&'a [T]> {
         let dtype = T::TY.kind().dtype()?;
         crate::element::view(dtype, self.bytes)
@@ -644,6 +649,7 @@ impl<'a, T: Decode<'a>> Seq<'a, T> {
     }
 
     /// True when empty.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -654,6 +660,7 @@ impl<'a, T: Decode<'a>> Seq<'a, T> {
     }
 
     /// Element `i` (O(1) for fixed-width elements, O(i) otherwise).
+    #[must_use]
     pub fn get(&self, i: usize) -> Option<T> {
         if i >= self.len {
             return None;
@@ -750,6 +757,7 @@ impl<'a, V: Decode<'a>> DictView<'a, V> {
     }
 
     /// True when empty.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -772,6 +780,7 @@ impl<'a, V: Decode<'a>> DictView<'a, V> {
     }
 
     /// The value for `key`.
+    #[must_use]
     pub fn get(&self, key: &str) -> Option<V> {
         let mut pos = self.body;
         for _ in 0..self.len {

@@ -111,6 +111,7 @@ impl<'t, const N: usize> Schema<'t, N> {
 
     /// The canonical text in a fixed-capacity string (printed from the
     /// nodes), or `None` when it is longer than `L`.
+    #[must_use]
     pub fn to_string_in<const L: usize>(&self) -> Option<heapless::String<L>> {
         self.root().to_string_in()
     }
@@ -170,6 +171,7 @@ impl<'s> TypeRef<'s> {
 
     /// Exact wire size when every value of the type has it.
     #[inline]
+    #[must_use]
     pub fn width(&self) -> Option<u32> {
         self.node().shape.width
     }
@@ -190,6 +192,7 @@ impl<'s> TypeRef<'s> {
 
     /// The element of a list or opt, or the value type of a dict.
     #[inline]
+    #[must_use]
     pub fn elem(&self) -> Option<TypeRef<'s>> {
         matches!(self.kind(), Kind::List | Kind::Opt | Kind::Dict).then(|| self.at(self.index.saturating_add(1)))
     }
@@ -201,6 +204,7 @@ impl<'s> TypeRef<'s> {
     }
 
     /// The field called `name` of a struct.
+    #[must_use]
     pub fn field(&self, name: &str) -> Option<TypeRef<'s>> {
         self.fields().find(|f| f.name() == name)
     }
@@ -234,6 +238,7 @@ impl<'s> TypeRef<'s> {
     }
 
     /// The canonical text in a fixed-capacity string, or `None` when longer than `L`.
+    #[must_use]
     pub fn to_string_in<const L: usize>(&self) -> Option<heapless::String<L>> {
         let mut s = heapless::String::new();
         fmt::write(&mut s, format_args!("{self}")).ok()?;

@@ -48,6 +48,7 @@ pub struct AppendixRecord<'a> {
 
 impl AppendixRecord<'_> {
     /// The entry type's name.
+    #[must_use]
     pub fn entry_type_name(&self) -> Option<&'static str> {
         ENTRY_TYPES.get(usize::from(self.entry_type).checked_sub(1)?).copied()
     }
@@ -197,6 +198,7 @@ pub(crate) fn verify<'a>(records: impl Iterator<Item = AppendixRecord<'a>>) -> R
 
 /// Which form links `child` to `parent`, or `None` when neither matches.
 #[cfg(feature = "sha2")]
+#[must_use]
 pub fn link_form(parent: &AppendixRecord<'_>, child: &AppendixRecord<'_>) -> Option<LinkForm> {
     if child.parent_hash == record_hash(parent) {
         Some(LinkForm::Full)

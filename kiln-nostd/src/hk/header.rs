@@ -128,6 +128,7 @@ impl HkHeader {
     }
 
     /// True when the appendix flag is set.
+    #[must_use]
     pub fn has_appendix(&self) -> bool {
         self.flags & FLAG_HAS_APPENDIX != 0
     }

@@ -5,7 +5,7 @@
 //! [`HkFile::parse`] checks the whole file once — header, metadata pairs,
 //! every TOC entry, every appendix record — and then the iterators and
 //! accessors cannot fail. A hostile file gets an [`Error`](crate::Error)
-//! with a code, the absolute byte offset and an `Hk*` [`Rule`](crate::Rule);
+//! with a code, the absolute byte offset and an `Hk*` [`Rule`];
 //! never a panic.
 //!
 //! ```
@@ -60,7 +60,10 @@
 //! Not checked: the alignment value (it does not change how a file is
 //! read), the checksum field (reserved, always 0), the appendix data_crc32
 //! (always 0), tensor-name uniqueness, and the meaning of block formats.
-//! The SHA-256 lineage is checked on request by [`HkFile::verify_lineage`]
+//! The SHA-256 lineage is checked on request by
+// Linked only where the feature builds the item, so docs without it have no broken link.
+#![cfg_attr(feature = "sha2", doc = "[`HkFile::verify_lineage`]")]
+#![cfg_attr(not(feature = "sha2"), doc = "`HkFile::verify_lineage`")]
 //! (feature `sha2`).
 
 mod appendix;
@@ -210,6 +213,7 @@ impl<'a> HkFile<'a> {
     }
 
     /// The first metadata value with this key.
+    #[must_use]
     pub fn meta(&self, key: &str) -> Option<MetaValue<'a>> {
         self.metadata().find(|p| p.key == key).map(|p| p.value)
     }
@@ -226,6 +230,7 @@ impl<'a> HkFile<'a> {
     }
 
     /// The first entry named `name` (linear scan).
+    #[must_use]
     pub fn find(&self, name: &str) -> Option<TocEntry<'a>> {
         self.tensors().find(|e| e.name() == name)
     }
@@ -233,6 +238,7 @@ impl<'a> HkFile<'a> {
     /// For a shared_ref, the earlier non-reference entry whose bytes it
     /// shares (the first one with the same data offset and size). For any
     /// other entry, the entry itself.
+    #[must_use]
     pub fn resolve(&self, entry: &TocEntry<'a>) -> Option<TocEntry<'a>> {
         if entry.storage() == StorageType::SharedRef {
             self.shared_target(entry)

@@ -172,6 +172,7 @@ storage_types! {
 
 impl StorageType {
     /// The Kiln dtype with the same element bits, for the dense family.
+    #[must_use]
     pub const fn kiln_dtype(self) -> Option<DType> {
         Some(match self {
             StorageType::F32 => DType::F32,
@@ -194,6 +195,7 @@ impl StorageType {
     }
 
     /// Bytes per element of a dense type.
+    #[must_use]
     pub const fn dense_width(self) -> Option<u8> {
         match self.kiln_dtype() {
             Some(d) => match d.width() {
@@ -206,6 +208,7 @@ impl StorageType {
 
     /// The ggml type id (`enum ggml_type`) of a GGUF-compatible block format,
     /// which HK says these types share. `None` for HK-only types.
+    #[must_use]
     pub const fn ggml_type(self) -> Option<u32> {
         Some(match self {
             StorageType::Q4_0 => 2,
@@ -238,6 +241,7 @@ impl StorageType {
     }
 
     /// True for null_ref, shared_ref and lora_ref.
+    #[must_use]
     pub const fn is_reference(self) -> bool {
         matches!(self.family(), Family::Reference)
     }
@@ -251,11 +255,13 @@ pub const TILE_LAYOUTS: [&str; 8] =
 pub const SPARSITY_TYPES: [&str; 6] = ["none", "bitmask", "csr", "structured_2_4", "physical_pruned", "bsr"];
 
 /// The name of a tile layout code.
+#[must_use]
 pub fn tile_layout_name(code: u8) -> Option<&'static str> {
     TILE_LAYOUTS.get(usize::from(code)).copied()
 }
 
 /// The name of a sparsity type code.
+#[must_use]
 pub fn sparsity_name(code: u8) -> Option<&'static str> {
     SPARSITY_TYPES.get(usize::from(code)).copied()
 }

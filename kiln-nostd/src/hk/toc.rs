@@ -114,11 +114,13 @@ impl<'a> TocEntry<'a> {
     }
 
     /// The scale bytes, when the entry has a scale region.
+    #[must_use]
     pub fn scales(&self) -> Option<&'a [u8]> {
         (self.scales.offset != 0).then(|| slice(self.buf, self.scales))
     }
 
     /// The residual bytes, when the entry has a residual region.
+    #[must_use]
     pub fn residual(&self) -> Option<&'a [u8]> {
         (self.residual.offset != 0).then(|| slice(self.buf, self.residual))
     }

@@ -134,6 +134,7 @@ struct Sizes {
 impl<'m, 's> Incremental<'m, 's> {
     /// A validator for a standalone block (step 12 applies), default caps,
     /// keeping the directory prefix in `prefix`.
+    #[must_use]
     pub fn new(prefix: &'m mut [u8]) -> Self {
         Incremental {
             prefix,
@@ -152,6 +153,7 @@ impl<'m, 's> Incremental<'m, 's> {
     }
 
     /// Uses these caps.
+    #[must_use]
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -159,12 +161,14 @@ impl<'m, 's> Incremental<'m, 's> {
 
     /// Name scratch for the linear-time uniqueness check, as for
     /// [`Parser::scratch`](crate::Parser::scratch).
+    #[must_use]
     pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
         self.scratch = Some(scratch);
         self
     }
 
     /// Seeds the name hash, as [`Parser::hash_seed`](crate::Parser::hash_seed).
+    #[must_use]
     pub fn hash_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
@@ -218,6 +222,7 @@ impl<'m, 's> Incremental<'m, 's> {
     /// # Ok::<(), kiln_nostd::Error>(())
     /// ```
     #[cfg(feature = "sha2")]
+    #[must_use]
     pub fn digests(mut self, table: &'m [u8], hasher: &'m mut crate::digest::TensorHasher) -> Self {
         self.digests = Some(digests::Hashing::new(table, hasher));
         self
@@ -226,6 +231,7 @@ impl<'m, 's> Incremental<'m, 's> {
     /// The block is a `tensors` field: bytes after it belong to the next
     /// field, so [`feed`](Self::feed) stops consuming at the block's end
     /// (see [`consumed`](Self::consumed)) and step 12 does not apply.
+    #[must_use]
     pub fn embedded(mut self) -> Self {
         self.standalone = false;
         self
@@ -249,6 +255,7 @@ impl<'m, 's> Incremental<'m, 's> {
     }
 
     /// The header, once the first 64 bytes are in and pass steps 1 to 4.
+    #[must_use]
     pub fn header(&self) -> Option<&Header> {
         self.sizes.as_ref().map(|s| &s.header)
     }
@@ -257,6 +264,7 @@ impl<'m, 's> Incremental<'m, 's> {
     /// the directory prefix is in and valid, before any payload byte. Its
     /// tensors' [`bytes`](crate::Tensor::bytes) are empty: the payload
     /// is not kept.
+    #[must_use]
     pub fn directory(&self) -> Option<Directory<'_>> {
         let walk = self.walk.as_ref()?;
         let sizes = self.sizes.as_ref()?;

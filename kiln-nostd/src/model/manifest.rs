@@ -111,6 +111,7 @@ impl<'a> ShardName<'a> {
     }
 
     /// Checks `name` by step M2's first rule.
+    #[must_use]
     pub fn new(name: &'a str) -> Option<ShardName<'a>> {
         is_plain_file_name(name).then_some(ShardName(name))
     }
@@ -441,6 +442,7 @@ impl<'a> Manifest<'a> {
     }
 
     /// Shard `index` (1-based).
+    #[must_use]
     pub fn shard(&self, index: u32) -> Option<ShardEntry<'a>> {
         self.shards().find(|s| s.index == index)
     }
@@ -474,11 +476,13 @@ impl<'a> Manifest<'a> {
 
     /// Tensor `i` of the table (a walk from the start: for many lookups,
     /// iterate [`tensors`](Self::tensors) once).
+    #[must_use]
     pub fn tensor(&self, i: usize) -> Option<ManifestTensor<'a>> {
         self.tensors().nth(i)
     }
 
     /// The tensor named `name`, and its position inside its shard.
+    #[must_use]
     pub fn find(&self, name: &str) -> Option<(ManifestTensor<'a>, usize)> {
         let mut within = 0usize;
         let mut shard = 0u32;

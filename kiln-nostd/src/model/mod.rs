@@ -133,6 +133,7 @@ impl Kind {
     /// The kind `buf` starts as: the frame magic and one of the four
     /// schema hashes; `None` for anything else (a plain directory, another
     /// Frozen type).
+    #[must_use]
     pub fn of(buf: &[u8]) -> Option<Kind> {
         if buf.get(..4) != Some(&FRAME_MAGIC[..]) {
             return None;
@@ -152,6 +153,7 @@ impl Kind {
     }
 
     /// True for the three model-file kinds (those with a block).
+    #[must_use]
     pub const fn is_model_file(self) -> bool {
         !matches!(self, Kind::Manifest)
     }
@@ -207,8 +209,14 @@ impl<'a> Model<'a> {
     /// Checks `buf` as exactly one model file (frame, fields, directory,
     /// no trailing bytes) with the default caps, in the order a Frozen reader
     /// of its record type checks it, steps 3d included; step 9d (the
-    /// digests) is [`verify_digests`](Self::verify_digests) or
-    /// [`parse_verified`](Self::parse_verified). Nothing is allocated.
+    /// digests) is
+    // Linked only where the feature builds the item, so docs without it have no broken link.
+    #[cfg_attr(
+        feature = "sha2",
+        doc = "[`verify_digests`](Self::verify_digests) or [`parse_verified`](Self::parse_verified)."
+    )]
+    #[cfg_attr(not(feature = "sha2"), doc = "`verify_digests` or `parse_verified` (feature `sha2`).")]
+    /// Nothing is allocated.
     pub fn parse(buf: &'a [u8]) -> Result<Model<'a>> {
         Model::parse_with(buf, Parser::new())
     }
@@ -273,11 +281,13 @@ impl<'a> Model<'a> {
     }
 
     /// The digest table (digests and shard records).
+    #[must_use]
     pub fn digests(&self) -> Option<Digests<'a>> {
         self.digests
     }
 
     /// Which model and position a shard record belongs to.
+    #[must_use]
     pub fn shard(&self) -> Option<ShardId<'a>> {
         self.shard
     }
@@ -415,7 +425,9 @@ pub fn block_start(buf: &[u8], limits: &crate::Limits) -> Result<usize> {
 /// Opens `buf` by content: a model file (metadata and directory) when it
 /// starts like one ([`is_model_file`]), otherwise a plain directory (no
 /// metadata), checked exactly as [`Parser::parse`] checks it. Digests are
-/// not compared here ([`Model::verify_digests`]).
+/// not compared here
+#[cfg_attr(feature = "sha2", doc = "([`Model::verify_digests`]).")]
+#[cfg_attr(not(feature = "sha2"), doc = "(`Model::verify_digests`, feature `sha2`).")]
 pub fn parse_any<'a>(buf: &'a [u8]) -> Result<(Option<Metadata<'a>>, Directory<'a>)> {
     parse_any_with(buf, Parser::new())
 }
@@ -446,6 +458,7 @@ impl<'a> Metadata<'a> {
     }
 
     /// The value of `key` (never the padding key's).
+    #[must_use]
     pub fn get(&self, key: &str) -> Option<&'a str> {
         self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
@@ -456,6 +469,7 @@ impl<'a> Metadata<'a> {
     }
 
     /// True when no entry is shown.
+    #[must_use]
     pub fn is_empty(&self) -> bool {
         self.iter().next().is_none()
     }

@@ -23,9 +23,14 @@ use crate::error::{fail, Result, Rule};
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
 ///
-/// With the `sha2` feature, [`digests`](ModelWriter::digests) writes a
-/// digests record (a SHA-256 per tensor before the block) and
-/// [`shard`](ModelWriter::shard) a shard record of a sharded model.
+/// With the `sha2` feature,
+// Linked only where the feature builds the item, so docs without it have no broken link.
+#[cfg_attr(feature = "sha2", doc = "[`digests`](ModelWriter::digests)")]
+#[cfg_attr(not(feature = "sha2"), doc = "`digests`")]
+/// writes a digests record (a SHA-256 per tensor before the block) and
+#[cfg_attr(feature = "sha2", doc = "[`shard`](ModelWriter::shard)")]
+#[cfg_attr(not(feature = "sha2"), doc = "`shard`")]
+/// a shard record of a sharded model.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ModelWriter {
     align: u64,
@@ -62,6 +67,7 @@ pub fn shard_field(model: &[u8; DIGEST_LEN], index: u32, count: u32) -> [u8; SHA
 
 impl ModelWriter {
     /// No alignment beyond the format's own, default caps, a plain record.
+    #[must_use]
     pub const fn new() -> Self {
         ModelWriter { align: 1, limits: crate::Limits::DEFAULT, digests: false, shard: None }
     }
@@ -69,6 +75,7 @@ impl ModelWriter {
     /// Writes a digests record: the SHA-256 of every tensor's payload in a
     /// table before the block (`false`: a plain record, today's bytes).
     #[cfg(feature = "sha2")]
+    #[must_use]
     pub const fn digests(mut self, on: bool) -> Self {
         self.digests = on;
         self
@@ -77,6 +84,7 @@ impl ModelWriter {
     /// Writes a shard record (with digests) of the model whose id is
     /// `model`, at 1-based position `index` of `count`.
     #[cfg(feature = "sha2")]
+    #[must_use]
     pub const fn shard(mut self, model: [u8; DIGEST_LEN], index: u32, count: u32) -> Self {
         self.shard = Some(ShardFields { model, index, count });
         self.digests = true;
@@ -102,12 +110,14 @@ impl ModelWriter {
     /// Places the payload region at a multiple of `align` bytes from the
     /// start of the file (a power of two, e.g. 4096 for memory maps), with
     /// the padding key. 0 or 1: no padding key.
+    #[must_use]
     pub const fn align(mut self, align: u64) -> Self {
         self.align = align;
         self
     }
 
     /// Caps the written file must respect (a reader with the same caps accepts it).
+    #[must_use]
     pub const fn limits(mut self, limits: crate::Limits) -> Self {
         self.limits = limits;
         self

@@ -57,6 +57,7 @@ pub struct Flash<F, const B: usize = 64> {
 
 impl<F: ReadNorFlash, const B: usize> Flash<F, B> {
     /// Reads `flash`, through a bounce buffer of `B` bytes where unaligned.
+    #[must_use]
     pub const fn new(flash: F) -> Self {
         const { assert!(F::READ_SIZE <= B && B > 0, "the bounce buffer B must hold one READ_SIZE unit") };
         Flash { flash, bounce: [0; B] }

@@ -49,6 +49,7 @@ pub struct Io<T>(T);
 
 impl<T> Io<T> {
     /// Reads `reader`.
+    #[must_use]
     pub const fn new(reader: T) -> Self {
         Io(reader)
     }
