@@ -114,7 +114,7 @@ macro_rules! rules {
         }
 
         impl Rule {
-            /// Every rule, in declaration order (the spec's check order within each part).
+            /// Every rule, in declaration order.
             pub const ALL: [Rule; [$(Rule::$name),*].len()] = [$(Rule::$name),*];
 
             /// The error code this rule reports.

@@ -597,240 +597,94 @@ fn copy_as<T: Element>(dir: *const kiln_dir, index: usize, out: *mut T, out_len:
     report(core::ptr::null_mut(), r)
 }
 
-/// `uint8_t` view of tensor `index` (dtypes u8, bool, f8e4m3, f8e5m2 and e8m0 (as bits)): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_u8(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const u8 {
-    view_as::<u8>(dir, index, count)
-}
-/// `int8_t` view of tensor `index` (dtypes i8): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_i8(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const i8 {
-    view_as::<i8>(dir, index, count)
-}
-/// `uint16_t` view of tensor `index` (dtypes u16, f16 and bf16 (as bits)): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_u16(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const u16 {
-    view_as::<u16>(dir, index, count)
-}
-/// `int16_t` view of tensor `index` (dtypes i16): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_i16(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const i16 {
-    view_as::<i16>(dir, index, count)
-}
-/// `uint32_t` view of tensor `index` (dtypes u32): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_u32(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const u32 {
-    view_as::<u32>(dir, index, count)
-}
-/// `int32_t` view of tensor `index` (dtypes i32): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_i32(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const i32 {
-    view_as::<i32>(dir, index, count)
-}
-/// `uint64_t` view of tensor `index` (dtypes u64): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_u64(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const u64 {
-    view_as::<u64>(dir, index, count)
-}
-/// `int64_t` view of tensor `index` (dtypes i64): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_i64(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const i64 {
-    view_as::<i64>(dir, index, count)
-}
-/// The elements of tensor `index` in place, as `float` (dtype f32), with
-/// `*count` (may be NULL) set to their number: zero-copy. NULL (and 0) when
-/// the dtype does not match, the host is big-endian (multi-byte types), the
-/// payload is not aligned for the type (keep the buffer 64-byte aligned:
-/// every payload offset is a multiple of 64), or the payload is not in
-/// memory; then use `kiln_tensor_copy_f32`. The `_u8`, `_i8`, `_u16`,
-/// `_i16`, `_u32`, `_i32`, `_u64`, `_i64` and `_f64` variants do the same
-/// for their types.
-///
-/// # Safety
-/// `dir` NULL or a readable `kiln_dir`; `count` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_f32(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const f32 {
-    view_as::<f32>(dir, index, count)
-}
-/// `double` view of tensor `index` (dtypes f64): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_f64(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const f64 {
-    view_as::<f64>(dir, index, count)
+// The view and copy function of each element type, from one table: a row
+// is the Rust type, its C name, the dtypes it reads, and the two symbols.
+// kiln.h is generated from the expansion (cbindgen's `parse.expand`), so
+// the docs built here are the header's; f32's are the family's reference.
+macro_rules! element_functions {
+    ($( $t:ident $c:literal $dtypes:literal $view:ident $copy:ident; )*) => {
+        $( element_functions!(@view $t $c $dtypes $view); )*
+        $( element_functions!(@copy $t $c $dtypes $copy); )*
+    };
+    (@view f32 $c:literal $dtypes:literal $view:ident) => {
+        /// The elements of tensor `index` in place, as `float` (dtype f32), with
+        /// `*count` (may be NULL) set to their number: zero-copy. NULL (and 0) when
+        /// the dtype does not match, the host is big-endian (multi-byte types), the
+        /// payload is not aligned for the type (keep the buffer 64-byte aligned:
+        /// every payload offset is a multiple of 64), or the payload is not in
+        /// memory; then use `kiln_tensor_copy_f32`. The `_u8`, `_i8`, `_u16`,
+        /// `_i16`, `_u32`, `_i32`, `_u64`, `_i64` and `_f64` variants do the same
+        /// for their types.
+        ///
+        /// # Safety
+        /// `dir` NULL or a readable `kiln_dir`; `count` NULL or writable.
+        #[no_mangle]
+        pub unsafe extern "C" fn $view(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const f32 {
+            view_as::<f32>(dir, index, count)
+        }
+    };
+    (@view $t:ident $c:literal $dtypes:literal $view:ident) => {
+        #[doc = concat!(" `", $c, "` view of tensor `index` (dtypes ", $dtypes, "): see `kiln_tensor_view_f32`.")]
+        ///
+        /// # Safety
+        /// As for `kiln_tensor_view_f32`.
+        #[no_mangle]
+        pub unsafe extern "C" fn $view(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const $t {
+            view_as::<$t>(dir, index, count)
+        }
+    };
+    (@copy f32 $c:literal $dtypes:literal $copy:ident) => {
+        /// Copies tensor `index` into `out[0..out_len]` as host-order `float`
+        /// (dtype f32; byte-swapped on big-endian hosts) and sets `*count` (may be
+        /// NULL) to the number of elements. `KILN_ERR_ELEMENT_TYPE` for another
+        /// dtype; `KILN_ERR_BUFFER_TOO_SMALL` with `*count` = the elements needed
+        /// when `out_len` is smaller (pass NULL and 0 to ask). `out` must be aligned
+        /// for the type. The `_u8`, `_i8`, `_u16`, `_i16`, `_u32`, `_i32`, `_u64`,
+        /// `_i64` and `_f64` variants do the same for their types (`_u16` reads f16
+        /// and bf16 as bits, `_u8` bool and the one-byte floats).
+        ///
+        /// # Safety
+        /// `dir` NULL or a readable `kiln_dir`; `out[0..out_len]` writable; `count` NULL or writable.
+        #[no_mangle]
+        pub unsafe extern "C" fn $copy(
+            dir: *const kiln_dir,
+            index: usize,
+            out: *mut f32,
+            out_len: usize,
+            count: *mut usize,
+        ) -> c_int {
+            copy_as::<f32>(dir, index, out, out_len, count)
+        }
+    };
+    (@copy $t:ident $c:literal $dtypes:literal $copy:ident) => {
+        #[doc = concat!(" Copies tensor `index` as `", $c, "` (dtypes ", $dtypes, "): see `kiln_tensor_copy_f32`.")]
+        ///
+        /// # Safety
+        /// As for `kiln_tensor_copy_f32`.
+        #[no_mangle]
+        pub unsafe extern "C" fn $copy(
+            dir: *const kiln_dir,
+            index: usize,
+            out: *mut $t,
+            out_len: usize,
+            count: *mut usize,
+        ) -> c_int {
+            copy_as::<$t>(dir, index, out, out_len, count)
+        }
+    };
 }
 
-/// Copies tensor `index` as `uint8_t` (dtypes u8, bool, f8e4m3, f8e5m2 and e8m0 (as bits)): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_u8(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut u8,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<u8>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `int8_t` (dtypes i8): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_i8(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut i8,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<i8>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `uint16_t` (dtypes u16, f16 and bf16 (as bits)): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_u16(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut u16,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<u16>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `int16_t` (dtypes i16): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_i16(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut i16,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<i16>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `uint32_t` (dtypes u32): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_u32(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut u32,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<u32>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `int32_t` (dtypes i32): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_i32(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut i32,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<i32>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `uint64_t` (dtypes u64): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_u64(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut u64,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<u64>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `int64_t` (dtypes i64): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_i64(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut i64,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<i64>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` into `out[0..out_len]` as host-order `float`
-/// (dtype f32; byte-swapped on big-endian hosts) and sets `*count` (may be
-/// NULL) to the number of elements. `KILN_ERR_ELEMENT_TYPE` for another
-/// dtype; `KILN_ERR_BUFFER_TOO_SMALL` with `*count` = the elements needed
-/// when `out_len` is smaller (pass NULL and 0 to ask). `out` must be aligned
-/// for the type. The `_u8`, `_i8`, `_u16`, `_i16`, `_u32`, `_i32`, `_u64`,
-/// `_i64` and `_f64` variants do the same for their types (`_u16` reads f16
-/// and bf16 as bits, `_u8` bool and the one-byte floats).
-///
-/// # Safety
-/// `dir` NULL or a readable `kiln_dir`; `out[0..out_len]` writable; `count` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_f32(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut f32,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<f32>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `double` (dtypes f64): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_f64(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut f64,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<f64>(dir, index, out, out_len, count)
+element_functions! {
+    u8 "uint8_t" "u8, bool, f8e4m3, f8e5m2 and e8m0 (as bits)" kiln_tensor_view_u8 kiln_tensor_copy_u8;
+    i8 "int8_t" "i8" kiln_tensor_view_i8 kiln_tensor_copy_i8;
+    u16 "uint16_t" "u16, f16 and bf16 (as bits)" kiln_tensor_view_u16 kiln_tensor_copy_u16;
+    i16 "int16_t" "i16" kiln_tensor_view_i16 kiln_tensor_copy_i16;
+    u32 "uint32_t" "u32" kiln_tensor_view_u32 kiln_tensor_copy_u32;
+    i32 "int32_t" "i32" kiln_tensor_view_i32 kiln_tensor_copy_i32;
+    u64 "uint64_t" "u64" kiln_tensor_view_u64 kiln_tensor_copy_u64;
+    i64 "int64_t" "i64" kiln_tensor_view_i64 kiln_tensor_copy_i64;
+    f32 "float" "f32" kiln_tensor_view_f32 kiln_tensor_copy_f32;
+    f64 "double" "f64" kiln_tensor_view_f64 kiln_tensor_copy_f64;
 }
 
 // ------------------------------------------------------------------ dequantization
