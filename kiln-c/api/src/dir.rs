@@ -607,60 +607,60 @@ macro_rules! element_functions {
         $( element_functions!(@copy $t $c $dtypes $copy); )*
     };
     (@view f32 $c:literal $dtypes:literal $view:ident) => {
-        /// The elements of tensor `index` in place, as `float` (dtype f32), with
-        /// `*count` (may be NULL) set to their number: zero-copy. NULL (and 0) when
-        /// the dtype does not match, the host is big-endian (multi-byte types), the
-        /// payload is not aligned for the type (keep the buffer 64-byte aligned:
-        /// every payload offset is a multiple of 64), or the payload is not in
-        /// memory; then use `kiln_tensor_copy_f32`. The `_u8`, `_i8`, `_u16`,
-        /// `_i16`, `_u32`, `_i32`, `_u64`, `_i64` and `_f64` variants do the same
-        /// for their types.
-        ///
-        /// # Safety
-        /// `dir` NULL or a readable `kiln_dir`; `count` NULL or writable.
-        #[no_mangle]
-        pub unsafe extern "C" fn $view(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const f32 {
-            view_as::<f32>(dir, index, count)
-        }
+        element_functions!(@view_fn f32 $view
+            /// The elements of tensor `index` in place, as `float` (dtype f32), with
+            /// `*count` (may be NULL) set to their number: zero-copy. NULL (and 0) when
+            /// the dtype does not match, the host is big-endian (multi-byte types), the
+            /// payload is not aligned for the type (keep the buffer 64-byte aligned:
+            /// every payload offset is a multiple of 64), or the payload is not in
+            /// memory; then use `kiln_tensor_copy_f32`. The `_u8`, `_i8`, `_u16`,
+            /// `_i16`, `_u32`, `_i32`, `_u64`, `_i64` and `_f64` variants do the same
+            /// for their types.
+            ///
+            /// # Safety
+            /// `dir` NULL or a readable `kiln_dir`; `count` NULL or writable.
+        );
     };
     (@view $t:ident $c:literal $dtypes:literal $view:ident) => {
-        #[doc = concat!(" `", $c, "` view of tensor `index` (dtypes ", $dtypes, "): see `kiln_tensor_view_f32`.")]
-        ///
-        /// # Safety
-        /// As for `kiln_tensor_view_f32`.
+        element_functions!(@view_fn $t $view
+            #[doc = concat!(" `", $c, "` view of tensor `index` (dtypes ", $dtypes, "): see `kiln_tensor_view_f32`.")]
+            ///
+            /// # Safety
+            /// As for `kiln_tensor_view_f32`.
+        );
+    };
+    (@copy f32 $c:literal $dtypes:literal $copy:ident) => {
+        element_functions!(@copy_fn f32 $copy
+            /// Copies tensor `index` into `out[0..out_len]` as host-order `float`
+            /// (dtype f32; byte-swapped on big-endian hosts) and sets `*count` (may be
+            /// NULL) to the number of elements. `KILN_ERR_ELEMENT_TYPE` for another
+            /// dtype; `KILN_ERR_BUFFER_TOO_SMALL` with `*count` = the elements needed
+            /// when `out_len` is smaller (pass NULL and 0 to ask). `out` must be aligned
+            /// for the type. The `_u8`, `_i8`, `_u16`, `_i16`, `_u32`, `_i32`, `_u64`,
+            /// `_i64` and `_f64` variants do the same for their types (`_u16` reads f16
+            /// and bf16 as bits, `_u8` bool and the one-byte floats).
+            ///
+            /// # Safety
+            /// `dir` NULL or a readable `kiln_dir`; `out[0..out_len]` writable; `count` NULL or writable.
+        );
+    };
+    (@copy $t:ident $c:literal $dtypes:literal $copy:ident) => {
+        element_functions!(@copy_fn $t $copy
+            #[doc = concat!(" Copies tensor `index` as `", $c, "` (dtypes ", $dtypes, "): see `kiln_tensor_copy_f32`.")]
+            ///
+            /// # Safety
+            /// As for `kiln_tensor_copy_f32`.
+        );
+    };
+    (@view_fn $t:ident $view:ident $(#[$doc:meta])*) => {
+        $(#[$doc])*
         #[no_mangle]
         pub unsafe extern "C" fn $view(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const $t {
             view_as::<$t>(dir, index, count)
         }
     };
-    (@copy f32 $c:literal $dtypes:literal $copy:ident) => {
-        /// Copies tensor `index` into `out[0..out_len]` as host-order `float`
-        /// (dtype f32; byte-swapped on big-endian hosts) and sets `*count` (may be
-        /// NULL) to the number of elements. `KILN_ERR_ELEMENT_TYPE` for another
-        /// dtype; `KILN_ERR_BUFFER_TOO_SMALL` with `*count` = the elements needed
-        /// when `out_len` is smaller (pass NULL and 0 to ask). `out` must be aligned
-        /// for the type. The `_u8`, `_i8`, `_u16`, `_i16`, `_u32`, `_i32`, `_u64`,
-        /// `_i64` and `_f64` variants do the same for their types (`_u16` reads f16
-        /// and bf16 as bits, `_u8` bool and the one-byte floats).
-        ///
-        /// # Safety
-        /// `dir` NULL or a readable `kiln_dir`; `out[0..out_len]` writable; `count` NULL or writable.
-        #[no_mangle]
-        pub unsafe extern "C" fn $copy(
-            dir: *const kiln_dir,
-            index: usize,
-            out: *mut f32,
-            out_len: usize,
-            count: *mut usize,
-        ) -> c_int {
-            copy_as::<f32>(dir, index, out, out_len, count)
-        }
-    };
-    (@copy $t:ident $c:literal $dtypes:literal $copy:ident) => {
-        #[doc = concat!(" Copies tensor `index` as `", $c, "` (dtypes ", $dtypes, "): see `kiln_tensor_copy_f32`.")]
-        ///
-        /// # Safety
-        /// As for `kiln_tensor_copy_f32`.
+    (@copy_fn $t:ident $copy:ident $(#[$doc:meta])*) => {
+        $(#[$doc])*
         #[no_mangle]
         pub unsafe extern "C" fn $copy(
             dir: *const kiln_dir,
