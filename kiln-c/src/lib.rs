@@ -15,7 +15,7 @@ extern crate std;
 /// refers to a symbol that does not exist, on thumbv6m, thumbv7m and thumbv7em.
 #[cfg(target_os = "none")]
 #[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! {
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
     loop {
         core::hint::spin_loop();
     }

@@ -1,58 +1,7 @@
 //! Dtype codes: the closed set 1..=19 and the opaque range 4096..=32767.
+//! One table (`dtypes!` below) states each dtype's code, name and width.
 
-/// A tensor element type.
-///
-/// ```
-/// use kiln_nostd::DType;
-/// assert_eq!(DType::from_code(2), Some(DType::F32));
-/// assert_eq!(DType::F32.name(), "f32");
-/// assert_eq!(DType::from_code(4096), Some(DType::Opaque(4096)));
-/// assert_eq!(DType::from_code(20), None); // reserved
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum DType {
-    /// IEEE binary64.
-    F64,
-    /// IEEE binary32.
-    F32,
-    /// IEEE binary16.
-    F16,
-    /// bfloat16.
-    BF16,
-    /// OFP8 E4M3.
-    F8E4M3,
-    /// OFP8 E5M2.
-    F8E5M2,
-    /// One byte, 0 or 1.
-    Bool,
-    /// Signed byte.
-    I8,
-    /// Unsigned byte.
-    U8,
-    /// Little-endian i16.
-    I16,
-    /// Little-endian u16.
-    U16,
-    /// Little-endian i32.
-    I32,
-    /// Little-endian u32.
-    U32,
-    /// Little-endian i64.
-    I64,
-    /// Little-endian u64.
-    U64,
-    /// Packed two's-complement nibbles, low nibble first.
-    I4,
-    /// Packed unsigned nibbles, low nibble first.
-    U4,
-    /// OCP MX FP4 E2M1, packed nibbles.
-    E2M1,
-    /// OCP MX E8M0 scale byte.
-    E8M0,
-    /// An opaque foreign block layout, code 4096..=32767; the layout name says which.
-    Opaque(u16),
-}
+use crate::error::c_str;
 
 /// How many bytes a dtype's elements take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,27 +19,105 @@ pub const OPAQUE_MIN: u16 = 4096;
 /// The last opaque code.
 pub const OPAQUE_MAX: u16 = 32767;
 
-const CLOSED: [DType; 19] = [
-    DType::F64,
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::F8E4M3,
-    DType::F8E5M2,
-    DType::Bool,
-    DType::I8,
-    DType::U8,
-    DType::I16,
-    DType::U16,
-    DType::I32,
-    DType::U32,
-    DType::I64,
-    DType::U64,
-    DType::I4,
-    DType::U4,
-    DType::E2M1,
-    DType::E8M0,
-];
+macro_rules! dtypes {
+    ($( $(#[$doc:meta])* $name:ident = $code:literal, $text:literal, $width:expr; )*) => {
+        /// A tensor element type.
+        ///
+        /// ```
+        /// use kiln_nostd::DType;
+        /// assert_eq!(DType::from_code(2), Some(DType::F32));
+        /// assert_eq!(DType::F32.name(), "f32");
+        /// assert_eq!(DType::from_code(4096), Some(DType::Opaque(4096)));
+        /// assert_eq!(DType::from_code(20), None); // reserved
+        /// ```
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        pub enum DType {
+            $( $(#[$doc])* $name, )*
+            /// An opaque foreign block layout, code 4096..=32767; the layout name says which.
+            Opaque(u16),
+        }
+
+        const CLOSED: [DType; [$($code),*].len()] = [$(DType::$name),*];
+
+        impl DType {
+            /// The wire code.
+            pub const fn code(self) -> u16 {
+                match self {
+                    $( DType::$name => $code, )*
+                    DType::Opaque(code) => code,
+                }
+            }
+
+            /// The spec's name (`"f32"`, `"e2m1"`); `"opaque"` for opaque codes.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( DType::$name => $text, )*
+                    DType::Opaque(_) => "opaque",
+                }
+            }
+
+            /// [`name`](Self::name) NUL-terminated, for C.
+            pub const fn name_c_str(self) -> &'static core::ffi::CStr {
+                match self {
+                    $( DType::$name => c_str!($text), )*
+                    DType::Opaque(_) => c"opaque",
+                }
+            }
+
+            /// Element width.
+            pub const fn width(self) -> Width {
+                match self {
+                    $( DType::$name => $width, )*
+                    DType::Opaque(_) => Width::Opaque,
+                }
+            }
+        }
+    };
+}
+
+// The closed set, in code order (`from_code` indexes it by code - 1; a
+// test holds the order).
+dtypes! {
+    /// IEEE binary64.
+    F64 = 1, "f64", Width::Bytes(8);
+    /// IEEE binary32.
+    F32 = 2, "f32", Width::Bytes(4);
+    /// IEEE binary16.
+    F16 = 3, "f16", Width::Bytes(2);
+    /// bfloat16.
+    BF16 = 4, "bf16", Width::Bytes(2);
+    /// OFP8 E4M3.
+    F8E4M3 = 5, "f8e4m3", Width::Bytes(1);
+    /// OFP8 E5M2.
+    F8E5M2 = 6, "f8e5m2", Width::Bytes(1);
+    /// One byte, 0 or 1.
+    Bool = 7, "bool", Width::Bytes(1);
+    /// Signed byte.
+    I8 = 8, "i8", Width::Bytes(1);
+    /// Unsigned byte.
+    U8 = 9, "u8", Width::Bytes(1);
+    /// Little-endian i16.
+    I16 = 10, "i16", Width::Bytes(2);
+    /// Little-endian u16.
+    U16 = 11, "u16", Width::Bytes(2);
+    /// Little-endian i32.
+    I32 = 12, "i32", Width::Bytes(4);
+    /// Little-endian u32.
+    U32 = 13, "u32", Width::Bytes(4);
+    /// Little-endian i64.
+    I64 = 14, "i64", Width::Bytes(8);
+    /// Little-endian u64.
+    U64 = 15, "u64", Width::Bytes(8);
+    /// Packed two's-complement nibbles, low nibble first.
+    I4 = 16, "i4", Width::Nibble;
+    /// Packed unsigned nibbles, low nibble first.
+    U4 = 17, "u4", Width::Nibble;
+    /// OCP MX FP4 E2M1, packed nibbles.
+    E2M1 = 18, "e2m1", Width::Nibble;
+    /// OCP MX E8M0 scale byte.
+    E8M0 = 19, "e8m0", Width::Bytes(1);
+}
 
 impl DType {
     /// The dtype for a wire code, or `None` for 0, the reserved 20..=4095, and codes above 32767.
@@ -114,74 +141,10 @@ impl DType {
         }
     }
 
-    /// The wire code.
-    pub const fn code(self) -> u16 {
-        match self {
-            DType::F64 => 1,
-            DType::F32 => 2,
-            DType::F16 => 3,
-            DType::BF16 => 4,
-            DType::F8E4M3 => 5,
-            DType::F8E5M2 => 6,
-            DType::Bool => 7,
-            DType::I8 => 8,
-            DType::U8 => 9,
-            DType::I16 => 10,
-            DType::U16 => 11,
-            DType::I32 => 12,
-            DType::U32 => 13,
-            DType::I64 => 14,
-            DType::U64 => 15,
-            DType::I4 => 16,
-            DType::U4 => 17,
-            DType::E2M1 => 18,
-            DType::E8M0 => 19,
-            DType::Opaque(code) => code,
-        }
-    }
-
-    /// The spec's name (`"f32"`, `"e2m1"`); `"opaque"` for opaque codes.
-    pub const fn name(self) -> &'static str {
-        match self {
-            DType::F64 => "f64",
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-            DType::F8E4M3 => "f8e4m3",
-            DType::F8E5M2 => "f8e5m2",
-            DType::Bool => "bool",
-            DType::I8 => "i8",
-            DType::U8 => "u8",
-            DType::I16 => "i16",
-            DType::U16 => "u16",
-            DType::I32 => "i32",
-            DType::U32 => "u32",
-            DType::I64 => "i64",
-            DType::U64 => "u64",
-            DType::I4 => "i4",
-            DType::U4 => "u4",
-            DType::E2M1 => "e2m1",
-            DType::E8M0 => "e8m0",
-            DType::Opaque(_) => "opaque",
-        }
-    }
-
     /// The dtype with spec name `name` (closed set only).
     #[must_use]
     pub fn from_name(name: &str) -> Option<DType> {
         CLOSED.iter().copied().find(|d| d.name() == name)
-    }
-
-    /// Element width.
-    pub const fn width(self) -> Width {
-        match self {
-            DType::F64 | DType::I64 | DType::U64 => Width::Bytes(8),
-            DType::F32 | DType::I32 | DType::U32 => Width::Bytes(4),
-            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => Width::Bytes(2),
-            DType::F8E4M3 | DType::F8E5M2 | DType::Bool | DType::I8 | DType::U8 | DType::E8M0 => Width::Bytes(1),
-            DType::I4 | DType::U4 | DType::E2M1 => Width::Nibble,
-            DType::Opaque(_) => Width::Opaque,
-        }
     }
 
     /// True for codes 4096..=32767.
@@ -218,6 +181,7 @@ mod tests {
             assert_eq!(usize::from(d.code()), i + 1);
             assert_eq!(DType::from_code(d.code()), Some(*d));
             assert_eq!(DType::from_name(d.name()), Some(*d));
+            assert_eq!(d.name_c_str().to_str(), Ok(d.name()));
         }
         for code in [0u16, 20, 100, 4095, 32768, 65535] {
             assert_eq!(DType::from_code(code), None, "code {code}");

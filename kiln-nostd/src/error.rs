@@ -7,72 +7,92 @@
 use crate::bytes::{u64_from, usize_sat};
 use core::fmt;
 
-/// The error codes of the Kiln v2 spec. The code is the contract; offset and
-/// rule are for people.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum ErrorCode {
+/// A `&'static CStr` of a string literal, made at compile time (a NUL
+/// inside the text is a compile error): the texts' form for C callers, so a
+/// binding hands them out without a copy of its own.
+macro_rules! c_str {
+    ($s:expr) => {{
+        const C: &::core::ffi::CStr = match ::core::ffi::CStr::from_bytes_with_nul(concat!($s, "\0").as_bytes()) {
+            Ok(c) => c,
+            Err(_) => panic!("a text holds a NUL byte"),
+        };
+        C
+    }};
+}
+pub(crate) use c_str;
+
+macro_rules! codes {
+    ($( $(#[$doc:meta])* $name:ident = $number:literal, $text:literal; )*) => {
+        /// The error codes of the Kiln v2 spec. The code is the contract; offset and
+        /// rule are for people.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        #[non_exhaustive]
+        pub enum ErrorCode {
+            $( $(#[$doc])* $name, )*
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order of their numbers.
+            pub const ALL: [ErrorCode; [$($number),*].len()] = [$(ErrorCode::$name),*];
+
+            /// The upper-case name used by the spec, the golden cases and the CLI.
+            ///
+            /// ```
+            /// assert_eq!(kiln_nostd::ErrorCode::Eof.as_str(), "EOF");
+            /// ```
+            pub const fn as_str(self) -> &'static str {
+                match self { $( ErrorCode::$name => $text, )* }
+            }
+
+            /// [`as_str`](Self::as_str) NUL-terminated, for C.
+            pub const fn as_c_str(self) -> &'static core::ffi::CStr {
+                match self { $( ErrorCode::$name => c_str!($text), )* }
+            }
+
+            /// The code's number, 1 up in [`ALL`](Self::ALL)'s order: the
+            /// status a C caller gets (`KILN_FRAME` is 1, `KILN_PATH` 10).
+            pub const fn number(self) -> u8 {
+                match self { $( ErrorCode::$name => $number, )* }
+            }
+        }
+    };
+}
+
+codes! {
     /// Magic, version, flags, or a reserved byte.
-    Frame,
+    Frame = 1, "FRAME";
     /// A cap, or a size product that overflows.
-    Limit,
+    Limit = 2, "LIMIT";
     /// A checked length does not fit in the buffer.
-    Eof,
+    Eof = 3, "EOF";
     /// Dtype, shape, range, name, quant, canonical-layout or value fault.
-    Type,
+    Type = 4, "TYPE";
     /// A string, name or layout name that is not UTF-8.
-    Utf8,
+    Utf8 = 5, "UTF8";
     /// A standalone buffer continues past the value.
-    Trailing,
+    Trailing = 6, "TRAILING";
     /// A frame hash does not match the destination type.
-    Schema,
+    Schema = 7, "SCHEMA";
     /// A tensor's payload does not match its SHA-256 digest (`spec/model-file.md`).
-    Digest,
+    Digest = 8, "DIGEST";
     /// A shard of a sharded model is missing, of the wrong length, or does
     /// not match its manifest.
-    Shard,
+    Shard = 9, "SHARD";
     /// A shard name that is not a plain file name in the manifest's folder.
-    Path,
+    Path = 10, "PATH";
 }
 
 impl ErrorCode {
-    /// The upper-case name used by the spec, the golden cases and the CLI.
-    ///
-    /// ```
-    /// assert_eq!(kiln_nostd::ErrorCode::Eof.as_str(), "EOF");
-    /// ```
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::Frame => "FRAME",
-            ErrorCode::Limit => "LIMIT",
-            ErrorCode::Eof => "EOF",
-            ErrorCode::Type => "TYPE",
-            ErrorCode::Utf8 => "UTF8",
-            ErrorCode::Trailing => "TRAILING",
-            ErrorCode::Schema => "SCHEMA",
-            ErrorCode::Digest => "DIGEST",
-            ErrorCode::Shard => "SHARD",
-            ErrorCode::Path => "PATH",
-        }
-    }
-
     /// Parses a spec code name (`"TYPE"`, ...).
     #[must_use]
     pub fn from_name(name: &str) -> Option<Self> {
-        Some(match name {
-            "FRAME" => ErrorCode::Frame,
-            "LIMIT" => ErrorCode::Limit,
-            "EOF" => ErrorCode::Eof,
-            "TYPE" => ErrorCode::Type,
-            "UTF8" => ErrorCode::Utf8,
-            "TRAILING" => ErrorCode::Trailing,
-            "SCHEMA" => ErrorCode::Schema,
-            "DIGEST" => ErrorCode::Digest,
-            "SHARD" => ErrorCode::Shard,
-            "PATH" => ErrorCode::Path,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
+    /// The code with [`number`](Self::number) `number`.
+    pub fn from_number(number: u8) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.number() == number)
     }
 }
 
@@ -95,6 +115,9 @@ macro_rules! rules {
         }
 
         impl Rule {
+            /// Every rule, in declaration order.
+            pub const ALL: [Rule; [$(Rule::$name),*].len()] = [$(Rule::$name),*];
+
             /// The error code this rule reports.
             pub const fn code(self) -> ErrorCode {
                 match self { $( Rule::$name => ErrorCode::$code, )* }
@@ -108,6 +131,16 @@ macro_rules! rules {
             /// A stable identifier, the variant's name (for JSON output and logs).
             pub const fn id(self) -> &'static str {
                 match self { $( Rule::$name => stringify!($name), )* }
+            }
+
+            /// [`id`](Self::id) NUL-terminated, for C.
+            pub const fn id_c_str(self) -> &'static core::ffi::CStr {
+                match self { $( Rule::$name => c_str!(stringify!($name)), )* }
+            }
+
+            /// [`description`](Self::description) NUL-terminated, for C.
+            pub const fn description_c_str(self) -> &'static core::ffi::CStr {
+                match self { $( Rule::$name => c_str!($text), )* }
             }
         }
     };
@@ -545,7 +578,29 @@ const _: () = assert!(core::mem::size_of::<Error>() == 8);
 
 #[cfg(test)]
 mod tests {
-    use super::{Error, Rule, OFFSET_MAX};
+    use super::{Error, ErrorCode, Rule, OFFSET_MAX};
+
+    #[test]
+    fn the_tables_hold_each_text_once_in_both_forms() {
+        for (i, code) in ErrorCode::ALL.into_iter().enumerate() {
+            assert_eq!(usize::from(code.number()), i + 1, "{code:?}");
+            assert_eq!(ErrorCode::from_number(code.number()), Some(code));
+            assert_eq!(ErrorCode::from_name(code.as_str()), Some(code));
+            assert_eq!(code.as_c_str().to_str(), Ok(code.as_str()));
+        }
+        assert_eq!((ErrorCode::from_number(0), ErrorCode::from_name("OK")), (None, None));
+        extern crate std;
+        let mut ids = std::vec::Vec::new();
+        for rule in Rule::ALL {
+            assert_eq!(rule.id_c_str().to_str(), Ok(rule.id()));
+            assert_eq!(rule.description_c_str().to_str(), Ok(rule.description()));
+            assert!(ErrorCode::ALL.contains(&rule.code()));
+            ids.push(rule.id());
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), Rule::ALL.len());
+    }
 
     #[test]
     fn offsets_are_exact_to_48_bits_and_saturate_past() {

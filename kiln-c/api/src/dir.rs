@@ -180,6 +180,41 @@ pub const KILN_DTYPE_E2M1: u16 = 18;
 /// `e8m0` (OCP MX scale byte).
 pub const KILN_DTYPE_E8M0: u16 = 19;
 
+/// The dtype constants in code order (kiln.h needs them as literals): the
+/// build fails when the core's dtype table gains a dtype that kiln.h lacks
+/// or a code differs.
+const DTYPE_CODES: [u16; DType::closed_set().len()] = [
+    KILN_DTYPE_F64,
+    KILN_DTYPE_F32,
+    KILN_DTYPE_F16,
+    KILN_DTYPE_BF16,
+    KILN_DTYPE_F8E4M3,
+    KILN_DTYPE_F8E5M2,
+    KILN_DTYPE_BOOL,
+    KILN_DTYPE_I8,
+    KILN_DTYPE_U8,
+    KILN_DTYPE_I16,
+    KILN_DTYPE_U16,
+    KILN_DTYPE_I32,
+    KILN_DTYPE_U32,
+    KILN_DTYPE_I64,
+    KILN_DTYPE_U64,
+    KILN_DTYPE_I4,
+    KILN_DTYPE_U4,
+    KILN_DTYPE_E2M1,
+    KILN_DTYPE_E8M0,
+];
+
+// Compile time only, so the indexing cannot fail at run time.
+#[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+const _: () = {
+    let mut i = 0;
+    while i < DTYPE_CODES.len() {
+        assert!(DTYPE_CODES[i] == DType::closed_set()[i].code(), "a KILN_DTYPE_ code differs from the core's");
+        i += 1;
+    }
+};
+
 // ------------------------------------------------------------------ the handle
 
 const MAGIC: u32 = 0x4B49_4C4E; // "KILN"
@@ -228,10 +263,11 @@ impl<'a> View<'a> {
 
 /// Fills `dir` with `view` (lifetimes are the caller's contract from here on).
 pub(crate) fn store(dir: *mut kiln_dir, view: View<'_>) {
-    let handle = Handle { magic: MAGIC, view };
     // SAFETY: `dir` is not NULL (checked by every caller) and large and
-    // aligned enough (the assertions above). The handle only changes lifetimes.
-    unsafe { dir.cast::<Handle<'static>>().write(core::mem::transmute::<Handle<'_>, Handle<'static>>(handle)) };
+    // aligned enough (the assertions above). It is written with the view's
+    // own lifetime; `view()` reads it back as `'static`, which only drops
+    // the lifetime the caller keeps by contract.
+    unsafe { dir.cast::<Handle<'_>>().write(Handle { magic: MAGIC, view }) };
 }
 
 /// Marks `dir` invalid (after a failed call), when not NULL.
@@ -407,9 +443,9 @@ pub unsafe extern "C" fn kiln_dir_get_info(dir: *const kiln_dir, info: *mut kiln
             info,
             kiln_dir_info {
                 tensor_count: d.len(),
-                block_offset: u64_of(d.start()),
-                block_len: u64_of(d.block_len()),
-                payload_offset: u64_of(d.payload_start()),
+                block_offset: u64_from(d.start()),
+                block_len: u64_from(d.block_len()),
+                payload_offset: u64_from(d.payload_start()),
                 payload_len: d.header().payload_bytes,
                 named: d.header().has_names(),
                 is_model: metadata.is_some(),
@@ -442,7 +478,7 @@ pub(crate) fn tensor_info(t: &Tensor<'_>, has_payload: bool) -> kiln_tensor {
         shape: d.shape,
         element_count: t.element_count(),
         byte_offset: t.byte_offset(),
-        offset: u64_of(t.absolute_offset()),
+        offset: u64_from(t.absolute_offset()),
         byte_length: d.byte_length,
         data: if has_payload { t.bytes().as_ptr() } else { core::ptr::null() },
         layout: str_of(t.layout()),
@@ -548,7 +584,7 @@ fn copy_as<T: Element>(dir: *const kiln_dir, index: usize, out: *mut T, out_len:
             }
             Err(ViewError::OutputTooShort { needed }) => {
                 put(count, needed);
-                Err(Fail::TooSmall(u64_of(needed)))
+                Err(Fail::TooSmall(u64_from(needed)))
             }
             Err(_) => Err(Fail::Api(KILN_ERR_ELEMENT_TYPE)),
         }
@@ -561,245 +597,100 @@ fn copy_as<T: Element>(dir: *const kiln_dir, index: usize, out: *mut T, out_len:
     report(core::ptr::null_mut(), r)
 }
 
-/// `uint8_t` view of tensor `index` (dtypes u8, bool, f8e4m3, f8e5m2 and e8m0 (as bits)): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_u8(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const u8 {
-    view_as::<u8>(dir, index, count)
-}
-/// `int8_t` view of tensor `index` (dtypes i8): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_i8(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const i8 {
-    view_as::<i8>(dir, index, count)
-}
-/// `uint16_t` view of tensor `index` (dtypes u16, f16 and bf16 (as bits)): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_u16(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const u16 {
-    view_as::<u16>(dir, index, count)
-}
-/// `int16_t` view of tensor `index` (dtypes i16): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_i16(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const i16 {
-    view_as::<i16>(dir, index, count)
-}
-/// `uint32_t` view of tensor `index` (dtypes u32): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_u32(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const u32 {
-    view_as::<u32>(dir, index, count)
-}
-/// `int32_t` view of tensor `index` (dtypes i32): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_i32(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const i32 {
-    view_as::<i32>(dir, index, count)
-}
-/// `uint64_t` view of tensor `index` (dtypes u64): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_u64(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const u64 {
-    view_as::<u64>(dir, index, count)
-}
-/// `int64_t` view of tensor `index` (dtypes i64): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_i64(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const i64 {
-    view_as::<i64>(dir, index, count)
-}
-/// The elements of tensor `index` in place, as `float` (dtype f32), with
-/// `*count` (may be NULL) set to their number: zero-copy. NULL (and 0) when
-/// the dtype does not match, the host is big-endian (multi-byte types), the
-/// payload is not aligned for the type (keep the buffer 64-byte aligned:
-/// every payload offset is a multiple of 64), or the payload is not in
-/// memory; then use `kiln_tensor_copy_f32`. The `_u8`, `_i8`, `_u16`,
-/// `_i16`, `_u32`, `_i32`, `_u64`, `_i64` and `_f64` variants do the same
-/// for their types.
-///
-/// # Safety
-/// `dir` NULL or a readable `kiln_dir`; `count` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_f32(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const f32 {
-    view_as::<f32>(dir, index, count)
-}
-/// `double` view of tensor `index` (dtypes f64): see `kiln_tensor_view_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_view_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_view_f64(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const f64 {
-    view_as::<f64>(dir, index, count)
+// The view and copy function of each element type, from one table: a row
+// is the Rust type, its C name, the dtypes it reads, and the two symbols.
+// kiln.h is generated from the expansion (cbindgen's `parse.expand`), so
+// the docs built here are the header's; f32's are the family's reference.
+macro_rules! element_functions {
+    ($( $t:ident $c:literal $dtypes:literal $view:ident $copy:ident; )*) => {
+        $( element_functions!(@view $t $c $dtypes $view); )*
+        $( element_functions!(@copy $t $c $dtypes $copy); )*
+    };
+    (@view f32 $c:literal $dtypes:literal $view:ident) => {
+        element_functions!(@view_fn f32 $view
+            /// The elements of tensor `index` in place, as `float` (dtype f32), with
+            /// `*count` (may be NULL) set to their number: zero-copy. NULL (and 0) when
+            /// the dtype does not match, the host is big-endian (multi-byte types), the
+            /// payload is not aligned for the type (keep the buffer 64-byte aligned:
+            /// every payload offset is a multiple of 64), or the payload is not in
+            /// memory; then use `kiln_tensor_copy_f32`. The `_u8`, `_i8`, `_u16`,
+            /// `_i16`, `_u32`, `_i32`, `_u64`, `_i64` and `_f64` variants do the same
+            /// for their types.
+            ///
+            /// # Safety
+            /// `dir` NULL or a readable `kiln_dir`; `count` NULL or writable.
+        );
+    };
+    (@view $t:ident $c:literal $dtypes:literal $view:ident) => {
+        element_functions!(@view_fn $t $view
+            #[doc = concat!(" `", $c, "` view of tensor `index` (dtypes ", $dtypes, "): see `kiln_tensor_view_f32`.")]
+            ///
+            /// # Safety
+            /// As for `kiln_tensor_view_f32`.
+        );
+    };
+    (@copy f32 $c:literal $dtypes:literal $copy:ident) => {
+        element_functions!(@copy_fn f32 $copy
+            /// Copies tensor `index` into `out[0..out_len]` as host-order `float`
+            /// (dtype f32; byte-swapped on big-endian hosts) and sets `*count` (may be
+            /// NULL) to the number of elements. `KILN_ERR_ELEMENT_TYPE` for another
+            /// dtype; `KILN_ERR_BUFFER_TOO_SMALL` with `*count` = the elements needed
+            /// when `out_len` is smaller (pass NULL and 0 to ask). `out` must be aligned
+            /// for the type. The `_u8`, `_i8`, `_u16`, `_i16`, `_u32`, `_i32`, `_u64`,
+            /// `_i64` and `_f64` variants do the same for their types (`_u16` reads f16
+            /// and bf16 as bits, `_u8` bool and the one-byte floats).
+            ///
+            /// # Safety
+            /// `dir` NULL or a readable `kiln_dir`; `out[0..out_len]` writable; `count` NULL or writable.
+        );
+    };
+    (@copy $t:ident $c:literal $dtypes:literal $copy:ident) => {
+        element_functions!(@copy_fn $t $copy
+            #[doc = concat!(" Copies tensor `index` as `", $c, "` (dtypes ", $dtypes, "): see `kiln_tensor_copy_f32`.")]
+            ///
+            /// # Safety
+            /// As for `kiln_tensor_copy_f32`.
+        );
+    };
+    (@view_fn $t:ident $view:ident $(#[$doc:meta])*) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $view(dir: *const kiln_dir, index: usize, count: *mut usize) -> *const $t {
+            view_as::<$t>(dir, index, count)
+        }
+    };
+    (@copy_fn $t:ident $copy:ident $(#[$doc:meta])*) => {
+        $(#[$doc])*
+        #[no_mangle]
+        pub unsafe extern "C" fn $copy(
+            dir: *const kiln_dir,
+            index: usize,
+            out: *mut $t,
+            out_len: usize,
+            count: *mut usize,
+        ) -> c_int {
+            copy_as::<$t>(dir, index, out, out_len, count)
+        }
+    };
 }
 
-/// Copies tensor `index` as `uint8_t` (dtypes u8, bool, f8e4m3, f8e5m2 and e8m0 (as bits)): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_u8(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut u8,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<u8>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `int8_t` (dtypes i8): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_i8(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut i8,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<i8>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `uint16_t` (dtypes u16, f16 and bf16 (as bits)): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_u16(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut u16,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<u16>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `int16_t` (dtypes i16): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_i16(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut i16,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<i16>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `uint32_t` (dtypes u32): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_u32(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut u32,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<u32>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `int32_t` (dtypes i32): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_i32(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut i32,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<i32>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `uint64_t` (dtypes u64): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_u64(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut u64,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<u64>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `int64_t` (dtypes i64): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_i64(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut i64,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<i64>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` into `out[0..out_len]` as host-order `float`
-/// (dtype f32; byte-swapped on big-endian hosts) and sets `*count` (may be
-/// NULL) to the number of elements. `KILN_ERR_ELEMENT_TYPE` for another
-/// dtype; `KILN_ERR_BUFFER_TOO_SMALL` with `*count` = the elements needed
-/// when `out_len` is smaller (pass NULL and 0 to ask). `out` must be aligned
-/// for the type. The `_u8`, `_i8`, `_u16`, `_i16`, `_u32`, `_i32`, `_u64`,
-/// `_i64` and `_f64` variants do the same for their types (`_u16` reads f16
-/// and bf16 as bits, `_u8` bool and the one-byte floats).
-///
-/// # Safety
-/// `dir` NULL or a readable `kiln_dir`; `out[0..out_len]` writable; `count` NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_f32(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut f32,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<f32>(dir, index, out, out_len, count)
-}
-/// Copies tensor `index` as `double` (dtypes f64): see `kiln_tensor_copy_f32`.
-///
-/// # Safety
-/// As for `kiln_tensor_copy_f32`.
-#[no_mangle]
-pub unsafe extern "C" fn kiln_tensor_copy_f64(
-    dir: *const kiln_dir,
-    index: usize,
-    out: *mut f64,
-    out_len: usize,
-    count: *mut usize,
-) -> c_int {
-    copy_as::<f64>(dir, index, out, out_len, count)
+element_functions! {
+    u8 "uint8_t" "u8, bool, f8e4m3, f8e5m2 and e8m0 (as bits)" kiln_tensor_view_u8 kiln_tensor_copy_u8;
+    i8 "int8_t" "i8" kiln_tensor_view_i8 kiln_tensor_copy_i8;
+    u16 "uint16_t" "u16, f16 and bf16 (as bits)" kiln_tensor_view_u16 kiln_tensor_copy_u16;
+    i16 "int16_t" "i16" kiln_tensor_view_i16 kiln_tensor_copy_i16;
+    u32 "uint32_t" "u32" kiln_tensor_view_u32 kiln_tensor_copy_u32;
+    i32 "int32_t" "i32" kiln_tensor_view_i32 kiln_tensor_copy_i32;
+    u64 "uint64_t" "u64" kiln_tensor_view_u64 kiln_tensor_copy_u64;
+    i64 "int64_t" "i64" kiln_tensor_view_i64 kiln_tensor_copy_i64;
+    f32 "float" "f32" kiln_tensor_view_f32 kiln_tensor_copy_f32;
+    f64 "double" "f64" kiln_tensor_view_f64 kiln_tensor_copy_f64;
 }
 
 // ------------------------------------------------------------------ dequantization
 
 /// Element `i` of a payload of `dtype` as f32 (NaN when it is not there).
+#[allow(clippy::as_conversions)] // f64 and the wide integers round to the nearest f32: no `From` does
 pub(crate) fn element_f32(dtype: DType, bytes: &[u8], i: usize) -> f32 {
     fn le<const N: usize>(bytes: &[u8], i: usize) -> Option<[u8; N]> {
         let start = i.checked_mul(N)?;
@@ -815,14 +706,14 @@ pub(crate) fn element_f32(dtype: DType, bytes: &[u8], i: usize) -> f32 {
         DType::F8E5M2 => byte().map(mx::f8e5m2_to_f32),
         DType::E8M0 => byte().map(mx::e8m0_to_f32),
         DType::Bool | DType::U8 => byte().map(f32::from),
-        DType::I8 => byte().map(|b| f32::from(b as i8)),
+        DType::I8 => byte().map(|b| f32::from(i8::from_le_bytes([b]))),
         DType::I16 => le::<2>(bytes, i).map(|b| f32::from(i16::from_le_bytes(b))),
         DType::U16 => le::<2>(bytes, i).map(|b| f32::from(u16::from_le_bytes(b))),
         DType::I32 => le::<4>(bytes, i).map(|b| i32::from_le_bytes(b) as f32),
         DType::U32 => le::<4>(bytes, i).map(|b| u32::from_le_bytes(b) as f32),
         DType::I64 => le::<8>(bytes, i).map(|b| i64::from_le_bytes(b) as f32),
         DType::U64 => le::<8>(bytes, i).map(|b| u64::from_le_bytes(b) as f32),
-        DType::I4 => mx::nibble(bytes, i).map(|n| f32::from(((n << 4) as i8) >> 4)),
+        DType::I4 => mx::nibble(bytes, i).map(|n| f32::from(i8::from_le_bytes([n << 4]) >> 4)),
         DType::U4 => mx::nibble(bytes, i).map(f32::from),
         DType::E2M1 => mx::nibble(bytes, i).map(mx::e2m1_to_f32),
         DType::Opaque(_) => None,
@@ -859,9 +750,9 @@ pub(crate) fn dequantize(t: &Tensor<'_>, out: &mut [f32]) -> Result<usize, Fail>
     let rank = shape.len();
     let mut dims = [1usize; 8];
     for (d, &s) in dims.iter_mut().zip(shape) {
-        *d = usize::try_from(s).unwrap_or(usize::MAX);
+        *d = usize_sat(s);
     }
-    let group = usize::try_from(q.group_size).unwrap_or(usize::MAX).max(1);
+    let group = usize_from_u32(q.group_size).max(1);
     // The scale tensor is row-major over the shape with dims[axis] replaced
     // by its group count (the validator checked it holds exactly that many).
     let mut strides = [0usize; 8];
@@ -937,7 +828,7 @@ pub unsafe extern "C" fn kiln_tensor_dequantize_f32(
     });
     match r {
         Ok(n) => put(count, n),
-        Err(Fail::TooSmall(n)) => put(count, usize::try_from(n).unwrap_or(usize::MAX)),
+        Err(Fail::TooSmall(n)) => put(count, usize_sat(n)),
         Err(_) => put(count, 0),
     }
     report(core::ptr::null_mut(), r.map(|_| ()))

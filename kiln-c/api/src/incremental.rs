@@ -274,7 +274,7 @@ pub unsafe extern "C" fn kiln_prefix_len(
     // SAFETY: the caller's buffer, per the contract.
     let r = unsafe { slice(header, len) }.and_then(|h| {
         let n = Incremental::prefix_len(h, &kiln_nostd::Limits::DEFAULT)?;
-        put(needed, n.map_or(0, u64_of));
+        put(needed, n.map_or(0, u64_from));
         Ok(())
     });
     report(err, r)

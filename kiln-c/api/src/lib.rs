@@ -26,7 +26,8 @@
         clippy::arithmetic_side_effects,
         clippy::unwrap_used,
         clippy::expect_used,
-        clippy::panic
+        clippy::panic,
+        clippy::as_conversions
     )
 )]
 
@@ -34,6 +35,8 @@
 extern crate std;
 
 use core::ffi::{c_char, c_int};
+
+pub(crate) use kiln_nostd::int::{u64_from, usize_from_u32, usize_sat};
 
 mod dir;
 mod incremental;
@@ -236,9 +239,9 @@ fn check_range<T>(ptr: *const T, len: usize) -> Result<(), Fail> {
     if ptr.is_null() {
         return Err(Fail::Api(KILN_ERR_NULL));
     }
-    let addr = ptr as usize;
+    let addr = ptr.addr();
     let aligned = addr.checked_rem(core::mem::align_of::<T>()) == Some(0);
-    let bytes = len.checked_mul(core::mem::size_of::<T>()).filter(|&b| b <= isize::MAX as usize);
+    let bytes = len.checked_mul(core::mem::size_of::<T>()).filter(|&b| b <= isize::MAX.unsigned_abs());
     match bytes.and_then(|b| addr.checked_add(b)) {
         Some(_) if aligned => Ok(()),
         _ => Err(Fail::Api(KILN_ERR_ARGUMENT)),
@@ -270,9 +273,4 @@ pub(crate) fn put<T>(out: *mut T, value: T) {
         // SAFETY: not NULL; the caller passes a writable T.
         unsafe { out.write(value) };
     }
-}
-
-/// `u64` from `usize` (lossless on every target Rust supports here).
-pub(crate) fn u64_of(n: usize) -> u64 {
-    u64::try_from(n).unwrap_or(u64::MAX)
 }

@@ -97,12 +97,12 @@ pub unsafe extern "C" fn kiln_model_verify(
                 record: record_of(Some(m.kind())),
                 digests_checked: !skip && m.digests().is_some(),
                 tensor_count: dir.len(),
-                block_offset: u64_of(dir.start()),
-                block_len: u64_of(dir.end().saturating_sub(dir.start())),
+                block_offset: u64_from(dir.start()),
+                block_len: u64_from(dir.end().saturating_sub(dir.start())),
             }
         } else {
             let dir = Parser::new().parse(buf)?;
-            kiln_verified { tensor_count: dir.len(), block_len: u64_of(dir.end()), ..NONE }
+            kiln_verified { tensor_count: dir.len(), block_len: u64_from(dir.end()), ..NONE }
         };
         put(out, found);
         Ok(())
@@ -158,7 +158,7 @@ pub unsafe extern "C" fn kiln_source_verify_model(
             kiln_verified {
                 record: record_of(s.kind),
                 digests_checked: s.digests_checked,
-                tensor_count: usize::try_from(s.block.header.tensor_count).unwrap_or(usize::MAX),
+                tensor_count: usize_from_u32(s.block.header.tensor_count),
                 block_offset: s.block_start,
                 block_len: s.block.block_len,
             },
