@@ -578,9 +578,9 @@ impl<'m, 's> Incremental<'m, 's> {
                 (fault, _) => fault.unwrap_or(Error::at(Rule::HeaderTruncated, fed)),
             });
         };
-        if let Some(e) = self.fault.filter(|e| is_header_fault(e.rule())) {
-            return Err(e); // steps 2 to 4
-        }
+        // `sizes` is set only once the header passed steps 1 to 4, so every
+        // fault held now is of a later step: steps 5 and 6 of the bytes fed
+        // come first.
         header::check_directory_fits(sizes.heap_end, fed)?; // step 5
         let (_, block_len) = sizes.ends?; // step 6
         header::check_block_fits(block_len, fed)?;
@@ -608,21 +608,4 @@ impl<'m, 's> Incremental<'m, 's> {
             None => fail_at(Rule::BlockTruncated, fed),
         }
     }
-}
-
-/// Faults found in the header alone (steps 1 to 4), which no truncation
-/// later in the block can override.
-fn is_header_fault(rule: Rule) -> bool {
-    matches!(
-        rule,
-        Rule::DirectoryMagic
-            | Rule::DirectoryVersion
-            | Rule::UnknownFlag
-            | Rule::LittleEndianFlagClear
-            | Rule::HeaderReserved
-            | Rule::TensorCountCap
-            | Rule::NameBytesCap
-            | Rule::DirectorySizeOverflow
-            | Rule::DirectoryBytesMismatch
-    )
 }
