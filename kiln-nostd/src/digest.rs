@@ -127,7 +127,7 @@ pub(crate) fn canonical_ranges(descriptors: &[u8], count: usize) -> impl Iterato
 /// The caller stops at the tensor count.
 #[cfg_attr(not(feature = "sha2"), allow(dead_code))] // the model-file reader's
 pub(crate) fn run_entry(descriptors: &[u8], i: usize, running: u64) -> Option<(u64, u64)> {
-    let d = descriptors.get(i.checked_mul(128)?..)?;
+    let d = descriptors.get(i.checked_mul(crate::layout::DESCRIPTOR_LEN)?..)?;
     let off = crate::bytes::u64_at(d, AT_BYTE_OFFSET)?;
     let len = crate::bytes::u64_at(d, AT_BYTE_LENGTH)?;
     (off == align(running)?).then_some((off, len))

@@ -137,7 +137,7 @@ impl Header {
             return fail(Rule::NameBytesCap, AT_NAME_BYTES);
         }
         let Some(expected) =
-            u64::from(self.tensor_count).checked_mul(128).and_then(|d| d.checked_add(u64::from(self.name_bytes)))
+            u64::from(self.tensor_count).checked_mul(u64_from(DESCRIPTOR_LEN)).and_then(|d| d.checked_add(u64::from(self.name_bytes)))
         else {
             return fail(Rule::DirectorySizeOverflow, AT_COUNT);
         };

@@ -562,7 +562,7 @@ impl<'a> Manifest<'a> {
         }
         for (i, (entry, t)) in self.shard_tensors(index).zip(dir.iter()).enumerate() {
             if !same_tensor(&entry, &t) {
-                return fail(Rule::ShardTensor, dir.start().saturating_add(64).saturating_add(i.saturating_mul(128)));
+                return fail(Rule::ShardTensor, dir.start().saturating_add(crate::layout::descriptor_at(i)));
             }
             if table.and_then(|d| d.get(i)) != Some(entry.digest) {
                 let at = table.map_or(0, |d| d.offset_of(i));
