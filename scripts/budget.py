@@ -60,7 +60,11 @@ class Suite:
     def __init__(self, name: str, cargo: list, env: dict):
         self.name = name
         self.cargo = cargo  # the cargo command up to the target selection
-        self.env = {**os.environ, **env}
+        # libtest's --report-time is unstable: RUSTC_BOOTSTRAP lets a stable-built harness take
+        # it. Set for the listing too: cargo fingerprints it, so a listing built without it would
+        # leave every file's first timed run rebuilding its test binary (and, the first time,
+        # every dependency) inside that file's time limit.
+        self.env = {**os.environ, **env, "RUSTC_BOOTSTRAP": "1"}
 
     def command(self, selector: list, harness: list) -> list:
         return self.cargo + selector + ["--"] + harness
@@ -102,10 +106,8 @@ class Suite:
         harness = ["-Z", "unstable-options", "--report-time"]
         if tests is not None:
             harness += ["--exact"] + list(tests)
-        # libtest's --report-time is unstable: RUSTC_BOOTSTRAP lets a stable-built harness take it.
-        env = {**self.env, "RUSTC_BOOTSTRAP": "1"}
         proc = subprocess.Popen(
-            self.command(selector, harness), cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            self.command(selector, harness), cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             text=True, start_new_session=True,
         )
         times = {}

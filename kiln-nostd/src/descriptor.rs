@@ -2,7 +2,7 @@
 //! (check steps 8 reserved bytes, 9 dtype/shape/range, 11 element bytes).
 
 use crate::bytes::{first_above_one, first_nonzero, u64_from, usize_from};
-use crate::dtype::{DType, Width};
+use crate::dtype::{ByteRule, DType, Width};
 use crate::error::{fail, fail_at, Result, Rule};
 use crate::header::{DESCRIPTOR_LEN, HEADER_LEN};
 
@@ -525,12 +525,12 @@ fn check_length_and_layout(d: &RawDescriptor, dtype: DType, count: u64, index: u
 #[cfg_attr(target_pointer_width = "64", inline)]
 pub(crate) fn check_elements(d: &RawDescriptor, payload: &[u8], payload_at: u64) -> Result<()> {
     let at = |i: usize| payload_at.saturating_add(u64_from(i));
-    match d.dtype() {
-        Some(DType::Bool) => match first_above_one(payload) {
+    match d.dtype().map(DType::byte_rule) {
+        Some(ByteRule::ZeroOrOne) => match first_above_one(payload) {
             Some(i) => fail_at(Rule::BoolByte, at(i)),
             None => Ok(()),
         },
-        Some(DType::I4 | DType::U4 | DType::E2M1) => {
+        Some(ByteRule::OddPadZero) => {
             // Fallback not taken: the element count was checked not to overflow before this check.
             let odd = d.element_count().unwrap_or(0) % 2 == 1;
             match payload.last() {

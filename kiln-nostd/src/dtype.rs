@@ -14,13 +14,26 @@ pub enum Width {
     Opaque,
 }
 
+/// What step 11 checks in a tensor's bytes, by dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ByteRule {
+    /// Any byte is an element (or an opaque block's byte).
+    Any,
+    /// Every byte is 0 or 1 (BOOL_BYTE).
+    ZeroOrOne,
+    /// Packed nibbles: with an odd element count, the last byte's high
+    /// nibble is 0 (PACKED_HIGH_NIBBLE).
+    OddPadZero,
+}
+
 /// The first opaque code.
 pub const OPAQUE_MIN: u16 = 4096;
 /// The last opaque code.
 pub const OPAQUE_MAX: u16 = 32767;
 
 macro_rules! dtypes {
-    ($( $(#[$doc:meta])* $name:ident = $code:literal, $text:literal, $width:expr; )*) => {
+    ($( $(#[$doc:meta])* $name:ident = $code:literal, $text:literal, $width:expr, $bytes:expr; )*) => {
         /// A tensor element type.
         ///
         /// ```
@@ -72,6 +85,14 @@ macro_rules! dtypes {
                     DType::Opaque(_) => Width::Opaque,
                 }
             }
+
+            /// What step 11 checks in this dtype's bytes.
+            pub const fn byte_rule(self) -> ByteRule {
+                match self {
+                    $( DType::$name => $bytes, )*
+                    DType::Opaque(_) => ByteRule::Any,
+                }
+            }
         }
     };
 }
@@ -80,43 +101,43 @@ macro_rules! dtypes {
 // test holds the order).
 dtypes! {
     /// IEEE binary64.
-    F64 = 1, "f64", Width::Bytes(8);
+    F64 = 1, "f64", Width::Bytes(8), ByteRule::Any;
     /// IEEE binary32.
-    F32 = 2, "f32", Width::Bytes(4);
+    F32 = 2, "f32", Width::Bytes(4), ByteRule::Any;
     /// IEEE binary16.
-    F16 = 3, "f16", Width::Bytes(2);
+    F16 = 3, "f16", Width::Bytes(2), ByteRule::Any;
     /// bfloat16.
-    BF16 = 4, "bf16", Width::Bytes(2);
+    BF16 = 4, "bf16", Width::Bytes(2), ByteRule::Any;
     /// OFP8 E4M3.
-    F8E4M3 = 5, "f8e4m3", Width::Bytes(1);
+    F8E4M3 = 5, "f8e4m3", Width::Bytes(1), ByteRule::Any;
     /// OFP8 E5M2.
-    F8E5M2 = 6, "f8e5m2", Width::Bytes(1);
+    F8E5M2 = 6, "f8e5m2", Width::Bytes(1), ByteRule::Any;
     /// One byte, 0 or 1.
-    Bool = 7, "bool", Width::Bytes(1);
+    Bool = 7, "bool", Width::Bytes(1), ByteRule::ZeroOrOne;
     /// Signed byte.
-    I8 = 8, "i8", Width::Bytes(1);
+    I8 = 8, "i8", Width::Bytes(1), ByteRule::Any;
     /// Unsigned byte.
-    U8 = 9, "u8", Width::Bytes(1);
+    U8 = 9, "u8", Width::Bytes(1), ByteRule::Any;
     /// Little-endian i16.
-    I16 = 10, "i16", Width::Bytes(2);
+    I16 = 10, "i16", Width::Bytes(2), ByteRule::Any;
     /// Little-endian u16.
-    U16 = 11, "u16", Width::Bytes(2);
+    U16 = 11, "u16", Width::Bytes(2), ByteRule::Any;
     /// Little-endian i32.
-    I32 = 12, "i32", Width::Bytes(4);
+    I32 = 12, "i32", Width::Bytes(4), ByteRule::Any;
     /// Little-endian u32.
-    U32 = 13, "u32", Width::Bytes(4);
+    U32 = 13, "u32", Width::Bytes(4), ByteRule::Any;
     /// Little-endian i64.
-    I64 = 14, "i64", Width::Bytes(8);
+    I64 = 14, "i64", Width::Bytes(8), ByteRule::Any;
     /// Little-endian u64.
-    U64 = 15, "u64", Width::Bytes(8);
+    U64 = 15, "u64", Width::Bytes(8), ByteRule::Any;
     /// Packed two's-complement nibbles, low nibble first.
-    I4 = 16, "i4", Width::Nibble;
+    I4 = 16, "i4", Width::Nibble, ByteRule::OddPadZero;
     /// Packed unsigned nibbles, low nibble first.
-    U4 = 17, "u4", Width::Nibble;
+    U4 = 17, "u4", Width::Nibble, ByteRule::OddPadZero;
     /// OCP MX FP4 E2M1, packed nibbles.
-    E2M1 = 18, "e2m1", Width::Nibble;
+    E2M1 = 18, "e2m1", Width::Nibble, ByteRule::OddPadZero;
     /// OCP MX E8M0 scale byte.
-    E8M0 = 19, "e8m0", Width::Bytes(1);
+    E8M0 = 19, "e8m0", Width::Bytes(1), ByteRule::Any;
 }
 
 impl DType {
@@ -188,6 +209,22 @@ mod tests {
         }
         assert_eq!(DType::from_code(4096), Some(DType::Opaque(4096)));
         assert_eq!(DType::from_code(32767), Some(DType::Opaque(32767)));
+    }
+
+    /// Step 11's byte rules (spec section 11): bool bytes are 0 or 1, every
+    /// packed-nibble dtype pads an odd count with a zero high nibble, and
+    /// no other dtype constrains its bytes.
+    #[test]
+    fn byte_rules_follow_the_spec() {
+        for d in CLOSED {
+            let want = match (d, d.width()) {
+                (DType::Bool, _) => ByteRule::ZeroOrOne,
+                (_, Width::Nibble) => ByteRule::OddPadZero,
+                _ => ByteRule::Any,
+            };
+            assert_eq!(d.byte_rule(), want, "{}", d.name());
+        }
+        assert_eq!(DType::Opaque(4096).byte_rule(), ByteRule::Any);
     }
 
     #[test]

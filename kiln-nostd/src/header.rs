@@ -136,8 +136,9 @@ impl Header {
         if self.name_bytes > limits.byte_cap {
             return fail(Rule::NameBytesCap, AT_NAME_BYTES);
         }
-        let Some(expected) =
-            u64::from(self.tensor_count).checked_mul(u64_from(DESCRIPTOR_LEN)).and_then(|d| d.checked_add(u64::from(self.name_bytes)))
+        let Some(expected) = u64::from(self.tensor_count)
+            .checked_mul(u64_from(DESCRIPTOR_LEN))
+            .and_then(|d| d.checked_add(u64::from(self.name_bytes)))
         else {
             return fail(Rule::DirectorySizeOverflow, AT_COUNT);
         };

@@ -89,7 +89,7 @@ mod steps;
 mod writer;
 
 pub use directory::{Directory, NameIndex, Quantization, Tensor, TensorIter};
-pub use dtype::{DType, Width};
+pub use dtype::{ByteRule, DType, Width};
 pub use element::{copy, encode_le, le_bytes, view, Element, ViewError};
 pub use error::{Error, ErrorCode, Result, Rule};
 pub use fixed::{CapacityError, FixedIndex};

@@ -14,7 +14,7 @@
 use crate::bytes::{first_above_one, u64_from, usize_from};
 use crate::descriptor::Descriptors;
 use crate::descriptor::RawDescriptor;
-use crate::dtype::DType;
+use crate::dtype::{ByteRule, DType};
 use crate::error::{fail_at, Error, Result, Rule};
 
 /// Where the payload walk stands.
@@ -101,8 +101,8 @@ impl Walk {
                 return fed.max(abs(self.gap_from));
             }
             if self.reads_elements(d) && abs(end) > fed {
-                let first = match d.dtype() {
-                    Some(DType::Bool) => start,
+                let first = match d.dtype().map(DType::byte_rule) {
+                    Some(ByteRule::ZeroOrOne) => start,
                     _ => end.saturating_sub(1), // an odd packed tensor's last byte
                 };
                 return fed.max(abs(first));
@@ -183,8 +183,8 @@ impl Walk {
     /// offset `at`. A fault is certain once the gaps after this tensor passed.
     fn check_elements(&mut self, descs: &Descriptors<'_>, d: &RawDescriptor, bytes: &[u8], at: u64, end: u64) {
         let abs = |k: usize| self.payload_base.saturating_add(at).saturating_add(u64_from(k));
-        let bad = match d.dtype() {
-            Some(DType::Bool) => first_above_one(bytes).map(|k| (Rule::BoolByte, k)),
+        let bad = match d.dtype().map(DType::byte_rule) {
+            Some(ByteRule::ZeroOrOne) => first_above_one(bytes).map(|k| (Rule::BoolByte, k)),
             // An odd packed tensor (has_byte_rules): its last byte's high nibble.
             _ => match bytes.last() {
                 Some(&b) if at.saturating_add(u64_from(bytes.len())) == end && b & 0xF0 != 0 => {
@@ -210,17 +210,17 @@ impl Walk {
     }
 }
 
-/// True for the tensors whose bytes step 11 reads: bool, and packed
-/// nibbles (dtype codes 16 to 18) with an odd count (only the last byte's
-/// high nibble); empty tensors have none. Most tensors: one compare.
+/// True for the tensors whose bytes step 11 reads (the dtype table's
+/// [`ByteRule`]): bool, and packed nibbles with an odd count (only the last
+/// byte's high nibble); empty tensors have none.
 fn has_byte_rules(d: &RawDescriptor) -> bool {
-    let code = d.dtype_code();
-    if code != DType::Bool.code() && !(DType::I4.code()..=DType::E2M1.code()).contains(&code) {
-        return false;
-    }
-    // Accepted shapes do not overflow: the fallback is never taken.
-    let odd_packed = code != DType::Bool.code() && d.element_count().unwrap_or(0) % 2 == 1;
-    (code == DType::Bool.code() || odd_packed) && d.byte_length() != 0
+    let reads = match d.dtype().map(DType::byte_rule) {
+        Some(ByteRule::ZeroOrOne) => true,
+        // Accepted shapes do not overflow: the fallback is never taken.
+        Some(ByteRule::OddPadZero) => d.element_count().unwrap_or(0) % 2 == 1,
+        Some(ByteRule::Any) | None => false,
+    };
+    reads && d.byte_length() != 0
 }
 
 /// Where the last gap before one of the descriptors `from..upto` ends
