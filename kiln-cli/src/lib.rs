@@ -359,7 +359,7 @@ fn run_inspect(args: &InspectArgs) -> anyhow::Result<u8> {
                 }
                 stream::Sniffed::Other(reader) => reader,
             };
-            let seed = validate::process_seed();
+            let seed = kiln_nostd::host::process_seed();
             let streamed =
                 stream::check(reader, Limits::DEFAULT, seed, |dir| inspect_text(&file, None, dir, args.json))?;
             Ok(match (streamed.verdict, streamed.directory) {

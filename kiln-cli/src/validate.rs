@@ -187,11 +187,13 @@ impl ValidateOptions {
 pub fn validate_source(source: Source, opts: &ValidateOptions) -> std::io::Result<Result<(), Error>> {
     match (source, &opts.target) {
         (Source::Stream(reader), Target::Tensors) => {
-            Ok(stream::check(reader, opts.limits, process_seed(), |_| ())?.verdict)
+            Ok(stream::check(reader, opts.limits, host::process_seed(), |_| ())?.verdict)
         }
         (Source::Stream(reader), Target::Any) => match stream::sniff_model(reader)? {
             stream::Sniffed::Model(bytes) => Ok(parse_any(&bytes, opts.limits).map(|_| ())),
-            stream::Sniffed::Other(reader) => Ok(stream::check(reader, opts.limits, process_seed(), |_| ())?.verdict),
+            stream::Sniffed::Other(reader) => {
+                Ok(stream::check(reader, opts.limits, host::process_seed(), |_| ())?.verdict)
+            }
         },
         (source, _) => Ok(validate_bytes(source.into_input()?.bytes(), opts)),
     }
@@ -228,9 +230,6 @@ pub fn parse_any(bytes: &[u8], limits: Limits) -> Result<(Option<Metadata<'_>>, 
     let mut scratch = host::scratch_for(bytes, &limits);
     Model::parse_with(bytes, host::parser(limits, &mut scratch)).map(|m| (Some(m.metadata()), m.directory()))
 }
-
-/// The name table's seed for this process (the core's host policy).
-pub use kiln_nostd::host::process_seed;
 
 #[cfg(test)]
 mod tests {

@@ -27,6 +27,7 @@ use super::copy::{progress, Sink};
 use super::error::io_fail;
 use super::model::Model;
 use super::outfile::{self, Target, Temp};
+use super::ShardSet;
 use super::{index, write_safetensors, write_sharded, Input};
 
 /// OUT's file name without `.safetensors.index.json` or `.safetensors`.
@@ -46,9 +47,6 @@ pub fn index_path(out: &Path) -> PathBuf {
     out.with_file_name(format!("{}.safetensors.index.json", stem(out)))
 }
 
-/// What [`write`] produced.
-pub use super::ShardSet as Outputs;
-
 /// Writes `model`'s tensors as the safetensors shards `ranges` (in order) and
 /// the index, for OUT `out`. `inputs` hold the payloads; `(quiet, fsync)`:
 /// no progress bar, fsync every file. Every output name is resolved (and
@@ -60,7 +58,7 @@ pub fn write(
     ranges: &[Range<usize>],
     notes: &mut Vec<String>,
     (quiet, fsync): (bool, bool),
-) -> anyhow::Result<Outputs> {
+) -> anyhow::Result<ShardSet> {
     let count = ranges.len();
     let mut targets = Vec::with_capacity(count);
     for k in 1..=count {
@@ -114,7 +112,7 @@ pub fn write(
         stale.push(out.given.clone());
     }
     files.push((index_temp, index_target));
-    Ok(Outputs { files, bytes, stale })
+    Ok(ShardSet { files, bytes, stale })
 }
 
 /// The index, as `transformers` writes it (`json.dumps(index, indent=2,

@@ -28,6 +28,7 @@ use super::model::TensorOut;
 use super::outfile::{self, Target, Temp};
 use super::write_kiln;
 use super::Input;
+use super::ShardSet;
 use crate::platform;
 
 /// The file name of shard `index` of `count` for the manifest `out`:
@@ -51,9 +52,6 @@ struct Written {
     digests: Vec<[u8; DIGEST_LEN]>,
 }
 
-/// What [`write`] produced.
-pub use super::ShardSet as Outputs;
-
 /// Writes `tensors` as the shards `ranges` (in order) and the manifest for
 /// `out` with `metadata`. `inputs` hold the payloads; `(quiet, fsync)`: no
 /// progress bar, fsync every file.
@@ -70,7 +68,7 @@ pub fn write(
     ranges: &[Range<usize>],
     metadata: &Metadata,
     (quiet, fsync): (bool, bool),
-) -> anyhow::Result<Outputs> {
+) -> anyhow::Result<ShardSet> {
     let count = ranges.len();
     let total: u64 = tensors.iter().map(|t| t.len).fold(0, u64::saturating_add);
     let bar = progress(total, super::PROGRESS_MIN, quiet);
@@ -128,7 +126,7 @@ pub fn write(
     let stale = stale_shards(&out.given, count, inputs);
     let mut files: Vec<(Temp, Target)> = shards.into_iter().map(|s| (s.temp, s.target)).collect();
     files.push((m_temp, Target { given: out.given.clone(), path: out.path.clone(), existing: out.existing.clone() }));
-    Ok(Outputs { files, bytes, stale })
+    Ok(ShardSet { files, bytes, stale })
 }
 
 /// Streams one shard with a zeroed model id and digest table.
