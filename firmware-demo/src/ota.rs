@@ -13,6 +13,7 @@
 //! packet as it passes; then the intact update.
 
 use cortex_m_semihosting::hprintln;
+use kiln_nostd::incremental::Borrowed;
 use kiln_nostd::header::HEADER_LEN;
 
 use crate::checks::Checks;
@@ -241,7 +242,7 @@ pub fn run(model: &'static [u8], slot_b: &mut [u8], chk: &mut Checks) {
     );
     hprintln!(
         "  Incremental: {} bytes of state; prefix {} bytes (Incremental::prefix_len; buffer {}), name scratch {} slots",
-        core::mem::size_of::<Incremental<'static, 'static>>(),
+        core::mem::size_of::<Incremental<Borrowed<'static, 'static>>>(),
         prefix,
         PREFIX_CAP,
         SCRATCH_SLOTS

@@ -34,14 +34,14 @@ pub(crate) fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64
     let mut names = NameCursor::default();
     let mut running_end = 0u64;
     let mut next = 0;
-    let mut tight = 0;
+    let mut clean_lead = 0;
     loop {
         if PLAIN && plain {
             let from = next;
             let first_gap;
             (next, first_gap) = plain_run(b, from, &mut names, &mut running_end);
-            if tight == from {
-                tight = first_gap;
+            if clean_lead == from {
+                clean_lead = first_gap;
             }
             if let Some((_, later)) = table.as_deref_mut().and_then(|t| index_names(t, from..next, seed, name_of)) {
                 return duplicate(later);
@@ -70,7 +70,7 @@ pub(crate) fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64
     }
     names.check_heap_total(heap)?;
     ranges::check_total(running_end, payload.len)?;
-    Ok(tight)
+    Ok(clean_lead)
 }
 
 /// Most descriptors are plain (a whole-byte dtype other than bool, no

@@ -11,7 +11,7 @@
 #[cfg(feature = "sha2")]
 use crate::bytes::{u64_from, usize_from};
 use crate::descriptor::{AT_BYTE_LENGTH, AT_BYTE_OFFSET};
-use crate::error::Rule;
+use crate::error::{Rule, Step};
 use crate::layout::align;
 
 /// Bytes of one digest (SHA-256).
@@ -88,23 +88,7 @@ impl<'a> Digests<'a> {
 /// are well formed and step 9d can still run.
 #[cfg_attr(not(feature = "sha2"), allow(dead_code))] // the model-file reader's
 pub(crate) const fn after_step9(rule: Rule) -> bool {
-    matches!(
-        rule,
-        Rule::NonCanonicalOffset
-            | Rule::NonCanonicalPayloadBytes
-            | Rule::NonzeroGap
-            | Rule::BoolByte
-            | Rule::PackedHighNibble
-            | Rule::UnknownQuantScheme
-            | Rule::QuantFieldsOnPlain
-            | Rule::QuantAxis
-            | Rule::ScaleIndex
-            | Rule::QuantChain
-            | Rule::ScaleCount
-            | Rule::OuterIndex
-            | Rule::OuterTensor
-            | Rule::TrailingBytes
-    )
+    Step::Directory(9, b'd').precedes(rule.step())
 }
 
 /// The payload ranges step 9d hashes, from raw descriptors (steps 1 to 9
@@ -231,17 +215,7 @@ pub(crate) fn table_fits(table: &[u8], tensor_count: u32) -> bool {
 /// True for the rules of steps 1 to 3, the ones step 3d comes after.
 #[cfg(feature = "sha2")]
 pub(crate) const fn before_step3d(rule: Rule) -> bool {
-    matches!(
-        rule,
-        Rule::HeaderTruncated
-            | Rule::DirectoryMagic
-            | Rule::DirectoryVersion
-            | Rule::UnknownFlag
-            | Rule::LittleEndianFlagClear
-            | Rule::HeaderReserved
-            | Rule::TensorCountCap
-            | Rule::NameBytesCap
-    )
+    rule.step().precedes(Step::Directory(3, b'd'))
 }
 
 /// A running SHA-256 over one tensor's payload as its bytes stream past

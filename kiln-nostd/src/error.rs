@@ -102,8 +102,53 @@ impl fmt::Display for ErrorCode {
     }
 }
 
+/// Where a rule sits in the check order of its part of the format. The
+/// orders are those of `spec/kiln-v2.md` section 14 (a directory's steps 1
+/// to 12, a Frozen value's F1 to F4) and `spec/model-file.md` (steps 3d and
+/// 9d of a block with digests, a manifest's M1 to M5, opening a shard's 1 to 7).
+/// Inside one step, the spec's rule tables give the rank; steps compare only
+/// within one order ([`precedes`](Self::precedes)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Step {
+    /// A directory step: its number and its sub-step letter (`b'a'` to
+    /// `b'd'`; 0 for none). [`Rule::TrailingBytes`] is step 12 here, and F4
+    /// of a standalone Frozen value.
+    Directory(u8, u8),
+    /// A Frozen value's step F1 to F4.
+    Frozen(u8),
+    /// A model-file record's own fields (a digest table's length, a shard
+    /// record's `model` and `index`), checked as the record is read.
+    Record,
+    /// A manifest's step M1 to M5.
+    Manifest(u8),
+    /// A step of opening a shard of a manifest, 1 to 7.
+    Shard(u8),
+    /// The HK reader's order (`kiln_nostd::hk`, a foreign format).
+    Hk,
+    /// Not a rule of the input: the caller's memory, or what a program asked
+    /// a writer or an encoder to write, or a schema's type text.
+    Caller,
+}
+
+impl Step {
+    /// True when `self` comes before `other` in one order; false when it
+    /// comes after, is the same step, or the two are of different orders.
+    #[must_use]
+    pub const fn precedes(self, other: Step) -> bool {
+        match (self, other) {
+            (Step::Directory(n, s), Step::Directory(m, t)) => n < m || (n == m && s < t),
+            (Step::Frozen(n), Step::Frozen(m))
+            | (Step::Manifest(n), Step::Manifest(m))
+            | (Step::Shard(n), Step::Shard(m)) => n < m,
+            _ => false,
+        }
+    }
+}
+
 macro_rules! rules {
-    ($( $(#[$doc:meta])* $name:ident => $code:ident, $text:literal; )*) => {
+    ($( $(#[$doc:meta])* $name:ident => $code:ident, $step:expr, $text:literal; )*) => {
         /// Which rule of the format a rejected input broke.
         ///
         /// Each rule has one fixed [`ErrorCode`] and a one-line description.
@@ -121,6 +166,12 @@ macro_rules! rules {
             /// The error code this rule reports.
             pub const fn code(self) -> ErrorCode {
                 match self { $( Rule::$name => ErrorCode::$code, )* }
+            }
+
+            /// Where the rule sits in its check order (the `step` column of
+            /// the spec's rule tables).
+            pub const fn step(self) -> Step {
+                match self { $( Rule::$name => $step, )* }
             }
 
             /// A one-line description a person understands.
@@ -149,320 +200,320 @@ macro_rules! rules {
 rules! {
     // --- tensor directory: steps 1 and 2 (header framing)
     /// Fewer than 4 bytes, or fewer than 64 once the magic matched.
-    HeaderTruncated => Eof, "the buffer ends inside the 64-byte directory header";
+    HeaderTruncated => Eof, Step::Directory(1, 0), "the buffer ends inside the 64-byte directory header";
     /// The first four bytes are not `KLNT`.
-    DirectoryMagic => Frame, "the directory magic is not KLNT";
+    DirectoryMagic => Frame, Step::Directory(1, 0), "the directory magic is not KLNT";
     /// The version byte is not 2.
-    DirectoryVersion => Frame, "the directory version byte is not 2";
+    DirectoryVersion => Frame, Step::Directory(2, 0), "the directory version byte is not 2";
     /// A flag bit other than bits 0 and 1 is set.
-    UnknownFlag => Frame, "an unknown directory flag bit is set";
+    UnknownFlag => Frame, Step::Directory(2, 0), "an unknown directory flag bit is set";
     /// Flag bit 1 (little-endian) is clear.
-    LittleEndianFlagClear => Frame, "the little-endian flag (bit 1) is clear";
+    LittleEndianFlagClear => Frame, Step::Directory(2, 0), "the little-endian flag (bit 1) is clear";
     /// A reserved header byte is nonzero.
-    HeaderReserved => Frame, "a reserved directory header byte is nonzero";
+    HeaderReserved => Frame, Step::Directory(2, 0), "a reserved directory header byte is nonzero";
     // --- step 3 to 7 (sizes)
     /// tensor_count above the configured count cap.
-    TensorCountCap => Limit, "tensor_count is above the count cap";
+    TensorCountCap => Limit, Step::Directory(3, 0), "tensor_count is above the count cap";
     /// name_bytes above the configured byte cap.
-    NameBytesCap => Limit, "name_bytes is above the byte cap";
+    NameBytesCap => Limit, Step::Directory(3, 0), "name_bytes is above the byte cap";
     /// tensor_count * 128 + name_bytes overflows (cannot happen in u64 with
     /// u32 fields; kept so the check order reads as the spec does).
-    DirectorySizeOverflow => Limit, "tensor_count * 128 + name_bytes overflows";
+    DirectorySizeOverflow => Limit, Step::Directory(4, 0), "tensor_count * 128 + name_bytes overflows";
     /// directory_bytes differs from tensor_count * 128 + name_bytes.
-    DirectoryBytesMismatch => Type, "directory_bytes is not tensor_count * 128 + name_bytes";
+    DirectoryBytesMismatch => Type, Step::Directory(4, 0), "directory_bytes is not tensor_count * 128 + name_bytes";
     /// The descriptors and the name heap do not lie inside the buffer.
-    DirectoryTruncated => Eof, "the descriptors and name heap run past the end of the buffer";
+    DirectoryTruncated => Eof, Step::Directory(5, 0), "the descriptors and name heap run past the end of the buffer";
     /// payload_base + payload_bytes overflows.
-    PayloadSizeOverflow => Limit, "payload_base + payload_bytes overflows";
+    PayloadSizeOverflow => Limit, Step::Directory(6, 0), "payload_base + payload_bytes overflows";
     /// The payload region does not lie inside the buffer.
-    BlockTruncated => Eof, "the payload region runs past the end of the buffer";
+    BlockTruncated => Eof, Step::Directory(6, 0), "the payload region runs past the end of the buffer";
     /// A byte between the name heap and payload_base is nonzero.
-    NonzeroPadding => Type, "a padding byte before the payload region is nonzero";
+    NonzeroPadding => Type, Step::Directory(7, 0), "a padding byte before the payload region is nonzero";
     // --- step 8 (descriptor reserved bytes and names)
     /// A reserved descriptor byte (offset 3 or 112..128) is nonzero.
-    DescriptorReserved => Frame, "a reserved descriptor byte is nonzero";
+    DescriptorReserved => Frame, Step::Directory(8, b'a'), "a reserved descriptor byte is nonzero";
     /// The name flag is set on a directory with no tensors.
-    NameFlagOnEmpty => Type, "the name flag is set on an empty directory";
+    NameFlagOnEmpty => Type, Step::Directory(8, b'b'), "the name flag is set on an empty directory";
     /// The name flag is clear but a tensor has a name.
-    NameWithoutFlag => Type, "a tensor has a name but the name flag is clear";
+    NameWithoutFlag => Type, Step::Directory(8, b'c'), "a tensor has a name but the name flag is clear";
     /// The name flag is set but a tensor has no name.
-    MissingName => Type, "the name flag is set but a tensor has no name";
+    MissingName => Type, Step::Directory(8, b'c'), "the name flag is set but a tensor has no name";
     /// A layout offset/length pair is half set.
-    LayoutFieldMismatch => Type, "layout_off and layout_len disagree about whether a layout name exists";
+    LayoutFieldMismatch => Type, Step::Directory(8, b'c'), "layout_off and layout_len disagree about whether a layout name exists";
     /// A name or layout name does not start where the canonical heap puts it.
-    HeapOrder => Type, "a name does not start where the canonical heap order puts it";
+    HeapOrder => Type, Step::Directory(8, b'c'), "a name does not start where the canonical heap order puts it";
     /// A name slice ends past name_bytes.
-    HeapOverrun => Type, "a name runs past the end of the name heap";
+    HeapOverrun => Type, Step::Directory(8, b'c'), "a name runs past the end of the name heap";
     /// The heap holds bytes that no name covers.
-    HeapHole => Type, "the name heap holds bytes that no name covers";
+    HeapHole => Type, Step::Directory(8, b'd'), "the name heap holds bytes that no name covers";
     /// A name is not UTF-8.
-    NameUtf8 => Utf8, "a tensor name is not valid UTF-8";
+    NameUtf8 => Utf8, Step::Directory(8, b'c'), "a tensor name is not valid UTF-8";
     /// A layout name is not UTF-8.
-    LayoutUtf8 => Utf8, "a layout name is not valid UTF-8";
+    LayoutUtf8 => Utf8, Step::Directory(8, b'c'), "a layout name is not valid UTF-8";
     /// Two tensors have the same name.
-    DuplicateName => Type, "two tensors have the same name";
+    DuplicateName => Type, Step::Directory(8, b'c'), "two tensors have the same name";
     // --- step 9 (dtype, shape, ranges)
     /// dtype code 0, 20..4095, or above 32767.
-    UnknownDtype => Type, "the dtype code is not a defined or opaque code";
+    UnknownDtype => Type, Step::Directory(9, 0), "the dtype code is not a defined or opaque code";
     /// rank above 8.
-    RankTooLarge => Type, "the rank is above 8";
+    RankTooLarge => Type, Step::Directory(9, 0), "the rank is above 8";
     /// A shape slot at or past the rank is nonzero.
-    ShapeTail => Type, "a shape slot at or past the rank is nonzero";
+    ShapeTail => Type, Step::Directory(9, 0), "a shape slot at or past the rank is nonzero";
     /// The element count overflows a u64.
-    ShapeOverflow => Limit, "the product of the shape overflows";
+    ShapeOverflow => Limit, Step::Directory(9, 0), "the product of the shape overflows";
     /// byte_offset + byte_length overflows a u64.
-    RangeOverflow => Limit, "byte_offset + byte_length overflows";
+    RangeOverflow => Limit, Step::Directory(9, 0), "byte_offset + byte_length overflows";
     /// A payload range extends past payload_bytes.
-    RangePastPayload => Type, "a payload range extends past payload_bytes";
+    RangePastPayload => Type, Step::Directory(9, 0), "a payload range extends past payload_bytes";
     /// byte_length is not what the dtype and shape require.
-    LengthMismatch => Type, "byte_length is not the element count times the dtype width";
+    LengthMismatch => Type, Step::Directory(9, 0), "byte_length is not the element count times the dtype width";
     /// A non-opaque dtype carries a layout name or block size.
-    LayoutOnDenseDtype => Type, "a non-opaque dtype has a layout name or block size";
+    LayoutOnDenseDtype => Type, Step::Directory(9, 0), "a non-opaque dtype has a layout name or block size";
     /// An opaque dtype lacks its layout name.
-    OpaqueWithoutLayout => Type, "an opaque dtype has no layout name";
+    OpaqueWithoutLayout => Type, Step::Directory(9, 0), "an opaque dtype has no layout name";
     /// An opaque dtype with block_size 0 or a length that is not a multiple of it.
-    OpaqueBlockSize => Type, "an opaque dtype's block_size is 0 or does not divide byte_length";
+    OpaqueBlockSize => Type, Step::Directory(9, 0), "an opaque dtype's block_size is 0 or does not divide byte_length";
     /// Two nonempty payload ranges intersect (an out-of-order range that intersects nothing is step 10).
-    RangeOverlap => Type, "a payload range intersects an earlier tensor's range";
+    RangeOverlap => Type, Step::Directory(9, 0), "a payload range intersects an earlier tensor's range";
     // --- step 10 (canonical placement)
     /// byte_offset is not the greedy 64-aligned placement.
-    NonCanonicalOffset => Type, "byte_offset is not the canonical 64-byte aligned placement";
+    NonCanonicalOffset => Type, Step::Directory(10, 0), "byte_offset is not the canonical 64-byte aligned placement";
     /// payload_bytes is not the canonical running end.
-    NonCanonicalPayloadBytes => Type, "payload_bytes is not the end of the last tensor";
+    NonCanonicalPayloadBytes => Type, Step::Directory(10, 0), "payload_bytes is not the end of the last tensor";
     /// A payload byte that no tensor covers is nonzero.
-    NonzeroGap => Type, "a payload gap byte is nonzero";
+    NonzeroGap => Type, Step::Directory(10, 0), "a payload gap byte is nonzero";
     // --- step 11 (element values and quantization)
     /// A bool element is not 0 or 1.
-    BoolByte => Type, "a bool element is not 0 or 1";
+    BoolByte => Type, Step::Directory(11, 0), "a bool element is not 0 or 1";
     /// The unused high nibble of an odd packed tensor is nonzero.
-    PackedHighNibble => Type, "the unused high nibble of an odd-length packed tensor is nonzero";
+    PackedHighNibble => Type, Step::Directory(11, 0), "the unused high nibble of an odd-length packed tensor is nonzero";
     /// quant_scheme is not 0, 1, or 2.
-    UnknownQuantScheme => Type, "quant_scheme is not 0, 1 or 2";
+    UnknownQuantScheme => Type, Step::Directory(11, 0), "quant_scheme is not 0, 1 or 2";
     /// Scheme 0 with nonzero group/axis/index fields.
-    QuantFieldsOnPlain => Type, "an unquantized tensor has quantization fields set";
+    QuantFieldsOnPlain => Type, Step::Directory(11, 0), "an unquantized tensor has quantization fields set";
     /// Scheme 1/2 with rank 0, bad axis, or group size 0.
-    QuantAxis => Type, "a quantized tensor's rank, axis or group size is invalid";
+    QuantAxis => Type, Step::Directory(11, 0), "a quantized tensor's rank, axis or group size is invalid";
     /// The scale index is out of range or names the tensor itself.
-    ScaleIndex => Type, "the scale index is out of range or names the tensor itself";
+    ScaleIndex => Type, Step::Directory(11, 0), "the scale index is out of range or names the tensor itself";
     /// The scale or outer tensor is itself quantized.
-    QuantChain => Type, "a scale or outer tensor is itself quantized";
+    QuantChain => Type, Step::Directory(11, 0), "a scale or outer tensor is itself quantized";
     /// The scale tensor's element count is not one per group.
-    ScaleCount => Type, "the scale tensor does not hold one element per group";
+    ScaleCount => Type, Step::Directory(11, 0), "the scale tensor does not hold one element per group";
     /// Scheme 1 with an outer index, or scheme 2 with a bad one.
-    OuterIndex => Type, "the outer index is invalid for this scheme";
+    OuterIndex => Type, Step::Directory(11, 0), "the outer index is invalid for this scheme";
     /// The outer tensor is not a one-element f32.
-    OuterTensor => Type, "the outer scale is not a one-element f32 tensor";
+    OuterTensor => Type, Step::Directory(11, 0), "the outer scale is not a one-element f32 tensor";
     // --- step 12
     /// Bytes follow a standalone value.
-    TrailingBytes => Trailing, "the buffer continues past the end of the value";
+    TrailingBytes => Trailing, Step::Directory(12, 0), "the buffer continues past the end of the value";
     // --- incremental validator
     /// The directory prefix (header, descriptors, heap, padding) is longer
     /// than the memory the caller gave the incremental validator for it.
-    PrefixBufferTooSmall => Limit, "the directory prefix is longer than the memory given for it";
+    PrefixBufferTooSmall => Limit, Step::Caller, "the directory prefix is longer than the memory given for it";
     // --- writer
     /// The writer was given an output buffer shorter than the block.
-    OutputTooSmall => Eof, "the output buffer is shorter than the encoded block";
+    OutputTooSmall => Eof, Step::Caller, "the output buffer is shorter than the encoded block";
     /// A writer input exceeds a field's width (rank, name length, heap offset, count).
-    FieldTooWide => Limit, "a value does not fit in its wire field";
+    FieldTooWide => Limit, Step::Caller, "a value does not fit in its wire field";
     /// The writer's dict helper needs a name for every tensor.
-    DictKeyMissing => Type, "a dict of tensors needs a name for every tensor";
+    DictKeyMissing => Type, Step::Caller, "a dict of tensors needs a name for every tensor";
     /// A quantization reference names no tensor of the set.
-    UnknownReference => Type, "a quantization reference names no tensor in the set";
+    UnknownReference => Type, Step::Caller, "a quantization reference names no tensor in the set";
     // --- Frozen values: type text
     /// The type text is not canonical Kiln type text.
-    TypeTextSyntax => Type, "the type text is not canonical Kiln type text";
+    TypeTextSyntax => Type, Step::Caller, "the type text is not canonical Kiln type text";
     /// A struct in the type text names the same field twice.
-    DuplicateField => Type, "a struct type names the same field twice";
+    DuplicateField => Type, Step::Caller, "a struct type names the same field twice";
     /// The type nests more than 64 containers.
-    TypeDepth => Limit, "the type nests more than 64 containers";
+    TypeDepth => Limit, Step::Caller, "the type nests more than 64 containers";
     /// The type has more nodes than the schema can hold.
-    SchemaCapacity => Limit, "the type has more nodes than the schema's capacity";
+    SchemaCapacity => Limit, Step::Caller, "the type has more nodes than the schema's capacity";
     // --- Frozen values: frame
     /// Fewer than 16 bytes where a frame was expected.
-    FrameTruncated => Eof, "the buffer ends inside the 16-byte frame";
+    FrameTruncated => Eof, Step::Frozen(1), "the buffer ends inside the 16-byte frame";
     /// The frame magic is not `KLN0`.
-    FrameMagic => Frame, "the frame magic is not KLN0";
+    FrameMagic => Frame, Step::Frozen(1), "the frame magic is not KLN0";
     /// The frame profile byte is not 0 (Frozen).
-    FrameProfile => Frame, "the frame profile is not 0 (Frozen)";
+    FrameProfile => Frame, Step::Frozen(1), "the frame profile is not 0 (Frozen)";
     /// The frame flags byte is not 0.
-    FrameFlags => Frame, "the frame flags byte is not 0";
+    FrameFlags => Frame, Step::Frozen(1), "the frame flags byte is not 0";
     /// A frame reserved byte is nonzero.
-    FrameReserved => Frame, "a reserved frame byte is nonzero";
+    FrameReserved => Frame, Step::Frozen(1), "a reserved frame byte is nonzero";
     /// The frame hash is not the destination type's schema hash.
-    SchemaHash => Schema, "the frame's schema hash does not match the destination type";
+    SchemaHash => Schema, Step::Frozen(2), "the frame's schema hash does not match the destination type";
     // --- Frozen values: counts, lengths and values
     /// A fixed-width value runs past the end of the buffer.
-    ValueTruncated => Eof, "a fixed-width value runs past the end of the buffer";
+    ValueTruncated => Eof, Step::Frozen(3), "a fixed-width value runs past the end of the buffer";
     /// The buffer ends inside a u32 count or length word.
-    CountTruncated => Eof, "the buffer ends inside a count or length word";
+    CountTruncated => Eof, Step::Frozen(3), "the buffer ends inside a count or length word";
     /// A list or dict count is above the count cap.
-    CountCap => Limit, "a list or dict count is above the count cap";
+    CountCap => Limit, Step::Frozen(3), "a list or dict count is above the count cap";
     /// A string or `list<u8>` length is above the byte cap.
-    ByteLengthCap => Limit, "a string or list<u8> length is above the byte cap";
+    ByteLengthCap => Limit, Step::Frozen(3), "a string or list<u8> length is above the byte cap";
     /// count * minimum element size overflows a u64.
-    CountOverflow => Limit, "count * minimum element size overflows";
+    CountOverflow => Limit, Step::Frozen(3), "count * minimum element size overflows";
     /// count * minimum element size is more than the unread bytes.
-    CountPastEnd => Eof, "count * minimum element size is more than the unread bytes";
+    CountPastEnd => Eof, Step::Frozen(3), "count * minimum element size is more than the unread bytes";
     /// A string or `list<u8>` length is more than the unread bytes.
-    ByteLengthPastEnd => Eof, "a string or list<u8> runs past the end of the buffer";
+    ByteLengthPastEnd => Eof, Step::Frozen(3), "a string or list<u8> runs past the end of the buffer";
     /// A string or dict key is not UTF-8.
-    StrUtf8 => Utf8, "a string is not valid UTF-8";
+    StrUtf8 => Utf8, Step::Frozen(3), "a string is not valid UTF-8";
     /// A Frozen bool byte is not 0 or 1.
-    BoolValue => Type, "a bool byte is not 0 or 1";
+    BoolValue => Type, Step::Frozen(3), "a bool byte is not 0 or 1";
     /// An opt tag byte is not 0 or 1.
-    OptTag => Type, "an opt tag byte is not 0 or 1";
+    OptTag => Type, Step::Frozen(3), "an opt tag byte is not 0 or 1";
     /// A dict key is not strictly greater (as raw bytes) than the key before it.
-    DictKeyOrder => Type, "a dict key is not strictly greater than the previous key";
+    DictKeyOrder => Type, Step::Frozen(3), "a dict key is not strictly greater than the previous key";
     // --- Frozen values: encoder
     /// The encoder was given an output buffer shorter than the value.
-    ValueOutputTooSmall => Eof, "the output buffer is shorter than the encoded value";
+    ValueOutputTooSmall => Eof, Step::Caller, "the output buffer is shorter than the encoded value";
     /// A count or length does not fit in its u32 word.
-    CountTooWide => Limit, "a count or length does not fit in a u32";
+    CountTooWide => Limit, Step::Caller, "a count or length does not fit in a u32";
     /// The encoder was given two equal dict keys.
-    DuplicateDictKey => Type, "a dict to encode holds the same key twice";
+    DuplicateDictKey => Type, Step::Caller, "a dict to encode holds the same key twice";
     // --- model files: digests (spec/model-file.md)
     /// The digest table's length is not a multiple of 32.
-    DigestTableLength => Type, "the digest table's length is not a multiple of 32 bytes";
+    DigestTableLength => Type, Step::Record, "the digest table's length is not a multiple of 32 bytes";
     /// The digest table does not hold one digest per tensor (step 3d).
-    DigestTableCount => Type, "the digest table does not hold one digest per tensor";
+    DigestTableCount => Type, Step::Directory(3, b'd'), "the digest table does not hold one digest per tensor";
     /// A tensor's payload does not match its digest (step 9d).
-    PayloadDigest => Digest, "a tensor's payload does not match its SHA-256 digest";
+    PayloadDigest => Digest, Step::Directory(9, b'd'), "a tensor's payload does not match its SHA-256 digest";
     // --- model files: shard records
     /// A shard record's model id is not 32 bytes.
-    ShardModelLength => Type, "a shard's model id is not 32 bytes";
+    ShardModelLength => Type, Step::Record, "a shard's model id is not 32 bytes";
     /// A shard record's count is 0, or its index is 0 or above the count.
-    ShardPosition => Type, "a shard's index is not between 1 and its count";
+    ShardPosition => Type, Step::Record, "a shard's index is not between 1 and its count";
     // --- manifests, steps M1 to M5
     /// A manifest names no shards.
-    ManifestNoShards => Type, "the manifest names no shards";
+    ManifestNoShards => Type, Step::Manifest(1), "the manifest names no shards";
     /// A shard name is not a plain file name.
-    ShardName => Path, "a shard name is not a plain file name in the manifest's folder";
+    ShardName => Path, Step::Manifest(2), "a shard name is not a plain file name in the manifest's folder";
     /// Two shards have the same name.
-    ShardNameRepeated => Path, "two shards have the same name";
+    ShardNameRepeated => Path, Step::Manifest(2), "two shards have the same name";
     /// A shard's prefix digest is not 32 bytes.
-    ShardDigestLength => Type, "a shard's prefix digest is not 32 bytes";
+    ShardDigestLength => Type, Step::Manifest(2), "a shard's prefix digest is not 32 bytes";
     /// A manifest tensor has an empty name.
-    ManifestNameEmpty => Type, "a tensor in the manifest has an empty name";
+    ManifestNameEmpty => Type, Step::Manifest(3), "a tensor in the manifest has an empty name";
     /// Two manifest tensors have the same name.
-    ManifestNameRepeated => Type, "two tensors of the model have the same name";
+    ManifestNameRepeated => Type, Step::Manifest(3), "two tensors of the model have the same name";
     /// A manifest tensor's shard is 0, past the shard count, or out of order.
-    ManifestShard => Type, "a tensor's shard is 0, past the shard count, or below the previous tensor's";
+    ManifestShard => Type, Step::Manifest(3), "a tensor's shard is 0, past the shard count, or below the previous tensor's";
     /// A manifest tensor's dtype is not a defined or opaque code.
-    ManifestDtype => Type, "a tensor's dtype in the manifest is not a defined or opaque code";
+    ManifestDtype => Type, Step::Manifest(3), "a tensor's dtype in the manifest is not a defined or opaque code";
     /// A manifest tensor has more than 8 dimensions.
-    ManifestRank => Type, "a tensor in the manifest has more than 8 dimensions";
+    ManifestRank => Type, Step::Manifest(3), "a tensor in the manifest has more than 8 dimensions";
     /// A manifest tensor's element count overflows a u64.
-    ManifestCountOverflow => Limit, "the product of a manifest tensor's shape overflows";
+    ManifestCountOverflow => Limit, Step::Manifest(3), "the product of a manifest tensor's shape overflows";
     /// A manifest tensor's layout name or block size does not fit its dtype.
-    ManifestLayout => Type, "a manifest tensor's layout name or block size does not fit its dtype";
+    ManifestLayout => Type, Step::Manifest(3), "a manifest tensor's layout name or block size does not fit its dtype";
     /// A manifest tensor's size overflows a u64.
-    ManifestSizeOverflow => Limit, "a manifest tensor's element count times its width overflows";
+    ManifestSizeOverflow => Limit, Step::Manifest(3), "a manifest tensor's element count times its width overflows";
     /// A manifest tensor's byte_length does not fit its dtype and shape.
-    ManifestLength => Type, "a manifest tensor's byte_length does not fit its dtype and shape";
+    ManifestLength => Type, Step::Manifest(3), "a manifest tensor's byte_length does not fit its dtype and shape";
     /// A manifest tensor's quantization is invalid or names no tensor of its shard.
-    ManifestQuant => Type, "a manifest tensor's quantization is invalid or names no tensor of its shard";
+    ManifestQuant => Type, Step::Manifest(4), "a manifest tensor's quantization is invalid or names no tensor of its shard";
     /// The manifest's digests do not hold one digest per tensor.
-    ManifestDigestCount => Type, "the manifest's digests do not hold one digest per tensor";
+    ManifestDigestCount => Type, Step::Manifest(5), "the manifest's digests do not hold one digest per tensor";
     // --- a shard against its manifest
     /// A shard file does not exist or cannot be opened.
-    ShardMissing => Shard, "a shard of the model is missing";
+    ShardMissing => Shard, Step::Shard(1), "a shard of the model is missing";
     /// A shard's length is not the manifest's.
-    ShardLength => Shard, "a shard's length is not the one the manifest records";
+    ShardLength => Shard, Step::Shard(2), "a shard's length is not the one the manifest records";
     /// A shard belongs to another model (or another version of it).
-    ShardModel => Shard, "the shard belongs to another model";
+    ShardModel => Shard, Step::Shard(4), "the shard belongs to another model";
     /// A shard's index is not its position in the manifest.
-    ShardIndex => Shard, "the shard is not at its position in the manifest";
+    ShardIndex => Shard, Step::Shard(4), "the shard is not at its position in the manifest";
     /// A shard's count is not the manifest's shard count.
-    ShardCount => Shard, "the shard's count is not the manifest's shard count";
+    ShardCount => Shard, Step::Shard(4), "the shard's count is not the manifest's shard count";
     /// A shard holds another number of tensors than the manifest says.
-    ShardTensorCount => Shard, "the shard holds another number of tensors than the manifest says";
+    ShardTensorCount => Shard, Step::Shard(5), "the shard holds another number of tensors than the manifest says";
     /// A shard tensor differs from its manifest entry.
-    ShardTensor => Shard, "a tensor of the shard differs from its manifest entry";
+    ShardTensor => Shard, Step::Shard(5), "a tensor of the shard differs from its manifest entry";
     /// A shard tensor's digest differs from the manifest's.
-    ShardTensorDigest => Shard, "a tensor's digest in the shard differs from the manifest's";
+    ShardTensorDigest => Shard, Step::Shard(5), "a tensor's digest in the shard differs from the manifest's";
     /// A shard's prefix digest differs from the manifest's.
-    ShardPrefixDigest => Shard, "the shard's bytes before its payloads do not match the manifest's digest";
+    ShardPrefixDigest => Shard, Step::Shard(6), "the shard's bytes before its payloads do not match the manifest's digest";
     // --- HK model container (kiln_nostd::hk)
     /// Fewer than 4 bytes, or fewer than 128 once the magic matched.
-    HkHeaderTruncated => Eof, "the buffer ends inside the 128-byte HK header";
+    HkHeaderTruncated => Eof, Step::Hk, "the buffer ends inside the 128-byte HK header";
     /// The first four bytes are not `HKNT`.
-    HkMagic => Frame, "the HK magic is not HKNT";
+    HkMagic => Frame, Step::Hk, "the HK magic is not HKNT";
     /// version_major is not 1.
-    HkVersion => Frame, "the HK version_major is not 1";
+    HkVersion => Frame, Step::Hk, "the HK version_major is not 1";
     /// The little-endian flag is clear or an undefined flag bit is set.
-    HkFlags => Frame, "the HK flags have an undefined bit set or the little-endian bit clear";
+    HkFlags => Frame, Step::Hk, "the HK flags have an undefined bit set or the little-endian bit clear";
     /// HAS_APPENDIX disagrees with appendix_offset.
-    HkAppendixFlag => Frame, "the HK HAS_APPENDIX flag disagrees with appendix_offset";
+    HkAppendixFlag => Frame, Step::Hk, "the HK HAS_APPENDIX flag disagrees with appendix_offset";
     /// A byte of the reserved header tail is nonzero.
-    HkReserved => Frame, "a reserved HK header byte is nonzero";
+    HkReserved => Frame, Step::Hk, "a reserved HK header byte is nonzero";
     /// split_count is 0 or split_index is not below it.
-    HkSplit => Type, "split_count is 0 or split_index is not below it";
+    HkSplit => Type, Step::Hk, "split_count is 0 or split_index is not below it";
     /// A section's offset + size overflows a u64.
-    HkSectionOverflow => Limit, "an HK section's offset + size overflows";
+    HkSectionOverflow => Limit, Step::Hk, "an HK section's offset + size overflows";
     /// A section runs past the end of the file.
-    HkSectionPastEnd => Eof, "an HK section runs past the end of the file";
+    HkSectionPastEnd => Eof, Step::Hk, "an HK section runs past the end of the file";
     /// A section starts inside the header or ends after the tensor data starts.
-    HkSectionPlacement => Type, "an HK section overlaps the header or the tensor data";
+    HkSectionPlacement => Type, Step::Hk, "an HK section overlaps the header or the tensor data";
     /// count * minimum entry size overflows a u64.
-    HkCountOverflow => Limit, "an HK count * minimum entry size overflows";
+    HkCountOverflow => Limit, Step::Hk, "an HK count * minimum entry size overflows";
     /// count * minimum entry size is more than the section holds.
-    HkCountPastSection => Eof, "an HK count needs more bytes than its section holds";
+    HkCountPastSection => Eof, Step::Hk, "an HK count needs more bytes than its section holds";
     /// A metadata pair runs past the end of the metadata section.
-    HkMetaTruncated => Eof, "an HK metadata pair runs past the end of its section";
+    HkMetaTruncated => Eof, Step::Hk, "an HK metadata pair runs past the end of its section";
     /// A metadata key is not UTF-8.
-    HkMetaKeyUtf8 => Utf8, "an HK metadata key is not valid UTF-8";
+    HkMetaKeyUtf8 => Utf8, Step::Hk, "an HK metadata key is not valid UTF-8";
     /// A metadata value type tag is not 1..=6.
-    HkMetaType => Type, "an HK metadata value type is not 1..=6";
+    HkMetaType => Type, Step::Hk, "an HK metadata value type is not 1..=6";
     /// An int64/float64 value is not 8 bytes, or a bool is not one byte 0 or 1.
-    HkMetaValue => Type, "an HK metadata value has the wrong length or an invalid bool byte";
+    HkMetaValue => Type, Step::Hk, "an HK metadata value has the wrong length or an invalid bool byte";
     /// A string or json value is not UTF-8.
-    HkMetaValueUtf8 => Utf8, "an HK metadata string or json value is not valid UTF-8";
+    HkMetaValueUtf8 => Utf8, Step::Hk, "an HK metadata string or json value is not valid UTF-8";
     /// Bytes are left in the metadata or TOC section after its last entry.
-    HkSectionTrailing => Type, "an HK section continues past its last entry";
+    HkSectionTrailing => Type, Step::Hk, "an HK section continues past its last entry";
     /// A TOC entry runs past the end of the TOC section.
-    HkTocTruncated => Eof, "an HK TOC entry runs past the end of the TOC section";
+    HkTocTruncated => Eof, Step::Hk, "an HK TOC entry runs past the end of the TOC section";
     /// A tensor name is longer than 128 bytes.
-    HkNameTooLong => Limit, "an HK tensor name is longer than 128 bytes";
+    HkNameTooLong => Limit, Step::Hk, "an HK tensor name is longer than 128 bytes";
     /// A tensor name is not UTF-8.
-    HkNameUtf8 => Utf8, "an HK tensor name is not valid UTF-8";
+    HkNameUtf8 => Utf8, Step::Hk, "an HK tensor name is not valid UTF-8";
     /// storage_type is not a defined code.
-    HkStorageType => Type, "an HK storage_type is not a defined code";
+    HkStorageType => Type, Step::Hk, "an HK storage_type is not a defined code";
     /// tile_layout is not a defined code.
-    HkTileLayout => Type, "an HK tile_layout is not a defined code";
+    HkTileLayout => Type, Step::Hk, "an HK tile_layout is not a defined code";
     /// sparsity_type is not a defined code.
-    HkSparsityType => Type, "an HK sparsity_type is not a defined code";
+    HkSparsityType => Type, Step::Hk, "an HK sparsity_type is not a defined code";
     /// ndim is above 8.
-    HkRankTooLarge => Type, "an HK tensor has ndim above 8";
+    HkRankTooLarge => Type, Step::Hk, "an HK tensor has ndim above 8";
     /// The product of the shape overflows a u64.
-    HkShapeOverflow => Limit, "an HK tensor's shape product overflows";
+    HkShapeOverflow => Limit, Step::Hk, "an HK tensor's shape product overflows";
     /// A data, scale or residual offset + size overflows a u64.
-    HkRangeOverflow => Limit, "an HK payload offset + size overflows";
+    HkRangeOverflow => Limit, Step::Hk, "an HK payload offset + size overflows";
     /// A data, scale or residual range runs past the end of the file.
-    HkRangePastEnd => Eof, "an HK payload range runs past the end of the file";
+    HkRangePastEnd => Eof, Step::Hk, "an HK payload range runs past the end of the file";
     /// A payload range starts before tensor_data_offset or runs into the appendix.
-    HkRangeOutsidePayload => Type, "an HK payload range lies outside the tensor data region";
+    HkRangeOutsidePayload => Type, Step::Hk, "an HK payload range lies outside the tensor data region";
     /// An absent (offset 0) scale or residual range has a nonzero size.
-    HkAbsentRange => Type, "an HK scale or residual with offset 0 has a nonzero size";
+    HkAbsentRange => Type, Step::Hk, "an HK scale or residual with offset 0 has a nonzero size";
     /// A dense tensor's data_size is not element count times width.
-    HkDenseSize => Type, "an HK dense tensor's data_size is not its element count times its width";
+    HkDenseSize => Type, Step::Hk, "an HK dense tensor's data_size is not its element count times its width";
     /// A null_ref carries an offset or bytes.
-    HkNullRef => Type, "an HK null_ref has a nonzero offset or size";
+    HkNullRef => Type, Step::Hk, "an HK null_ref has a nonzero offset or size";
     /// A shared_ref does not point at the bytes of an earlier tensor.
-    HkSharedRef => Type, "an HK shared_ref does not match an earlier tensor's bytes";
+    HkSharedRef => Type, Step::Hk, "an HK shared_ref does not match an earlier tensor's bytes";
     /// appendix_offset lies inside the header, the sections, or past the end.
-    HkAppendixOffset => Type, "the HK appendix_offset is not after the header and sections";
+    HkAppendixOffset => Type, Step::Hk, "the HK appendix_offset is not after the header and sections";
     /// An appendix record runs past the end of the file.
-    HkAppendixTruncated => Eof, "an HK appendix record runs past the end of the file";
+    HkAppendixTruncated => Eof, Step::Hk, "an HK appendix record runs past the end of the file";
     /// An appendix entry_type is not 1..=6.
-    HkAppendixType => Type, "an HK appendix entry_type is not 1..=6";
+    HkAppendixType => Type, Step::Hk, "an HK appendix entry_type is not 1..=6";
     /// An appendix record has undefined flag bits or a nonzero reserved field.
-    HkAppendixReserved => Frame, "an HK appendix record has undefined flags or a nonzero reserved field";
+    HkAppendixReserved => Frame, Step::Hk, "an HK appendix record has undefined flags or a nonzero reserved field";
     /// An appendix name or target is not UTF-8.
-    HkAppendixUtf8 => Utf8, "an HK appendix name or target is not valid UTF-8";
+    HkAppendixUtf8 => Utf8, Step::Hk, "an HK appendix name or target is not valid UTF-8";
     /// An appendix record's padding is nonzero.
-    HkAppendixPadding => Type, "an HK appendix record's padding is nonzero";
+    HkAppendixPadding => Type, Step::Hk, "an HK appendix record's padding is nonzero";
     /// A parent_hash is neither SHA-256 form of the previous record.
-    HkLineageHash => Type, "an HK appendix parent_hash does not match the previous record";
+    HkLineageHash => Type, Step::Hk, "an HK appendix parent_hash does not match the previous record";
 }
 
 /// A rejected input: code, absolute byte offset, and the rule that failed.

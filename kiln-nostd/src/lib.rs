@@ -75,7 +75,7 @@ pub mod header;
 pub mod hk;
 #[cfg(feature = "std")]
 pub mod host;
-mod incremental;
+pub mod incremental;
 pub mod layout;
 mod limits;
 pub mod model;
@@ -91,7 +91,7 @@ mod writer;
 pub use directory::{Directory, NameIndex, Quantization, Tensor, TensorIter};
 pub use dtype::{ByteRule, DType, Width};
 pub use element::{copy, encode_le, le_bytes, view, Element, ViewError};
-pub use error::{Error, ErrorCode, Result, Rule};
+pub use error::{Error, ErrorCode, Result, Rule, Step};
 pub use fixed::{CapacityError, FixedIndex};
 pub use header::Header;
 pub use incremental::{Incremental, Progress, Summary};

@@ -57,13 +57,13 @@ pub(crate) fn check_descriptors<'s>(
     let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
     match accept(b, table.as_mut(), seed, plain) {
         Ok(_) => Ok(table.map(Table::freeze)),
-        Err(seen) => {
+        Err(walk_fault) => {
             let scratch = table.map(Table::into_scratch).or(spare);
             match check_order::check(b, scratch, seed) {
                 Err(e) => Err(e),
                 // Cannot happen: both paths check the same rules. Should it,
                 // the block is still refused, with the fault the walk met.
-                Ok(_) => Err(seen),
+                Ok(_) => Err(walk_fault),
             }
         }
     }
@@ -113,8 +113,8 @@ pub(crate) fn check_prefix_of<'a>(
 fn check_prefix(b: &Block<'_>, scratch: Option<&mut [u32]>, seed: u64) -> PrefixVerdict {
     let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
     // Bare metal: `ONE_WALK` is false, so `accept` is not linked.
-    if let Some(Ok(tight)) = ONE_WALK.then(|| accept(b, table.as_mut(), seed, PLAIN)) {
-        return PrefixVerdict::Clean(tight);
+    if let Some(Ok(clean_lead)) = ONE_WALK.then(|| accept(b, table.as_mut(), seed, PLAIN)) {
+        return PrefixVerdict::Clean(clean_lead);
     }
     let scratch = table.map(Table::into_scratch).or(spare);
     let (mut table, spare) = match check_order::step8(b, scratch, seed) {

@@ -557,3 +557,36 @@ fn faults_past_4_gib_have_exact_offsets() {
     assert_eq!((e.rule(), e.offset_u64()), (kiln_nostd::Rule::TrailingBytes, block_len));
     assert_eq!(e.offset(), usize::try_from(block_len).unwrap_or(usize::MAX), "offset() saturates only where it must");
 }
+
+/// Memory the validator owns (`incremental::Owned`, what a binding keeps
+/// across calls) gives the borrowed memory's verdicts, and comes back to be
+/// reused: one memory goes from case to case, so each block starts with the
+/// last one's bytes in it, which must not matter.
+#[cfg(feature = "alloc")]
+#[test]
+fn owned_memory_gets_the_same_verdicts_and_is_reused() {
+    use kiln_nostd::incremental::{Memory, Owned};
+    let files = cases::case_files();
+    let take = if cfg!(miri) { 1 } else { files.len() };
+    let mut mem = Owned { prefix: vec![0u8; 1 << 16].into_boxed_slice(), scratch: None, ..Owned::default() };
+    let mut n = 0;
+    for f in files.iter().take(take) {
+        for (name, bytes) in json_cases(f) {
+            let count = kiln_nostd::Header::peek_count(&bytes).unwrap_or(0).min(1 << 12);
+            for scratch in [false, true] {
+                mem.scratch = scratch.then(|| vec![u32::MAX; kiln_nostd::scratch_len(count)].into_boxed_slice());
+                let want = parser_verdict(&bytes, Limits::DEFAULT, scratch);
+                let mut v = Incremental::with_memory(mem);
+                for chunk in bytes.chunks(7) {
+                    let _ = v.feed(chunk); // the verdict is finish's (a truncated block is EOF)
+                }
+                let (verdict, back) = v.finish_with_memory();
+                assert_eq!(verdict.map(|_| ()), want, "{name}, scratch {scratch}");
+                assert_eq!(back.prefix().len(), 1 << 16, "the same memory comes back");
+                mem = back;
+                n += 1;
+            }
+        }
+    }
+    assert!(n >= 2, "{n} cases");
+}

@@ -27,6 +27,7 @@ mod cases;
 
 use cases::{hex, mutate, templates, write, Rng};
 use kiln_nostd::digest::{check_block_digests, sha256, Digests, TensorHasher};
+use kiln_nostd::incremental::Borrowed;
 use kiln_nostd::source::{OutOfBounds, ReadAt};
 use kiln_nostd::{
     source, DType, Error, ErrorCode, Header, Incremental, Limits, Parser, Quant, Rule, TensorRef, TensorSpec,
@@ -955,7 +956,7 @@ fn verify_reads_every_byte_of_the_run() {
 /// whatever features a workspace build turns on.
 #[test]
 fn the_state_fits_the_c_api() {
-    let size = std::mem::size_of::<Incremental<'static, 'static>>();
+    let size = std::mem::size_of::<Incremental<Borrowed<'static, 'static>>>();
     assert!(size + 8 <= 40 * 8, "{size} bytes");
     if cfg!(target_pointer_width = "64") {
         assert_eq!(size, 304, "the figure in Incremental's documentation");

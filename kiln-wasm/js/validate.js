@@ -291,7 +291,7 @@ export class Check {
     } else {
       this.v = new Validator(mem, info.count, limits.countCap, limits.byteCap);
     }
-    if (start !== 0) this.v.at(start);
+    if (start !== 0) this.v.place_at(start);
     // Step 9d as the bytes go past (the core's Incremental::digests): every
     // payload byte of the canonical run is then needed, and copied in.
     if (digests !== null && !this.v.set_digests(digests)) {

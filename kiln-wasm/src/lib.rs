@@ -27,7 +27,7 @@
 //! and says whether it is a model file and, for one, checks the frame and the
 //! metadata with the core and says where the block starts (see [`model`]);
 //! the block then goes through a [`Validator`] placed there with
-//! [`Validator::at`], so error and table offsets are absolute in the file.
+//! [`Validator::place_at`], so error and table offsets are absolute in the file.
 //!
 //! Frozen values (`decodeValue`, `decodeFrame` in `js/frozen.js`) go another
 //! way, since every byte of a value is checked: [`FrozenChecker::begin`]
@@ -144,8 +144,8 @@ impl Validator {
     /// Places the block at absolute offset `start` of the file (after a model
     /// file's frame and metadata): error and table offsets become absolute.
     /// Call after `new` or `reset`; feed, skip and the like stay in block offsets.
-    pub fn at(&mut self, start: f64) {
-        self.session.at(u64_of_f64(start));
+    pub fn place_at(&mut self, start: f64) {
+        self.session.place_at(u64_of_f64(start));
     }
 
     /// Checks the payload against a digest table too (step 9d; see

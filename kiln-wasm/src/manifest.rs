@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 
 use kiln_nostd::digest::{TensorHasher, DIGEST_LEN};
-use kiln_nostd::model::{check_shard_prefix, Manifest};
+use kiln_nostd::model::{check_shard_prefix, Manifest, ManifestLayout};
 use kiln_nostd::{Error, Limits, Parser, Rule};
 
 use crate::conv::{u32_of, u64_of};
@@ -36,40 +36,18 @@ fn lo_hi(v: u64) -> [u32; 2] {
     [u32::from_le_bytes([a, b, c, d]), u32::from_le_bytes([e, f, g, h])]
 }
 
-/// A checked manifest kept in wasm memory.
+/// A checked manifest kept in wasm memory: its bytes, and where their
+/// parts are (the core's `ManifestLayout`), so the manifest is viewed again
+/// on each call with no borrow held across calls.
+#[derive(Default)]
 pub struct ManifestCore {
-    /// Borrowed by `manifest` (see `Drop`).
-    buf: *mut [u8],
-    manifest: Option<Manifest<'static>>,
+    buf: Box<[u8]>,
+    layout: Option<ManifestLayout>,
     model_id: [u8; DIGEST_LEN],
     table: Vec<u32>,
     shard_of: Vec<u32>,
     shard_table: Vec<u32>,
     error: Option<ErrorInfo>,
-}
-
-impl Default for ManifestCore {
-    fn default() -> Self {
-        ManifestCore {
-            buf: Box::into_raw(Box::<[u8]>::default()),
-            manifest: None,
-            model_id: [0; DIGEST_LEN],
-            table: Vec::new(),
-            shard_of: Vec::new(),
-            shard_table: Vec::new(),
-            error: None,
-        }
-    }
-}
-
-impl Drop for ManifestCore {
-    fn drop(&mut self) {
-        // The manifest's borrow ends before the bytes it borrows are freed.
-        self.manifest = None;
-        // SAFETY: `buf` comes from `Box::into_raw`, is freed only here or in
-        // `parse` (which replaces it), and nothing borrows it any more.
-        unsafe { drop(Box::from_raw(self.buf)) };
-    }
 }
 
 /// Offset of `part` (a slice of `whole`) in `whole`.
@@ -84,14 +62,14 @@ impl ManifestCore {
     }
 
     /// The manifest accepted last.
-    fn get(&self) -> Option<&Manifest<'static>> {
-        self.manifest.as_ref()
+    fn get(&self) -> Option<Manifest<'_>> {
+        self.layout?.view(&self.buf)
     }
 
     /// Checks `bytes` as a manifest (the frame, the Frozen rules, M1 to M5)
     /// and keeps a copy with its tensor table.
     pub fn parse(&mut self, bytes: &[u8], limits: Limits) -> Result<(), ErrorInfo> {
-        self.manifest = None;
+        self.layout = None;
         self.error = None;
         self.table.clear();
         self.shard_of.clear();
@@ -106,12 +84,8 @@ impl ManifestCore {
             return Err(self.fail(memory));
         }
         copy.extend_from_slice(bytes);
-        // SAFETY: from `Box::into_raw`, and no longer borrowed (`manifest` is gone).
-        drop(unsafe { Box::from_raw(self.buf) });
-        self.buf = Box::into_raw(copy.into_boxed_slice());
-        // SAFETY: the copy lives until `drop` or the next `parse`, both of
-        // which drop `manifest` first; `manifest` is its only user.
-        let buf: &'static [u8] = unsafe { &*self.buf };
+        self.buf = copy.into_boxed_slice();
+        let buf: &[u8] = &self.buf;
         // Linear-time name checks: scratch for as many entries as the bytes can hold.
         let most = buf.len().checked_div(MIN_SHARD_ENTRY.min(MIN_TENSOR_ENTRY)).unwrap_or(0);
         let mut scratch = Vec::new();
@@ -123,10 +97,16 @@ impl ManifestCore {
             }
             Err(_) => None,
         };
-        let m = Manifest::parse_with(buf, &limits, scratch).map_err(|e| self.fail(e.into()))?;
+        let m = match Manifest::parse_with(buf, &limits, scratch) {
+            Ok(m) => m,
+            Err(e) => {
+                self.error = Some(e.into());
+                return Err(e.into());
+            }
+        };
         self.model_id = m.model_id();
         build_table(&m, buf, &mut self.table, &mut self.shard_of);
-        self.manifest = Some(m);
+        self.layout = Some(m.layout());
         Ok(())
     }
 
@@ -134,8 +114,7 @@ impl ManifestCore {
     /// value_at, value_len]` each, byte ranges of the manifest.
     pub fn metadata(&self) -> Vec<u32> {
         let Some(m) = self.get() else { return Vec::new() };
-        // SAFETY: see `parse`; `manifest` is Some, so the copy is live.
-        let buf: &[u8] = unsafe { &*self.buf };
+        let buf: &[u8] = &self.buf;
         let mut out = Vec::new();
         for (k, v) in m.metadata() {
             let (k, v) = (k.as_bytes(), v.as_bytes());
@@ -148,8 +127,7 @@ impl ManifestCore {
     /// byte range of the manifest, the file length in bytes).
     pub fn shards(&self) -> Vec<f64> {
         let Some(m) = self.get() else { return Vec::new() };
-        // SAFETY: as in `metadata`.
-        let buf: &[u8] = unsafe { &*self.buf };
+        let buf: &[u8] = &self.buf;
         let mut out = Vec::new();
         for s in m.shards() {
             let name = s.name.as_str().as_bytes();
@@ -197,7 +175,7 @@ impl ManifestCore {
         self.error = None;
         let gone =
             ErrorInfo { code: "LIMIT", offset: 0, rule: "NoManifest", description: "no manifest has been accepted" };
-        let Some(m) = self.manifest else { return Err(self.fail(gone)) };
+        let Some(m) = self.get() else { return Err(self.fail(gone)) };
         let Some(entry) = m.shard(index) else { return Err(self.fail(gone)) };
         let count = m.shard_tensors(index).count();
         let mut scratch = vec![0u32; kiln_nostd::scratch_len(u32::try_from(count).unwrap_or(u32::MAX))];
@@ -216,8 +194,7 @@ impl ManifestCore {
     /// The PATH error for shard `index`'s name (a reader that cannot place
     /// it inside the manifest's folder): `ShardName` at its length word.
     pub fn refuse_name(&mut self, index: u32) -> ErrorInfo {
-        // SAFETY: as in `metadata`.
-        let buf: &[u8] = unsafe { &*self.buf };
+        let buf: &[u8] = &self.buf;
         let at = self
             .get()
             .and_then(|m| m.shard(index))

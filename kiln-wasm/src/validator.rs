@@ -11,8 +11,13 @@
 //! for bytes that are needed but not at hand (a remote file's payloads that
 //! were never fetched). The verdict is the core's: `Incremental::finish`
 //! equals `Parser::parse` on all the bytes fed, code, offset and rule.
+//!
+//! The validator works in memory it owns (`incremental::Owned`), so a
+//! session holds it with no borrow and no unsafe code.
 
+use kiln_nostd::digest::TensorHasher;
 use kiln_nostd::header::HEADER_LEN;
+use kiln_nostd::incremental::Owned;
 use kiln_nostd::layout::{self, ALIGN};
 use kiln_nostd::{scratch_len, Error, Header, Incremental, Limits, Progress, Rule};
 
@@ -66,15 +71,15 @@ static ZEROS: [u8; 16384] = [0; 16384];
 
 /// One directory block being checked.
 pub struct Session {
-    /// Borrows `prefix` and `scratch` (see `Drop`); `None` after `finish`
-    /// or when the memory could not be had.
-    inner: Option<Incremental<'static, 'static>>,
-    prefix: *mut [u8],
-    scratch: Option<*mut [u32]>,
-    /// A copy of the digest table `inner` hashes against (see [`digests`](Self::digests)).
-    digests: Option<*mut [u8]>,
-    /// The SHA-256 state `inner` hashes with, beside the table (freed with it).
-    hasher: Option<*mut kiln_nostd::digest::TensorHasher>,
+    /// The validator, in memory it owns; `None` after `finish` or when the
+    /// memory could not be had.
+    inner: Option<Incremental<Owned>>,
+    /// The memory, while there is no validator (kept to be reused).
+    spare: Owned,
+    /// The caps and seed `inner` was made with (it is made again when a
+    /// digest table is added to its memory).
+    limits: Limits,
+    seed: u64,
     table: Vec<u32>,
     table_built: bool,
     error: Option<ErrorInfo>,
@@ -84,27 +89,6 @@ pub struct Session {
     /// metadata; 0 for a plain directory): added to error offsets and table
     /// offsets. Everything else is in block offsets.
     start: u64,
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        // The validator's borrows end before the memory they borrow is freed.
-        self.inner = None;
-        // SAFETY: both pointers come from `Box::into_raw` in `new`, are freed
-        // only here, once, and nothing borrows them any more.
-        unsafe {
-            drop(Box::from_raw(self.prefix));
-            if let Some(s) = self.scratch {
-                drop(Box::from_raw(s));
-            }
-            if let Some(t) = self.digests {
-                drop(Box::from_raw(t));
-            }
-            if let Some(h) = self.hasher {
-                drop(Box::from_raw(h));
-            }
-        }
-    }
 }
 
 fn boxed<T: Copy + Default>(len: usize) -> Option<Box<[T]>> {
@@ -118,14 +102,13 @@ impl Session {
     /// A validator with `mem` bytes of prefix memory (see [`need`]) and name
     /// scratch for `count` tensors when the memory holds their descriptors.
     /// When wasm memory cannot hold that, every call reports LIMIT `WasmMemory`.
-    /// The block starts at byte 0 of the file; see [`at`](Self::at).
+    /// The block starts at byte 0 of the file; see [`place_at`](Self::place_at).
     pub fn new(mem: u64, count: u32, limits: Limits, seed: u64) -> Session {
         let mut s = Session {
             inner: None,
-            prefix: Box::into_raw(Box::<[u8]>::default()),
-            scratch: None,
-            digests: None,
-            hasher: None,
+            spare: Owned::default(),
+            limits,
+            seed,
             table: Vec::new(),
             table_built: false,
             error: None,
@@ -142,26 +125,27 @@ impl Session {
     /// checked at `start` gives `Parser::parse_at(file, start)`'s verdict,
     /// then TRAILING at its end when the file goes on: a model file's checks.
     /// Lasts until the next [`reset`](Self::reset).
-    pub fn at(&mut self, start: u64) {
+    pub fn place_at(&mut self, start: u64) {
         self.start = start;
         if let Some(e) = self.error.as_mut() {
             e.offset = e.offset.saturating_add(start);
         }
     }
 
+    /// The memory, from the validator or the spare.
+    fn memory(&mut self) -> Owned {
+        match self.inner.take() {
+            Some(v) => v.into_memory(),
+            None => core::mem::take(&mut self.spare),
+        }
+    }
+
     /// Starts over on a new block, as [`new`](Self::new) would, reusing the
     /// memory already held when it is large enough.
     pub fn reset(&mut self, mem: u64, count: u32, limits: Limits, seed: u64) {
-        // The validator's borrows end before the memory is reused or freed.
-        self.inner = None;
-        if let Some(t) = self.digests.take() {
-            // SAFETY: from `Box::into_raw` in `digests`, and no longer borrowed (`inner` is gone).
-            drop(unsafe { Box::from_raw(t) });
-        }
-        if let Some(h) = self.hasher.take() {
-            // SAFETY: as for the table just above.
-            drop(unsafe { Box::from_raw(h) });
-        }
+        let mut m = self.memory();
+        m.digests = None;
+        (self.limits, self.seed) = (limits, seed);
         self.table.clear();
         self.table_built = false;
         self.error = None;
@@ -174,34 +158,23 @@ impl Session {
             description: "wasm memory cannot hold the directory (header, descriptors and names)",
         };
         let Ok(mem) = usize::try_from(mem) else {
+            self.spare = m;
             self.error = Some(memory);
             return;
         };
-        if self.prefix.len() < mem {
-            // SAFETY: from `Box::into_raw`, and no longer borrowed (`inner` is gone).
-            drop(unsafe { Box::from_raw(self.prefix) });
-            self.prefix = Box::into_raw(boxed::<u8>(mem).unwrap_or_default());
+        if m.prefix.len() < mem {
+            m.prefix = boxed::<u8>(mem).unwrap_or_default();
         }
         let want = if count > 0 && layout::descriptors_end(count) <= u64_of(mem) { scratch_len(count) } else { 0 };
-        if want > 0 && self.scratch.is_none_or(|s| s.len() < want) {
-            if let Some(old) = self.scratch.take() {
-                // SAFETY: as above.
-                drop(unsafe { Box::from_raw(old) });
-            }
-            self.scratch = boxed::<u32>(want).map(Box::into_raw);
+        if want > 0 && m.scratch.as_ref().is_none_or(|s| s.len() < want) {
+            m.scratch = boxed::<u32>(want);
         }
-        if self.prefix.len() < mem || (want > 0 && self.scratch.is_none()) {
+        if m.prefix.len() < mem || (want > 0 && m.scratch.is_none()) {
+            self.spare = m;
             self.error = Some(memory);
             return;
         }
-        // SAFETY: the allocations live until `drop` or the next `reset`, both
-        // of which drop `inner` first; `inner` is their only user.
-        let (p, sc) = unsafe { (&mut *self.prefix, self.scratch.filter(|_| want > 0).map(|s| &mut *s)) };
-        let mut v = Incremental::new(p).limits(limits).hash_seed(seed);
-        if let Some(sc) = sc {
-            v = v.scratch(sc);
-        }
-        self.inner = Some(v);
+        self.inner = Some(Incremental::with_memory(m).limits(limits).hash_seed(seed));
     }
 
     /// Checks the payload against `table` too (step 9d: the core's
@@ -211,25 +184,15 @@ impl Session {
     /// first byte is fed, once per block; false otherwise (or when wasm
     /// memory cannot hold the copy).
     pub fn digests(&mut self, table: &[u8]) -> bool {
-        if self.digests.is_some() || self.fed() > 0 {
+        let hashing = self.inner.as_ref().is_some_and(Incremental::hashing);
+        if hashing || self.inner.is_none() || self.fed() > 0 {
             return false;
         }
-        let Some(v) = self.inner.take() else { return false };
-        let Some(copy) = boxed::<u8>(table.len()) else {
-            self.inner = Some(v);
-            return false;
-        };
-        let copy = Box::into_raw(copy);
-        // SAFETY: the copy lives until `drop` or the next `reset`, both of
-        // which drop `inner` (its only user) first.
-        let t: &'static mut [u8] = unsafe { &mut *copy };
-        t.copy_from_slice(table);
-        self.digests = Some(copy);
-        let hasher = Box::into_raw(Box::new(kiln_nostd::digest::TensorHasher::new()));
-        // SAFETY: as for the table: freed only after `inner` is dropped.
-        let h: &'static mut kiln_nostd::digest::TensorHasher = unsafe { &mut *hasher };
-        self.hasher = Some(hasher);
-        self.inner = Some(v.digests(t, h));
+        let Some(mut copy) = boxed::<u8>(table.len()) else { return false };
+        copy.copy_from_slice(table);
+        let mut m = self.memory();
+        m.digests = Some((copy, Box::new(TensorHasher::new())));
+        self.inner = Some(Incremental::with_memory(m).limits(self.limits).hash_seed(self.seed));
         true
     }
 
@@ -343,7 +306,9 @@ impl Session {
         let fed = self.fed();
         let Some(v) = self.inner.take() else { return Err(self.gone()) };
         self.fed_at_end = fed;
-        match v.finish() {
+        let (verdict, m) = v.finish_with_memory();
+        self.spare = m;
+        match verdict {
             Ok(_) if self.table_built => Ok(&self.table),
             Ok(_) => Err(self.gone()),
             Err(e) => {

@@ -84,7 +84,7 @@ fn via_js(file: &[u8], first: usize, limits: Limits, verify: bool) -> Result<Ope
     let want = n.prefix.unwrap_or(64);
     let mem = if want <= block.len() as u64 { want } else { 64 };
     let mut s = Session::new(mem, n.count, limits, 0x5eed);
-    s.at(start);
+    s.place_at(start);
     if let Some((at, len)) = core.digests().filter(|_| verify) {
         assert!(s.digests(&file[at as usize..(at + len) as usize]));
     }

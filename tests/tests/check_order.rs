@@ -315,3 +315,84 @@ fn the_committed_matrix_equals_a_fresh_regeneration() {
         .expect("python3 runs");
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
+
+/// The step of a row of a spec table (`1`, `8c`, `F3`, `M2`), as the core states it.
+fn step_of(text: &str, order: &str) -> kiln_nostd::Step {
+    use kiln_nostd::Step;
+    let (letters, digits): (String, String) = text.chars().partition(|c| c.is_ascii_alphabetic());
+    let n: u8 = digits.parse().unwrap_or_else(|_| panic!("step {text}"));
+    match (order, letters.as_str()) {
+        ("directory", "") => Step::Directory(n, 0),
+        ("directory", sub) => Step::Directory(n, sub.as_bytes()[0]),
+        ("frozen", "F") => Step::Frozen(n),
+        ("manifest", "M") => Step::Manifest(n),
+        ("shard", "") => Step::Shard(n),
+        _ => panic!("step {text} in the {order} table"),
+    }
+}
+
+/// Rows `(Rust Rule, step)` of the Markdown tables in `text`, from the columns given.
+fn table_rows(text: &str, rule_col: usize, step_col: usize) -> Vec<(String, String)> {
+    text.lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("|---"))
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split('|').map(str::trim).collect();
+            let rule = cols.get(rule_col)?.strip_prefix('`')?.strip_suffix('`')?;
+            Some((rule.to_string(), cols.get(step_col)?.to_string()))
+        })
+        .collect()
+}
+
+/// `Rule::step` (the rules! table's step column) is the spec's: every row of
+/// the rule tables of spec/kiln-v2.md (section 14) and spec/model-file.md
+/// (M1 to M5, opening a shard) gives its Rust rule the step the core says,
+/// and every rule the core places in one of those orders has a row.
+#[test]
+fn each_rules_step_is_the_spec_tables() {
+    use kiln_nostd::{Rule, Step};
+    let root = env!("CARGO_MANIFEST_DIR").to_string() + "/../spec/";
+    let spec = std::fs::read_to_string(root.clone() + "kiln-v2.md").expect("spec");
+    let model = std::fs::read_to_string(root + "model-file.md").expect("model-file");
+    let section = |tag: &str| {
+        let begin = spec.find(&format!("<!-- rule-table:{tag}:begin -->")).expect("table");
+        let end = spec.find(&format!("<!-- rule-table:{tag}:end -->")).expect("table end");
+        spec[begin..end].to_string()
+    };
+    let by_id = |id: &str| Rule::ALL.into_iter().find(|r| r.id() == id).unwrap_or_else(|| panic!("no Rule {id}"));
+    let mut rows = Vec::new();
+    for (rule, step) in table_rows(&section("directory"), 2, 3) {
+        rows.push((rule, step_of(&step, "directory")));
+    }
+    for (rule, step) in table_rows(&section("frozen"), 2, 3) {
+        rows.push((rule, step_of(&step, "frozen")));
+    }
+    for (rule, step) in table_rows(&model, 3, 1) {
+        if let Some(s) = step.strip_prefix('M') {
+            rows.push((rule, step_of(&format!("M{s}"), "manifest")));
+        } else if step.len() == 1 && rule.starts_with("Shard") {
+            rows.push((rule, step_of(&step, "shard")));
+        } else if let Some(sub) = ["3d", "9d"].into_iter().find(|s| step.starts_with(s)) {
+            rows.push((rule, step_of(sub, "directory")));
+        }
+    }
+    assert!(rows.len() >= 100, "{} rows", rows.len());
+    let mut seen = BTreeSet::new();
+    for (id, step) in &rows {
+        let rule = by_id(id);
+        seen.insert(rule.id());
+        // TRAILING ends both orders: step 12 of a directory, F4 of a Frozen value.
+        if rule == Rule::TrailingBytes && *step == Step::Frozen(4) {
+            continue;
+        }
+        assert_eq!(rule.step(), *step, "{id}: the spec's step");
+    }
+    for rule in Rule::ALL {
+        let placed = matches!(rule.step(), Step::Directory(..) | Step::Frozen(_) | Step::Manifest(_) | Step::Shard(_));
+        assert_eq!(placed, seen.contains(rule.id()), "{}: {:?} and a row in the spec's tables", rule.id(), rule.step());
+    }
+    // Steps compare within one order only.
+    assert!(Step::Directory(3, 0).precedes(Step::Directory(3, b'd')));
+    assert!(Step::Directory(9, b'd').precedes(Step::Directory(10, 0)));
+    assert!(!Step::Directory(10, 0).precedes(Step::Directory(9, b'd')));
+    assert!(!Step::Frozen(1).precedes(Step::Directory(12, 0)) && !Step::Directory(1, 0).precedes(Step::Frozen(4)));
+}

@@ -4,6 +4,7 @@
 use core::ffi::c_int;
 use core::mem::{align_of, size_of};
 
+use kiln_nostd::incremental::Borrowed;
 use kiln_nostd::{Incremental, Progress};
 
 use crate::dir::{self, kiln_dir, kiln_options, store, View};
@@ -53,13 +54,13 @@ const MAGIC: u32 = 0x4B49_4E43; // "KINC"
 #[repr(C)]
 struct State<'m, 's> {
     magic: u32,
-    v: Incremental<'m, 's>,
+    v: Incremental<Borrowed<'m, 's>>,
 }
 
 const _: () = assert!(size_of::<State<'static, 'static>>() <= size_of::<kiln_incremental>(), "too small");
 const _: () = assert!(align_of::<State<'static, 'static>>() <= align_of::<kiln_incremental>(), "underaligned");
 
-fn state<'x>(v: *mut kiln_incremental) -> Result<&'x mut Incremental<'static, 'static>, Fail> {
+fn state<'x>(v: *mut kiln_incremental) -> Result<&'x mut Incremental<Borrowed<'static, 'static>>, Fail> {
     if v.is_null() {
         return Err(Fail::Api(KILN_ERR_NULL));
     }
@@ -71,7 +72,7 @@ fn state<'x>(v: *mut kiln_incremental) -> Result<&'x mut Incremental<'static, 's
     Ok(unsafe { &mut (*v.cast::<State<'static, 'static>>()).v })
 }
 
-fn state_ref<'x>(v: *const kiln_incremental) -> Result<&'x Incremental<'static, 'static>, Fail> {
+fn state_ref<'x>(v: *const kiln_incremental) -> Result<&'x Incremental<Borrowed<'static, 'static>>, Fail> {
     if v.is_null() {
         return Err(Fail::Api(KILN_ERR_NULL));
     }

@@ -154,7 +154,8 @@ impl<'s> TypeRef<'s> {
         self.node().shape
     }
 
-    fn at(&self, index: usize) -> TypeRef<'s> {
+    /// The node at `index` of the same schema.
+    fn node_ref(&self, index: usize) -> TypeRef<'s> {
         TypeRef { index, ..*self }
     }
 
@@ -194,7 +195,7 @@ impl<'s> TypeRef<'s> {
     #[inline]
     #[must_use]
     pub fn elem(&self) -> Option<TypeRef<'s>> {
-        matches!(self.kind(), Kind::List | Kind::Opt | Kind::Dict).then(|| self.at(self.index.saturating_add(1)))
+        matches!(self.kind(), Kind::List | Kind::Opt | Kind::Dict).then(|| self.node_ref(self.index.saturating_add(1)))
     }
 
     /// The fields of a struct in declaration order (empty otherwise).
@@ -288,7 +289,7 @@ impl<'s> Iterator for Fields<'s> {
         if self.next >= self.end {
             return None;
         }
-        let field = self.ty.at(self.next);
+        let field = self.ty.node_ref(self.next);
         self.next = field.end().max(self.next.saturating_add(1));
         Some(field)
     }

@@ -9,21 +9,18 @@
 //! of the run is hashed (a DIGEST fault in a later tensor would win), then
 //! reported, in the chunk that completes the run.
 
-use super::payload::{window, Data, Walk};
-use super::Incremental;
+use super::payload::{window, Chunk, PayloadWalk};
+use super::{Incremental, Memory, Parts};
 use crate::bytes::usize_from_u32;
 use crate::digest::{run_entry, Digests, TensorHasher};
 use crate::error::{fail_at, Error, Result, Rule};
 use crate::header::HEADER_LEN;
 
-/// Where step 9d stands: 40 bytes of the validator on a 32-bit target (48
-/// on a 64-bit host). The SHA-256 state (about 112 bytes) is the
-/// caller's, so that the validator's own state stays small (the C API keeps
-/// it in a `kiln_incremental` of fixed size).
+/// Where step 9d stands. The table and the SHA-256 state (about 112 bytes)
+/// are in the validator's [`Memory`], so that its own state stays small (the
+/// C API keeps it in a `kiln_incremental` of fixed size).
 #[derive(Debug)]
-pub(super) struct Hashing<'t> {
-    table: &'t [u8],
-    hasher: &'t mut TensorHasher,
+pub(super) struct Hashing {
     /// Payload offset where the previous tensor of the run ends (0 before the first).
     running: u64,
     /// The next tensor of the run (descriptor index): in its bytes, or
@@ -35,15 +32,9 @@ pub(super) struct Hashing<'t> {
     pub(super) held: Option<Error>,
 }
 
-impl<'t> Hashing<'t> {
-    pub(super) fn new(table: &'t [u8], hasher: &'t mut TensorHasher) -> Self {
-        *hasher = TensorHasher::new();
-        Hashing { table, hasher, running: 0, next: 0, done: false, held: None }
-    }
-
-    /// True when the table holds one digest per tensor (step 3d).
-    pub(super) fn fits(&self, tensor_count: u32) -> bool {
-        crate::digest::table_fits(self.table, tensor_count)
+impl Hashing {
+    pub(super) fn new() -> Self {
+        Hashing { running: 0, next: 0, done: false, held: None }
     }
 
     fn next(&self) -> usize {
@@ -54,12 +45,15 @@ impl<'t> Hashing<'t> {
     /// judges every tensor of the run they complete; `base` is the payload's
     /// block offset (for the error). `data` never passes over a byte of the
     /// run: [`Incremental::next_needed`] asks for all of them.
+    #[allow(clippy::too_many_arguments)] // the memory's parts, borrowed apart
     fn advance(
         &mut self,
+        table: &[u8],
+        hasher: &mut TensorHasher,
         descriptors: &[u8],
         count: usize,
         base: u64,
-        data: Data<'_>,
+        data: Chunk<'_>,
         from: u64,
         to: u64,
     ) -> Result<()> {
@@ -72,14 +66,14 @@ impl<'t> Hashing<'t> {
             // Steps 1 to 9 hold: the range does not overflow (it never saturates).
             let end = start.saturating_add(len);
             if let Some((bytes, _)) = window(data, from, to, start, end) {
-                self.hasher.update(bytes);
+                hasher.update(bytes);
             }
             if len != 0 && to < end {
                 return Ok(()); // its last byte is still to come
             }
-            let digest = Digests::new(self.table, 0).get(self.next());
+            let digest = Digests::new(table, 0).get(self.next());
             // The table holds one digest per tensor (step 3d, checked with the header).
-            if !digest.is_some_and(|d| self.hasher.matches(d)) {
+            if !digest.is_some_and(|d| hasher.matches(d)) {
                 return fail_at(Rule::PayloadDigest, base.saturating_add(start));
             }
             self.running = end;
@@ -102,11 +96,11 @@ impl<'t> Hashing<'t> {
     }
 }
 
-impl Incremental<'_, '_> {
+impl<M: Memory> Incremental<M> {
     /// [`take_payload`](Incremental::take_payload) with digests: the walk's
     /// checks (the same as there; kept apart so that a build without the
     /// feature compiles exactly the code it did), then step 9d, which wins.
-    pub(super) fn take_payload_hashing(&mut self, mut walk: Walk, data: Data<'_>) -> u64 {
+    pub(super) fn take_payload_hashing(&mut self, mut walk: PayloadWalk, data: Chunk<'_>) -> u64 {
         let end = if self.standalone { u64::MAX } else { walk.block_len };
         let data = data.first(end.saturating_sub(self.fed));
         // Payload offsets of the data.
@@ -141,25 +135,33 @@ impl Incremental<'_, '_> {
     fn run_parts(&self) -> (&[u8], usize) {
         let count = self.sizes.map_or(0, |s| usize_from_u32(s.header.tensor_count));
         // The descriptors are in prefix memory once the walk exists.
-        (self.prefix.get(HEADER_LEN..).unwrap_or(&[]), count)
+        (self.mem.prefix().get(HEADER_LEN..).unwrap_or(&[]), count)
     }
 
     /// Step 3d once the header passed steps 1 to 3: a table of another
     /// length is the caller's error, at the block's first byte.
-    pub(super) fn check_table(&self, tensor_count: u32) -> Result<()> {
-        match &self.digests {
-            Some(h) if !h.fits(tensor_count) => fail_at(Rule::DigestTableCount, 0),
-            _ => Ok(()),
+    pub(super) fn check_table(&mut self, tensor_count: u32) -> Result<()> {
+        if self.digests.is_none() {
+            return Ok(());
+        }
+        match self.mem.parts().digests {
+            Some((table, _)) if crate::digest::table_fits(table, tensor_count) => Ok(()),
+            // A memory that lost its table has none that fits.
+            _ => fail_at(Rule::DigestTableCount, 0),
         }
     }
 
     /// Step 9d over the payload bytes `from..to` in `data` (see [`Hashing::advance`]).
-    pub(super) fn hash_payload(&mut self, base: u64, data: Data<'_>, from: u64, to: u64) -> Result<()> {
-        let Incremental { prefix, sizes, digests, .. } = self;
+    pub(super) fn hash_payload(&mut self, base: u64, data: Chunk<'_>, from: u64, to: u64) -> Result<()> {
+        let Incremental { mem, sizes, digests, .. } = self;
         let Some(h) = digests.as_mut() else { return Ok(()) };
+        let Parts { prefix, digests: Some((table, hasher)), .. } = mem.parts() else {
+            // A memory that lost its table has none that fits.
+            return fail_at(Rule::DigestTableCount, 0);
+        };
         let count = sizes.map_or(0, |s| usize_from_u32(s.header.tensor_count));
         // The descriptors are in prefix memory once the walk exists.
-        h.advance(prefix.get(HEADER_LEN..).unwrap_or(&[]), count, base, data, from, to)
+        h.advance(table, hasher, prefix.get(HEADER_LEN..).unwrap_or(&[]), count, base, data, from, to)
     }
 
     /// What a fault of steps 10 to 12 (`fault`, certain as far as those
@@ -178,7 +180,8 @@ impl Incremental<'_, '_> {
     }
 
     /// True when payloads are checked against a digest table.
-    pub(crate) fn hashing(&self) -> bool {
+    #[must_use]
+    pub fn hashing(&self) -> bool {
         self.digests.is_some()
     }
 

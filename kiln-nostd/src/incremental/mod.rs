@@ -27,8 +27,13 @@
 
 #[cfg(feature = "sha2")]
 mod digests;
+mod memory;
 mod payload;
 mod prefix;
+
+#[cfg(feature = "alloc")]
+pub use memory::Owned;
+pub use memory::{Borrowed, Memory, Parts};
 
 use crate::bytes::{u64_from, usize_from, usize_from_u32, usize_sat};
 use crate::descriptor::Descriptors;
@@ -38,7 +43,7 @@ use crate::header::{self, Header, Regions, HEADER_LEN};
 use crate::limits::Limits;
 use crate::names::NameWalk;
 use crate::steps::{check_prefix_of, PrefixVerdict};
-use payload::{Data, Open, Walk};
+use payload::{Chunk, PayloadWalk, Pending};
 
 /// How far an [`Incremental`] has got, after a chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,9 +106,12 @@ pub struct Summary {
 /// the block does, the spec's order makes the verdict EOF (a truncated
 /// block is checked first), which [`finish`](Self::finish) reports. Feeding
 /// after an error only counts bytes.
-pub struct Incremental<'m, 's> {
-    prefix: &'m mut [u8],
-    scratch: Option<&'s mut [u32]>,
+///
+/// Its memory is `M` ([`Memory`]): the caller's buffers ([`Borrowed`], from
+/// [`new`](Incremental::new)), or buffers it owns ([`Owned`], `alloc`
+/// feature, from [`with_memory`](Incremental::with_memory)).
+pub struct Incremental<M> {
+    mem: M,
     limits: Limits,
     seed: u64,
     standalone: bool,
@@ -114,12 +122,12 @@ pub struct Incremental<'m, 's> {
     /// The first fault that is certain (unless the block is truncated).
     fault: Option<Error>,
     /// Set once the prefix is in and passed steps 7 to 9.
-    walk: Option<Walk>,
+    walk: Option<PayloadWalk>,
     /// Step 8c on a prefix still arriving (a block with no padding).
     names: NameWalk,
     /// Step 9d, with a digest table ([`digests`](Self::digests)).
     #[cfg(feature = "sha2")]
-    digests: Option<digests::Hashing<'m>>,
+    digests: Option<digests::Hashing>,
 }
 
 /// The header's sizes after steps 1 to 4.
@@ -131,46 +139,24 @@ struct Sizes {
     ends: core::result::Result<(u64, u64), Error>,
 }
 
-impl<'m, 's> Incremental<'m, 's> {
+impl<'m, 's> Incremental<Borrowed<'m, 's>> {
     /// A validator for a standalone block (step 12 applies), default caps,
     /// keeping the directory prefix in `prefix`.
     #[must_use]
     pub fn new(prefix: &'m mut [u8]) -> Self {
-        Incremental {
+        Incremental::with_memory(Borrowed {
             prefix,
             scratch: None,
-            limits: Limits::DEFAULT,
-            seed: 0,
-            standalone: true,
-            fed: 0,
-            sizes: None,
-            fault: None,
-            walk: None,
-            names: NameWalk::default(),
             #[cfg(feature = "sha2")]
             digests: None,
-        }
-    }
-
-    /// Uses these caps.
-    #[must_use]
-    pub fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
+        })
     }
 
     /// Name scratch for the linear-time uniqueness check, as for
     /// [`Parser::scratch`](crate::Parser::scratch).
     #[must_use]
     pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
-        self.scratch = Some(scratch);
-        self
-    }
-
-    /// Seeds the name hash, as [`Parser::hash_seed`](crate::Parser::hash_seed).
-    #[must_use]
-    pub fn hash_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+        self.mem.scratch = Some(scratch);
         self
     }
 
@@ -224,16 +210,9 @@ impl<'m, 's> Incremental<'m, 's> {
     #[cfg(feature = "sha2")]
     #[must_use]
     pub fn digests(mut self, table: &'m [u8], hasher: &'m mut crate::digest::TensorHasher) -> Self {
-        self.digests = Some(digests::Hashing::new(table, hasher));
-        self
-    }
-
-    /// The block is a `tensors` field: bytes after it belong to the next
-    /// field, so [`feed`](Self::feed) stops consuming at the block's end
-    /// (see [`consumed`](Self::consumed)) and step 12 does not apply.
-    #[must_use]
-    pub fn embedded(mut self) -> Self {
-        self.standalone = false;
+        *hasher = crate::digest::TensorHasher::new();
+        self.mem.digests = Some((table, hasher));
+        self.digests = Some(digests::Hashing::new());
         self
     }
 
@@ -247,6 +226,66 @@ impl<'m, 's> Incremental<'m, 's> {
         let heap_end = h.check_sizes(limits)?;
         let (base, _) = h.check_payload(heap_end)?;
         Ok(usize_from(base))
+    }
+}
+
+impl<M: Memory> Incremental<M> {
+    /// A validator for a standalone block (step 12 applies), default caps,
+    /// working in `mem`. Payloads are checked against digests when `mem`
+    /// holds a table (its SHA-256 state is reset), as with
+    /// [`digests`](Incremental::digests).
+    #[must_use]
+    pub fn with_memory(mut mem: M) -> Self {
+        #[cfg(feature = "sha2")]
+        let digests = mem.parts().digests.map(|(_, hasher)| {
+            *hasher = crate::digest::TensorHasher::new();
+            digests::Hashing::new()
+        });
+        #[cfg(not(feature = "sha2"))]
+        let _ = &mut mem;
+        Incremental {
+            mem,
+            limits: Limits::DEFAULT,
+            seed: 0,
+            standalone: true,
+            fed: 0,
+            sizes: None,
+            fault: None,
+            walk: None,
+            names: NameWalk::default(),
+            #[cfg(feature = "sha2")]
+            digests,
+        }
+    }
+
+    /// The memory back, to reuse for another block (the validator's
+    /// verdict is then lost: see [`finish_with_memory`](Self::finish_with_memory)).
+    #[must_use]
+    pub fn into_memory(self) -> M {
+        self.mem
+    }
+
+    /// Uses these caps.
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Seeds the name hash, as [`Parser::hash_seed`](crate::Parser::hash_seed).
+    #[must_use]
+    pub fn hash_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// The block is a `tensors` field: bytes after it belong to the next
+    /// field, so [`feed`](Self::feed) stops consuming at the block's end
+    /// (see [`consumed`](Self::consumed)) and step 12 does not apply.
+    #[must_use]
+    pub fn embedded(mut self) -> Self {
+        self.standalone = false;
+        self
     }
 
     /// Bytes taken so far (for an embedded block, at most the block length).
@@ -269,7 +308,7 @@ impl<'m, 's> Incremental<'m, 's> {
         let walk = self.walk.as_ref()?;
         let sizes = self.sizes.as_ref()?;
         let regions = self.regions(sizes, walk.payload_base)?;
-        let prefix = self.prefix.get(..regions.payload_base)?;
+        let prefix = self.mem.prefix().get(..regions.payload_base)?;
         Some(Directory::from_checked_prefix(prefix, sizes.header, regions))
     }
 
@@ -288,7 +327,7 @@ impl<'m, 's> Incremental<'m, 's> {
         if self.count_only(u64_from(chunk.len())) {
             return Ok(Progress::Payload);
         }
-        self.take(Data::Bytes(chunk))
+        self.take(Chunk::Bytes(chunk))
     }
 
     /// Most chunks of a large block are payload that no rule reads, short
@@ -330,11 +369,11 @@ impl<'m, 's> Incremental<'m, 's> {
     pub fn skip(&mut self, n: u64) -> Result<u64> {
         let n = n.min(self.next_needed().saturating_sub(self.fed));
         let before = self.fed;
-        self.take(Data::Skipped(n))?;
+        self.take(Chunk::Skipped(n))?;
         Ok(self.fed.saturating_sub(before))
     }
 
-    fn take(&mut self, data: Data<'_>) -> Result<Progress> {
+    fn take(&mut self, data: Chunk<'_>) -> Result<Progress> {
         let mut data = data;
         if let Some(e) = self.fault {
             self.fed = self.fed.saturating_add(self.take_len(data.len()));
@@ -407,12 +446,12 @@ impl<'m, 's> Incremental<'m, 's> {
 
     /// Consumes a prefix of `data` in the current phase; returns its length.
     /// Only payload bytes are ever skipped ([`skip`](Self::skip) allows none before).
-    fn step(&mut self, data: Data<'_>) -> u64 {
+    fn step(&mut self, data: Chunk<'_>) -> u64 {
         match (self.sizes, self.walk, data) {
-            (None, _, Data::Bytes(chunk)) => u64_from(self.take_header(chunk)),
-            (Some(sizes), None, Data::Bytes(chunk)) => u64_from(self.take_prefix(sizes, chunk)),
+            (None, _, Chunk::Bytes(chunk)) => u64_from(self.take_header(chunk)),
+            (Some(sizes), None, Chunk::Bytes(chunk)) => u64_from(self.take_prefix(sizes, chunk)),
             (Some(_), Some(walk), data) => self.take_payload(walk, data),
-            (_, _, Data::Skipped(_)) => 0,
+            (_, _, Chunk::Skipped(_)) => 0,
         }
     }
 
@@ -421,16 +460,17 @@ impl<'m, 's> Incremental<'m, 's> {
     fn take_header(&mut self, chunk: &[u8]) -> usize {
         let used = self.copy_in(chunk, u64_from(HEADER_LEN));
         // The header's bytes are in prefix memory (fed < 64 here): never empty by fallback.
-        let have = self.prefix.get(..usize_sat(self.fed).saturating_add(used)).unwrap_or(&[]);
+        let have = self.mem.prefix().get(..usize_sat(self.fed).saturating_add(used)).unwrap_or(&[]);
         if let Err(e) = header::check_start(have) {
             self.fault = Some(e);
         } else if have.len() == HEADER_LEN {
+            let parsed = Header::parse(have);
             #[cfg(feature = "sha2")]
-            if let Err(e) = self.check_table_early(have) {
+            if let Err(e) = self.check_table_early(parsed) {
                 self.fault = Some(e);
                 return used;
             }
-            match Header::parse(have).and_then(|h| Ok((h, h.check_sizes(&self.limits)?))) {
+            match parsed.and_then(|h| Ok((h, h.check_sizes(&self.limits)?))) {
                 Ok((header, heap_end)) => {
                     let ends = header.check_payload(heap_end);
                     self.sizes = Some(Sizes { header, heap_end, ends });
@@ -444,8 +484,8 @@ impl<'m, 's> Incremental<'m, 's> {
 
     /// Step 3d on a complete header: after steps 1 to 3, before step 4.
     #[cfg(feature = "sha2")]
-    fn check_table_early(&self, header: &[u8]) -> Result<()> {
-        let Ok(h) = Header::parse(header) else { return Ok(()) };
+    fn check_table_early(&mut self, header: Result<Header>) -> Result<()> {
+        let Ok(h) = header else { return Ok(()) };
         let caps = h.tensor_count <= self.limits.count_cap && h.name_bytes <= self.limits.byte_cap;
         if caps {
             self.check_table(h.tensor_count)
@@ -457,7 +497,7 @@ impl<'m, 's> Incremental<'m, 's> {
     /// The prefix must fit the caller's memory: known once the header is in.
     fn check_prefix_memory(&mut self, heap_end: u64, ends: core::result::Result<(u64, u64), Error>) {
         let need = ends.map_or(heap_end, |(base, _)| base);
-        if need > u64_from(self.prefix.len()) {
+        if need > u64_from(self.mem.prefix().len()) {
             self.fault = Some(Error::new(Rule::PrefixBufferTooSmall, 0));
         }
     }
@@ -466,7 +506,7 @@ impl<'m, 's> Incremental<'m, 's> {
     fn copy_in(&mut self, chunk: &[u8], end: u64) -> usize {
         let at = usize_sat(self.fed);
         let want = usize_sat(end.saturating_sub(self.fed)).min(chunk.len());
-        match (at.checked_add(want).and_then(|end| self.prefix.get_mut(at..end)), chunk.get(..want)) {
+        match (at.checked_add(want).and_then(|end| self.mem.parts().prefix.get_mut(at..end)), chunk.get(..want)) {
             (Some(dst), Some(src)) => {
                 dst.copy_from_slice(src);
                 want
@@ -495,22 +535,23 @@ impl<'m, 's> Incremental<'m, 's> {
     fn check_whole_prefix(&mut self, sizes: Sizes, base: u64, block_len: u64) -> Result<()> {
         // Called once the prefix fits its memory (checked with the header): the fallbacks are never taken.
         let regions = self.regions(&sizes, base).unwrap_or(Regions { heap_end: 0, payload_base: 0, block_len: 0 });
-        let prefix = self.prefix.get(..regions.payload_base).unwrap_or(&[]);
-        let (b, verdict) = check_prefix_of(prefix, &sizes.header, regions, self.scratch.as_deref_mut(), self.seed)?;
+        let parts = self.mem.parts();
+        let prefix = parts.prefix.get(..regions.payload_base).unwrap_or(&[]);
+        let (b, verdict) = check_prefix_of(prefix, &sizes.header, regions, parts.scratch, self.seed)?;
         let count = b.descs.count;
         let open = match verdict {
-            PrefixVerdict::Clean(tight) => Open { upto: count, tight, misplaced: None, quant: None },
+            PrefixVerdict::Clean(clean_lead) => Pending { upto: count, clean_lead, misplaced: None, quant: None },
             PrefixVerdict::Certain(e) => return Err(e),
-            PrefixVerdict::Misplaced(i, e) => Open { upto: i, tight: 0, misplaced: Some(e), quant: None },
-            PrefixVerdict::Quant(i, e) => Open { upto: count, tight: 0, misplaced: None, quant: Some((i, e)) },
+            PrefixVerdict::Misplaced(i, e) => Pending { upto: i, clean_lead: 0, misplaced: Some(e), quant: None },
+            PrefixVerdict::Quant(i, e) => Pending { upto: count, clean_lead: 0, misplaced: None, quant: Some((i, e)) },
         };
-        let walk = Walk::new(&b.descs, base, block_len, open);
+        let walk = PayloadWalk::new(&b.descs, base, block_len, open);
         #[cfg(feature = "sha2")]
         if self.digests.is_some() {
             // Empty tensors at the run's start are judged now; a fault of
             // steps 10 to 11 that no payload byte can precede waits for the run.
             self.walk = Some(walk);
-            self.hash_payload(base, Data::Bytes(&[]), 0, 0)?;
+            self.hash_payload(base, Chunk::Bytes(&[]), 0, 0)?;
             return match self.gate(walk.certain(0)) {
                 Some(e) => Err(e),
                 None => Ok(()),
@@ -525,7 +566,7 @@ impl<'m, 's> Incremental<'m, 's> {
     }
 
     /// Streams payload bytes past the descriptors' gaps and element checks.
-    fn take_payload(&mut self, mut walk: Walk, data: Data<'_>) -> u64 {
+    fn take_payload(&mut self, mut walk: PayloadWalk, data: Chunk<'_>) -> u64 {
         #[cfg(feature = "sha2")]
         if self.digests.is_some() {
             return self.take_payload_hashing(walk, data);
@@ -553,9 +594,9 @@ impl<'m, 's> Incremental<'m, 's> {
         data.len()
     }
 
-    fn descriptors(&self, walk: &Walk) -> Descriptors<'_> {
+    fn descriptors(&self, walk: &PayloadWalk) -> Descriptors<'_> {
         // The walk exists only once the prefix is in its memory: never empty by fallback.
-        let prefix = self.prefix.get(..usize_sat(walk.payload_base)).unwrap_or(&[]);
+        let prefix = self.mem.prefix().get(..usize_sat(walk.payload_base)).unwrap_or(&[]);
         let count = self.sizes.map_or(0, |s| usize_from_u32(s.header.tensor_count));
         Descriptors::new(prefix, count)
     }
@@ -563,11 +604,21 @@ impl<'m, 's> Incremental<'m, 's> {
     /// The verdict once the stream has ended: the same as
     /// [`Parser::parse`](crate::Parser::parse) on all the bytes fed (or
     /// [`Parser::parse_at`](crate::Parser::parse_at) for an embedded block).
-    pub fn finish(mut self) -> Result<Summary> {
+    pub fn finish(self) -> Result<Summary> {
+        self.finish_with_memory().0
+    }
+
+    /// [`finish`](Self::finish), and the memory back to reuse.
+    pub fn finish_with_memory(mut self) -> (Result<Summary>, M) {
+        let verdict = self.verdict();
+        (verdict, self.mem)
+    }
+
+    fn verdict(&mut self) -> Result<Summary> {
         self.settle();
         let fed = self.fed;
         let Some(sizes) = self.sizes else {
-            return Err(match (self.fault, self.prefix.get(..usize_sat(fed))) {
+            return Err(match (self.fault, self.mem.prefix().get(..usize_sat(fed))) {
                 (Some(e), _) if e.rule() == Rule::PrefixBufferTooSmall => e,
                 // Fewer than 64 bytes, all in prefix memory: Parser's verdict on
                 // them (too short, or a wrong magic once 4 bytes are in).
@@ -593,7 +644,7 @@ impl<'m, 's> Incremental<'m, 's> {
                 // The block is whole, so the run is hashed: this judges nothing
                 // new (were a byte of the run missing, its tensor would not match).
                 let end = sizes.header.payload_bytes;
-                self.hash_payload(walk.payload_base, Data::Skipped(0), end, end)?;
+                self.hash_payload(walk.payload_base, Chunk::Skipped(0), end, end)?;
                 match self.gate(walk.verdict_at_end().err()) {
                     Some(e) => Err(e),
                     None => Ok(Summary { header: sizes.header, block_len, payload_base: walk.payload_base }),

@@ -8,7 +8,7 @@
 //! Any other fault is certain once no byte still to come can hold a fault
 //! the spec orders first: once the last gap has passed (a step-10 fault
 //! wins over any step-11 fault), and for a quantization fault also the last
-//! element bytes of its own and earlier descriptors. [`Walk::certain_at`]
+//! element bytes of its own and earlier descriptors. [`PayloadWalk::certain_at`]
 //! is that point.
 
 use crate::bytes::{first_above_one, u64_from, usize_from};
@@ -19,7 +19,7 @@ use crate::error::{fail_at, Error, Result, Rule};
 
 /// Where the payload walk stands.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Walk {
+pub(super) struct PayloadWalk {
     pub(super) payload_base: u64,
     pub(super) block_len: u64,
     /// Descriptors whose gaps are checked: all, or those before the first
@@ -44,27 +44,27 @@ pub(super) struct Walk {
 
 /// What the directory check left for the payload to decide.
 #[derive(Clone, Copy)]
-pub(super) struct Open {
-    /// Descriptors whose gaps the walk checks (see [`Walk::upto`]).
+pub(super) struct Pending {
+    /// Descriptors whose gaps the walk checks (see [`PayloadWalk::upto`]).
     pub(super) upto: usize,
     /// Leading descriptors with no gap and no byte rules: the walk starts after them.
-    pub(super) tight: usize,
+    pub(super) clean_lead: usize,
     pub(super) misplaced: Option<Error>,
     /// The descriptors' first quantization fault: (descriptor, error).
     pub(super) quant: Option<(usize, Error)>,
 }
 
-impl Walk {
+impl PayloadWalk {
     /// The walk over the payload of a block whose prefix passed steps 7 to 9.
-    pub(super) fn new(descs: &Descriptors<'_>, payload_base: u64, block_len: u64, open: Open) -> Walk {
-        let Open { upto, tight, misplaced, quant } = open;
+    pub(super) fn new(descs: &Descriptors<'_>, payload_base: u64, block_len: u64, open: Pending) -> PayloadWalk {
+        let Pending { upto, clean_lead, misplaced, quant } = open;
         // Ranges of accepted descriptors do not overflow: the fallback is never taken.
-        let gap_from = tight.checked_sub(1).map_or(0, |last| descs.raw(last).range_end().unwrap_or(u64::MAX));
-        let mut walk = Walk {
+        let gap_from = clean_lead.checked_sub(1).map_or(0, |last| descs.raw(last).range_end().unwrap_or(u64::MAX));
+        let mut walk = PayloadWalk {
             payload_base,
             block_len,
             upto,
-            next: tight,
+            next: clean_lead,
             gap_from,
             misplaced,
             values: quant,
@@ -72,7 +72,7 @@ impl Walk {
             certain_at: 0,
         };
         // Only a block with a fault pays for finding where it becomes certain.
-        let gaps = || last_gap_end(descs, tight, upto, gap_from);
+        let gaps = || last_gap_end(descs, clean_lead, upto, gap_from);
         walk.certain_at = match (misplaced, quant) {
             (None, None) => 0,
             (None, Some((i, _))) => gaps().max(walk.last_element_end(descs, i)),
@@ -139,7 +139,7 @@ impl Walk {
     /// Checks the payload bytes `from..to` (payload offsets) held in `chunk`
     /// (or passed over: see [`Incremental::skip`](super::Incremental::skip),
     /// which passes over none that a check reads).
-    pub(super) fn scan(&mut self, descs: &Descriptors<'_>, chunk: Data<'_>, from: u64, to: u64) -> Result<()> {
+    pub(super) fn scan(&mut self, descs: &Descriptors<'_>, chunk: Chunk<'_>, from: u64, to: u64) -> Result<()> {
         while self.next < self.upto {
             let d = descs.raw(self.next);
             // Accepted ranges do not overflow: the fallback is never taken.
@@ -243,16 +243,16 @@ fn last_gap_end(descs: &Descriptors<'_>, from: usize, upto: usize, from_gap: u64
 
 /// Payload data handed to the walk: bytes, or a length passed over.
 #[derive(Clone, Copy)]
-pub(super) enum Data<'c> {
+pub(super) enum Chunk<'c> {
     Bytes(&'c [u8]),
     Skipped(u64),
 }
 
-impl<'c> Data<'c> {
+impl<'c> Chunk<'c> {
     pub(super) fn len(&self) -> u64 {
         match self {
-            Data::Bytes(b) => u64_from(b.len()),
-            Data::Skipped(n) => *n,
+            Chunk::Bytes(b) => u64_from(b.len()),
+            Chunk::Skipped(n) => *n,
         }
     }
 
@@ -261,28 +261,28 @@ impl<'c> Data<'c> {
     }
 
     /// The first `n` bytes (or all, when fewer).
-    pub(super) fn first(self, n: u64) -> Data<'c> {
+    pub(super) fn first(self, n: u64) -> Chunk<'c> {
         match self {
             // More than the chunk holds means all of it (the `unwrap_or` is never taken).
-            Data::Bytes(b) => Data::Bytes(b.get(..usize_from(n).map_or(b.len(), |n| n.min(b.len()))).unwrap_or(b)),
-            Data::Skipped(m) => Data::Skipped(m.min(n)),
+            Chunk::Bytes(b) => Chunk::Bytes(b.get(..usize_from(n).map_or(b.len(), |n| n.min(b.len()))).unwrap_or(b)),
+            Chunk::Skipped(m) => Chunk::Skipped(m.min(n)),
         }
     }
 
     /// What follows the first `n` bytes.
-    pub(super) fn after(self, n: u64) -> Data<'c> {
+    pub(super) fn after(self, n: u64) -> Chunk<'c> {
         match self {
             // Past the chunk's end nothing follows.
-            Data::Bytes(b) => Data::Bytes(usize_from(n).and_then(|n| b.get(n..)).unwrap_or(&[])),
-            Data::Skipped(m) => Data::Skipped(m.saturating_sub(n)),
+            Chunk::Bytes(b) => Chunk::Bytes(usize_from(n).and_then(|n| b.get(n..)).unwrap_or(&[])),
+            Chunk::Skipped(m) => Chunk::Skipped(m.saturating_sub(n)),
         }
     }
 }
 
 /// The part of `chunk` (payload offsets `from..to`) that lies in `lo..hi`,
 /// with its payload offset; `None` when there is none, or it was passed over.
-pub(super) fn window<'c>(chunk: Data<'c>, from: u64, to: u64, lo: u64, hi: u64) -> Option<(&'c [u8], u64)> {
-    let Data::Bytes(chunk) = chunk else { return None };
+pub(super) fn window<'c>(chunk: Chunk<'c>, from: u64, to: u64, lo: u64, hi: u64) -> Option<(&'c [u8], u64)> {
+    let Chunk::Bytes(chunk) = chunk else { return None };
     let (a, b) = (lo.max(from), hi.min(to));
     if a >= b {
         return None;

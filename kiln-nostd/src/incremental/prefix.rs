@@ -23,7 +23,7 @@
 //! prefix is in, at most the heap's length (under 128 KiB) after it became
 //! certain. Everything else is the same on every target.
 
-use super::{Incremental, Sizes};
+use super::{Incremental, Memory, Parts, Sizes};
 use crate::bytes::{usize_from, usize_from_u32};
 use crate::descriptor::Descriptors;
 use crate::descriptor::{self, RawDescriptor};
@@ -31,7 +31,7 @@ use crate::error::Result;
 use crate::header::{self, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::names::{self, Heap, Table};
 
-impl Incremental<'_, '_> {
+impl<M: Memory> Incremental<M> {
     /// Judges the prefix bytes `from..to` (block offsets) that just arrived;
     /// `base`, the prefix end, lies after `to`.
     pub(super) fn check_arrived(&mut self, sizes: &Sizes, base: u64, from: u64, to: u64) -> Result<()> {
@@ -41,7 +41,7 @@ impl Incremental<'_, '_> {
         else {
             return Ok(());
         };
-        let have = self.prefix.get(..to).unwrap_or(&[]);
+        let have = self.mem.prefix().get(..to).unwrap_or(&[]);
         if heap_end < base {
             // Nothing past the heap is in yet when `to` is below its end.
             return header::check_padding(have, heap_end, to.max(heap_end)); // step 7
@@ -61,7 +61,9 @@ impl Incremental<'_, '_> {
 
     /// Steps 8c and 8d over the heap bytes in so far (every descriptor is in).
     fn check_names_arrived(&mut self, sizes: &Sizes, heap_start: usize, heap_end: usize, to: usize) -> Result<()> {
-        let Incremental { prefix, scratch, seed, names, .. } = self;
+        let Incremental { mem, seed, names, .. } = self;
+        let Parts { prefix, scratch, .. } = mem.parts();
+        let prefix: &[u8] = prefix;
         let count = usize_from_u32(sizes.header.tensor_count);
         let has_names = sizes.header.has_names();
         // The heap region lies in prefix memory (checked with the header); bytes
@@ -69,10 +71,8 @@ impl Incremental<'_, '_> {
         let heap = Heap { bytes: prefix.get(heap_start..heap_end).unwrap_or(&[]), at: heap_start, text: None };
         let descs = Descriptors::new(prefix.get(..heap_start).unwrap_or(&[]), count);
         // The name table goes on from the names already in it.
-        let (mut table, spare) = Table::claim_as(scratch.take(), count, has_names, names.at_start());
-        let verdict = names.walk(&descs, heap, to.saturating_sub(heap_start), has_names, table.as_mut(), *seed);
-        *scratch = table.map(Table::into_scratch).or(spare);
-        verdict
+        let (mut table, _) = Table::claim_as(scratch, count, has_names, names.at_start());
+        names.walk(&descs, heap, to.saturating_sub(heap_start), has_names, table.as_mut(), *seed)
     }
 }
 

@@ -75,6 +75,8 @@ const SCHEME_SCALES_OUTER: u16 = 2;
 pub struct Manifest<'a> {
     buf: &'a [u8],
     metadata: Metadata<'a>,
+    metadata_at: usize,
+    digests_at: usize,
     /// Offset of the `shards` count word, and the count.
     shards_at: usize,
     shard_count: usize,
@@ -82,6 +84,47 @@ pub struct Manifest<'a> {
     tensors_at: usize,
     tensor_count: usize,
     digests: Digests<'a>,
+}
+
+/// Where the parts of a checked manifest are, without its bytes: a binding
+/// that owns a copy of the bytes keeps this beside them and makes the
+/// [`Manifest`] again with [`view`](Self::view), with no second check and no
+/// borrow to hold across calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ManifestLayout {
+    len: usize,
+    metadata_at: usize,
+    shards_at: usize,
+    shard_count: usize,
+    tensors_at: usize,
+    tensor_count: usize,
+    digests_at: usize,
+}
+
+impl ManifestLayout {
+    /// The manifest of `buf`, which must hold the bytes this layout was taken
+    /// from (`None` when its length differs). Other bytes of that length give
+    /// a manifest whose accessors read them as they are: wrong entries, never
+    /// a panic or a read out of bounds.
+    #[must_use]
+    pub fn view<'a>(&self, buf: &'a [u8]) -> Option<Manifest<'a>> {
+        (buf.len() == self.len).then(|| self.view_unchecked(buf))
+    }
+
+    fn view_unchecked<'a>(&self, buf: &'a [u8]) -> Manifest<'a> {
+        let digests_start = self.digests_at.saturating_add(4);
+        Manifest {
+            buf,
+            metadata: Metadata { bytes: buf.get(self.metadata_at..self.shards_at).unwrap_or(&[]) },
+            metadata_at: self.metadata_at,
+            digests_at: self.digests_at,
+            shards_at: self.shards_at,
+            shard_count: self.shard_count,
+            tensors_at: self.tensors_at,
+            tensor_count: self.tensor_count,
+            digests: Digests::new(buf.get(digests_start..).unwrap_or(&[]), digests_start),
+        }
+    }
 }
 
 /// One shard of the manifest's shard list.
@@ -313,28 +356,42 @@ impl<'a> Manifest<'a> {
             return fail(Rule::TrailingBytes, end);
         }
         let metadata_end = crate::frozen::skip(buf, &METADATA, at);
-        let metadata = Metadata { bytes: buf.get(at..metadata_end).unwrap_or(&[]) };
         let shards_at = metadata_end;
         let tensors_at = crate::frozen::skip(buf, &SHARDS, shards_at);
         let digests_at = crate::frozen::skip(buf, &TENSORS, tensors_at);
         let word = |at| u32_at(buf, at).map_or(0, usize_from_u32);
         let (shard_count, tensor_count) = (word(shards_at), word(tensors_at));
-        let digest_bytes = buf.get(digests_at.saturating_add(4)..).unwrap_or(&[]);
-        let m = Manifest {
-            buf,
-            metadata,
+        let layout = ManifestLayout {
+            len: buf.len(),
+            metadata_at: at,
             shards_at,
             shard_count,
             tensors_at,
             tensor_count,
-            digests: Digests::new(digest_bytes, digests_at.saturating_add(4)),
+            digests_at,
         };
+        let m = layout.view_unchecked(buf);
         m.check_shards(scratch.as_deref_mut())?; // M1, M2
         m.check_tensors(scratch)?; // M3, M4
-        if digest_bytes.len() != tensor_count.saturating_mul(DIGEST_LEN) {
+        if m.digests.as_bytes().len() != tensor_count.saturating_mul(DIGEST_LEN) {
             return fail(Rule::ManifestDigestCount, digests_at); // M5
         }
         Ok(m)
+    }
+
+    /// Where this manifest's parts are, to keep beside an owned copy of its
+    /// bytes (see [`ManifestLayout`]).
+    #[must_use]
+    pub fn layout(&self) -> ManifestLayout {
+        ManifestLayout {
+            len: self.buf.len(),
+            metadata_at: self.metadata_at,
+            shards_at: self.shards_at,
+            shard_count: self.shard_count,
+            tensors_at: self.tensors_at,
+            tensor_count: self.tensor_count,
+            digests_at: self.digests_at,
+        }
     }
 
     /// M1 and M2.

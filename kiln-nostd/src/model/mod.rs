@@ -37,7 +37,8 @@ pub use sharded::write::{write_sharded, ShardedFiles};
 pub use sharded::{check_all, check_shard, check_shard_prefix, ShardFault};
 
 pub use manifest::{
-    Manifest, ManifestQuant, ManifestTensor, ShardEntry, ShardName, MANIFEST_HASH, MANIFEST_TYPE, SHARD_NAME_MAX,
+    Manifest, ManifestLayout, ManifestQuant, ManifestTensor, ShardEntry, ShardName, MANIFEST_HASH, MANIFEST_TYPE,
+    SHARD_NAME_MAX,
 };
 pub use manifest_writer::{EntrySpec, EntryTable, ManifestWriter, ShardSpec};
 pub use writer::{shard_field, ModelWriter, SHARD_FIELD_LEN};

@@ -7,7 +7,7 @@ use crate::directory::Directory;
 use crate::dtype::{DType, Width};
 use crate::error::Rule;
 use crate::header::{Header, HEADER_LEN};
-use crate::incremental::{Incremental, Summary};
+use crate::incremental::{Borrowed, Incremental, Summary};
 use crate::layout;
 
 pub(super) fn run<S: ReadAt>(
@@ -58,7 +58,7 @@ pub(super) fn run<S: ReadAt>(
 /// Feeds `v` the source's bytes up to `len` (or the end of an embedded
 /// block), skipping what it does not need; the verdict is left in `v`.
 fn drive<S: ReadAt>(
-    v: &mut Incremental<'_, '_>,
+    v: &mut Incremental<Borrowed<'_, '_>>,
     source: &mut S,
     chunk: &mut [u8],
     len: u64,
@@ -103,7 +103,7 @@ fn drive<S: ReadAt>(
 
 /// After a fault: the verdict is certain unless the source ends before the
 /// block does, which the length alone decides. Nothing more is read.
-fn conclude(v: &mut Incremental<'_, '_>, len: u64) {
+fn conclude(v: &mut Incremental<Borrowed<'_, '_>>, len: u64) {
     let _ = v.skip(len.saturating_sub(v.consumed()));
 }
 
@@ -129,7 +129,7 @@ struct Needed {
 
 impl Needed {
     /// The source offset a read from `pos` should end at.
-    fn read_end(&mut self, v: &Incremental<'_, '_>, pos: u64, len: u64, chunk: u64, coalesce: u64) -> u64 {
+    fn read_end(&mut self, v: &Incremental<Borrowed<'_, '_>>, pos: u64, len: u64, chunk: u64, coalesce: u64) -> u64 {
         let limit = pos.saturating_add(chunk).min(len);
         let end = match (v.directory(), v.header()) {
             (Some(dir), _) => {
