@@ -227,6 +227,8 @@ fn has_byte_rules(d: &RawDescriptor) -> bool {
 /// (payload offset; 0 when there is none), `from_gap` being where the gap
 /// before `from` starts. Searched from the back, where it usually is; run
 /// only on a block with a fault.
+// Not inlined: its two callers would each carry a copy (firmware flash).
+#[inline(never)]
 fn last_gap_end(descs: &Descriptors<'_>, from: usize, upto: usize, from_gap: u64) -> u64 {
     let mut d = upto;
     while d > from {
