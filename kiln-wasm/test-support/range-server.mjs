@@ -71,6 +71,10 @@ export async function rangeServer({ cors = false, routes = null } = {}) {
     body.pipe(res);
     res.on('close', () => body.destroy());
   });
+  // The server never closes an idle keep-alive socket first (Node's default
+  // is after 5 s): on a loaded machine fetch could pick such a socket as it
+  // closes and fail with "fetch failed". close() ends every socket.
+  server.keepAliveTimeout = 10 * 60 * 1000;
   server.on('connection', (s) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
