@@ -9,7 +9,7 @@ use crate::check_order::check_values;
 use crate::descriptor::{self, RawDescriptor};
 use crate::error::{fail, Result, Rule};
 use crate::layout::Placement;
-use crate::names::{self, Heap, NameCursor, Table};
+use crate::names::{self, Heap, NameCursor, NameTable};
 use crate::ranges;
 
 /// One walk over the descriptors, every rule of each descriptor together, so
@@ -27,7 +27,7 @@ use crate::ranges;
 /// Not inlined, so its frame and the error path's are never on the stack
 /// together (the firmware's stack budget).
 #[inline(never)]
-pub(crate) fn accept(b: &Block<'_>, mut table: Option<&mut Table<'_>>, seed: u64, plain: bool) -> Result<usize> {
+pub(crate) fn accept(b: &Block<'_>, mut table: Option<&mut NameTable<'_>>, seed: u64, plain: bool) -> Result<usize> {
     let Block { descs, heap, has_names, payload } = *b;
     names::check_flag_on_empty(descs.count, has_names)?;
     let name_of = |i| heap.name(descs.raw(i));
@@ -111,7 +111,7 @@ fn plain_run(b: &Block<'_>, from: usize, names: &mut NameCursor, running_end: &m
 /// Adds the names of descriptors `range` to the table in descriptor order.
 /// Returns the first duplicate as (earlier, later).
 fn index_names<'n>(
-    t: &mut Table<'_>,
+    t: &mut NameTable<'_>,
     range: core::ops::Range<usize>,
     seed: u64,
     name_of: impl Fn(usize) -> &'n [u8] + Copy,

@@ -9,7 +9,7 @@ use crate::bytes::u64_from;
 use crate::descriptor::{self, field_at, AT_BYTE_OFFSET};
 use crate::descriptor::{Descriptors, RawDescriptor};
 use crate::error::{fail, Error, Result, Rule};
-use crate::names::{self, NameWalk, Table};
+use crate::names::{self, NameWalk, NameTable};
 use crate::quant;
 use crate::ranges;
 
@@ -18,7 +18,7 @@ use crate::ranges;
 /// Never inlined: its stack frame stays off the accepting walk's (firmware stack budget).
 #[cold]
 #[inline(never)]
-pub(crate) fn check<'s>(b: &Block<'_>, scratch: Option<&'s mut [u32]>, seed: u64) -> Result<Option<Table<'s>>> {
+pub(crate) fn check<'s>(b: &Block<'_>, scratch: Option<&'s mut [u32]>, seed: u64) -> Result<Option<NameTable<'s>>> {
     let (mut table, spare) = step8(b, scratch, seed)?;
     step9(b, &mut table, spare)?;
     step10(b).map_err(|(_, e)| e)?;
@@ -36,13 +36,13 @@ pub(crate) fn step8<'s>(
     b: &Block<'_>,
     scratch: Option<&'s mut [u32]>,
     seed: u64,
-) -> Result<(Option<Table<'s>>, Option<&'s mut [u32]>)> {
+) -> Result<(Option<NameTable<'s>>, Option<&'s mut [u32]>)> {
     let Block { descs, heap, has_names, .. } = *b;
     for (i, raw) in descs.raws.iter().enumerate() {
         descriptor::check_reserved(raw, i)?;
     }
     names::check_flag_on_empty(descs.count, has_names)?;
-    let (mut table, spare) = Table::claim(scratch, descs.count, has_names);
+    let (mut table, spare) = NameTable::claim(scratch, descs.count, has_names);
     NameWalk::default().walk(&descs, heap, heap.bytes.len(), has_names, table.as_mut(), seed)?;
     Ok((table, spare))
 }
@@ -53,7 +53,7 @@ pub(crate) fn step8<'s>(
 /// the name table may then give its memory to the intersection search.
 // Not inlined: one step's frame at a time on the stack.
 #[inline(never)]
-pub(crate) fn step9(b: &Block<'_>, table: &mut Option<Table<'_>>, spare: Option<&mut [u32]>) -> Result<()> {
+pub(crate) fn step9(b: &Block<'_>, table: &mut Option<NameTable<'_>>, spare: Option<&mut [u32]>) -> Result<()> {
     let descs = &b.descs;
     let own = descs
         .raws
@@ -65,7 +65,7 @@ pub(crate) fn step9(b: &Block<'_>, table: &mut Option<Table<'_>>, spare: Option<
     if ranges::in_order(descs, upto) {
         return own.map_or(Ok(()), |(_, e)| Err(e));
     }
-    let scratch = table.take().map(Table::into_scratch).or(spare);
+    let scratch = table.take().map(NameTable::into_scratch).or(spare);
     if let Some(j) = ranges::first_intersection(descs, upto, scratch) {
         return fail(Rule::RangeOverlap, field_at(j, AT_BYTE_OFFSET));
     }

@@ -192,7 +192,7 @@ impl<'a, 's> NameIndex<'a, 's> {
     /// (at least [`scratch_len`](crate::scratch_len)`(dir.len())` slots).
     #[must_use]
     pub fn build(dir: Directory<'a>, scratch: &'s mut [u32]) -> Self {
-        let table = crate::names::Table::new(scratch, dir.len()).map(|mut t| {
+        let table = crate::names::NameTable::new(scratch, dir.len()).map(|mut t| {
             for i in 0..dir.len() {
                 // Names are unique (checked), so insert never reports a duplicate.
                 let _ = t.insert(i, 0, |k| dir.name_bytes(k));

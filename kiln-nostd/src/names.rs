@@ -193,7 +193,7 @@ impl NameWalk {
         heap: Heap<'_>,
         known: usize,
         names_flag: bool,
-        mut table: Option<&mut Table<'_>>,
+        mut table: Option<&mut NameTable<'_>>,
         seed: u64,
     ) -> Result<()> {
         let name_of = |i| heap.name(descs.raw(i));
@@ -420,29 +420,29 @@ pub(crate) const fn table_words(count: usize) -> usize {
 
 /// An open-addressing table in caller memory: each slot is
 /// `[index + 1, fingerprint]`, 0 marking an empty slot.
-pub(crate) struct Table<'s> {
+pub(crate) struct NameTable<'s> {
     slots: &'s mut [[u32; 2]],
     mask: usize,
     /// 64 - log2(slots), for [`slot_of`].
     shift: u32,
 }
 
-impl<'s> Table<'s> {
+impl<'s> NameTable<'s> {
     /// A cleared table, or `None` when the scratch is too small for `count`.
-    pub fn new(scratch: &'s mut [u32], count: usize) -> Option<Table<'s>> {
+    pub fn new(scratch: &'s mut [u32], count: usize) -> Option<NameTable<'s>> {
         scratch.get_mut(..slots_for(count)?.checked_mul(2)?)?.fill(0);
-        Table::resume(scratch, count)
+        NameTable::resume(scratch, count)
     }
 
     /// The table [`new`](Self::new) made in `scratch` for `count` names,
     /// holding what was inserted since: for a check that goes on as more
     /// names arrive. Inlined, so [`new`](Self::new) is one function.
     #[inline(always)]
-    pub fn resume(scratch: &'s mut [u32], count: usize) -> Option<Table<'s>> {
+    pub fn resume(scratch: &'s mut [u32], count: usize) -> Option<NameTable<'s>> {
         let want = slots_for(count)?;
         let words = scratch.get_mut(..want.checked_mul(2)?)?;
         let slots: &mut [[u32; 2]] = bytemuck::try_cast_slice_mut(words).ok()?;
-        Some(Table { slots, mask: want.wrapping_sub(1), shift: 64u32.saturating_sub(want.trailing_zeros()) })
+        Some(NameTable { slots, mask: want.wrapping_sub(1), shift: 64u32.saturating_sub(want.trailing_zeros()) })
     }
 
     /// Inserts descriptor `index`, whose name is `name_of(index)`; returns
@@ -472,8 +472,8 @@ impl<'s> Table<'s> {
         scratch: Option<&'s mut [u32]>,
         count: usize,
         has_names: bool,
-    ) -> (Option<Table<'s>>, Option<&'s mut [u32]>) {
-        Table::claim_as(scratch, count, has_names, true)
+    ) -> (Option<NameTable<'s>>, Option<&'s mut [u32]>) {
+        NameTable::claim_as(scratch, count, has_names, true)
     }
 
     /// [`claim`](Self::claim), or with `clear` false a table that keeps
@@ -485,11 +485,11 @@ impl<'s> Table<'s> {
         count: usize,
         has_names: bool,
         clear: bool,
-    ) -> (Option<Table<'s>>, Option<&'s mut [u32]>) {
+    ) -> (Option<NameTable<'s>>, Option<&'s mut [u32]>) {
         let fits = |s: &[u32]| slots_for(count).and_then(|n| n.checked_mul(2)).is_some_and(|n| n <= s.len());
         match scratch {
             Some(s) if has_names && fits(s) => {
-                (if clear { Table::new(s, count) } else { Table::resume(s, count) }, None)
+                (if clear { NameTable::new(s, count) } else { NameTable::resume(s, count) }, None)
             }
             other => (None, other),
         }
@@ -562,7 +562,7 @@ mod tests {
     fn table_finds_duplicates_and_lookups() {
         let names: [&[u8]; 4] = [b"a", b"bb", b"c", b"bb"];
         let mut scratch = [0u32; 16];
-        let mut t = Table::new(&mut scratch, 4).unwrap();
+        let mut t = NameTable::new(&mut scratch, 4).unwrap();
         let dup = (0..4).find_map(|j| t.insert(j, 7, |i| names[i]).map(|i| (i, j)));
         assert_eq!(dup, Some((1, 3)));
         assert_eq!(find_duplicate_quadratic(4, |i| names[i]), Some((1, 3)));
@@ -574,9 +574,9 @@ mod tests {
         assert_eq!(scratch_len(4), 16);
         assert_eq!(scratch_len(0), 2);
         let mut scratch = [0u32; 15];
-        assert!(Table::new(&mut scratch, 4).is_none());
+        assert!(NameTable::new(&mut scratch, 4).is_none());
         let mut scratch = [0u32; 16];
-        assert!(Table::new(&mut scratch, 4).is_some());
+        assert!(NameTable::new(&mut scratch, 4).is_some());
     }
 
     #[test]
@@ -624,7 +624,7 @@ mod tests {
     fn lookups_probe_past_collisions() {
         let names: [&[u8]; 3] = [b"x", b"y", b"z"];
         let mut scratch = [0u32; 16];
-        let mut t = Table::new(&mut scratch, 3).unwrap();
+        let mut t = NameTable::new(&mut scratch, 3).unwrap();
         assert!((0..3).all(|j| t.insert(j, 0, |i| names[i]).is_none()));
         let f = t.freeze();
         for (i, n) in names.iter().enumerate() {

@@ -11,7 +11,7 @@ use crate::check_order;
 use crate::error::{fail, Error, Result, Rule};
 use crate::header::{check_padding, Header, Regions};
 use crate::limits::Limits;
-use crate::names::{self, Table};
+use crate::names::{self, NameTable};
 
 /// How a block is checked: the caps, the name-table scratch and its seed,
 /// and `walk` (see [`check_descriptors`]). [`Parser`](crate::Parser) is the
@@ -52,13 +52,13 @@ pub(crate) fn check_descriptors<'s>(
 ) -> Result<Option<names::LookupTable<'s>>> {
     // `walk`: accept in one walk (with the plain fast path or not), or step by step.
     let Some(plain) = walk else {
-        return check_order::check(b, scratch, seed).map(|t| t.map(Table::freeze));
+        return check_order::check(b, scratch, seed).map(|t| t.map(NameTable::freeze));
     };
-    let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
+    let (mut table, spare) = NameTable::claim(scratch, b.descs.count, b.has_names);
     match accept(b, table.as_mut(), seed, plain) {
-        Ok(_) => Ok(table.map(Table::freeze)),
+        Ok(_) => Ok(table.map(NameTable::freeze)),
         Err(walk_fault) => {
-            let scratch = table.map(Table::into_scratch).or(spare);
+            let scratch = table.map(NameTable::into_scratch).or(spare);
             match check_order::check(b, scratch, seed) {
                 Err(e) => Err(e),
                 // Cannot happen: both paths check the same rules. Should it,
@@ -111,12 +111,12 @@ pub(crate) fn check_prefix_of<'a>(
 
 /// Classifies the descriptor-only faults of `b` (built without payload).
 fn check_prefix(b: &Block<'_>, scratch: Option<&mut [u32]>, seed: u64) -> PrefixVerdict {
-    let (mut table, spare) = Table::claim(scratch, b.descs.count, b.has_names);
+    let (mut table, spare) = NameTable::claim(scratch, b.descs.count, b.has_names);
     // Bare metal: `ONE_WALK` is false, so `accept` is not linked.
     if let Some(Ok(clean_lead)) = ONE_WALK.then(|| accept(b, table.as_mut(), seed, PLAIN)) {
         return PrefixVerdict::Clean(clean_lead);
     }
-    let scratch = table.map(Table::into_scratch).or(spare);
+    let scratch = table.map(NameTable::into_scratch).or(spare);
     let (mut table, spare) = match check_order::step8(b, scratch, seed) {
         Ok(kept) => kept,
         Err(e) => return PrefixVerdict::Certain(e),

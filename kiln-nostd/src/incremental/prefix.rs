@@ -29,7 +29,7 @@ use crate::descriptor::Descriptors;
 use crate::descriptor::{self, RawDescriptor};
 use crate::error::Result;
 use crate::header::{self, DESCRIPTOR_LEN, HEADER_LEN};
-use crate::names::{self, Heap, Table};
+use crate::names::{self, Heap, NameTable};
 
 impl<M: Memory> Incremental<M> {
     /// Judges the prefix bytes `from..to` (block offsets) that just arrived;
@@ -71,7 +71,7 @@ impl<M: Memory> Incremental<M> {
         let heap = Heap { bytes: prefix.get(heap_start..heap_end).unwrap_or(&[]), at: heap_start, text: None };
         let descs = Descriptors::new(prefix.get(..heap_start).unwrap_or(&[]), count);
         // The name table goes on from the names already in it.
-        let (mut table, _) = Table::claim_as(scratch, count, has_names, names.at_start());
+        let (mut table, _) = NameTable::claim_as(scratch, count, has_names, names.at_start());
         names.walk(&descs, heap, to.saturating_sub(heap_start), has_names, table.as_mut(), *seed)
     }
 }

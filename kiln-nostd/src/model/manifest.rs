@@ -13,7 +13,7 @@ use crate::bytes::{array, u32_at, u64_at, usize_from_u32};
 use crate::digest::{Digests, DIGEST_LEN};
 use crate::error::{fail, Result, Rule};
 use crate::frozen::{check_frame, Checker, Field, Ty};
-use crate::names::{table_words, LookupTable, Table};
+use crate::names::{table_words, LookupTable, NameTable};
 use crate::{DType, Limits};
 
 /// The manifest record's canonical type text.
@@ -694,7 +694,7 @@ fn check_dtype_and_size(t: &RawTensor<'_>) -> Result<()> {
 /// (names found through their offsets, kept in the scratch's tail) or,
 /// without enough scratch, every pair.
 struct Names<'s> {
-    table: Option<(Table<'s>, &'s mut [u32])>,
+    table: Option<(NameTable<'s>, &'s mut [u32])>,
 }
 
 /// Looks names up after [`Names`] has seen all of them.
@@ -712,7 +712,7 @@ impl<'s> Names<'s> {
         let words = table_words(count);
         let table = scratch.filter(|s| s.len() >= words.saturating_add(count)).and_then(|s| {
             let (head, offsets) = s.split_at_mut(words);
-            Some((Table::new(head, count)?, offsets))
+            Some((NameTable::new(head, count)?, offsets))
         });
         Names { table }
     }
