@@ -278,7 +278,7 @@ class TensorInfo:
     @property
     def packed(self) -> bool:
         """True for the nibble dtypes (two elements per byte, low nibble first)."""
-        return self.dtype_code in (16, 17, 18)
+        return self.dtype in ("i4", "u4", "e2m1")
 
     @property
     def opaque(self) -> bool:

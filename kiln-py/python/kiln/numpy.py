@@ -69,11 +69,21 @@ try:  # bf16 and f8 as real dtypes when ml_dtypes is installed
 except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
     _ml = None
 
-_LE = {1: "<f8", 2: "<f4", 3: "<f2", 7: "?", 8: "i1", 9: "u1", 10: "<i2", 11: "<u2",
-       12: "<i4", 13: "<u4", 14: "<i8", 15: "<u8"}
-_ML_NAMES = {4: "bfloat16", 5: "float8_e4m3fn", 6: "float8_e5m2", 19: "float8_e8m0fnu"}
-_RAW = {4: "<u2", 5: "u1", 6: "u1", 19: "u1"}
-_PACKED = {16: "i4", 17: "u4", 18: "e2m1"}
+# The wire codes are the core's (kiln_nostd::DType, through _kiln.dtype_table());
+# what this module adds is the NumPy side of each, by the core's dtype names.
+_CODE = {name: code for code, name, _ in _kiln.dtype_table() if code < 4096}
+
+
+def _by_code(by_name: Dict[str, Any]) -> Dict[int, Any]:
+    return {_CODE[name]: v for name, v in by_name.items()}
+
+
+_LE = _by_code({"f64": "<f8", "f32": "<f4", "f16": "<f2", "bool": "?", "i8": "i1", "u8": "u1", "i16": "<i2",
+                "u16": "<u2", "i32": "<i4", "u32": "<u4", "i64": "<i8", "u64": "<u8"})
+_ML_NAMES = _by_code({"bf16": "bfloat16", "f8e4m3": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "e8m0": "float8_e8m0fnu"})
+_RAW = _by_code({"bf16": "<u2", "f8e4m3": "u1", "f8e5m2": "u1", "e8m0": "u1"})
+_PACKED = _by_code({"i4": "i4", "u4": "u4", "e2m1": "e2m1"})
+_ML_PACKED = _by_code({"i4": "int4", "u4": "uint4", "e2m1": "float4_e2m1fn"})
 
 
 def has_ml_dtypes() -> bool:
@@ -82,7 +92,7 @@ def has_ml_dtypes() -> bool:
 
 
 def _build_dtypes() -> Tuple[Any, ...]:
-    out: List[Any] = [np.dtype("u1")] + [None] * 19
+    out: List[Any] = [np.dtype("u1")] + [None] * len(_CODE)
     for code, name in _LE.items():
         out[code] = np.dtype(name)
     for code, name in _ML_NAMES.items():
@@ -150,18 +160,18 @@ class Quantized:
     outer: Optional[str] = None
 
 
-_TABLE = {("f", 8): 1, ("f", 4): 2, ("f", 2): 3, ("b", 1): 7, ("i", 1): 8, ("u", 1): 9,
-          ("i", 2): 10, ("u", 2): 11, ("i", 4): 12, ("u", 4): 13, ("i", 8): 14, ("u", 8): 15}
+# Kiln code by NumPy (kind, itemsize), for the dtypes of other byte orders.
+_TABLE = {(np.dtype(name).kind, np.dtype(name).itemsize): code for code, name in _LE.items()}
 
 
 def _build_codes() -> Dict[Any, int]:
     """Kiln code by NumPy dtype for the native-order dtypes (the fast path);
-    the packed nibble dtypes of ml_dtypes map to 16/17/18."""
+    the packed nibble dtypes of ml_dtypes map to i4, u4 and e2m1."""
     codes: Dict[Any, int] = {}
     for code, name in _LE.items():
         codes[np.dtype(name).newbyteorder("=")] = code
     if _ml is not None:
-        for code, name in list(_ML_NAMES.items()) + [(16, "int4"), (17, "uint4"), (18, "float4_e2m1fn")]:
+        for code, name in list(_ML_NAMES.items()) + list(_ML_PACKED.items()):
             ml = getattr(_ml, name, None)
             if ml is not None:
                 codes[np.dtype(ml)] = code
