@@ -2,13 +2,15 @@
 //! through, for the fixed-buffer [`Encoder`] and, with feature `alloc`, for
 //! a growing `Vec<u8>`.
 
-use crate::error::{fail, Result, Rule};
+use crate::error::Result;
+#[cfg(feature = "alloc")]
+use crate::error::{fail, Rule};
 
 use super::encoder::Encoder;
 
 /// An output for encoded bytes, written front to back.
 ///
-/// A full sink is EOF ([`Rule::ValueOutputTooSmall`]) at the position
+/// A full sink is EOF ([`crate::Rule::ValueOutputTooSmall`]) at the position
 /// where the bytes that did not fit would have started.
 ///
 /// ```
@@ -47,7 +49,7 @@ impl Sink for Encoder<'_> {
 }
 
 /// Appends to the vector. Memory it cannot get is EOF
-/// ([`Rule::ValueOutputTooSmall`]) rather than an abort.
+/// ([`crate::Rule::ValueOutputTooSmall`]) rather than an abort.
 #[cfg(feature = "alloc")]
 impl Sink for alloc::vec::Vec<u8> {
     fn position(&self) -> usize {
