@@ -75,14 +75,21 @@ use super::kind::Kind;
 use super::sink::Sink;
 use super::typetext::TypeRef;
 
+/// What a [`Source`] getter answers: `Ok(Some(x))`; `Ok(None)`, which for
+/// most getters means the value is not of the kind asked for (for
+/// [`Source::opt`] absent, for [`Source::field`] missing); or the source's
+/// own error.
+pub type Answer<T, E> = core::result::Result<Option<T>, E>;
+
 /// A caller's object model, asked for values by the schema-driven encoder.
 ///
-/// Each getter is asked about one value handle, `v`, and answers
-/// `Ok(Some(x))`, `Ok(None)` when `v` is not of the kind asked for (the
-/// encoder refuses it with [`Rule::ValueShape`] through
-/// [`refuse`](Self::refuse)), or `Err` with the source's own error, which
-/// the encoder passes on unchanged (wrapped by [`within`](Self::within)
-/// once per container it came out of).
+/// Each getter is asked about one value handle, `v`, and gives an
+/// [`Answer`]: `Ok(Some(x))`, `Ok(None)` when `v` is not of the kind asked
+/// for (the encoder refuses it with [`Rule::ValueShape`] through
+/// [`refuse`](Self::refuse); [`opt`](Self::opt) and [`field`](Self::field)
+/// give `None` its own meaning), or `Err` with the source's own error,
+/// which the encoder passes on unchanged (wrapped by
+/// [`within`](Self::within) once per container it came out of).
 pub trait Source {
     /// A handle to one value of the model (a Python object, a JS value, a
     /// reference into a tree).
@@ -104,29 +111,24 @@ pub trait Source {
     type Run: AsRef<[u8]>;
 
     /// `v` as a bool.
-    fn bool(&mut self, v: &Self::Value) -> core::result::Result<Option<bool>, Self::Error>;
+    fn bool(&mut self, v: &Self::Value) -> Answer<bool, Self::Error>;
 
     /// `v` as an integer for a field of integer kind `kind`; the encoder
     /// checks the kind's range ([`Rule::IntRange`]).
-    fn int(&mut self, v: &Self::Value, kind: Kind) -> core::result::Result<Option<i128>, Self::Error>;
+    fn int(&mut self, v: &Self::Value, kind: Kind) -> Answer<i128, Self::Error>;
 
     /// `v` as an f32 (every bit is kept).
-    fn f32(&mut self, v: &Self::Value) -> core::result::Result<Option<f32>, Self::Error>;
+    fn f32(&mut self, v: &Self::Value) -> Answer<f32, Self::Error>;
 
     /// `v` as an f64 (every bit is kept).
-    fn f64(&mut self, v: &Self::Value) -> core::result::Result<Option<f64>, Self::Error>;
+    fn f64(&mut self, v: &Self::Value) -> Answer<f64, Self::Error>;
 
     /// `v` as a string.
-    fn str(&mut self, v: &Self::Value) -> core::result::Result<Option<Self::Str>, Self::Error>;
+    fn str(&mut self, v: &Self::Value) -> Answer<Self::Str, Self::Error>;
 
     /// `v` as a list of `elem`: its item count, then its items. Yielding
     /// another number of items than the count is [`Rule::ItemCount`].
-    #[allow(clippy::type_complexity)] // (count, items): spelled out for implementers
-    fn list(
-        &mut self,
-        v: &Self::Value,
-        elem: TypeRef<'_>,
-    ) -> core::result::Result<Option<(usize, Self::Items)>, Self::Error>;
+    fn list(&mut self, v: &Self::Value, elem: TypeRef<'_>) -> Answer<(usize, Self::Items), Self::Error>;
 
     /// A shortcut for a list of a fixed-width kind `elem` (bool, integers,
     /// floats): `v`'s elements as one run of little-endian wire bytes (bools
@@ -136,7 +138,7 @@ pub trait Source {
     /// run's bytes are 0 or 1 ([`Rule::BoolValue`]); the caller vouches
     /// that the numbers are in range, as a run has no room for a value
     /// that is not. The default answers `None`.
-    fn numbers(&mut self, v: &Self::Value, elem: Kind) -> core::result::Result<Option<Self::Run>, Self::Error> {
+    fn numbers(&mut self, v: &Self::Value, elem: Kind) -> Answer<Self::Run, Self::Error> {
         let _ = (v, elem);
         Ok(None)
     }
@@ -144,17 +146,12 @@ pub trait Source {
     /// `v` as an opt: `None` when absent, else the present value (for
     /// `opt<opt<T>>`, the source says how its model tells "present, inner
     /// absent" from "absent").
-    fn opt(&mut self, v: &Self::Value) -> core::result::Result<Option<Self::Value>, Self::Error>;
+    fn opt(&mut self, v: &Self::Value) -> Answer<Self::Value, Self::Error>;
 
     /// `v` as a dict with values of type `value`: its entry count, then its
     /// entries in strictly increasing key byte order ([`Rule::DictKeyOrder`],
     /// [`Rule::DuplicateDictKey`] otherwise).
-    #[allow(clippy::type_complexity)] // (count, entries): spelled out for implementers
-    fn dict(
-        &mut self,
-        v: &Self::Value,
-        value: TypeRef<'_>,
-    ) -> core::result::Result<Option<(usize, Self::Entries)>, Self::Error>;
+    fn dict(&mut self, v: &Self::Value, value: TypeRef<'_>) -> Answer<(usize, Self::Entries), Self::Error>;
 
     /// Whether `v` is a struct value, and which names it holds; asked once
     /// per struct before its fields.
@@ -162,7 +159,7 @@ pub trait Source {
 
     /// Field `name` of struct value `v`, or `None` when it has none
     /// ([`Rule::MissingField`]). Asked in declaration order.
-    fn field(&mut self, v: &Self::Value, name: &str) -> core::result::Result<Option<Self::Value>, Self::Error>;
+    fn field(&mut self, v: &Self::Value, name: &str) -> Answer<Self::Value, Self::Error>;
 
     /// Writes `v` as a `tensors` value through `out`, exactly once
     /// ([`Rule::TensorsWrite`] otherwise). A fault of `out` is a core

@@ -53,7 +53,7 @@ mod typed;
 mod typetext;
 
 pub use by_schema::{
-    encode_by_schema, encode_by_schema_framed, Detail, Place, Refusal, Source, StructNames, TensorsOut,
+    encode_by_schema, encode_by_schema_framed, Answer, Detail, Place, Refusal, Source, StructNames, TensorsOut,
 };
 pub use encoder::Encoder;
 pub use frame::{check_frame, frame_bytes, read_frame, write_frame, FRAME_LEN, FRAME_MAGIC, PROFILE_FROZEN};
