@@ -371,6 +371,20 @@ rules! {
     CountTooWide => Limit, Step::Caller, "a count or length does not fit in a u32";
     /// The encoder was given two equal dict keys.
     DuplicateDictKey => Type, Step::Caller, "a dict to encode holds the same key twice";
+    /// An integer to encode is outside the range of its kind.
+    IntRange => Type, Step::Caller, "an integer to encode is outside the range of its kind";
+    /// A value to encode is not of the kind its type needs.
+    ValueShape => Type, Step::Caller, "a value to encode is not of the kind its type needs";
+    /// A struct value to encode lacks a field its type declares.
+    MissingField => Type, Step::Caller, "a struct value to encode lacks a field of its type";
+    /// A struct value to encode holds a name its type does not declare.
+    UnknownField => Type, Step::Caller, "a struct value to encode holds a field its type does not declare";
+    /// A list or dict to encode gave another number of entries than its count.
+    ItemCount => Type, Step::Caller, "a list or dict to encode gave another number of entries than its count";
+    /// A run of numbers to encode is not a whole number of elements.
+    NumberRun => Type, Step::Caller, "a run of numbers to encode is not a whole number of elements";
+    /// A `tensors` value to encode was not written exactly once.
+    TensorsWrite => Type, Step::Caller, "a tensors value to encode was not written exactly once";
     // --- model files: digests (spec/model-file.md)
     /// The digest table's length is not a multiple of 32.
     DigestTableLength => Type, Step::Record, "the digest table's length is not a multiple of 32 bytes";

@@ -3,39 +3,13 @@
 //! always EOF, and mutations that never panic and, when accepted, decode to
 //! a value whose canonical encoding is exactly the mutated bytes.
 
-use std::fmt;
+mod frozen_types;
 
+use frozen_types::{f32_block, types, T};
 use kiln_derive::Kiln;
 use kiln_nostd::frozen::{self, decode, encode, encoded_len, hash_text, Encoder, Kind, Reader, Schema, Value};
 use kiln_nostd::{ErrorCode, Limits, EMPTY_BLOCK};
 use proptest::prelude::*;
-
-#[derive(Clone, Debug)]
-enum T {
-    Scalar(Kind),
-    List(Box<T>),
-    Opt(Box<T>),
-    Dict(Box<T>),
-    Struct(Vec<T>),
-}
-
-impl fmt::Display for T {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            T::Scalar(k) => f.write_str(k.name()),
-            T::List(e) => write!(f, "list<{e}>"),
-            T::Opt(e) => write!(f, "opt<{e}>"),
-            T::Dict(e) => write!(f, "dict<str,{e}>"),
-            T::Struct(fields) => {
-                f.write_str("struct{")?;
-                for (i, t) in fields.iter().enumerate() {
-                    write!(f, "f{i}:{t},")?;
-                }
-                f.write_str("}")
-            }
-        }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq)]
 enum V {
@@ -51,22 +25,6 @@ enum V {
     Dict(Vec<(String, V)>),
     Struct(Vec<V>),
     Tensors(Vec<u8>),
-}
-
-fn types() -> impl Strategy<Value = T> {
-    let leaf = proptest::sample::select(Kind::scalars()).prop_map(T::Scalar);
-    leaf.prop_recursive(5, 40, 4, |inner| {
-        prop_oneof![
-            inner.clone().prop_map(|t| T::List(Box::new(t))),
-            inner.clone().prop_map(|t| T::Opt(Box::new(t))),
-            inner.clone().prop_map(|t| T::Dict(Box::new(t))),
-            prop::collection::vec(inner, 0..4).prop_map(T::Struct),
-        ]
-    })
-}
-
-fn f32_block() -> Vec<u8> {
-    include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln")).to_vec()
 }
 
 fn values(t: &T) -> BoxedStrategy<V> {

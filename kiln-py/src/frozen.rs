@@ -1,12 +1,16 @@
 //! Frozen values to and from Python objects. Decoding walks the core's
-//! checked, borrowed `Value`; encoding writes the canonical bytes and then
-//! has the core's reader check them before they are returned.
+//! checked, borrowed `Value`; encoding is the core's schema-driven encoder
+//! over Python objects (a `Source`), and the core's reader checks the bytes
+//! before they are returned.
 
-use kiln_nostd::frozen::{frame_bytes, Kind, Reader, Schema, TypeRef, Value};
-use kiln_nostd::{Limits, Writer, DEFAULT_CAP};
+use kiln_nostd::frozen::{
+    encode_by_schema, encode_by_schema_framed, Detail, Kind, Place, Reader, Refusal, Schema, Source, StructNames,
+    TensorsOut, TypeRef, Value,
+};
+use kiln_nostd::{Limits, DEFAULT_CAP};
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
 
 use crate::buffer::Held;
 use crate::{key_of, kiln_error, type_text_error, ArrayMaker, Specs, NODES};
@@ -195,164 +199,80 @@ fn at(py: Python<'_>, e: PyErr, place: &str) -> PyErr {
     PyErr::from_type(e.get_type(py), format!("{place}: {msg}"))
 }
 
-struct Encoder<'py> {
+type Items<'py> = std::vec::IntoIter<PyResult<Bound<'py, PyAny>>>;
+type Entries<'py> = std::vec::IntoIter<PyResult<(String, Bound<'py, PyAny>)>>;
+
+/// A run of numbers in wire form: the bytes of a held buffer export (a
+/// `bytes`-like object, or a little-endian, C-contiguous NumPy array).
+struct Run(Held);
+
+impl AsRef<[u8]> for Run {
+    fn as_ref(&self) -> &[u8] {
+        self.0.bytes()
+    }
+}
+
+/// Python objects as the values of the core's schema-driven encoder: the
+/// core applies every encoding rule; this says what a Python object is as
+/// each kind and how a refusal reads as a Python exception.
+struct PySource<'py> {
     py: Python<'py>,
     np: Bound<'py, PyModule>,
     tensor_specs: Bound<'py, PyAny>,
 }
 
-impl<'py> Encoder<'py> {
-    fn int(&self, v: &Bound<'py, PyAny>, kind: Kind, out: &mut Vec<u8>) -> PyResult<()> {
-        if v.is_instance_of::<pyo3::types::PyFloat>() || v.is_instance_of::<pyo3::types::PyString>() {
-            return Err(PyTypeError::new_err(format!("{} needs an int, not {}", kind.name(), v.get_type().name()?)));
+impl<'py> Source for PySource<'py> {
+    type Value = Bound<'py, PyAny>;
+    type Error = PyErr;
+    type Str = String;
+    type Items = Items<'py>;
+    type Entries = Entries<'py>;
+    type Names = std::vec::IntoIter<PyResult<String>>;
+    type Run = Run;
+
+    fn bool(&mut self, v: &Bound<'py, PyAny>) -> PyResult<Option<bool>> {
+        v.extract().map(Option::Some)
+    }
+
+    fn int(&mut self, v: &Bound<'py, PyAny>, _: Kind) -> PyResult<Option<i128>> {
+        if v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyString>() {
+            return Ok(None);
         }
-        let n: i128 = v.extract()?;
-        let (lo, hi, width): (i128, i128, usize) = match kind {
-            Kind::I8 => (i8::MIN.into(), i8::MAX.into(), 1),
-            Kind::I16 => (i16::MIN.into(), i16::MAX.into(), 2),
-            Kind::I32 => (i32::MIN.into(), i32::MAX.into(), 4),
-            Kind::I64 | Kind::Int => (i64::MIN.into(), i64::MAX.into(), 8),
-            Kind::U8 => (0, u8::MAX.into(), 1),
-            Kind::U16 => (0, u16::MAX.into(), 2),
-            Kind::U32 => (0, u32::MAX.into(), 4),
-            _ => (0, u64::MAX.into(), 8),
+        v.extract().map(Option::Some)
+    }
+
+    fn f32(&mut self, v: &Bound<'py, PyAny>) -> PyResult<Option<f32>> {
+        Ok(Option::Some(v.extract::<f64>()? as f32))
+    }
+
+    fn f64(&mut self, v: &Bound<'py, PyAny>) -> PyResult<Option<f64>> {
+        v.extract().map(Option::Some)
+    }
+
+    fn str(&mut self, v: &Bound<'py, PyAny>) -> PyResult<Option<String>> {
+        v.extract().map(Option::Some)
+    }
+
+    fn list(&mut self, v: &Bound<'py, PyAny>, _: TypeRef<'_>) -> PyResult<Option<(usize, Items<'py>)>> {
+        if v.is_instance_of::<PyString>() {
+            return Ok(None);
+        }
+        let items: Vec<PyResult<Bound<'py, PyAny>>> = v.try_iter()?.collect();
+        Ok(Option::Some((items.len(), items.into_iter())))
+    }
+
+    /// A NumPy array (or a bytes-like object for `list<u8>`) whose elements
+    /// convert exactly. None: the items one by one (each range-checked).
+    fn numbers(&mut self, v: &Bound<'py, PyAny>, kind: Kind) -> PyResult<Option<Run>> {
+        let Some(dtype) = numeric_dtype(kind) else {
+            return Ok(None);
         };
-        if n < lo || n > hi {
-            return Err(PyOverflowError::new_err(format!("{n} does not fit in {}", kind.name())));
-        }
-        out.extend_from_slice(&n.to_le_bytes()[..width]);
-        Ok(())
-    }
-
-    fn count(&self, n: usize, out: &mut Vec<u8>) -> PyResult<()> {
-        let n =
-            u32::try_from(n).map_err(|_| PyOverflowError::new_err(format!("a count of {n} does not fit in a u32")))?;
-        out.extend_from_slice(&n.to_le_bytes());
-        Ok(())
-    }
-
-    fn str(&self, v: &Bound<'py, PyAny>, out: &mut Vec<u8>) -> PyResult<()> {
-        let s: String = v.extract()?;
-        self.count(s.len(), out)?;
-        out.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
-
-    fn value(&self, ty: TypeRef<'_>, v: &Bound<'py, PyAny>, out: &mut Vec<u8>) -> PyResult<()> {
-        let py = self.py;
-        match ty.kind() {
-            Kind::Bool => {
-                let b: bool = v.extract()?;
-                out.push(u8::from(b));
-            }
-            k @ (Kind::I8
-            | Kind::I16
-            | Kind::I32
-            | Kind::I64
-            | Kind::Int
-            | Kind::U8
-            | Kind::U16
-            | Kind::U32
-            | Kind::U64
-            | Kind::Uint) => self.int(v, k, out)?,
-            Kind::F32 => out.extend_from_slice(&(v.extract::<f64>()? as f32).to_le_bytes()),
-            Kind::F64 => out.extend_from_slice(&v.extract::<f64>()?.to_le_bytes()),
-            Kind::Str => self.str(v, out)?,
-            Kind::Tensors => {
-                let (named, specs): (bool, Vec<_>) = self.tensor_specs.call1((v,))?.extract()?;
-                let held = Specs::new(specs)?;
-                let specs = held.specs(named, true)?;
-                let w = Writer::new();
-                let len = w.encoded_len(&specs).map_err(|e| kiln_error(py, e))?;
-                let start = out.len();
-                out.resize(start + len, 0);
-                w.write(&specs, &mut out[start..]).map_err(|e| kiln_error(py, e))?;
-            }
-            Kind::List => {
-                let elem = ty.elem().ok_or_else(|| PyValueError::new_err("internal: list without element type"))?;
-                if v.is_instance_of::<pyo3::types::PyString>() {
-                    return Err(PyTypeError::new_err(format!("{} needs a sequence, not str", ty.text_slice())));
-                }
-                if let Some(dt) = numeric_dtype(elem.kind()) {
-                    if self.numbers(v, elem.kind(), dt, out)? {
-                        return Ok(());
-                    }
-                }
-                let items: Vec<Bound<'py, PyAny>> = v.try_iter()?.collect::<PyResult<_>>()?;
-                self.count(items.len(), out)?;
-                for (i, item) in items.iter().enumerate() {
-                    self.value(elem, item, out).map_err(|e| at(py, e, &format!("[{i}]")))?;
-                }
-            }
-            Kind::Opt => {
-                let elem = ty.elem().ok_or_else(|| PyValueError::new_err("internal: opt without element type"))?;
-                if v.is_none() {
-                    out.push(0);
-                } else if let Ok(s) = v.cast::<Some>() {
-                    out.push(1);
-                    self.value(elem, s.get().value.bind(py), out)?;
-                } else {
-                    out.push(1);
-                    self.value(elem, v, out)?;
-                }
-            }
-            Kind::Dict => {
-                let elem = ty.elem().ok_or_else(|| PyValueError::new_err("internal: dict without value type"))?;
-                let items = v.call_method0("items")?;
-                let mut entries: Vec<(String, Bound<'py, PyAny>)> = vec![];
-                for item in items.try_iter()? {
-                    let (k, x): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item?.extract()?;
-                    let k: String = k.extract().map_err(|_| PyTypeError::new_err("dict<str,V> keys must be str"))?;
-                    entries.push((k, x));
-                }
-                entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-                if let Some(w) = entries.windows(2).find(|w| w[0].0 == w[1].0) {
-                    return Err(PyValueError::new_err(format!("dict key {:?} appears twice", w[0].0)));
-                }
-                self.count(entries.len(), out)?;
-                for (k, x) in &entries {
-                    self.count(k.len(), out)?;
-                    out.extend_from_slice(k.as_bytes());
-                    self.value(elem, x, out).map_err(|e| at(py, e, &format!("[{k:?}]")))?;
-                }
-            }
-            Kind::Struct => {
-                let dict = v.cast::<PyDict>().ok();
-                if let Some(d) = dict {
-                    for key in d.keys() {
-                        let k: String = key.extract()?;
-                        if ty.field(&k).is_none() {
-                            return Err(PyKeyError::new_err(format!("{} has no field {k:?}", ty.text_slice())));
-                        }
-                    }
-                }
-                for f in ty.fields() {
-                    let x = match dict {
-                        Some(d) => d.get_item(f.name())?.ok_or_else(|| {
-                            PyKeyError::new_err(format!("missing field {:?} of {}", f.name(), ty.text_slice()))
-                        })?,
-                        None => v.getattr(f.name())?,
-                    };
-                    self.value(f, &x, out).map_err(|e| at(py, e, &format!(".{}", f.name())))?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The fast path for numeric lists: a NumPy array (or a bytes-like object
-    /// for `list<u8>`) whose elements convert exactly. False: take the
-    /// element-by-element path (which checks every value's range).
-    fn numbers(&self, v: &Bound<'py, PyAny>, kind: Kind, dtype: &str, out: &mut Vec<u8>) -> PyResult<bool> {
         let bytes_like = v.is_instance_of::<PyBytes>() || v.is_instance_of::<pyo3::types::PyByteArray>();
         if kind == Kind::U8 && bytes_like {
-            let h = Held::new(v)?;
-            self.count(h.bytes().len(), out)?;
-            out.extend_from_slice(h.bytes());
-            return Ok(true);
+            return Held::new(v).map(|h| Option::Some(Run(h)));
         }
         if !v.is_instance(&self.np.getattr("ndarray")?)? {
-            return Ok(false);
+            return Ok(None);
         }
         if v.getattr("ndim")?.extract::<usize>()? != 1 {
             return Err(PyValueError::new_err("a list needs a 1-D array"));
@@ -360,19 +280,95 @@ impl<'py> Encoder<'py> {
         let target = self.np.getattr("dtype")?.call1((dtype,))?;
         let safe: bool = self.np.getattr("can_cast")?.call1((v.getattr("dtype")?, &target, "safe"))?.extract()?;
         if !safe {
-            return Ok(false);
+            return Ok(None);
         }
         let arr = self.np.getattr("ascontiguousarray")?.call1((v, target))?;
-        let n: usize = arr.getattr("size")?.extract()?;
-        let h = Held::new(&arr.call_method1("view", ("u1",))?)?;
-        self.count(n, out)?;
-        out.extend_from_slice(h.bytes());
-        Ok(true)
+        Held::new(&arr.call_method1("view", ("u1",))?).map(|h| Option::Some(Run(h)))
+    }
+
+    /// None is absent, `kiln.Some(x)` present `x`, anything else present.
+    fn opt(&mut self, v: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        if v.is_none() {
+            return Ok(None);
+        }
+        Ok(Option::Some(match v.cast::<Some>() {
+            Ok(s) => s.get().value.bind(self.py).clone(),
+            Err(_) => v.clone(),
+        }))
+    }
+
+    /// The mapping's items, sorted here by key bytes (the core checks the
+    /// order and refuses a repeated key).
+    fn dict(&mut self, v: &Bound<'py, PyAny>, _: TypeRef<'_>) -> PyResult<Option<(usize, Entries<'py>)>> {
+        let mut entries: Vec<(String, Bound<'py, PyAny>)> = vec![];
+        for item in v.call_method0("items")?.try_iter()? {
+            let (k, x): (Bound<'py, PyAny>, Bound<'py, PyAny>) = item?.extract()?;
+            let k: String = k.extract().map_err(|_| PyTypeError::new_err("dict<str,V> keys must be str"))?;
+            entries.push((k, x));
+        }
+        entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let entries: Vec<_> = entries.into_iter().map(Ok).collect();
+        Ok(Option::Some((entries.len(), entries.into_iter())))
+    }
+
+    /// A dict holds exactly its keys; any other object is read by attribute.
+    fn names(&mut self, v: &Bound<'py, PyAny>) -> PyResult<StructNames<Self::Names>> {
+        Ok(match v.cast::<PyDict>() {
+            Ok(d) => StructNames::Listed(d.keys().iter().map(|k| k.extract()).collect::<Vec<_>>().into_iter()),
+            Err(_) => StructNames::Unlisted,
+        })
+    }
+
+    fn field(&mut self, v: &Bound<'py, PyAny>, name: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+        match v.cast::<PyDict>() {
+            Ok(d) => d.get_item(name),
+            Err(_) => v.getattr(name).map(Option::Some),
+        }
+    }
+
+    /// `dict[str, ndarray]` (sorted by name) or a list of arrays (unnamed).
+    fn tensors(&mut self, v: &Bound<'py, PyAny>, out: &mut TensorsOut<'_>) -> PyResult<()> {
+        let (named, specs): (bool, Vec<_>) = self.tensor_specs.call1((v,))?.extract()?;
+        let held = Specs::new(specs)?;
+        let specs = held.specs(named, true)?;
+        out.write(&specs).map_err(|e| kiln_error(self.py, e))
+    }
+
+    fn refuse(&mut self, refusal: Refusal<'_>, v: &Bound<'py, PyAny>) -> PyErr {
+        match refusal.detail {
+            Detail::IntRange { kind, value } => {
+                PyOverflowError::new_err(format!("{value} does not fit in {}", kind.name()))
+            }
+            Detail::Count(n) => PyOverflowError::new_err(format!("a count of {n} does not fit in a u32")),
+            Detail::DuplicateKey(k) => PyValueError::new_err(format!("dict key {k:?} appears twice")),
+            Detail::MissingField { field, ty } => PyKeyError::new_err(format!("missing field {field:?} of {ty}")),
+            Detail::UnknownField { name, ty } => PyKeyError::new_err(format!("{ty} has no field {name:?}")),
+            Detail::Shape { ty } => {
+                let what = match Kind::from_name(ty) {
+                    Option::Some(k) if k.is_plain() && !matches!(k, Kind::F32 | Kind::F64) => "an int",
+                    _ if ty.starts_with("list<") => "a sequence",
+                    _ => "another value",
+                };
+                let got = v.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+                PyTypeError::new_err(format!("{ty} needs {what}, not {got}"))
+            }
+            _ => kiln_error(self.py, refusal.error),
+        }
+    }
+
+    fn within(&mut self, e: PyErr, place: Place<'_>) -> PyErr {
+        let place = match place {
+            Place::Item(i) => format!("[{i}]"),
+            Place::Key(k) => format!("[{k:?}]"),
+            Place::Field(f) => format!(".{f}"),
+        };
+        at(self.py, e, &place)
     }
 }
 
 /// Encodes `value` as one canonical value of `type_text` (behind a frame
-/// when `framed`); the core's reader checks the bytes before they are returned.
+/// when `framed`) with the core's schema-driven encoder; the core's reader
+/// checks the bytes before they are returned.
 #[pyfunction]
 #[pyo3(signature = (value, type_text, tensor_specs, framed=false))]
 pub fn encode<'py>(
@@ -384,11 +380,12 @@ pub fn encode<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let schema = Box::new(Schema::<NODES>::parse(type_text).map_err(|e| type_text_error(py, type_text, e))?);
     let mut out = Vec::new();
+    let mut source = PySource { py, np: py.import("numpy")?, tensor_specs: tensor_specs.clone() };
     if framed {
-        out.extend_from_slice(&frame_bytes(schema.hash()));
+        encode_by_schema_framed(schema.root(), value, &mut source, &mut out)?;
+    } else {
+        encode_by_schema(schema.root(), value, &mut source, &mut out)?;
     }
-    let e = Encoder { py, np: py.import("numpy")?, tensor_specs: tensor_specs.clone() };
-    e.value(schema.root(), value, &mut out)?;
     Reader::new().limits(Limits::DEFAULT).framed(framed).validate(&out, &schema).map_err(|e| kiln_error(py, e))?;
     Ok(PyBytes::new(py, &out))
 }

@@ -1,7 +1,7 @@
 //! Frozen values: the positional, canonical encoding of typed values, with
 //! `tensors` directories embedded as fields.
 //!
-//! Three layers, none of which allocates:
+//! Four layers, none of which allocates:
 //!
 //! * **Types.** [`Schema`] parses canonical type text (`struct{id:i64,batch:tensors,}`)
 //!   into a fixed-capacity node array; [`Ty`] is the same thing built at
@@ -15,6 +15,10 @@
 //!   `&str`, `&[u8]`, [`ListView`], [`Seq`], `Option`, [`DictView`], [`DictPairs`],
 //!   [`Directory`](crate::Directory) and [`TensorSpecs`], plus derived structs
 //!   (`kiln-derive`); owned `String`/`Vec`/`BTreeMap` with feature `alloc`.
+//! * **Values of a run-time type.** [`encode_by_schema`] walks a [`TypeRef`]
+//!   and asks a caller's [`Source`] (a binding's object model) for the values,
+//!   applying every encoding rule itself, into a [`Sink`] ([`Encoder`], or
+//!   `Vec<u8>` with feature `alloc`).
 //!
 //! ```
 //! use kiln_nostd::frozen::{self, Schema};
@@ -33,6 +37,7 @@
 //! # Ok::<(), kiln_nostd::Error>(())
 //! ```
 
+mod by_schema;
 mod check;
 mod encoder;
 pub(crate) use check::{skip, Checker};
@@ -42,10 +47,14 @@ mod kind;
 #[cfg(feature = "alloc")]
 mod owned;
 mod reader;
+mod sink;
 mod ty;
 mod typed;
 mod typetext;
 
+pub use by_schema::{
+    encode_by_schema, encode_by_schema_framed, Answer, Detail, Place, Refusal, Source, StructNames, TensorsOut,
+};
 pub use encoder::Encoder;
 pub use frame::{check_frame, frame_bytes, read_frame, write_frame, FRAME_LEN, FRAME_MAGIC, PROFILE_FROZEN};
 pub use hash::{hash_text, Fnv, FNV_OFFSET, FNV_PRIME};
@@ -54,6 +63,7 @@ pub use reader::{
     read, validate, DictIndex, DictIter, DictStrIter, DictValue, ListIter, ListValue, Reader, StructFields,
     StructValue, Value,
 };
+pub use sink::Sink;
 pub use ty::{Field, Ty};
 pub use typed::{
     decode, decode_framed, decode_with, encode, encode_framed, encoded_len, encoded_len_framed, Decode, Decoder,
