@@ -168,7 +168,7 @@ fn example_model_is_canonical() {
         .map(|(t, shape)| {
             let mut s = kiln_nostd::TensorSpec::new(t.dtype(), shape, t.bytes()).named(t.name().unwrap());
             if let Some(q) = t.quant() {
-                s = s.quantized(kiln_nostd::Quant::Scales {
+                s = s.quantized(kiln_nostd::QuantSpec::Scales {
                     axis: q.axis as u16,
                     group_size: q.group_size,
                     scale: kiln_nostd::TensorRef::Index(q.scale.index() as u32),
