@@ -58,7 +58,8 @@ fn f32_elements_keep_their_bits() {
 #[test]
 fn narrow_floats_convert_exactly() {
     // Each through its own formula: sign, exponent, mantissa.
-    for h in 0u16..=0xFFFF {
+    // Every f16 natively; under Miri a stride of them (mx's own test walks them all there).
+    for h in (0u16..=0xFFFF).step_by(if cfg!(miri) { 97 } else { 1 }) {
         let got = element_f32(DType::F16, &h.to_le_bytes(), 0).unwrap();
         let (e, m) = (i32::from((h >> 10) & 0x1F), f64::from(h & 0x3FF));
         let sign = if h & 0x8000 != 0 { -1.0 } else { 1.0 };
@@ -228,27 +229,30 @@ fn rule_scale_index(dims: &[usize], axis: usize, group: usize, i: usize) -> usiz
     idx.iter().zip(&scale_dims).fold(0, |flat, (&j, &d)| flat * d + j)
 }
 
-/// Every shape of rank 1 to 3 with dimensions from {1, 2, 3, 5}, every axis,
-/// groups that divide and groups that do not (1, 2, 3, 4, 7).
+/// Every shape of rank 1 and 2 with dimensions from {1, 2, 3, 5} and five of
+/// rank 3, every axis, groups that divide and groups that do not (1, 2, 3, 4,
+/// 7). Under Miri, fewer of each (every rank, axis and kind of group stays).
 #[test]
 fn scales_are_read_row_major_with_the_axis_counted_in_groups() {
-    let sizes = [1usize, 2, 3, 5];
-    let mut shapes: Vec<Vec<usize>> = sizes.iter().map(|&a| vec![a]).collect();
-    for &a in &sizes {
-        for &b in &sizes {
+    let sizes: &[usize] = if cfg!(miri) { &[2, 5] } else { &[1, 2, 3, 5] };
+    let mut shapes: Vec<Vec<usize>> = [1usize, 2, 3, 5].iter().map(|&a| vec![a]).collect();
+    for &a in sizes {
+        for &b in sizes {
             shapes.push(vec![a, b]);
         }
     }
-    for &(a, b, c) in &[(2, 3, 5), (5, 2, 3), (3, 5, 2), (1, 5, 3), (3, 1, 2)] {
+    let cubes = [(2, 3, 5), (5, 2, 3), (3, 5, 2), (1, 5, 3), (3, 1, 2)];
+    for &(a, b, c) in cubes.iter().take(if cfg!(miri) { 2 } else { cubes.len() }) {
         shapes.push(vec![a, b, c]);
     }
+    let groups: &[usize] = if cfg!(miri) { &[2, 3] } else { &[1, 2, 3, 4, 7] };
     let mut checked = 0;
     for dims in &shapes {
         let shape: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
         let n: usize = dims.iter().product();
         let data: Vec<u8> = (0..n).map(|i| (i % 200) as u8 + 1).collect();
         for axis in 0..dims.len() {
-            for group in [1usize, 2, 3, 4, 7] {
+            for &group in groups {
                 let mut scale_dims = dims.clone();
                 scale_dims[axis] = dims[axis].div_ceil(group);
                 let ns: usize = scale_dims.iter().product();
@@ -273,7 +277,7 @@ fn scales_are_read_row_major_with_the_axis_counted_in_groups() {
             }
         }
     }
-    assert!(checked > 100);
+    assert!(checked > if cfg!(miri) { 30 } else { 100 });
 }
 
 #[test]
