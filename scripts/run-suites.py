@@ -86,7 +86,8 @@ def jobs():
         Job("python-reference", "python3 -m unittest discover -s spec/reference", cpu=1,
             note="the Python reference codec and generator"),
         Job("generated", "python3 fuzz/make_seeds.py --check && python3 spec/regressions/make_regressions.py --check"
-            " && python3 spec/reference/gen_v2_cases.py --check && python3 spec/reference/gen_model_cases.py --check",
+            " && python3 spec/reference/gen_v2_cases.py --check && python3 spec/reference/gen_model_cases.py --check"
+            " && python3 spec/reference/gen_dequant_cases.py --check",
             cpu=1,
             note="fuzz seeds, regression cases and goldens are current"),
         Job("fmt", "cargo fmt --all --check", ["setup-rust"], cpu=1, note="cargo fmt --check"),

@@ -3,7 +3,8 @@
 //! fly, and the forward pass over the stored samples.
 
 use cortex_m_semihosting::hprintln;
-use kiln_nostd::{mx, DType, NameIndex, Tensor};
+use kiln_nostd::dequant::Dequantizer;
+use kiln_nostd::{DType, NameIndex, Tensor};
 
 // Tensor names of the example model.
 const FC1_WEIGHT: &str = "fc1.weight";
@@ -141,28 +142,13 @@ pub fn load<'a>(index: &NameIndex<'a, '_>, pool: &mut Pool<'a>, verbose: bool) -
 }
 
 /// An MXFP4 (e2m1 elements, e8m0 block scales) `[rows, cols]` tensor, read
-/// in place and dequantized one element at a time: no buffer, no heap.
-pub struct Mxfp4<'a> {
-    /// Packed e2m1 codes, low nibble first.
-    codes: &'a [u8],
-    /// e8m0 scale bytes, row-major over `[rows, groups]` (axis 1) or `[groups, cols]` (axis 0).
-    scales: &'a [u8],
-    cols: usize,
-    axis: usize,
-    group: usize,
-    groups_per_row: usize,
-    /// Scheme 2's outer f32 scale, else 1.
-    outer: f32,
-}
+/// in place and dequantized one element at a time by the core's
+/// `Dequantizer` (spec §11.1): no buffer, no heap.
+pub struct Mxfp4<'a>(Dequantizer<'a>);
 
 impl Mxfp4<'_> {
     pub fn weight(&self, r: usize, c: usize) -> f32 {
-        let s =
-            if self.axis == 1 { r * self.groups_per_row + c / self.group } else { (r / self.group) * self.cols + c };
-        match (mx::nibble(self.codes, r * self.cols + c), self.scales.get(s)) {
-            (Some(code), Some(&scale)) => mx::e2m1_to_f32(code) * mx::e8m0_to_f32(scale) * self.outer,
-            _ => f32::NAN,
-        }
+        self.0.get_2d(r, c).unwrap_or(f32::NAN)
     }
 }
 
@@ -182,17 +168,6 @@ pub fn mxfp4_fc1<'a>(index: &NameIndex<'a, '_>, f32_model: &Loaded<'_>) -> Resul
     if scale.dtype() != DType::E8M0 || quant.axis > 1 {
         return Err("expected e8m0 scales on axis 0 or 1");
     }
-    let group = usize::try_from(quant.group_size).map_err(|_| "group too large")?;
-    let groups_per_row = cols.div_ceil(group.max(1));
-    // The validator checked the scale count; the row-major layout is the convention.
-    let outer = match quant.outer {
-        Some(o) => {
-            let mut v = [0f32; 1];
-            o.copy_to(&mut v).map_err(|_| "outer scale is not one f32")?;
-            v[0]
-        }
-        None => 1.0,
-    };
     hprintln!(
         "  {} {:?} e2m1, scheme {} axis {} group {}: scales via quant() -> [{}] {} {:?} {}{}",
         FC1_MXFP4,
@@ -206,15 +181,7 @@ pub fn mxfp4_fc1<'a>(index: &NameIndex<'a, '_>, f32_model: &Loaded<'_>) -> Resul
         scale.dtype().name(),
         if quant.outer.is_some() { ", outer scale" } else { "" }
     );
-    Ok(Mxfp4 {
-        codes: q.bytes(),
-        scales: scale.bytes(),
-        cols,
-        axis: quant.axis,
-        group: group.max(1),
-        groups_per_row,
-        outer,
-    })
+    Dequantizer::new(&q).map(Mxfp4).map_err(|_| "fc1.weight.mxfp4 cannot be dequantized")
 }
 
 /// Where fc1's weights come from.

@@ -13,7 +13,7 @@
 use arbitrary::{Arbitrary, Unstructured};
 use kiln_fuzz::check_directory;
 use kiln_nostd::quant::scale_count;
-use kiln_nostd::{DType, Directory, Quant, TensorRef, Width, Writer};
+use kiln_nostd::{DType, Directory, QuantSpec, TensorRef, Width, Writer};
 use libfuzzer_sys::fuzz_target;
 
 // The owned tensor the kiln-nostd tests generate, shared so the owned-to-spec step exists once.
@@ -88,7 +88,7 @@ fn legalise(inp: &Input) -> Vec<OwnedTensor> {
             }
         };
         let name = inp.named.then(|| format!("{}#{i}", t.name.as_deref().unwrap_or("")));
-        out.push(OwnedTensor { name, dtype, shape, data, layout, block_size, quant: Quant::None });
+        out.push(OwnedTensor { name, dtype, shape, data, layout, block_size, quant: QuantSpec::None });
     }
     // One quantized tensor with a fresh scale tensor appended, when asked for.
     if let Some((k, (axis, group))) = inp.tensors.iter().take(out.len()).enumerate().find_map(|(k, t)| t.quant.map(|q| (k, q))) {
@@ -98,7 +98,8 @@ fn legalise(inp: &Input) -> Vec<OwnedTensor> {
             let group = u32::from(group.max(1));
             if let Some(scales) = scale_count(&t.shape, axis, group) {
                 let scale_index = out.len() as u32;
-                out[k].quant = Quant::Scales { axis: axis as u16, group_size: group, scale: TensorRef::Index(scale_index) };
+                out[k].quant =
+                    QuantSpec::Scales { axis: axis as u16, group_size: group, scale: TensorRef::Index(scale_index) };
                 let name = inp.named.then(|| format!("scale#{scale_index}"));
                 out.push(OwnedTensor {
                     name,
@@ -107,7 +108,7 @@ fn legalise(inp: &Input) -> Vec<OwnedTensor> {
                     data: vec![127; scales as usize],
                     layout: None,
                     block_size: 0,
-                    quant: Quant::None,
+                    quant: QuantSpec::None,
                 });
             }
         }
@@ -127,8 +128,8 @@ fn raw(inp: &Input) -> Vec<OwnedTensor> {
             layout: t.layout.clone(),
             block_size: u32::from(t.block_size),
             quant: match t.quant {
-                None => Quant::None,
-                Some((a, g)) => Quant::Scales { axis: u16::from(a), group_size: u32::from(g), scale: TensorRef::Index(u32::from(a)) },
+                None => QuantSpec::None,
+                Some((a, g)) => QuantSpec::Scales { axis: u16::from(a), group_size: u32::from(g), scale: TensorRef::Index(u32::from(a)) },
             },
         })
         .collect()
@@ -167,8 +168,8 @@ fn round_trip(ts: &[OwnedTensor], must_write: bool) {
         assert_eq!(t.layout(), s.layout);
         assert_eq!(t.block_size(), s.block_size);
         match (t.quant(), s.quant) {
-            (None, Quant::None) => {}
-            (Some(q), Quant::Scales { axis, group_size, scale: TensorRef::Index(i) }) => {
+            (None, QuantSpec::None) => {}
+            (Some(q), QuantSpec::Scales { axis, group_size, scale: TensorRef::Index(i) }) => {
                 assert_eq!((q.axis, q.group_size, q.scale.index()), (usize::from(axis), group_size, i as usize));
             }
             (q, s) => panic!("quantization differs: {q:?} vs {s:?}"),

@@ -936,8 +936,9 @@ int kiln_tensor_copy_f64(const struct kiln_dir *dir,
  * converted exactly where f32 can) times its group's scale (e8m0 scales as
  * 2^(byte-127), others by value; the scale tensor row-major over the shape
  * with the quantized axis counted in groups) times the outer scale of
- * scheme 2. MXFP4 (e2m1 + e8m0 scales) is dequantized this way. An
- * unquantized tensor is only converted. `*count` (may be NULL) gets the
+ * scheme 2, each product rounded to f32 in turn (spec/kiln-v2.md §11.1).
+ * MXFP4 (e2m1 + e8m0 scales) is dequantized this way. An unquantized
+ * tensor is only converted. `*count` (may be NULL) gets the
  * element count; `KILN_ERR_BUFFER_TOO_SMALL` when `out_len` is smaller.
  *
  * # Safety

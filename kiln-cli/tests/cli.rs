@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use kiln_nostd::{DType, Quant, TensorRef, TensorSpec, Writer};
+use kiln_nostd::{DType, QuantSpec, TensorRef, TensorSpec, Writer};
 use predicates::prelude::*;
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -36,13 +36,13 @@ fn quant_set() -> Vec<u8> {
     let one = 1.0f32.to_le_bytes();
     let scales4 = [F32_PAIR, F32_PAIR].concat();
     encode(&[
-        TensorSpec::new(DType::U8, &[64], &a).named("a").quantized(Quant::Scales {
+        TensorSpec::new(DType::U8, &[64], &a).named("a").quantized(QuantSpec::Scales {
             axis: 0,
             group_size: 32,
             scale: TensorRef::Name("a.scale"),
         }),
         TensorSpec::new(DType::F32, &[2], &F32_PAIR).named("a.scale"),
-        TensorSpec::new(DType::I8, &[2, 32], &b).named("b").quantized(Quant::ScalesOuter {
+        TensorSpec::new(DType::I8, &[2, 32], &b).named("b").quantized(QuantSpec::ScalesOuter {
             axis: 1,
             group_size: 16,
             scale: TensorRef::Name("b.scale"),

@@ -471,7 +471,7 @@ mod typed_record {
 #[cfg(feature = "writer")]
 mod writer {
     use super::{mix, opaque};
-    use kiln_nostd::{encode_le, le_bytes, sort_dict, DType, Directory, Limits, Quant, TensorRef, TensorSpec, Writer};
+    use kiln_nostd::{encode_le, le_bytes, sort_dict, DType, Directory, Limits, QuantSpec, TensorRef, TensorSpec, Writer};
 
     static Q_NAME: &str = "q";
     static S_NAME: &str = "s";
@@ -501,7 +501,7 @@ mod writer {
         let s_name: &str = opaque(&S_NAME);
         let mut specs = [
             TensorSpec::new(DType::F32, &scale_shape, scale_bytes.get(..n).unwrap_or(&[])).named(s_name),
-            TensorSpec::new(dtype, shape, &data).named(q_name).quantized(Quant::Scales {
+            TensorSpec::new(dtype, shape, &data).named(q_name).quantized(QuantSpec::Scales {
                 axis: opaque(&AXIS),
                 group_size: opaque(&GROUP),
                 scale: TensorRef::Index(0),

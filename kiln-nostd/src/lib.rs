@@ -62,6 +62,7 @@ mod accept;
 mod block;
 mod bytes;
 mod check_order;
+pub mod dequant;
 pub mod descriptor;
 pub mod digest;
 mod directory;
@@ -99,7 +100,7 @@ pub use limits::{Limits, DEFAULT_CAP};
 pub use names::scratch_len;
 pub use parser::Parser;
 pub use source::{ReadAt, SourceError};
-pub use writer::{sort_dict, Quant, TensorRef, TensorSpec, Writer};
+pub use writer::{sort_dict, QuantSpec, TensorRef, TensorSpec, Writer};
 
 /// Checked integer conversions: the core's own, shared with the readers
 /// outside it (the CLI's converters) so every parser converts one way.

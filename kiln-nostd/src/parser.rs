@@ -175,7 +175,7 @@ mod tests {
     use super::*;
     use crate::error::Rule;
     use crate::header::{DESCRIPTOR_LEN, HEADER_LEN};
-    use crate::{DType, Quant, TensorRef, TensorSpec, Writer};
+    use crate::{DType, QuantSpec, TensorRef, TensorSpec, Writer};
     use std::vec;
     use std::vec::Vec;
 
@@ -197,7 +197,7 @@ mod tests {
                 plain(Some("w")),
                 TensorSpec::new(DType::Bool, &[3], &bools).named("flags"),
                 plain(Some("x")),
-                TensorSpec::new(DType::U4, &[3], &nibbles).named("q").quantized(Quant::Scales {
+                TensorSpec::new(DType::U4, &[3], &nibbles).named("q").quantized(QuantSpec::Scales {
                     axis: 0,
                     group_size: 2,
                     scale: TensorRef::Name("s"),

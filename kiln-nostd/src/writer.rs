@@ -23,9 +23,10 @@ pub enum TensorRef<'a> {
     Name(&'a str),
 }
 
-/// Quantization metadata for the writer.
+/// Quantization metadata for the writer, one per [`TensorSpec`] (a checked
+/// tensor's is read back as [`Quantization`](crate::Quantization)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Quant<'a> {
+pub enum QuantSpec<'a> {
     /// Scheme 0.
     #[default]
     None,
@@ -70,14 +71,14 @@ pub struct TensorSpec<'a> {
     /// Block size in bytes (opaque dtypes only).
     pub block_size: u32,
     /// Quantization metadata.
-    pub quant: Quant<'a>,
+    pub quant: QuantSpec<'a>,
 }
 
 impl<'a> TensorSpec<'a> {
     /// An unnamed, unquantized tensor.
     #[must_use]
     pub const fn new(dtype: DType, shape: &'a [u64], data: &'a [u8]) -> Self {
-        TensorSpec { name: None, dtype, shape, data, layout: None, block_size: 0, quant: Quant::None }
+        TensorSpec { name: None, dtype, shape, data, layout: None, block_size: 0, quant: QuantSpec::None }
     }
 
     /// An opaque-layout tensor (codes 4096..=32767).
@@ -90,7 +91,7 @@ impl<'a> TensorSpec<'a> {
             data,
             layout: Some(layout),
             block_size,
-            quant: Quant::None,
+            quant: QuantSpec::None,
         }
     }
 
@@ -103,7 +104,7 @@ impl<'a> TensorSpec<'a> {
 
     /// The same tensor with quantization metadata.
     #[must_use]
-    pub const fn quantized(mut self, quant: Quant<'a>) -> Self {
+    pub const fn quantized(mut self, quant: QuantSpec<'a>) -> Self {
         self.quant = quant;
         self
     }
@@ -130,10 +131,10 @@ impl<'a> TensorSpec<'a> {
         // Fallback not taken: a checked axis is below the rank (at most 8).
         let axis = |a: usize| u16::try_from(a).unwrap_or(u16::MAX);
         let quant = match t.quant() {
-            None => Quant::None,
+            None => QuantSpec::None,
             Some(q) => match q.outer {
-                None => Quant::Scales { axis: axis(q.axis), group_size: q.group_size, scale: index(q.scale) },
-                Some(o) => Quant::ScalesOuter {
+                None => QuantSpec::Scales { axis: axis(q.axis), group_size: q.group_size, scale: index(q.scale) },
+                Some(o) => QuantSpec::ScalesOuter {
                     axis: axis(q.axis),
                     group_size: q.group_size,
                     scale: index(q.scale),
@@ -347,13 +348,13 @@ fn put_descriptor(block: &mut [u8], at: usize, raw: &[u8; DESCRIPTOR_LEN]) {
     put(block, at.saturating_add(12), raw.get(12..).unwrap_or(&[]));
 }
 
-fn set_quant(d: &mut Descriptor, q: &Quant<'_>, specs: &[TensorSpec<'_>], i: usize) -> Result<()> {
+fn set_quant(d: &mut Descriptor, q: &QuantSpec<'_>, specs: &[TensorSpec<'_>], i: usize) -> Result<()> {
     let (scheme, axis, group, scale, outer) = match *q {
-        Quant::None => (SCHEME_NONE, NO_AXIS, 0, NO_INDEX, NO_INDEX),
-        Quant::Scales { axis, group_size, scale } => {
+        QuantSpec::None => (SCHEME_NONE, NO_AXIS, 0, NO_INDEX, NO_INDEX),
+        QuantSpec::Scales { axis, group_size, scale } => {
             (SCHEME_SCALES, axis, group_size, resolve(scale, specs, i)?, NO_INDEX)
         }
-        Quant::ScalesOuter { axis, group_size, scale, outer } => {
+        QuantSpec::ScalesOuter { axis, group_size, scale, outer } => {
             (SCHEME_SCALES_OUTER, axis, group_size, resolve(scale, specs, i)?, resolve(outer, specs, i)?)
         }
     };
@@ -397,10 +398,12 @@ pub fn sort_dict(specs: &mut [TensorSpec<'_>]) -> Result<()> {
         let q = specs.get(i).map(|s| s.quant).unwrap_or_default();
         let named = |r| name_ref(r, specs, i);
         let q = match q {
-            Quant::None => Quant::None,
-            Quant::Scales { axis, group_size, scale } => Quant::Scales { axis, group_size, scale: named(scale)? },
-            Quant::ScalesOuter { axis, group_size, scale, outer } => {
-                Quant::ScalesOuter { axis, group_size, scale: named(scale)?, outer: named(outer)? }
+            QuantSpec::None => QuantSpec::None,
+            QuantSpec::Scales { axis, group_size, scale } => {
+                QuantSpec::Scales { axis, group_size, scale: named(scale)? }
+            }
+            QuantSpec::ScalesOuter { axis, group_size, scale, outer } => {
+                QuantSpec::ScalesOuter { axis, group_size, scale: named(scale)?, outer: named(outer)? }
             }
         };
         if let Some(s) = specs.get_mut(i) {

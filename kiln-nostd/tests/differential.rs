@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::{DType, Error, Limits, Parser, Quant, TensorRef, TensorSpec, Writer, DEFAULT_CAP};
+use kiln_nostd::{DType, Error, Limits, Parser, QuantSpec, TensorRef, TensorSpec, Writer, DEFAULT_CAP};
 
 mod owned;
 use owned::OwnedTensor;
@@ -288,7 +288,7 @@ fn plain_tensor(rng: &mut Rng) -> OwnedTensor {
             data: rng.bytes(blocks * block as usize),
             layout: Some(rng.pick(&["Q4_K", "Q8_0", "é", "x", "Q4_K"]).to_string()),
             block_size: block,
-            quant: Quant::None,
+            quant: QuantSpec::None,
         };
     }
     let dtype = *rng.pick(DType::closed_set());
@@ -302,7 +302,7 @@ fn plain_tensor(rng: &mut Rng) -> OwnedTensor {
         shape,
         layout: None,
         block_size: 0,
-        quant: Quant::None,
+        quant: QuantSpec::None,
     }
 }
 
@@ -320,14 +320,14 @@ fn quant_group(rng: &mut Rng, base: u32) -> Vec<OwnedTensor> {
     let scale_first = rng.one_in(3);
     let (data_i, scale_i) = if scale_first { (base + 1, base) } else { (base, base + 1) };
     let quant = if outer {
-        Quant::ScalesOuter {
+        QuantSpec::ScalesOuter {
             axis: axis as u16,
             group_size: group,
             scale: TensorRef::Index(scale_i),
             outer: TensorRef::Index(base + 2),
         }
     } else {
-        Quant::Scales { axis: axis as u16, group_size: group, scale: TensorRef::Index(scale_i) }
+        QuantSpec::Scales { axis: axis as u16, group_size: group, scale: TensorRef::Index(scale_i) }
     };
     let data =
         OwnedTensor { name: None, data: payload(rng, dtype, n), dtype, shape, layout: None, block_size: 0, quant };
@@ -338,7 +338,7 @@ fn quant_group(rng: &mut Rng, base: u32) -> Vec<OwnedTensor> {
         shape: vec![scales],
         layout: None,
         block_size: 0,
-        quant: Quant::None,
+        quant: QuantSpec::None,
     };
     let _ = data_i;
     let mut out = if scale_first { vec![scale, data] } else { vec![data, scale] };
@@ -351,7 +351,7 @@ fn quant_group(rng: &mut Rng, base: u32) -> Vec<OwnedTensor> {
             data: 1.0f32.to_le_bytes().to_vec(),
             layout: None,
             block_size: 0,
-            quant: Quant::None,
+            quant: QuantSpec::None,
         });
     }
     out
@@ -773,7 +773,7 @@ fn zero_length_tensor(rng: &mut Rng) -> OwnedTensor {
             data: Vec::new(),
             layout: Some("Q4_K".into()),
             block_size: 1 + rng.below(20) as u32,
-            quant: Quant::None,
+            quant: QuantSpec::None,
         };
     }
     let rank = 1 + rng.below(3);
@@ -786,7 +786,7 @@ fn zero_length_tensor(rng: &mut Rng) -> OwnedTensor {
         data: Vec::new(),
         layout: None,
         block_size: 0,
-        quant: Quant::None,
+        quant: QuantSpec::None,
     }
 }
 

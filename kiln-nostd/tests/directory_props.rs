@@ -2,7 +2,7 @@
 //! parser; any single-byte change or truncation of a valid block never
 //! panics and never yields a view outside the buffer.
 
-use kiln_nostd::{DType, Directory, Parser, Quant, Tensor, TensorRef, TensorSpec, Width, Writer};
+use kiln_nostd::{DType, Directory, Parser, QuantSpec, Tensor, TensorRef, TensorSpec, Width, Writer};
 use owned::{specs, OwnedTensor};
 use proptest::prelude::*;
 
@@ -49,7 +49,7 @@ fn tensor() -> impl Strategy<Value = OwnedTensor> {
                     shape: shape.clone(),
                     layout: opaque.then(|| format!("L{}", seed % 7)),
                     block_size: if opaque { block_size } else { 0 },
-                    quant: Quant::None,
+                    quant: QuantSpec::None,
                 }
             })
         },
@@ -72,7 +72,7 @@ fn tensor_set() -> impl Strategy<Value = Vec<OwnedTensor>> {
                     data: vec![0x21; len.div_ceil(2) as usize - 1].into_iter().chain([0x01]).collect(),
                     layout: None,
                     block_size: 0,
-                    quant: Quant::Scales { axis: 0, group_size: group, scale: TensorRef::Index(scale_index) },
+                    quant: QuantSpec::Scales { axis: 0, group_size: group, scale: TensorRef::Index(scale_index) },
                 });
                 ts.push(OwnedTensor {
                     name: None,
@@ -81,7 +81,7 @@ fn tensor_set() -> impl Strategy<Value = Vec<OwnedTensor>> {
                     data: vec![127; scales as usize],
                     layout: None,
                     block_size: 0,
-                    quant: Quant::None,
+                    quant: QuantSpec::None,
                 });
             }
             if named {

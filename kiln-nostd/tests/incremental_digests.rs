@@ -30,7 +30,7 @@ use kiln_nostd::digest::{check_block_digests, sha256, Digests, TensorHasher};
 use kiln_nostd::incremental::Borrowed;
 use kiln_nostd::source::{OutOfBounds, ReadAt};
 use kiln_nostd::{
-    source, DType, Error, ErrorCode, Header, Incremental, Limits, Parser, Quant, Rule, TensorRef, TensorSpec,
+    source, DType, Error, ErrorCode, Header, Incremental, Limits, Parser, QuantSpec, Rule, TensorRef, TensorSpec,
 };
 
 // ---------------------------------------------------------------------------
@@ -266,7 +266,7 @@ fn sets() -> Vec<Set> {
         TensorSpec::new(DType::I4, &[5], &[0x12, 0x34, 0x05]),
     ];
     let quant = vec![
-        TensorSpec::new(DType::E2M1, &[3], &nib).named("q").quantized(Quant::Scales {
+        TensorSpec::new(DType::E2M1, &[3], &nib).named("q").quantized(QuantSpec::Scales {
             axis: 0,
             group_size: 2,
             scale: TensorRef::Name("s"),

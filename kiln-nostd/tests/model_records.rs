@@ -6,7 +6,7 @@ use kiln_nostd::model::{
     check_all, write_sharded, EntrySpec, Kind, Manifest, ManifestQuant, ManifestWriter, Model, ModelWriter, ShardSpec,
     DIGESTS_HASH, MANIFEST_HASH, SHARD_HASH,
 };
-use kiln_nostd::{DType, ErrorCode, Parser, Quant, Rule, TensorRef, TensorSpec};
+use kiln_nostd::{DType, ErrorCode, Parser, QuantSpec, Rule, TensorRef, TensorSpec};
 
 const A: [u8; 8] = [0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0];
 const B: [u8; 5] = [1, 0, 1, 1, 0];
@@ -230,7 +230,7 @@ fn sharded() -> kiln_nostd::model::ShardedFiles {
         TensorSpec::new(DType::F32, &[], &A[..4]).named("scalar"),
     ];
     let mut q = TensorSpec::new(DType::I8, &[4, 2], w).named("q");
-    q.quant = Quant::ScalesOuter {
+    q.quant = QuantSpec::ScalesOuter {
         axis: 1,
         group_size: 2,
         scale: TensorRef::Name("q.scale"),

@@ -127,7 +127,7 @@ fn element_count_product_overflow_in_a_quant_scale_count_is_not_wrapped() {
     // A scheme-1 tensor whose scale count (groups * other dims) would wrap
     // to the scale tensor's element count: must be TYPE (count mismatch) or
     // the shape's own LIMIT, never accepted.
-    let q = TensorSpec::new(DType::U8, &[1], &[0]).quantized(kiln_nostd::Quant::Scales {
+    let q = TensorSpec::new(DType::U8, &[1], &[0]).quantized(kiln_nostd::QuantSpec::Scales {
         axis: 0,
         group_size: 1,
         scale: kiln_nostd::TensorRef::Index(1),

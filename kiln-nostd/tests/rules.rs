@@ -2,7 +2,7 @@
 //! (and so the code and offset) the parser must report.
 
 use kiln_nostd::{
-    sort_dict, DType, Directory, ErrorCode, Limits, Parser, Quant, Rule, TensorRef, TensorSpec, Writer, EMPTY_BLOCK,
+    sort_dict, DType, Directory, ErrorCode, Limits, Parser, QuantSpec, Rule, TensorRef, TensorSpec, Writer, EMPTY_BLOCK,
 };
 
 const F32_DATA: [u8; 8] = [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0];
@@ -32,14 +32,14 @@ fn named_block() -> Vec<u8> {
 fn quant_block(outer: bool) -> Vec<u8> {
     let q = TensorSpec::new(DType::E2M1, &[32], &[0x21; 16]).named("q");
     let q = if outer {
-        q.quantized(Quant::ScalesOuter {
+        q.quantized(QuantSpec::ScalesOuter {
             axis: 0,
             group_size: 32,
             scale: TensorRef::Name("s"),
             outer: TensorRef::Name("o"),
         })
     } else {
-        q.quantized(Quant::Scales { axis: 0, group_size: 32, scale: TensorRef::Name("s") })
+        q.quantized(QuantSpec::Scales { axis: 0, group_size: 32, scale: TensorRef::Name("s") })
     };
     let s = TensorSpec::new(DType::E8M0, &[1], &[127]).named("s");
     let o = TensorSpec::new(DType::F32, &[], &F32_DATA[..4]).named("o");
@@ -367,7 +367,7 @@ fn writer_refusals() {
     assert_eq!(err.rule(), Rule::LengthMismatch);
     let dup = [TensorSpec::new(DType::U8, &[1], &[1]).named("x"), TensorSpec::new(DType::U8, &[1], &[2]).named("x")];
     assert_eq!(Writer::new().write(&dup, &mut [0; 512]).unwrap_err().rule(), Rule::DuplicateName);
-    let q = TensorSpec::new(DType::U8, &[1], &[1]).named("x").quantized(Quant::Scales {
+    let q = TensorSpec::new(DType::U8, &[1], &[1]).named("x").quantized(QuantSpec::Scales {
         axis: 0,
         group_size: 1,
         scale: TensorRef::Name("nope"),
@@ -386,7 +386,7 @@ fn writer_refusals() {
 #[test]
 fn dict_helper_sorts_by_key_bytes_and_keeps_references() {
     let mut specs = [
-        TensorSpec::new(DType::E2M1, &[32], &[0x21; 16]).named("z.weight").quantized(Quant::Scales {
+        TensorSpec::new(DType::E2M1, &[32], &[0x21; 16]).named("z.weight").quantized(QuantSpec::Scales {
             axis: 0,
             group_size: 32,
             scale: TensorRef::Index(1),

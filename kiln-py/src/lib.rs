@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::model::{self, Kind, Manifest, Metadata, Model, ModelWriter, PAD_KEY};
 use kiln_nostd::{
-    host, scratch_len, DType, Directory, Error, Limits, Quant, TensorRef, TensorSpec, Width, DEFAULT_CAP,
+    host, scratch_len, DType, Directory, Error, Limits, QuantSpec, TensorRef, TensorSpec, Width, DEFAULT_CAP,
 };
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -432,12 +432,12 @@ impl Specs {
                 // Scale tensors by name: the reference survives the sort below.
                 t = match &self.quants[i] {
                     None => t,
-                    Some((axis, group_size, scale, None)) => t.quantized(Quant::Scales {
+                    Some((axis, group_size, scale, None)) => t.quantized(QuantSpec::Scales {
                         axis: *axis,
                         group_size: *group_size,
                         scale: TensorRef::Name(scale),
                     }),
-                    Some((axis, group_size, scale, Some(outer))) => t.quantized(Quant::ScalesOuter {
+                    Some((axis, group_size, scale, Some(outer))) => t.quantized(QuantSpec::ScalesOuter {
                         axis: *axis,
                         group_size: *group_size,
                         scale: TensorRef::Name(scale),

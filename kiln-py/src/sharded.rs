@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::model::{self, Manifest, Model, ShardEntry};
-use kiln_nostd::{Error, Limits, Quant, Rule, TensorRef, TensorSpec};
+use kiln_nostd::{Error, Limits, QuantSpec, Rule, TensorRef, TensorSpec};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -55,9 +55,9 @@ pub(crate) fn plan(specs: &[TensorSpec<'_>], max_shard_size: Option<u64>) -> PyR
     }
     for (i, s) in specs.iter().enumerate() {
         let refs: Vec<&TensorRef<'_>> = match &s.quant {
-            Quant::None => vec![],
-            Quant::Scales { scale, .. } => vec![scale],
-            Quant::ScalesOuter { scale, outer, .. } => vec![scale, outer],
+            QuantSpec::None => vec![],
+            QuantSpec::Scales { scale, .. } => vec![scale],
+            QuantSpec::ScalesOuter { scale, outer, .. } => vec![scale, outer],
         };
         for r in refs {
             if let TensorRef::Name(n) = r {

@@ -10,7 +10,7 @@
 //! tensor `mask`, a rank-0 `scalar` and an empty `empty`.
 
 use kiln_nostd::model::write_sharded;
-use kiln_nostd::{DType, Quant, TensorRef, TensorSpec};
+use kiln_nostd::{DType, QuantSpec, TensorRef, TensorSpec};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -42,7 +42,7 @@ fn main() {
     let mask = [1u8, 0, 1];
     let scalar = (seed as f32).to_le_bytes();
     let mut qs = TensorSpec::new(DType::I8, &[4, 2], &q).named("q");
-    qs.quant = Quant::ScalesOuter {
+    qs.quant = QuantSpec::ScalesOuter {
         axis: 1,
         group_size: 2,
         scale: TensorRef::Name("q.scale"),

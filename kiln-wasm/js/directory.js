@@ -394,18 +394,24 @@ export class Tensor {
 }
 
 /**
- * Scale-applied values of a quantized tensor (scheme 1 or 2) as a new
- * Float32Array: element x scale of its group (x the outer scale). The scale
- * tensor is read as the data shape with the quantized axis divided (rounded
- * up) by the group size, row-major, which is how the example model and the
- * goldens lay it out. Kiln itself stores the metadata and never applies it.
+ * A tensor's values as a new Float32Array, its quantization applied as
+ * spec/kiln-v2.md section 11.1 defines: element x scale of its group, and
+ * for scheme 2 that product rounded to f32 and then x the outer scale. The
+ * scale tensor is read row-major over the data shape with the quantized
+ * axis divided (rounded up) by the group size. An unquantized tensor is
+ * only converted; an opaque tensor or opaque scales throw a TypeError.
+ * Kiln itself stores the metadata and never applies it.
+ *
+ * The core's kiln_nostd::dequant computes the same bits (the tensor's bytes
+ * live in JS memory here, not the module's): test/dequant.test.mjs holds
+ * both to spec/dequant-cases.json.
  */
 export function dequantize(tensor) {
   const q = tensor.quant;
   if (q === null) return tensor.toFloat32();
   const x = tensor.toFloat32();
   const s = q.scale.toFloat32();
-  const outer = q.outer ? q.outer.toFloat32()[0] : 1;
+  const outer = q.outer ? q.outer.toFloat32()[0] : null;
   const shape = tensor.shape;
   const along = shape[q.axis];
   const groups = Math.ceil(along / q.groupSize);
@@ -416,7 +422,10 @@ export function dequantize(tensor) {
     const axisIdx = Math.floor(i / inner) % along;
     const outerIdx = Math.floor(i / (inner * along));
     const g = Math.floor(axisIdx / q.groupSize);
-    x[i] = x[i] * s[(outerIdx * groups + g) * inner + innerIdx] * outer;
+    // Two f32 values multiply exactly in a double, so storing the product
+    // rounds it once, as an f32 multiplication does.
+    const scaled = x[i] * s[(outerIdx * groups + g) * inner + innerIdx];
+    x[i] = outer === null ? scaled : Math.fround(scaled) * outer;
   }
   return x;
 }

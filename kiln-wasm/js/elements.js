@@ -104,8 +104,8 @@ export function copyElements(payload, C, n) {
 
 /**
  * Element values as a new Float32Array. `lut(code)` returns the f32 bits of
- * every code of a narrow float (from kiln_nostd::mx). Integers round to the
- * nearest f32; i64/u64 go through a JS number first (exact below 2^53).
+ * every code of a narrow float (from kiln_nostd::mx). f64 and the integers
+ * round to the nearest f32, ties to even, in one rounding (spec section 11.1).
  */
 export function toFloat32(payload, code, count, lut) {
   const n = count;
@@ -136,7 +136,7 @@ export function toFloat32(payload, code, count, lut) {
     case 14:
     case 15: {
       const v = elementsOf(payload, code);
-      for (let i = 0; i < n; i++) out[i] = Number(v[i]);
+      for (let i = 0; i < n; i++) out[i] = bigIntToFloat32(v[i]);
       return out;
     }
     case 16: // i4: sign-extended nibbles, low nibble first
@@ -158,4 +158,26 @@ export function toFloat32(payload, code, count, lut) {
       }
       throw new TypeError(`dtype code ${code} is an opaque block layout: Kiln does not interpret it`);
   }
+}
+
+/**
+ * A 64-bit integer rounded to the nearest f32, ties to even, in one rounding.
+ * Number(v) would round to a double first, and that second rounding can
+ * land on a tie the exact value is not (2^60 + 2^36 + 1 would go down).
+ * Keeping the top 26 bits and folding every bit below them into the lowest
+ * (sticky) one leaves a double that rounds to f32 as v does.
+ */
+export function bigIntToFloat32(v) {
+  const neg = v < 0n;
+  let m = neg ? -v : v;
+  const shift = m.toString(2).length - 26;
+  let x;
+  if (shift <= 0) {
+    x = Number(m);
+  } else {
+    const s = BigInt(shift);
+    const sticky = (m & ((1n << s) - 1n)) === 0n ? 0n : 1n;
+    x = Number((m >> s) | sticky) * 2 ** shift;
+  }
+  return Math.fround(neg ? -x : x);
 }

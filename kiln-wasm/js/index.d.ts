@@ -240,7 +240,7 @@ export interface InitOptions {
  */
 export function init(options?: InitOptions): Promise<void>;
 
-/** Element x group scale (x outer) as a new Float32Array; scales read row-major with the quantized axis divided by the group size. */
+/** Element x group scale (x outer) as a new Float32Array, as spec section 11.1 defines (each product rounded to f32); scales read row-major with the quantized axis divided by the group size. Throws a TypeError for opaque data or scales. */
 export function dequantize(tensor: Tensor<DType>): Float32Array;
 
 export interface LoaderOptions extends ParseOptions {

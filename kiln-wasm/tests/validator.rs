@@ -5,7 +5,7 @@
 //! thousands of mutations; `pass_unknown` gives the verdict for the payload
 //! taken as zeros; memory follows the directory, not the block.
 
-use kiln_nostd::{scratch_len, DType, Directory, Header, Limits, Parser, Quant, TensorRef, TensorSpec, Writer};
+use kiln_nostd::{scratch_len, DType, Directory, Header, Limits, Parser, QuantSpec, TensorRef, TensorSpec, Writer};
 use kiln_wasm::table::{self, meta, slot, META, SLOTS};
 use kiln_wasm::validator::{need, Session};
 use kiln_wasm::{ErrorInfo, WINDOW};
@@ -158,7 +158,7 @@ fn rich_block() -> Vec<u8> {
         TensorSpec::new(DType::F32, &[3], &f).named("weights"),
         TensorSpec::new(DType::Bool, &[5], &bools).named("mask"),
         TensorSpec::new(DType::U4, &[3], &u4).named("nibbles"),
-        TensorSpec::new(DType::E2M1, &[32], &e2m1).named("q").quantized(Quant::Scales {
+        TensorSpec::new(DType::E2M1, &[32], &e2m1).named("q").quantized(QuantSpec::Scales {
             axis: 0,
             group_size: 32,
             scale: TensorRef::Name("q.scale"),

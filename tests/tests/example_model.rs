@@ -7,6 +7,7 @@
 //! agree on 31/32. Both forward passes here accumulate in f64 from the stored
 //! bits, as the script does, so the predictions are reproduced exactly.
 
+use kiln_nostd::dequant::dequantize_into;
 use kiln_nostd::{mx, DType, Directory, Tensor};
 
 /// What the script printed for the 32 samples.
@@ -68,8 +69,9 @@ impl Mlp {
     }
 }
 
-/// Dequantizes an MXFP4 tensor (e2m1 elements, scheme 1 on axis 1, e8m0
-/// scales): nibble decode, low nibble first, times 2^(scale - 127).
+/// Dequantizes the MXFP4 tensor (e2m1 elements, scheme 1 on axis 1, e8m0
+/// scales) with the core's `dequant` (spec §11.1), after checking that its
+/// metadata is the MXFP4 layout the script wrote.
 fn dequantize_mxfp4(q: &Tensor<'_>) -> Vec<f32> {
     assert_eq!(q.dtype(), DType::E2M1);
     let quant = q.quant().expect("scheme 1 metadata");
@@ -79,18 +81,9 @@ fn dequantize_mxfp4(q: &Tensor<'_>) -> Vec<f32> {
     assert_eq!(scales.name(), Some("fc1.weight.mxfp4.scales"));
     assert_eq!(scales.dtype(), DType::E8M0);
     let (rows, cols) = (q.shape()[0] as usize, q.shape()[1] as usize);
-    let groups = cols / 32;
-    assert_eq!(scales.shape(), &[rows as u64, groups as u64]);
-    let bytes = q.bytes();
-    let sbytes = scales.bytes();
-    let mut out = Vec::with_capacity(rows * cols);
-    for r in 0..rows {
-        for c in 0..cols {
-            let nib = mx::nibble(bytes, r * cols + c).expect("in range");
-            let scale = mx::e8m0_to_f32(sbytes[r * groups + c / 32]);
-            out.push(mx::e2m1_to_f32(nib) * scale); // exact: a power-of-two product
-        }
-    }
+    assert_eq!(scales.shape(), &[rows as u64, (cols / 32) as u64]);
+    let mut out = vec![0f32; rows * cols];
+    assert_eq!(dequantize_into(q, &mut out), Ok(rows * cols));
     out
 }
 
@@ -168,7 +161,7 @@ fn example_model_is_canonical() {
         .map(|(t, shape)| {
             let mut s = kiln_nostd::TensorSpec::new(t.dtype(), shape, t.bytes()).named(t.name().unwrap());
             if let Some(q) = t.quant() {
-                s = s.quantized(kiln_nostd::Quant::Scales {
+                s = s.quantized(kiln_nostd::QuantSpec::Scales {
                     axis: q.axis as u16,
                     group_size: q.group_size,
                     scale: kiln_nostd::TensorRef::Index(q.scale.index() as u32),

@@ -4,9 +4,10 @@
 use core::ffi::{c_char, c_int};
 use core::mem::{align_of, size_of};
 
+use kiln_nostd::dequant::{dequantize_into, DequantError};
 use kiln_nostd::model::{self, Metadata, Model};
 use kiln_nostd::source::Opened;
-use kiln_nostd::{mx, DType, Directory, Element, Limits, NameIndex, Parser, Tensor, ViewError, Width};
+use kiln_nostd::{DType, Directory, Element, Limits, NameIndex, Parser, Tensor, ViewError};
 
 use crate::*;
 
@@ -689,113 +690,16 @@ element_functions! {
 
 // ------------------------------------------------------------------ dequantization
 
-/// Element `i` of a payload of `dtype` as f32 (NaN when it is not there).
-#[allow(clippy::as_conversions)] // f64 and the wide integers round to the nearest f32: no `From` does
-pub(crate) fn element_f32(dtype: DType, bytes: &[u8], i: usize) -> f32 {
-    fn le<const N: usize>(bytes: &[u8], i: usize) -> Option<[u8; N]> {
-        let start = i.checked_mul(N)?;
-        bytes.get(start..start.checked_add(N)?)?.try_into().ok()
-    }
-    let byte = || bytes.get(i).copied();
-    let v = match dtype {
-        DType::F64 => le::<8>(bytes, i).map(|b| f64::from_le_bytes(b) as f32),
-        DType::F32 => le::<4>(bytes, i).map(f32::from_le_bytes),
-        DType::F16 => le::<2>(bytes, i).map(|b| mx::f16_to_f32(u16::from_le_bytes(b))),
-        DType::BF16 => le::<2>(bytes, i).map(|b| mx::bf16_to_f32(u16::from_le_bytes(b))),
-        DType::F8E4M3 => byte().map(mx::f8e4m3_to_f32),
-        DType::F8E5M2 => byte().map(mx::f8e5m2_to_f32),
-        DType::E8M0 => byte().map(mx::e8m0_to_f32),
-        DType::Bool | DType::U8 => byte().map(f32::from),
-        DType::I8 => byte().map(|b| f32::from(i8::from_le_bytes([b]))),
-        DType::I16 => le::<2>(bytes, i).map(|b| f32::from(i16::from_le_bytes(b))),
-        DType::U16 => le::<2>(bytes, i).map(|b| f32::from(u16::from_le_bytes(b))),
-        DType::I32 => le::<4>(bytes, i).map(|b| i32::from_le_bytes(b) as f32),
-        DType::U32 => le::<4>(bytes, i).map(|b| u32::from_le_bytes(b) as f32),
-        DType::I64 => le::<8>(bytes, i).map(|b| i64::from_le_bytes(b) as f32),
-        DType::U64 => le::<8>(bytes, i).map(|b| u64::from_le_bytes(b) as f32),
-        DType::I4 => mx::nibble(bytes, i).map(|n| f32::from(i8::from_le_bytes([n << 4]) >> 4)),
-        DType::U4 => mx::nibble(bytes, i).map(f32::from),
-        DType::E2M1 => mx::nibble(bytes, i).map(mx::e2m1_to_f32),
-        DType::Opaque(_) => None,
-    };
-    v.unwrap_or(f32::NAN)
-}
-
-/// The tensor's values as f32, its quantization applied.
-pub(crate) fn dequantize(t: &Tensor<'_>, out: &mut [f32]) -> Result<usize, Fail> {
-    let count = t.element_count();
-    let n = usize::try_from(count).map_err(|_| Fail::TooSmall(count))?;
-    let dtype = t.dtype();
-    if dtype.width() == Width::Opaque {
-        return Err(Fail::Api(KILN_ERR_ELEMENT_TYPE));
-    }
-    let out = out.get_mut(..n).ok_or(Fail::TooSmall(count))?;
-    let bytes = t.bytes();
-    let Some(q) = t.quant() else {
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = element_f32(dtype, bytes, i);
-        }
-        return Ok(n);
-    };
-    let (sdtype, sbytes) = (q.scale.dtype(), q.scale.bytes());
-    if sdtype.width() == Width::Opaque {
-        return Err(Fail::Api(KILN_ERR_ELEMENT_TYPE));
-    }
-    let outer = q.outer.map_or(1.0, |o| element_f32(o.dtype(), o.bytes(), 0));
-    if n == 0 {
-        return Ok(0);
-    }
-    // Every dimension is at most n (no dimension is 0), so fits a usize.
-    let shape = t.shape();
-    let rank = shape.len();
-    let mut dims = [1usize; 8];
-    for (d, &s) in dims.iter_mut().zip(shape) {
-        *d = usize_sat(s);
-    }
-    let group = usize_from_u32(q.group_size).max(1);
-    // The scale tensor is row-major over the shape with dims[axis] replaced
-    // by its group count (the validator checked it holds exactly that many).
-    let mut strides = [0usize; 8];
-    let mut acc = 1usize;
-    for k in (0..rank).rev() {
-        let d = dims.get(k).copied().unwrap_or(1);
-        let extent = if k == q.axis { d.div_ceil(group) } else { d };
-        if let Some(s) = strides.get_mut(k) {
-            *s = acc;
-        }
-        acc = acc.wrapping_mul(extent);
-    }
-    // An odometer over the element's index; the axis digit also counts groups.
-    let mut idx = [0usize; 8];
-    let (mut grp, mut within) = (0usize, 0usize);
-    for (i, o) in out.iter_mut().enumerate() {
-        let mut s = 0usize;
-        for k in 0..rank {
-            let digit = if k == q.axis { grp } else { idx.get(k).copied().unwrap_or(0) };
-            s = s.wrapping_add(digit.wrapping_mul(strides.get(k).copied().unwrap_or(0)));
-        }
-        *o = element_f32(dtype, bytes, i) * element_f32(sdtype, sbytes, s) * outer;
-        let mut k = rank;
-        while k > 0 {
-            k = k.wrapping_sub(1);
-            let Some(digit) = idx.get_mut(k) else { break };
-            *digit = digit.wrapping_add(1);
-            if k == q.axis {
-                within = within.wrapping_add(1);
-                if within == group {
-                    (grp, within) = (grp.wrapping_add(1), 0);
-                }
-            }
-            if *digit < dims.get(k).copied().unwrap_or(0) {
-                break;
-            }
-            *digit = 0;
-            if k == q.axis {
-                (grp, within) = (0, 0);
-            }
-        }
-    }
-    Ok(n)
+/// The tensor's values as f32, its quantization applied (the core's
+/// `dequant`, spec §11.1), with the C error codes.
+fn dequantize(t: &Tensor<'_>, out: &mut [f32]) -> Result<usize, Fail> {
+    dequantize_into(t, out).map_err(|e| match e {
+        DequantError::OutputTooSmall { needed } | DequantError::TooLarge { count: needed } => Fail::TooSmall(needed),
+        // The caller checked that the payload is in memory.
+        DequantError::NoPayload => Fail::Api(KILN_ERR_HANDLE),
+        // An opaque dtype, of the tensor or of its scales.
+        _ => Fail::Api(KILN_ERR_ELEMENT_TYPE),
+    })
 }
 
 /// Tensor `index`'s values as f32, with its quantization applied: each
@@ -803,8 +707,9 @@ pub(crate) fn dequantize(t: &Tensor<'_>, out: &mut [f32]) -> Result<usize, Fail>
 /// converted exactly where f32 can) times its group's scale (e8m0 scales as
 /// 2^(byte-127), others by value; the scale tensor row-major over the shape
 /// with the quantized axis counted in groups) times the outer scale of
-/// scheme 2. MXFP4 (e2m1 + e8m0 scales) is dequantized this way. An
-/// unquantized tensor is only converted. `*count` (may be NULL) gets the
+/// scheme 2, each product rounded to f32 in turn (spec/kiln-v2.md §11.1).
+/// MXFP4 (e2m1 + e8m0 scales) is dequantized this way. An unquantized
+/// tensor is only converted. `*count` (may be NULL) gets the
 /// element count; `KILN_ERR_BUFFER_TOO_SMALL` when `out_len` is smaller.
 ///
 /// # Safety

@@ -601,7 +601,7 @@ fn dequantize_mxfp4_matches_the_formula() {
 /// through `kiln_tensor_dequantize_f32`, against a direct computation.
 #[test]
 fn dequantize_general_layouts() {
-    use kiln_nostd::{DType, Quant, TensorRef, Writer};
+    use kiln_nostd::{DType, QuantSpec, TensorRef, Writer};
     // q: i4 [5, 3] along axis 0 in groups of 2 -> 3 x 3 f16 scales; outer 0.5.
     let mut nibbles = [0u8; 8];
     for i in 0..15 {
@@ -612,7 +612,7 @@ fn dequantize_general_layouts() {
     let scale_bytes: Vec<u8> = scale_vals.iter().flat_map(|s| s.to_le_bytes()).collect();
     let outer = 0.5f32.to_le_bytes();
     let specs = [
-        TensorSpec::new(DType::I4, &[5, 3], &nibbles).named("q").quantized(Quant::ScalesOuter {
+        TensorSpec::new(DType::I4, &[5, 3], &nibbles).named("q").quantized(QuantSpec::ScalesOuter {
             axis: 0,
             group_size: 2,
             scale: TensorRef::Name("s"),

@@ -283,7 +283,7 @@ pub fn frame(kind: Kind) -> [u8; 16] {
 mod tests {
     use super::super::model::QuantOut;
     use super::*;
-    use kiln_nostd::{DType, Quant, TensorRef, TensorSpec, Writer};
+    use kiln_nostd::{DType, QuantSpec, TensorRef, TensorSpec, Writer};
 
     fn t(name: &str, dtype: DType, shape: &[u64], data: &[u8]) -> TensorOut {
         TensorOut {
@@ -336,7 +336,7 @@ mod tests {
                 s.block_size = t.block_size;
                 if let Some(q) = &t.quant {
                     s.quant =
-                        Quant::Scales { axis: q.axis, group_size: q.group_size, scale: TensorRef::Name(&q.scale) };
+                        QuantSpec::Scales { axis: q.axis, group_size: q.group_size, scale: TensorRef::Name(&q.scale) };
                 }
                 s
             })

@@ -124,7 +124,7 @@ pub mod write {
     use super::super::{EntrySpec, ManifestQuant, ManifestWriter, ModelWriter, ShardSpec};
     use crate::digest::sha256;
     use crate::error::Result;
-    use crate::{Quant, TensorRef, TensorSpec};
+    use crate::{QuantSpec, TensorRef, TensorSpec};
 
     /// The files of a sharded model: the manifest's bytes, and each shard's
     /// name and bytes in order.
@@ -143,11 +143,11 @@ pub mod write {
             TensorRef::Index(i) => shard.get(crate::bytes::usize_from_u32(i)).and_then(|s| s.name),
         };
         match &spec.quant {
-            Quant::None => None,
-            Quant::Scales { axis, group_size, scale } => {
+            QuantSpec::None => None,
+            QuantSpec::Scales { axis, group_size, scale } => {
                 Some(ManifestQuant { scheme: 1, axis: *axis, group_size: *group_size, scale: name(scale)?, outer: "" })
             }
-            Quant::ScalesOuter { axis, group_size, scale, outer } => Some(ManifestQuant {
+            QuantSpec::ScalesOuter { axis, group_size, scale, outer } => Some(ManifestQuant {
                 scheme: 2,
                 axis: *axis,
                 group_size: *group_size,

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use kiln_nostd::{DType, Quant, TensorRef, TensorSpec, Writer};
+use kiln_nostd::{DType, QuantSpec, TensorRef, TensorSpec, Writer};
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()
@@ -83,7 +83,7 @@ pub fn templates() -> Vec<Vec<u8>> {
             TensorSpec::new(DType::F32, &[6], &f32s),
         ],
         vec![
-            TensorSpec::new(DType::E2M1, &[3], &nib).named("q").quantized(Quant::Scales {
+            TensorSpec::new(DType::E2M1, &[3], &nib).named("q").quantized(QuantSpec::Scales {
                 axis: 0,
                 group_size: 2,
                 scale: TensorRef::Name("s"),

@@ -2,7 +2,7 @@
 //! the differential test and the writer fuzz target (`fuzz/`, by path), so
 //! the owned-to-`TensorSpec` step exists once.
 
-use kiln_nostd::{DType, Quant, TensorSpec};
+use kiln_nostd::{DType, QuantSpec, TensorSpec};
 
 /// A tensor that owns its name, shape, payload and layout name.
 #[derive(Clone, Debug)]
@@ -13,7 +13,7 @@ pub struct OwnedTensor {
     pub data: Vec<u8>,
     pub layout: Option<String>,
     pub block_size: u32,
-    pub quant: Quant<'static>,
+    pub quant: QuantSpec<'static>,
 }
 
 impl OwnedTensor {

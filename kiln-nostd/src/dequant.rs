@@ -1,0 +1,290 @@
+//! Dequantization: the optional helper of `spec/kiln-v2.md` §11.1.
+//!
+//! Reading never applies a scale ([`Tensor::bytes`] and the views return
+//! the stored bits). This module is for callers that want values: each
+//! element converted to `f32` by its dtype, times its group's scale (schemes
+//! 1 and 2), times the outer scale (scheme 2), with every rounding the spec
+//! fixes, so the C API, the firmware demo and the tests get the same bits.
+//!
+//! ```
+//! use kiln_nostd::dequant::{dequantize_into, Dequantizer};
+//! use kiln_nostd::{DType, Directory, QuantSpec, TensorRef, TensorSpec, Writer};
+//!
+//! // MXFP4: 32 e2m1 codes of 1.0 (0x2) in one group, its e8m0 scale 2^-2.
+//! let specs = [
+//!     TensorSpec::new(DType::E2M1, &[32], &[0x22; 16]).named("w").quantized(QuantSpec::Scales {
+//!         axis: 0,
+//!         group_size: 32,
+//!         scale: TensorRef::Name("w.scale"),
+//!     }),
+//!     TensorSpec::new(DType::E8M0, &[1], &[125]).named("w.scale"),
+//! ];
+//! let mut buf = [0u8; 512];
+//! let len = Writer::new().write(&specs, &mut buf)?;
+//! let dir = Directory::parse(&buf[..len])?;
+//! let w = dir.find("w").expect("written above");
+//!
+//! // One element at a time, no buffer ...
+//! let q = Dequantizer::new(&w).expect("e2m1 with e8m0 scales");
+//! assert_eq!(q.get(31), Some(0.25));
+//! assert_eq!(q.get(32), None);
+//! // ... or all of them.
+//! let mut out = [0f32; 32];
+//! assert_eq!(dequantize_into(&w, &mut out), Ok(32));
+//! assert!(out.iter().all(|&v| v == 0.25));
+//! # Ok::<(), kiln_nostd::Error>(())
+//! ```
+
+use core::fmt;
+
+use crate::directory::Tensor;
+use crate::dtype::DType;
+use crate::mx;
+
+/// Why a tensor's values were not computed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum DequantError {
+    /// The tensor's dtype is opaque: Kiln does not interpret its blocks.
+    OpaqueData {
+        /// The tensor's dtype code (4096..=32767).
+        dtype: u16,
+    },
+    /// The scale tensor's dtype is opaque.
+    OpaqueScale {
+        /// The scale tensor's dtype code (4096..=32767).
+        dtype: u16,
+    },
+    /// The output holds fewer elements than the tensor.
+    OutputTooSmall {
+        /// The tensor's element count.
+        needed: u64,
+    },
+    /// The tensor has more elements than this target can index.
+    TooLarge {
+        /// The tensor's element count.
+        count: u64,
+    },
+    /// A payload the values need is not in memory (a directory from the
+    /// incremental validator's prefix or from a ranged source).
+    NoPayload,
+}
+
+impl fmt::Display for DequantError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DequantError::OpaqueData { dtype } => {
+                write!(f, "dtype code {dtype} is an opaque block layout: Kiln does not interpret it")
+            }
+            DequantError::OpaqueScale { dtype } => {
+                write!(f, "the scale tensor's dtype code {dtype} is an opaque block layout")
+            }
+            DequantError::OutputTooSmall { needed } => write!(f, "the output needs room for {needed} elements"),
+            DequantError::TooLarge { count } => write!(f, "{count} elements are more than this target can index"),
+            DequantError::NoPayload => f.write_str("the payload is not in memory"),
+        }
+    }
+}
+
+impl core::error::Error for DequantError {}
+
+/// Element `index` of the wire bytes `bytes` of `dtype` as `f32`, converted
+/// as §11.1's table says: exact for the narrow floats, `e8m0` (2^(b−127),
+/// 0xFF NaN) and the small integers; rounded to the nearest `f32`, ties to
+/// even, for `f64` and the 32- and 64-bit integers. `None` for an opaque
+/// dtype or an index past the bytes.
+#[must_use]
+// An `as` from f64 or a wide integer to f32 rounds to the nearest f32, ties
+// to even (the Rust reference), which is the spec's rule; no `From` exists.
+#[allow(clippy::as_conversions)]
+pub fn element_f32(dtype: DType, bytes: &[u8], index: usize) -> Option<f32> {
+    let byte = || bytes.get(index).copied();
+    Some(match dtype {
+        DType::F64 => f64::from_le_bytes(le(bytes, index)?) as f32,
+        DType::F32 => f32::from_le_bytes(le(bytes, index)?),
+        DType::F16 => mx::f16_to_f32(u16::from_le_bytes(le(bytes, index)?)),
+        DType::BF16 => mx::bf16_to_f32(u16::from_le_bytes(le(bytes, index)?)),
+        DType::F8E4M3 => mx::f8e4m3_to_f32(byte()?),
+        DType::F8E5M2 => mx::f8e5m2_to_f32(byte()?),
+        DType::E8M0 => mx::e8m0_to_f32(byte()?),
+        DType::Bool | DType::U8 => f32::from(byte()?),
+        DType::I8 => f32::from(i8::from_le_bytes([byte()?])),
+        DType::I16 => f32::from(i16::from_le_bytes(le(bytes, index)?)),
+        DType::U16 => f32::from(u16::from_le_bytes(le(bytes, index)?)),
+        DType::I32 => i32::from_le_bytes(le(bytes, index)?) as f32,
+        DType::U32 => u32::from_le_bytes(le(bytes, index)?) as f32,
+        DType::I64 => i64::from_le_bytes(le(bytes, index)?) as f32,
+        DType::U64 => u64::from_le_bytes(le(bytes, index)?) as f32,
+        // The nibble in the high half of an i8, shifted back: sign-extended.
+        DType::I4 => f32::from(i8::from_le_bytes([mx::nibble(bytes, index)? << 4]).wrapping_shr(4)),
+        DType::U4 => f32::from(mx::nibble(bytes, index)?),
+        DType::E2M1 => mx::e2m1_to_f32(mx::nibble(bytes, index)?),
+        DType::Opaque(_) => return None,
+    })
+}
+
+/// The `N` bytes of element `index` of an `N`-byte dtype.
+fn le<const N: usize>(bytes: &[u8], index: usize) -> Option<[u8; N]> {
+    let start = index.checked_mul(N)?;
+    bytes.get(start..start.checked_add(N)?)?.try_into().ok()
+}
+
+/// A tensor's values one at a time (§11.1), read in place: no buffer, no
+/// copy. Built once per tensor; [`get`](Self::get) costs a few divisions.
+#[derive(Clone, Copy, Debug)]
+pub struct Dequantizer<'a> {
+    dtype: DType,
+    bytes: &'a [u8],
+    len: usize,
+    /// The last dimension (1 for a scalar), for [`get_2d`](Self::get_2d).
+    cols: usize,
+    scales: Option<Scales<'a>>,
+}
+
+/// Where a quantized tensor's scales are, and how flat indexes map to them.
+#[derive(Clone, Copy, Debug)]
+struct Scales<'a> {
+    dtype: DType,
+    bytes: &'a [u8],
+    /// Π dims after the axis.
+    inner: usize,
+    /// dims[axis].
+    along: usize,
+    /// ceil(dims[axis] / group_size).
+    groups: usize,
+    group: usize,
+    /// Scheme 2's outer scale.
+    outer: Option<f32>,
+}
+
+impl<'a> Dequantizer<'a> {
+    /// The values of `tensor`, its quantization (if any) applied. Refuses an
+    /// opaque tensor, an opaque scale tensor, a payload that is not in
+    /// memory, and a tensor with more elements than a `usize` counts.
+    pub fn new(tensor: &Tensor<'a>) -> Result<Self, DequantError> {
+        let dtype = tensor.dtype();
+        if dtype.is_opaque() {
+            return Err(DequantError::OpaqueData { dtype: dtype.code() });
+        }
+        let count = tensor.element_count();
+        let len = usize::try_from(count).map_err(|_| DequantError::TooLarge { count })?;
+        let bytes = in_memory(tensor)?;
+        let shape = tensor.shape();
+        // Every dimension fits a usize: each is at most the element count,
+        // or the count is 0 and no index is ever mapped.
+        let dim = |k: usize| shape.get(k).map_or(1, |&d| usize::try_from(d).unwrap_or(0));
+        let cols = dim(shape.len().saturating_sub(1));
+        let Some(q) = tensor.quant() else {
+            return Ok(Dequantizer { dtype, bytes, len, cols, scales: None });
+        };
+        let sdtype = q.scale.dtype();
+        if sdtype.is_opaque() {
+            return Err(DequantError::OpaqueScale { dtype: sdtype.code() });
+        }
+        let outer = match q.outer {
+            // Checked by the parser to be one f32 element.
+            Some(o) => Some(element_f32(o.dtype(), in_memory(&o)?, 0).ok_or(DequantError::NoPayload)?),
+            None => None,
+        };
+        let inner = (q.axis.saturating_add(1)..shape.len()).fold(1usize, |acc, k| acc.saturating_mul(dim(k)));
+        let along = dim(q.axis);
+        // Fallback not taken: the parser checked group_size >= 1.
+        let group = usize::try_from(q.group_size).unwrap_or(usize::MAX).max(1);
+        let groups = along.div_ceil(group);
+        let scales = Scales { dtype: sdtype, bytes: in_memory(&q.scale)?, inner, along, groups, group, outer };
+        Ok(Dequantizer { dtype, bytes, len, cols, scales: Some(scales) })
+    }
+
+    /// The tensor's element count.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for a tensor with no elements.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The flat index in the scale tensor of element `index` (§11.1's
+    /// `s_index`), or `None` for an unquantized tensor or an index past the
+    /// end.
+    #[must_use]
+    pub fn scale_index(&self, index: usize) -> Option<usize> {
+        let s = self.scales.as_ref()?;
+        if index >= self.len {
+            return None;
+        }
+        let row = index.checked_div(s.inner)?;
+        let group = row.checked_rem(s.along)?.checked_div(s.group)?;
+        let outer = row.checked_div(s.along)?;
+        outer.checked_mul(s.groups)?.checked_add(group)?.checked_mul(s.inner)?.checked_add(index.checked_rem(s.inner)?)
+    }
+
+    /// Element `index` (row-major) as `f32`, with its scale (and the outer
+    /// scale) applied; `None` past the end.
+    #[must_use]
+    pub fn get(&self, index: usize) -> Option<f32> {
+        if index >= self.len {
+            return None;
+        }
+        let x = element_f32(self.dtype, self.bytes, index)?;
+        let Some(s) = &self.scales else {
+            return Some(x);
+        };
+        let scaled = x * element_f32(s.dtype, s.bytes, self.scale_index(index)?)?;
+        Some(match s.outer {
+            Some(o) => scaled * o,
+            None => scaled,
+        })
+    }
+
+    /// Element `col` of row `row`, the rows being the tensor's last
+    /// dimension (of a rank-2 tensor, its own (`row`, `col`)):
+    /// [`get`](Self::get)`(row * cols + col)`; `None` when `col` is not below
+    /// the last dimension or past the end.
+    #[must_use]
+    pub fn get_2d(&self, row: usize, col: usize) -> Option<f32> {
+        if col >= self.cols {
+            return None;
+        }
+        self.get(row.checked_mul(self.cols)?.checked_add(col)?)
+    }
+}
+
+/// The tensor's payload, or [`DequantError::NoPayload`] when it is shorter
+/// than its element count needs (a directory whose payload is elsewhere).
+fn in_memory<'a>(t: &Tensor<'a>) -> Result<&'a [u8], DequantError> {
+    let needed = t.dtype().byte_length(t.element_count());
+    match needed {
+        Some(n) if crate::bytes::u64_from(t.bytes().len()) >= n => Ok(t.bytes()),
+        _ => Err(DequantError::NoPayload),
+    }
+}
+
+/// Writes `tensor`'s values (§11.1) into `out` and returns their count.
+///
+/// The checks, in this order: the count fits a `usize`, else
+/// [`OutputTooSmall`](DequantError::OutputTooSmall) (no buffer can hold
+/// it); the dtype is not opaque ([`OpaqueData`](DequantError::OpaqueData));
+/// `out` holds the count ([`OutputTooSmall`](DequantError::OutputTooSmall));
+/// then [`Dequantizer::new`]'s (opaque scales, payload in memory). Nothing
+/// is written when one fails.
+pub fn dequantize_into(tensor: &Tensor<'_>, out: &mut [f32]) -> Result<usize, DequantError> {
+    let count = tensor.element_count();
+    let too_small = DequantError::OutputTooSmall { needed: count };
+    let n = usize::try_from(count).map_err(|_| too_small)?;
+    let dtype = tensor.dtype();
+    if dtype.is_opaque() {
+        return Err(DequantError::OpaqueData { dtype: dtype.code() });
+    }
+    let out = out.get_mut(..n).ok_or(too_small)?;
+    let values = Dequantizer::new(tensor)?;
+    for (i, o) in out.iter_mut().enumerate() {
+        // Fallback not taken: every index below the count has its bytes and its scale.
+        *o = values.get(i).unwrap_or(f32::NAN);
+    }
+    Ok(n)
+}
