@@ -175,12 +175,12 @@ impl<'a> Decoder<'a> {
     /// A decoder at the start of `buf` with the default caps.
     #[must_use]
     pub fn new(buf: &'a [u8]) -> Self {
-        Decoder::at(buf, 0, Limits::DEFAULT)
+        Decoder::starting_at(buf, 0, Limits::DEFAULT)
     }
 
     /// A decoder at absolute offset `pos` of `buf` with these caps.
     #[must_use]
-    pub fn at(buf: &'a [u8], pos: usize, limits: Limits) -> Self {
+    pub fn starting_at(buf: &'a [u8], pos: usize, limits: Limits) -> Self {
         Decoder { checker: Checker { buf, limits, utf8: true }, pos }
     }
 
@@ -656,7 +656,7 @@ impl<'a, T: Decode<'a>> Seq<'a, T> {
 
     /// The elements, decoded in order.
     pub fn iter(&self) -> SeqIter<'a, T> {
-        SeqIter { d: Decoder::at(self.buf, self.body, Limits::MAX), left: self.len, _t: PhantomData }
+        SeqIter { d: Decoder::starting_at(self.buf, self.body, Limits::MAX), left: self.len, _t: PhantomData }
     }
 
     /// Element `i` (O(1) for fixed-width elements, O(i) otherwise).
@@ -667,7 +667,7 @@ impl<'a, T: Decode<'a>> Seq<'a, T> {
         }
         match T::TY.width().and_then(|w| usize::try_from(w).ok()) {
             Some(w) => {
-                T::decode(&mut Decoder::at(self.buf, self.body.saturating_add(i.saturating_mul(w)), Limits::MAX)).ok()
+                T::decode(&mut Decoder::starting_at(self.buf, self.body.saturating_add(i.saturating_mul(w)), Limits::MAX)).ok()
             }
             None => self.iter().nth(i),
         }
@@ -764,14 +764,14 @@ impl<'a, V: Decode<'a>> DictView<'a, V> {
 
     /// The entries in key order.
     pub fn iter(&self) -> DictViewIter<'a, V> {
-        DictViewIter { d: Decoder::at(self.buf, self.body, Limits::MAX), left: self.len, _v: PhantomData }
+        DictViewIter { d: Decoder::starting_at(self.buf, self.body, Limits::MAX), left: self.len, _v: PhantomData }
     }
 
     /// The keys in order.
     pub fn keys(&self) -> impl Iterator<Item = &'a str> + 'a {
         let (buf, mut pos) = (self.buf, self.body);
         (0..self.len).map(move |_| {
-            let mut d = Decoder::at(buf, pos, Limits::MAX);
+            let mut d = Decoder::starting_at(buf, pos, Limits::MAX);
             // Fallback not taken: keys were checked when the dict was decoded.
             let key = d.str().unwrap_or("");
             pos = skip(buf, V::TY, d.position());
@@ -790,7 +790,7 @@ impl<'a, V: Decode<'a>> DictView<'a, V> {
             let value_at = start.saturating_add(len);
             match k.cmp(key.as_bytes()) {
                 core::cmp::Ordering::Less => pos = skip(self.buf, V::TY, value_at),
-                core::cmp::Ordering::Equal => return V::decode(&mut Decoder::at(self.buf, value_at, Limits::MAX)).ok(),
+                core::cmp::Ordering::Equal => return V::decode(&mut Decoder::starting_at(self.buf, value_at, Limits::MAX)).ok(),
                 core::cmp::Ordering::Greater => return None,
             }
         }
