@@ -9,7 +9,7 @@ use crate::bytes::u64_from;
 use crate::descriptor::{self, field_at, AT_BYTE_OFFSET};
 use crate::descriptor::{Descriptors, RawDescriptor};
 use crate::error::{fail, Error, Result, Rule};
-use crate::names::{self, NameWalk, NameTable};
+use crate::names::{self, NameTable, NameWalk};
 use crate::quant;
 use crate::ranges;
 

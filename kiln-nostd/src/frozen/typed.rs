@@ -666,9 +666,12 @@ impl<'a, T: Decode<'a>> Seq<'a, T> {
             return None;
         }
         match T::TY.width().and_then(|w| usize::try_from(w).ok()) {
-            Some(w) => {
-                T::decode(&mut Decoder::starting_at(self.buf, self.body.saturating_add(i.saturating_mul(w)), Limits::MAX)).ok()
-            }
+            Some(w) => T::decode(&mut Decoder::starting_at(
+                self.buf,
+                self.body.saturating_add(i.saturating_mul(w)),
+                Limits::MAX,
+            ))
+            .ok(),
             None => self.iter().nth(i),
         }
     }
@@ -790,7 +793,9 @@ impl<'a, V: Decode<'a>> DictView<'a, V> {
             let value_at = start.saturating_add(len);
             match k.cmp(key.as_bytes()) {
                 core::cmp::Ordering::Less => pos = skip(self.buf, V::TY, value_at),
-                core::cmp::Ordering::Equal => return V::decode(&mut Decoder::starting_at(self.buf, value_at, Limits::MAX)).ok(),
+                core::cmp::Ordering::Equal => {
+                    return V::decode(&mut Decoder::starting_at(self.buf, value_at, Limits::MAX)).ok()
+                }
                 core::cmp::Ordering::Greater => return None,
             }
         }
