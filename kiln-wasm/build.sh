@@ -85,11 +85,11 @@ node -e 'const f=process.argv[1]; const p=JSON.parse(require("fs").readFileSync(
 RAW=$(stat -c %s "$PKG/wasm/kiln_wasm_bg.wasm")
 GZ=$(gzip -9 -c "$PKG/wasm/kiln_wasm_bg.wasm" | wc -c)
 echo "$RAW $GZ" > "$PKG/wasm/SIZE"
-say "pkg/wasm/kiln_wasm_bg.wasm: $RAW bytes, $GZ gzipped (budget 61440 gzipped)"
+say "pkg/wasm/kiln_wasm_bg.wasm: $RAW bytes, $GZ gzipped (budget 63488 gzipped)"
 # What a page that bundles the default entry downloads: the JS and the embedded module.
 BUNDLE_GZ=$("$HERE/node_modules/.bin/esbuild" "$PKG/index.js" --bundle --format=esm --minify --log-level=warning | gzip -9 | wc -c)
 say "the default entry, bundled and minified: $BUNDLE_GZ bytes gzipped (module embedded as base64)"
-if [ "$GZ" -gt 61440 ]; then
-  echo "kiln-wasm: the wasm module is over its 60 KB gzipped budget" >&2
+if [ "$GZ" -gt 63488 ]; then
+  echo "kiln-wasm: the wasm module is over its 62 KiB gzipped budget" >&2
   exit 1
 fi

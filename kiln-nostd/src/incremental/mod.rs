@@ -108,8 +108,8 @@ pub struct Summary {
 /// after an error only counts bytes.
 ///
 /// Its memory is `M` ([`Memory`]): the caller's buffers ([`Borrowed`], from
-/// [`new`](Incremental::new)), or buffers it owns ([`Owned`], `alloc`
-/// feature, from [`with_memory`](Incremental::with_memory)).
+/// [`new`](Incremental::new)), or buffers it owns (`incremental::Owned`,
+/// `alloc` feature, from [`with_memory`](Incremental::with_memory)).
 pub struct Incremental<M> {
     limits: Limits,
     seed: u64,
@@ -233,7 +233,7 @@ impl<M: Memory> Incremental<M> {
     /// A validator for a standalone block (step 12 applies), default caps,
     /// working in `mem`. Payloads are checked against digests when `mem`
     /// holds a table (its SHA-256 state is reset), as with
-    /// [`digests`](Incremental::digests).
+    /// `Incremental::digests` (`sha2` feature).
     #[must_use]
     pub fn with_memory(mut mem: M) -> Self {
         #[cfg(feature = "sha2")]
