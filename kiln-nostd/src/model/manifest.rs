@@ -74,15 +74,9 @@ const SCHEME_SCALES_OUTER: u16 = 2;
 #[derive(Clone, Copy, Debug)]
 pub struct Manifest<'a> {
     buf: &'a [u8],
+    /// Where the parts are (the offsets of the count words, and the counts).
+    layout: ManifestLayout,
     metadata: Metadata<'a>,
-    metadata_at: usize,
-    digests_at: usize,
-    /// Offset of the `shards` count word, and the count.
-    shards_at: usize,
-    shard_count: usize,
-    /// Offset of the `tensors` count word (where the model id's bytes start), and the count.
-    tensors_at: usize,
-    tensor_count: usize,
     digests: Digests<'a>,
 }
 
@@ -92,12 +86,17 @@ pub struct Manifest<'a> {
 /// borrow to hold across calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ManifestLayout {
+    /// The manifest's length in bytes.
     len: usize,
+    /// Where the metadata starts (after the frame).
     metadata_at: usize,
+    /// Offset of the `shards` count word, and the count.
     shards_at: usize,
     shard_count: usize,
+    /// Offset of the `tensors` count word (where the model id's bytes start), and the count.
     tensors_at: usize,
     tensor_count: usize,
+    /// Offset of the `digests` length word.
     digests_at: usize,
 }
 
@@ -115,13 +114,8 @@ impl ManifestLayout {
         let digests_start = self.digests_at.saturating_add(4);
         Manifest {
             buf,
+            layout: *self,
             metadata: Metadata { bytes: buf.get(self.metadata_at..self.shards_at).unwrap_or(&[]) },
-            metadata_at: self.metadata_at,
-            digests_at: self.digests_at,
-            shards_at: self.shards_at,
-            shard_count: self.shard_count,
-            tensors_at: self.tensors_at,
-            tensor_count: self.tensor_count,
             digests: Digests::new(buf.get(digests_start..).unwrap_or(&[]), digests_start),
         }
     }
@@ -383,25 +377,17 @@ impl<'a> Manifest<'a> {
     /// bytes (see [`ManifestLayout`]).
     #[must_use]
     pub fn layout(&self) -> ManifestLayout {
-        ManifestLayout {
-            len: self.buf.len(),
-            metadata_at: self.metadata_at,
-            shards_at: self.shards_at,
-            shard_count: self.shard_count,
-            tensors_at: self.tensors_at,
-            tensor_count: self.tensor_count,
-            digests_at: self.digests_at,
-        }
+        self.layout
     }
 
     /// M1 and M2.
     fn check_shards(&self, scratch: Option<&mut [u32]>) -> Result<()> {
-        if self.shard_count == 0 {
-            return fail(Rule::ManifestNoShards, self.shards_at);
+        if self.layout.shard_count == 0 {
+            return fail(Rule::ManifestNoShards, self.layout.shards_at);
         }
-        let mut names = Names::new(scratch, self.shard_count);
-        let mut c = Cursor { buf: self.buf, at: self.shards_at.saturating_add(4) };
-        for i in 0..self.shard_count {
+        let mut names = Names::new(scratch, self.layout.shard_count);
+        let mut c = Cursor { buf: self.buf, at: self.layout.shards_at.saturating_add(4) };
+        for i in 0..self.layout.shard_count {
             let s = read_shard(&mut c);
             if !is_plain_file_name(s.name.0) {
                 return fail(Rule::ShardName, s.name.1);
@@ -419,10 +405,10 @@ impl<'a> Manifest<'a> {
 
     /// M3 entry by entry, then M4 entry by entry.
     fn check_tensors(&self, scratch: Option<&mut [u32]>) -> Result<()> {
-        let mut names = Names::new(scratch, self.tensor_count);
-        let mut c = Cursor { buf: self.buf, at: self.tensors_at.saturating_add(4) };
+        let mut names = Names::new(scratch, self.layout.tensor_count);
+        let mut c = Cursor { buf: self.buf, at: self.layout.tensors_at.saturating_add(4) };
         let mut previous_shard = 0u32;
-        for i in 0..self.tensor_count {
+        for i in 0..self.layout.tensor_count {
             let t = read_tensor(&mut c);
             if t.name.0.is_empty() {
                 return fail(Rule::ManifestNameEmpty, t.name.1);
@@ -432,15 +418,15 @@ impl<'a> Manifest<'a> {
                 return fail(Rule::ManifestNameRepeated, t.name.1);
             }
             let shard = t.shard.0;
-            if shard == 0 || usize_from_u32(shard) > self.shard_count || shard < previous_shard {
+            if shard == 0 || usize_from_u32(shard) > self.layout.shard_count || shard < previous_shard {
                 return fail(Rule::ManifestShard, t.shard.1);
             }
             previous_shard = shard;
             check_dtype_and_size(&t)?;
         }
         let lookup = names.freeze();
-        let mut c = Cursor { buf: self.buf, at: self.tensors_at.saturating_add(4) };
-        for i in 0..self.tensor_count {
+        let mut c = Cursor { buf: self.buf, at: self.layout.tensors_at.saturating_add(4) };
+        for i in 0..self.layout.tensor_count {
             let t = read_tensor(&mut c);
             if let Some((q, tag_at)) = t.quant {
                 if !self.quant_holds(i, t.shard.0, &q, &lookup) {
@@ -470,8 +456,8 @@ impl<'a> Manifest<'a> {
 
     /// The tensor names in table order, read without the entries' other checks.
     fn raw_names(&self) -> impl Iterator<Item = &'a str> + 'a {
-        let mut c = Cursor { buf: self.buf, at: self.tensors_at.saturating_add(4) };
-        (0..self.tensor_count).map(move |_| read_tensor(&mut c).name.0)
+        let mut c = Cursor { buf: self.buf, at: self.layout.tensors_at.saturating_add(4) };
+        (0..self.layout.tensor_count).map(move |_| read_tensor(&mut c).name.0)
     }
 
     /// The model's metadata, without the padding key.
@@ -481,13 +467,13 @@ impl<'a> Manifest<'a> {
 
     /// The number of shards.
     pub fn shard_count(&self) -> usize {
-        self.shard_count
+        self.layout.shard_count
     }
 
     /// The shards, in order.
     pub fn shards(&self) -> impl Iterator<Item = ShardEntry<'a>> + 'a {
-        let mut c = Cursor { buf: self.buf, at: self.shards_at.saturating_add(4) };
-        (1..=self.shard_count).filter_map(move |index| {
+        let mut c = Cursor { buf: self.buf, at: self.layout.shards_at.saturating_add(4) };
+        (1..=self.layout.shard_count).filter_map(move |index| {
             let s = read_shard(&mut c);
             Some(ShardEntry {
                 index: u32::try_from(index).ok()?,
@@ -506,14 +492,14 @@ impl<'a> Manifest<'a> {
 
     /// The number of tensors of the model.
     pub fn tensor_count(&self) -> usize {
-        self.tensor_count
+        self.layout.tensor_count
     }
 
     /// The tensors, in table order (grouped by shard, each shard's in its descriptor order).
     pub fn tensors(&self) -> impl Iterator<Item = ManifestTensor<'a>> + 'a {
-        let mut c = Cursor { buf: self.buf, at: self.tensors_at.saturating_add(4) };
+        let mut c = Cursor { buf: self.buf, at: self.layout.tensors_at.saturating_add(4) };
         let digests = self.digests;
-        (0..self.tensor_count).filter_map(move |index| {
+        (0..self.layout.tensor_count).filter_map(move |index| {
             let t = read_tensor(&mut c);
             Some(ManifestTensor {
                 index,
@@ -566,7 +552,7 @@ impl<'a> Manifest<'a> {
     /// The bytes the model id is the SHA-256 of: from the `tensors` count
     /// word to the end of the manifest.
     pub fn model_id_bytes(&self) -> &'a [u8] {
-        self.buf.get(self.tensors_at..).unwrap_or(&[])
+        self.buf.get(self.layout.tensors_at..).unwrap_or(&[])
     }
 
     /// The model id every shard records.
@@ -598,7 +584,7 @@ impl<'a> Manifest<'a> {
         if id.index != index {
             return fail(Rule::ShardIndex, id.index_offset());
         }
-        if usize_from_u32(id.count) != self.shard_count {
+        if usize_from_u32(id.count) != self.layout.shard_count {
             return fail(Rule::ShardCount, id.count_offset());
         }
         self.check_shard_tensors(index, shard)?;
