@@ -177,6 +177,20 @@ pub fn check_block_digests<'a>(
     parser: crate::Parser<'_>,
     table: &Digests<'_>,
 ) -> crate::Result<crate::Directory<'a>> {
+    check_block_with(buf, block_at, parser, table, |_| Ok(()))
+}
+
+/// [`check_block_digests`] with a step between step 9 and step 9d:
+/// `before_9d` gets the absolute offset where the payload region starts
+/// (a signed model's step 9s checks its signature over the bytes before it).
+#[cfg(feature = "sha2")]
+pub(crate) fn check_block_with<'a>(
+    buf: &'a [u8],
+    block_at: usize,
+    parser: crate::Parser<'_>,
+    table: &Digests<'_>,
+    before_9d: impl FnOnce(usize) -> crate::Result<()>,
+) -> crate::Result<crate::Directory<'a>> {
     use crate::header::{Header, HEADER_LEN};
     let verdict = parser.parse_at(buf, block_at);
     if let Err(e) = verdict {
@@ -200,6 +214,7 @@ pub fn check_block_digests<'a>(
     let descriptors = block.get(HEADER_LEN..).unwrap_or(&[]);
     let count = crate::bytes::usize_from_u32(header.tensor_count);
     let at = block_at.saturating_add(base.unwrap_or(0));
+    before_9d(at)?;
     match first_mismatch(descriptors, count, payload, at, table) {
         Some(e) => Err(e),
         None => verdict,

@@ -81,6 +81,9 @@ codes! {
     Shard = 9, "SHARD";
     /// A shard name that is not a plain file name in the manifest's folder.
     Path = 10, "PATH";
+    /// A signed model whose key, release or signature the reader does not
+    /// accept, or an unsigned one where a signature is required.
+    Signature = 11, "SIGNATURE";
 }
 
 impl ErrorCode {
@@ -138,12 +141,23 @@ impl Step {
     #[must_use]
     pub const fn precedes(self, other: Step) -> bool {
         match (self, other) {
-            (Step::Directory(n, s), Step::Directory(m, t)) => n < m || (n == m && s < t),
+            (Step::Directory(n, s), Step::Directory(m, t)) => n < m || (n == m && sub_rank(s) < sub_rank(t)),
             (Step::Frozen(n), Step::Frozen(m))
             | (Step::Manifest(n), Step::Manifest(m))
             | (Step::Shard(n), Step::Shard(m)) => n < m,
             _ => false,
         }
+    }
+}
+
+/// The rank of a directory sub-step letter: alphabetical, but for step 9s
+/// (the signature), which comes before 9d (the digests): the signed prefix
+/// is whole before the first payload byte.
+const fn sub_rank(s: u8) -> u8 {
+    if s == b's' {
+        b'c'
+    } else {
+        s
     }
 }
 
@@ -392,6 +406,21 @@ rules! {
     DigestTableCount => Type, Step::Directory(3, b'd'), "the digest table does not hold one digest per tensor";
     /// A tensor's payload does not match its digest (step 9d).
     PayloadDigest => Digest, Step::Directory(9, b'd'), "a tensor's payload does not match its SHA-256 digest";
+    // --- model files: signed records
+    /// A signed record's key is not 32 bytes.
+    SignatureKeyLength => Type, Step::Record, "a signed model's key is not 32 bytes";
+    /// A signed record's signature is not 64 bytes.
+    SignatureLength => Type, Step::Record, "a signed model's signature is not 64 bytes";
+    /// A signed model's key is not the key the reader trusts.
+    SignatureKey => Signature, Step::Record, "the model is signed by another key than the trusted one";
+    /// A signed model's release names another target than the reader's.
+    ReleaseTarget => Signature, Step::Record, "the model is for another target";
+    /// A signed model's version is not above the running one (a rollback).
+    ReleaseVersion => Signature, Step::Record, "the model's version is not newer than the running one";
+    /// The signature does not verify over the model's bytes before its payloads (step 9s).
+    SignatureInvalid => Signature, Step::Directory(9, b's'), "the signature does not match the model's bytes before its payloads";
+    /// A signature is required and the model is not a signed record.
+    NotSigned => Signature, Step::Record, "the model is not signed";
     // --- model files: shard records
     /// A shard record's model id is not 32 bytes.
     ShardModelLength => Type, Step::Record, "a shard's model id is not 32 bytes";

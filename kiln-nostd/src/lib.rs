@@ -87,6 +87,8 @@ pub mod quant;
 mod ranges;
 pub mod source;
 mod steps;
+#[cfg(feature = "ed25519")]
+pub mod update;
 mod writer;
 
 pub use directory::{Directory, NameIndex, Quantization, Tensor, TensorIter};

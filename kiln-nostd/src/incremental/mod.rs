@@ -288,6 +288,11 @@ impl<M: Memory> Incremental<M> {
         self
     }
 
+    /// The memory the validator works in (to read what it holds).
+    pub(crate) fn memory(&self) -> &M {
+        &self.mem
+    }
+
     /// Bytes taken so far (for an embedded block, at most the block length).
     pub fn consumed(&self) -> u64 {
         self.fed

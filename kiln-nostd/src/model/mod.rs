@@ -29,6 +29,7 @@ mod manifest;
 mod manifest_writer;
 #[cfg(feature = "sha2")]
 mod sharded;
+pub mod signed;
 mod writer;
 
 #[cfg(all(feature = "sha2", feature = "alloc"))]
@@ -41,6 +42,9 @@ pub use manifest::{
     SHARD_NAME_MAX,
 };
 pub use manifest_writer::{EntrySpec, EntryTable, ManifestWriter, ShardSpec};
+#[cfg(feature = "ed25519")]
+pub use signed::Trust;
+pub use signed::{Release, Signature, SIGNED_HASH, SIGNED_TYPE};
 pub use writer::{shard_field, ModelWriter, SHARD_FIELD_LEN};
 
 use crate::bytes::{u32_at, usize_from_u32};
@@ -105,11 +109,13 @@ pub enum Kind {
     Shard,
     /// A sharded model's manifest (not a model file: no block).
     Manifest,
+    /// A signed model: `signature`, `metadata`, `release`, digests, the block.
+    Signed,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 4] = [Kind::Plain, Kind::Digests, Kind::Shard, Kind::Manifest];
+    pub const ALL: [Kind; 5] = [Kind::Plain, Kind::Digests, Kind::Shard, Kind::Manifest, Kind::Signed];
 
     /// The record's canonical type text.
     pub const fn type_text(self) -> &'static str {
@@ -118,6 +124,7 @@ impl Kind {
             Kind::Digests => DIGESTS_TYPE,
             Kind::Shard => SHARD_TYPE,
             Kind::Manifest => manifest::MANIFEST_TYPE,
+            Kind::Signed => SIGNED_TYPE,
         }
     }
 
@@ -128,6 +135,7 @@ impl Kind {
             Kind::Digests => DIGESTS_HASH,
             Kind::Shard => SHARD_HASH,
             Kind::Manifest => manifest::MANIFEST_HASH,
+            Kind::Signed => SIGNED_HASH,
         }
     }
 
@@ -143,25 +151,26 @@ impl Kind {
         Kind::ALL.into_iter().find(|k| k.hash() == hash)
     }
 
-    /// The name used in messages and JSON (`plain`, `digests`, `shard`, `manifest`).
+    /// The name used in messages and JSON (`plain`, `digests`, `shard`, `manifest`, `signed`).
     pub const fn name(self) -> &'static str {
         match self {
             Kind::Plain => "plain",
             Kind::Digests => "digests",
             Kind::Shard => "shard",
             Kind::Manifest => "manifest",
+            Kind::Signed => "signed",
         }
     }
 
-    /// True for the three model-file kinds (those with a block).
+    /// True for the model-file kinds (those with a block).
     #[must_use]
     pub const fn is_model_file(self) -> bool {
         !matches!(self, Kind::Manifest)
     }
 }
 
-/// True when `buf` starts like a model file (a plain, digests or shard
-/// record). Anything else, a manifest included, is not one.
+/// True when `buf` starts like a model file (a plain, digests, shard or
+/// signed record). Anything else, a manifest included, is not one.
 pub fn is_model_file(buf: &[u8]) -> bool {
     Kind::of(buf).is_some_and(Kind::is_model_file)
 }
@@ -202,6 +211,7 @@ pub struct Model<'a> {
     kind: Kind,
     metadata: Metadata<'a>,
     shard: Option<ShardId<'a>>,
+    signature: Option<Signature<'a>>,
     digests: Option<Digests<'a>>,
     directory: Directory<'a>,
 }
@@ -257,6 +267,40 @@ impl<'a> Model<'a> {
         Ok(head.model(directory))
     }
 
+    /// Checks `buf` as a signed model that `trust` accepts, completely: the
+    /// frame and fields as [`parse`](Self::parse) with the key, target and
+    /// version checks of `trust` where the signed record's fields are read,
+    /// the block's steps 1 to 9, then step 9s (the Ed25519 signature over
+    /// every byte before the payload region but the signature's own),
+    /// step 9d (every digest) and steps 10 to 12. Any other record type is
+    /// [`Rule::NotSigned`]: a reader that requires a signature never takes
+    /// an unsigned model.
+    #[cfg(feature = "ed25519")]
+    pub fn parse_trusted(buf: &'a [u8], trust: &Trust<'_>) -> Result<Model<'a>> {
+        Model::parse_trusted_with(buf, trust, Parser::new())
+    }
+
+    /// [`parse_trusted`](Self::parse_trusted) with a configured [`Parser`].
+    #[cfg(feature = "ed25519")]
+    pub fn parse_trusted_with(buf: &'a [u8], trust: &Trust<'_>, parser: Parser<'_>) -> Result<Model<'a>> {
+        if Kind::of(buf).is_some_and(|k| k != Kind::Signed && k.is_model_file()) {
+            return fail(Rule::NotSigned, 8);
+        }
+        let policy = trust.policy();
+        let head = Head::check_with(buf, &parser.caps(), Some(&policy))?;
+        let (Some(sig), Some(table)) = (head.signature, head.digests) else {
+            // A signed head always has both; anything else failed above.
+            return fail(Rule::NotSigned, 8);
+        };
+        let directory = crate::digest::check_block_with(buf, head.block, parser, &table, |payload_start| {
+            trust.check_pieces(sig.sig, &signed::signed_message(buf, payload_start))
+        })?;
+        if directory.end() != buf.len() {
+            return fail(Rule::TrailingBytes, directory.end());
+        }
+        Ok(head.model(directory))
+    }
+
     /// Step 9d on a model that [`parse`](Self::parse) accepted: the first
     /// tensor whose payload does not match its digest, as DIGEST at its
     /// first payload byte. `Ok` for a plain record (nothing to compare).
@@ -293,6 +337,15 @@ impl<'a> Model<'a> {
         self.shard
     }
 
+    /// A signed record's key, signature and release, as read: `parse`
+    /// does not check the signature (see
+    #[cfg_attr(feature = "ed25519", doc = "[`parse_trusted`](Self::parse_trusted)).")]
+    #[cfg_attr(not(feature = "ed25519"), doc = "`parse_trusted`, feature `ed25519`).")]
+    #[must_use]
+    pub fn signature(&self) -> Option<Signature<'a>> {
+        self.signature
+    }
+
     /// The tensor directory.
     pub fn directory(&self) -> Directory<'a> {
         self.directory
@@ -311,19 +364,26 @@ impl<'a> Model<'a> {
 }
 
 /// The fields before the block, checked.
-struct Head<'a> {
+pub(crate) struct Head<'a> {
     kind: Kind,
     metadata: Metadata<'a>,
     shard: Option<ShardId<'a>>,
-    digests: Option<Digests<'a>>,
+    pub(crate) signature: Option<Signature<'a>>,
+    pub(crate) digests: Option<Digests<'a>>,
     /// Where the block starts.
-    block: usize,
+    pub(crate) block: usize,
 }
 
 impl<'a> Head<'a> {
     /// The frame, the fields in order with their own rules, and step 3d
     /// (which needs the block's header to pass steps 1 to 3).
     fn check(buf: &'a [u8], limits: &Limits) -> Result<Head<'a>> {
+        Head::check_with(buf, limits, None)
+    }
+
+    /// [`check`](Self::check), with the key and release checks of a
+    /// signature policy as the signed record's fields are read.
+    pub(crate) fn check_with(buf: &'a [u8], limits: &Limits, policy: Option<&signed::Policy<'_>>) -> Result<Head<'a>> {
         let kind = match Kind::of(buf) {
             Some(k) if k.is_model_file() => k,
             // Not a model file: the frame's own verdict, against the plain record.
@@ -335,10 +395,23 @@ impl<'a> Head<'a> {
         // The frame's own rules (profile, flags, reserved bytes) for its record type.
         check_frame(buf, kind.hash())?;
         let checker = crate::frozen::Checker { buf, limits: *limits, utf8: true };
-        let at = FRAME_LEN;
+        let mut at = FRAME_LEN;
+        let mut sig = None;
+        if kind == Kind::Signed {
+            let (key, s, end) = signed::check_signature_field(&checker, at, policy)?;
+            sig = Some((key, s));
+            at = end;
+        }
         let end = checker.value(&METADATA, at)?;
         // Fallback not taken: at..end is the metadata region checked above.
         let metadata = Metadata { bytes: buf.get(at..end).unwrap_or(&[]) };
+        let (signature, end) = match sig {
+            Some((key, sig)) => {
+                let (release, end) = signed::check_release(&checker, end, policy)?;
+                (Some(Signature { key, sig, release }), end)
+            }
+            None => (None, end),
+        };
         let (shard, end) = match kind {
             Kind::Shard => {
                 let (id, end) = check_shard_id(&checker, end)?;
@@ -347,18 +420,25 @@ impl<'a> Head<'a> {
             _ => (None, end),
         };
         let (digests, block) = match kind {
-            Kind::Digests | Kind::Shard => {
+            Kind::Digests | Kind::Shard | Kind::Signed => {
                 let (table, block) = check_digest_table(&checker, end)?;
                 check_digest_count(buf, block, &table, end, limits)?;
                 (Some(table), block)
             }
             _ => (None, end),
         };
-        Ok(Head { kind, metadata, shard, digests, block })
+        Ok(Head { kind, metadata, shard, signature, digests, block })
     }
 
     fn model(self, directory: Directory<'a>) -> Model<'a> {
-        Model { kind: self.kind, metadata: self.metadata, shard: self.shard, digests: self.digests, directory }
+        Model {
+            kind: self.kind,
+            metadata: self.metadata,
+            shard: self.shard,
+            signature: self.signature,
+            digests: self.digests,
+            directory,
+        }
     }
 }
 
@@ -479,6 +559,13 @@ impl<'a> Metadata<'a> {
     /// payload region in the file.
     pub fn padding(&self) -> usize {
         self.all().find(|(k, _)| *k == PAD_KEY).map_or(0, |(_, v)| v.len())
+    }
+
+    /// True when the padding key is present (even with no spaces): the
+    /// writer aligned the payload region in the file.
+    #[must_use]
+    pub fn padding_key(&self) -> bool {
+        self.all().any(|(k, _)| k == PAD_KEY)
     }
 
     fn all(&self) -> MetadataIter<'a> {

@@ -274,13 +274,13 @@ fn put_digests(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), specs: &
 #[cfg(not(feature = "sha2"))]
 fn put_digests(_: &mut [u8], _: &mut impl FnMut(&mut [u8], &[u8]), _: &[crate::TensorSpec<'_>]) {}
 
-fn put_str(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), s: &str) {
+pub(super) fn put_str(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), s: &str) {
     // Fallback not taken: keys and values were checked against the u32 length cap.
     put(file, &u32::try_from(s.len()).unwrap_or(u32::MAX).to_le_bytes());
     put(file, s.as_bytes());
 }
 
-fn put_pad(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), len: usize) {
+pub(super) fn put_pad(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), len: usize) {
     put_str(file, put, PAD_KEY);
     // Fallback: a pad of 4 GiB or more is refused by the parse of the written file.
     put(file, &u32::try_from(len).unwrap_or(u32::MAX).to_le_bytes());

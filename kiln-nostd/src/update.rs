@@ -1,0 +1,360 @@
+//! A signed model checked as it arrives (feature `ed25519`): an update
+//! over a radio link, written to flash packet by packet and activated only
+//! when every check passed (`spec/model-file.md`, "Signed models").
+//!
+//! [`UpdateCheck`] takes the file in chunks of any size and says at the
+//! first chunk after which a fault is certain:
+//!
+//! 1. the frame and the signed record's fields, as they arrive: a key
+//!    other than the trusted one ([`Rule::SignatureKey`]) with the
+//!    `signature` field, a release for another target or not newer than
+//!    the running model ([`Rule::ReleaseTarget`], [`Rule::ReleaseVersion`])
+//!    with the `release` field;
+//! 2. the block's steps 1 to 9, as [`Incremental`] finds them;
+//! 3. step 9s, the signature, with the chunk that completes the directory
+//!    prefix: before the first payload byte is taken, so a device never
+//!    writes a payload byte of a model that is not signed by its key;
+//! 4. step 9d, each tensor's digest, with the chunk that holds its last byte;
+//! 5. steps 10 to 12, and truncation at [`finish`](UpdateCheck::finish).
+//!
+//! Its verdict is always [`Model::parse_trusted`](crate::model::Model::parse_trusted)'s
+//! on the same bytes, in every chunking. Memory: one caller buffer for the
+//! fields before the block and the block's directory prefix, the name
+//! scratch and a SHA-256 state; nothing is allocated.
+//!
+//! ```
+//! # #[cfg(feature = "alloc")] {
+//! use kiln_nostd::model::Trust;
+//! use kiln_nostd::update::UpdateCheck;
+//! # let (file, key) = kiln_nostd::update::doc_example();
+//! let trust = Trust::new(&key).unwrap().target("board-a").newer_than(2);
+//! let mut buf = [0u8; 2048];
+//! let mut hasher = kiln_nostd::digest::TensorHasher::new();
+//! let mut check = UpdateCheck::new(trust, &mut buf, &mut hasher);
+//! for packet in file.chunks(256) {
+//!     check.feed(packet)?; // write the packet to the inactive slot only after this
+//! }
+//! let summary = check.finish()?; // now activate
+//! assert_eq!(summary.block_start, 152);
+//! # }
+//! # Ok::<(), kiln_nostd::Error>(())
+//! ```
+
+use crate::bytes::{u64_from, usize_from, usize_sat};
+use crate::digest::TensorHasher;
+use crate::error::{fail, Error, ErrorCode, Result, Rule};
+use crate::header::HEADER_LEN;
+use crate::incremental::{Memory, Parts, Progress, Summary};
+use crate::model::signed::{signed_message, SIGNATURE_LEN};
+use crate::model::{Head, Trust};
+use crate::{Incremental, Limits};
+
+/// What [`UpdateCheck::finish`] reports for an accepted update.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UpdateSummary {
+    /// The release's version.
+    pub version: u64,
+    /// Where the directory block starts in the file.
+    pub block_start: u64,
+    /// Where the payload region starts in the file (the signed bytes end there).
+    pub payload_start: u64,
+    /// The block's header and lengths.
+    pub block: Summary,
+}
+
+/// The one buffer: the fields before the block, then the block's prefix.
+struct UpdateMemory<'m, 's> {
+    buf: &'m mut [u8],
+    /// Where the block starts in `buf` (and in the file).
+    block_at: usize,
+    /// The digest table's range in `buf`.
+    table: (usize, usize),
+    scratch: Option<&'s mut [u32]>,
+    hasher: &'m mut TensorHasher,
+}
+
+impl Memory for UpdateMemory<'_, '_> {
+    fn prefix(&self) -> &[u8] {
+        self.buf.get(self.block_at..).unwrap_or(&[])
+    }
+
+    fn parts(&mut self) -> Parts<'_> {
+        let (head, prefix) = self.buf.split_at_mut_checked(self.block_at).unwrap_or((&mut [], &mut []));
+        let (from, to) = self.table;
+        Parts {
+            prefix,
+            scratch: self.scratch.as_deref_mut(),
+            digests: Some((head.get(from..to).unwrap_or(&[]), &mut *self.hasher)),
+        }
+    }
+}
+
+// No heap to box the validator in: the stage is as large as its largest variant.
+#[allow(clippy::large_enum_variant)]
+enum Stage<'m, 's> {
+    /// The fields before the block are arriving in `buf[..have]`.
+    Head { buf: &'m mut [u8], have: usize, scratch: Option<&'s mut [u32]>, hasher: &'m mut TensorHasher },
+    /// The block is arriving; `signed` once step 9s passed.
+    Block { inc: Incremental<UpdateMemory<'m, 's>>, sig: [u8; SIGNATURE_LEN], version: u64, signed: bool },
+    /// A verdict was given (a fault is kept in `fault`).
+    Done,
+}
+
+/// A signed model checked as it streams past; see the [module](self).
+pub struct UpdateCheck<'m, 's, 'k> {
+    trust: Trust<'k>,
+    limits: Limits,
+    stage: Stage<'m, 's>,
+    fault: Option<Error>,
+    /// Bytes taken.
+    fed: u64,
+}
+
+impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
+    /// A check against `trust`, working in `buf` (at least the fields
+    /// before the block, 32 bytes per tensor among them, plus the block's
+    /// directory prefix) and `hasher`.
+    #[must_use]
+    pub fn new(trust: Trust<'k>, buf: &'m mut [u8], hasher: &'m mut TensorHasher) -> Self {
+        UpdateCheck {
+            trust,
+            limits: Limits::DEFAULT,
+            stage: Stage::Head { buf, have: 0, scratch: None, hasher },
+            fault: None,
+            fed: 0,
+        }
+    }
+
+    /// Name scratch for the linear-time uniqueness check (as [`Incremental::scratch`]).
+    #[must_use]
+    pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
+        if let Stage::Head { scratch: s, .. } = &mut self.stage {
+            *s = Some(scratch);
+        }
+        self
+    }
+
+    /// Uses these caps.
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Bytes taken so far.
+    pub fn consumed(&self) -> u64 {
+        self.fed
+    }
+
+    /// Where the block starts in the file, once the fields before it passed.
+    pub fn block_start(&self) -> Option<u64> {
+        match &self.stage {
+            Stage::Block { inc, .. } => Some(u64_from(inc.memory().block_at)),
+            _ => None,
+        }
+    }
+
+    /// The new model's tensor table, once its directory prefix is in, valid
+    /// and signed by the trusted key (before any payload byte).
+    pub fn directory(&self) -> Option<crate::Directory<'_>> {
+        match &self.stage {
+            Stage::Block { inc, signed: true, .. } => inc.directory(),
+            _ => None,
+        }
+    }
+
+    /// Takes the next chunk: an error is the verdict (and every later call
+    /// repeats it). `Ok` means nothing in the bytes so far is a fault yet;
+    /// [`Progress::Directory`] is reported once, by the chunk that brought
+    /// the last signed byte.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Progress> {
+        if let Some(e) = self.fault {
+            return Err(e);
+        }
+        let r = self.take(chunk);
+        if let Err(e) = r {
+            self.fault = Some(e);
+            self.stage = Stage::Done;
+        }
+        r
+    }
+
+    fn take(&mut self, chunk: &[u8]) -> Result<Progress> {
+        let mut rest = chunk;
+        if let Stage::Head { .. } = self.stage {
+            let n = self.take_head(rest)?;
+            self.fed = self.fed.saturating_add(u64_from(n));
+            rest = rest.get(n..).unwrap_or(&[]);
+            let Stage::Block { .. } = self.stage else {
+                return if rest.is_empty() {
+                    Ok(Progress::Header)
+                } else {
+                    fail(Rule::PrefixBufferTooSmall, usize_sat(self.fed))
+                };
+            };
+        }
+        let p = self.take_block(rest)?;
+        self.fed = self.fed.saturating_add(u64_from(rest.len()));
+        Ok(p)
+    }
+
+    /// Head bytes into the buffer; once the fields and the block's header
+    /// are in and pass, the block stage starts with the block bytes held.
+    /// Returns how many bytes of `chunk` it took.
+    fn take_head(&mut self, chunk: &[u8]) -> Result<usize> {
+        let Stage::Head { buf, have, .. } = &mut self.stage else { return Ok(0) };
+        let n = buf.len().saturating_sub(*have).min(chunk.len());
+        if let (Some(dst), Some(src)) = (buf.get_mut(*have..have.saturating_add(n)), chunk.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        *have = have.saturating_add(n);
+        let policy = self.trust.policy();
+        let head = match Head::check_with(buf.get(..*have).unwrap_or(&[]), &self.limits, Some(&policy)) {
+            Ok(h) => h,
+            // A length that runs past the bytes so far: more may hold it.
+            Err(e) if e.code() == ErrorCode::Eof => return Ok(n),
+            Err(e) => return Err(e),
+        };
+        // Step 3d needs the block's header.
+        if head.block.saturating_add(HEADER_LEN) > *have {
+            return Ok(n);
+        }
+        let (Some(sig), Some(table)) = (head.signature, head.digests) else {
+            return fail(Rule::NotSigned, 8);
+        };
+        let (sig, version, block_at) = (*sig.sig, sig.release.version, head.block);
+        let table_at = table.offset_of(0);
+        let table = (table_at, table_at.saturating_add(table.as_bytes().len()));
+        let held = (*have).saturating_sub(block_at);
+        let Stage::Head { buf, scratch, hasher, .. } = core::mem::replace(&mut self.stage, Stage::Done) else {
+            return Ok(n);
+        };
+        let mem = UpdateMemory { buf, block_at, table, scratch, hasher };
+        let inc = Incremental::with_memory(mem).limits(self.limits);
+        self.stage = Stage::Block { inc, sig, version, signed: false };
+        // The block bytes already in the buffer go through the validator
+        // (which writes each one onto itself), in small copies.
+        let mut done = 0usize;
+        while done < held {
+            let mut tmp = [0u8; 64];
+            let k = held.saturating_sub(done).min(tmp.len());
+            if let Stage::Block { inc, .. } = &self.stage {
+                let from = block_at.saturating_add(done);
+                if let (Some(dst), Some(src)) = (tmp.get_mut(..k), inc.memory().buf.get(from..from.saturating_add(k))) {
+                    dst.copy_from_slice(src);
+                }
+            }
+            self.take_block(tmp.get(..k).unwrap_or(&[]))?;
+            done = done.saturating_add(k);
+        }
+        Ok(n)
+    }
+
+    /// Block bytes into the validator; step 9s once the prefix is whole.
+    fn take_block(&mut self, chunk: &[u8]) -> Result<Progress> {
+        let trust = self.trust;
+        let Stage::Block { inc, sig, signed, .. } = &mut self.stage else { return Ok(Progress::Payload) };
+        let block_at = inc.memory().block_at;
+        let to_abs = |e: Error| Error::at(e.rule(), e.offset_u64().saturating_add(u64_from(block_at)));
+        let mut rest = chunk;
+        let mut progress = Progress::Header;
+        while !*signed {
+            // Up to the header's end, then up to the prefix's end, so the
+            // signature is checked with the prefix and before any payload byte.
+            let stop = inc
+                .header()
+                .and_then(|h| crate::layout::payload_base(h.tensor_count, h.name_bytes))
+                .unwrap_or(u64_from(HEADER_LEN));
+            let n = usize_from(stop.saturating_sub(inc.consumed())).map_or(rest.len(), |k| k.min(rest.len()));
+            let r = inc.feed(rest.get(..n).unwrap_or(&[]));
+            rest = rest.get(n..).unwrap_or(&[]);
+            let complete = inc.header().is_some() && inc.consumed() >= stop && stop > u64_from(HEADER_LEN);
+            match r {
+                // Steps 1 to 9 come before 9s; a digest fault (an empty first
+                // tensor, judged with the prefix) after it.
+                Err(e) if e.rule() != Rule::PayloadDigest || !complete => return Err(to_abs(e)),
+                Ok(p) => progress = p,
+                Err(_) => {}
+            }
+            if complete {
+                let mem = inc.memory();
+                let head = mem.buf.get(..block_at).unwrap_or(&[]);
+                let [a, b] = signed_message(head, block_at);
+                let prefix = mem.buf.get(block_at..block_at.saturating_add(usize_sat(stop))).unwrap_or(&[]);
+                trust.check_pieces(sig, &[a, b, prefix])?;
+                *signed = true;
+                r.map_err(to_abs)?;
+                progress = Progress::Directory;
+            } else if rest.is_empty() {
+                return Ok(progress);
+            }
+        }
+        if rest.is_empty() {
+            return Ok(progress);
+        }
+        let p = inc.feed(rest).map_err(to_abs)?;
+        Ok(if progress == Progress::Directory && p == Progress::Payload { progress } else { p })
+    }
+
+    /// The verdict once the stream has ended.
+    pub fn finish(self) -> Result<UpdateSummary> {
+        if let Some(e) = self.fault {
+            return Err(e);
+        }
+        match self.stage {
+            Stage::Head { buf, have, .. } => {
+                let policy = self.trust.policy();
+                let bytes = buf.get(..have).unwrap_or(&[]);
+                let head = Head::check_with(bytes, &self.limits, Some(&policy))?;
+                // The fields are in, the block is cut short: its own verdict.
+                let block = bytes.get(head.block..).unwrap_or(&[]);
+                let e = crate::Header::parse(block).err().unwrap_or(Error::new(Rule::HeaderTruncated, block.len()));
+                Err(Error::at(e.rule(), e.offset_u64().saturating_add(u64_from(head.block))))
+            }
+            Stage::Block { inc, version, signed, .. } => {
+                let block_at = u64_from(inc.memory().block_at);
+                let summary = inc.finish().map_err(|e| Error::at(e.rule(), e.offset_u64().saturating_add(block_at)))?;
+                if !signed {
+                    // A block with an empty prefix would be signed at its end; none is valid.
+                    return fail(Rule::SignatureInvalid, crate::model::signed::SIG_AT);
+                }
+                Ok(UpdateSummary {
+                    version,
+                    block_start: block_at,
+                    payload_start: block_at.saturating_add(summary.payload_base),
+                    block: summary,
+                })
+            }
+            Stage::Done => fail(Rule::TrailingBytes, usize_sat(self.fed)),
+        }
+    }
+}
+
+/// A signed example file and its key, for the documentation's examples.
+#[doc(hidden)]
+#[cfg(feature = "alloc")]
+pub fn doc_example() -> (alloc::vec::Vec<u8>, [u8; 32]) {
+    use crate::model::signed::{put_signature, SignedHead};
+    use ed25519_dalek::Signer;
+    let data = [0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0];
+    let specs = [crate::TensorSpec::new(crate::DType::F32, &[2], &data).named("w")];
+    let mut block = alloc::vec![0u8; crate::Writer::new().encoded_len(&specs).unwrap_or(0)];
+    let _ = crate::Writer::new().write(&specs, &mut block);
+    let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let public = key.verifying_key().to_bytes();
+    let dir = crate::Parser::new().parse(&block).ok();
+    let digests: alloc::vec::Vec<u8> =
+        dir.iter().flat_map(|d| d.iter()).flat_map(|t| crate::digest::sha256(t.bytes())).collect();
+    let head =
+        SignedHead { key: &public, version: 3, target: "board-a", metadata: &[], digests: &digests, align: None };
+    let n = head.len(&block).unwrap_or(0);
+    let mut file = alloc::vec![0u8; n];
+    let _ = head.write(&block, &mut file);
+    file.extend_from_slice(&block);
+    let base =
+        crate::Header::parse(&block).ok().and_then(|h| crate::layout::payload_base(h.tensor_count, h.name_bytes));
+    let payload_start = n.saturating_add(usize_sat(base.unwrap_or(0)));
+    let msg: alloc::vec::Vec<u8> = signed_message(&file, payload_start).concat();
+    let _ = put_signature(&mut file, &key.sign(&msg).to_bytes());
+    (file, public)
+}

@@ -1,0 +1,267 @@
+//! Signed model files (`spec/model-file.md`, "Signed models"): the record,
+//! the signature check of `Model::parse_trusted` (step 9s and the key and
+//! release checks) and the streaming `UpdateCheck`, which must give the
+//! same verdict in every chunking.
+
+use ed25519_dalek::{Signer, SigningKey};
+use kiln_nostd::model::signed::{self, sign_model, KEY_AT, SIG_AT};
+use kiln_nostd::model::{Kind, Model, Trust};
+use kiln_nostd::update::UpdateCheck;
+use kiln_nostd::{digest::TensorHasher, Error, ErrorCode, Rule};
+
+const EXAMPLE: &[u8] = include_bytes!("../../spec/examples/digits-mlp.model.kiln");
+
+fn key(seed: u8) -> SigningKey {
+    SigningKey::from_bytes(&[seed; 32])
+}
+
+fn signed(file: &[u8], k: &SigningKey, version: u64, target: &str) -> Vec<u8> {
+    let public = k.verifying_key().to_bytes();
+    sign_model(file, &public, version, target, |m| k.sign(m).to_bytes()).expect("signs")
+}
+
+fn example() -> (Vec<u8>, [u8; 32]) {
+    let k = key(1);
+    (signed(EXAMPLE, &k, 5, "lm3s6965"), k.verifying_key().to_bytes())
+}
+
+/// The streaming verdict, in chunks of `n`: the error, or the summary's payload start.
+fn stream(file: &[u8], trust: Trust<'_>, n: usize) -> Result<u64, Error> {
+    let mut buf = vec![0u8; 8192];
+    let mut hasher = TensorHasher::new();
+    let mut scratch = [0u32; 64];
+    let mut check = UpdateCheck::new(trust, &mut buf, &mut hasher).scratch(&mut scratch);
+    for c in file.chunks(n) {
+        check.feed(c)?;
+    }
+    check.finish().map(|s| s.payload_start)
+}
+
+fn whole(file: &[u8], trust: &Trust<'_>) -> Result<u64, Error> {
+    Model::parse_trusted(file, trust).map(|m| m.payload_start() as u64)
+}
+
+#[test]
+fn a_signed_model_reads_everywhere_and_verifies_with_its_key() {
+    let (file, public) = example();
+    let m = Model::parse(&file).unwrap();
+    assert_eq!(m.kind(), Kind::Signed);
+    let sig = m.signature().unwrap();
+    assert_eq!((sig.key, sig.release.version, sig.release.target), (&public, 5, "lm3s6965"));
+    // Same metadata, digests and block as the input.
+    let input = Model::parse(EXAMPLE).unwrap();
+    assert!(m.metadata().iter().eq(input.metadata().iter()));
+    assert_eq!(m.digests().unwrap().as_bytes(), input.digests().unwrap().as_bytes());
+    assert_eq!(&file[m.directory_offset()..], &EXAMPLE[input.directory_offset()..]);
+    let trust = Trust::new(&public).unwrap().target("lm3s6965").newer_than(4);
+    Model::parse_trusted(&file, &trust).unwrap();
+    assert_eq!(stream(&file, trust, 256), whole(&file, &trust));
+}
+
+#[test]
+fn rfc8032_vectors_pass_through_the_check_as_we_call_it() {
+    // RFC 8032 section 7.1, tests 1 to 3: (public key, message, signature).
+    let vectors = [
+        (
+            "d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a",
+            "",
+            "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+        ),
+        (
+            "3d4017c3e843895a92b70aa74d1b7ebc9c982ccf2ec4968cc0cd55f12af4660c",
+            "72",
+            "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00",
+        ),
+        (
+            "fc51cd8e6218a1a38da47ed00230f0580816ed13ba3303ac5deb911548908025",
+            "af82",
+            "6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a",
+        ),
+    ];
+    let hex =
+        |s: &str| (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect::<Vec<u8>>();
+    for (pk, msg, sig) in vectors {
+        let pk: [u8; 32] = hex(pk).try_into().unwrap();
+        let sig: [u8; 64] = hex(sig).try_into().unwrap();
+        let msg = hex(msg);
+        let trust = Trust::new(&pk).unwrap();
+        // The message in every split into two pieces, as a signed file's message is.
+        for cut in 0..=msg.len() {
+            trust.check_pieces(&sig, &[&msg[..cut], &msg[cut..]]).unwrap();
+        }
+        let mut bad = sig;
+        bad[0] ^= 1;
+        assert_eq!(trust.check_pieces(&bad, &[&msg]).unwrap_err().rule(), Rule::SignatureInvalid);
+        let mut longer = msg.clone();
+        longer.push(0);
+        assert_eq!(trust.check_pieces(&sig, &[&longer]).unwrap_err().rule(), Rule::SignatureInvalid);
+    }
+}
+
+#[test]
+fn a_flipped_bit_anywhere_in_the_signed_region_never_verifies() {
+    let (file, public) = example();
+    let trust = Trust::new(&public).unwrap();
+    let payload_start = Model::parse(&file).unwrap().payload_start();
+    let mut flipped = file.clone();
+    let mut refused = 0;
+    for at in 0..payload_start {
+        for bit in 0..8 {
+            flipped[at] ^= 1 << bit;
+            let verdict = Model::parse_trusted(&flipped, &trust);
+            assert!(verdict.is_err(), "bit {bit} of byte {at} flipped and the model still verifies");
+            refused += 1;
+            flipped[at] ^= 1 << bit;
+        }
+    }
+    assert_eq!(refused, payload_start * 8);
+    // Inside the signature and past the key and release fields, only the signature check can see it.
+    let mut f = file.clone();
+    f[SIG_AT + 10] ^= 0x20;
+    assert_eq!(Model::parse_trusted(&f, &trust).unwrap_err(), Error::new(Rule::SignatureInvalid, SIG_AT));
+}
+
+#[test]
+fn the_reader_s_policy_is_checked_where_its_fields_are_read() {
+    let (file, public) = example();
+    let other = key(2).verifying_key().to_bytes();
+    let by_other = signed(EXAMPLE, &key(2), 5, "lm3s6965");
+    let trust = Trust::new(&public).unwrap();
+    let e = Model::parse_trusted(&by_other, &trust).unwrap_err();
+    assert_eq!((e.rule(), e.offset(), e.code()), (Rule::SignatureKey, KEY_AT, ErrorCode::Signature));
+    assert!(Model::parse_trusted(&by_other, &Trust::new(&other).unwrap()).is_ok());
+    // Target and version, at their fields.
+    let m = Model::parse(&file).unwrap();
+    let release = m.signature().unwrap().release;
+    let e = Model::parse_trusted(&file, &trust.target("stm32")).unwrap_err();
+    assert_eq!((e.rule(), e.offset()), (Rule::ReleaseTarget, release.offset() + 8));
+    for running in [5, 6, u64::MAX] {
+        let e = Model::parse_trusted(&file, &trust.newer_than(running)).unwrap_err();
+        assert_eq!((e.rule(), e.offset()), (Rule::ReleaseVersion, release.offset()));
+    }
+    assert!(Model::parse_trusted(&file, &trust.newer_than(4).target("lm3s6965")).is_ok());
+    // An unsigned model where a signature is required.
+    let e = Model::parse_trusted(EXAMPLE, &trust).unwrap_err();
+    assert_eq!((e.rule(), e.offset()), (Rule::NotSigned, 8));
+    // A key of small order is not a key to trust.
+    let mut identity = [0u8; 32];
+    identity[0] = 1;
+    assert!(Trust::new(&identity).is_none());
+}
+
+#[test]
+fn the_signed_record_s_own_lengths() {
+    let (file, _) = example();
+    // key 31 bytes: the length word says so.
+    let mut f = file.clone();
+    f[16..20].copy_from_slice(&31u32.to_le_bytes());
+    let e = Model::parse(&f).unwrap_err();
+    assert_eq!((e.rule(), e.offset()), (Rule::SignatureKeyLength, 16));
+    let mut f = file.clone();
+    f[52..56].copy_from_slice(&63u32.to_le_bytes());
+    let e = Model::parse(&f).unwrap_err();
+    assert_eq!((e.rule(), e.offset()), (Rule::SignatureLength, 52));
+}
+
+#[test]
+fn payload_faults_after_the_signature() {
+    let (file, public) = example();
+    let trust = Trust::new(&public).unwrap();
+    let m = Model::parse(&file).unwrap();
+    let t = m.directory().get(1).unwrap();
+    let mut f = file.clone();
+    f[t.absolute_offset() + 3] ^= 1;
+    let e = Model::parse_trusted(&f, &trust).unwrap_err();
+    assert_eq!((e.rule(), e.offset()), (Rule::PayloadDigest, t.absolute_offset()));
+    // Signature (9s) before digests (9d): both broken, the signature is the verdict.
+    f[SIG_AT] ^= 1;
+    assert_eq!(Model::parse_trusted(&f, &trust).unwrap_err().rule(), Rule::SignatureInvalid);
+}
+
+/// Faults of every kind the device meets, in every chunking: the stream's
+/// verdict is the whole-buffer one.
+#[test]
+fn the_stream_verdict_is_the_whole_buffer_verdict_in_every_chunking() {
+    let (file, public) = example();
+    let trust = Trust::new(&public).unwrap().target("lm3s6965").newer_than(4);
+    let m = Model::parse(&file).unwrap();
+    let dir = m.directory();
+    let b = dir.get(1).unwrap();
+    // Two tensors whose names have one length.
+    let (a, c) = dir
+        .iter()
+        .flat_map(|x| dir.iter().map(move |y| (x, y)))
+        .find(|(x, y)| x.name() != y.name() && x.name().unwrap().len() == y.name().unwrap().len())
+        .expect("the example has two names of one length");
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![("intact", file.clone())];
+    let mut flip = |what, at: usize| {
+        let mut f = file.clone();
+        f[at] ^= 0x04;
+        cases.push((what, f));
+    };
+    flip("key", KEY_AT + 3);
+    flip("sig", SIG_AT + 7);
+    flip("metadata", SIG_AT + 70);
+    flip("release", m.signature().unwrap().release.offset());
+    flip("digest", m.digests().unwrap().offset_of(2));
+    flip("header", m.directory_offset() + 4);
+    flip("descriptor", m.directory_offset() + 64 + 128 + 40);
+    flip("payload", b.absolute_offset() + 1);
+    flip("last payload byte", file.len() - 1);
+    cases.push(("cut short", file[..file.len() - 100].to_vec()));
+    cases.push(("cut in the head", file[..200].to_vec()));
+    cases.push(("cut at the block", file[..m.directory_offset()].to_vec()));
+    cases.push(("trailing", [file.as_slice(), &[0]].concat()));
+    cases.push(("other key", signed(EXAMPLE, &key(3), 5, "lm3s6965")));
+    cases.push(("older", signed(EXAMPLE, &key(1), 4, "lm3s6965")));
+    cases.push(("other target", signed(EXAMPLE, &key(1), 9, "rv32")));
+    // Two names of the same length swapped after signing.
+    let mut swapped = file.clone();
+    let (na, nb) = (a.name().unwrap(), c.name().unwrap());
+    let heap = |f: &[u8], name: &str| f.windows(name.len()).position(|w| w == name.as_bytes()).unwrap();
+    let (ia, ib) = (heap(&file, na), heap(&file, nb));
+    swapped[ia..ia + na.len()].copy_from_slice(nb.as_bytes());
+    swapped[ib..ib + nb.len()].copy_from_slice(na.as_bytes());
+    cases.push(("names swapped", swapped));
+    for (what, f) in &cases {
+        let expected = whole(f, &trust);
+        if *what != "intact" {
+            assert!(expected.is_err(), "{what}: accepted");
+        }
+        for n in [1, 3, 64, 100, 256, 4096, f.len().max(1)] {
+            let got = stream(f, trust, n);
+            // A length past the end of the whole file: the stream, which does
+            // not know where the file ends, meets the end of its buffer first.
+            let memory = matches!((&got, &expected), (Err(g), Err(e))
+                if g.rule() == Rule::PrefixBufferTooSmall && e.code() == ErrorCode::Eof && f.len() > 8192);
+            assert!(got == expected || memory, "{what} in chunks of {n}: {got:?}, whole: {expected:?}");
+        }
+    }
+    let rule = |f: &[u8]| whole(f, &trust).unwrap_err().rule();
+    assert_eq!(rule(&cases.iter().find(|c| c.0 == "names swapped").unwrap().1), Rule::SignatureInvalid);
+    assert_eq!(rule(&cases.iter().find(|c| c.0 == "other key").unwrap().1), Rule::SignatureKey);
+}
+
+/// The stream rejects at the chunk that makes the fault certain: the key
+/// with the signature field, the signature with the prefix's last byte,
+/// before any payload byte.
+#[test]
+fn the_stream_rejects_as_early_as_the_fault_is_certain() {
+    let (file, public) = example();
+    let trust = Trust::new(&public).unwrap();
+    let payload_start = Model::parse(&file).unwrap().payload_start();
+    let first_fault = |f: &[u8]| {
+        let mut buf = vec![0u8; 8192];
+        let mut hasher = TensorHasher::new();
+        let mut check = UpdateCheck::new(trust, &mut buf, &mut hasher);
+        f.iter().position(|b| check.feed(std::slice::from_ref(b)).is_err())
+    };
+    let other = signed(EXAMPLE, &key(3), 5, "lm3s6965");
+    // The key is checked with its field (which ends with the signature's last byte).
+    assert_eq!(first_fault(&other), Some(SIG_AT + 63));
+    let mut bad_sig = file.clone();
+    bad_sig[SIG_AT] ^= 1;
+    assert_eq!(first_fault(&bad_sig), Some(payload_start - 1));
+    let (_, parts) = (0, signed::signed_message(&file, payload_start));
+    assert_eq!(parts[0].len() + parts[1].len() + 64, payload_start);
+}
