@@ -17,8 +17,11 @@
 //! 4. step 9d, each tensor's digest, with the chunk that holds its last byte;
 //! 5. steps 10 to 12, and truncation at [`finish`](UpdateCheck::finish).
 //!
-//! Its verdict is always [`Model::parse_trusted`](crate::model::Model::parse_trusted)'s
-//! on the same bytes, in every chunking. Memory: one caller buffer for the
+//! Its verdict is [`Model::parse_trusted`](crate::model::Model::parse_trusted)'s
+//! on the same bytes, in every chunking, with one exception: a length word
+//! before the block that runs past the end of the buffer is
+//! [`Rule::PrefixBufferTooSmall`] (the stream does not know where the file
+//! ends), where the whole file may say EOF. Memory: one caller buffer for the
 //! fields before the block and the block's directory prefix, the name
 //! scratch and a SHA-256 state; nothing is allocated.
 //!
@@ -35,7 +38,7 @@
 //!     check.feed(packet)?; // write the packet to the inactive slot only after this
 //! }
 //! let summary = check.finish()?; // now activate
-//! assert_eq!(summary.block_start, 152);
+//! assert_eq!(summary.version, 3);
 //! # }
 //! # Ok::<(), kiln_nostd::Error>(())
 //! ```

@@ -246,7 +246,7 @@ mod trust {
 /// # #[cfg(feature = "sha2")] {
 /// let digests: Vec<u8> = dir.iter().flat_map(|t| kiln_nostd::digest::sha256(t.bytes())).collect();
 /// let head = SignedHead { key: &[7; 32], version: 3, target: "board-a", metadata: &[("author", "kiln")], digests: &digests, align: None };
-/// let mut file = vec![0u8; head.len(&block)?];
+/// let mut file = vec![0u8; head.len(&block)? + block.len()];
 /// let n = head.write(&block, &mut file)?;
 /// file[n..].copy_from_slice(&block);
 /// let m = Model::parse(&file)?;
