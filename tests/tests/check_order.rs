@@ -371,7 +371,7 @@ fn each_rules_step_is_the_spec_tables() {
             rows.push((rule, step_of(&format!("M{s}"), "manifest")));
         } else if step.len() == 1 && rule.starts_with("Shard") {
             rows.push((rule, step_of(&step, "shard")));
-        } else if let Some(sub) = ["3d", "9d"].into_iter().find(|s| step.starts_with(s)) {
+        } else if let Some(sub) = ["3d", "9d", "9s"].into_iter().find(|s| step.starts_with(s)) {
             rows.push((rule, step_of(sub, "directory")));
         }
     }
@@ -393,6 +393,9 @@ fn each_rules_step_is_the_spec_tables() {
     // Steps compare within one order only.
     assert!(Step::Directory(3, 0).precedes(Step::Directory(3, b'd')));
     assert!(Step::Directory(9, b'd').precedes(Step::Directory(10, 0)));
+    // The signature (9s) before the digests (9d): the signed prefix is whole before any payload byte.
+    assert!(Step::Directory(9, 0).precedes(Step::Directory(9, b's')));
+    assert!(Step::Directory(9, b's').precedes(Step::Directory(9, b'd')));
     assert!(!Step::Directory(10, 0).precedes(Step::Directory(9, b'd')));
     assert!(!Step::Frozen(1).precedes(Step::Directory(12, 0)) && !Step::Directory(1, 0).precedes(Step::Frozen(4)));
 }
