@@ -419,6 +419,14 @@ rules! {
     ReleaseVersion => Signature, Step::Record, "the model's version is not newer than the running one";
     /// The signature does not verify over the model's bytes before its payloads (step 9s).
     SignatureInvalid => Signature, Step::Directory(9, b's'), "the signature does not match the model's bytes before its payloads";
+    /// A delta's base id is not 32 bytes.
+    DeltaBaseLength => Type, Step::Record, "a delta's base id is not 32 bytes";
+    /// A delta is for another model than the one it is applied to.
+    DeltaBase => Type, Step::Record, "the delta is for another model than the one it is applied to";
+    /// A delta's reuse list does not hold one entry per tensor of the new model.
+    DeltaReuseCount => Type, Step::Record, "the delta's reuse list does not hold one entry per tensor of the new model";
+    /// A delta's reuse entry names no tensor of the base model, or one of another length.
+    DeltaReuse => Type, Step::Record, "a reuse entry names no tensor of the base model, or one of another length";
     /// A signature is required and the model is not a signed record.
     NotSigned => Signature, Step::Record, "the model is not signed";
     // --- model files: shard records

@@ -62,6 +62,7 @@ mod accept;
 mod block;
 mod bytes;
 mod check_order;
+pub mod delta;
 pub mod dequant;
 pub mod descriptor;
 pub mod digest;

@@ -289,6 +289,7 @@ impl<M: Memory> Incremental<M> {
     }
 
     /// The memory the validator works in (to read what it holds).
+    #[cfg(feature = "ed25519")]
     pub(crate) fn memory(&self) -> &M {
         &self.mem
     }

@@ -380,6 +380,21 @@ pub fn sign_model(
     target: &str,
     sign: impl FnOnce(&[u8]) -> [u8; SIGNATURE_LEN],
 ) -> Result<alloc::vec::Vec<u8>> {
+    sign_model_aligned(file, key, version, target, None, sign)
+}
+
+/// [`sign_model`], with the payload region placed at a multiple of
+/// `align` in the file (`Some(1)`: no padding key, the smallest file, as a
+/// device that streams the update wants; `None`: as the input had it).
+#[cfg(all(feature = "alloc", feature = "ed25519"))]
+pub fn sign_model_aligned(
+    file: &[u8],
+    key: &[u8; KEY_LEN],
+    version: u64,
+    target: &str,
+    align: Option<u64>,
+    sign: impl FnOnce(&[u8]) -> [u8; SIGNATURE_LEN],
+) -> Result<alloc::vec::Vec<u8>> {
     use alloc::vec::Vec;
     let m = super::Model::parse_verified(file)?;
     if m.kind() == super::Kind::Shard {
@@ -392,7 +407,10 @@ pub fn sign_model(
         None => m.directory().iter().flat_map(|t| crate::digest::sha256(t.bytes())).collect(),
     };
     let metadata: Vec<(&str, &str)> = m.metadata().iter().collect();
-    let align = (m.metadata().padding_key()).then(|| (4096, crate::bytes::u64_from(m.payload_start() % 4096)));
+    let align = match align {
+        Some(a) => Some((a, 0)),
+        None => m.metadata().padding_key().then(|| (4096, crate::bytes::u64_from(m.payload_start() % 4096))),
+    };
     let head = SignedHead { key, version, target, metadata: &metadata, digests: &digests, align };
     let n = head.len(block)?;
     let mut out = alloc::vec![0u8; n];
