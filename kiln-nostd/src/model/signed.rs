@@ -395,31 +395,68 @@ pub fn sign_model_aligned(
     align: Option<u64>,
     sign: impl FnOnce(&[u8]) -> [u8; SIGNATURE_LEN],
 ) -> Result<alloc::vec::Vec<u8>> {
-    use alloc::vec::Vec;
-    let m = super::Model::parse_verified(file)?;
-    if m.kind() == super::Kind::Shard {
-        // A shard is checked against its manifest; the manifest is what a signer signs.
-        return fail(Rule::SchemaHash, 8);
-    }
-    let block = file.get(m.directory_offset()..).unwrap_or(&[]);
-    let digests: Vec<u8> = match m.digests() {
-        Some(d) => d.as_bytes().to_vec(),
-        None => m.directory().iter().flat_map(|t| crate::digest::sha256(t.bytes())).collect(),
-    };
-    let metadata: Vec<(&str, &str)> = m.metadata().iter().collect();
-    let align = match align {
-        Some(a) => Some((a, 0)),
-        None => m.metadata().padding_key().then(|| (4096, crate::bytes::u64_from(m.payload_start() % 4096))),
-    };
-    let head = SignedHead { key, version, target, metadata: &metadata, digests: &digests, align };
-    let n = head.len(block)?;
-    let mut out = alloc::vec![0u8; n];
-    head.write(block, &mut out)?;
-    out.extend_from_slice(block);
-    let payload_start = n.saturating_add(m.payload_start().saturating_sub(m.directory_offset()));
-    let sig = sign(&signed_message(&out, payload_start).concat());
-    put_signature(&mut out, &sig)?;
+    let mut plan = SigningPlan::new(file, key, version, target, align)?;
+    plan.sign(file, sign)?;
+    let mut out = plan.head;
+    out.extend_from_slice(file.get(plan.block_at..).unwrap_or(&[]));
     let trust = Trust::new(key).ok_or(crate::Error::new(Rule::SignatureInvalid, SIG_AT))?;
     super::Model::parse_trusted(&out, &trust)?;
     Ok(out)
+}
+
+/// A signed record's fields for a checked input model (`alloc` and
+/// `ed25519` features): the signed file is [`head`](Self::head) followed by
+/// the input's bytes from [`block_at`](Self::block_at) on, so a signer of a
+/// large model writes the head and copies the block without holding it.
+#[cfg(all(feature = "alloc", feature = "ed25519"))]
+#[derive(Clone, Debug)]
+pub struct SigningPlan {
+    /// The fields before the block (the signature zeroed until [`sign`](Self::sign)).
+    pub head: alloc::vec::Vec<u8>,
+    /// Where the block starts in the input.
+    pub block_at: usize,
+    /// The block's payload base: the signed message ends this far into the block.
+    pub payload_base: usize,
+}
+
+#[cfg(all(feature = "alloc", feature = "ed25519"))]
+impl SigningPlan {
+    /// Checks `file` (a plain, digests or signed record; its digests must
+    /// match) and lays out the signed record's fields, as [`sign_model_aligned`].
+    pub fn new(file: &[u8], key: &[u8; KEY_LEN], version: u64, target: &str, align: Option<u64>) -> Result<Self> {
+        use alloc::vec::Vec;
+        let m = super::Model::parse_verified(file)?;
+        if m.kind() == super::Kind::Shard {
+            // A shard is checked against its manifest; the manifest is what a signer signs.
+            return fail(Rule::SchemaHash, 8);
+        }
+        let block_at = m.directory_offset();
+        let block = file.get(block_at..).unwrap_or(&[]);
+        let digests: Vec<u8> = match m.digests() {
+            Some(d) => d.as_bytes().to_vec(),
+            None => m.directory().iter().flat_map(|t| crate::digest::sha256(t.bytes())).collect(),
+        };
+        let metadata: Vec<(&str, &str)> = m.metadata().iter().collect();
+        let align = match align {
+            Some(a) => Some((a, 0)),
+            None => m.metadata().padding_key().then(|| (4096, crate::bytes::u64_from(m.payload_start() % 4096))),
+        };
+        let head = SignedHead { key, version, target, metadata: &metadata, digests: &digests, align };
+        let mut bytes = alloc::vec![0u8; head.len(block)?];
+        head.write(block, &mut bytes)?;
+        Ok(SigningPlan { head: bytes, block_at, payload_base: m.payload_start().saturating_sub(block_at) })
+    }
+
+    /// The signed message, with `input` the file the plan was made from.
+    pub fn message(&self, input: &[u8]) -> alloc::vec::Vec<u8> {
+        let [a, b] = signed_message(&self.head, self.head.len());
+        let prefix = input.get(self.block_at..self.block_at.saturating_add(self.payload_base)).unwrap_or(&[]);
+        [a, b, prefix].concat()
+    }
+
+    /// Signs the message with `sign` and writes the signature into the head.
+    pub fn sign(&mut self, input: &[u8], sign: impl FnOnce(&[u8]) -> [u8; SIGNATURE_LEN]) -> Result<()> {
+        let sig = sign(&self.message(input));
+        put_signature(&mut self.head, &sig)
+    }
 }
