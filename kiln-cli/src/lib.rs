@@ -31,6 +31,7 @@ pub mod models;
 mod output;
 mod platform;
 mod schema;
+mod sign;
 mod stream;
 mod validate;
 
@@ -130,6 +131,29 @@ enum Command {
     /// Exits 0 on success, 1 when the input cannot be converted, 2 on a usage or I/O
     /// error, 130 when interrupted.
     Convert(convert::ConvertArgs),
+    /// Sign a model file with an Ed25519 key: a signed record (spec/model-file.md).
+    ///
+    /// The output keeps the input's metadata, digests (computed when it has none) and block
+    /// byte for byte, and carries the signer's public key and the release (--version,
+    /// --target) under the signature, which covers every byte before the payloads. The key is
+    /// a PKCS#8 PEM file as `openssl genpkey -algorithm ed25519` writes it. OUT is written as
+    /// `kiln convert` writes (a temporary file beside it, checked with the key, renamed).
+    /// Exits 0 when written, 1 when IN is not a valid model file, 2 on a usage or I/O error.
+    Sign(sign::SignArgs),
+    /// Check signed model files against a public key: the signature, then every digest and
+    /// rule of the model, so one changed byte anywhere fails it.
+    ///
+    /// The key is an SPKI PEM file as `openssl pkey -pubout` writes it; --target and
+    /// --newer-than also require the release to be for that target and above that version.
+    /// An unsigned model is rejected (SIGNATURE). Exits 0 when every file verifies, 1 when one
+    /// is rejected, 2 on a usage or I/O error.
+    Verify(sign::VerifyArgs),
+    /// Write the delta update that takes a device from OLD to the signed model NEW: only the
+    /// payloads OLD does not already hold, with NEW's signed table (spec/model-file.md).
+    ///
+    /// Prints the bytes sent against the full update. Exits 0 when written, 1 when an input is
+    /// not a valid model, 2 on a usage or I/O error.
+    Delta(sign::DeltaArgs),
 }
 
 #[derive(Args, Debug)]
@@ -177,6 +201,9 @@ pub fn main() -> ExitCode {
         Command::SchemaToType(args) => gen_rust::run_schema_to_type(&args),
         Command::GenRust(args) => gen_rust::run_gen_rust(&args),
         Command::Convert(args) => convert::run(&args),
+        Command::Sign(args) => sign::run_sign(&args),
+        Command::Verify(args) => sign::run_verify(&args),
+        Command::Delta(args) => sign::run_delta(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

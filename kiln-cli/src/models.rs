@@ -97,6 +97,8 @@ pub struct ModelReport {
     pub tensors: usize,
     /// Whether digests were compared.
     pub verified: bool,
+    /// A signed record: its key, release version and target (the signature is not checked here).
+    pub signed: Option<([u8; 32], u64, String)>,
 }
 
 /// A fault, with the file it is in (a shard's name; `None` for the file
@@ -124,14 +126,19 @@ fn check_file(bytes: &[u8], kind: Kind, limits: Limits, verify: bool) -> ModelRe
     let mut scratch = host::scratch_for(bytes, &limits);
     let parser = host::parser(limits, &mut scratch);
     let parsed = if verify { Model::parse_verified_with(bytes, parser) } else { Model::parse_with(bytes, parser) };
-    let (fault, shard_of, tensors) = match parsed {
-        Ok(m) => (None, m.shard().map(|s| (s.index, s.count, *s.model)), m.directory().len()),
+    let (fault, shard_of, tensors, signed) = match parsed {
+        Ok(m) => (
+            None,
+            m.shard().map(|s| (s.index, s.count, *s.model)),
+            m.directory().len(),
+            m.signature().map(|s| (*s.key, s.release.version, s.release.target.to_owned())),
+        ),
         Err(error) => {
             let tensor = tensor_at(bytes, &error);
-            (Some(Fault { error, file: None, tensor }), None, 0)
+            (Some(Fault { error, file: None, tensor }), None, 0, None)
         }
     };
-    ModelReport { kind, fault, shard_of, shards: Vec::new(), tensors, verified: verify }
+    ModelReport { kind, fault, shard_of, shards: Vec::new(), tensors, verified: verify, signed }
 }
 
 /// The name of the tensor a DIGEST or shard fault concerns.
@@ -160,6 +167,7 @@ fn check_sharded(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io:
                 shards: Vec::new(),
                 tensors: 0,
                 verified: verify,
+                signed: None,
             });
         }
     };
@@ -194,6 +202,7 @@ fn check_sharded(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io:
         shards,
         tensors: manifest.tensor_count(),
         verified: verify,
+        signed: None,
     })
 }
 
@@ -268,7 +277,15 @@ impl ModelReport {
             (_, Some((index, count, id))) => {
                 format!("shard {index} of {count} of model {}, {digests}", short_id(&id))
             }
-            _ => format!("model file, {} tensors, {digests}", self.tensors),
+            _ => match &self.signed {
+                Some((key, version, target)) => format!(
+                    "signed model, {} tensors, {digests}, release {version} for {target}, signed by key {}; \
+                     signature not checked (kiln verify --pubkey)",
+                    self.tensors,
+                    crate::sign::hex(key)
+                ),
+                None => format!("model file, {} tensors, {digests}", self.tensors),
+            },
         }
     }
 
@@ -290,6 +307,16 @@ impl ModelReport {
             shard: Option<ShardOf>,
             #[serde(skip_serializing_if = "Option::is_none")]
             shards: Option<&'a [ShardLine]>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            signed: Option<Signed<'a>>,
+        }
+        #[derive(Serialize)]
+        struct Signed<'a> {
+            key: String,
+            version: u64,
+            target: &'a str,
+            /// Always false here: `kiln verify --pubkey` checks the signature.
+            signature_checked: bool,
         }
         #[derive(Serialize)]
         struct ShardOf {
@@ -312,6 +339,12 @@ impl ModelReport {
                 model: id.iter().map(|b| format!("{b:02x}")).collect(),
             }),
             shards: (self.kind == Kind::Manifest && !self.shards.is_empty()).then_some(self.shards.as_slice()),
+            signed: self.signed.as_ref().map(|(key, version, target)| Signed {
+                key: crate::sign::hex(key),
+                version: *version,
+                target,
+                signature_checked: false,
+            }),
         };
         serde_json::to_string(&json).unwrap_or_default()
     }

@@ -23,7 +23,7 @@ mod kiln_in;
 pub mod meta;
 pub mod model;
 mod npy;
-mod outfile;
+pub(crate) mod outfile;
 mod safetensors_in;
 pub mod shards;
 mod write_hub;

@@ -1,0 +1,300 @@
+//! `kiln sign`, `kiln verify` and `kiln delta` (`spec/model-file.md`,
+//! "Signed models" and "Delta updates"): Ed25519 keys as OpenSSL writes
+//! them (PKCS#8 and SPKI PEM), the core's signed record and its check.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey};
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
+use kiln_nostd::model::signed::SigningPlan;
+use kiln_nostd::model::{Kind, Model, Trust};
+use serde::Serialize;
+
+use crate::convert::error::{io_fail, Usage};
+use crate::convert::outfile::{self, Target};
+use crate::input::Input;
+use crate::output::ErrorFields;
+
+/// `kiln sign`.
+#[derive(Args, Debug)]
+pub struct SignArgs {
+    /// The private key: PKCS#8 PEM, as `openssl genpkey -algorithm ed25519 -out key.pem` writes it.
+    #[arg(long, value_name = "KEY")]
+    key: PathBuf,
+    /// The release version the signed model carries (a device takes only a higher one than it runs).
+    #[arg(long)]
+    version: u64,
+    /// The release target: the device or product the model is for.
+    #[arg(long)]
+    target: String,
+    /// Place the payload region at a multiple of this many bytes in the file (1: no padding,
+    /// the smallest file, for updates sent to devices). Default: as in the input.
+    #[arg(long, value_name = "BYTES")]
+    align: Option<u64>,
+    /// The model file to sign (a plain, digests or signed record; its digests are checked first
+    /// and computed when it has none).
+    #[arg(value_name = "IN")]
+    input: PathBuf,
+    /// The signed model file (replaced atomically; never the input).
+    #[arg(short, long, value_name = "OUT")]
+    output: PathBuf,
+    /// Do not fsync OUT before renaming it into place.
+    #[arg(long)]
+    no_fsync: bool,
+}
+
+/// `kiln verify`.
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// The public key: SPKI PEM, as `openssl pkey -in key.pem -pubout -out pub.pem` writes it.
+    #[arg(long, value_name = "PUB")]
+    pubkey: PathBuf,
+    /// Accept only models whose release names this target.
+    #[arg(long)]
+    target: Option<String>,
+    /// Accept only models whose release version is above this one (the running model's).
+    #[arg(long, value_name = "VERSION")]
+    newer_than: Option<u64>,
+    /// Print one JSON object per file and line.
+    #[arg(long)]
+    json: bool,
+    /// Signed model files to check.
+    #[arg(value_name = "FILE", required = true)]
+    files: Vec<PathBuf>,
+}
+
+/// `kiln delta`.
+#[derive(Args, Debug)]
+pub struct DeltaArgs {
+    /// The model the device runs (the base).
+    #[arg(value_name = "OLD")]
+    old: PathBuf,
+    /// The signed model to send.
+    #[arg(value_name = "NEW")]
+    new: PathBuf,
+    /// The delta update (replaced atomically).
+    #[arg(short, long, value_name = "UPDATE")]
+    output: PathBuf,
+}
+
+fn read_text(path: &Path, what: &str) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).map_err(io_fail(format!("cannot read the {what} {}", path.display())))
+}
+
+/// The private key of a PKCS#8 PEM file.
+pub fn signing_key(path: &Path) -> anyhow::Result<SigningKey> {
+    let pem = read_text(path, "key")?;
+    SigningKey::from_pkcs8_pem(&pem)
+        .map_err(|e| Usage(format!("{} is not an Ed25519 private key in PKCS#8 PEM ({e})", path.display())).into())
+}
+
+/// The public key of an SPKI PEM file.
+pub fn verifying_key(path: &Path) -> anyhow::Result<VerifyingKey> {
+    let pem = read_text(path, "public key")?;
+    VerifyingKey::from_public_key_pem(&pem)
+        .map_err(|e| Usage(format!("{} is not an Ed25519 public key in SPKI PEM ({e})", path.display())).into())
+}
+
+/// Hex of a key or digest.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Writes `parts` to OUT through a temporary file beside it, checks the
+/// written bytes with `check`, and renames it into place.
+fn write_out(
+    given: &Path,
+    input: &std::fs::File,
+    parts: &[&[u8]],
+    fsync: bool,
+    check: impl FnOnce(&[u8]) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
+    outfile::install_cleanup();
+    let target = Target::resolve(given, input)?;
+    let temp = target.temp()?;
+    let mut file = std::io::BufWriter::new(temp.file()?);
+    let mut n = 0u64;
+    for p in parts {
+        file.write_all(p).map_err(io_fail(format!("cannot write {}", temp.path().display())))?;
+        n = n.saturating_add(u64::try_from(p.len()).unwrap_or(u64::MAX));
+    }
+    file.flush().map_err(io_fail(format!("cannot write {}", temp.path().display())))?;
+    drop(file);
+    let written = Input::open(temp.path()).map_err(io_fail(format!("cannot read back {}", temp.path().display())))?;
+    check(written.bytes())?;
+    drop(written);
+    if fsync {
+        outfile::sync(&temp)?;
+    }
+    outfile::persist(vec![(temp, &target)])?;
+    Ok(n)
+}
+
+fn open(path: &Path) -> anyhow::Result<(std::fs::File, Input)> {
+    let file = std::fs::File::open(path).map_err(io_fail(format!("cannot open {}", path.display())))?;
+    let input = Input::open(path).map_err(io_fail(format!("cannot read {}", path.display())))?;
+    Ok((file, input))
+}
+
+fn rejected(path: &Path, e: &kiln_nostd::Error) -> anyhow::Error {
+    anyhow!("{}: {} at byte {}: {}", path.display(), e.code(), e.offset_u64(), e.rule().description())
+}
+
+/// `kiln sign`: exit 0 written, 1 the input is not a valid model, 2 usage or I/O.
+pub fn run_sign(args: &SignArgs) -> anyhow::Result<u8> {
+    match sign(args) {
+        Ok(()) => Ok(0),
+        Err(e) => {
+            eprintln!("kiln sign: {e:#}");
+            Ok(crate::convert::error::exit_code(&e))
+        }
+    }
+}
+
+fn sign(args: &SignArgs) -> anyhow::Result<()> {
+    let key = signing_key(&args.key)?;
+    let public = key.verifying_key().to_bytes();
+    let (file, input) = open(&args.input)?;
+    let bytes = input.bytes();
+    let mut plan = SigningPlan::new(bytes, &public, args.version, &args.target, args.align)
+        .map_err(|e| rejected(&args.input, &e))?;
+    plan.sign(bytes, |m| key.sign(m).to_bytes()).map_err(|e| rejected(&args.input, &e))?;
+    let block = bytes.get(plan.block_at..).unwrap_or(&[]);
+    let trust = Trust::new(&public).ok_or_else(|| Usage("the key is of small order: not a signing key".into()))?;
+    let n = write_out(&args.output, &file, &[&plan.head, block], !args.no_fsync, |written| {
+        Model::parse_trusted(written, &trust).map(drop).map_err(|e| anyhow!("the written file does not verify: {e}"))
+    })?;
+    eprintln!(
+        "kiln sign: {} -> {}: {n} bytes, release {} for {}, key {}",
+        args.input.display(),
+        args.output.display(),
+        args.version,
+        args.target,
+        hex(&public)
+    );
+    Ok(())
+}
+
+/// `kiln delta`: exit 0 written, 1 an input is not a valid model, 2 usage or I/O.
+pub fn run_delta(args: &DeltaArgs) -> anyhow::Result<u8> {
+    let go = || -> anyhow::Result<(usize, usize)> {
+        let (_, old) = open(&args.old)?;
+        let (file, new) = open(&args.new)?;
+        if Kind::of(new.bytes()) != Some(Kind::Signed) {
+            return Err(anyhow!("{}: not a signed model (a device takes only signed updates)", args.new.display()));
+        }
+        let d = kiln_nostd::delta::make(old.bytes(), new.bytes()).map_err(|e| anyhow!("{e}"))?;
+        let rebuilt = kiln_nostd::delta::apply(old.bytes(), &d).map_err(|e| anyhow!("{e}"))?;
+        if rebuilt != new.bytes() {
+            return Err(anyhow!("the delta does not rebuild {}", args.new.display()));
+        }
+        write_out(&args.output, &file, &[&d], true, |written| {
+            (written == d.as_slice()).then_some(()).ok_or_else(|| anyhow!("the written delta differs"))
+        })?;
+        Ok((d.len(), new.bytes().len()))
+    };
+    match go() {
+        Ok((sent, full)) => {
+            let permille = sent.saturating_mul(1000).checked_div(full).unwrap_or(0);
+            eprintln!(
+                "kiln delta: {} -> {}: {sent} bytes for the {full}-byte model ({}.{}%)",
+                args.old.display(),
+                args.output.display(),
+                permille.checked_div(10).unwrap_or(0),
+                permille.checked_rem(10).unwrap_or(0),
+            );
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("kiln delta: {e:#}");
+            Ok(crate::convert::error::exit_code(&e))
+        }
+    }
+}
+
+/// `kiln verify`: exit 0 every file verified, 1 one was rejected, 2 usage or I/O.
+pub fn run_verify(args: &VerifyArgs) -> anyhow::Result<u8> {
+    let key = match verifying_key(&args.pubkey) {
+        Ok(k) => k.to_bytes(),
+        Err(e) => {
+            eprintln!("kiln verify: {e:#}");
+            return Ok(2);
+        }
+    };
+    let Some(mut trust) = Trust::new(&key) else {
+        eprintln!("kiln verify: {}: a key of small order verifies forged signatures", args.pubkey.display());
+        return Ok(2);
+    };
+    if let Some(t) = &args.target {
+        trust = trust.target(t);
+    }
+    if let Some(v) = args.newer_than {
+        trust = trust.newer_than(v);
+    }
+    let mut out = std::io::stdout().lock();
+    let (mut any_rejected, mut io_failed) = (false, false);
+    for path in &args.files {
+        let input = match Input::open(path) {
+            Ok(i) => i,
+            Err(e) => {
+                eprintln!("kiln: cannot read {}: {e}", path.display());
+                io_failed = true;
+                continue;
+            }
+        };
+        let verdict = Model::parse_trusted(input.bytes(), &trust);
+        any_rejected |= verdict.is_err();
+        let file = path.display().to_string();
+        let line = match (&verdict, args.json) {
+            (Ok(m), false) => {
+                let s = m.signature().map(|s| s.release);
+                format!(
+                    "{file}: ok (signed model, {} tensors, release {} for {}, key {}, signature and digests verified)",
+                    m.directory().len(),
+                    s.map_or(0, |r| r.version),
+                    s.map_or("", |r| r.target),
+                    hex(&key)
+                )
+            }
+            (Err(e), false) => {
+                format!("{file}: {} at byte {}: {}", e.code(), e.offset_u64(), e.rule().description())
+            }
+            (v, true) => {
+                #[derive(Serialize)]
+                struct Json<'a> {
+                    file: &'a str,
+                    ok: bool,
+                    #[serde(flatten)]
+                    error: Option<ErrorFields>,
+                    #[serde(skip_serializing_if = "Option::is_none")]
+                    version: Option<u64>,
+                    #[serde(skip_serializing_if = "Option::is_none")]
+                    target: Option<&'a str>,
+                    key: String,
+                }
+                let release = v.as_ref().ok().and_then(|m| m.signature()).map(|s| s.release);
+                serde_json::to_string(&Json {
+                    file: &file,
+                    ok: v.is_ok(),
+                    error: v.as_ref().err().map(ErrorFields::from),
+                    version: release.map(|r| r.version),
+                    target: release.map(|r| r.target),
+                    key: hex(&key),
+                })
+                .unwrap_or_default()
+            }
+        };
+        writeln!(out, "{line}").context("writing to stdout")?;
+    }
+    out.flush().context("writing to stdout")?;
+    Ok(if io_failed {
+        2
+    } else if any_rejected {
+        1
+    } else {
+        0
+    })
+}
