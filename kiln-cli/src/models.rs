@@ -202,7 +202,7 @@ fn check_sharded(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io:
         shards,
         tensors: manifest.tensor_count(),
         verified: verify,
-        signed: None,
+        signed: manifest.signature().map(|s| (*s.key, s.release.version, s.release.target.to_owned())),
     })
 }
 
@@ -272,7 +272,18 @@ impl ModelReport {
         };
         match (self.kind, self.shard_of) {
             (Kind::Manifest, _) => {
-                format!("sharded model: {} shards, {} tensors, {digests}", self.shards.len(), self.tensors)
+                let signed = self.signed.as_ref().map(|(key, version, target)| {
+                    format!(
+                        ", release {version} for {target}, signed by key {}; signature not checked (kiln verify --pubkey)",
+                        crate::sign::hex(key)
+                    )
+                });
+                format!(
+                    "sharded model: {} shards, {} tensors, {digests}{}",
+                    self.shards.len(),
+                    self.tensors,
+                    signed.unwrap_or_default()
+                )
             }
             (_, Some((index, count, id))) => {
                 format!("shard {index} of {count} of model {}, {digests}", short_id(&id))

@@ -159,6 +159,9 @@ fn sign(args: &SignArgs) -> anyhow::Result<()> {
     let public = key.verifying_key().to_bytes();
     let (file, input) = open(&args.input)?;
     let bytes = input.bytes();
+    if Kind::of(bytes) == Some(Kind::Manifest) {
+        return sign_manifest(args, &key, &file, bytes);
+    }
     let mut plan = SigningPlan::new(bytes, &public, args.version, &args.target, args.align)
         .map_err(|e| rejected(&args.input, &e))?;
     plan.sign(bytes, |m| key.sign(m).to_bytes()).map_err(|e| rejected(&args.input, &e))?;
@@ -176,6 +179,54 @@ fn sign(args: &SignArgs) -> anyhow::Result<()> {
         hex(&public)
     );
     Ok(())
+}
+
+/// A sharded model: its manifest is signed (the shards stay as they are).
+fn sign_manifest(args: &SignArgs, key: &SigningKey, file: &std::fs::File, bytes: &[u8]) -> anyhow::Result<()> {
+    let public = key.verifying_key().to_bytes();
+    let signed = kiln_nostd::model::signed::sign_manifest(bytes, &public, args.version, &args.target, |m| {
+        key.sign(m).to_bytes()
+    })
+    .map_err(|e| rejected(&args.input, &e))?;
+    let n = write_out(&args.output, file, &[&signed], !args.no_fsync, |written| {
+        (written == signed.as_slice()).then_some(()).ok_or_else(|| anyhow!("the written manifest differs"))
+    })?;
+    let (from, to) = (crate::models::folder_of(&args.input), crate::models::folder_of(&args.output));
+    if from.canonicalize().ok() != to.canonicalize().ok() {
+        eprintln!(
+            "kiln sign: note: the shards are in {}; a signed manifest finds them only in its own folder",
+            from.display()
+        );
+    }
+    eprintln!(
+        "kiln sign: {} -> {}: a signed manifest ({n} bytes; the shards are unchanged), release {} for {}, key {}",
+        args.input.display(),
+        args.output.display(),
+        args.version,
+        args.target,
+        hex(&public)
+    );
+    Ok(())
+}
+
+/// `kiln verify` of a manifest: its signature, then every shard against it.
+fn verify_manifest(
+    path: &Path,
+    bytes: &[u8],
+    trust: &Trust<'_>,
+) -> anyhow::Result<Result<(usize, u64, String), kiln_nostd::Error>> {
+    let limits = kiln_nostd::Limits::DEFAULT;
+    let mut scratch = kiln_nostd::host::manifest_scratch(bytes, &limits);
+    let m = match kiln_nostd::model::Manifest::parse_trusted(bytes, &limits, Some(&mut scratch), trust) {
+        Ok(m) => m,
+        Err(e) => return Ok(Err(e)),
+    };
+    let release = m.signature().map(|s| (s.release.version, s.release.target.to_owned())).unwrap_or_default();
+    let report = crate::models::check(path, bytes, limits, true)?;
+    Ok(match report.fault {
+        Some(f) => Err(f.error),
+        None => Ok((report.tensors, release.0, release.1)),
+    })
 }
 
 /// `kiln delta`: exit 0 written, 1 an input is not a valid model, 2 usage or I/O.
@@ -245,17 +296,29 @@ pub fn run_verify(args: &VerifyArgs) -> anyhow::Result<u8> {
                 continue;
             }
         };
-        let verdict = Model::parse_trusted(input.bytes(), &trust);
+        let bytes = input.bytes();
+        let verdict = if Kind::of(bytes) == Some(Kind::Manifest) {
+            match verify_manifest(path, bytes, &trust) {
+                Ok(v) => v,
+                Err(e) => {
+                    eprintln!("kiln: cannot read a shard of {}: {e:#}", path.display());
+                    io_failed = true;
+                    continue;
+                }
+            }
+        } else {
+            Model::parse_trusted(bytes, &trust).map(|m| {
+                let r = m.signature().map(|s| s.release);
+                (m.directory().len(), r.map_or(0, |r| r.version), r.map_or(String::new(), |r| r.target.to_owned()))
+            })
+        };
         any_rejected |= verdict.is_err();
         let file = path.display().to_string();
+        let what = if Kind::of(bytes) == Some(Kind::Manifest) { "signed sharded model" } else { "signed model" };
         let line = match (&verdict, args.json) {
-            (Ok(m), false) => {
-                let s = m.signature().map(|s| s.release);
+            (Ok((tensors, version, target)), false) => {
                 format!(
-                    "{file}: ok (signed model, {} tensors, release {} for {}, key {}, signature and digests verified)",
-                    m.directory().len(),
-                    s.map_or(0, |r| r.version),
-                    s.map_or("", |r| r.target),
+                    "{file}: ok ({what}, {tensors} tensors, release {version} for {target}, key {}, signature and digests verified)",
                     hex(&key)
                 )
             }
@@ -275,13 +338,13 @@ pub fn run_verify(args: &VerifyArgs) -> anyhow::Result<u8> {
                     target: Option<&'a str>,
                     key: String,
                 }
-                let release = v.as_ref().ok().and_then(|m| m.signature()).map(|s| s.release);
+                let release = v.as_ref().ok();
                 serde_json::to_string(&Json {
                     file: &file,
                     ok: v.is_ok(),
                     error: v.as_ref().err().map(ErrorFields::from),
-                    version: release.map(|r| r.version),
-                    target: release.map(|r| r.target),
+                    version: release.map(|r| r.1),
+                    target: release.map(|r| r.2.as_str()),
                     key: hex(&key),
                 })
                 .unwrap_or_default()

@@ -174,3 +174,35 @@ fn delta_sends_only_the_changed_tensors_and_rebuilds_new() {
     // An unsigned NEW is refused.
     kiln().arg("delta").arg(&old).arg(example("digits-mlp.model.kiln")).arg("-o").arg(&update).assert().code(1);
 }
+
+#[test]
+fn a_sharded_model_is_signed_through_its_manifest() {
+    use kiln_nostd::{DType, TensorSpec};
+    let dir = TempDir::new().unwrap();
+    let (key, public) = keys(dir.path(), "a");
+    let (x, y) = ([1u8; 8], [2u8; 16]);
+    let one = [TensorSpec::new(DType::F32, &[2], &x).named("x")];
+    let two = [TensorSpec::new(DType::F32, &[4], &y).named("y")];
+    let files =
+        kiln_nostd::model::write_sharded(&[], &[("m-00001-of-00002.kiln", &one), ("m-00002-of-00002.kiln", &two)], 64)
+            .unwrap();
+    std::fs::write(dir.path().join("m.kiln"), &files.manifest).unwrap();
+    for (name, bytes) in &files.shards {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    let signed = dir.path().join("m.signed.kiln");
+    sign(&key, &dir.path().join("m.kiln"), &signed, "2", "edge");
+    verify(&public, &signed, &[])
+        .success()
+        .stdout(predicate::str::contains("ok (signed sharded model, 2 tensors, release 2 for edge"));
+    kiln().arg("validate").arg(&signed).assert().success().stdout(predicate::str::contains("signature not checked"));
+    // A shard changed after signing: the manifest's digests catch it.
+    let shard = dir.path().join("m-00002-of-00002.kiln");
+    let mut b = std::fs::read(&shard).unwrap();
+    let last = b.len() - 1;
+    b[last] ^= 1;
+    std::fs::write(&shard, &b).unwrap();
+    verify(&public, &signed, &[]).code(1).stdout(predicate::str::contains("DIGEST"));
+    // The unsigned manifest is refused.
+    verify(&public, &dir.path().join("m.kiln"), &[]).code(1).stdout(predicate::str::contains("SIGNATURE at byte 8"));
+}

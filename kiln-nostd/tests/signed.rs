@@ -265,3 +265,50 @@ fn the_stream_rejects_as_early_as_the_fault_is_certain() {
     let (_, parts) = (0, signed::signed_message(&file, payload_start));
     assert_eq!(parts[0].len() + parts[1].len() + 64, payload_start);
 }
+
+/// A sharded model is signed through its manifest: the signed manifest keeps
+/// the model id, so the shards check against it as they are.
+#[test]
+fn a_signed_manifest_covers_the_sharded_model() {
+    use kiln_nostd::model::signed::sign_manifest;
+    use kiln_nostd::model::{check_all, write_sharded, Manifest};
+    use kiln_nostd::{DType, Limits, TensorSpec};
+    let x = [1u8; 8];
+    let y = [2u8; 16];
+    let one = [TensorSpec::new(DType::F32, &[2], &x).named("x")];
+    let two = [TensorSpec::new(DType::F32, &[4], &y).named("y")];
+    let files = write_sharded(&[("author", "kiln")], &[("m-1.kiln", &one), ("m-2.kiln", &two)], 64).unwrap();
+    let k = key(4);
+    let public = k.verifying_key().to_bytes();
+    let signed = sign_manifest(&files.manifest, &public, 7, "edge", |m| k.sign(m).to_bytes()).unwrap();
+    assert_eq!(Kind::of(&signed), Some(Kind::Manifest));
+    let m = Manifest::parse(&signed).unwrap();
+    let plain = Manifest::parse(&files.manifest).unwrap();
+    assert_eq!(m.model_id(), plain.model_id());
+    assert!(m.metadata().iter().eq(plain.metadata().iter()));
+    assert_eq!(m.signature().unwrap().release.target, "edge");
+    assert!(plain.signature().is_none());
+    let trust = Trust::new(&public).unwrap().newer_than(6);
+    let m = Manifest::parse_trusted(&signed, &Limits::DEFAULT, None, &trust).unwrap();
+    let open = |e: &kiln_nostd::model::ShardEntry<'_>| {
+        files.shards.iter().find(|s| s.0 == e.name.as_str()).map(|s| s.1.clone())
+    };
+    check_all(&m, open, true, None).unwrap();
+    // Unsigned, another key, and every flipped bit of the signed manifest.
+    let e = Manifest::parse_trusted(&files.manifest, &Limits::DEFAULT, None, &trust).unwrap_err();
+    assert_eq!(e.rule(), Rule::NotSigned);
+    let other_key = key(5).verifying_key().to_bytes();
+    let other = Trust::new(&other_key).unwrap();
+    assert_eq!(
+        Manifest::parse_trusted(&signed, &Limits::DEFAULT, None, &other).unwrap_err().rule(),
+        Rule::SignatureKey
+    );
+    let mut f = signed.clone();
+    for at in 0..f.len() {
+        for bit in 0..8 {
+            f[at] ^= 1 << bit;
+            assert!(Manifest::parse_trusted(&f, &Limits::DEFAULT, None, &trust).is_err(), "bit {bit} of byte {at}");
+            f[at] ^= 1 << bit;
+        }
+    }
+}

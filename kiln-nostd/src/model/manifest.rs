@@ -63,6 +63,31 @@ static RECORD: Ty = Ty::structure(&FIELDS);
 pub const MANIFEST_HASH: u64 = crate::frozen::hash_text(MANIFEST_TYPE);
 const _: () = assert!(RECORD.schema_hash() == MANIFEST_HASH);
 
+/// The signed manifest's canonical type text: a manifest with the signed
+/// record's `signature` first and `release` after the metadata
+/// (`spec/model-file.md`, "Signed models"). Its reader's kind is
+/// [`Kind::Manifest`](super::Kind::Manifest); [`Manifest::signature`] tells them apart.
+pub const SIGNED_MANIFEST_TYPE: &str = concat!(
+    "struct{signature:struct{key:list<u8>,sig:list<u8>,},metadata:dict<str,str>,",
+    "release:struct{version:u64,target:str,},",
+    "shards:list<struct{name:str,length:u64,digest:list<u8>,}>,",
+    "tensors:list<struct{name:str,shard:u32,dtype:u16,shape:list<u64>,byte_length:u64,layout:str,block_size:u32,",
+    "quant:opt<struct{scheme:u16,axis:u16,group_size:u32,scale:str,outer:str,}>,}>,",
+    "digests:list<u8>,}"
+);
+static SIGNED_FIELDS: [Field; 6] = [
+    Field::new("signature", &super::signed::SIGNATURE),
+    Field::new("metadata", &METADATA),
+    Field::new("release", &super::signed::RELEASE),
+    Field::new("shards", &SHARDS),
+    Field::new("tensors", &TENSORS),
+    Field::new("digests", &Ty::BYTES),
+];
+static SIGNED_RECORD: Ty = Ty::structure(&SIGNED_FIELDS);
+/// The schema hash of [`SIGNED_MANIFEST_TYPE`].
+pub const SIGNED_MANIFEST_HASH: u64 = crate::frozen::hash_text(SIGNED_MANIFEST_TYPE);
+const _: () = assert!(SIGNED_RECORD.schema_hash() == SIGNED_MANIFEST_HASH);
+
 /// The longest shard name, in bytes.
 pub const SHARD_NAME_MAX: usize = 255;
 
@@ -88,8 +113,11 @@ pub struct Manifest<'a> {
 pub struct ManifestLayout {
     /// The manifest's length in bytes.
     len: usize,
-    /// Where the metadata starts (after the frame).
+    /// Where the metadata starts (after the frame, or the signature) and ends.
     metadata_at: usize,
+    metadata_end: usize,
+    /// A signed manifest: where its `release` field starts.
+    release_at: Option<usize>,
     /// Offset of the `shards` count word, and the count.
     shards_at: usize,
     shard_count: usize,
@@ -115,7 +143,7 @@ impl ManifestLayout {
         Manifest {
             buf,
             layout: *self,
-            metadata: Metadata { bytes: buf.get(self.metadata_at..self.shards_at).unwrap_or(&[]) },
+            metadata: Metadata { bytes: buf.get(self.metadata_at..self.metadata_end).unwrap_or(&[]) },
             digests: Digests::new(buf.get(digests_start..).unwrap_or(&[]), digests_start),
         }
     }
@@ -342,22 +370,48 @@ impl<'a> Manifest<'a> {
     /// [`parse`](Self::parse) with caps and optional scratch of
     /// [`scratch_len`](Self::scratch_len) words for the larger of the shard
     /// and tensor counts (less: every pair is compared).
-    pub fn parse_with(buf: &'a [u8], limits: &Limits, mut scratch: Option<&mut [u32]>) -> Result<Manifest<'a>> {
-        let at = check_frame(buf, MANIFEST_HASH)?;
+    pub fn parse_with(buf: &'a [u8], limits: &Limits, scratch: Option<&mut [u32]>) -> Result<Manifest<'a>> {
+        Manifest::parse_policy(buf, limits, scratch, None)
+    }
+
+    /// [`parse_with`](Self::parse_with) with the key and release checks of a
+    /// signature policy (a signed manifest's fields are read first).
+    pub(crate) fn parse_policy(
+        buf: &'a [u8],
+        limits: &Limits,
+        mut scratch: Option<&mut [u32]>,
+        policy: Option<&super::signed::Policy<'_>>,
+    ) -> Result<Manifest<'a>> {
+        let signed = super::Kind::of(buf).is_some() && buf.get(8..16) == Some(&SIGNED_MANIFEST_HASH.to_le_bytes()[..]);
+        let (hash, record) = if signed { (SIGNED_MANIFEST_HASH, &SIGNED_RECORD) } else { (MANIFEST_HASH, &RECORD) };
+        let mut at = check_frame(buf, hash)?;
         let checker = Checker { buf, limits: *limits, utf8: true };
-        let end = checker.value(&RECORD, at)?;
+        let end = checker.value(record, at)?;
         if end != buf.len() {
             return fail(Rule::TrailingBytes, end);
         }
-        let metadata_end = crate::frozen::skip(buf, &METADATA, at);
-        let shards_at = metadata_end;
+        if signed {
+            at = super::signed::check_signature_field(&checker, at, policy)?.2;
+        }
+        let mut metadata_end = crate::frozen::skip(buf, &METADATA, at);
+        let metadata_at = at;
+        let release_at = signed.then_some(metadata_end);
+        let shards_at = match release_at {
+            Some(r) => super::signed::check_release(&checker, r, policy)?.1,
+            None => metadata_end,
+        };
+        if !signed {
+            metadata_end = shards_at;
+        }
         let tensors_at = crate::frozen::skip(buf, &SHARDS, shards_at);
         let digests_at = crate::frozen::skip(buf, &TENSORS, tensors_at);
         let word = |at| u32_at(buf, at).map_or(0, usize_from_u32);
         let (shard_count, tensor_count) = (word(shards_at), word(tensors_at));
         let layout = ManifestLayout {
             len: buf.len(),
-            metadata_at: at,
+            metadata_at,
+            metadata_end,
+            release_at,
             shards_at,
             shard_count,
             tensors_at,
@@ -463,6 +517,56 @@ impl<'a> Manifest<'a> {
     /// The model's metadata, without the padding key.
     pub fn metadata(&self) -> Metadata<'a> {
         self.metadata
+    }
+
+    /// The metadata field's bytes (count word and entries, padding key included).
+    #[cfg_attr(not(all(feature = "alloc", feature = "ed25519")), allow(dead_code))]
+    pub(crate) fn metadata_bytes(&self) -> &'a [u8] {
+        self.buf.get(self.layout.metadata_at..self.layout.metadata_end).unwrap_or(&[])
+    }
+
+    /// The bytes from the `shards` field to the end (shards, tensors, digests).
+    #[cfg_attr(not(all(feature = "alloc", feature = "ed25519")), allow(dead_code))]
+    pub(crate) fn tables_bytes(&self) -> &'a [u8] {
+        self.buf.get(self.layout.shards_at..).unwrap_or(&[])
+    }
+
+    /// A signed manifest's key, signature and release, as read (see
+    #[cfg_attr(feature = "ed25519", doc = "[`parse_trusted`](Self::parse_trusted)).")]
+    #[cfg_attr(not(feature = "ed25519"), doc = "`parse_trusted`, feature `ed25519`).")]
+    #[must_use]
+    pub fn signature(&self) -> Option<super::Signature<'a>> {
+        use super::signed::{KEY_AT, KEY_LEN, SIGNATURE_LEN, SIG_AT};
+        let at = self.layout.release_at?;
+        let key = self.buf.get(KEY_AT..KEY_AT.saturating_add(KEY_LEN))?.try_into().ok()?;
+        let sig = self.buf.get(SIG_AT..SIG_AT.saturating_add(SIGNATURE_LEN))?.try_into().ok()?;
+        let version = u64_at(self.buf, at)?;
+        let target_at = at.saturating_add(12);
+        let target = self.buf.get(target_at..self.layout.shards_at).and_then(|b| core::str::from_utf8(b).ok())?;
+        Some(super::Signature { key, sig, release: super::Release { version, target, at } })
+    }
+
+    /// Checks `buf` as a signed manifest that `trust` accepts: the key and
+    /// release checks as its fields are read, steps M1 to M5, then the
+    /// signature over every byte of it but the signature's own (step 9s
+    /// of a model file; a manifest has no payloads). An unsigned manifest
+    /// is [`Rule::NotSigned`]. Its shards are then checked against it as
+    /// for any manifest: the tensor table holds every digest and layout.
+    #[cfg(feature = "ed25519")]
+    pub fn parse_trusted(
+        buf: &'a [u8],
+        limits: &Limits,
+        scratch: Option<&mut [u32]>,
+        trust: &super::Trust<'_>,
+    ) -> Result<Manifest<'a>> {
+        if buf.get(8..16) != Some(&SIGNED_MANIFEST_HASH.to_le_bytes()[..]) && super::Kind::of(buf).is_some() {
+            return fail(Rule::NotSigned, 8);
+        }
+        let policy = trust.policy();
+        let m = Manifest::parse_policy(buf, limits, scratch, Some(&policy))?;
+        let Some(sig) = m.signature() else { return fail(Rule::NotSigned, 8) };
+        trust.check_pieces(sig.sig, &super::signed::signed_message(buf, buf.len()))?;
+        Ok(m)
     }
 
     /// The number of shards.

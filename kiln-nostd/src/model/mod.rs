@@ -39,7 +39,7 @@ pub use sharded::{check_all, check_shard, check_shard_prefix, ShardFault};
 
 pub use manifest::{
     Manifest, ManifestLayout, ManifestQuant, ManifestTensor, ShardEntry, ShardName, MANIFEST_HASH, MANIFEST_TYPE,
-    SHARD_NAME_MAX,
+    SHARD_NAME_MAX, SIGNED_MANIFEST_HASH, SIGNED_MANIFEST_TYPE,
 };
 pub use manifest_writer::{EntrySpec, EntryTable, ManifestWriter, ShardSpec};
 #[cfg(feature = "ed25519")]
@@ -148,6 +148,10 @@ impl Kind {
             return None;
         }
         let hash = u64::from_le_bytes(buf.get(8..16)?.try_into().ok()?);
+        if hash == manifest::SIGNED_MANIFEST_HASH {
+            // A signed manifest is read as a manifest (`Manifest::signature`).
+            return Some(Kind::Manifest);
+        }
         Kind::ALL.into_iter().find(|k| k.hash() == hash)
     }
 
