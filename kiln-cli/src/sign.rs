@@ -184,10 +184,9 @@ fn sign(args: &SignArgs) -> anyhow::Result<()> {
 /// A sharded model: its manifest is signed (the shards stay as they are).
 fn sign_manifest(args: &SignArgs, key: &SigningKey, file: &std::fs::File, bytes: &[u8]) -> anyhow::Result<()> {
     let public = key.verifying_key().to_bytes();
-    let signed = kiln_nostd::model::signed::sign_manifest(bytes, &public, args.version, &args.target, |m| {
-        key.sign(m).to_bytes()
-    })
-    .map_err(|e| rejected(&args.input, &e))?;
+    let signed =
+        kiln_nostd::model::sign_manifest(bytes, &public, args.version, &args.target, |m| key.sign(m).to_bytes())
+            .map_err(|e| rejected(&args.input, &e))?;
     let n = write_out(&args.output, file, &[&signed], !args.no_fsync, |written| {
         (written == signed.as_slice()).then_some(()).ok_or_else(|| anyhow!("the written manifest differs"))
     })?;

@@ -270,7 +270,7 @@ fn the_stream_rejects_as_early_as_the_fault_is_certain() {
 /// the model id, so the shards check against it as they are.
 #[test]
 fn a_signed_manifest_covers_the_sharded_model() {
-    use kiln_nostd::model::signed::sign_manifest;
+    use kiln_nostd::model::sign_manifest;
     use kiln_nostd::model::{check_all, write_sharded, Manifest};
     use kiln_nostd::{DType, Limits, TensorSpec};
     let x = [1u8; 8];

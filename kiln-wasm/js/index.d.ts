@@ -199,7 +199,7 @@ export interface Model {
   /** False when the input was a plain directory (which opens too). */
   readonly isModelFile: boolean;
   /** The record type: 'plain' (no digests), 'digests', 'shard'; null for a plain directory. */
-  readonly kind: 'plain' | 'digests' | 'shard' | null;
+  readonly kind: 'plain' | 'digests' | 'shard' | 'signed' | null;
   /** True for a digests or shard record (one SHA-256 per tensor before the block). */
   readonly hasDigests: boolean;
   /** True when the digests were compared (`verify: true` on a record that has them). */

@@ -97,7 +97,7 @@ export function inShard(e, file, index) {
   return e;
 }
 
-const RECORD_KINDS = ['plain', 'digests', 'shard'];
+const RECORD_KINDS = ['plain', 'digests', 'shard', null, 'signed'];
 
 /** The KilnError a reader of one model file gives for a sharded model's manifest: the core's SCHEMA at 8. */
 export function manifestError() {
@@ -173,7 +173,7 @@ let head = null;
  * `total` is the file's length (Infinity when not known yet). Returns
  * {kind: 'plain', start: 0, metadata: null}, {kind: 'model', start, metadata,
  * padding, record, digests, shard} (the block starts at `start`; metadata a
- * Map without the padding key; record 'plain' | 'digests' | 'shard'; digests
+ * Map without the padding key; record 'plain' | 'digests' | 'shard' | 'signed'; digests
  * {at, length} of the digest table, or null; shard {modelAt, index, count} or
  * null), {kind: 'manifest'} (a sharded model's manifest: nothing checked
  * yet), or {kind: 'need', need} (at least that many bytes from the start).

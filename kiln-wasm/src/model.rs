@@ -34,6 +34,7 @@
 use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::frozen::{Reader, Schema, FRAME_LEN};
 use kiln_nostd::header::HEADER_LEN;
+use kiln_nostd::model::signed::SIGNATURE_FIELD_LEN;
 use kiln_nostd::model::{block_start, Kind, PAD_KEY, SHARD_FIELD_LEN};
 use kiln_nostd::{ErrorCode, Limits, Rule};
 
@@ -94,6 +95,7 @@ pub fn kind_code(kind: Option<Kind>) -> i32 {
         Some(Kind::Digests) => 1,
         Some(Kind::Shard) => 2,
         Some(Kind::Manifest) => 3,
+        Some(Kind::Signed) => 4,
     }
 }
 
@@ -142,19 +144,21 @@ impl HeadCore {
             Ok(s) => s,
             Err(e) => return self.fail(ErrorInfo::from(e)),
         };
-        let body = bytes.get(FRAME_LEN..).unwrap_or(&[]);
+        // A signed record's metadata follows its `signature` field.
+        let meta_at = if kind == Kind::Signed { FRAME_LEN.saturating_add(SIGNATURE_FIELD_LEN) } else { FRAME_LEN };
+        let body = bytes.get(meta_at..).unwrap_or(&[]);
         let reader = Reader::new().limits(limits);
         let end = match reader.read(body, &schema) {
             Ok(_) => body.len(),
             Err(e) if e.rule() == Rule::TrailingBytes => e.offset(),
             // Cannot happen: the core accepted the metadata.
-            Err(e) => return self.fail(shifted(e, FRAME_LEN)),
+            Err(e) => return self.fail(shifted(e, meta_at)),
         };
         let meta = body.get(..end).unwrap_or(&[]);
         let v = match reader.read(meta, &schema) {
             Ok(v) => v,
             // Cannot happen: the same bytes were accepted up to `end`.
-            Err(e) => return self.fail(shifted(e, FRAME_LEN)),
+            Err(e) => return self.fail(shifted(e, meta_at)),
         };
         // Keys and values borrow `bytes`: their offsets in it.
         let base = bytes.as_ptr().addr();
@@ -169,14 +173,19 @@ impl HeadCore {
             self.entries.extend_from_slice(&[at(k), len(k), at(value), len(value)]);
         }
         // The fields after the metadata, at the places the core checked.
-        let mut after = FRAME_LEN.saturating_add(end);
+        let mut after = meta_at.saturating_add(end);
+        if kind == Kind::Signed {
+            // The release: a version and the target's length word and bytes.
+            let target = u32_at(bytes, after.saturating_add(8)).unwrap_or(0);
+            after = after.saturating_add(12).saturating_add(usize::try_from(target).unwrap_or(0));
+        }
         if kind == Kind::Shard {
             let word = |k: usize| u32_at(bytes, after.saturating_add(k)).unwrap_or(0);
             let model_at = u64_of(after.saturating_add(4));
             self.shard = Some([model_at, word(4 + DIGEST_LEN), word(8 + DIGEST_LEN)]);
             after = after.saturating_add(SHARD_FIELD_LEN);
         }
-        if matches!(kind, Kind::Digests | Kind::Shard) {
+        if matches!(kind, Kind::Digests | Kind::Shard | Kind::Signed) {
             let n = u32_at(bytes, after).unwrap_or(0);
             self.digests = Some((u64_of(after.saturating_add(4)), n));
         }

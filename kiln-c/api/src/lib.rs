@@ -16,7 +16,7 @@
 //!   entry points with a panic handler that does not exist).
 //!
 //! Status codes: `KILN_OK` (0), the format's codes (`KILN_FRAME` ..
-//! `KILN_PATH`, 1 to 10) and API errors (`KILN_ERR_*`, negative).
+//! `KILN_SIGNATURE`, 1 to 11) and API errors (`KILN_ERR_*`, negative).
 #![no_std]
 #![allow(non_camel_case_types)]
 #![cfg_attr(
@@ -74,6 +74,8 @@ pub const KILN_DIGEST: c_int = 8;
 pub const KILN_SHARD: c_int = 9;
 /// Format error PATH: a shard name that is not a plain file name in the manifest's folder.
 pub const KILN_PATH: c_int = 10;
+/// Format error SIGNATURE: a signed model whose key, release or signature the reader does not accept.
+pub const KILN_SIGNATURE: c_int = 11;
 
 /// API error: a required pointer argument is NULL.
 pub const KILN_ERR_NULL: c_int = -1;
@@ -111,7 +113,7 @@ pub const KILN_NO_INDEX: u32 = u32::MAX;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct kiln_error {
-    /// `KILN_OK`, a format code (`KILN_FRAME` .. `KILN_PATH`) or an API
+    /// `KILN_OK`, a format code (`KILN_FRAME` .. `KILN_SIGNATURE`) or an API
     /// error (`KILN_ERR_*`, negative). Equal to the function's return value.
     pub code: c_int,
     /// Format errors: the absolute byte offset, from the start of the

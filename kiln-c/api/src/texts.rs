@@ -23,6 +23,7 @@ const FORMAT_CODES: [c_int; ErrorCode::ALL.len()] = [
     KILN_DIGEST,
     KILN_SHARD,
     KILN_PATH,
+    KILN_SIGNATURE,
 ];
 
 // Compile time only, so the indexing and the widening cast cannot fail at run time.
@@ -88,7 +89,7 @@ pub(crate) fn code_description(code: c_int) -> &'static CStr {
 }
 
 /// The name of a status code: `"OK"` for 0; `"FRAME"`, `"LIMIT"`, `"EOF"`,
-/// `"TYPE"`, `"UTF8"`, `"TRAILING"`, `"SCHEMA"` for the format's codes (as in
+/// `"TYPE"`, `"UTF8"`, `"TRAILING"`, `"SCHEMA"`, ... `"SIGNATURE"` for the format's codes (as in
 /// the spec, the golden cases and `kiln validate --json`); `"ERR_NULL"` ...
 /// for API errors; `"UNKNOWN"` otherwise. Static, NUL-terminated, never NULL.
 #[no_mangle]
@@ -115,7 +116,7 @@ mod tests {
     use super::*;
 
     /// Every rule of the core has its texts here, equal to `id()` and
-    /// `description()`, and its code maps to one of the ten format codes
+    /// `description()`, and its code maps to one of the eleven format codes
     /// with the spec's name.
     #[test]
     fn every_rule_has_its_texts_and_code() {
@@ -126,7 +127,7 @@ mod tests {
             let want = if cfg!(feature = "rule-descriptions") { rule.description() } else { "" };
             assert_eq!(text.to_str().unwrap(), want);
             let code = code_of(rule.code());
-            assert!((1..=10).contains(&code), "{rule:?}");
+            assert!((1..=11).contains(&code), "{rule:?}");
             assert_eq!(code_name_c(code).to_str().unwrap(), rule.code().as_str());
         }
         // Identifiers are unique.
@@ -147,10 +148,10 @@ mod tests {
             }
             assert_eq!(code_description(code).is_empty(), !(-9..=-1).contains(&code), "{code}");
         }
-        assert_eq!(names.len(), 1 + 10 + 9, "{names:?}");
+        assert_eq!(names.len(), 1 + 11 + 9, "{names:?}");
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), 20);
+        assert_eq!(names.len(), 21);
     }
 
     #[test]

@@ -84,6 +84,7 @@ impl Verdict {
                     "DIGEST" => KILN_DIGEST,
                     "SHARD" => KILN_SHARD,
                     "PATH" => KILN_PATH,
+                    "SIGNATURE" => KILN_SIGNATURE,
                     other => panic!("unknown code {other}"),
                 };
                 Verdict { code, offset: e.offset_u64(), rule: e.rule().id().to_owned() }

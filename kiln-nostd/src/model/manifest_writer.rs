@@ -242,3 +242,37 @@ fn emit_table<T: EntryTable + ?Sized>(entries: &T, sink: &mut impl FnMut(&[u8]))
     }
     Ok(())
 }
+
+/// Signs a manifest of a sharded model (`alloc` and `ed25519` features):
+/// the result is a signed manifest with the same metadata, shards, tensor
+/// table and digests, so the model id and every shard stay as they are;
+/// write it in the shards' folder. `sign` as for [`sign_model`](super::signed::sign_model); the result
+/// is checked with [`Manifest::parse_trusted`](Manifest::parse_trusted).
+#[cfg(all(feature = "alloc", feature = "ed25519"))]
+pub fn sign_manifest(
+    file: &[u8],
+    key: &[u8; super::signed::KEY_LEN],
+    version: u64,
+    target: &str,
+    sign: impl FnOnce(&[u8]) -> [u8; super::signed::SIGNATURE_LEN],
+) -> Result<alloc::vec::Vec<u8>> {
+    let m = Manifest::parse(file)?;
+    let mut out = alloc::vec::Vec::new();
+    out.extend_from_slice(&crate::frozen::frame_bytes(super::manifest::SIGNED_MANIFEST_HASH));
+    out.extend_from_slice(&32u32.to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&64u32.to_le_bytes());
+    out.extend_from_slice(&[0u8; super::signed::SIGNATURE_LEN]);
+    out.extend_from_slice(m.metadata_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    let len = u32::try_from(target.len()).or(fail(Rule::CountTooWide, out.len()))?;
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(target.as_bytes());
+    out.extend_from_slice(m.tables_bytes());
+    let sig = sign(&super::signed::signed_message(&out, out.len()).concat());
+    super::signed::put_signature(&mut out, &sig)?;
+    let trust =
+        super::signed::Trust::new(key).ok_or(crate::Error::new(Rule::SignatureInvalid, super::signed::SIG_AT))?;
+    Manifest::parse_trusted(&out, &crate::Limits::DEFAULT, None, &trust)?;
+    Ok(out)
+}

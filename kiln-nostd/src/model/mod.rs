@@ -41,6 +41,8 @@ pub use manifest::{
     Manifest, ManifestLayout, ManifestQuant, ManifestTensor, ShardEntry, ShardName, MANIFEST_HASH, MANIFEST_TYPE,
     SHARD_NAME_MAX, SIGNED_MANIFEST_HASH, SIGNED_MANIFEST_TYPE,
 };
+#[cfg(all(feature = "alloc", feature = "ed25519"))]
+pub use manifest_writer::sign_manifest;
 pub use manifest_writer::{EntrySpec, EntryTable, ManifestWriter, ShardSpec};
 #[cfg(feature = "ed25519")]
 pub use signed::Trust;
