@@ -4,7 +4,7 @@
  *
  * No allocator, no global state, no panic path: every function checks its
  * pointers and lengths and returns a status code. Status codes: KILN_OK (0),
- * the format's codes KILN_FRAME..KILN_PATH (1..10) and API errors
+ * the format's codes KILN_FRAME..KILN_SIGNATURE (1..11) and API errors
  * KILN_ERR_* (negative). C99 and C++.
  */
 
@@ -70,6 +70,11 @@
  * Format error PATH: a shard name that is not a plain file name in the manifest's folder.
  */
 #define KILN_PATH 10
+
+/**
+ * Format error SIGNATURE: a signed model whose key, release or signature the reader does not accept.
+ */
+#define KILN_SIGNATURE 11
 
 /**
  * API error: a required pointer argument is NULL.
@@ -289,13 +294,18 @@
 #define KILN_RECORD_SHARD 3
 
 /**
+ * `kiln_verified.record`: a signed record (a key, a signature, a release, digests, block).
+ */
+#define KILN_RECORD_SIGNED 4
+
+/**
  * What went wrong. Filled by every function that takes a `kiln_error *`
  * (which may be NULL when only the return code is wanted); on success
  * `code` is `KILN_OK` and the strings are empty.
  */
 typedef struct kiln_error {
   /**
-   * `KILN_OK`, a format code (`KILN_FRAME` .. `KILN_PATH`) or an API
+   * `KILN_OK`, a format code (`KILN_FRAME` .. `KILN_SIGNATURE`) or an API
    * error (`KILN_ERR_*`, negative). Equal to the function's return value.
    */
   int code;
@@ -595,7 +605,7 @@ typedef struct kiln_source {
  */
 typedef struct kiln_verified {
   /**
-   * The record type: `KILN_RECORD_NONE` .. `KILN_RECORD_SHARD`.
+   * The record type: `KILN_RECORD_NONE` .. `KILN_RECORD_SIGNED`.
    */
   uint32_t record;
   /**
@@ -616,6 +626,50 @@ typedef struct kiln_verified {
    */
   uint64_t block_len;
 } kiln_verified;
+
+/**
+ * The key a reader trusts and what it requires of a signed model's
+ * release, for `kiln_model_verify_signed`.
+ */
+typedef struct kiln_trust {
+  /**
+   * The trusted Ed25519 public key (RFC 8032's 32-byte encoding).
+   */
+  uint8_t key[32];
+  /**
+   * NULL: any target; otherwise the NUL-terminated target name the
+   * model's release must carry (the device or product).
+   */
+  const char *target;
+  /**
+   * True: the release version must be above `newer_than` (the running
+   * model's version: an older or equal one is a rollback).
+   */
+  bool check_version;
+  /**
+   * The version a model must be newer than, when `check_version`.
+   */
+  uint64_t newer_than;
+} kiln_trust;
+
+/**
+ * A signed model's release and signer, as `kiln_model_verify_signed`
+ * accepted them (all zero on failure).
+ */
+typedef struct kiln_release {
+  /**
+   * The release version.
+   */
+  uint64_t version;
+  /**
+   * The target name (bytes in the caller's buffer, not NUL-terminated).
+   */
+  struct kiln_str target;
+  /**
+   * The signer's public key.
+   */
+  uint8_t key[32];
+} kiln_release;
 
 #ifdef __cplusplus
 extern "C" {
@@ -1159,7 +1213,7 @@ int kiln_source_read_rows(const struct kiln_source *src,
 
 /**
  * The name of a status code: `"OK"` for 0; `"FRAME"`, `"LIMIT"`, `"EOF"`,
- * `"TYPE"`, `"UTF8"`, `"TRAILING"`, `"SCHEMA"` for the format's codes (as in
+ * `"TYPE"`, `"UTF8"`, `"TRAILING"`, `"SCHEMA"`, ... `"SIGNATURE"` for the format's codes (as in
  * the spec, the golden cases and `kiln validate --json`); `"ERR_NULL"` ...
  * for API errors; `"UNKNOWN"` otherwise. Static, NUL-terminated, never NULL.
  */
@@ -1225,6 +1279,35 @@ int kiln_source_verify_model(const struct kiln_source *src,
                              size_t chunk_len,
                              uint32_t flags,
                              struct kiln_verified *out,
+                             struct kiln_error *err);
+
+/**
+ * `kiln_model_verify` for a signed model file (spec/model-file.md,
+ * "Signed models"): the record's key must be `trust->key`, its release
+ * must name `trust->target` (unless NULL) and carry a version above
+ * `trust->newer_than` (when `trust->check_version`), its Ed25519
+ * signature must verify over the signed message (step 9s: every byte
+ * before the payload region but the signature's own), then every
+ * tensor's digest (step 9d) and every other rule, so one changed byte
+ * anywhere fails it. Each of those faults is `KILN_SIGNATURE` (rules
+ * `"SignatureKey"`, `"ReleaseTarget"`, `"ReleaseVersion"`,
+ * `"SignatureInvalid"`; a model that is not signed: `"NotSigned"`);
+ * the key and release are checked before the signature, and the
+ * signature before the digests. A `trust->key` that is not a usable
+ * Ed25519 key (one of small order, which would accept forged
+ * signatures) is `KILN_ERR_ARGUMENT`. `*out` and `*release` (each may be
+ * NULL) say what was accepted. Nothing is allocated; the check is
+ * ed25519-dalek's, streamed over the signed bytes where they lie.
+ *
+ * # Safety
+ * `data[0..len]` readable; `trust` NULL or a readable `kiln_trust` whose
+ * `target` is NULL or NUL-terminated; `out`, `release` and `err` NULL or writable.
+ */
+int kiln_model_verify_signed(const uint8_t *data,
+                             size_t len,
+                             const struct kiln_trust *trust,
+                             struct kiln_verified *out,
+                             struct kiln_release *release,
                              struct kiln_error *err);
 
 #ifdef __cplusplus

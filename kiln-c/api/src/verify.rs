@@ -1,6 +1,8 @@
 //! A model file's digests checked (step 9d of spec/model-file.md): in
 //! memory, or through the read callback and one chunk buffer.
 
+#[cfg(feature = "ed25519")]
+use core::ffi::c_char;
 use core::ffi::c_int;
 
 use kiln_nostd::model::{self, Kind, Model};
@@ -23,13 +25,15 @@ pub const KILN_RECORD_PLAIN: u32 = 1;
 pub const KILN_RECORD_DIGESTS: u32 = 2;
 /// `kiln_verified.record`: a shard record of a sharded model (checked alone).
 pub const KILN_RECORD_SHARD: u32 = 3;
+/// `kiln_verified.record`: a signed record (a key, a signature, a release, digests, block).
+pub const KILN_RECORD_SIGNED: u32 = 4;
 
 /// What `kiln_model_verify` and `kiln_source_verify_model` found in an
 /// accepted input (all zero on failure).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct kiln_verified {
-    /// The record type: `KILN_RECORD_NONE` .. `KILN_RECORD_SHARD`.
+    /// The record type: `KILN_RECORD_NONE` .. `KILN_RECORD_SIGNED`.
     pub record: u32,
     /// True when every tensor's payload was hashed and matched its digest;
     /// false for an input without digests or with `KILN_VERIFY_SKIP_DIGESTS`.
@@ -50,6 +54,7 @@ fn record_of(kind: Option<Kind>) -> u32 {
         Some(Kind::Plain) => KILN_RECORD_PLAIN,
         Some(Kind::Digests) => KILN_RECORD_DIGESTS,
         Some(Kind::Shard) => KILN_RECORD_SHARD,
+        Some(Kind::Signed) => KILN_RECORD_SIGNED,
         _ => KILN_RECORD_NONE,
     }
 }
@@ -163,6 +168,108 @@ pub unsafe extern "C" fn kiln_source_verify_model(
                 block_len: s.block.block_len,
             },
         );
+        Ok(())
+    })();
+    report(err, r)
+}
+
+/// The key a reader trusts and what it requires of a signed model's
+/// release, for `kiln_model_verify_signed`.
+#[cfg(feature = "ed25519")]
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct kiln_trust {
+    /// The trusted Ed25519 public key (RFC 8032's 32-byte encoding).
+    pub key: [u8; 32],
+    /// NULL: any target; otherwise the NUL-terminated target name the
+    /// model's release must carry (the device or product).
+    pub target: *const c_char,
+    /// True: the release version must be above `newer_than` (the running
+    /// model's version: an older or equal one is a rollback).
+    pub check_version: bool,
+    /// The version a model must be newer than, when `check_version`.
+    pub newer_than: u64,
+}
+
+/// A signed model's release and signer, as `kiln_model_verify_signed`
+/// accepted them (all zero on failure).
+#[cfg(feature = "ed25519")]
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct kiln_release {
+    /// The release version.
+    pub version: u64,
+    /// The target name (bytes in the caller's buffer, not NUL-terminated).
+    pub target: kiln_str,
+    /// The signer's public key.
+    pub key: [u8; 32],
+}
+
+/// `kiln_model_verify` for a signed model file (spec/model-file.md,
+/// "Signed models"): the record's key must be `trust->key`, its release
+/// must name `trust->target` (unless NULL) and carry a version above
+/// `trust->newer_than` (when `trust->check_version`), its Ed25519
+/// signature must verify over the signed message (step 9s: every byte
+/// before the payload region but the signature's own), then every
+/// tensor's digest (step 9d) and every other rule, so one changed byte
+/// anywhere fails it. Each of those faults is `KILN_SIGNATURE` (rules
+/// `"SignatureKey"`, `"ReleaseTarget"`, `"ReleaseVersion"`,
+/// `"SignatureInvalid"`; a model that is not signed: `"NotSigned"`);
+/// the key and release are checked before the signature, and the
+/// signature before the digests. A `trust->key` that is not a usable
+/// Ed25519 key (one of small order, which would accept forged
+/// signatures) is `KILN_ERR_ARGUMENT`. `*out` and `*release` (each may be
+/// NULL) say what was accepted. Nothing is allocated; the check is
+/// ed25519-dalek's, streamed over the signed bytes where they lie.
+///
+/// # Safety
+/// `data[0..len]` readable; `trust` NULL or a readable `kiln_trust` whose
+/// `target` is NULL or NUL-terminated; `out`, `release` and `err` NULL or writable.
+#[cfg(feature = "ed25519")]
+#[no_mangle]
+pub unsafe extern "C" fn kiln_model_verify_signed(
+    data: *const u8,
+    len: usize,
+    trust: *const kiln_trust,
+    out: *mut kiln_verified,
+    release: *mut kiln_release,
+    err: *mut kiln_error,
+) -> c_int {
+    put(out, NONE);
+    put(release, kiln_release { version: 0, target: kiln_str { ptr: core::ptr::null(), len: 0 }, key: [0; 32] });
+    let r = (|| {
+        if trust.is_null() {
+            return Err(Fail::Api(KILN_ERR_NULL));
+        }
+        // SAFETY: not NULL; the caller passes a readable kiln_trust.
+        let t = unsafe { trust.read() };
+        let mut policy = model::Trust::new(&t.key).ok_or(Fail::Api(KILN_ERR_ARGUMENT))?;
+        if !t.target.is_null() {
+            // SAFETY: NUL-terminated, per the contract.
+            let target = unsafe { c_string(t.target) }?;
+            policy = policy.target(core::str::from_utf8(target).map_err(|_| Fail::Api(KILN_ERR_ARGUMENT))?);
+        }
+        if t.check_version {
+            policy = policy.newer_than(t.newer_than);
+        }
+        // SAFETY: the caller's buffer, per the contract.
+        let buf = unsafe { slice(data, len) }?;
+        let m = Model::parse_trusted(buf, &policy)?;
+        let dir = m.directory();
+        put(
+            out,
+            kiln_verified {
+                record: record_of(Some(m.kind())),
+                digests_checked: true,
+                tensor_count: dir.len(),
+                block_offset: u64_from(dir.start()),
+                block_len: u64_from(dir.end().saturating_sub(dir.start())),
+            },
+        );
+        if let Some(sig) = m.signature() {
+            let target = kiln_str { ptr: sig.release.target.as_ptr().cast::<c_char>(), len: sig.release.target.len() };
+            put(release, kiln_release { version: sig.release.version, target, key: *sig.key });
+        }
         Ok(())
     })();
     report(err, r)
