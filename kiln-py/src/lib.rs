@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use kiln_nostd::frozen::{Reader, Schema};
-use kiln_nostd::model::{self, Kind, Manifest, Metadata, Model, ModelWriter, PAD_KEY};
+use kiln_nostd::model::{self, Kind, Manifest, Metadata, Model, ModelWriter, Trust, PAD_KEY};
 use kiln_nostd::{
     host, scratch_len, DType, Directory, Error, Limits, QuantSpec, TensorRef, TensorSpec, Width, DEFAULT_CAP,
 };
@@ -189,6 +189,48 @@ fn validate(
         }
     };
     verdict.map_err(|e| kiln_error(py, e))
+}
+
+/// A signed model file or manifest checked against a trusted Ed25519
+/// public key (32 bytes): key, release (`target`, `newer_than`), the
+/// signature, then (a model file) every digest and rule. Returns
+/// (version, target, signer's key); raises `KilnError` (code SIGNATURE and
+/// its rule for a fault of the trust checks), `ValueError` for a key that
+/// is not a usable Ed25519 public key.
+#[pyfunction]
+#[pyo3(signature = (data, public_key, target=None, newer_than=None))]
+fn verify_signed(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    public_key: &[u8],
+    target: Option<&str>,
+    newer_than: Option<u64>,
+) -> PyResult<(u64, String, Vec<u8>)> {
+    let key: &[u8; 32] =
+        public_key.try_into().map_err(|_| PyValueError::new_err("an Ed25519 public key is 32 bytes"))?;
+    let mut trust = Trust::new(key).ok_or_else(|| PyValueError::new_err("not a usable Ed25519 public key"))?;
+    if let Some(t) = target {
+        trust = trust.target(t);
+    }
+    if let Some(v) = newer_than {
+        trust = trust.newer_than(v);
+    }
+    let held = Held::new(data)?;
+    let verdict = with_bytes(py, &held, |b| -> Result<_, Error> {
+        let sig = if Kind::of(b) == Some(Kind::Manifest) {
+            let mut scratch = manifest_scratch(b, Limits::DEFAULT);
+            Manifest::parse_trusted(b, &Limits::DEFAULT, Some(&mut scratch), &trust)?.signature()
+        } else {
+            let mut scratch = host::scratch_for(b, &Limits::DEFAULT);
+            Model::parse_trusted_with(b, &trust, host::parser(Limits::DEFAULT, &mut scratch))?.signature()
+        };
+        Ok(sig.map(|s| (s.release.version, s.release.target.to_owned(), s.key.to_vec())))
+    });
+    match verdict {
+        Ok(Some(found)) => Ok(found),
+        Ok(None) => Err(pyo3::exceptions::PyRuntimeError::new_err("an accepted signed model has a signature")),
+        Err(e) => Err(file_error(py, held.bytes(), e)),
+    }
 }
 
 /// The tensor table as tuples: (name, dtype code, shape, absolute offset,
@@ -676,6 +718,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MANIFEST_HASH", model::MANIFEST_HASH)?;
     m.add("PAD_KEY", PAD_KEY)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_signed, m)?)?;
     m.add_function(wrap_pyfunction!(inspect, m)?)?;
     m.add_function(wrap_pyfunction!(load_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(make_array, m)?)?;

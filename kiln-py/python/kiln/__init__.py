@@ -24,6 +24,7 @@ tensor at fault, where one is.
 
 from __future__ import annotations
 
+import base64
 import mmap
 import os
 import stat
@@ -45,6 +46,8 @@ __all__ = [
     "SafeOpen",
     "TensorSlice",
     "validate",
+    "verify",
+    "Release",
     "decode",
     "encode",
     "safe_open",
@@ -206,6 +209,78 @@ def validate(
                 shards.close()
         finally:
             shards.close()
+
+
+@dataclass(frozen=True)
+class Release:
+    """What :func:`verify` accepted: the signed release and its signer."""
+
+    #: The release version (an update carries a higher one than the model it replaces).
+    version: int
+    #: The device or product the model is for.
+    target: str
+    #: The signer's Ed25519 public key (32 bytes).
+    key: bytes
+
+    @property
+    def key_hex(self) -> str:
+        """The key as ``kiln validate`` and ``kiln verify`` show it."""
+        return self.key.hex()
+
+
+# An Ed25519 SubjectPublicKeyInfo (RFC 8410) is this DER prefix and the 32 key bytes.
+_SPKI_ED25519 = bytes.fromhex("302a300506032b6570032100")
+
+
+def _public_key(key: Union[bytes, str]) -> bytes:
+    """32 raw bytes, 64 hex digits, or the PEM ``PUBLIC KEY`` that
+    ``openssl pkey -pubout`` writes (text or bytes)."""
+    text = key.decode("ascii", "replace") if isinstance(key, bytes) and key.startswith(b"-----") else key
+    if isinstance(text, str) and "-----BEGIN PUBLIC KEY-----" in text:
+        body = text.split("-----BEGIN PUBLIC KEY-----", 1)[1].split("-----END PUBLIC KEY-----", 1)[0]
+        der = base64.b64decode("".join(body.split()), validate=True)
+        if len(der) != 44 or not der.startswith(_SPKI_ED25519):
+            raise ValueError("not an Ed25519 public key (SubjectPublicKeyInfo, RFC 8410)")
+        return der[12:]
+    if isinstance(text, str):
+        raw = bytes.fromhex(text)
+    else:
+        raw = bytes(text)
+    if len(raw) != 32:
+        raise ValueError("an Ed25519 public key is 32 bytes (or 64 hex digits, or PEM)")
+    return raw
+
+
+def verify(
+    data: Data,
+    public_key: Union[bytes, str],
+    *,
+    target: Optional[str] = None,
+    newer_than: Optional[int] = None,
+) -> Release:
+    """``kiln verify --pubkey KEY FILE``: checks a signed model file (or the
+    signed manifest of a sharded model) against the trusted Ed25519
+    ``public_key`` (32 bytes, hex, or PEM as ``openssl pkey -pubout``
+    writes it): its key, its release (``target``: the name it must carry;
+    ``newer_than``: the version it must be above, so an older one is a
+    rollback), the signature over every byte but the payloads, then every
+    digest and rule, so one changed byte anywhere fails it. A manifest's
+    path also checks every shard against the manifest, in order. Returns the
+    accepted :class:`Release`; raises :class:`KilnError` (code
+    ``"SIGNATURE"`` and its rule for a wrong key, target, version or
+    signature, or an unsigned model: ``"NotSigned"``)."""
+    key = _public_key(public_key)
+    buf = _buffer(data)
+    version, name, signer = _kiln.verify_signed(buf, key, target, newer_than)
+    if _is_path(data) and _kiln.kind(buf) == "manifest":
+        shards = _Shards(data, buf)  # type: ignore[arg-type]
+        try:
+            for index in range(1, len(shards.names) + 1):
+                shards.open(index, True)
+                shards.close()
+        finally:
+            shards.close()
+    return Release(version, name, signer)
 
 
 def decode(data: Data, type_text: str, framed: bool = False) -> Any:
