@@ -8,6 +8,117 @@ pub(crate) fn array<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
     buf.get(at..end)?.try_into().ok()
 }
 
+// Small cores (Cortex-M0, riscv32imc: the targets without compare-and-swap
+// atomics, which are also those without unaligned loads, and M0 has no
+// divide or count-leading-zeros instruction) get their own versions of a
+// few primitives, chosen for code size:
+// - a little-endian field read is there a byte load per byte and a shift
+//   and add to join them, 20 to 40 bytes at each of some 60 read sites:
+//   one out-of-line copy of each is smaller. `black_box` keeps link-time
+//   optimisation from moving the loads back out to the callers (argument
+//   promotion of a pointer the function only reads);
+// - a 16-byte zero test is sixteen byte loads at each call site: a loop;
+// - zeroing a table is a call to the 158-byte memclr routine: a loop.
+// Elsewhere each is one wide load or a memset, inlined. Both sets are
+// compiled for the tests, which hold them to the same answers.
+#[cfg(all(target_os = "none", not(target_has_atomic = "32")))]
+pub(crate) use small::{all_zero16, clear, le16, le32, le64};
+#[cfg(not(all(target_os = "none", not(target_has_atomic = "32"))))]
+pub(crate) use wide::{all_zero16, clear, le16, le32, le64};
+
+#[cfg(any(test, all(target_os = "none", not(target_has_atomic = "32"))))]
+mod small {
+    /// `u16::from_le_bytes` of a field, out of line.
+    #[inline(never)]
+    pub(crate) fn le16(b: &[u8; 2]) -> u16 {
+        u16::from_le_bytes(*core::hint::black_box(b))
+    }
+
+    /// `u32::from_le_bytes` of a field, out of line.
+    #[inline(never)]
+    pub(crate) fn le32(b: &[u8; 4]) -> u32 {
+        u32::from_le_bytes(*core::hint::black_box(b))
+    }
+
+    /// `u64::from_le_bytes` of a field, out of line.
+    #[inline(never)]
+    pub(crate) fn le64(b: &[u8; 8]) -> u64 {
+        u64::from_le_bytes(*core::hint::black_box(b))
+    }
+
+    /// True when the 16 bytes are all zero, by a byte loop.
+    pub(crate) fn all_zero16(b: &[u8; 16]) -> bool {
+        super::first_nonzero(b).is_none()
+    }
+
+    /// Sets every word to zero by a plain loop (the value hidden from the
+    /// optimiser, which would make the loop a memclr call).
+    pub(crate) fn clear(words: &mut [u32]) {
+        let zero = core::hint::black_box(0);
+        for w in words {
+            *w = zero;
+        }
+    }
+}
+
+#[cfg(any(test, not(all(target_os = "none", not(target_has_atomic = "32")))))]
+mod wide {
+    /// `u16::from_le_bytes` of a field.
+    #[inline]
+    pub(crate) fn le16(b: &[u8; 2]) -> u16 {
+        u16::from_le_bytes(*b)
+    }
+
+    /// `u32::from_le_bytes` of a field.
+    #[inline]
+    pub(crate) fn le32(b: &[u8; 4]) -> u32 {
+        u32::from_le_bytes(*b)
+    }
+
+    /// `u64::from_le_bytes` of a field.
+    #[inline]
+    pub(crate) fn le64(b: &[u8; 8]) -> u64 {
+        u64::from_le_bytes(*b)
+    }
+
+    /// True when the 16 bytes are all zero: one 128-bit compare.
+    #[inline]
+    pub(crate) fn all_zero16(b: &[u8; 16]) -> bool {
+        u128::from_ne_bytes(*b) == 0
+    }
+
+    /// Sets every word to zero (a memset).
+    #[inline]
+    pub(crate) fn clear(words: &mut [u32]) {
+        words.fill(0);
+    }
+}
+
+/// (n / d, n % d) by shift and subtract, `None` for `d` 0. The two rules
+/// that divide (an opaque length by its block size, a quantized axis by its
+/// group) are rare, and this keeps 32-bit targets from linking a general
+/// 64-bit division routine (about 870 bytes on Cortex-M) or, on cores
+/// without a divide instruction, the 400-byte 32-bit one. Out of line: one
+/// copy serves both rules.
+#[inline(never)]
+pub(crate) fn div_rem_u32(n: u64, d: u32) -> Option<(u64, u64)> {
+    if d == 0 {
+        return None;
+    }
+    let d = u64::from(d);
+    let (mut q, mut r) = (0u64, 0u64);
+    for bit in (0..64u32).rev() {
+        // r < d <= 2^32 before the shift, so it cannot overflow.
+        r = (r << 1) | (n.checked_shr(bit).unwrap_or(0) & 1);
+        if r >= d {
+            r = r.wrapping_sub(d);
+            // Fallback not taken: bit is below 64.
+            q |= 1u64.checked_shl(bit).unwrap_or(0);
+        }
+    }
+    Some((q, r))
+}
+
 #[inline]
 pub(crate) fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
     array(buf, at).map(u32::from_le_bytes)
@@ -84,6 +195,42 @@ pub const fn u64_from(v: usize) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_small_core_primitives_agree_with_the_wide_ones() {
+        use super::{small, wide};
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..2000 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let b = state.to_le_bytes();
+            let mut sixteen = [0u8; 16];
+            // Mostly zero, sometimes one byte set: both answers of the zero test.
+            if state >> 60 == 0 {
+                sixteen[usize::try_from(state >> 56 & 15).unwrap()] = b[0] | 1;
+            }
+            assert_eq!(small::le16(&[b[0], b[1]]), wide::le16(&[b[0], b[1]]));
+            assert_eq!(small::le32(&[b[0], b[1], b[2], b[3]]), wide::le32(&[b[0], b[1], b[2], b[3]]));
+            assert_eq!(small::le64(&b), wide::le64(&b));
+            assert_eq!(small::all_zero16(&sixteen), wide::all_zero16(&sixteen));
+        }
+        let (mut a, mut w) = ([7u32; 33], [7u32; 33]);
+        small::clear(&mut a[1..]);
+        wide::clear(&mut w[1..]);
+        assert_eq!(a, w);
+        assert_eq!((a[0], a[1..].iter().all(|&x| x == 0)), (7, true));
+    }
+
+    #[test]
+    fn division_by_shift_and_subtract_matches_native() {
+        let ns = [0u64, 1, 2, 31, 32, 33, 1 << 32, (1 << 32) + 1, u64::MAX - 1, u64::MAX, 0x1234_5678_9abc_def0];
+        for &n in &ns {
+            for d in [1u32, 2, 3, 7, 32, 1000, u32::MAX - 1, u32::MAX] {
+                let d64 = u64::from(d);
+                assert_eq!(super::div_rem_u32(n, d), Some((n / d64, n % d64)), "{n} / {d}");
+            }
+            assert_eq!(super::div_rem_u32(n, 0), None);
+        }
+    }
+
     use super::first_above_one;
     extern crate std;
     use std::vec;

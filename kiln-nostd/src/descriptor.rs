@@ -160,7 +160,7 @@ impl RawDescriptor {
     /// Dtype code.
     #[inline]
     pub fn dtype_code(&self) -> u16 {
-        u16::from_le_bytes(self.dtype)
+        crate::bytes::le16(&self.dtype)
     }
 
     /// The dtype, if the code is defined or opaque.
@@ -179,49 +179,49 @@ impl RawDescriptor {
     /// Opaque block size.
     #[inline]
     pub fn block_size(&self) -> u32 {
-        u32::from_le_bytes(self.block_size)
+        crate::bytes::le32(&self.block_size)
     }
 
     /// Quantization scheme.
     #[inline]
     pub fn quant_scheme(&self) -> u16 {
-        u16::from_le_bytes(self.quant_scheme)
+        crate::bytes::le16(&self.quant_scheme)
     }
 
     /// Quantized axis.
     #[inline]
     pub fn quant_axis(&self) -> u16 {
-        u16::from_le_bytes(self.quant_axis)
+        crate::bytes::le16(&self.quant_axis)
     }
 
     /// Elements per scale.
     #[inline]
     pub fn group_size(&self) -> u32 {
-        u32::from_le_bytes(self.group_size)
+        crate::bytes::le32(&self.group_size)
     }
 
     /// Scale tensor index.
     #[inline]
     pub fn scale_index(&self) -> u32 {
-        u32::from_le_bytes(self.scale_index)
+        crate::bytes::le32(&self.scale_index)
     }
 
     /// Outer tensor index.
     #[inline]
     pub fn outer_index(&self) -> u32 {
-        u32::from_le_bytes(self.outer_index)
+        crate::bytes::le32(&self.outer_index)
     }
 
     /// Payload offset from the payload base.
     #[inline]
     pub fn byte_offset(&self) -> u64 {
-        u64::from_le_bytes(self.byte_offset)
+        crate::bytes::le64(&self.byte_offset)
     }
 
     /// Payload length.
     #[inline]
     pub fn byte_length(&self) -> u64 {
-        u64::from_le_bytes(self.byte_length)
+        crate::bytes::le64(&self.byte_length)
     }
 
     /// End of the payload range, `None` on overflow.
@@ -234,41 +234,48 @@ impl RawDescriptor {
     /// Shape slot `i` (0..8).
     #[inline]
     pub fn slot(&self, i: usize) -> u64 {
-        self.shape.get(i).copied().map_or(0, u64::from_le_bytes)
+        self.shape.get(i).map_or(0, crate::bytes::le64)
     }
 
     /// The dims in use, `shape[..rank]` (none for a rank above 8).
     pub fn dims(&self) -> impl Iterator<Item = u64> + '_ {
         let rank = if self.rank > MAX_RANK { 0 } else { usize::from(self.rank) };
-        self.shape.iter().take(rank).map(|d| u64::from_le_bytes(*d))
+        self.shape.iter().take(rank).map(crate::bytes::le64)
     }
 
     /// Product of the dims in use (1 for rank 0); `None` on overflow. The
     /// product is exact: a zero dimension makes it 0 whatever the others are.
     #[must_use]
     pub fn element_count(&self) -> Option<u64> {
-        if self.dims().any(|d| d == 0) {
-            return Some(0);
+        // One pass: an overflow is only known to matter once no zero follows.
+        let mut count = Some(1u64);
+        for d in self.dims() {
+            if d == 0 {
+                return Some(0);
+            }
+            count = count.and_then(|c| c.checked_mul(d));
         }
-        self.dims().try_fold(1u64, |acc, d| acc.checked_mul(d))
+        count
     }
 
     /// All eight shape slots, decoded.
     #[inline]
     pub fn shape(&self) -> [u64; 8] {
-        self.shape.map(u64::from_le_bytes)
+        // Slot by slot: a by-value map would copy the 64 raw bytes first
+        // (a call to memcpy where loads are byte loads).
+        core::array::from_fn(|i| self.slot(i))
     }
 
     /// name_off and name_len.
     #[inline]
     pub fn name_field(&self) -> (u16, u16) {
-        (u16::from_le_bytes(self.name_off), u16::from_le_bytes(self.name_len))
+        (crate::bytes::le16(&self.name_off), crate::bytes::le16(&self.name_len))
     }
 
     /// layout_off and layout_len.
     #[inline]
     pub fn layout_field(&self) -> (u16, u16) {
-        (u16::from_le_bytes(self.layout_off), u16::from_le_bytes(self.layout_len))
+        (crate::bytes::le16(&self.layout_off), crate::bytes::le16(&self.layout_len))
     }
 }
 
@@ -277,21 +284,21 @@ impl Descriptor {
     #[inline]
     pub fn from_raw(r: &RawDescriptor) -> Descriptor {
         Descriptor {
-            dtype: u16::from_le_bytes(r.dtype),
+            dtype: crate::bytes::le16(&r.dtype),
             rank: r.rank,
-            name_off: u16::from_le_bytes(r.name_off),
-            name_len: u16::from_le_bytes(r.name_len),
-            layout_off: u16::from_le_bytes(r.layout_off),
-            layout_len: u16::from_le_bytes(r.layout_len),
-            block_size: u32::from_le_bytes(r.block_size),
-            quant_scheme: u16::from_le_bytes(r.quant_scheme),
-            quant_axis: u16::from_le_bytes(r.quant_axis),
-            group_size: u32::from_le_bytes(r.group_size),
-            scale_index: u32::from_le_bytes(r.scale_index),
-            outer_index: u32::from_le_bytes(r.outer_index),
-            byte_offset: u64::from_le_bytes(r.byte_offset),
-            byte_length: u64::from_le_bytes(r.byte_length),
-            shape: r.shape.map(u64::from_le_bytes),
+            name_off: crate::bytes::le16(&r.name_off),
+            name_len: crate::bytes::le16(&r.name_len),
+            layout_off: crate::bytes::le16(&r.layout_off),
+            layout_len: crate::bytes::le16(&r.layout_len),
+            block_size: crate::bytes::le32(&r.block_size),
+            quant_scheme: crate::bytes::le16(&r.quant_scheme),
+            quant_axis: crate::bytes::le16(&r.quant_axis),
+            group_size: crate::bytes::le32(&r.group_size),
+            scale_index: crate::bytes::le32(&r.scale_index),
+            outer_index: crate::bytes::le32(&r.outer_index),
+            byte_offset: crate::bytes::le64(&r.byte_offset),
+            byte_length: crate::bytes::le64(&r.byte_length),
+            shape: r.shape(),
         }
     }
 
@@ -419,7 +426,7 @@ impl RawDescriptor {
 // Inlined on 64-bit hosts for speed; on microcontrollers the calls keep code small.
 #[cfg_attr(target_pointer_width = "64", inline)]
 pub(crate) fn check_reserved(raw: &RawDescriptor, index: usize) -> Result<()> {
-    if raw.reserved == 0 && u128::from_ne_bytes(raw.reserved_tail) == 0 {
+    if raw.reserved == 0 && crate::bytes::all_zero16(&raw.reserved_tail) {
         return Ok(()); // the usual case, in two compares
     }
     check_reserved_start(bytemuck::bytes_of(raw), index)
@@ -432,8 +439,7 @@ pub(crate) fn check_reserved(raw: &RawDescriptor, index: usize) -> Result<()> {
 /// descriptors arriving in pieces; step 8 keeps its plain loop (on bare
 /// metal it is the accepting path, and the loop is smaller).
 pub(crate) fn check_reserved_all(raws: &[RawDescriptor], first: usize) -> Result<()> {
-    let any = raws.iter().fold(0u128, |acc, r| acc | u128::from(r.reserved) | u128::from_ne_bytes(r.reserved_tail));
-    if any == 0 {
+    if raws.iter().all(|r| r.reserved == 0 && crate::bytes::all_zero16(&r.reserved_tail)) {
         return Ok(());
     }
     for (k, raw) in raws.iter().enumerate() {
@@ -495,11 +501,7 @@ fn check_length_and_layout(d: &RawDescriptor, dtype: DType, count: u64, index: u
             if !has_layout {
                 return fail(Rule::OpaqueWithoutLayout, at(AT_LAYOUT_LEN));
             }
-            // The range check above bounds byte_length by the buffer, so it
-            // fits a usize: no 64-bit division on 32-bit targets.
-            let len = usize_from(d.byte_length());
-            let block = usize::try_from(d.block_size()).ok();
-            if len.zip(block).and_then(|(l, b)| l.checked_rem(b)) != Some(0) {
+            if crate::bytes::div_rem_u32(d.byte_length(), d.block_size()).is_none_or(|(_, r)| r != 0) {
                 return fail(Rule::OpaqueBlockSize, at(AT_BLOCK_SIZE));
             }
             Ok(())

@@ -93,10 +93,10 @@ impl Header {
         let head: &RawHeader = bytemuck::cast_ref(head);
         Ok(Header {
             flags: head.flags,
-            tensor_count: u32::from_le_bytes(head.tensor_count),
-            name_bytes: u32::from_le_bytes(head.name_bytes),
-            payload_bytes: u64::from_le_bytes(head.payload_bytes),
-            directory_bytes: u64::from_le_bytes(head.directory_bytes),
+            tensor_count: crate::bytes::le32(&head.tensor_count),
+            name_bytes: crate::bytes::le32(&head.name_bytes),
+            payload_bytes: crate::bytes::le64(&head.payload_bytes),
+            directory_bytes: crate::bytes::le64(&head.directory_bytes),
         })
     }
 
@@ -188,6 +188,8 @@ pub(crate) fn check_block_fits(block_len: u64, avail: u64) -> Result<()> {
 /// fault found here is the verdict whatever follows; the incremental
 /// validator reports it at the byte that shows it. A short header's EOF is
 /// the caller's.
+// One copy on microcontrollers: `Header::parse` calls it twice.
+#[cfg_attr(target_os = "none", inline(never))]
 pub(crate) fn check_start(start: &[u8]) -> Result<()> {
     let magic = start.len().min(MAGIC.len());
     if start.get(..magic) != MAGIC.get(..magic) {

@@ -280,9 +280,13 @@ fn take(heap: Heap<'_>, cursor: usize, off: u16, len: u16, i: usize, field: usiz
     let Some(bytes) = heap.slice(off, len) else {
         return fail(Rule::HeapOverrun, field_at(i, field.saturating_add(2)));
     };
-    if heap.str(off, len).is_none() {
-        let bad = core::str::from_utf8(bytes).err().map_or(0, |e| e.valid_up_to());
-        return fail(utf8, heap.at.saturating_add(cursor).saturating_add(bad));
+    // The whole-heap text answers for a name on a character boundary; any
+    // other name is checked (once) on its own bytes.
+    let on_boundary = heap.text.is_some_and(|t| t.get(cursor..cursor.saturating_add(bytes.len())).is_some());
+    if !on_boundary {
+        if let Err(e) = core::str::from_utf8(bytes) {
+            return fail(utf8, heap.at.saturating_add(cursor).saturating_add(e.valid_up_to()));
+        }
     }
     Ok(cursor.saturating_add(bytes.len()))
 }
@@ -393,9 +397,27 @@ fn fingerprint(h: u64) -> u32 {
 
 /// Slots a table for `count` names uses: a power of two at least 1.5 times the count.
 const fn slots_for(count: usize) -> Option<usize> {
+    match slots_and_log2(count) {
+        Some((slots, _)) => Some(slots),
+        None => None,
+    }
+}
+
+/// [`slots_for`] and its log2, by doubling: no count-leading-zeros, which
+/// cores without the instruction (Cortex-M0) link as a 108-byte routine;
+/// at most 64 rounds, once per table.
+const fn slots_and_log2(count: usize) -> Option<(usize, u32)> {
     let Some(n) = count.checked_add(count / 2) else { return None };
     let Some(n) = n.checked_add(1) else { return None };
-    n.checked_next_power_of_two()
+    let (mut slots, mut log2) = (1usize, 0u32);
+    while slots < n {
+        slots = match slots.checked_mul(2) {
+            Some(s) => s,
+            None => return None,
+        };
+        log2 = log2.saturating_add(1);
+    }
+    Some((slots, log2))
 }
 
 /// Scratch `u32`s a name table for `count` tensors needs (two per slot).
@@ -430,7 +452,7 @@ pub(crate) struct NameTable<'s> {
 impl<'s> NameTable<'s> {
     /// A cleared table, or `None` when the scratch is too small for `count`.
     pub fn new(scratch: &'s mut [u32], count: usize) -> Option<NameTable<'s>> {
-        scratch.get_mut(..slots_for(count)?.checked_mul(2)?)?.fill(0);
+        crate::bytes::clear(scratch.get_mut(..slots_for(count)?.checked_mul(2)?)?);
         NameTable::resume(scratch, count)
     }
 
@@ -439,10 +461,10 @@ impl<'s> NameTable<'s> {
     /// names arrive. Inlined, so [`new`](Self::new) is one function.
     #[inline(always)]
     pub fn resume(scratch: &'s mut [u32], count: usize) -> Option<NameTable<'s>> {
-        let want = slots_for(count)?;
+        let (want, log2) = slots_and_log2(count)?;
         let words = scratch.get_mut(..want.checked_mul(2)?)?;
         let slots: &mut [[u32; 2]] = bytemuck::try_cast_slice_mut(words).ok()?;
-        Some(NameTable { slots, mask: want.wrapping_sub(1), shift: 64u32.saturating_sub(want.trailing_zeros()) })
+        Some(NameTable { slots, mask: want.wrapping_sub(1), shift: 64u32.saturating_sub(log2) })
     }
 
     /// Inserts descriptor `index`, whose name is `name_of(index)`; returns

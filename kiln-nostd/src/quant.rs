@@ -28,24 +28,10 @@ pub fn scale_count(dims: &[u64], axis: usize, group_size: u32) -> Option<u64> {
     dims.iter().enumerate().filter(|&(i, _)| i != axis).try_fold(groups, |acc, (_, &d)| acc.checked_mul(d))
 }
 
-/// ceil(n / d) by shift and subtract. Quantized tensors are rare, and this
-/// keeps 32-bit targets from linking a general 64-bit division routine
-/// (about 870 bytes on Cortex-M) for this one check.
+/// ceil(n / d), by [`div_rem_u32`](crate::bytes::div_rem_u32): quantized
+/// tensors are rare, and 32-bit targets then link no 64-bit division routine.
 fn div_ceil_u32(n: u64, d: u32) -> Option<u64> {
-    if d == 0 {
-        return None;
-    }
-    let d = u64::from(d);
-    let (mut q, mut r) = (0u64, 0u64);
-    for bit in (0..64u32).rev() {
-        // r < d <= 2^32 before the shift, so it cannot overflow.
-        r = (r << 1) | (n.checked_shr(bit).unwrap_or(0) & 1);
-        if r >= d {
-            r = r.wrapping_sub(d);
-            // Fallback not taken: bit is below 64.
-            q |= 1u64.checked_shl(bit).unwrap_or(0);
-        }
-    }
+    let (q, r) = crate::bytes::div_rem_u32(n, d)?;
     q.checked_add(u64::from(r != 0))
 }
 

@@ -36,6 +36,7 @@ fn retrained(names: &[&str]) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn a_delta_rebuilds_the_new_model_byte_for_byte_and_sends_only_what_changed() {
     let old = sign(EXAMPLE, 1);
     let new = sign(&retrained(&["fc2.weight", "fc2.bias"]), 2);
@@ -90,6 +91,7 @@ fn a_delta_rebuilds_the_new_model_byte_for_byte_and_sends_only_what_changed() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn each_fault_of_a_delta_is_its_rule() {
     let old = sign(EXAMPLE, 1);
     let new = sign(&retrained(&["fc2.weight"]), 2);

@@ -42,6 +42,7 @@ fn whole(file: &[u8], trust: &Trust<'_>) -> Result<u64, Error> {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn a_signed_model_reads_everywhere_and_verifies_with_its_key() {
     let (file, public) = example();
     let m = Model::parse(&file).unwrap();
@@ -99,6 +100,7 @@ fn rfc8032_vectors_pass_through_the_check_as_we_call_it() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn a_flipped_bit_anywhere_in_the_signed_region_never_verifies() {
     let (file, public) = example();
     let trust = Trust::new(&public).unwrap();
@@ -122,6 +124,7 @@ fn a_flipped_bit_anywhere_in_the_signed_region_never_verifies() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn the_reader_s_policy_is_checked_where_its_fields_are_read() {
     let (file, public) = example();
     let other = key(2).verifying_key().to_bytes();
@@ -150,6 +153,7 @@ fn the_reader_s_policy_is_checked_where_its_fields_are_read() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn the_signed_record_s_own_lengths() {
     let (file, _) = example();
     // key 31 bytes: the length word says so.
@@ -181,6 +185,7 @@ fn payload_faults_after_the_signature() {
 /// Faults of every kind the device meets, in every chunking: the stream's
 /// verdict is the whole-buffer one.
 #[test]
+#[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn the_stream_verdict_is_the_whole_buffer_verdict_in_every_chunking() {
     let (file, public) = example();
     let trust = Trust::new(&public).unwrap().target("lm3s6965").newer_than(4);
@@ -246,6 +251,7 @@ fn the_stream_verdict_is_the_whole_buffer_verdict_in_every_chunking() {
 /// with the signature field, the signature with the prefix's last byte,
 /// before any payload byte.
 #[test]
+#[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn the_stream_rejects_as_early_as_the_fault_is_certain() {
     let (file, public) = example();
     let trust = Trust::new(&public).unwrap();
@@ -269,6 +275,7 @@ fn the_stream_rejects_as_early_as_the_fault_is_certain() {
 /// A sharded model is signed through its manifest: the signed manifest keeps
 /// the model id, so the shards check against it as they are.
 #[test]
+#[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn a_signed_manifest_covers_the_sharded_model() {
     use kiln_nostd::model::sign_manifest;
     use kiln_nostd::model::{check_all, write_sharded, Manifest};
