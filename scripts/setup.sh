@@ -41,9 +41,10 @@ part_apt() {
 
 part_rust() {
     # The Windows and macOS targets are only checked (`cargo clippy --target`
-    # needs their standard library, not a linker).
+    # needs their standard library, not a linker); riscv32imc is the RISC-V
+    # firmware's (firmware-riscv/, the no-panic proof, the size table).
     local targets=(wasm32-unknown-unknown thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf
-        s390x-unknown-linux-gnu i686-unknown-linux-gnu x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin)
+        riscv32imc-unknown-none-elf s390x-unknown-linux-gnu i686-unknown-linux-gnu x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin)
     local installed missing=() t c
     installed=$(rustup target list --installed)
     for t in "${targets[@]}"; do grep -qx "$t" <<<"$installed" || missing+=("$t"); done
