@@ -138,6 +138,8 @@ def jobs():
         Job("firmware", "firmware-demo/ci.sh", ["setup-rust", "setup-apt", "setup-defmt-print"],
             note="the QEMU demo, the defmt log, the no-panic link proof"),
         Job("firmware-c", "firmware-c/ci.sh", ["setup-rust", "setup-apt"], note="the C firmware demo under QEMU"),
+        Job("firmware-riscv", "firmware-riscv/ci.sh", ["setup-rust", "setup-apt"], limit=5 * 60,
+            note="the RISC-V demo (riscv32imc) under QEMU virt"),
         *[check(t) for t in ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")],
         Job("rss", "scripts/rss.sh", ["setup-apt"], note="peak RSS on hostile files"),
         # The release build rss.sh made; the full 4 GiB run is local (README).
