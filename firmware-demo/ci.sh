@@ -28,7 +28,9 @@ if ! command -v defmt-print >/dev/null || [ "$(defmt-print --version | head -1)"
     cargo install -q defmt-print --version 1.2.0 --locked
 fi
 installed=$(rustup target list --installed)
-for t in thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf; do
+# riscv32imc: kiln-nopanic/ci.sh's fourth target (its QEMU run needs qemu-system-riscv32,
+# qemu-system-misc, and is skipped without it).
+for t in thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
     grep -qx "$t" <<<"$installed" || rustup target add "$t"
 done
 
@@ -93,7 +95,7 @@ else
     echo "OK   firmware-defmt: defmt frames decoded by defmt-print, result: PASS"
 fi
 
-# --- no-panic link check (all three Cortex-M targets + canary + QEMU run)
+# --- no-panic link check (the three Cortex-M targets and riscv32imc + canaries + QEMU runs)
 echo "== kiln-nopanic/ci.sh"
 "$root/kiln-nopanic/ci.sh" || failed+=(kiln-nopanic)
 

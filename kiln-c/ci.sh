@@ -2,7 +2,7 @@
 # CI for the C API (kiln.h, libkiln.a) on the host:
 #   1. kiln.h is what cbindgen 0.29.4 generates now (regenerated to a temp file and diffed;
 #      cbindgen expands the crate's macros, see kiln-c/cbindgen.toml)
-#   2. libkiln.a builds for the host and for thumbv6m, thumbv7m and thumbv7em
+#   2. libkiln.a builds for the host, for thumbv6m, thumbv7m and thumbv7em, and for riscv32imc
 #   3. the C test program (C99, -Wall -Wextra -pedantic -Werror, ASan + UBSan) gives the
 #      Rust verdict on every vector (kiln-c/api/tests/api.rs writes them) and runs the
 #      example model end to end; a C++ file includes kiln.h, compiles and runs
@@ -36,9 +36,9 @@ else
     echo "OK   kiln-c/include/kiln.h"
 fi
 
-step "libkiln.a for the host and the Cortex-M targets"
+step "libkiln.a for the host, the Cortex-M targets and RISC-V (riscv32imc)"
 cargo build -q --release --locked -p kiln-c
-for t in thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf; do
+for t in thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf riscv32imc-unknown-none-elf; do
     cargo build -q --release --locked -p kiln-c --target "$t"
     ls -l "$target_dir/$t/release/libkiln.a" | awk -v t="$t" '{print "OK   " t ": libkiln.a, " $5 " bytes"}'
 done

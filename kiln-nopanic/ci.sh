@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # No-panic link check for kiln-nostd (see src/main.rs).
 #
-#   ./ci.sh            check thumbv7m, thumbv6m and thumbv7em, run the canary, run under QEMU
+#   ./ci.sh            check thumbv7m, thumbv6m, thumbv7em and riscv32imc, run the canary,
+#                      run under QEMU (lm3s6965evb; virt for riscv32imc)
 #   TARGETS="thumbv7m-none-eabi" ./ci.sh    only these targets
 #
 # The release build links only if no panic path survived optimisation in any
@@ -10,16 +11,18 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-TARGETS=${TARGETS:-"thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf"}
+TARGETS=${TARGETS:-"thumbv7m-none-eabi thumbv6m-none-eabi thumbv7em-none-eabihf riscv32imc-unknown-none-elf"}
 MARK='a panic path survived optimisation'
 QEMU=(qemu-system-arm -cpu cortex-m3 -machine lm3s6965evb -nographic -semihosting-config enable=on,target=native -kernel)
+# The exit status comes from the machine's sifive_test device (see `rt` in src/main.rs).
+QEMU_RISCV=(qemu-system-riscv32 -machine virt -nographic -bios none -kernel)
 # Honour CARGO_TARGET_DIR (where cargo puts the default build).
 out=${CARGO_TARGET_DIR:-target}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 objdump_bin() {
-    if command -v arm-none-eabi-objdump >/dev/null; then echo arm-none-eabi-objdump; return; fi
+    if [[ $1 != riscv* ]] && command -v arm-none-eabi-objdump >/dev/null; then echo arm-none-eabi-objdump; return; fi
     local t; t=$(ls "$(rustc --print sysroot)"/lib/rustlib/*/bin/llvm-objdump 2>/dev/null | head -1)
     echo "${t:-objdump}"
 }
@@ -29,9 +32,10 @@ locate_panics() {
     local target=$1 dir=target/locate
     cargo build -q --release --target "$target" --features locate-panics --target-dir "$dir" || return 0
     echo "  functions calling into core's panic machinery:"
-    "$(objdump_bin)" -d --no-show-raw-insn -C "$dir/$target/release/kiln-nopanic" |
+    # Calls and jumps: bl/b.w/b on Arm; jal/jalr (after auipc), j, call, tail on RISC-V.
+    "$(objdump_bin "$target")" -d --no-show-raw-insn -C "$dir/$target/release/kiln-nopanic" |
         awk '/^[0-9a-f]+ <.*>:$/ { fn = $2 }
-             /(bl|b\.w|b)[ \t]+[0-9a-f]+ <(core::panicking|core::slice::.*fail|core::option::.*(unwrap|expect)|core::result::unwrap)/ { print "    " fn " -> " $NF }' |
+             /(bl|b\.w|b|jalr?|j|call|tail)[ \t]+[^<]*<(core::panicking|core::slice::.*fail|core::option::.*(unwrap|expect)|core::result::unwrap)/ { print "    " fn " -> " $NF }' |
         sort -u
 }
 
@@ -51,17 +55,22 @@ for target in $TARGETS; do
 done
 [ "$status" = 0 ] || exit "$status"
 
-# The check must be real: an unchecked index on a volatile input must not link.
-if cargo build --release --target thumbv7m-none-eabi --features canary-indexing --target-dir target/canary >"$log" 2>&1; then
-    echo "FAIL canary: a build with an unchecked input[i] linked, so the check proves nothing"
-    exit 1
-elif grep -q "$MARK" "$log"; then
-    echo "OK   canary: the same binary plus one unchecked input[i] refuses to link, as it must"
-else
-    cat "$log"
-    echo "FAIL canary: the canary build failed for another reason (see above)"
-    exit 1
-fi
+# The check must be real: an unchecked index on a volatile input must not link
+# (on thumbv7m, and on riscv32imc when it is checked: another runtime, another backend).
+canaries=thumbv7m-none-eabi
+[[ " $TARGETS " == *" riscv32imc-unknown-none-elf "* ]] && canaries+=" riscv32imc-unknown-none-elf"
+for target in $canaries; do
+    if cargo build --release --target "$target" --features canary-indexing --target-dir target/canary >"$log" 2>&1; then
+        echo "FAIL canary $target: a build with an unchecked input[i] linked, so the check proves nothing"
+        exit 1
+    elif grep -q "$MARK" "$log"; then
+        echo "OK   canary $target: the same binary plus one unchecked input[i] refuses to link, as it must"
+    else
+        cat "$log"
+        echo "FAIL canary $target: the canary build failed for another reason (see above)"
+        exit 1
+    fi
+done
 
 # It also runs: exit 0 when the example model parsed, the writer round trip matched,
 # the Frozen record read back (both ways) and every C API call on the model succeeded.
@@ -70,6 +79,14 @@ if [[ " $TARGETS " == *" thumbv7m-none-eabi "* ]] && command -v qemu-system-arm 
         echo "OK   run: kiln-nopanic exits 0 under QEMU (lm3s6965evb)"
     else
         echo "FAIL run: kiln-nopanic did not exit 0 under QEMU"
+        exit 1
+    fi
+fi
+if [[ " $TARGETS " == *" riscv32imc-unknown-none-elf "* ]] && command -v qemu-system-riscv32 >/dev/null; then
+    if timeout 30 "${QEMU_RISCV[@]}" "$out/riscv32imc-unknown-none-elf/release/kiln-nopanic" 2>/dev/null; then
+        echo "OK   run: kiln-nopanic exits 0 under QEMU (virt, riscv32imc)"
+    else
+        echo "FAIL run: kiln-nopanic did not exit 0 under QEMU (virt, riscv32imc)"
         exit 1
     fi
 fi

@@ -129,14 +129,17 @@ def jobs():
         Job("i686", "cargo test -p kiln-nostd --features alloc,derive,sha2,std --locked"
             " --target i686-unknown-linux-gnu", ["setup-rust", "setup-apt"],
             note="the core's suite where usize is 32 bits"),
-        Job("no_std", "for t in thumbv7em-none-eabihf thumbv6m-none-eabi wasm32-unknown-unknown; do"
+        Job("no_std", "for t in thumbv7em-none-eabihf thumbv6m-none-eabi riscv32imc-unknown-none-elf"
+            " wasm32-unknown-unknown; do"
             " cargo build -p kiln-nostd --release --locked --target $t || exit 1; done &&"
             " cargo build -p kiln-nostd --release --locked --target thumbv7em-none-eabihf --features defmt",
-            ["setup-rust"], note="the core for the card's three targets, and with defmt"),
+            ["setup-rust"], note="the core for the card's four targets, and with defmt"),
         Job("setup-defmt-print", "scripts/setup.sh defmt-print", note="cargo install defmt-print 1.2.0"),
         Job("firmware", "firmware-demo/ci.sh", ["setup-rust", "setup-apt", "setup-defmt-print"],
             note="the QEMU demo, the defmt log, the no-panic link proof"),
         Job("firmware-c", "firmware-c/ci.sh", ["setup-rust", "setup-apt"], note="the C firmware demo under QEMU"),
+        Job("firmware-riscv", "firmware-riscv/ci.sh", ["setup-rust", "setup-apt"], limit=5 * 60,
+            note="the RISC-V demo (riscv32imc) under QEMU virt"),
         *[check(t) for t in ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")],
         Job("rss", "scripts/rss.sh", ["setup-apt"], note="peak RSS on hostile files"),
         # The release build rss.sh made; the full 4 GiB run is local (README).

@@ -23,12 +23,13 @@ log() { printf '== setup: %s\n' "$*"; }
 cache=${KILN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln}
 
 part_apt() {
-    # Browser tests, QEMU (Cortex-M system + s390x user mode), the s390x cross
+    # Browser tests, QEMU (Cortex-M system; RISC-V system, qemu-system-misc's
+    # qemu-system-riscv32; s390x user mode), the s390x cross
     # linker, ARM binutils for sizes, GNU time for peak RSS, the 32-bit x86 C
     # runtime for the i686 job (not gcc-multilib: it removes the s390x cross
     # compiler); the C API's Cortex-M C compiler with newlib and CMake; OpenSSL (the signing tests' keys).
-    local want=(chromium qemu-system-arm qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross binutils-arm-none-eabi time
-        lib32gcc-12-dev libc6-dev-i386 gcc-arm-none-eabi libnewlib-arm-none-eabi cmake openssl)
+    local want=(chromium qemu-system-arm qemu-system-misc qemu-user gcc-s390x-linux-gnu libc6-dev-s390x-cross
+        binutils-arm-none-eabi time lib32gcc-12-dev libc6-dev-i386 gcc-arm-none-eabi libnewlib-arm-none-eabi cmake openssl)
     local missing=() p
     for p in "${want[@]}"; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -41,9 +42,10 @@ part_apt() {
 
 part_rust() {
     # The Windows and macOS targets are only checked (`cargo clippy --target`
-    # needs their standard library, not a linker).
+    # needs their standard library, not a linker); riscv32imc is the RISC-V
+    # firmware's (firmware-riscv/, the no-panic proof, the size table).
     local targets=(wasm32-unknown-unknown thumbv6m-none-eabi thumbv7m-none-eabi thumbv7em-none-eabihf
-        s390x-unknown-linux-gnu i686-unknown-linux-gnu x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin)
+        riscv32imc-unknown-none-elf s390x-unknown-linux-gnu i686-unknown-linux-gnu x86_64-pc-windows-gnu x86_64-apple-darwin aarch64-apple-darwin)
     local installed missing=() t c
     installed=$(rustup target list --installed)
     for t in "${targets[@]}"; do grep -qx "$t" <<<"$installed" || missing+=("$t"); done

@@ -12,7 +12,7 @@ extern crate std;
 
 /// Bare-metal targets: never called. No panic path is reachable from the C
 /// entry points: kiln-nopanic links all of them with a panic handler that
-/// refers to a symbol that does not exist, on thumbv6m, thumbv7m and thumbv7em.
+/// refers to a symbol that does not exist, on thumbv6m, thumbv7m, thumbv7em and riscv32imc.
 #[cfg(target_os = "none")]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
