@@ -1045,6 +1045,9 @@ def signed_model_cases(c: Cases):
     c.single("signed-other-key-no-key", "the same read without a key", other, None)
     c.single("signed-other-key-trusted", "the same with that key trusted", other, None,
              trust=trust(KEY_B))
+    c.single("order-key-before-eof", "another signer's record cut inside its digest table: "
+             "the key is checked as it is read", other[:p["digests"] + 20],
+             ("SIGNATURE", "SignatureKey", 20), trust=ta)
     c.single("order-key-before-release", "another key, another target and an old version",
              signed_bytes(ts, seed=SEED_B, version=1, target="board-b"),
              ("SIGNATURE", "SignatureKey", 20), trust=trust(target=TARGET, newer_than=6))
@@ -1142,6 +1145,11 @@ def signed_model_cases(c: Cases):
                      if E.decode_point(bytes([i]) + bytes(31)) is None)
     c.single("trust-key-not-a-point", f"the trusted key {not_point.hex()[:8]}... encodes no "
              "point: refused when given", empty, None, trust=trust(not_point, usable=False))
+    y3 = (E.P + 3).to_bytes(32, "little")
+    assert E.decode_point((3).to_bytes(32, "little")) is not None and E.decode_point(y3) is None
+    c.single("trust-key-not-canonical", "the trusted key holds y = p + 3: not an RFC 8032 "
+             "encoding (decoding fails for y >= p), though y = 3 is a point of large order: "
+             "refused when given", empty, None, trust=trust(y3, usable=False))
 
 
 # ---------------------------------------------------------------- signed manifests
@@ -1250,6 +1258,15 @@ def signed_manifest_cases(c: Cases):
     c.sharded("order-key-before-frozen-eof", "another signer's manifest cut by one byte: "
               "the key is checked as it is read", s, ("SIGNATURE", "SignatureKey", 20, None),
               manifest=signed_manifest_bytes(s, SEED_B)[:-1], only_manifest=True, trust=ta)
+    c.sharded("order-key-before-trailing", "another signer's manifest with a byte after it: "
+              "the key is checked as it is read", s, ("SIGNATURE", "SignatureKey", 20, None),
+              manifest=signed_manifest_bytes(s, SEED_B) + b"\x00", only_manifest=True,
+              trust=ta)
+    c.sharded("order-release-before-frozen-eof", "a manifest for another target cut by one "
+              "byte: the target is checked as it is read", s,
+              ("SIGNATURE", "ReleaseTarget", signed_mpos(s, "board-b")["target"], None),
+              manifest=signed_manifest_bytes(s, target="board-b")[:-1], only_manifest=True,
+              trust=trust(target=TARGET))
     c.sharded("signed-manifest-truncated-no-key", "the same read without a key: EOF", s,
               ("EOF", "length_past_end", mp["digests"], None),
               manifest=signed_manifest_bytes(s, SEED_B)[:-1], only_manifest=True)
@@ -1428,6 +1445,15 @@ def delta_cases(c: Cases):
         ("SIGNATURE", "ReleaseVersion", np_["release"], NEW), new, tr=trust(newer_than=2))
     add("delta-other-signer", "the device trusts another key", delta,
         ("SIGNATURE", "SignatureKey", 20, NEW), new, tr=trust(KEY_B))
+    dnew = M.write_model({}, new_ts)
+    dd = delta_bytes(old, old_ts, dnew, new_ts)[0]
+    dd = dd[:72] + dnew[:positions("digests", {}, new_ts)["base"]] + dd[72 + len(new[:np_["base"]]):]
+    assert dd == D.make_delta(old, dnew)
+    add("delta-new-not-signed", "NEW is a digests record: the delta applies, the device "
+        "(with its key) finds the rebuilt model not signed", dd,
+        ("SIGNATURE", "NotSigned", 8, NEW), dnew)
+    add("delta-new-not-signed-no-key", "the same read without a key: a model file", dd, None,
+        dnew, tr=None)
     # EOF, TRAILING, the frame
     add("delta-cut-in-last-payload", "the delta ends one byte early, inside the last sent "
         "payload (f's): EOF at that payload's first byte", delta[:-1],
