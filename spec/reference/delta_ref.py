@@ -47,6 +47,7 @@ __all__ = ["DELTA_TYPE", "DELTA_HASH", "base_id", "make_delta", "apply_delta",
 
 DELTA_TYPE = "struct{base:list<u8>,reuse:list<u32>,}"
 DELTA_HASH = K.schema_hash(DELTA_TYPE)
+REBUILD_MAX = 1 << 30     # the payload region a rebuild holds in memory (ValueError above)
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
@@ -166,6 +167,8 @@ def apply_delta(old, delta):
         if i and (i > len(old_t) or old_t[i - 1][1] != descs[j][1]):
             return None, ("TYPE", "DeltaReuse", reuse_pos + 4 + 4 * j)
     prefix = delta[pos:pos + new["end"]]
+    if new["payload_bytes"] > REBUILD_MAX:
+        raise ValueError("the reference rebuilds payload regions of up to 1 GiB")
     region = bytearray(new["payload_bytes"])
     q = pos + new["end"]
     for (off, n), i in zip(descs, reuse):

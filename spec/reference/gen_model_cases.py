@@ -1059,6 +1059,9 @@ def signed_model_cases(c: Cases):
                  signed_bytes(ts, target=tgt),
                  ("SIGNATURE", "ReleaseTarget", signed_positions(SMD, ts, target=tgt)["target"]),
                  trust=trust(target=TARGET))
+    c.single("release-target-utf8", "the target holds the byte ff: the Frozen reading of "
+             "`release` (UTF8) comes before its rules", put(good, p["target"] + 4 + 6, "B", 0xFF),
+             ("UTF8", "str_utf8", p["target"] + 4 + 6), trust=trust(target=TARGET))
     c.single("release-version-equal", "version 7, the reader runs 7 (a replay)", good,
              ("SIGNATURE", "ReleaseVersion", p["release"]), trust=trust(newer_than=7))
     c.single("release-version-lower", "version 3, the reader runs 7 (a rollback)",
@@ -1402,6 +1405,8 @@ def delta_cases(c: Cases):
         ("TYPE", "DeltaBase", 20, UPDATE))
     add("delta-base-eof", "the delta cut inside base", delta[:40],
         ("EOF", "length_past_end", 16, UPDATE))
+    add("delta-reuse-eof", "the delta cut inside the reuse list (one entry of four there)",
+        delta[:60], ("EOF", "count_past_end", 52, UPDATE))
     # DeltaReuseCount
     short = delta_bytes(old, old_ts, new, new_ts, reuse=reuse[:3])[0]
     add("delta-reuse-count-short", "three entries for four tensors", short,
