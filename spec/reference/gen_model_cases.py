@@ -565,8 +565,7 @@ def manifest_cases(c: Cases):
         s = base2()
         s.shard_list[1]["name"] = bad
         c.sharded(f"shard-name-{tag}", f"shard 2 named {bad[:40]!r}: not a plain file name",
-                  s, ("PATH", "ShardName", s.mpos()["shard"][1]["name"], None),
-                  only_manifest=True)
+                  s, ("PATH", "ShardName", s.mpos()["shard"][1]["name"], None), only_manifest=True)
     s = base2()
     s.shard_list[0]["name"] = "a" * 250 + ".kiln"
     s.names[0] = s.shard_list[0]["name"]
@@ -592,8 +591,7 @@ def manifest_cases(c: Cases):
     s = base2()
     s.shard_list[1]["name"] = s.shard_list[0]["name"]
     c.sharded("shard-name-repeated", "both shards named alike", s,
-              ("PATH", "ShardNameRepeated", s.mpos()["shard"][1]["name"], None),
-              only_manifest=True)
+              ("PATH", "ShardNameRepeated", s.mpos()["shard"][1]["name"], None), only_manifest=True)
     s = base2()
     s.shard_list[0]["digest"] = s.shard_list[0]["digest"][:31]
     c.sharded("shard-digest-length", "a 31-byte prefix digest", s,
@@ -1209,24 +1207,21 @@ def signed_manifest_cases(c: Cases):
     mp = signed_mpos(s)
     c.sharded("signed-manifest-other-key", "signed by another key", s,
               ("SIGNATURE", "SignatureKey", 20, None), manifest=signed_manifest_bytes(s, SEED_B),
-              trust=ta,
-              only_manifest=True)
+              trust=ta, only_manifest=True)
     c.sharded("signed-manifest-release-target", "for another target", s,
               ("SIGNATURE", "ReleaseTarget", signed_mpos(s, "board-b")["target"], None),
               manifest=signed_manifest_bytes(s, target="board-b"), trust=trust(target=TARGET),
               only_manifest=True)
     c.sharded("signed-manifest-release-version", "version 7, the reader runs 7", s,
               ("SIGNATURE", "ReleaseVersion", mp["release"], None), manifest=good,
-              trust=trust(newer_than=7),
-              only_manifest=True)
+              trust=trust(newer_than=7), only_manifest=True)
     c.sharded("signed-manifest-key-length", "a 31-byte key", s,
               ("TYPE", "SignatureKeyLength", 16, None),
               manifest=signed_manifest_bytes(s, key=KEY_A[:31], sig=bytes(64)), trust=ta,
               only_manifest=True)
     c.sharded("signed-manifest-sig-length", "a 65-byte signature, read without a key", s,
               ("TYPE", "SignatureLength", 52, None),
-              manifest=signed_manifest_bytes(s, sig=bytes(65)),
-              only_manifest=True)
+              manifest=signed_manifest_bytes(s, sig=bytes(65)), only_manifest=True)
     c.sharded("signed-manifest-signature-flipped", "a signature bit flipped", s,
               ("SIGNATURE", "SignatureInvalid", 56, None), manifest=flip(good, 70), trust=ta,
               only_manifest=True)
@@ -1244,8 +1239,7 @@ def signed_manifest_cases(c: Cases):
     t.metadata["license"] = "CC0-1.1"
     c.sharded("signed-manifest-metadata-changed", "the metadata changed after signing", t,
               ("SIGNATURE", "SignatureInvalid", 56, None),
-              manifest=signed_manifest_bytes(t, sig=good[56:120]), trust=ta,
-              only_manifest=True)
+              manifest=signed_manifest_bytes(t, sig=good[56:120]), trust=ta, only_manifest=True)
     t = base2()
     t.shard_list[1]["name"] = "../x"
     c.sharded("order-m2-before-signature", "a shard name with `/`, not signed over: M2 "
@@ -1321,10 +1315,11 @@ def delta_new():
 
 
 def delta_bytes(old: bytes, old_ts, new: bytes, new_ts, reuse=None, base=None, sent=None,
-                new_md=None):
+                new_md=None, new_end=None):
     """A delta assembled here from its parts: the head, NEW's prefix, the sent payloads
-    (by default those of the tensors whose reuse entry is 0). OLD has no metadata, NEW
-    `new_md` (none by default), both an empty target."""
+    (by default those of the tensors whose reuse entry is 0). OLD is a signed record with
+    no metadata, NEW one with `new_md` (none by default), both with an empty target;
+    new_end: where NEW's payload region starts, for a NEW of another kind."""
     if reuse is None:
         reuse = []
         keys = [(sha(t.payload), len(t.payload)) for t in old_ts]
@@ -1332,7 +1327,8 @@ def delta_bytes(old: bytes, old_ts, new: bytes, new_ts, reuse=None, base=None, s
             k = (sha(t.payload), len(t.payload))
             reuse.append(keys.index(k) + 1 if k in keys else 0)
     old_base = signed_positions({}, old_ts, target="")["base"]
-    new_base = signed_positions(new_md or {}, new_ts, target="")["base"]
+    new_base = signed_positions(new_md or {}, new_ts, target="")["base"] if new_end is None \
+        else new_end
     if base is None:
         base = sha(old[:old_base])
     if sent is None:
@@ -1451,8 +1447,7 @@ def delta_cases(c: Cases):
     add("delta-other-signer", "the device trusts another key", delta,
         ("SIGNATURE", "SignatureKey", 20, NEW), new, tr=trust(KEY_B))
     dnew = M.write_model({}, new_ts)
-    dd = delta_bytes(old, old_ts, dnew, new_ts)[0]
-    dd = dd[:72] + dnew[:positions("digests", {}, new_ts)["base"]] + dd[72 + len(new[:np_["base"]]):]
+    dd = delta_bytes(old, old_ts, dnew, new_ts, new_end=positions("digests", {}, new_ts)["base"])[0]
     assert dd == D.make_delta(old, dnew)
     add("delta-new-not-signed", "NEW is a digests record: the delta applies, the device "
         "(with its key) finds the rebuilt model not signed", dd,

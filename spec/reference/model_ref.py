@@ -10,7 +10,7 @@ Six record kinds:
     plain     struct{metadata:dict<str,str>,tensors:tensors,}
     digests   struct{metadata:dict<str,str>,digests:list<u8>,tensors:tensors,}
     shard     struct{metadata:dict<str,str>,shard:struct{...},digests:list<u8>,tensors:tensors,}
-    signed    struct{signature:struct{key,sig},metadata,release:struct{version,target},digests,tensors}
+    signed    struct{signature:struct{key,sig},metadata,release:struct{version,target},...}
     manifest  see MANIFEST_TYPE
     signed_manifest  the manifest with `signature` first and `release` after the metadata
 
