@@ -1580,8 +1580,10 @@ def main(argv=None) -> int:
             print(f"gen_model_cases: refusing to write: {p}", file=sys.stderr)
         return 1
     text = render(cases)
-    n_acc = sum(c["expect"] is None for c in cases)
-    summary = f"{len(cases)} cases ({n_acc} accept, {len(cases) - n_acc} reject)"
+    n_ref = sum(not c["trust"]["usable"] for c in cases if "trust" in c)
+    n_acc = sum(c["expect"] is None for c in cases) - n_ref
+    summary = (f"{len(cases)} cases ({n_acc} accept, {len(cases) - n_acc - n_ref} reject, "
+               f"{n_ref} refused keys)")
     if args.check:
         try:
             current = out.read_text(encoding="utf-8")
