@@ -83,12 +83,12 @@ def jobs():
         Job("setup-rust", "scripts/setup.sh rust", cpu=0, note="targets, components, nightly Miri"),
         Job("setup-python", "scripts/setup.sh python", cpu=0, note="pip packages"),
         Job("setup-wasm-bindgen", "scripts/setup.sh wasm-bindgen", note="cargo install wasm-bindgen-cli 0.2.130"),
-        Job("python-reference", "python3 -m unittest discover -s spec/reference", cpu=1,
+        Job("python-reference", "python3 -m unittest discover -s spec/reference", ["setup-python"], cpu=1,
             note="the Python reference codec and generator"),
         Job("generated", "python3 fuzz/make_seeds.py --check && python3 spec/regressions/make_regressions.py --check"
             " && python3 spec/reference/gen_v2_cases.py --check && python3 spec/reference/gen_model_cases.py --check"
             " && python3 spec/reference/gen_dequant_cases.py --check",
-            cpu=1,
+            ["setup-python"], cpu=1,
             note="fuzz seeds, regression cases and goldens are current"),
         Job("fmt", "cargo fmt --all --check", ["setup-rust"], cpu=1, note="cargo fmt --check"),
         Job("module-cycles", "python3 scripts/module-cycles.py --self-test", cpu=1,

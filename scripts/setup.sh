@@ -82,10 +82,11 @@ part_cargo_fuzz() { cargo_tool cargo-fuzz "cargo-fuzz 0.13.2" cargo-fuzz 0.13.2;
 
 part_python() {
     # The conversion tests' writers (nobody here wrote them), kiln-py's tests:
-    # pytest, property tests, bf16/f8 dtypes, the typing check. maturin, the
-    # build backend, comes from PyPI in pip's isolated build.
+    # pytest, property tests, bf16/f8 dtypes, the typing check; the model
+    # reference's Ed25519 (signed models). maturin, the build backend, comes
+    # from PyPI in pip's isolated build.
     local want=() m
-    for m in numpy safetensors gguf pytest hypothesis ml_dtypes mypy; do
+    for m in numpy safetensors gguf pytest hypothesis ml_dtypes mypy cryptography; do
         python3 -c "import $m" 2>/dev/null || want+=("$m")
     done
     [ "${#want[@]}" -eq 0 ] && return

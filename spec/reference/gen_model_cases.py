@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerate spec/model-cases.json: golden cases for model files, digests and sharded
-models (spec/model-file.md).
+"""Regenerate spec/model-cases.json: golden cases for model files, digests, sharded
+models, signed models and delta updates (spec/model-file.md).
 
     python3 spec/reference/gen_model_cases.py            # write the file
     python3 spec/reference/gen_model_cases.py --check    # compare with the file on disk
@@ -9,15 +9,31 @@ models (spec/model-file.md).
 A case is a folder of files and the one a reader is given:
 
     {"name", "note", "files": {filename: hex}, "open": filename, "verify": bool,
-     "expect": null | {"code", "rule", "offset", "file"}}
+     "expect": null | {"code", "rule", "offset", "file"},
+     "trust": {"key": hex, "target": null | str, "newer_than": null | int,
+               "usable": bool}                                    (optional)
+     "delta": {"base": filename, "result": null | filename}}      (optional)
 
 A reader given `open` takes it as a model file, a manifest or a plain directory by its
 first 16 bytes (spec/model-file.md, "Telling a model file from a plain directory"); a
 manifest's shards are the other files, by name. `verify` says whether payload digests
 are checked (step 9d). `expect` is the first fault: its code, the rule (the Rust `Rule`
 name for the rules spec/model-file.md adds, kiln_ref's rule id for Frozen and directory
-rules), the byte offset in the file the fault is in, and that file's name (the
-manifest's own name for a fault in the manifest).
+rules, null where the spec names no rule), the byte offset in the file the fault is in,
+and that file's name (the manifest's own name for a fault in the manifest).
+
+`trust`: the reader is given a key ("Signed models": `kiln verify --pubkey`,
+`Model::parse_trusted`, `Manifest::parse_trusted`): the Ed25519 public key, the target
+it is for (null: none) and the version it runs (null: none; a model must carry a higher
+one). It accepts signed records and signed manifests only, and always verifies digests
+(`verify` is true). `usable` false: the key is one a reader refuses when it is given
+(of small order, or no point at all); nothing is opened and `expect` is null.
+
+`delta`: `open` is a delta update applied to the device's model `base` ("Delta
+updates"). The delta's own rules give a fault in `open`; else the device rebuilds NEW,
+which must be byte for byte the file `result`, and checks it as any model file (as a
+signed one when `trust` is given): a fault there is in `result`. `result` is null when
+the delta itself is rejected.
 
 Every expectation here is written from how the case was built (positions counted from
 the encoding, not read back by the checker); the script refuses to write (exit 1,
@@ -36,6 +52,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import delta_ref as D  # noqa: E402
+import ed25519_ref as E  # noqa: E402
 import kiln_ref as K  # noqa: E402
 import model_ref as M  # noqa: E402
 from kiln_ref import DESC, HDR, Tensor  # noqa: E402
@@ -52,6 +70,9 @@ NEW_RULES = (
     "ManifestLength", "ManifestQuant", "ManifestDigestCount",
     "ShardMissing", "ShardLength", "ShardModel", "ShardIndex", "ShardCount",
     "ShardTensorCount", "ShardTensor", "ShardTensorDigest", "ShardPrefixDigest",
+    "NotSigned", "SignatureKeyLength", "SignatureLength", "SignatureKey", "ReleaseTarget",
+    "ReleaseVersion", "SignatureInvalid",
+    "DeltaBaseLength", "DeltaBase", "DeltaReuseCount", "DeltaReuse",
 )
 
 MD = {"description": "tiny test model", "license": "CC0-1.0"}
@@ -298,24 +319,30 @@ class Cases:
     def __init__(self):
         self.list = []
 
-    def add(self, name, note, files, open_, expect, verify=True):
+    def add(self, name, note, files, open_, expect, verify=True, trust=None, delta=None):
         if expect is not None:
             code, rule, offset, file = expect
             expect = {"code": code, "rule": rule, "offset": offset, "file": file}
-        self.list.append({"name": name, "note": note, "files": dict(files), "open": open_,
-                          "verify": verify, "expect": expect})
+        case = {"name": name, "note": note, "files": dict(files), "open": open_,
+                "verify": verify, "expect": expect}
+        if trust is not None:
+            assert verify, "a reader with a key verifies digests"
+            case["trust"] = dict(trust)
+        if delta is not None:
+            case["delta"] = dict(delta)
+        self.list.append(case)
 
-    def single(self, name, note, data, expect3, verify=True):
+    def single(self, name, note, data, expect3, verify=True, trust=None):
         expect = None if expect3 is None else tuple(expect3) + (SINGLE,)
-        self.add(name, note, {SINGLE: data}, SINGLE, expect, verify)
+        self.add(name, note, {SINGLE: data}, SINGLE, expect, verify, trust)
 
     def sharded(self, name, note, sm: Sharded, expect, verify=True, drop=(), manifest=None,
-                only_manifest=False):
+                only_manifest=False, trust=None):
         files = {MANIFEST: sm.manifest() if manifest is None else manifest} if only_manifest \
             else sm.folder(drop, manifest)
         if expect is not None and expect[3] is None:
             expect = tuple(expect[:3]) + (MANIFEST,)
-        self.add(name, note, files, MANIFEST, expect, verify)
+        self.add(name, note, files, MANIFEST, expect, verify, trust)
 
 
 def model_file_cases(c: Cases):
@@ -538,8 +565,7 @@ def manifest_cases(c: Cases):
         s = base2()
         s.shard_list[1]["name"] = bad
         c.sharded(f"shard-name-{tag}", f"shard 2 named {bad[:40]!r}: not a plain file name",
-                  s, ("PATH", "ShardName", s.mpos()["shard"][1]["name"], None),
-                  only_manifest=True)
+                  s, ("PATH", "ShardName", s.mpos()["shard"][1]["name"], None), only_manifest=True)
     s = base2()
     s.shard_list[0]["name"] = "a" * 250 + ".kiln"
     s.names[0] = s.shard_list[0]["name"]
@@ -565,8 +591,7 @@ def manifest_cases(c: Cases):
     s = base2()
     s.shard_list[1]["name"] = s.shard_list[0]["name"]
     c.sharded("shard-name-repeated", "both shards named alike", s,
-              ("PATH", "ShardNameRepeated", s.mpos()["shard"][1]["name"], None),
-              only_manifest=True)
+              ("PATH", "ShardNameRepeated", s.mpos()["shard"][1]["name"], None), only_manifest=True)
     s = base2()
     s.shard_list[0]["digest"] = s.shard_list[0]["digest"][:31]
     c.sharded("shard-digest-length", "a 31-byte prefix digest", s,
@@ -876,12 +901,584 @@ def shard_open_cases(c: Cases):
               ("TYPE", "bool_byte", p1["payload"][0] + 2, n1), verify=False)
 
 
+# ---------------------------------------------------------------- signed models
+
+def _seed(label: str) -> bytes:
+    return sha(b"kiln reference signer " + label.encode())
+
+
+SEED_A, SEED_B = _seed("A"), _seed("B")
+KEY_A, KEY_B = E.public_key(SEED_A), E.public_key(SEED_B)
+TARGET = "board-a"
+
+
+def trust(key=KEY_A, target=None, newer_than=None, usable=True):
+    return {"key": bytes(key).hex(), "target": target, "newer_than": newer_than,
+            "usable": usable}
+
+
+def signed_positions(metadata, tensors, key_len=32, sig_len=64, target=TARGET,
+                     n_digests=None):
+    """Byte positions in a signed record built by signed_bytes: counted from the encoding."""
+    p = {"key": 16, "key_bytes": 20, "sig_len": 20 + key_len, "sig": 24 + key_len}
+    pos = 24 + key_len + sig_len + md_len(metadata)
+    p["release"] = pos
+    p["target"] = pos + 8
+    pos += 12 + len(target.encode())
+    p["digests"] = pos
+    pos += 4 + 32 * (len(tensors) if n_digests is None else n_digests)
+    p["block"] = pos
+    base, offs = block_layout(tensors)
+    p["base"] = pos + base
+    p["payload"] = [pos + base + o for o in offs]
+    p["desc"] = [pos + 64 + 128 * i for i in range(len(tensors))]
+    p["end"] = pos + base + (offs[-1] + len(tensors[-1].payload) if tensors else 0)
+    return p
+
+
+def resign(buf: bytes, prefix_end: int, seed=SEED_A) -> bytes:
+    """buf with a signature by `seed` over its bytes 0..56 and 120..prefix_end."""
+    sig = E.sign(seed, buf[:56] + buf[120:prefix_end])
+    return buf[:56] + sig + buf[120:]
+
+
+SMD = {"license": "CC0-1.0"}
+
+
+def signed_bytes(tensors, metadata=SMD, version=7, target=TARGET, seed=SEED_A, key=None,
+                 sig=None, digests=None, block=None):
+    """A signed record from parts, signed by `seed` (unless `sig` is given) over the message
+    the generator counts itself (bytes before the payload region, without 56..120)."""
+    tensors = [K._as_tensor(t) for t in tensors]
+    key = E.public_key(seed) if key is None else key
+    buf = M.assemble_signed(key, bytes(64) if sig is None else sig, metadata, version, target,
+                            M.tensor_digests(tensors) if digests is None else digests,
+                            K.encode_directory(tensors) if block is None else block)
+    if sig is None:
+        buf = resign(buf, signed_positions(metadata, tensors, target=target)["base"], seed)
+    return buf
+
+
+def small_tensors():
+    return [T("w", "f32", (2,), F32_2), T("ids", "u8", (5,), b"\x01\x02\x03\x04\x05")]
+
+
+def signed_model_cases(c: Cases):
+    ta = trust()
+    rich = rich_tensors()
+    c.single("signed-rich", "a signed record of every tensor kind, read with the signer's key",
+             signed_bytes(rich), None, trust=ta)
+    ts = small_tensors()
+    good = signed_bytes(ts)
+    p = signed_positions(SMD, ts)
+    c.single("signed-target-and-version", "the key, the target and running version 6: "
+             "version 7 is newer", good, None, trust=trust(target=TARGET, newer_than=6))
+    c.single("signed-no-key", "a signed record read without a key: a model file like any "
+             "other (the signature is not checked)", good, None)
+    c.single("signed-no-key-bad-signature", "a flipped signature byte, read without a key",
+             flip(good, 56 + 10), None)
+    c.single("signed-no-key-flipped-payload", "a flipped payload byte read without a key: "
+             "DIGEST", flip(good, p["payload"][1]), ("DIGEST", "PayloadDigest", p["payload"][1]))
+    c.single("signed-empty-model", "a signed record with no tensors and no metadata, empty "
+             "target", signed_bytes([], {}, 1, ""), None, trust=ta)
+    c.single("signed-version-max", "version 2^64-1, the reader runs 2^64-2",
+             signed_bytes(ts, version=K.U64_MAX), None, trust=trust(newer_than=K.U64_MAX - 1))
+    c.single("signed-target-not-asked", "another target, the reader names none",
+             signed_bytes(ts, target="board-b"), None, trust=ta)
+
+    # NotSigned
+    c.single("not-signed-plain", "a plain record given to a reader with a key",
+             M.write_model(SMD, ts, digests=False), ("SIGNATURE", "NotSigned", 8), trust=ta)
+    dig = M.write_model(SMD, ts)
+    c.single("not-signed-digests", "a digests record given to a reader with a key", dig,
+             ("SIGNATURE", "NotSigned", 8), trust=ta)
+    c.single("not-signed-shard", "a shard record given to a reader with a key",
+             M.assemble("shard", {}, K.encode_directory(ts), M.tensor_digests(ts),
+                        (sha(b"m"), 1, 1)), ("SIGNATURE", "NotSigned", 8), trust=ta)
+    c.single("order-frame-before-not-signed", "a digests frame with profile 1, given to a "
+             "reader with a key: the frame's own faults come before its hash (FRAME at 4)",
+             put(dig, 4, "B", 1), ("FRAME", "frame_profile", 4), trust=ta)
+    c.single("trusted-other-frame", "a frame of no record type, given to a reader with a key: "
+             "read as a signed record, SCHEMA at 8", put(dig, 8, "Q", M.HASHES["digests"] ^ 1),
+             ("SCHEMA", "schema_hash", 8), trust=ta)
+    c.single("trusted-plain-directory", "a standalone directory block given to a reader "
+             "with a key: no frame", K.encode_directory(ts), ("FRAME", "frame_magic", 0),
+             trust=ta)
+    c.single("trusted-short-file", "10 bytes, given to a reader with a key", good[:10],
+             ("EOF", "frame_eof", 0), trust=ta)
+
+    # SignatureKeyLength, SignatureLength
+    for n in (31, 33, 0):
+        c.single(f"signed-key-length-{n}", f"a {n}-byte key", signed_bytes(
+            ts, key=KEY_A[:31] if n == 31 else (KEY_A + b"\x00")[:n], sig=bytes(64)),
+            ("TYPE", "SignatureKeyLength", 16), trust=ta)
+    c.single("signed-key-length-no-key", "a 33-byte key read without a key: the record's "
+             "own rule (the key id is 32 bytes)", signed_bytes(ts, key=KEY_A + b"\x00",
+                                                              sig=bytes(64)),
+             ("TYPE", "SignatureKeyLength", 16))
+    for n in (63, 65, 0):
+        c.single(f"signed-sig-length-{n}", f"a {n}-byte signature",
+                 signed_bytes(ts, sig=bytes(n)), ("TYPE", "SignatureLength", 52), trust=ta)
+    c.single("signed-sig-length-no-key", "a 63-byte signature read without a key",
+             signed_bytes(ts, sig=bytes(63)), ("TYPE", "SignatureLength", 52))
+    c.single("order-key-length-before-sig-length", "a 31-byte key and a 63-byte signature",
+             signed_bytes(ts, key=KEY_A[:31], sig=bytes(63)),
+             ("TYPE", "SignatureKeyLength", 16), trust=ta)
+    c.single("order-sig-length-before-key", "another signer's key and a 63-byte signature: "
+             "the lengths first", signed_bytes(ts, seed=SEED_B, sig=bytes(63)),
+             ("TYPE", "SignatureLength", 52), trust=ta)
+    cut = signed_bytes(ts, key=KEY_A[:31], sig=bytes(64))
+    c.single("order-signature-field-read-whole", "a 31-byte key and the file cut inside the "
+             "signature: the field is read whole (EOF) before its rules", cut[:51 + 4 + 20],
+             ("EOF", "length_past_end", 51), trust=ta)
+    c.single("signed-key-eof", "the file cut inside the key", good[:30],
+             ("EOF", "length_past_end", 16), trust=ta)
+    c.single("signed-sig-eof", "the file cut inside the signature", good[:100],
+             ("EOF", "length_past_end", 52), trust=ta)
+
+    # SignatureKey
+    other = signed_bytes(ts, seed=SEED_B)
+    c.single("signed-other-key", "signed by another key", other,
+             ("SIGNATURE", "SignatureKey", 20), trust=ta)
+    c.single("signed-other-key-no-key", "the same read without a key", other, None)
+    c.single("signed-other-key-trusted", "the same with that key trusted", other, None,
+             trust=trust(KEY_B))
+    c.single("order-key-before-eof", "another signer's record cut inside its digest table: "
+             "the key is checked as it is read", other[:p["digests"] + 20],
+             ("SIGNATURE", "SignatureKey", 20), trust=ta)
+    c.single("order-key-before-release", "another key, another target and an old version",
+             signed_bytes(ts, seed=SEED_B, version=1, target="board-b"),
+             ("SIGNATURE", "SignatureKey", 20), trust=trust(target=TARGET, newer_than=6))
+
+    # ReleaseTarget, ReleaseVersion
+    for tag, tgt in (("other", "board-b"), ("empty", ""), ("longer", "board-a2"),
+                     ("case", "Board-a")):
+        c.single(f"release-target-{tag}", f"target {tgt!r}, the reader is {TARGET!r}",
+                 signed_bytes(ts, target=tgt),
+                 ("SIGNATURE", "ReleaseTarget", signed_positions(SMD, ts, target=tgt)["target"]),
+                 trust=trust(target=TARGET))
+    c.single("release-target-utf8", "the target holds the byte ff: the Frozen reading of "
+             "`release` (UTF8) comes before its rules", put(good, p["target"] + 4 + 6, "B", 0xFF),
+             ("UTF8", "str_utf8", p["target"] + 4 + 6), trust=trust(target=TARGET))
+    c.single("release-version-equal", "version 7, the reader runs 7 (a replay)", good,
+             ("SIGNATURE", "ReleaseVersion", p["release"]), trust=trust(newer_than=7))
+    c.single("release-version-lower", "version 3, the reader runs 7 (a rollback)",
+             signed_bytes(ts, version=3), ("SIGNATURE", "ReleaseVersion", p["release"]),
+             trust=trust(newer_than=7))
+    c.single("release-version-zero-running-zero", "version 0, the reader runs 0",
+             signed_bytes(ts, version=0), ("SIGNATURE", "ReleaseVersion", p["release"]),
+             trust=trust(newer_than=0))
+    c.single("release-version-max-running-max", "version 2^64-1, the reader runs 2^64-1",
+             signed_bytes(ts, version=K.U64_MAX), ("SIGNATURE", "ReleaseVersion", p["release"]),
+             trust=trust(newer_than=K.U64_MAX))
+    c.single("order-target-before-version", "another target and an old version: the target "
+             "first (the table's order, though the version comes first in the bytes)",
+             signed_bytes(ts, version=1, target="board-b"),
+             ("SIGNATURE", "ReleaseTarget", signed_positions(SMD, ts, target="board-b")["target"]),
+             trust=trust(target=TARGET, newer_than=6))
+    c.single("order-release-before-digest-table", "an old version and a 33-byte digest table",
+             signed_bytes(ts, version=1, digests=M.tensor_digests(ts) + b"\x00", sig=bytes(64)),
+             ("SIGNATURE", "ReleaseVersion", p["release"]), trust=trust(newer_than=6))
+
+    # SignatureInvalid (9s)
+    inv = ("SIGNATURE", "SignatureInvalid", 56)
+    c.single("signed-signature-flipped", "one signature bit flipped", flip(good, 56 + 63, 0x01),
+             inv, trust=ta)
+    c.single("signed-signature-zero", "a signature of 64 zero bytes",
+             signed_bytes(ts, sig=bytes(64)), inv, trust=ta)
+    sig = bytearray(good[56:120])
+    s_plus_l = int.from_bytes(sig[32:], "little") + E.L
+    sig[32:] = s_plus_l.to_bytes(32, "little")
+    c.single("signed-signature-s-not-canonical", "the signature's S replaced by S + L (the "
+             "same value mod L): not canonical", good[:56] + bytes(sig) + good[120:], inv,
+             trust=ta)
+    md2 = dict(SMD, license="CC0-1.1")
+    c.single("signed-metadata-changed", "a metadata value changed after signing (same "
+             "length)", signed_bytes(ts, md2, sig=good[56:120]), inv, trust=ta)
+    c.single("signed-version-changed", "the release version raised after signing",
+             put(good, p["release"], "Q", 8), inv, trust=ta)
+    c.single("signed-target-changed", "the target changed after signing (same length), the "
+             "reader names it", signed_bytes(ts, target="board-b", sig=good[56:120]), inv,
+             trust=trust(target="board-b"))
+    c.single("signed-digest-changed", "a digest entry changed after signing: 9s before 9d",
+             flip(good, p["digests"] + 4 + 32 + 5), inv, trust=ta)
+    c.single("signed-name-changed", "a tensor renamed `w` -> `v` in the name heap after "
+             "signing", signed_bytes([T("v", "f32", (2,), F32_2)] + ts[1:], sig=good[56:120],
+                                     digests=M.tensor_digests(ts)), inv, trust=ta)
+    c.single("signed-shape-changed", "a dimension changed after signing (u8[5] -> [5, 1])",
+             signed_bytes([ts[0], T("ids", "u8", (5, 1), ts[1].payload)], sig=good[56:120]),
+             inv, trust=ta)
+    c.single("signed-key-swapped", "the key field replaced by the trusted key of another "
+             "signer: its signature does not verify", signed_bytes(ts, key=KEY_B,
+                                                                  sig=good[56:120]),
+             inv, trust=trust(KEY_B))
+    c.single("order-9s-before-9d", "a bad signature and a flipped payload byte",
+             flip(flip(good, 60), p["payload"][0]), inv, trust=ta)
+    c.single("order-step-9-before-9s", "dtype 0 in a descriptor (step 9), so the signature "
+             "does not verify either", put(good, p["desc"][1] + DESC.DTYPE, "H", 0),
+             ("TYPE", "dtype_zero", p["desc"][1] + DESC.DTYPE), trust=ta)
+    c.single("order-step-7-before-9s", "a nonzero padding byte before the payloads (step 7)",
+             flip(good, p["base"] - 1), ("TYPE", "pad_nonzero", p["base"] - 1), trust=ta)
+    c.single("order-3d-before-9s", "one digest for two tensors (step 3d), not signed over",
+             signed_bytes(ts, digests=M.tensor_digests(ts)[:32], sig=bytes(64)),
+             ("TYPE", "DigestTableCount", signed_positions(SMD, ts, n_digests=1)["digests"]),
+             trust=ta)
+
+    # after 9s: 9d, 10, 12 under a good signature
+    c.single("signed-flipped-payload", "a flipped payload byte, the signature good: DIGEST "
+             "(payloads are not signed, their digests are)", flip(good, p["payload"][1] + 4),
+             ("DIGEST", "PayloadDigest", p["payload"][1]), trust=ta)
+    gap = p["payload"][0] + 8
+    c.single("signed-gap-nonzero", "a nonzero gap byte, the signature good: step 10",
+             flip(good, gap), ("TYPE", "gap_nonzero", gap), trust=ta)
+    c.single("signed-trailing", "a byte after the block, the signature good: TRAILING",
+             good + b"\x00", ("TRAILING", "trailing", len(good)), trust=ta)
+    c.single("signed-digest-table-length", "a 65-byte digest table",
+             signed_bytes(ts, digests=M.tensor_digests(ts) + b"\x00", sig=bytes(64)),
+             ("TYPE", "DigestTableLength", p["digests"]), trust=ta)
+
+    # keys a reader refuses when it is given them
+    empty = signed_bytes([], {}, 1, "")
+    for i, k in enumerate(E.SMALL_ORDER_KEYS):
+        c.single(f"trust-small-order-key-{i}", f"the trusted key {k.hex()[:16]}... is of small "
+                 "order: refused when given", empty, None, trust=trust(k, usable=False))
+    not_point = next(bytes([i]) + bytes(31) for i in range(2, 256)
+                     if E.decode_point(bytes([i]) + bytes(31)) is None)
+    c.single("trust-key-not-a-point", f"the trusted key {not_point.hex()[:8]}... encodes no "
+             "point: refused when given", empty, None, trust=trust(not_point, usable=False))
+    y3 = (E.P + 3).to_bytes(32, "little")
+    assert E.decode_point((3).to_bytes(32, "little")) is not None and E.decode_point(y3) is None
+    c.single("trust-key-not-canonical", "the trusted key holds y = p + 3: not an RFC 8032 "
+             "encoding (decoding fails for y >= p), though y = 3 is a point of large order: "
+             "refused when given", empty, None, trust=trust(y3, usable=False))
+
+
+# ---------------------------------------------------------------- signed manifests
+
+def signed_manifest_bytes(sm: Sharded, seed=SEED_A, version=7, target=TARGET, key=None,
+                          sig=None, manifest=None):
+    """The signed manifest of sm's manifest (or of `manifest`), assembled here from the
+    unsigned one's parts and signed by `seed` over every byte but 56..120 (unless `sig`)."""
+    man = sm.manifest() if manifest is None else manifest
+    md_end = 16 + md_len(sm.metadata)
+    key = E.public_key(seed) if key is None else key
+    out = (b"KLN0" + bytes(4) + struct.pack("<Q", M.HASHES["signed_manifest"])
+           + K.encode(M.SIGNATURE_FIELD_TYPE, {"key": key, "sig": bytes(64) if sig is None
+                                               else sig})
+           + man[16:md_end] + K.encode(M.RELEASE_TYPE, {"version": version, "target": target})
+           + man[md_end:])
+    if sig is None:
+        out = out[:56] + E.sign(seed, out[:56] + out[120:]) + out[120:]
+    return out
+
+
+def signed_mpos(sm: Sharded, target=TARGET):
+    """Positions in sm's signed manifest: the unsigned ones moved by the two fields."""
+    p = sm.mpos()
+    md_end = 16 + md_len(sm.metadata)
+    shift = 104 + 12 + len(target.encode())
+
+    def move(v):
+        if isinstance(v, dict):
+            return {k: move(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [move(x) for x in v]
+        return v + shift if v >= md_end else v + 104
+    q = move(p)
+    q["release"] = md_end + 104
+    q["target"] = q["release"] + 8
+    return q
+
+
+def signed_manifest_cases(c: Cases):
+    ta = trust()
+    s = base2()
+    good = signed_manifest_bytes(s)
+    c.sharded("signed-manifest", "a signed manifest and its two shards, read with the key, "
+              "target and running version 6", s, None, manifest=good,
+              trust=trust(target=TARGET, newer_than=6))
+    c.sharded("signed-manifest-no-key", "the same read without a key: a manifest", s, None,
+              manifest=good)
+    r = rich_sharded()
+    c.sharded("signed-manifest-rich", "three shards, every tensor kind", r, None,
+              manifest=signed_manifest_bytes(r), trust=ta)
+    c.sharded("not-signed-manifest", "an unsigned manifest given to a reader with a key", s,
+              ("SIGNATURE", "NotSigned", 8, None), only_manifest=True, trust=ta)
+    mp = signed_mpos(s)
+    c.sharded("signed-manifest-other-key", "signed by another key", s,
+              ("SIGNATURE", "SignatureKey", 20, None), manifest=signed_manifest_bytes(s, SEED_B),
+              trust=ta, only_manifest=True)
+    c.sharded("signed-manifest-release-target", "for another target", s,
+              ("SIGNATURE", "ReleaseTarget", signed_mpos(s, "board-b")["target"], None),
+              manifest=signed_manifest_bytes(s, target="board-b"), trust=trust(target=TARGET),
+              only_manifest=True)
+    c.sharded("signed-manifest-release-version", "version 7, the reader runs 7", s,
+              ("SIGNATURE", "ReleaseVersion", mp["release"], None), manifest=good,
+              trust=trust(newer_than=7), only_manifest=True)
+    c.sharded("signed-manifest-key-length", "a 31-byte key", s,
+              ("TYPE", "SignatureKeyLength", 16, None),
+              manifest=signed_manifest_bytes(s, key=KEY_A[:31], sig=bytes(64)), trust=ta,
+              only_manifest=True)
+    c.sharded("signed-manifest-sig-length", "a 65-byte signature, read without a key", s,
+              ("TYPE", "SignatureLength", 52, None),
+              manifest=signed_manifest_bytes(s, sig=bytes(65)), only_manifest=True)
+    c.sharded("signed-manifest-signature-flipped", "a signature bit flipped", s,
+              ("SIGNATURE", "SignatureInvalid", 56, None), manifest=flip(good, 70), trust=ta,
+              only_manifest=True)
+    t = base2()
+    t.shard_list[0]["digest"] = bytes(32)
+    changed = signed_manifest_bytes(t, sig=good[56:120])
+    c.sharded("signed-manifest-prefix-digest-changed", "shard 1's prefix digest changed "
+              "after signing: the shard list is signed", t,
+              ("SIGNATURE", "SignatureInvalid", 56, None), manifest=changed, trust=ta,
+              only_manifest=True)
+    c.sharded("signed-manifest-prefix-digest-changed-no-key", "the same without a key: "
+              "shard 1's prefix does not match", t, ("SHARD", "ShardPrefixDigest", 0,
+                                                      t.names[0]), manifest=changed)
+    t = base2()
+    t.metadata["license"] = "CC0-1.1"
+    c.sharded("signed-manifest-metadata-changed", "the metadata changed after signing", t,
+              ("SIGNATURE", "SignatureInvalid", 56, None),
+              manifest=signed_manifest_bytes(t, sig=good[56:120]), trust=ta, only_manifest=True)
+    t = base2()
+    t.shard_list[1]["name"] = "../x"
+    c.sharded("order-m2-before-signature", "a shard name with `/`, not signed over: M2 "
+              "before the signature", t,
+              ("PATH", "ShardName", signed_mpos(t)["shard"][1]["name"], None),
+              manifest=signed_manifest_bytes(t, sig=good[56:120]), only_manifest=True,
+              trust=ta)
+    t = base2()
+    t.shard_list = []
+    c.sharded("signed-manifest-no-shards", "a signed manifest with no shards (M1)", t,
+              ("TYPE", "ManifestNoShards", signed_mpos(t)["shards"], None),
+              manifest=signed_manifest_bytes(t), only_manifest=True, trust=ta)
+    c.sharded("order-key-before-frozen-eof", "another signer's manifest cut by one byte: "
+              "the key is checked as it is read", s, ("SIGNATURE", "SignatureKey", 20, None),
+              manifest=signed_manifest_bytes(s, SEED_B)[:-1], only_manifest=True, trust=ta)
+    c.sharded("order-key-before-trailing", "another signer's manifest with a byte after it: "
+              "the key is checked as it is read", s, ("SIGNATURE", "SignatureKey", 20, None),
+              manifest=signed_manifest_bytes(s, SEED_B) + b"\x00", only_manifest=True,
+              trust=ta)
+    c.sharded("order-release-before-frozen-eof", "a manifest for another target cut by one "
+              "byte: the target is checked as it is read", s,
+              ("SIGNATURE", "ReleaseTarget", signed_mpos(s, "board-b")["target"], None),
+              manifest=signed_manifest_bytes(s, target="board-b")[:-1], only_manifest=True,
+              trust=trust(target=TARGET))
+    c.sharded("signed-manifest-truncated-no-key", "the same read without a key: EOF", s,
+              ("EOF", "length_past_end", mp["digests"], None),
+              manifest=signed_manifest_bytes(s, SEED_B)[:-1], only_manifest=True)
+    c.sharded("signed-manifest-trailing", "a byte after the signed manifest: TRAILING (the "
+              "Frozen rules) before the signature", s,
+              ("TRAILING", "trailing", len(good), None), manifest=good + b"\x00",
+              only_manifest=True, trust=ta)
+    t = base2()
+    n1 = t.names[0]
+    t.files[n1] = flip(t.files[n1], t.shard_pos(1)["payload"][0] + 1)
+    c.sharded("signed-manifest-shard-flipped-payload", "a payload byte of shard 1 flipped "
+              "under a good signature: DIGEST in shard 1", t,
+              ("DIGEST", "PayloadDigest", t.shard_pos(1)["payload"][0], n1), manifest=good,
+              trust=ta)
+    t = base2()
+    c.sharded("signed-manifest-shard-missing", "shard 2 missing", t,
+              ("SHARD", "ShardMissing", 0, t.names[1]), manifest=good, drop=(t.names[1],),
+              trust=ta)
+    t = base2()
+    t.files[t.names[1]] = t.shard_bytes([T("b", "u8", (3,), b"\x07\x08\x0a")], 2, 2)
+    c.sharded("signed-manifest-shard-of-another-version", "shard 2 of another version "
+              "(its own digest right)", t,
+              ("SHARD", "ShardTensorDigest", t.shard_pos(2)["digests"] + 4, t.names[1]),
+              manifest=good, trust=ta)
+    # a signed record where a shard belongs
+    t = base2()
+    a1 = t.shards[0]
+    t.files[t.names[0]] = signed_bytes(a1, {})
+    t.shard_list[0]["length"] = len(t.files[t.names[0]])
+    c.sharded("shard-is-signed-record", "shard 1 is a signed record (the manifest's length "
+              "agrees): shards carry no signature, SCHEMA at 8", t,
+              ("SCHEMA", "schema_hash", 8, t.names[0]))
+
+
+# ---------------------------------------------------------------- delta updates
+
+OLD, UPDATE, NEW = "old.kiln", "update.delta", "new.kiln"
+
+
+def delta_old():
+    return [T("a", "f32", (2,), F32_2), T("e", "u8", (0,), b""),
+            T("b", "u8", (3,), b"\x07\x08\x09")]
+
+
+def delta_new():
+    """b kept (moved first), d new (the length of b), the empty tensor kept, f new."""
+    return [T("b", "u8", (3,), b"\x07\x08\x09"), T("d", "u8", (3,), b"\x0a\x0b\x0c"),
+            T("e", "u8", (0,), b""), T("f", "u8", (2,), b"\x01\x02")]
+
+
+def delta_bytes(old: bytes, old_ts, new: bytes, new_ts, reuse=None, base=None, sent=None,
+                new_md=None, new_end=None):
+    """A delta assembled here from its parts: the head, NEW's prefix, the sent payloads
+    (by default those of the tensors whose reuse entry is 0). OLD is a signed record with
+    no metadata, NEW one with `new_md` (none by default), both with an empty target;
+    new_end: where NEW's payload region starts, for a NEW of another kind."""
+    if reuse is None:
+        reuse = []
+        keys = [(sha(t.payload), len(t.payload)) for t in old_ts]
+        for t in new_ts:
+            k = (sha(t.payload), len(t.payload))
+            reuse.append(keys.index(k) + 1 if k in keys else 0)
+    old_base = signed_positions({}, old_ts, target="")["base"]
+    new_base = signed_positions(new_md or {}, new_ts, target="")["base"] if new_end is None \
+        else new_end
+    if base is None:
+        base = sha(old[:old_base])
+    if sent is None:
+        sent = b"".join(t.payload for t, i in zip(new_ts, reuse) if i == 0)
+    head = b"KLN0" + bytes(4) + struct.pack("<Q", D.DELTA_HASH)
+    head += K.encode("list<u8>", base) + K.encode("list<u32>", reuse)
+    return head + new[:new_base] + sent, reuse
+
+
+def delta_sent_positions(n_reuse, new_ts, reuse, base_len=32):
+    """(position of NEW's first byte in the delta, [position of each sent payload or None])."""
+    at = 16 + 4 + base_len + 4 + 4 * n_reuse
+    q = at + signed_positions({}, new_ts, target="")["base"]
+    out = []
+    for t, i in zip(new_ts, reuse):
+        out.append(q if i == 0 else None)
+        if i == 0:
+            q += len(t.payload)
+    return at, out
+
+
+def delta_cases(c: Cases):
+    old_ts, new_ts = delta_old(), delta_new()
+    old = signed_bytes(old_ts, {}, 1, "")
+    new = signed_bytes(new_ts, {}, 2, "")
+    delta, reuse = delta_bytes(old, old_ts, new, new_ts)
+    assert reuse == [3, 0, 2, 0], reuse
+    assert delta == D.make_delta(old, new), "the reference's make_delta writes the same bytes"
+    t1 = trust(newer_than=1)
+
+    def add(name, note, dl, expect, result=None, base=old, tr=t1):
+        files = {OLD: base, UPDATE: dl}
+        if result is not None:
+            files[NEW] = result
+        c.add(name, note, files, UPDATE, expect, True, tr,
+              {"base": OLD, "result": NEW if result is not None else None})
+
+    add("delta-applies", "OLD v1 [a, e (empty), b] to NEW v2 [b, d, e, f]: reuse "
+        "[3, 0, 2, 0], the payloads of d and f sent; the rebuilt NEW is byte for byte NEW "
+        "and the device (key, running version 1) accepts it", delta, None, new)
+    add("delta-applies-no-key", "the same, the rebuilt model read without a key", delta, None,
+        new, tr=None)
+    other_ts = [T("z", "u8", (2,), b"\xaa\xbb")]
+    other = signed_bytes(other_ts, {}, 1, "")
+    d2, r2 = delta_bytes(other, other_ts, new, new_ts)
+    assert r2 == [0] * 4
+    add("delta-all-sent", "OLD has none of NEW's payloads: every entry 0", d2, None, new,
+        base=other)
+    same = signed_bytes(old_ts, {"note": "v2"}, 2, "")
+    d3, r3 = delta_bytes(old, old_ts, same, old_ts, new_md={"note": "v2"})
+    assert r3 == [1, 2, 3] and d3 == D.make_delta(old, same)
+    add("delta-all-reused", "NEW differs from OLD in its metadata and version only: no "
+        "payload is sent", d3, None, same)
+
+    at, sent_at = delta_sent_positions(4, new_ts, reuse)
+    pos = D.delta_positions(delta)        # read back only to cross-check the counting
+    assert pos["new"] == at and pos["reuse"] == 52
+    ent = [56 + 4 * j for j in range(4)]
+    # DeltaBaseLength, DeltaBase
+    add("delta-base-length", "a 31-byte base", delta_bytes(old, old_ts, new, new_ts,
+                                                           base=sha(old)[:31])[0],
+        ("TYPE", "DeltaBaseLength", 16, UPDATE))
+    add("delta-base-length-empty", "an empty base", delta_bytes(old, old_ts, new, new_ts,
+                                                                base=b"")[0],
+        ("TYPE", "DeltaBaseLength", 16, UPDATE))
+    add("delta-base-other-model", "the delta applied to another model than its base", delta,
+        ("TYPE", "DeltaBase", 20, UPDATE), base=other)
+    add("delta-base-whole-file", "base is SHA-256 of OLD's whole file, not of its bytes "
+        "before the payloads", delta_bytes(old, old_ts, new, new_ts, base=sha(old))[0],
+        ("TYPE", "DeltaBase", 20, UPDATE))
+    add("delta-base-eof", "the delta cut inside base", delta[:40],
+        ("EOF", "length_past_end", 16, UPDATE))
+    add("delta-reuse-eof", "the delta cut inside the reuse list (one entry of four there)",
+        delta[:60], ("EOF", "count_past_end", 52, UPDATE))
+    # DeltaReuseCount
+    short = delta_bytes(old, old_ts, new, new_ts, reuse=reuse[:3])[0]
+    add("delta-reuse-count-short", "three entries for four tensors", short,
+        ("TYPE", "DeltaReuseCount", 52, UPDATE))
+    add("delta-reuse-count-long", "five entries for four tensors",
+        delta_bytes(old, old_ts, new, new_ts, reuse=reuse + [0])[0],
+        ("TYPE", "DeltaReuseCount", 52, UPDATE))
+    add("order-base-before-reuse-count", "three entries, applied to another model: DeltaBase",
+        short, ("TYPE", "DeltaBase", 20, UPDATE), base=other)
+    add("order-reuse-count-before-entries", "three entries, one naming no tensor",
+        delta_bytes(old, old_ts, new, new_ts, reuse=[3, 9, 2])[0],
+        ("TYPE", "DeltaReuseCount", 52, UPDATE))
+    # DeltaReuse
+    add("delta-reuse-no-tensor", "entry 1 is 4: OLD has three tensors",
+        delta_bytes(old, old_ts, new, new_ts, reuse=[3, 4, 2, 0])[0],
+        ("TYPE", "DeltaReuse", ent[1], UPDATE))
+    add("delta-reuse-huge", "entry 3 is 2^32-1",
+        delta_bytes(old, old_ts, new, new_ts, reuse=[3, 0, 2, 0xFFFFFFFF])[0],
+        ("TYPE", "DeltaReuse", ent[3], UPDATE))
+    add("delta-reuse-other-length", "entry 1 names OLD's a (8 bytes) for d (3 bytes)",
+        delta_bytes(old, old_ts, new, new_ts, reuse=[3, 1, 2, 0])[0],
+        ("TYPE", "DeltaReuse", ent[1], UPDATE))
+    add("order-reuse-entry-by-entry", "entries 0 and 3 name tensors of other lengths: entry 0",
+        delta_bytes(old, old_ts, new, new_ts, reuse=[1, 0, 2, 3])[0],
+        ("TYPE", "DeltaReuse", ent[0], UPDATE))
+    # faults of the rebuilt model
+    np_ = signed_positions({}, new_ts, target="")
+    wrong = delta_bytes(old, old_ts, new, new_ts, reuse=[3, 3, 2, 0])[0]
+    rebuilt = bytearray(new)
+    rebuilt[np_["payload"][1]:np_["payload"][1] + 3] = old_ts[2].payload
+    add("delta-wrong-reuse-same-length", "entry 1 names OLD's b for d (same length, other "
+        "bytes): the rebuilt model holds b's bytes there and d's digest catches it", wrong,
+        ("DIGEST", "PayloadDigest", np_["payload"][1], NEW), bytes(rebuilt))
+    add("delta-sent-payload-flipped", "a byte of a sent payload flipped in transit: DIGEST "
+        "in the rebuilt model", flip(delta, sent_at[1] + 2),
+        ("DIGEST", "PayloadDigest", np_["payload"][1], NEW), flip(new, np_["payload"][1] + 2))
+    add("delta-new-prefix-tampered", "a digest in NEW's prefix changed in transit: the "
+        "rebuilt model's signature does not verify", flip(delta, at + np_["digests"] + 4 + 33),
+        ("SIGNATURE", "SignatureInvalid", 56, NEW), flip(new, np_["digests"] + 4 + 33))
+    add("delta-rollback", "the device runs version 2: NEW's version 2 is not newer", delta,
+        ("SIGNATURE", "ReleaseVersion", np_["release"], NEW), new, tr=trust(newer_than=2))
+    add("delta-other-signer", "the device trusts another key", delta,
+        ("SIGNATURE", "SignatureKey", 20, NEW), new, tr=trust(KEY_B))
+    dnew = M.write_model({}, new_ts)
+    dd = delta_bytes(old, old_ts, dnew, new_ts, new_end=positions("digests", {}, new_ts)["base"])[0]
+    assert dd == D.make_delta(old, dnew)
+    add("delta-new-not-signed", "NEW is a digests record: the delta applies, the device "
+        "(with its key) finds the rebuilt model not signed", dd,
+        ("SIGNATURE", "NotSigned", 8, NEW), dnew)
+    add("delta-new-not-signed-no-key", "the same read without a key: a model file", dd, None,
+        dnew, tr=None)
+    # EOF, TRAILING, the frame
+    add("delta-cut-in-last-payload", "the delta ends one byte early, inside the last sent "
+        "payload (f's): EOF at that payload's first byte", delta[:-1],
+        ("EOF", None, sent_at[3], UPDATE))
+    add("delta-cut-in-first-payload", "the delta ends inside d's payload",
+        delta[:sent_at[1] + 1], ("EOF", None, sent_at[1], UPDATE))
+    add("delta-trailing", "a byte after the last sent payload", delta + b"\x00",
+        ("TRAILING", "trailing", len(delta), UPDATE))
+    add("delta-frame-hash", "the delta's frame carries another hash", put(delta, 8, "Q", 1),
+        ("SCHEMA", "schema_hash", 8, UPDATE))
+    add("delta-frame-magic", "a delta without its frame magic", put(delta, 0, "B", 0),
+        ("FRAME", "frame_magic", 0, UPDATE))
+    add("delta-is-a-model", "NEW itself given as the delta: SCHEMA at 8", new,
+        ("SCHEMA", "schema_hash", 8, UPDATE))
+
+
 def build_cases():
     c = Cases()
     model_file_cases(c)
     shard_alone_cases(c)
     manifest_cases(c)
     shard_open_cases(c)
+    signed_model_cases(c)
+    signed_manifest_cases(c)
+    delta_cases(c)
     return c.list
 
 
@@ -890,9 +1487,41 @@ def _files(case):
             for n, h in case["files"].items()}
 
 
+def _trust(case):
+    """The case's Trust, None without one, or False for a key the reader refuses."""
+    t = case.get("trust")
+    if t is None:
+        return None
+    try:
+        trust = M.Trust(bytes.fromhex(t["key"]), t["target"], t["newer_than"])
+    except ValueError:
+        return False
+    return trust
+
+
+def _verdict(case):
+    """(code, rule, offset, file) or None, as the reference reader gives it."""
+    files = _files(case)
+    trust = _trust(case)
+    if trust is False:
+        return ("refused",)
+    d = case.get("delta")
+    if d is None:
+        return M.check_open(files, case["open"], case["verify"], trust)
+    rebuilt, fault, where = D.check_update(files[d["base"]], files[case["open"]], trust,
+                                           case["verify"])
+    if where == "delta":
+        return fault + (case["open"],)
+    if d["result"] is None or rebuilt != files[d["result"]]:
+        return ("rebuilt bytes differ from the result file",)
+    return None if fault is None else fault + (d["result"],)
+
+
 def result(case):
-    f = M.check_open(_files(case), case["open"], case["verify"])
-    return None if f is None else {"code": f[0], "rule": f[1], "offset": f[2], "file": f[3]}
+    f = _verdict(case)
+    if f is None or len(f) == 1:
+        return None if f is None else {"problem": f[0]}
+    return {"code": f[0], "rule": f[1], "offset": f[2], "file": f[3]}
 
 
 def verify(cases) -> list[str]:
@@ -903,6 +1532,16 @@ def verify(cases) -> list[str]:
         problems.append(f"repeated case names {dup}")
     for c in cases:
         got = result(c)
+        t = c.get("trust")
+        if t is not None and not t["usable"]:
+            if got != {"problem": "refused"}:
+                problems.append(f"case {c['name']}: model_ref does not refuse the key")
+            elif c["expect"] is not None:
+                problems.append(f"case {c['name']}: a refused key opens nothing")
+            continue
+        if t is not None and _trust(c) is False:
+            problems.append(f"case {c['name']}: model_ref refuses the key")
+            continue
         if got != c["expect"]:
             problems.append(f"case {c['name']}: model_ref gives {got}, expected {c['expect']}")
     covered = {c["expect"]["rule"] for c in cases if c["expect"]}
@@ -913,9 +1552,15 @@ def verify(cases) -> list[str]:
 
 
 def render(cases) -> str:
-    out = [{"name": c["name"], "note": c["note"],
-            "files": {n: b.hex() for n, b in c["files"].items()},
-            "open": c["open"], "verify": c["verify"], "expect": c["expect"]} for c in cases]
+    out = []
+    for c in cases:
+        o = {"name": c["name"], "note": c["note"],
+             "files": {n: b.hex() for n, b in c["files"].items()},
+             "open": c["open"], "verify": c["verify"], "expect": c["expect"]}
+        for k in ("trust", "delta"):
+            if k in c:
+                o[k] = c[k]
+        out.append(o)
     return json.dumps(out, indent=1, ensure_ascii=True) + "\n"
 
 
@@ -935,8 +1580,10 @@ def main(argv=None) -> int:
             print(f"gen_model_cases: refusing to write: {p}", file=sys.stderr)
         return 1
     text = render(cases)
-    n_acc = sum(c["expect"] is None for c in cases)
-    summary = f"{len(cases)} cases ({n_acc} accept, {len(cases) - n_acc} reject)"
+    n_ref = sum(not c["trust"]["usable"] for c in cases if "trust" in c)
+    n_acc = sum(c["expect"] is None for c in cases) - n_ref
+    summary = (f"{len(cases)} cases ({n_acc} accept, {len(cases) - n_acc - n_ref} reject, "
+               f"{n_ref} refused keys)")
     if args.check:
         try:
             current = out.read_text(encoding="utf-8")

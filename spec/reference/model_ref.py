@@ -6,24 +6,38 @@ Written from the text of spec/model-file.md, spec/kiln-v2.md and the rulings in
 the project's model decisions, not from the Rust code. The Frozen codec, the
 schema hash and the directory checker are kiln_ref's.
 
-Four record kinds:
+Six record kinds:
     plain     struct{metadata:dict<str,str>,tensors:tensors,}
     digests   struct{metadata:dict<str,str>,digests:list<u8>,tensors:tensors,}
     shard     struct{metadata:dict<str,str>,shard:struct{...},digests:list<u8>,tensors:tensors,}
+    signed    struct{signature:struct{key,sig},metadata,release:struct{version,target},...}
     manifest  see MANIFEST_TYPE
+    signed_manifest  the manifest with `signature` first and `release` after the metadata
+
+A reader given a key (a Trust: the public key, optionally a target and a running version)
+accepts only signed records and signed manifests, checking the key and release rules as
+their fields are read and the Ed25519 signature after step 9 (a model file) or after M5
+(a manifest); spec/model-file.md, "Signed models". Ed25519 is ed25519_ref's.
 
 Public API
     write_model(metadata, tensors, digests=True) -> bytes        plain or digests record
+    sign_model(metadata, tensors, seed, version, target) -> bytes a signed record
+    sign_manifest(manifest, seed, version, target) -> bytes      the signed manifest of a manifest
+    assemble_signed(key, sig, metadata, version, target, digests, block)  raw signed record
+    signed_message(buf, prefix_end=None)     the bytes a signature covers
+    Trust(key, target=None, newer_than=None) a reader's key (ValueError: a key it refuses)
     write_sharded(metadata, tensors_by_shard, names) -> (manifest bytes, {name: shard bytes})
     assemble(kind, metadata, block, digests=None, shard=None)    raw record builder (tests)
-    check_model(buf, verify=True, kind=None)   -> None | (code, rule, offset)
-    check_manifest(buf)                        -> None | (code, rule, offset)
-    check_sharded(manifest, files, verify=True) -> None | (code, rule, offset, file)
+    check_model(buf, verify=True, kind=None, trust=None) -> None | (code, rule, offset)
+    check_manifest(buf, trust=None)            -> None | (code, rule, offset)
+    check_sharded(manifest, files, verify=True, trust=None) -> None | (code, rule, offset, file)
         file is None for a fault in the manifest, else the shard's name
-    check_file(buf, verify=True)               -> None | (code, rule, offset)
-        a reader given no type: model file, manifest (alone) or plain directory
-    check_open(files, name, verify=True)       -> None | (code, rule, offset, file)
+    check_file(buf, verify=True, trust=None)   -> None | (code, rule, offset)
+        a reader given no type: model file, manifest (alone) or plain directory; given a
+        key: a signed record (or a manifest, signed) and nothing else
+    check_open(files, name, verify=True, trust=None) -> None | (code, rule, offset, file)
         a reader given the file `name` of a folder `files`; a manifest opens its shards
+    A reader given a key always verifies the payload digests (step 9d).
 
 Rules are the Rust `Rule` names of spec/model-file.md for the rules that page adds, and
 kiln_ref's snake_case rule ids for Frozen and directory rules. Offsets are absolute in
@@ -39,14 +53,17 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ed25519_ref as E  # noqa: E402
 import kiln_ref as K  # noqa: E402
 from kiln_ref import HDR, DESC, KilnError, Tensor  # noqa: E402
 
 __all__ = [
-    "PLAIN_TYPE", "DIGESTS_TYPE", "SHARD_TYPE", "MANIFEST_TYPE", "TYPES", "HASHES",
-    "MODEL_KINDS", "EMPTY_DIGEST", "RULE_STEP",
+    "PLAIN_TYPE", "DIGESTS_TYPE", "SHARD_TYPE", "MANIFEST_TYPE", "SIGNED_TYPE",
+    "SIGNED_MANIFEST_TYPE", "TYPES", "HASHES", "MODEL_KINDS", "MANIFEST_KINDS",
+    "EMPTY_DIGEST", "RULE_STEP", "SIG_POS", "SIG_END", "Trust",
     "write_model", "write_sharded", "assemble", "tensor_digests", "manifest_entries",
     "encode_manifest", "model_id", "prefix_length", "shard_file_name",
+    "sign_model", "sign_manifest", "assemble_signed", "signed_message",
     "check_model", "check_manifest", "check_sharded", "check_file", "check_open",
     "parse_manifest", "parse_model", "kind_of",
 ]
@@ -62,15 +79,31 @@ TENSOR_TABLE_TYPE = ("list<struct{name:str,shard:u32,dtype:u16,shape:list<u64>,b
                      "layout:str,block_size:u32,quant:" + QUANT_TYPE + ",}>")
 MANIFEST_TYPE = ("struct{metadata:dict<str,str>,shards:" + SHARD_LIST_TYPE
                  + ",tensors:" + TENSOR_TABLE_TYPE + ",digests:list<u8>,}")
+SIGNATURE_FIELD_TYPE = "struct{key:list<u8>,sig:list<u8>,}"
+RELEASE_TYPE = "struct{version:u64,target:str,}"
+SIGNED_TYPE = ("struct{signature:" + SIGNATURE_FIELD_TYPE + ",metadata:dict<str,str>,release:"
+               + RELEASE_TYPE + ",digests:list<u8>,tensors:tensors,}")
+SIGNED_MANIFEST_TYPE = ("struct{signature:" + SIGNATURE_FIELD_TYPE
+                        + ",metadata:dict<str,str>,release:" + RELEASE_TYPE + ",shards:"
+                        + SHARD_LIST_TYPE + ",tensors:" + TENSOR_TABLE_TYPE
+                        + ",digests:list<u8>,}")
 
 TYPES = {"plain": PLAIN_TYPE, "digests": DIGESTS_TYPE, "shard": SHARD_TYPE,
-         "manifest": MANIFEST_TYPE}
-# the values the spec's table prints; the module checks them against kiln_ref's hash
+         "manifest": MANIFEST_TYPE, "signed": SIGNED_TYPE,
+         "signed_manifest": SIGNED_MANIFEST_TYPE}
+# the values the spec prints; the module checks them against kiln_ref's hash
 HASHES = {"plain": 0x8386294C73ADBC61, "digests": 0x869B39CE80B385EF,
-          "shard": 0xE55F985E5FA143AD, "manifest": 0x11465A365375FE1B}
+          "shard": 0xE55F985E5FA143AD, "manifest": 0x11465A365375FE1B,
+          "signed": 0xFF2E2E81872D5BFD, "signed_manifest": 0x37C227B5DF4940B9}
 for _k, _t in TYPES.items():
     assert K.schema_hash(_t) == HASHES[_k], f"schema hash of the {_k} record"
-MODEL_KINDS = ("plain", "digests", "shard")
+MODEL_KINDS = ("plain", "digests", "shard", "signed")
+MANIFEST_KINDS = ("manifest", "signed_manifest")
+# the signature field of a signed record or manifest, right after the frame: the key's
+# length word at 16, the key at 20..52, the signature's length word at 52, the signature
+# at SIG_POS..SIG_END (when the key is 32 bytes)
+KEY_LEN, SIG_LEN = 32, 64
+SIG_POS, SIG_END = 56, 120
 _KIND_BY_HASH = {h: k for k, h in HASHES.items()}
 
 EMPTY_DIGEST = hashlib.sha256(b"").digest()
@@ -121,6 +154,27 @@ def _fault(e: KilnError):
 
 def _round64(x: int) -> int:
     return (x + 63) & ~63
+
+
+class Trust:
+    """What a reader that requires a signature is given: the Ed25519 public key it trusts,
+    and optionally the target it is (ReleaseTarget) and the version it runs (a model must
+    carry a higher one: ReleaseVersion). A key that is not 32 bytes encoding a point, or
+    one of small order (it would verify forged signatures), is refused when it is given:
+    ValueError."""
+
+    def __init__(self, key, target: str | None = None, newer_than: int | None = None):
+        key = bytes(key)
+        if len(key) != KEY_LEN or not E.usable_key(key):
+            raise ValueError(f"not a usable Ed25519 public key: {key.hex()}")
+        if newer_than is not None and not 0 <= newer_than <= K.U64_MAX:
+            raise ValueError("a version is a u64")
+        self.key = key
+        self.target = target
+        self.newer_than = newer_than
+
+    def __repr__(self):
+        return f"Trust({self.key.hex()}, target={self.target!r}, newer_than={self.newer_than})"
 
 
 # --------------------------------------------------------------------------
@@ -246,12 +300,107 @@ def write_sharded(metadata: dict, tensors_by_shard, names, shard_metadata=None):
 
 
 # --------------------------------------------------------------------------
+# signed records and manifests
+
+
+def _signature_field(key: bytes, sig: bytes) -> bytes:
+    return K.encode(SIGNATURE_FIELD_TYPE, {"key": bytes(key), "sig": bytes(sig)})
+
+
+def _release_field(version: int, target: str) -> bytes:
+    return K.encode(RELEASE_TYPE, {"version": version, "target": target})
+
+
+def assemble_signed(key: bytes, sig: bytes, metadata: dict, version: int, target: str,
+                    digests: bytes, block: bytes, frame_hash: int | None = None) -> bytes:
+    """A signed record from raw parts, without any check and without signing (tests)."""
+    out = bytearray(b"KLN0" + bytes(4))
+    out += _U64.pack(HASHES["signed"] if frame_hash is None else frame_hash)
+    out += _signature_field(key, sig)
+    out += K.encode("dict<str,str>", metadata)
+    out += _release_field(version, target)
+    out += K.encode("list<u8>", bytes(digests))
+    out += block
+    return bytes(out)
+
+
+def signed_message(buf, prefix_end: int | None = None) -> bytes:
+    """The signed message: bytes 0..56 and 120..prefix_end (the payload region's start of a
+    signed record; the end of a signed manifest when prefix_end is None)."""
+    buf = bytes(buf)
+    end = len(buf) if prefix_end is None else prefix_end
+    return buf[:SIG_POS] + buf[SIG_END:end]
+
+
+def put_signature(buf, sig: bytes) -> bytes:
+    """buf with its 64 signature bytes replaced."""
+    if len(sig) != SIG_LEN:
+        raise ValueError("a signature is 64 bytes")
+    return bytes(buf[:SIG_POS]) + bytes(sig) + bytes(buf[SIG_END:])
+
+
+def sign_model(metadata: dict, tensors, seed: bytes, version: int, target: str = "") -> bytes:
+    """A signed record of the tensors (in their order), signed with the private key of the
+    32-byte seed (Ed25519 is deterministic: the same inputs give the same bytes)."""
+    tensors = [_tensor(t) for t in tensors]
+    block = K.encode_directory(tensors)
+    buf = assemble_signed(E.public_key(seed), bytes(SIG_LEN), metadata, version, target,
+                          tensor_digests(tensors), block)
+    end = prefix_length(buf)
+    return put_signature(buf, E.sign(seed, signed_message(buf, end)))
+
+
+def sign_manifest(manifest, seed: bytes, version: int, target: str = "") -> bytes:
+    """The signed manifest of a (valid, unsigned) manifest: the same fields with `signature`
+    first and `release` after the metadata, signed over every byte but the signature."""
+    manifest = bytes(manifest)
+    if kind_of(manifest) != "manifest" or check_manifest(manifest) is not None:
+        raise ValueError("not a valid manifest")
+    m = parse_manifest(manifest)
+    out = bytearray(b"KLN0" + bytes(4)) + _U64.pack(HASHES["signed_manifest"])
+    out += _signature_field(E.public_key(seed), bytes(SIG_LEN))
+    out += manifest[16:m["shards_pos"]]
+    out += _release_field(version, target)
+    out += manifest[m["shards_pos"]:]
+    return put_signature(out, E.sign(seed, signed_message(out)))
+
+
+def _read_signature(buf, pos: int, cx, p: dict, trust):
+    """The signature field at pos and its rules: (fault or None, position after it)."""
+    sg, end = K._dec(K.parse_type(SIGNATURE_FIELD_TYPE), pos, cx)
+    key_pos, sig_len_pos = pos, pos + 4 + len(sg["key"])
+    p["key"], p["sig"] = sg["key"], sg["sig"]
+    if len(sg["key"]) != KEY_LEN:
+        return ("TYPE", "SignatureKeyLength", key_pos), end
+    if len(sg["sig"]) != SIG_LEN:
+        return ("TYPE", "SignatureLength", sig_len_pos), end
+    if trust is not None and sg["key"] != trust.key:
+        return ("SIGNATURE", "SignatureKey", key_pos + 4), end
+    return None, end
+
+
+def _read_release(buf, pos: int, cx, p: dict, trust):
+    """The release field at pos and its rules (target, then version)."""
+    rl, end = K._dec(K.parse_type(RELEASE_TYPE), pos, cx)
+    p["release"] = rl
+    if trust is not None and trust.target is not None and rl["target"] != trust.target:
+        return ("SIGNATURE", "ReleaseTarget", pos + 8), end
+    if trust is not None and trust.newer_than is not None and rl["version"] <= trust.newer_than:
+        return ("SIGNATURE", "ReleaseVersion", pos), end
+    return None, end
+
+
+def _signature_verifies(p: dict, message: bytes) -> bool:
+    return E.verify(p["key"], p["sig"], message)
+
+
+# --------------------------------------------------------------------------
 # reading a model record
 
 
 def kind_of(buf) -> str | None:
     """The record kind a reader given no type sees: bytes 0..4 `KLN0` and bytes 8..16
-    one of the four hashes (spec: "Telling a model file from a plain directory")."""
+    one of the six hashes (spec: "Telling a model file from a plain directory")."""
     if len(buf) >= 16 and bytes(buf[0:4]) == b"KLN0":
         return _KIND_BY_HASH.get(_U64.unpack_from(buf, 8)[0])
     return None
@@ -262,16 +411,25 @@ def _descriptors(buf, block_pos):
     return [K._DESCR.unpack_from(buf, block_pos + 64 + 128 * i) for i in range(count)]
 
 
-def _early(buf: bytes, kind: str):
-    """Frame, fields, the digest and shard rules and block steps 1 to 9 (with 3d).
-    Returns (fault or None, parsed): parsed holds the positions found so far and
-    "late", a directory fault of steps 10 to 11 left for after step 9d."""
+def _early(buf: bytes, kind: str, trust: Trust | None = None):
+    """Frame, fields, the digest, shard, key and release rules and block steps 1 to 9
+    (with 3d), then step 9s when a key is given. Returns (fault or None, parsed): parsed
+    holds the positions found so far and "late", a directory fault of steps 10 to 11 left
+    for after step 9d."""
     p: dict[str, Any] = {"kind": kind}
     cx = K._Cx(buf, CAP, CAP, True)
     try:
         pos = K._check_frame(buf, K.parse_type(TYPES[kind]))
+        if kind == "signed":
+            f, pos = _read_signature(buf, pos, cx, p, trust)
+            if f is not None:
+                return f, p
         md, pos = K._dec(K.parse_type("dict<str,str>"), pos, cx)
         p["metadata"] = md
+        if kind == "signed":
+            f, pos = _read_release(buf, pos, cx, p, trust)
+            if f is not None:
+                return f, p
         if kind == "shard":
             spos = pos
             sh, pos = K._dec(K.parse_type(SHARD_FIELD_TYPE), pos, cx)
@@ -285,7 +443,7 @@ def _early(buf: bytes, kind: str):
                 return ("TYPE", "ShardPosition", p["count_pos"]), p
             if sh["index"] == 0 or sh["index"] > sh["count"]:
                 return ("TYPE", "ShardPosition", p["index_pos"]), p
-        if kind in ("digests", "shard"):
+        if kind in ("digests", "shard", "signed"):
             dpos = pos
             dig, pos = K._dec(K.parse_type("list<u8>"), pos, cx)
             p["digests_pos"] = dpos
@@ -320,6 +478,10 @@ def _early(buf: bytes, kind: str):
                   if named else None for d in descs]
     p["layouts"] = [buf[heap + d[K._LOFF]:heap + d[K._LOFF] + d[K._LLEN]].decode("utf-8")
                     if d[K._LLEN] else None for d in descs]
+    # step 9s
+    if kind == "signed" and trust is not None:
+        if not _signature_verifies(p, signed_message(buf, pos + p["payload_base"])):
+            return ("SIGNATURE", "SignatureInvalid", SIG_POS), p
     return None, p
 
 
@@ -344,11 +506,30 @@ def _late(buf: bytes, p: dict, verify: bool):
     return None
 
 
-def check_model(buf, verify: bool = True, kind: str | None = None):
-    """First fault of a model file (plain, digests or shard record) or None.
-    kind None: the kind its frame names; a frame naming none of the three is
-    checked as a plain record (so it fails in the frame: EOF, FRAME or SCHEMA)."""
+def _not_signed(fault, buf, unsigned_kinds):
+    """A reader that requires a signature: a frame of an unsigned record is NotSigned in
+    place of the frame's SCHEMA fault (the frame's earlier faults come first)."""
+    if fault == ("SCHEMA", "schema_hash", 8) and kind_of(buf) in unsigned_kinds:
+        return ("SIGNATURE", "NotSigned", 8)
+    return fault
+
+
+def check_model(buf, verify: bool = True, kind: str | None = None,
+                trust: Trust | None = None):
+    """First fault of a model file (plain, digests, shard or signed record) or None.
+    kind None: the kind its frame names; a frame naming none of the four is
+    checked as a plain record (so it fails in the frame: EOF, FRAME or SCHEMA).
+    With a trust the record must be a signed one (kind is then "signed"): a plain,
+    digests or shard frame is NotSigned, any other frame fails as for a signed record;
+    the digests are always verified."""
     buf = bytes(buf)
+    if trust is not None:
+        if kind not in (None, "signed"):
+            raise ValueError("a reader with a key reads signed records")
+        fault, p = _early(buf, "signed", trust)
+        if fault is not None:
+            return _not_signed(fault, buf, ("plain", "digests", "shard"))
+        return _late(buf, p, True)
     if kind is None:
         kind = kind_of(buf)
         if kind not in MODEL_KINDS:
@@ -410,11 +591,21 @@ def _plain_file_name(raw: bytes) -> bool:
 
 
 def parse_manifest(buf) -> dict:
-    """Values and offsets of a manifest that passed the Frozen checks."""
+    """Values and offsets of a manifest or signed manifest that passed the Frozen checks."""
     buf = bytes(buf)
+    signed = kind_of(buf) == "signed_manifest"
+    cx = K._Cx(buf, CAP, CAP, True)
     r = _Reader(buf, 16)
-    md, r.pos = K._dec(K.parse_type("dict<str,str>"), 16, K._Cx(buf, CAP, CAP, True))
-    m: dict[str, Any] = {"metadata": md, "shards_pos": r.pos, "shards": [], "entries": []}
+    m: dict[str, Any] = {"kind": "signed_manifest" if signed else "manifest"}
+    if signed:
+        sg, r.pos = K._dec(K.parse_type(SIGNATURE_FIELD_TYPE), r.pos, cx)
+        m["key"], m["sig"] = sg["key"], sg["sig"]
+    md, r.pos = K._dec(K.parse_type("dict<str,str>"), r.pos, cx)
+    m["metadata"] = md
+    if signed:
+        m["release_pos"] = r.pos
+        m["release"], r.pos = K._dec(K.parse_type(RELEASE_TYPE), r.pos, cx)
+    m.update({"shards_pos": r.pos, "shards": [], "entries": []})
     for _ in range(r.u(_U32)):
         s = {"name_pos": r.pos}
         s["raw_name"] = r.run()
@@ -490,11 +681,43 @@ def _entry_width_fault(e):
     return None
 
 
-def _manifest(buf):
-    """(fault or None, parsed manifest or None)."""
-    e = K.validate(MANIFEST_TYPE, buf, framed=True)
-    if e is not None:
-        return _fault(e), None
+def _manifest_frozen(buf, kind: str, trust):
+    """The Frozen reading of a manifest (kind "manifest") or signed manifest, with the key
+    and release rules where their fields are read: None or the first fault."""
+    p: dict[str, Any] = {}
+    cx = K._Cx(buf, CAP, CAP, False)
+    try:
+        pos = K._check_frame(buf, K.parse_type(TYPES[kind]))
+        if kind == "signed_manifest":
+            f, pos = _read_signature(buf, pos, K._Cx(buf, CAP, CAP, True), p, trust)
+            if f is not None:
+                return f
+        _v, pos = K._dec(K.parse_type("dict<str,str>"), pos, cx)
+        if kind == "signed_manifest":
+            f, pos = _read_release(buf, pos, K._Cx(buf, CAP, CAP, True), p, trust)
+            if f is not None:
+                return f
+        for t in (SHARD_LIST_TYPE, TENSOR_TABLE_TYPE, "list<u8>"):
+            _v, pos = K._dec(K.parse_type(t), pos, cx)
+    except KilnError as e:
+        return _fault(e)
+    if pos != len(buf):
+        return ("TRAILING", "trailing", pos)
+    return None
+
+
+def _manifest(buf, trust: Trust | None = None):
+    """(fault or None, parsed manifest or None). With a trust: a signed manifest only
+    (an unsigned manifest's frame is NotSigned), its signature checked after M5."""
+    if trust is not None:
+        kind = "signed_manifest"
+    else:
+        kind = "signed_manifest" if kind_of(buf) == "signed_manifest" else "manifest"
+    f = _manifest_frozen(buf, kind, trust)
+    if f is not None:
+        if trust is not None:
+            f = _not_signed(f, buf, ("manifest",))
+        return f, None
     m = parse_manifest(buf)
     shards, entries = m["shards"], m["entries"]
     # M1
@@ -547,12 +770,16 @@ def _manifest(buf):
     # M5
     if len(m["digests"]) != 32 * len(entries):
         return ("TYPE", "ManifestDigestCount", m["digests_pos"]), m
+    # the signature, over every byte but its own
+    if trust is not None and not _signature_verifies(m, signed_message(buf)):
+        return ("SIGNATURE", "SignatureInvalid", SIG_POS), m
     return None, m
 
 
-def check_manifest(buf):
-    """First fault of a manifest (the Frozen rules, then M1 to M5) or None."""
-    return _manifest(bytes(buf))[0]
+def check_manifest(buf, trust: Trust | None = None):
+    """First fault of a manifest or signed manifest (the Frozen rules with the key and
+    release rules, then M1 to M5, then the signature when a key is given) or None."""
+    return _manifest(bytes(buf), trust)[0]
 
 
 # --------------------------------------------------------------------------
@@ -617,12 +844,15 @@ def _check_shard(data, k, m, mid, entries, verify):
     return _late(data, p, verify)
 
 
-def check_sharded(manifest, files, verify: bool = True):
+def check_sharded(manifest, files, verify: bool = True, trust: Trust | None = None):
     """First fault of a sharded model, in shard order, or None.
     files: shard name -> bytes (a name absent or mapped to None is a missing file).
-    Returns (code, rule, offset, file): file is None for a fault in the manifest."""
+    Returns (code, rule, offset, file): file is None for a fault in the manifest.
+    With a trust the manifest must be a signed one that the trust accepts."""
     manifest = bytes(manifest)
-    fault, m = _manifest(manifest)
+    if trust is not None:
+        verify = True
+    fault, m = _manifest(manifest, trust)
     if fault is not None:
         return fault + (None,)
     mid = hashlib.sha256(manifest[m["tensors_pos"]:]).digest()
@@ -637,30 +867,33 @@ def check_sharded(manifest, files, verify: bool = True):
     return None
 
 
-def check_file(buf, verify: bool = True):
+def check_file(buf, verify: bool = True, trust: Trust | None = None):
     """A reader given no type: a model file by its frame, a manifest (checked alone),
-    or else a standalone directory block."""
+    or else a standalone directory block. Given a key: a manifest by its frame (signed
+    or not), anything else as a signed record."""
     buf = bytes(buf)
     kind = kind_of(buf)
+    if kind in MANIFEST_KINDS:
+        return check_manifest(buf, trust)
+    if trust is not None:
+        return check_model(buf, trust=trust)
     if kind in MODEL_KINDS:
         return check_model(buf, verify, kind)
-    if kind == "manifest":
-        return check_manifest(buf)
     e = K.validate("tensors", buf)
     return None if e is None else _fault(e)
 
 
-def check_open(files: dict, name: str, verify: bool = True):
+def check_open(files: dict, name: str, verify: bool = True, trust: Trust | None = None):
     """A reader given the file `name` of a folder holding `files` (name -> bytes).
-    A manifest opens its shards from the folder. Returns None or
+    A manifest (signed or not) opens its shards from the folder. Returns None or
     (code, rule, offset, file) with file the name of the file the fault is in."""
     buf = bytes(files[name])
-    if kind_of(buf) == "manifest":
-        f = check_sharded(buf, files, verify)
+    if kind_of(buf) in MANIFEST_KINDS:
+        f = check_sharded(buf, files, verify, trust)
         if f is None:
             return None
         return f[:3] + (name if f[3] is None else f[3],)
-    f = check_file(buf, verify)
+    f = check_file(buf, verify, trust)
     return None if f is None else f + (name,)
 
 

@@ -21,6 +21,8 @@ HERE = Path(__file__).resolve().parent
 SPEC = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import delta_ref as D  # noqa: E402
+import ed25519_ref as E  # noqa: E402
 import gen_model_cases as G  # noqa: E402
 import kiln_ref as K  # noqa: E402
 import model_ref as M  # noqa: E402
@@ -40,16 +42,29 @@ SH = 20                              # the shard field of a shard record with no
 class SpecTables(unittest.TestCase):
     def test_type_texts_and_hashes_are_the_spec_table(self):
         text = (SPEC / "model-file.md").read_text(encoding="utf-8")
-        rows = re.findall(r"^\| (plain|digests|shard|manifest) \| (.*?) \| \*\*0x([0-9a-f]+)\*\* \|$",
-                          text, re.M)
-        self.assertEqual([r[0] for r in rows], ["plain", "digests", "shard", "manifest"])
+        rows = re.findall(r"^\| (plain|digests|shard|manifest|signed) \| (.*?) "
+                          r"\| \*\*0x([0-9a-f]+)\*\* \|$", text, re.M)
+        self.assertEqual([r[0] for r in rows], ["plain", "digests", "shard", "manifest", "signed"])
         for kind, cell, h in rows:
             self.assertEqual(M.HASHES[kind], int(h, 16))
             self.assertEqual(K.schema_hash(M.TYPES[kind]), int(h, 16))
-            if kind != "manifest":
+            if kind not in ("manifest", "signed"):
                 self.assertEqual(cell.strip("`"), M.TYPES[kind])
         block = re.search(r"### Manifests\n\n```\n(.*?)```", text, re.S).group(1)
         self.assertEqual("".join(block.split()), M.MANIFEST_TYPE)
+        signed = text.split("## Signed models")[1].split("## Delta updates")[0]
+        blocks = re.findall(r"```\n(.*?)```", signed, re.S)
+        self.assertEqual("".join(blocks[0].split()), M.SIGNED_TYPE)
+        # the signed manifest's text names the manifest's `shards` and `tensors` types
+        sm = "".join(blocks[1].split())
+        self.assertEqual(sm.replace("shards:...,tensors:...,", "shards:" + M.SHARD_LIST_TYPE
+                                    + ",tensors:" + M.TENSOR_TABLE_TYPE + ","),
+                         M.SIGNED_MANIFEST_TYPE)
+        h = re.search(r"schema hash\s+\*\*0x([0-9a-f]+)\*\*", signed).group(1)
+        self.assertEqual(K.schema_hash(M.SIGNED_MANIFEST_TYPE), int(h, 16))
+        self.assertEqual(M.HASHES["signed_manifest"], int(h, 16))
+        delta = text.split("## Delta updates")[1]
+        self.assertIn(f"the hash of {D.DELTA_TYPE})", delta)
 
     def test_rule_steps_are_the_directory_table(self):
         text = (SPEC / "kiln-v2.md").read_text(encoding="utf-8")
@@ -591,6 +606,105 @@ class ShardOpening(unittest.TestCase):
                          ("TRAILING", "trailing", len(man) - 1, G.MANIFEST))
 
 
+class SignedModels(unittest.TestCase):
+    def setUp(self):
+        self.seed = G.SEED_A
+        self.key = E.public_key(self.seed)
+        self.ts = two()
+        self.buf = M.sign_model(MD, self.ts, self.seed, 5, "dev")
+
+    def test_layout(self):
+        buf = self.buf
+        self.assertEqual(M.kind_of(buf), "signed")
+        self.assertEqual(buf[8:16], struct.pack("<Q", 0xFF2E2E81872D5BFD))
+        v = K.decode(M.SIGNED_TYPE, buf, framed=True)
+        self.assertEqual(v["signature"]["key"], self.key)
+        self.assertEqual(buf[16:20], struct.pack("<I", 32))
+        self.assertEqual(buf[52:56], struct.pack("<I", 64))
+        self.assertEqual(v["signature"]["sig"], buf[56:120])
+        self.assertEqual(v["release"], {"version": 5, "target": "dev"})
+        self.assertEqual(v["digests"], M.tensor_digests(self.ts))
+        self.assertEqual(v["tensors"], self.ts)
+        end = M.prefix_length(buf)
+        self.assertEqual(end, len(buf) - 64 - 3)     # tensor b's payload at 64
+        self.assertTrue(E.verify(self.key, buf[56:120], buf[:56] + buf[120:end]))
+        self.assertEqual(M.sign_model(MD, self.ts, self.seed, 5, "dev"), buf)   # deterministic
+
+    def test_readers(self):
+        t = M.Trust(self.key, "dev", 4)
+        self.assertIsNone(M.check_model(self.buf))
+        self.assertIsNone(M.check_file(self.buf))
+        self.assertIsNone(M.check_model(self.buf, trust=t))
+        self.assertIsNone(M.check_file(self.buf, trust=t))
+        bad = flip(self.buf, 57)
+        self.assertIsNone(M.check_model(bad))
+        self.assertEqual(M.check_model(bad, trust=t), ("SIGNATURE", "SignatureInvalid", 56))
+        self.assertEqual(M.check_model(self.buf, trust=M.Trust(self.key, newer_than=5)),
+                         ("SIGNATURE", "ReleaseVersion", 120 + len(K.encode("dict<str,str>", MD))))
+        plain = M.write_model(MD, self.ts)
+        self.assertEqual(M.check_model(plain, trust=t), ("SIGNATURE", "NotSigned", 8))
+        self.assertEqual(M.check_model(put(plain, 4, "B", 1), trust=t),
+                         ("FRAME", "frame_profile", 4))
+
+    def test_payloads_are_not_signed(self):
+        t = M.Trust(self.key)
+        end = M.prefix_length(self.buf)
+        self.assertEqual(M.check_model(flip(self.buf, end), trust=t),
+                         ("DIGEST", "PayloadDigest", end))
+        self.assertEqual(M.check_model(flip(self.buf, end - 1), trust=t),
+                         ("TYPE", "pad_nonzero", end - 1))
+
+    def test_refused_keys(self):
+        # two of libsodium's list of small-order encodings (order 8)
+        for k in ("c7176a703d4dd84fba3c0b760d10670f2a2053fa2c39ccc64ec7fd7792ac037a",
+                  "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05"):
+            self.assertIn(bytes.fromhex(k), E.SMALL_ORDER_KEYS)
+        for k in E.SMALL_ORDER_KEYS:
+            with self.assertRaises(ValueError):
+                M.Trust(k)
+        with self.assertRaises(ValueError):
+            M.Trust(self.key[:31])
+        M.Trust(self.key)
+        self.assertFalse(E.small_order(self.key))
+
+    def test_signed_manifest(self):
+        man, files = M.write_sharded(MD, [two()[:1], two()[1:]], ["x1.kiln", "x2.kiln"])
+        sm = M.sign_manifest(man, self.seed, 2, "dev")
+        self.assertEqual(M.kind_of(sm), "signed_manifest")
+        v = K.decode(M.SIGNED_MANIFEST_TYPE, sm, framed=True)
+        self.assertEqual(v["signature"]["key"], self.key)
+        self.assertTrue(E.verify(self.key, sm[56:120], sm[:56] + sm[120:]))
+        pu, ps = M.parse_manifest(man), M.parse_manifest(sm)
+        self.assertEqual(man[pu["tensors_pos"]:], sm[ps["tensors_pos"]:])    # the model id
+        t = M.Trust(self.key, "dev", 1)
+        self.assertIsNone(M.check_sharded(sm, files))
+        self.assertIsNone(M.check_sharded(sm, files, trust=t))
+        self.assertEqual(M.check_sharded(man, files, trust=t), ("SIGNATURE", "NotSigned", 8, None))
+        self.assertIsNone(M.check_open({"m.kiln": sm, **files}, "m.kiln", trust=t))
+        self.assertEqual(M.check_sharded(flip(sm, 100), files, trust=t),
+                         ("SIGNATURE", "SignatureInvalid", 56, None))
+
+
+class DeltaUpdates(unittest.TestCase):
+    def test_make_and_apply(self):
+        seed = G.SEED_A
+        old = M.sign_model({}, G.delta_old(), seed, 1)
+        new = M.sign_model({}, G.delta_new(), seed, 2)
+        d = D.make_delta(old, new)
+        self.assertEqual(d[8:16], struct.pack("<Q", K.schema_hash(D.DELTA_TYPE)))
+        self.assertEqual(d[16:52], struct.pack("<I", 32) + D.base_id(old))
+        self.assertEqual(D.delta_positions(d)["entry"], [56, 60, 64, 68])
+        self.assertEqual(struct.unpack_from("<4I", d, 56), (3, 0, 2, 0))
+        self.assertEqual(D.apply_delta(old, d), (new, None))
+        self.assertEqual(len(d), 72 + M.prefix_length(new) + 3 + 2)
+        rebuilt, fault, where = D.check_update(old, d, M.Trust(E.public_key(seed), newer_than=1))
+        self.assertEqual((rebuilt, fault, where), (new, None, None))
+        self.assertEqual(D.apply_delta(new, d), (None, ("TYPE", "DeltaBase", 20)))
+        # a delta to a model with nothing in common sends everything
+        d2 = D.make_delta(M.write_model({}, []), new)
+        self.assertEqual(D.apply_delta(M.write_model({}, []), d2), (new, None))
+
+
 class GeneratorTests(unittest.TestCase):
     def run_main(self, *args):
         r = subprocess.run([sys.executable, str(HERE / "gen_model_cases.py"), *args],
@@ -607,21 +721,40 @@ class GeneratorTests(unittest.TestCase):
         rules = {c["expect"]["rule"] for c in cases if c["expect"]}
         self.assertLessEqual(set(G.NEW_RULES), rules)
         for c in cases:
-            self.assertEqual(set(c), {"name", "note", "files", "open", "verify", "expect"})
+            self.assertLessEqual({"name", "note", "files", "open", "verify", "expect"}, set(c))
+            self.assertLessEqual(set(c), {"name", "note", "files", "open", "verify", "expect",
+                                          "trust", "delta"})
             self.assertIn(c["open"], c["files"])
             if c["expect"]:
                 self.assertEqual(set(c["expect"]), {"code", "rule", "offset", "file"})
+                if c["expect"]["rule"] != "ShardMissing":
+                    self.assertIn(c["expect"]["file"], c["files"])
+            if "trust" in c:
+                self.assertEqual(set(c["trust"]), {"key", "target", "newer_than", "usable"})
+                self.assertTrue(c["verify"])
+            if "delta" in c:
+                self.assertEqual(set(c["delta"]), {"base", "result"})
+                self.assertIn(c["delta"]["base"], c["files"])
+                self.assertEqual(c["delta"]["result"] is None,
+                                 c["expect"] is not None and c["expect"]["file"] == c["open"])
         names = {c["name"] for c in cases}
         for want in ("digests-flipped-payload", "shard-missing", "shard-cut-by-one-byte",
                      "shards-swapped", "shard-of-another-model", "shard-name-slash",
                      "shard-name-backslash", "shard-name-dotdot", "shard-name-nul",
                      "shard-name-colon", "shard-name-absolute", "manifest-name-in-two-shards",
                      "order-digest-before-gap", "order-misplaced-before-mismatch",
-                     "order-3d-before-step-4", "sharded-rich"):
+                     "order-3d-before-step-4", "sharded-rich", "signed-rich",
+                     "signed-manifest", "delta-applies", "delta-wrong-reuse-same-length"):
             self.assertIn(want, names)
+        kinds = {(M.kind_of(bytes.fromhex(c["files"][c["open"]])), "trust" in c)
+                 for c in cases if c["expect"] is None}
+        for want in (("signed", True), ("signed", False), ("signed_manifest", True),
+                     ("signed_manifest", False)):
+            self.assertIn(want, kinds)
 
     def test_size(self):
-        self.assertLess((SPEC / "model-cases.json").stat().st_size, 300_000)
+        # a signed file or a delta case carries a few whole files (128 bytes a descriptor)
+        self.assertLess((SPEC / "model-cases.json").stat().st_size, 650_000)
 
     def test_deterministic_and_check_detects_changes(self):
         with tempfile.TemporaryDirectory() as d:

@@ -3,10 +3,14 @@
 //! readers of spec/model-file.md, with the reference's code, rule, offset
 //! and file. A reader given the manifest checks the manifest, then every
 //! shard in order (`model::check_all`); any other file is opened by content.
+//! A case with a `trust` is read with that key (`Model::parse_trusted`,
+//! `Manifest::parse_trusted`); a case with a `delta` applies the update to
+//! its base (`delta::apply`), compares the rebuilt bytes with the `result`
+//! file and checks them as a device does.
 
 use std::collections::{BTreeMap, HashMap};
 
-use kiln_nostd::model::{check_all, Kind, Manifest, Model};
+use kiln_nostd::model::{check_all, Kind, Manifest, Model, Trust};
 use kiln_nostd::{Error, Limits, Parser};
 use serde_json::Value;
 
@@ -33,12 +37,35 @@ fn hex(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
+/// A model file (not a manifest) as a reader with `trust`, or without a key
+/// by its content.
+fn model_verdict(bytes: &[u8], verify: bool, trust: Option<&Trust<'_>>) -> Result<(), Error> {
+    if let Some(trust) = trust {
+        return Model::parse_trusted(bytes, trust).map(|_| ());
+    }
+    if kiln_nostd::model::is_model_file(bytes) {
+        let parsed = if verify { Model::parse_verified(bytes) } else { Model::parse(bytes) };
+        parsed.map(|_| ())
+    } else {
+        Parser::new().parse(bytes).map(|_| ())
+    }
+}
+
 /// The core's verdict: `None`, or the error and the file it is in.
-fn verdict(files: &BTreeMap<String, Vec<u8>>, open: &str, verify: bool) -> Option<(Error, String)> {
+fn verdict(
+    files: &BTreeMap<String, Vec<u8>>,
+    open: &str,
+    verify: bool,
+    trust: Option<&Trust<'_>>,
+) -> Option<(Error, String)> {
     let bytes = &files[open];
     if Kind::of(bytes) == Some(Kind::Manifest) {
         let mut scratch = vec![0u32; Manifest::scratch_len(bytes.len() / 16)];
-        let m = match Manifest::parse_with(bytes, &Limits::DEFAULT, Some(&mut scratch)) {
+        let parsed = match trust {
+            Some(trust) => Manifest::parse_trusted(bytes, &Limits::DEFAULT, Some(&mut scratch), trust),
+            None => Manifest::parse_with(bytes, &Limits::DEFAULT, Some(&mut scratch)),
+        };
+        let m = match parsed {
             Ok(m) => m,
             Err(e) => return Some((e, open.to_owned())),
         };
@@ -47,13 +74,34 @@ fn verdict(files: &BTreeMap<String, Vec<u8>>, open: &str, verify: bool) -> Optio
             .err()
             .map(|f| (f.error, m.shard(f.shard).unwrap().name.as_str().to_owned()));
     }
-    let result = if kiln_nostd::model::is_model_file(bytes) {
-        let parsed = if verify { Model::parse_verified(bytes) } else { Model::parse(bytes) };
-        parsed.map(|_| ())
-    } else {
-        Parser::new().parse(bytes).map(|_| ())
+    model_verdict(bytes, verify, trust).err().map(|e| (e, open.to_owned()))
+}
+
+/// A delta case: the update `open` applied to `base`; the rebuilt model must
+/// be the `result` file, and is then checked as a device checks it.
+fn delta_verdict(
+    files: &BTreeMap<String, Vec<u8>>,
+    open: &str,
+    delta: &Value,
+    verify: bool,
+    trust: Option<&Trust<'_>>,
+) -> Result<Option<(Error, String)>, String> {
+    let base = &files[delta["base"].as_str().unwrap()];
+    let rebuilt = match kiln_nostd::delta::apply(base, &files[open]) {
+        Ok(rebuilt) => rebuilt,
+        Err(e) => return Ok(Some((e, open.to_owned()))),
     };
-    result.err().map(|e| (e, open.to_owned()))
+    let Some(result) = delta["result"].as_str() else {
+        return Err(format!("the delta applies ({} bytes rebuilt)", rebuilt.len()));
+    };
+    if rebuilt != files[result] {
+        return Err(format!("the rebuilt model ({} bytes) is not {result}", rebuilt.len()));
+    }
+    Ok(model_verdict(&rebuilt, verify, trust).err().map(|e| (e, result.to_owned())))
+}
+
+fn key(t: &Value) -> [u8; 32] {
+    hex(t["key"].as_str().unwrap()).try_into().unwrap()
 }
 
 #[test]
@@ -67,15 +115,55 @@ fn every_model_case_gives_the_references_verdict() {
         let name = c["name"].as_str().unwrap();
         let files: BTreeMap<String, Vec<u8>> =
             c["files"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), hex(v.as_str().unwrap()))).collect();
-        let got = verdict(&files, c["open"].as_str().unwrap(), c["verify"].as_bool().unwrap());
+        let (open, verify) = (c["open"].as_str().unwrap(), c["verify"].as_bool().unwrap());
+        let t = &c["trust"];
+        let key = (!t.is_null()).then(|| key(t));
+        let trust = key.as_ref().map(Trust::new);
+        if !t.is_null() && !t["usable"].as_bool().unwrap() {
+            // a key the reader refuses when it is given: nothing is opened
+            if trust.flatten().is_some() {
+                failures.push(format!("{name}: Trust::new takes the key {}", t["key"]));
+            }
+            continue;
+        }
+        let trust = match trust {
+            None => None,
+            Some(None) => {
+                failures.push(format!("{name}: Trust::new refuses the key {}", t["key"]));
+                continue;
+            }
+            Some(Some(mut trust)) => {
+                if let Some(target) = t["target"].as_str() {
+                    trust = trust.target(target);
+                }
+                if let Some(v) = t["newer_than"].as_u64() {
+                    trust = trust.newer_than(v);
+                }
+                Some(trust)
+            }
+        };
+        let got = if c["delta"].is_null() {
+            verdict(&files, open, verify, trust.as_ref())
+        } else {
+            match delta_verdict(&files, open, &c["delta"], verify, trust.as_ref()) {
+                Ok(got) => got,
+                Err(why) => {
+                    failures.push(format!("{name}: {why}, want {}", c["expect"]));
+                    continue;
+                }
+            }
+        };
         let want = &c["expect"];
         let ok = match (&got, want.is_null()) {
             (None, true) => true,
             (Some((e, file)), false) => {
-                let rule = want["rule"].as_str().unwrap();
-                let rule = names.get(rule).map_or(rule, String::as_str);
+                // a null rule: the spec names none (the code and offset are compared)
+                let rule_ok = want["rule"].as_str().is_none_or(|rule| {
+                    let rule = names.get(rule).map_or(rule, String::as_str);
+                    e.rule().id() == rule
+                });
                 e.code().as_str() == want["code"].as_str().unwrap()
-                    && e.rule().id() == rule
+                    && rule_ok
                     && e.offset_u64() == want["offset"].as_u64().unwrap()
                     && file == want["file"].as_str().unwrap()
             }
