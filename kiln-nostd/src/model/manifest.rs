@@ -386,12 +386,20 @@ impl<'a> Manifest<'a> {
         let (hash, record) = if signed { (SIGNED_MANIFEST_HASH, &SIGNED_RECORD) } else { (MANIFEST_HASH, &RECORD) };
         let mut at = check_frame(buf, hash)?;
         let checker = Checker { buf, limits: *limits, utf8: true };
-        let end = checker.value(record, at)?;
+        let end = if signed {
+            // Field by field, so the key and release checks come as their
+            // fields are read (spec/model-file.md, "Signed models").
+            at = super::signed::check_signature_field(&checker, at, policy)?.2;
+            let metadata_end = checker.value(&METADATA, at)?;
+            let shards_at = super::signed::check_release(&checker, metadata_end, policy)?.1;
+            let tensors_at = checker.value(&SHARDS, shards_at)?;
+            let digests_at = checker.value(&TENSORS, tensors_at)?;
+            checker.value(&crate::frozen::Ty::BYTES, digests_at)?
+        } else {
+            checker.value(record, at)?
+        };
         if end != buf.len() {
             return fail(Rule::TrailingBytes, end);
-        }
-        if signed {
-            at = super::signed::check_signature_field(&checker, at, policy)?.2;
         }
         let mut metadata_end = crate::frozen::skip(buf, &METADATA, at);
         let metadata_at = at;
@@ -559,7 +567,9 @@ impl<'a> Manifest<'a> {
         scratch: Option<&mut [u32]>,
         trust: &super::Trust<'_>,
     ) -> Result<Manifest<'a>> {
-        if buf.get(8..16) != Some(&SIGNED_MANIFEST_HASH.to_le_bytes()[..]) && super::Kind::of(buf).is_some() {
+        // The frame's own rules first; an unsigned manifest is then NotSigned
+        // in the schema check's place.
+        if crate::frozen::read_frame(buf)? != SIGNED_MANIFEST_HASH && super::Kind::of(buf).is_some() {
             return fail(Rule::NotSigned, 8);
         }
         let policy = trust.policy();

@@ -289,9 +289,6 @@ impl<'a> Model<'a> {
     /// [`parse_trusted`](Self::parse_trusted) with a configured [`Parser`].
     #[cfg(feature = "ed25519")]
     pub fn parse_trusted_with(buf: &'a [u8], trust: &Trust<'_>, parser: Parser<'_>) -> Result<Model<'a>> {
-        if Kind::of(buf).is_some_and(|k| k != Kind::Signed && k.is_model_file()) {
-            return fail(Rule::NotSigned, 8);
-        }
         let policy = trust.policy();
         let head = Head::check_with(buf, &parser.caps(), Some(&policy))?;
         let (Some(sig), Some(table)) = (head.signature, head.digests) else {
@@ -400,6 +397,11 @@ impl<'a> Head<'a> {
         };
         // The frame's own rules (profile, flags, reserved bytes) for its record type.
         check_frame(buf, kind.hash())?;
+        // A reader that requires a signature: any other record fails in the
+        // schema check's place, after the frame's own rules.
+        if policy.is_some() && kind != Kind::Signed {
+            return fail(Rule::NotSigned, 8);
+        }
         let checker = crate::frozen::Checker { buf, limits: *limits, utf8: true };
         let mut at = FRAME_LEN;
         let mut sig = None;

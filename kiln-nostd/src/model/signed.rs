@@ -182,10 +182,15 @@ mod trust {
 
     impl<'k> Trust<'k> {
         /// Trusts the Ed25519 public key `key` (32 bytes, RFC 8032's
-        /// encoding); `None` when those bytes are not a usable key.
+        /// encoding); `None` when those bytes are not a usable key: not a
+        /// point, not the canonical encoding of one (RFC 8032 section 5.1.3
+        /// refuses y >= p and x = 0 with the sign bit set; ed25519-dalek
+        /// would reduce them), or of small order.
         #[must_use]
         pub fn new(key: &'k [u8; KEY_LEN]) -> Option<Self> {
-            let vk = VerifyingKey::from_bytes(key).ok().filter(|k| !k.is_weak())?;
+            let vk = VerifyingKey::from_bytes(key)
+                .ok()
+                .filter(|k| !k.is_weak() && k.to_edwards().compress().as_bytes() == key)?;
             Some(Trust { key: vk, raw: key, target: None, newer_than: None })
         }
 
