@@ -15,19 +15,29 @@ Public API
     base_id(model) -> bytes                       the id a delta's `base` must hold
     make_delta(old, new) -> bytes                 what `kiln delta OLD NEW` writes
     apply_delta(old, delta) -> (bytes, None) | (None, (code, rule, offset))
-        the device's rebuild of NEW, with the delta's own rules; offsets are in the delta.
+        the device's rebuild of NEW, with the delta's own rules; offsets are in the delta
+        (an early end: the delta's length).
         The rebuilt bytes are then checked as any model file (check_update).
     check_update(old, delta, trust=None) -> (rebuilt or None, fault or None, where)
         where is "delta" for a fault of the delta, "result" for one of the rebuilt NEW
 
+Offsets (the spec's "Offsets of faults found while the delta is read"): a fault found
+while the delta is read (its frame, `base`, `reuse`, and NEW's frame, fields and block
+header and descriptors as the delta carries them) is at its offset in the delta; a delta
+that ends early is EOF at the delta's length, where its bytes run out, with the rule of
+the field being read (a Frozen field's `*_eof` / `*_past_end`, the block header's
+`dir_magic_eof` / `dir_header_eof`, the descriptors' `dir_past_end`), and
+`block_past_end` (BlockTruncated) when the cut is in a sent payload; bytes after the last
+sent payload are TRAILING (rule `trailing`) at the first of them. Faults of the rebuilt
+NEW are model_ref's, at offsets in the rebuilt model.
+
 Choices where the spec's text is silent (the reference's, said here so they can be
 compared): the delta's rules come in the order of its fields, DeltaBase when `base` is
 read, then the `reuse` list's Frozen checks; DeltaReuseCount and DeltaReuse need NEW's
-tensor count and byte lengths, so they come once NEW's frame, fields, block header and
-descriptors have been read from the delta (a fault reading them is that reader's, at its
-offset in the delta); a delta that ends inside a sent payload is EOF at the first byte of
-that payload (the spec names no rule for it: rule None), bytes after the last sent
-payload are TRAILING (rule `trailing`) at the first of them.
+tensor count and byte lengths, so they come once NEW's frame, fields, block header
+(directory steps 1 to 4) and descriptors (step 5) have been read from the delta. The
+rest of NEW's block rules (padding, descriptors' own rules, heap) are checked in the
+rebuilt model.
 """
 
 from __future__ import annotations
@@ -112,10 +122,45 @@ def delta_positions(delta):
             "new": reuse + 4 + 4 * count}
 
 
+def _block_head(view: bytes, pos: int):
+    """Directory steps 1 to 5 of spec/kiln-v2.md for the block at view[pos:] (the header
+    and the descriptors, which a delta carries; the payloads it may not): (code, rule,
+    offset in view) or None. Truncations are at len(view), where the bytes run out."""
+    avail = len(view) - pos
+    if avail < 4:
+        return "EOF", "dir_magic_eof", len(view)
+    if view[pos:pos + 4] != K.DIR_MAGIC:
+        return "FRAME", "dir_magic", pos
+    if avail < K.HEADER_SIZE:
+        return "EOF", "dir_header_eof", len(view)
+    if view[pos + HDR.VERSION] != K.DIR_VERSION:
+        return "FRAME", "dir_version", pos + HDR.VERSION
+    flags = view[pos + HDR.FLAGS]
+    if flags & ~(K.FLAG_NAMES | K.FLAG_LE):
+        return "FRAME", "dir_flag_unknown", pos + HDR.FLAGS
+    if not flags & K.FLAG_LE:
+        return "FRAME", "dir_le_clear", pos + HDR.FLAGS
+    for off in [6, 7] + list(range(HDR.RESERVED1, K.HEADER_SIZE)):
+        if view[pos + off]:
+            return "FRAME", "dir_reserved", pos + off
+    count = _U32.unpack_from(view, pos + HDR.TENSOR_COUNT)[0]
+    name_bytes = _U32.unpack_from(view, pos + HDR.NAME_BYTES)[0]
+    if count > M.CAP:
+        return "LIMIT", "dir_count_cap", pos + HDR.TENSOR_COUNT
+    if name_bytes > M.CAP:
+        return "LIMIT", "dir_name_bytes_cap", pos + HDR.NAME_BYTES
+    directory_bytes = _U64.unpack_from(view, pos + HDR.DIRECTORY_BYTES)[0]
+    if directory_bytes != K.DESC_SIZE * count + name_bytes:
+        return "TYPE", "dir_bytes_mismatch", pos + HDR.DIRECTORY_BYTES
+    if K.HEADER_SIZE + directory_bytes > avail:
+        return "EOF", "dir_past_end", len(view)
+    return None
+
+
 def _read_new_prefix(delta: bytes, at: int):
     """NEW's frame, fields, block header and descriptors from delta[at:]: (fault or None,
     {"end": NEW's payload region start (relative), "descs": [(offset, length)],
-    "payload_bytes"}). Offsets of a fault are in the delta."""
+    "payload_bytes"}). Offsets of a fault are in the delta (the delta's length for EOF)."""
     view = delta[at:]
     cx = K._Cx(view, M.CAP, M.CAP, False)
     kind = M.kind_of(view)
@@ -124,19 +169,22 @@ def _read_new_prefix(delta: bytes, at: int):
         for t in _FIELDS[kind]:
             _v, pos = K._dec(K.parse_type(t), pos, cx)
     except KilnError as e:
-        return (e.code, e.rule, at + e.offset), None
-    if len(view) - pos < K.HEADER_SIZE:
-        return ("EOF", "dir_header_eof", at + pos), None
+        return (e.code, e.rule, len(delta) if e.code == "EOF" else at + e.offset), None
+    fault = _block_head(view, pos)
+    if fault is not None:
+        return (fault[0], fault[1], at + fault[2]), None
     count = _U32.unpack_from(view, pos + HDR.TENSOR_COUNT)[0]
     name_bytes = _U32.unpack_from(view, pos + HDR.NAME_BYTES)[0]
     payload_bytes = _U64.unpack_from(view, pos + HDR.PAYLOAD_BYTES)[0]
     base = _round64(64 + 128 * count + name_bytes)
-    if len(view) - pos < base:
-        return ("EOF", "dir_past_end", at + pos + HDR.TENSOR_COUNT), None
     descs = []
     for i in range(count):
         d = K._DESCR.unpack_from(view, pos + 64 + 128 * i)
         descs.append((d[K._OFF], d[K._LEN]))
+    # the padding up to the payload region (a whole prefix): a delta that ends in it ends
+    # before its first payload, where NEW's block runs out
+    if len(view) - pos < base:
+        return ("EOF", "block_past_end", len(delta)), None
     return None, {"end": pos + base, "descs": descs, "payload_bytes": payload_bytes}
 
 
@@ -155,7 +203,7 @@ def apply_delta(old, delta):
         reuse_pos = pos
         reuse, pos = K._dec(K.parse_type("list<u32>"), pos, cx)
     except KilnError as e:
-        return None, (e.code, e.rule, e.offset)
+        return None, (e.code, e.rule, len(delta) if e.code == "EOF" else e.offset)
     fault, new = _read_new_prefix(delta, pos)
     if fault is not None:
         return None, fault
@@ -174,7 +222,7 @@ def apply_delta(old, delta):
     for (off, n), i in zip(descs, reuse):
         if i == 0:
             if q + n > len(delta):
-                return None, ("EOF", None, q)
+                return None, ("EOF", "block_past_end", len(delta))
             chunk = delta[q:q + n]
             q += n
         else:

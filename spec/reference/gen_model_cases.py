@@ -1399,10 +1399,10 @@ def delta_cases(c: Cases):
     add("delta-base-whole-file", "base is SHA-256 of OLD's whole file, not of its bytes "
         "before the payloads", delta_bytes(old, old_ts, new, new_ts, base=sha(old))[0],
         ("TYPE", "DeltaBase", 20, UPDATE))
-    add("delta-base-eof", "the delta cut inside base", delta[:40],
-        ("EOF", "length_past_end", 16, UPDATE))
-    add("delta-reuse-eof", "the delta cut inside the reuse list (one entry of four there)",
-        delta[:60], ("EOF", "count_past_end", 52, UPDATE))
+    add("delta-base-eof", "the delta cut inside base: EOF at the delta's length",
+        delta[:40], ("EOF", "length_past_end", 40, UPDATE))
+    add("delta-reuse-eof", "the delta cut inside the reuse list (one entry of four there): "
+        "EOF at the delta's length", delta[:60], ("EOF", "count_past_end", 60, UPDATE))
     # DeltaReuseCount
     short = delta_bytes(old, old_ts, new, new_ts, reuse=reuse[:3])[0]
     add("delta-reuse-count-short", "three entries for four tensors", short,
@@ -1456,10 +1456,24 @@ def delta_cases(c: Cases):
         dnew, tr=None)
     # EOF, TRAILING, the frame
     add("delta-cut-in-last-payload", "the delta ends one byte early, inside the last sent "
-        "payload (f's): EOF at that payload's first byte", delta[:-1],
-        ("EOF", None, sent_at[3], UPDATE))
-    add("delta-cut-in-first-payload", "the delta ends inside d's payload",
-        delta[:sent_at[1] + 1], ("EOF", None, sent_at[1], UPDATE))
+        "payload (f's): EOF BlockTruncated at the delta's length", delta[:-1],
+        ("EOF", "block_past_end", len(delta) - 1, UPDATE))
+    add("delta-cut-in-first-payload", "the delta ends inside d's payload: EOF "
+        "BlockTruncated at the delta's length", delta[:sent_at[1] + 1],
+        ("EOF", "block_past_end", sent_at[1] + 1, UPDATE))
+    assert sent_at[1] == at + np_["base"]
+    cut = at + np_["desc"][2] + 50
+    add("delta-cut-in-new-descriptors", "the delta ends inside NEW's third descriptor: EOF "
+        "DirectoryTruncated at the delta's length", delta[:cut],
+        ("EOF", "dir_past_end", cut, UPDATE))
+    cut = at + np_["block"] + 30
+    add("delta-cut-in-new-block-header", "the delta ends inside NEW's block header: EOF "
+        "HeaderTruncated at the delta's length", delta[:cut],
+        ("EOF", "dir_header_eof", cut, UPDATE))
+    add("delta-new-block-version", "NEW's block header, as the delta carries it, has version "
+        "3: FRAME at the version byte's offset in the delta, found while the delta is read",
+        put(delta, at + np_["block"] + 4, "B", 3),
+        ("FRAME", "dir_version", at + np_["block"] + 4, UPDATE))
     add("delta-trailing", "a byte after the last sent payload", delta + b"\x00",
         ("TRAILING", "trailing", len(delta), UPDATE))
     add("delta-frame-hash", "the delta's frame carries another hash", put(delta, 8, "Q", 1),

@@ -704,6 +704,23 @@ class DeltaUpdates(unittest.TestCase):
         d2 = D.make_delta(M.write_model({}, []), new)
         self.assertEqual(D.apply_delta(M.write_model({}, []), d2), (new, None))
 
+    def test_early_end_is_at_the_deltas_length(self):
+        old = M.sign_model({}, G.delta_old(), G.SEED_A, 1)
+        new = M.sign_model({}, G.delta_new(), G.SEED_A, 2)
+        d = D.make_delta(old, new)
+        at = D.delta_positions(d)["new"]
+        block = at + M.parse_model(new)["block_pos"]
+        for n, rule in ((10, "frame_eof"), (40, "length_past_end"), (60, "count_past_end"),
+                        (at + 40, "length_past_end"), (block + 2, "dir_magic_eof"),
+                        (block + 30, "dir_header_eof"), (block + 100, "dir_past_end"),
+                        (at + M.prefix_length(new), "block_past_end"),
+                        (len(d) - 1, "block_past_end")):
+            self.assertEqual(D.apply_delta(old, d[:n]), (None, ("EOF", rule, n)), n)
+        bad = bytearray(d)
+        bad[block + 5] |= 0x80
+        self.assertEqual(D.apply_delta(old, bytes(bad)),
+                         (None, ("FRAME", "dir_flag_unknown", block + 5)))
+
 
 class GeneratorTests(unittest.TestCase):
     def run_main(self, *args):
