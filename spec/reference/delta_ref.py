@@ -24,10 +24,11 @@ Public API
 Offsets (the spec's "Offsets of faults found while the delta is read"): a fault found
 while the delta is read (its frame, `base`, `reuse`, and NEW's frame, fields and block
 header and descriptors as the delta carries them) is at its offset in the delta; a delta
-that ends early is EOF at the delta's length, where its bytes run out, with the rule of
-the field being read (a Frozen field's `*_eof` / `*_past_end`, the block header's
-`dir_magic_eof` / `dir_header_eof`, the descriptors' `dir_past_end`), and
-`block_past_end` (BlockTruncated) when the cut is in a sent payload; bytes after the last
+that ends early is EOF with the rule and offset a file that ends there gives: a Frozen
+field's `*_eof` / `*_past_end` where kiln_ref reports it (a frame at 0, a list at its
+length word), the block header's `dir_magic_eof` / `dir_header_eof` and the descriptors'
+`dir_past_end` at the delta's length, and `block_past_end` (BlockTruncated) at the delta's
+length when the cut is in the padding or a sent payload; bytes after the last
 sent payload are TRAILING (rule `trailing`) at the first of them. Faults of the rebuilt
 NEW are model_ref's, at offsets in the rebuilt model.
 
@@ -160,7 +161,7 @@ def _block_head(view: bytes, pos: int):
 def _read_new_prefix(delta: bytes, at: int):
     """NEW's frame, fields, block header and descriptors from delta[at:]: (fault or None,
     {"end": NEW's payload region start (relative), "descs": [(offset, length)],
-    "payload_bytes"}). Offsets of a fault are in the delta (the delta's length for EOF)."""
+    "payload_bytes"}). Offsets of a fault are in the delta."""
     view = delta[at:]
     cx = K._Cx(view, M.CAP, M.CAP, False)
     kind = M.kind_of(view)
@@ -169,7 +170,7 @@ def _read_new_prefix(delta: bytes, at: int):
         for t in _FIELDS[kind]:
             _v, pos = K._dec(K.parse_type(t), pos, cx)
     except KilnError as e:
-        return (e.code, e.rule, len(delta) if e.code == "EOF" else at + e.offset), None
+        return (e.code, e.rule, at + e.offset), None
     fault = _block_head(view, pos)
     if fault is not None:
         return (fault[0], fault[1], at + fault[2]), None
@@ -203,7 +204,7 @@ def apply_delta(old, delta):
         reuse_pos = pos
         reuse, pos = K._dec(K.parse_type("list<u32>"), pos, cx)
     except KilnError as e:
-        return None, (e.code, e.rule, len(delta) if e.code == "EOF" else e.offset)
+        return None, (e.code, e.rule, e.offset)
     fault, new = _read_new_prefix(delta, pos)
     if fault is not None:
         return None, fault

@@ -1399,10 +1399,10 @@ def delta_cases(c: Cases):
     add("delta-base-whole-file", "base is SHA-256 of OLD's whole file, not of its bytes "
         "before the payloads", delta_bytes(old, old_ts, new, new_ts, base=sha(old))[0],
         ("TYPE", "DeltaBase", 20, UPDATE))
-    add("delta-base-eof", "the delta cut inside base: EOF at the delta's length",
-        delta[:40], ("EOF", "length_past_end", 40, UPDATE))
+    add("delta-base-eof", "the delta cut inside base: EOF at base's length word, as for any "
+        "truncated Frozen list", delta[:40], ("EOF", "length_past_end", 16, UPDATE))
     add("delta-reuse-eof", "the delta cut inside the reuse list (one entry of four there): "
-        "EOF at the delta's length", delta[:60], ("EOF", "count_past_end", 60, UPDATE))
+        "EOF at its count word", delta[:60], ("EOF", "count_past_end", 52, UPDATE))
     # DeltaReuseCount
     short = delta_bytes(old, old_ts, new, new_ts, reuse=reuse[:3])[0]
     add("delta-reuse-count-short", "three entries for four tensors", short,

@@ -710,12 +710,14 @@ class DeltaUpdates(unittest.TestCase):
         d = D.make_delta(old, new)
         at = D.delta_positions(d)["new"]
         block = at + M.parse_model(new)["block_pos"]
-        for n, rule in ((10, "frame_eof"), (40, "length_past_end"), (60, "count_past_end"),
-                        (at + 40, "length_past_end"), (block + 2, "dir_magic_eof"),
-                        (block + 30, "dir_header_eof"), (block + 100, "dir_past_end"),
-                        (at + M.prefix_length(new), "block_past_end"),
-                        (len(d) - 1, "block_past_end")):
-            self.assertEqual(D.apply_delta(old, d[:n]), (None, ("EOF", rule, n)), n)
+        # Frozen fields where a truncated Frozen value is reported (the frame at 0, a list
+        # at its length word); the block's parts at the delta's length.
+        for n, rule, want in ((10, "frame_eof", 0), (40, "length_past_end", 16), (60, "count_past_end", 52),
+                              (block + 2, "dir_magic_eof", block + 2),
+                              (block + 30, "dir_header_eof", block + 30), (block + 100, "dir_past_end", block + 100),
+                              (at + M.prefix_length(new), "block_past_end", at + M.prefix_length(new)),
+                              (len(d) - 1, "block_past_end", len(d) - 1)):
+            self.assertEqual(D.apply_delta(old, d[:n]), (None, ("EOF", rule, want)), n)
         bad = bytearray(d)
         bad[block + 5] |= 0x80
         self.assertEqual(D.apply_delta(old, bytes(bad)),
