@@ -246,6 +246,8 @@ impl RawDescriptor {
     /// Product of the dims in use (1 for rank 0); `None` on overflow. The
     /// product is exact: a zero dimension makes it 0 whatever the others are.
     #[must_use]
+    // One copy on microcontrollers: steps 9 and 11 call it from several places.
+    #[cfg_attr(target_os = "none", inline(never))]
     pub fn element_count(&self) -> Option<u64> {
         // One pass: an overflow is only known to matter once no zero follows.
         let mut count = Some(1u64);
@@ -261,9 +263,14 @@ impl RawDescriptor {
     /// All eight shape slots, decoded.
     #[inline]
     pub fn shape(&self) -> [u64; 8] {
-        // Slot by slot: a by-value map would copy the 64 raw bytes first
-        // (a call to memcpy where loads are byte loads).
-        core::array::from_fn(|i| self.slot(i))
+        // Small cores decode slot by slot: a by-value map copies the 64 raw
+        // bytes first, a call to memcpy where loads are byte loads. Elsewhere
+        // the map is wide loads, and the slot loop would become the memcpy.
+        if cfg!(all(target_os = "none", not(target_has_atomic = "32"))) {
+            core::array::from_fn(|i| self.slot(i))
+        } else {
+            self.shape.map(u64::from_le_bytes)
+        }
     }
 
     /// name_off and name_len.

@@ -403,12 +403,23 @@ const fn slots_for(count: usize) -> Option<usize> {
     }
 }
 
-/// [`slots_for`] and its log2, by doubling: no count-leading-zeros, which
-/// cores without the instruction (Cortex-M0) link as a 108-byte routine;
-/// at most 64 rounds, once per table.
+/// [`slots_for`] and its log2. Small cores (those of `bytes::le32`)
+/// double in a loop, at most 64 rounds once per table: Cortex-M0 has no
+/// count-leading-zeros instruction and would link a 108-byte routine.
 const fn slots_and_log2(count: usize) -> Option<(usize, u32)> {
     let Some(n) = count.checked_add(count / 2) else { return None };
     let Some(n) = n.checked_add(1) else { return None };
+    if !cfg!(all(target_os = "none", not(target_has_atomic = "32"))) {
+        return match n.checked_next_power_of_two() {
+            Some(p) => Some((p, p.trailing_zeros())),
+            None => None,
+        };
+    }
+    pow2_by_doubling(n)
+}
+
+/// The smallest power of two at least `n`, and its log2, in a loop.
+const fn pow2_by_doubling(n: usize) -> Option<(usize, u32)> {
     let (mut slots, mut log2) = (1usize, 0u32);
     while slots < n {
         slots = match slots.checked_mul(2) {
@@ -578,6 +589,14 @@ pub(crate) fn duplicate_at(later: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn doubling_finds_the_next_power_of_two() {
+        for n in (0..5000).chain([usize::MAX / 2, usize::MAX / 2 + 1, usize::MAX / 2 + 2, usize::MAX]) {
+            let want = n.checked_next_power_of_two().map(|p| (p, p.trailing_zeros()));
+            assert_eq!(super::pow2_by_doubling(n), want, "{n}");
+        }
+    }
+
     use super::*;
 
     #[test]
