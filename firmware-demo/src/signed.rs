@@ -408,13 +408,17 @@ pub fn run(
 
     let mut stack = StackUse::default();
     for bad in BAD.iter() {
-        let differ: usize = bad.runs.iter().map(|(_, b)| b.len()).sum();
+        let differ: usize = bad
+            .runs
+            .iter()
+            .map(|&(at, b)| b.iter().enumerate().filter(|&(i, v)| good.get(at + i) != Some(v)).count())
+            .sum();
         let packets = bad.len.div_ceil(PACKET);
         if bad.len < good.len() {
             hprintln!("  update {}: {} of {} bytes, {} packets", bad.what, bad.len, good.len(), packets);
         } else {
             hprintln!(
-                "  update {}: {} bytes in {} packets, differing from the good one in {} bytes",
+                "  update {}: {} bytes in {} packets, bytes changed from the good one: {}",
                 bad.what,
                 bad.len,
                 packets,
@@ -469,13 +473,13 @@ pub fn run(
     let b_image = match receive(good, &[], slot_b, trust, &mut stack) {
         Outcome::Accepted { summary, image } => {
             hprintln!(
-                "    accepted after packet {} of {}: version {}, block at +{} (slot offset {}), payload at +{}; slot B activated",
+                "    accepted after packet {} of {}: version {}, block at +{}, payload at +{} (image at slot offset {}: the block on a 64-byte boundary); slot B activated",
                 n,
                 n,
                 summary.version,
                 summary.block_start,
-                (image.as_ptr() as usize) % 64,
-                summary.payload_start
+                summary.payload_start,
+                (image.as_ptr() as usize) % 64
             );
             chk.expect(summary.version == UPDATE_VERSION, "the accepted release is the update's");
             chk.expect(image == good, "slot B holds the update byte for byte");
