@@ -142,7 +142,8 @@ fn retrain_fc2(factory: &[u8]) -> (Vec<u8>, usize, f64) {
     let w2: Vec<f32> = net.w2.iter().zip(&gw).map(|(w, g)| (w - lr * g) as f32).collect();
     let b2: Vec<f32> = net.b2.iter().zip(&gb).map(|(b, g)| (b - lr * g) as f32).collect();
     // The new fc2, read back as the device will (f32), on the 32 samples.
-    let (w2d, b2d): (Vec<f64>, Vec<f64>) = (w2.iter().map(|&v| v.into()).collect(), b2.iter().map(|&v| v.into()).collect());
+    let (w2d, b2d): (Vec<f64>, Vec<f64>) =
+        (w2.iter().map(|&v| v.into()).collect(), b2.iter().map(|&v| v.into()).collect());
     let (mut correct, mut min_gap) = (0, f64::MAX);
     for (s, hs) in hid.iter().enumerate() {
         let z = net.logits_of(&w2d, &b2d, hs);

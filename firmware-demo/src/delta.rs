@@ -29,8 +29,8 @@ use kiln_nostd::{layout, Error, ErrorCode, Header, Rule};
 use crate::checks::Checks;
 use crate::ota::PACKET;
 use crate::signed::{
-    check_running, signature_packet, Programmer, Running, SlotId, StackUse, CHECK_BUF, NEW_LEN, NEW_SHA256, NEW_VERSION,
-    STACK_PAYLOAD_MAX, STACK_SIGNATURE_MAX,
+    check_running, signature_packet, Programmer, Running, SlotId, StackUse, CHECK_BUF, NEW_LEN, NEW_SHA256,
+    NEW_VERSION, STACK_PAYLOAD_MAX, STACK_SIGNATURE_MAX,
 };
 use crate::stack::measure_stack;
 use crate::ticks::Ticks;
@@ -51,11 +51,21 @@ static ZEROS: [u8; STEP] = [0; STEP];
 
 /// How a delta ended.
 enum Outcome<'a> {
-    Accepted { summary: UpdateSummary, image: &'a [u8], counts: Counts },
+    Accepted {
+        summary: UpdateSummary,
+        image: &'a [u8],
+        counts: Counts,
+    },
     /// Refused at this packet of the delta; `of_delta`: the offset is in the
     /// delta (its head), else in the rebuilt model.
-    Rejected { packet: usize, error: Error, of_delta: bool },
-    NoRoom { packet: usize },
+    Rejected {
+        packet: usize,
+        error: Error,
+        of_delta: bool,
+    },
+    NoRoom {
+        packet: usize,
+    },
 }
 
 /// What the rebuild took from where.
@@ -364,7 +374,8 @@ pub fn run(
     match receive(&DELTA, &[(damaged, DELTA.get(damaged).map_or(0, |b| b ^ 0x40))], b_image, slot_c, trust, None) {
         Outcome::Rejected { packet, error, of_delta } => {
             // NEW has slot B's layout (only fc2's values changed): fc2.weight's first byte.
-            let fc2 = Model::parse(b_image).ok().and_then(|m| m.directory().find("fc2.weight").map(|t| t.absolute_offset()));
+            let fc2 =
+                Model::parse(b_image).ok().and_then(|m| m.directory().find("fc2.weight").map(|t| t.absolute_offset()));
             let ok = packet == n && Some(error) == fc2.map(|at| Error::new(Rule::PayloadDigest, at)) && !of_delta;
             print_rejection(packet, n, error, of_delta, ok);
             chk.expect(ok, "a damaged sent payload fails its digest");

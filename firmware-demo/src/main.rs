@@ -62,6 +62,7 @@ const MODEL_FILE_LEN: usize = include_bytes!("../../spec/examples/digits-mlp.mod
 static MODEL_FILE: Aligned<[u8; MODEL_FILE_LEN]> =
     Aligned(*include_bytes!("../../spec/examples/digits-mlp.model.kiln"));
 
+#[cfg(feature = "ota")]
 const fn max(a: usize, b: usize) -> usize {
     if a > b {
         a
@@ -159,7 +160,7 @@ fn run() -> bool {
         hprintln!("the core peripherals are taken");
         return false;
     };
-    #[cfg(not(feature = "signed"))]
+    #[cfg(all(feature = "digests", not(feature = "signed")))]
     let _ = cyccnt;
     #[cfg(feature = "digests")]
     let model_file_ok = boot::boot_check(&MODEL_FILE.0, ram, &mut ticks, &mut chk);

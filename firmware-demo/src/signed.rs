@@ -30,6 +30,8 @@
 //! demo applies them as the packets pass, so the device receives exactly
 //! the bad file's bytes). Then (feature `delta`, src/delta.rs) a delta to
 //! NEW, version [`NEW_VERSION`], rebuilt in slot C.
+// Slot C, NEW's figures and the programmer's view serve the delta step.
+#![cfg_attr(not(feature = "delta"), allow(dead_code))]
 
 use core::hint::black_box;
 
@@ -217,11 +219,20 @@ pub fn signature_packet(r: &Result<Progress, Error>) -> bool {
 
 /// How an update ended.
 pub enum Outcome<'a> {
-    Accepted { summary: UpdateSummary, image: &'a [u8] },
+    Accepted {
+        summary: UpdateSummary,
+        image: &'a [u8],
+    },
     /// Refused by the check at this packet (1-based), after `programmed` bytes went to the slot.
-    Rejected { packet: usize, error: Error, programmed: usize },
+    Rejected {
+        packet: usize,
+        error: Error,
+        programmed: usize,
+    },
     /// The image does not fit the slot (or its head the held bytes).
-    NoRoom { packet: usize },
+    NoRoom {
+        packet: usize,
+    },
 }
 
 /// Writes `runs` over the packet that starts at offset `at` of the file.
@@ -280,9 +291,7 @@ fn receive<'a>(
     match r {
         Ok(summary) => Outcome::Accepted { summary, image: prog.into_image() },
         // The stream ended: the verdict belongs to the last packet.
-        Err(error) => {
-            Outcome::Rejected { packet: source.len().div_ceil(PACKET), error, programmed: prog.programmed() }
-        }
+        Err(error) => Outcome::Rejected { packet: source.len().div_ceil(PACKET), error, programmed: prog.programmed() },
     }
 }
 
@@ -343,8 +352,10 @@ fn expected(bad: &Bad, good: &Model<'_>) -> Option<(Error, usize)> {
         // The tensor holding the changed byte, with its last byte.
         Fault::Payload => {
             let at = bad.runs.first()?.0;
-            let t =
-                good.directory().iter().find(|t| t.absolute_offset() <= at && at < t.absolute_offset() + t.byte_len())?;
+            let t = good
+                .directory()
+                .iter()
+                .find(|t| t.absolute_offset() <= at && at < t.absolute_offset() + t.byte_len())?;
             (Error::new(Rule::PayloadDigest, t.absolute_offset()), packet_of(t.absolute_offset() + t.byte_len() - 1))
         }
         // With the packet that completes the signed prefix.
@@ -441,7 +452,13 @@ pub fn run(
                     if ok { ", as expected" } else { ", NOT AS EXPECTED" }
                 );
                 if let (false, Some((w, p))) = (ok, want) {
-                    hprintln!("    expected at packet {}: {} at byte {} ({})", p, w.code().as_str(), w.offset(), w.rule().id());
+                    hprintln!(
+                        "    expected at packet {}: {} at byte {} ({})",
+                        p,
+                        w.code().as_str(),
+                        w.offset(),
+                        w.rule().id()
+                    );
                 }
                 chk.expect(ok, bad.what);
                 let payload = programmed.saturating_sub(good_model.payload_start());
@@ -484,7 +501,7 @@ pub fn run(
             chk.expect(summary.version == UPDATE_VERSION, "the accepted release is the update's");
             chk.expect(image == good, "slot B holds the update byte for byte");
             chk.expect(
-                (image.as_ptr() as usize + summary.block_start as usize) % 64 == 0,
+                (image.as_ptr() as usize + summary.block_start as usize).is_multiple_of(64),
                 "the block sits on a 64-byte boundary in slot B",
             );
             running = Running { slot: SlotId::B, image, version: summary.version };
@@ -564,7 +581,8 @@ fn costs(
         let mut buf = [0u8; CHECK_BUF];
         let mut hasher = TensorHasher::new();
         let mut scratch = [0u32; SCRATCH_SLOTS];
-        let mut check = UpdateCheck::new(trusted.newer_than(FACTORY_VERSION), &mut buf, &mut hasher).scratch(&mut scratch);
+        let mut check =
+            UpdateCheck::new(trusted.newer_than(FACTORY_VERSION), &mut buf, &mut hasher).scratch(&mut scratch);
         for p in good.chunks(PACKET) {
             check.feed(p)?;
         }

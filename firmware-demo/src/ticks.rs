@@ -44,6 +44,7 @@ impl Ticks {
     }
 
     /// Instructions taken by `f`, from the calibration (valid under `-icount shift=0` only).
+    #[cfg_attr(not(feature = "signed"), allow(dead_code))]
     pub fn instructions<T>(&mut self, f: impl FnOnce() -> T) -> (T, u64) {
         let (out, t) = self.time(f);
         (out, instructions(t, self.cal))
