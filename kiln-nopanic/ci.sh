@@ -7,7 +7,8 @@
 #
 # The release build links only if no panic path survived optimisation in any
 # kiln-nostd API (and kiln-c C entry point) the binary calls. The canary build adds one unchecked
-# `input[i]` and must FAIL to link, proving the check bites.
+# `input[i]` and must FAIL to link, proving the check bites. The signed-update check (feature
+# signed) is checked apart: its one panic site must be curve25519-dalek's table lookup.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -87,6 +88,36 @@ if [[ " $TARGETS " == *" riscv32imc-unknown-none-elf "* ]] && command -v qemu-sy
         echo "OK   run: kiln-nopanic exits 0 under QEMU (virt, riscv32imc)"
     else
         echo "FAIL run: kiln-nopanic did not exit 0 under QEMU (virt, riscv32imc)"
+        exit 1
+    fi
+fi
+# The signed-update check (feature signed: Trust, UpdateCheck, a delta's head and plan) is
+# not in the proof above: curve25519-dalek's NafLookupTable5::select indexes its 8-entry
+# table with a NAF digit (odd and below 16, asserted only in debug builds), a bounds check
+# LLVM cannot remove. This step requires that to be the only panic site left: none in
+# kiln-nostd's own update code, nor in ed25519-dalek or sha2.
+if [[ " $TARGETS " == *" thumbv7m-none-eabi "* ]] && command -v arm-none-eabi-addr2line >/dev/null; then
+    dir=target/signed
+    elf=$dir/thumbv7m-none-eabi/release/kiln-nopanic
+    if CARGO_PROFILE_RELEASE_DEBUG=true cargo build -q --release --target thumbv7m-none-eabi --target-dir "$dir" \
+        --no-default-features --features signed,locate-panics >"$log" 2>&1; then
+        sites=$("$(objdump_bin)" -d --no-show-raw-insn -C "$elf" |
+            awk '/^[0-9a-f]+ <.*>:$/ { fn = $2 }
+                 fn !~ /^<core::/ && /(bl|b\.w|b)[ \t]+[0-9a-f]+ <(core::panicking|core::slice::.*fail|core::option::.*(unwrap|expect)|core::result::unwrap)/ { sub(":", "", $1); print $1 }')
+        # Each site's innermost frame outside core (inlining included).
+        owners=$(for a in $sites; do
+            arm-none-eabi-addr2line -e "$elf" -f -C -i "0x$a" | awk 'NR % 2 == 1 && $0 !~ /^core::/ { print; exit }'
+        done | sort -u)
+        if [ "$owners" = "curve25519_dalek::window::NafLookupTable5<T>::select" ]; then
+            echo "OK   signed (thumbv7m): the only panic path left is curve25519-dalek's NafLookupTable5::select; none in kiln-nostd's update check"
+        else
+            echo "FAIL signed (thumbv7m): panic paths outside curve25519-dalek's table lookup:"
+            sed 's/^/    /' <<<"$owners"
+            exit 1
+        fi
+    else
+        cat "$log"
+        echo "FAIL signed: the build with --features signed,locate-panics failed (see above)"
         exit 1
     fi
 fi

@@ -13,19 +13,15 @@
 //! follow the host's clock and the figure means nothing (ci.sh runs the
 //! demo once more with `-icount` for it).
 
-use cortex_m::peripheral::syst::SystClkSource;
-use cortex_m::peripheral::SYST;
 use cortex_m_semihosting::hprintln;
 use kiln_nostd::source::{ModelSummary, Options, OutOfBounds, ReadAt, SourceError};
 use kiln_nostd::Error;
 
 use crate::checks::Checks;
+use crate::ticks::{instructions, Ticks, CAL_ITERS};
 
 /// The chunk the payloads stream through (a tensor spans many of them).
 pub const CHUNK: usize = 64;
-
-/// The calibration loop: this many iterations of two instructions.
-const CAL_ITERS: u32 = 100_000;
 
 /// A boot verdict: accepted (what was checked), or refused (the format
 /// error, or another failure of the source).
@@ -43,54 +39,16 @@ pub fn verify(source: Source<'_>, prefix: &mut [u8], hash: bool) -> Verdict {
     options.verify_model(source, prefix, &mut chunk).map_err(|e: SourceError<OutOfBounds>| e.kiln())
 }
 
-/// SysTick as a free-running 24-bit down-counter of the core clock.
-pub struct Ticks(SYST);
-
-impl Ticks {
-    pub fn start(mut syst: SYST) -> Self {
-        syst.set_clock_source(SystClkSource::Core);
-        syst.set_reload(0x00FF_FFFF);
-        syst.clear_current();
-        syst.enable_counter();
-        Ticks(syst)
-    }
-
-    /// Ticks taken by `f` (less than 2^24 of them).
-    pub fn time<T>(&mut self, f: impl FnOnce() -> T) -> (T, u32) {
-        let a = SYST::get_current();
-        let out = f();
-        let b = SYST::get_current();
-        (out, a.wrapping_sub(b) & 0x00FF_FFFF)
-    }
-
-    /// Ticks of [`CAL_ITERS`] iterations of `subs; bne` (2 instructions each).
-    fn calibrate(&mut self) -> u32 {
-        self.time(|| {
-            // SAFETY: a register countdown loop; no memory, no stack.
-            unsafe {
-                core::arch::asm!("2:", "subs {0}, #1", "bne 2b", inout(reg) CAL_ITERS => _, options(nomem, nostack));
-            }
-        })
-        .1
-    }
-}
-
-/// Instructions for `ticks`, from the calibration's ticks per instruction.
-fn instructions(ticks: u32, cal: u32) -> u64 {
-    (u64::from(ticks) * u64::from(CAL_ITERS) * 2).checked_div(u64::from(cal)).unwrap_or(0)
-}
-
 /// Step 0: the flashed model file, checked with its digests before any use
 /// (the verdict decides whether the demo may use it), and the cost of the
 /// hashing: the same check without it, timed the same way.
-pub fn boot_check(file: &'static [u8], prefix: &mut [u8], syst: SYST, chk: &mut Checks) -> bool {
+pub fn boot_check(file: &'static [u8], prefix: &mut [u8], ticks: &mut Ticks, chk: &mut Checks) -> bool {
     hprintln!(
         "boot: digits-mlp.model.kiln, {} bytes in flash: checking its digests ({}-byte chunk)",
         file.len(),
         CHUNK
     );
-    let mut ticks = Ticks::start(syst);
-    let cal = ticks.calibrate();
+    let cal = ticks.cal;
     let mut flash = file;
     let (verdict, t_full) = ticks.time(|| verify(&mut flash, prefix, true));
     let mut payload = 0;

@@ -4,7 +4,10 @@
 //! fly, show that corrupted copies are rejected with the spec's error
 //! codes, and take an over-the-air update (`ota.rs`): a new model in
 //! 256-byte packets, checked by `kiln_nostd::Incremental` as it is written
-//! into the inactive slot and activated only when accepted. Output goes
+//! into the inactive slot and activated only when accepted; then signed
+//! updates (`signed.rs`, `delta.rs`): each checked as it arrives against
+//! the vendor's Ed25519 key, the bad ones refused at the packet that proves
+//! them bad, and a delta rebuilt from the running model. Output goes
 //! through semihosting; the exit status is 0 only when every check matched
 //! its expectation.
 //!
@@ -32,11 +35,17 @@ use stack::{measure_stack, stack_budget};
 mod boot;
 mod checks;
 mod corruption;
+#[cfg(feature = "delta")]
+mod delta;
 mod model;
 mod model_file;
 #[cfg(feature = "ota")]
 mod ota;
+#[cfg(feature = "signed")]
+mod signed;
 mod stack;
+#[cfg(any(feature = "digests", feature = "signed"))]
+mod ticks;
 
 /// 64-byte alignment: every canonical payload offset is a multiple of 64, so
 /// an aligned block gives aligned payloads and `as_slice::<f32>()` works in place.
@@ -53,18 +62,43 @@ const MODEL_FILE_LEN: usize = include_bytes!("../../spec/examples/digits-mlp.mod
 static MODEL_FILE: Aligned<[u8; MODEL_FILE_LEN]> =
     Aligned(*include_bytes!("../../spec/examples/digits-mlp.model.kiln"));
 
+#[cfg(feature = "ota")]
+const fn max(a: usize, b: usize) -> usize {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
 /// RAM copy for the misaligned run and the corruption tests (+64: room for a
-/// trailing byte and a copy at offset 1); afterwards slot B of the OTA update.
+/// trailing byte and a copy at offset 1); afterwards slot B of the OTA
+/// update, and slot B of the signed updates.
 #[cfg(not(feature = "ota"))]
 const RAM_LEN: usize = MODEL_LEN + 64;
-#[cfg(feature = "ota")]
-const RAM_LEN: usize = if ota::SLOT_LEN > MODEL_LEN + 64 { ota::SLOT_LEN } else { MODEL_LEN + 64 };
+#[cfg(all(feature = "ota", not(feature = "signed")))]
+const RAM_LEN: usize = max(ota::SLOT_LEN, MODEL_LEN + 64);
+#[cfg(feature = "signed")]
+const RAM_LEN: usize = max(max(ota::SLOT_LEN, MODEL_LEN + 64), signed::SLOT_LEN);
 static mut RAM: Aligned<[u8; RAM_LEN]> = Aligned([0; RAM_LEN]);
 
 /// f32 storage for tensors that cannot be viewed in place (the misaligned
-/// run copies fc1, fc2 and samples.x: 4458 values for the example model).
+/// run copies fc1, fc2 and samples.x: 4458 values for the example model);
+/// afterwards, as bytes, slot C of the signed updates.
+#[cfg(not(feature = "signed"))]
 const POOL_WORDS: usize = 4608;
+#[cfg(feature = "signed")]
+const POOL_WORDS: usize = max(4608, signed::SLOT_LEN / 4);
 static mut POOL: Aligned<[f32; POOL_WORDS]> = Aligned([0.0; POOL_WORDS]);
+
+/// The pool's memory as bytes (slot C).
+#[cfg(feature = "signed")]
+fn as_bytes(words: &mut [f32]) -> &mut [u8] {
+    let len = core::mem::size_of_val(words);
+    // SAFETY: the same memory, borrowed for as long as `words`; every bit
+    // pattern is a valid u8 and a valid f32, and u8 has alignment 1.
+    unsafe { core::slice::from_raw_parts_mut(words.as_mut_ptr().cast::<u8>(), len) }
+}
 
 /// The figures spec/examples/README.md records for the 32 stored samples
 /// (measured by make_digits_model.py in float64; the smallest top-2 logit gap
@@ -118,11 +152,18 @@ fn run() -> bool {
 
     // --- 0. at boot: the flashed model file's digests, before it is used
     // (the RAM slot is free until step 5: it holds the check's prefix).
-    #[cfg(feature = "digests")]
-    let model_file_ok = match cortex_m::Peripherals::take() {
-        Some(p) => boot::boot_check(&MODEL_FILE.0, ram, p.SYST, &mut chk),
-        None => chk.expect(false, "the core peripherals are free at boot"),
+    #[cfg(any(feature = "digests", feature = "signed"))]
+    let Some((mut ticks, cyccnt)) = cortex_m::Peripherals::take().map(|mut p| {
+        let probe = ticks::Ticks::cyccnt_probe(&mut p.DCB, &mut p.DWT);
+        (ticks::Ticks::start(p.SYST), probe)
+    }) else {
+        hprintln!("the core peripherals are taken");
+        return false;
     };
+    #[cfg(all(feature = "digests", not(feature = "signed")))]
+    let _ = cyccnt;
+    #[cfg(feature = "digests")]
+    let model_file_ok = boot::boot_check(&MODEL_FILE.0, ram, &mut ticks, &mut chk);
     #[cfg(not(feature = "digests"))]
     let model_file_ok = true;
 
@@ -311,6 +352,13 @@ fn run() -> bool {
         model_file::model_file(&mut chk);
     } else {
         hprintln!("model file: refused at boot, not used");
+    }
+
+    // --- 9. signed updates: each checked against the vendor's key as it
+    // arrives (slot A = the factory model file, slots B and C in RAM)
+    #[cfg(feature = "signed")]
+    if model_file_ok {
+        signed::run(&MODEL_FILE.0, ram, as_bytes(pool_mem), &mut ticks, cyccnt, &mut chk);
     }
 
     if chk.failed != 0 {

@@ -12,7 +12,7 @@ pub fn stack_budget() -> usize {
 }
 
 const PAINT: u32 = 0xC0DE_5AFE;
-const PAINT_BYTES: usize = 4096;
+const PAINT_BYTES: usize = 12288;
 
 extern "C" {
     /// Start of the heap = end of .bss/.uninit (cortex-m-rt's link.x); the stack grows down towards it.

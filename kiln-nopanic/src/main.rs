@@ -105,7 +105,7 @@ fn mix(sink: &mut u32, v: usize) {
     *sink = sink.rotate_left(5) ^ (v as u32);
 }
 
-#[cfg(any(feature = "parse", feature = "typical", feature = "incremental", feature = "c-api"))]
+#[cfg(any(feature = "parse", feature = "typical", feature = "incremental", feature = "c-api", feature = "signed"))]
 #[allow(dead_code)] // NAME and INDEX serve the views
 mod inputs {
     #[repr(C, align(64))]
@@ -309,6 +309,86 @@ mod typical {
 /// incremental validator, fed in chunks of an opaque size, skipping what
 /// `next_needed` allows, with caps, seed and name scratch; the tensor table
 /// when it is complete, and the verdict at the end.
+#[cfg(feature = "signed")]
+mod signed {
+    use super::{inputs::*, mix, opaque};
+    use kiln_nostd::delta::{base_id, DeltaHead, Piece, Plan};
+    use kiln_nostd::digest::TensorHasher;
+    use kiln_nostd::model::Trust;
+    use kiln_nostd::update::UpdateCheck;
+    use kiln_nostd::{Error, Limits};
+
+    /// The trusted key (RFC 8032 test 1's public key) and the release the device wants.
+    pub static KEY: [u8; 32] = [
+        0xd7, 0x5a, 0x98, 0x01, 0x82, 0xb1, 0x0a, 0xb7, 0xd5, 0x4b, 0xfe, 0xd3, 0xc9, 0x64, 0x07, 0x3a, 0x0e, 0xe1,
+        0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25, 0xaf, 0x02, 0x1a, 0x68, 0xf7, 0x07, 0x51, 0x1a,
+    ];
+    pub static TARGET: &str = "lm3s6965";
+    pub static VERSION: u64 = 2;
+
+    fn error(sink: &mut u32, e: Error) {
+        mix(sink, e.code() as usize);
+        mix(sink, e.offset());
+        mix(sink, e.rule() as usize);
+    }
+
+    pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
+        let key: [u8; 32] = opaque(&KEY);
+        let Some(trust) = Trust::new(&key) else { return false };
+        let trust = trust.target(opaque(&TARGET)).newer_than(opaque(&VERSION));
+        let mut mem = [0u8; 2048];
+        let mut hasher = TensorHasher::new();
+        let mut scratch = [0u32; 64];
+        let limits = Limits::DEFAULT.with_count_cap(opaque(&COUNT_CAP));
+        let mut check = UpdateCheck::new(trust, &mut mem, &mut hasher).scratch(&mut scratch).limits(limits);
+        let chunk = opaque(&CHUNK).max(1);
+        for c in buf.chunks(chunk) {
+            match check.feed(c) {
+                Ok(p) => mix(sink, p as usize),
+                Err(e) => {
+                    error(sink, e);
+                    break;
+                }
+            }
+            if let Some(d) = check.directory() {
+                mix(sink, d.len());
+            }
+            mix(sink, check.block_start().unwrap_or(0) as usize);
+        }
+        mix(sink, check.consumed() as usize);
+        match check.finish() {
+            Ok(s) => mix(sink, s.version as usize ^ s.payload_start as usize),
+            Err(e) => error(sink, e),
+        }
+        // A delta's head and plan, against the input as both models' directory.
+        let id = base_id(buf, opaque(&START));
+        match DeltaHead::parse(buf) {
+            Ok(h) => {
+                mix(sink, h.len() ^ h.count());
+                if let Err(e) = h.check_base(&id) {
+                    error(sink, e);
+                }
+                if let Ok(d) = kiln_nostd::Directory::parse(buf) {
+                    match Plan::new(h, d, d) {
+                        Ok(plan) => {
+                            for p in plan {
+                                match p {
+                                    Ok(Piece::Zeros(n) | Piece::Sent(n)) => mix(sink, n as usize),
+                                    Ok(Piece::Base { at, len }) => mix(sink, (at ^ len) as usize),
+                                    Err(e) => error(sink, e),
+                                }
+                            }
+                        }
+                        Err(e) => error(sink, e),
+                    }
+                }
+            }
+            Err(e) => error(sink, e),
+        }
+        true
+    }
+}
+
 #[cfg(feature = "incremental")]
 mod incremental {
     use super::{inputs::*, mix, opaque};
@@ -830,6 +910,10 @@ fn main() -> ! {
     {
         ok &= incremental::run(&mut sink, opaque(&inputs::INPUT));
     }
+    #[cfg(feature = "signed")]
+    {
+        ok &= signed::run(&mut sink, opaque(&inputs::INPUT));
+    }
     #[cfg(feature = "writer")]
     {
         ok &= writer::run(&mut sink);
@@ -852,7 +936,8 @@ fn main() -> ! {
         feature = "frozen",
         feature = "frozen-typed",
         feature = "incremental",
-        feature = "c-api"
+        feature = "c-api",
+        feature = "signed"
     )))]
     {
         // Baseline: the same opaque read and sink traffic, no decoder.

@@ -96,6 +96,13 @@ pub(crate) enum PrefixVerdict {
 /// Steps 7 to 11 of a block whose payload is not at hand: `prefix` holds
 /// its bytes up to `regions.payload_base`, and steps 1 to 6 passed. The
 /// block's parts, for the caller's payload walk, and the verdict so far.
+///
+/// Inlined into each caller (the parser, the incremental validator, the
+/// ranged verifier): out of line, a firmware that links the incremental
+/// validator twice (a plain update and `UpdateCheck`) pays one more frame
+/// on its deepest path (`Incremental::feed` 1,120 bytes instead of 976 on
+/// thumbv7m, against a 1 KiB budget).
+#[inline(always)]
 pub(crate) fn check_prefix_of<'a>(
     prefix: &'a [u8],
     header: &Header,

@@ -207,7 +207,8 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
     fn take_head(&mut self, chunk: &[u8]) -> Result<usize> {
         let Stage::Head { buf, have, .. } = &mut self.stage else { return Ok(0) };
         let n = buf.len().saturating_sub(*have).min(chunk.len());
-        if let (Some(dst), Some(src)) = (buf.get_mut(*have..have.saturating_add(n)), chunk.get(..n)) {
+        // Both `n` long by construction, so the copy has no length panic.
+        if let (Some(dst), Some(src)) = (buf.get_mut(*have..).and_then(|d| d.get_mut(..n)), chunk.get(..n)) {
             dst.copy_from_slice(src);
         }
         *have = have.saturating_add(n);
@@ -243,7 +244,8 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
             let k = held.saturating_sub(done).min(tmp.len());
             if let Stage::Block { inc, .. } = &self.stage {
                 let from = block_at.saturating_add(done);
-                if let (Some(dst), Some(src)) = (tmp.get_mut(..k), inc.memory().buf.get(from..from.saturating_add(k))) {
+                let src = inc.memory().buf.get(from..).and_then(|s| s.get(..k));
+                if let (Some(dst), Some(src)) = (tmp.get_mut(..k), src) {
                     dst.copy_from_slice(src);
                 }
             }
