@@ -101,7 +101,7 @@ if [[ " $TARGETS " == *" thumbv7m-none-eabi "* ]] && command -v arm-none-eabi-ad
     elf=$dir/thumbv7m-none-eabi/release/kiln-nopanic
     if CARGO_PROFILE_RELEASE_DEBUG=true cargo build -q --release --target thumbv7m-none-eabi --target-dir "$dir" \
         --no-default-features --features signed,locate-panics >"$log" 2>&1; then
-        sites=$("$(objdump_bin)" -d --no-show-raw-insn -C "$elf" |
+        sites=$("$(objdump_bin thumbv7m-none-eabi)" -d --no-show-raw-insn -C "$elf" |
             awk '/^[0-9a-f]+ <.*>:$/ { fn = $2 }
                  fn !~ /^<core::/ && /(bl|b\.w|b)[ \t]+[0-9a-f]+ <(core::panicking|core::slice::.*fail|core::option::.*(unwrap|expect)|core::result::unwrap)/ { sub(":", "", $1); print $1 }')
         # Each site's innermost frame outside core (inlining included).
