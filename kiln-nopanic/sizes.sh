@@ -46,6 +46,9 @@ declare -A FEATS=(
     [texts]="--no-default-features --features views,error-text"
     [full]="--no-default-features --features views,error-text,writer"
     [typical]="--no-default-features --features typical"
+    [typdig]="--no-default-features --features typical,digests"
+    [typdelta]="--no-default-features --features typical,delta"
+    [typsig]="--no-default-features --features typical,signed,locate-panics"
     [frozen]="--no-default-features --features frozen"
     [typfroz]="--no-default-features --features typical,frozen"
     [typed]="--no-default-features --features frozen-typed"
@@ -53,10 +56,11 @@ declare -A FEATS=(
     [typincr]="--no-default-features --features typical,incremental"
 )
 
+TRUST=()
 printf '%-22s %8s | %7s %7s %10s %9s | %7s %7s | %8s %7s %8s %6s | %6s %8s\n' target baseline parse views "validator" builtins texts writer typical frozen "+typical" typed incr "incr+typ"
 for target in $TARGETS; do
     declare -A TEXT=() BUILTINS=()
-    for v in baseline parse views texts full typical frozen typfroz typed incr typincr; do
+    for v in baseline parse views texts full typical frozen typfroz typed incr typincr typdig typdelta typsig; do
         # shellcheck disable=SC2086
         cargo build -q --release --target "$target" ${FEATS[$v]} --target-dir "target/size-$v"
         TEXT[$v]=$(section .text "target/size-$v/$target/release/kiln-nopanic")
@@ -69,7 +73,12 @@ for target in $TARGETS; do
         $((TEXT[typical] - TEXT[baseline])) $((TEXT[frozen] - TEXT[baseline])) $((TEXT[typfroz] - TEXT[typical])) \
         $((TEXT[typed] - TEXT[baseline])) \
         $((TEXT[incr] - TEXT[baseline])) $((TEXT[typincr] - TEXT[typical]))
+    TRUST+=("$(printf '%-22s %8d | %8d %8d %8d' "$target" $((TEXT[typical] - TEXT[baseline])) \
+        $((TEXT[typdig] - TEXT[typical])) $((TEXT[typsig] - TEXT[typical])) $((TEXT[typdelta] - TEXT[typical])))")
 done
+echo
+printf '%-22s %8s | %8s %8s %8s\n' target typical +digests +signed +delta
+printf '%s\n' "${TRUST[@]}"
 echo "(.text bytes; baseline is absolute, the rest are deltas incl. the builtins they pull in;"
 echo " validator = parse + views, every directory API (budget 8192);"
 echo " builtins = the part of validator that is compiler-builtins code: memcpy/memclr/memcmp, 64-bit division;"
@@ -79,3 +88,8 @@ echo " +typical = the same frozen code linked beside typical, over typical (shar
 echo " typed = the same record through decode_framed with a compile-time Ty, over the baseline;"
 echo " incr = Incremental fed in chunks (prefix_len, feed, next_needed/skip, directory, finish), over the baseline;"
 echo " incr+typ = the same linked beside typical, over typical)"
+echo "(second table: typical as above; each column what a firmware that already validates adds, over typical:"
+echo " +digests = Model::parse_verified of a model file, every SHA-256 digest compared (sha2);"
+echo " +signed = a signed update checked as it streams: Trust, UpdateCheck feed/finish (sha2, ed25519-dalek;"
+echo "   built with the linking panic handler: curve25519-dalek keeps one bounds check, see ci.sh);"
+echo " +delta = a delta's head, base id (SHA-256) and the plan of pieces that rebuild the new model)"

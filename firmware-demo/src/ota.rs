@@ -13,8 +13,8 @@
 //! packet as it passes; then the intact update.
 
 use cortex_m_semihosting::hprintln;
-use kiln_nostd::incremental::Borrowed;
 use kiln_nostd::header::HEADER_LEN;
+use kiln_nostd::incremental::Borrowed;
 
 use crate::checks::Checks;
 use crate::corruption::first_gap;

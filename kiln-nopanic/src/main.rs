@@ -105,7 +105,23 @@ fn mix(sink: &mut u32, v: usize) {
     *sink = sink.rotate_left(5) ^ (v as u32);
 }
 
-#[cfg(any(feature = "parse", feature = "typical", feature = "incremental", feature = "c-api", feature = "signed"))]
+/// An error into the sink: its code, offset and rule.
+#[cfg(any(feature = "signed", feature = "delta", feature = "incremental"))]
+fn error(sink: &mut u32, e: kiln_nostd::Error) {
+    mix(sink, e.code() as usize);
+    mix(sink, e.offset());
+    mix(sink, e.rule() as usize);
+}
+
+#[cfg(any(
+    feature = "parse",
+    feature = "typical",
+    feature = "incremental",
+    feature = "c-api",
+    feature = "signed",
+    feature = "delta",
+    feature = "digests"
+))]
 #[allow(dead_code)] // NAME and INDEX serve the views
 mod inputs {
     #[repr(C, align(64))]
@@ -311,12 +327,11 @@ mod typical {
 /// when it is complete, and the verdict at the end.
 #[cfg(feature = "signed")]
 mod signed {
-    use super::{inputs::*, mix, opaque};
-    use kiln_nostd::delta::{base_id, DeltaHead, Piece, Plan};
+    use super::{error, inputs::*, mix, opaque};
     use kiln_nostd::digest::TensorHasher;
     use kiln_nostd::model::Trust;
     use kiln_nostd::update::UpdateCheck;
-    use kiln_nostd::{Error, Limits};
+    use kiln_nostd::Limits;
 
     /// The trusted key (RFC 8032 test 1's public key) and the release the device wants.
     pub static KEY: [u8; 32] = [
@@ -325,12 +340,6 @@ mod signed {
     ];
     pub static TARGET: &str = "lm3s6965";
     pub static VERSION: u64 = 2;
-
-    fn error(sink: &mut u32, e: Error) {
-        mix(sink, e.code() as usize);
-        mix(sink, e.offset());
-        mix(sink, e.rule() as usize);
-    }
 
     pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
         let key: [u8; 32] = opaque(&KEY);
@@ -360,6 +369,18 @@ mod signed {
             Ok(s) => mix(sink, s.version as usize ^ s.payload_start as usize),
             Err(e) => error(sink, e),
         }
+        true
+    }
+}
+
+/// Applying a delta update: its head, the base check, and the plan of
+/// pieces a device follows to rebuild the new model in its inactive slot.
+#[cfg(feature = "delta")]
+mod delta {
+    use super::{error, inputs::*, mix, opaque};
+    use kiln_nostd::delta::{base_id, DeltaHead, Piece, Plan};
+
+    pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
         // A delta's head and plan, against the input as both models' directory.
         let id = base_id(buf, opaque(&START));
         match DeltaHead::parse(buf) {
@@ -389,16 +410,28 @@ mod signed {
     }
 }
 
+/// A model file with every digest compared, in memory.
+#[cfg(feature = "digests")]
+mod digests {
+    use super::{mix, opaque};
+    use kiln_nostd::model::Model;
+
+    pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
+        match Model::parse_verified(opaque(&buf)) {
+            Ok(m) => mix(sink, m.directory().len() ^ m.payload_start()),
+            Err(e) => {
+                mix(sink, e.code() as usize);
+                mix(sink, e.offset());
+            }
+        }
+        true
+    }
+}
+
 #[cfg(feature = "incremental")]
 mod incremental {
-    use super::{inputs::*, mix, opaque};
-    use kiln_nostd::{Error, Incremental, Limits, Progress};
-
-    fn error(sink: &mut u32, e: Error) {
-        mix(sink, e.code() as usize);
-        mix(sink, e.offset());
-        mix(sink, e.rule() as usize);
-    }
+    use super::{error, inputs::*, mix, opaque};
+    use kiln_nostd::{Incremental, Limits, Progress};
 
     pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
         let limits = Limits::DEFAULT.with_count_cap(opaque(&COUNT_CAP)).with_byte_cap(opaque(&COUNT_CAP));
@@ -601,7 +634,9 @@ mod typed_record {
 #[cfg(feature = "writer")]
 mod writer {
     use super::{mix, opaque};
-    use kiln_nostd::{encode_le, le_bytes, sort_dict, DType, Directory, Limits, QuantSpec, TensorRef, TensorSpec, Writer};
+    use kiln_nostd::{
+        encode_le, le_bytes, sort_dict, DType, Directory, Limits, QuantSpec, TensorRef, TensorSpec, Writer,
+    };
 
     static Q_NAME: &str = "q";
     static S_NAME: &str = "s";
@@ -914,6 +949,14 @@ fn main() -> ! {
     {
         ok &= signed::run(&mut sink, opaque(&inputs::INPUT));
     }
+    #[cfg(feature = "delta")]
+    {
+        ok &= delta::run(&mut sink, opaque(&inputs::INPUT));
+    }
+    #[cfg(feature = "digests")]
+    {
+        ok &= digests::run(&mut sink, opaque(&inputs::INPUT));
+    }
     #[cfg(feature = "writer")]
     {
         ok &= writer::run(&mut sink);
@@ -937,7 +980,9 @@ fn main() -> ! {
         feature = "frozen-typed",
         feature = "incremental",
         feature = "c-api",
-        feature = "signed"
+        feature = "signed",
+        feature = "delta",
+        feature = "digests"
     )))]
     {
         // Baseline: the same opaque read and sink traffic, no decoder.

@@ -201,14 +201,21 @@ def validate(
     """
     buf = _buffer(data)
     _kiln.validate(buf, type_text, framed, count_cap, byte_cap, verify)
-    if type_text is None and not framed and _is_path(data) and _kiln.kind(buf) == "manifest":
-        shards = _Shards(data, buf)  # type: ignore[arg-type]
-        try:
-            for index in range(1, len(shards.names) + 1):
-                shards.open(index, verify)
-                shards.close()
-        finally:
+    if type_text is None and not framed:
+        _check_shards(data, buf, verify)
+
+
+def _check_shards(data: Data, buf: Any, verify: bool) -> None:
+    """A manifest's path: every shard checked against the manifest, in order."""
+    if not (_is_path(data) and _kiln.kind(buf) == "manifest"):
+        return
+    shards = _Shards(data, buf)  # type: ignore[arg-type]
+    try:
+        for index in range(1, len(shards.names) + 1):
+            shards.open(index, verify)
             shards.close()
+    finally:
+        shards.close()
 
 
 @dataclass(frozen=True)
@@ -272,14 +279,7 @@ def verify(
     key = _public_key(public_key)
     buf = _buffer(data)
     version, name, signer = _kiln.verify_signed(buf, key, target, newer_than)
-    if _is_path(data) and _kiln.kind(buf) == "manifest":
-        shards = _Shards(data, buf)  # type: ignore[arg-type]
-        try:
-            for index in range(1, len(shards.names) + 1):
-                shards.open(index, True)
-                shards.close()
-        finally:
-            shards.close()
+    _check_shards(data, buf, True)
     return Release(version, name, signer)
 
 
