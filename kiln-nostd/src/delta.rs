@@ -137,7 +137,7 @@ pub struct Plan<'h, 'n, 'b> {
 }
 
 impl<'h, 'n, 'b> Plan<'h, 'n, 'b> {
-    /// The plan for NEW's checked directory (its prefix: [`crate::update::UpdateCheck::directory`],
+    /// The plan for NEW's checked directory (its prefix: `UpdateCheck::directory` (feature `ed25519`),
     /// or a parsed model's) from the base model's directory; [`Rule::DeltaReuseCount`]
     /// unless the head has one entry per tensor of NEW.
     pub fn new(head: DeltaHead<'h>, new: Directory<'n>, base: Directory<'b>) -> Result<Self> {

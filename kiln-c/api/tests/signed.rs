@@ -99,7 +99,8 @@ fn each_policy_fault_is_the_cores_verdict() {
     let (file, public) = signed(1, 5, "board-a");
     let (_, other) = signed(2, 5, "board-a");
     assert_eq!(agree(&file, &public, Some("board-a"), Some(4)).0, KILN_OK);
-    let cases: [(&[u8], [u8; 32], Option<&str>, Option<u64>, &str); 5] = [
+    type Case<'a> = (&'a [u8], [u8; 32], Option<&'a str>, Option<u64>, &'a str);
+    let cases: [Case<'_>; 5] = [
         (&file, other, None, None, "SignatureKey"),
         (&file, public, Some("board-b"), None, "ReleaseTarget"),
         (&file, public, None, Some(5), "ReleaseVersion"),

@@ -12,7 +12,7 @@
 //!
 //! Reading a signed record needs nothing more than any model file: it
 //! parses everywhere and says who signed it ([`Signature::key`]). Checking
-//! the signature is [`Trust`] (feature `ed25519`): the caller's public key,
+//! the signature is `Trust` (feature `ed25519`): the caller's public key,
 //! and optionally the device's target and the running version.
 
 use super::METADATA;
