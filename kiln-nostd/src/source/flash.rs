@@ -189,8 +189,11 @@ impl<F: ReadNorFlash, const B: usize> ReadAt for Flash<F, B> {
 /// impl ReadNorFlash for Spi {
 ///     const READ_SIZE: usize = 4;
 ///     async fn read(&mut self, at: u32, buf: &mut [u8]) -> Result<(), NorFlashErrorKind> {
-///         embedded_storage_async::nor_flash::check_read(&*self, at, buf.len())?;
-///         buf.copy_from_slice(&self.0[at as usize..][..buf.len()]);
+///         if at % 4 != 0 || buf.len() % 4 != 0 {
+///             return Err(NorFlashErrorKind::NotAligned);
+///         }
+///         let src = self.0.get(at as usize..).and_then(|s| s.get(..buf.len()));
+///         buf.copy_from_slice(src.ok_or(NorFlashErrorKind::OutOfBounds)?);
 ///         Ok(())
 ///     }
 ///     fn capacity(&self) -> usize {
