@@ -90,6 +90,22 @@
 //! other fields), as [`Parser::parse_at`](crate::Parser::parse_at) does.
 //! [`Window`] makes a source of a part of another, so a block need not
 //! start at offset 0; error offsets are then relative to the window.
+//!
+//! # Async sources
+//!
+//! Under an async executor (Embassy's, say) a source implements
+//! [`AsyncReadAt`], the same two calls as `async fn`s, and the operations
+//! are [`open_async`], [`read_tensor_async`], [`read_rows_async`],
+//! [`verify_async`] and the `Options` methods `open_async`, `verify_async`
+//! and `verify_model_async`. Each operation's body is written once and
+//! compiled twice, with plain calls over [`ReadAt`] and awaited calls over
+//! [`AsyncReadAt`]: both forms make the same reads in the same order and
+//! give the same results, and the blocking forms compile to the code they
+//! would be without the async ones. `&[u8]`, `&mut` sources and [`Window`]
+//! implement both traits; [`Ready`] lends a blocking source to async code;
+//! the adapters `AsyncFlash` (`embedded_storage_async`'s `ReadNorFlash`,
+//! feature `embedded-storage-async`) and `AsyncIo` (`embedded_io_async`'s
+//! `Read + Seek`, feature `embedded-io-async`) mirror `Flash` and `Io`.
 
 use core::fmt;
 use core::ops::Range;
