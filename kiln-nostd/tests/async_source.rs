@@ -404,6 +404,20 @@ fn mutated_blocks() {
     }
 }
 
+/// One small block with every payload rule (a gap, bool bytes), each way,
+/// every call failing once: the suite's sample under Miri.
+#[test]
+fn a_small_block_every_way() {
+    let block = &templates()[0];
+    assert!(compare_open(block, Limits::DEFAULT, true, "a small block"));
+    compare_verify(block, Limits::DEFAULT, true, "a small block");
+    let mut bad = block.clone();
+    let last = bad.len() - 1;
+    bad[last] = 2; // a bool byte
+    assert!(compare_open(&bad, Limits::DEFAULT, true, "a bad bool byte"));
+    compare_verify(&bad, Limits::DEFAULT, true, "a bad bool byte");
+}
+
 /// The trait's forwarding impls: `&[u8]`, `&mut`, `Window`, `Ready`.
 #[test]
 fn sources_in_memory() {
