@@ -343,18 +343,21 @@ fn the_example_model_and_its_model_file() {
     compare_model(&block, false, "digits-mlp.kiln as a model file");
 }
 
-/// Flipped bytes: every byte of the directory prefix (and of the model
-/// file's fields), and payload bytes at a stride.
+/// Flipped bytes: every byte of the block's directory prefix; the model
+/// file's fields before its block, its block prefix and the payloads at a
+/// stride (each model-file copy is hashed in four configurations).
 #[test]
 fn flipped_bytes() {
     let block = read("spec/examples/digits-mlp.kiln");
     let file = read("spec/examples/digits-mlp.model.kiln");
     let base = Directory::parse(&block).unwrap().payload_start();
-    let file_fields = file.len() - block.len() + base;
+    let fields = file.len() - block.len();
     let mut n = 0;
-    for (bytes, dense, model) in [(&block, base, false), (&file, file_fields, true)] {
-        let at: Vec<usize> = (0..dense).chain((dense..bytes.len()).step_by(61)).chain([bytes.len() - 1]).collect();
-        for (k, &i) in at.iter().enumerate() {
+    let block_at = (0..base).chain((base..block.len()).step_by(61));
+    let file_at = (0..fields).step_by(5).chain((fields..fields + base).step_by(13));
+    let file_at = file_at.chain((fields + base..file.len()).step_by(251));
+    for (bytes, at, model) in [(&block, block_at.collect::<Vec<_>>(), false), (&file, file_at.collect(), true)] {
+        for (k, &i) in at.iter().chain([bytes.len() - 1].iter()).enumerate() {
             let mut b = bytes.clone();
             b[i] ^= 1 << (k % 8);
             let what = format!("byte {i} flipped");
