@@ -44,6 +44,8 @@ for line in \
     '^  MXFP4 accuracy: 31/32 ' \
     '^  rejected: code TYPE \(4\), rule NonzeroGap, offset [0-9]+, as expected$' \
     '^  rejected: code FRAME \(1\), rule DirectoryVersion, offset 4, as expected$' \
+    '^  model: valid, block 20192 bytes \([0-9]+ flash reads\); blocking verify: valid, block 20192 bytes; async verdict equals the blocking one: yes$' \
+    '^  hostile copy \(byte [0-9]+ -> 0x5a\): rejected: code TYPE \(4\), rule NonzeroGap, offset [0-9]+ \([0-9]+ flash reads\); async verdict equals the blocking one: yes$' \
     '^result: PASS$'; do
     grep -Eq "$line" "$out" || { echo "FAIL firmware-riscv: no line matching '$line'" >&2; missing=1; }
 done
@@ -54,4 +56,4 @@ if [ -n "$size" ]; then
     "$size" -A "$elf" | awk '$1 ~ /^\.(text|rodata|eh_frame|bss)$/ { printf "%s%s %d", sep, $1, $2; sep = ", " } END { print "" }' |
         sed 's/^/     bytes: /'
 fi
-echo "OK   firmware-riscv exited 0: 32/32 in f32, 31/32 with MXFP4, hostile copies rejected (TYPE NonzeroGap, FRAME DirectoryVersion)"
+echo "OK   firmware-riscv exited 0: 32/32 in f32, 31/32 with MXFP4, hostile copies rejected (TYPE NonzeroGap, FRAME DirectoryVersion), verify_async through AsyncFlash gives the blocking verdicts"

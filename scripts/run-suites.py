@@ -132,8 +132,11 @@ def jobs():
         Job("no_std", "for t in thumbv7em-none-eabihf thumbv6m-none-eabi riscv32imc-unknown-none-elf"
             " wasm32-unknown-unknown; do"
             " cargo build -p kiln-nostd --release --locked --target $t || exit 1; done &&"
-            " cargo build -p kiln-nostd --release --locked --target thumbv7em-none-eabihf --features defmt",
-            ["setup-rust"], note="the core for the card's four targets, and with defmt"),
+            " cargo build -p kiln-nostd --release --locked --target thumbv7em-none-eabihf --features defmt &&"
+            " for t in thumbv6m-none-eabi riscv32imc-unknown-none-elf; do"
+            " cargo build -p kiln-nostd --release --locked --target $t"
+            " --features embedded-storage,embedded-io,embedded-storage-async,embedded-io-async,sha2 || exit 1; done",
+            ["setup-rust"], note="the core for the card's four targets, with defmt, and with the source adapters"),
         Job("setup-defmt-print", "scripts/setup.sh defmt-print", note="cargo install defmt-print 1.2.0"),
         Job("firmware", "firmware-demo/ci.sh", ["setup-rust", "setup-apt", "setup-defmt-print"],
             note="the QEMU demo, the defmt log, the no-panic link proof"),

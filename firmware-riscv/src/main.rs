@@ -2,7 +2,11 @@
 //! validate the bundled example model (`spec/examples/digits-mlp.kiln`) in
 //! place, run it from flash on its 32 labelled samples in f32 and with the
 //! MXFP4 first layer dequantized on the fly, and show hostile copies rejected
-//! with the spec's error code, rule and offset. Output goes to the virt
+//! with the spec's error code, rule and offset. Then the model is read again
+//! through the async flash adapter (`source::AsyncFlash` over a mock async
+//! NOR flash, under `embassy_futures::block_on`) and checked with
+//! `source::verify_async`, whose verdict must equal the blocking `verify`'s,
+//! on the model and on a hostile copy. Output goes to the virt
 //! machine's UART; the exit status (through its sifive_test device) is 0
 //! only when every check matched its expectation, else the number of checks
 //! that did not.
@@ -16,6 +20,8 @@
 
 use core::ptr::addr_of_mut;
 
+use embassy_futures::block_on;
+use kiln_nostd::source::{self, AsyncFlash};
 use kiln_nostd::{scratch_len, Directory, Error, Header, Parser, Rule};
 
 /// `println!` to the UART (output is best effort: the UART cannot fail).
@@ -27,9 +33,13 @@ macro_rules! println {
 }
 
 mod board;
+mod flash;
 mod model;
+mod stack;
 
+use flash::AsyncPart;
 use model::{evaluate, load, mxfp4_fc1, Fc1, FC1_MXFP4};
+use stack::measure_stack;
 
 /// 64-byte alignment: every canonical payload offset is a multiple of 64, so
 /// an aligned block gives aligned payloads and `as_slice::<f32>()` works in place.
@@ -196,10 +206,91 @@ fn run() -> u16 {
         chk.expect(got == Err(expected), what);
     }
 
+    // --- 5. the model through the async flash adapter, under an executor
+    async_reads(&mut chk, model, ram, gap.unwrap_or(0));
+
     if chk.failed != 0 {
         println!("{} check(s) failed", chk.failed);
     }
     chk.failed
+}
+
+/// The directory prefix buffer and the chunk of the ranged reads.
+const PREFIX: usize = 2048;
+const CHUNK: usize = 256;
+
+/// `source::verify_async` of `bytes` through `AsyncFlash` under `block_on`,
+/// and the blocking `source::verify` of the same bytes: both verdicts (as
+/// format errors: the sources' read errors differ in type), the flash
+/// reads, and the stack each call used.
+fn both_verdicts(bytes: &[u8]) -> (VerifyVerdict, VerifyVerdict, usize, (usize, usize)) {
+    let (mut prefix, mut chunk) = ([0u8; PREFIX], [0u8; CHUNK]);
+    let mut flash = AsyncFlash::<_>::new(AsyncPart::new(bytes));
+    let (got, stack_async) = measure_stack(|| block_on(source::verify_async(&mut flash, &mut prefix, &mut chunk)));
+    let (want, stack_blocking) = measure_stack(|| source::verify(bytes, &mut prefix, &mut chunk));
+    let reads = flash.inner().reads;
+    (got.map_err(|e| e.kiln()), want.map_err(|e| e.kiln()), reads, (stack_blocking, stack_async))
+}
+
+type VerifyVerdict = Result<kiln_nostd::Summary, Option<Error>>;
+
+fn verdict_text(v: &VerifyVerdict) -> VerdictText<'_> {
+    VerdictText(v)
+}
+
+struct VerdictText<'a>(&'a VerifyVerdict);
+
+impl core::fmt::Display for VerdictText<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Ok(s) => write!(f, "valid, block {} bytes", s.block_len),
+            Err(Some(e)) => write!(
+                f,
+                "rejected: code {} ({}), rule {}, offset {}",
+                e.code().as_str(),
+                e.code().number(),
+                e.rule().id(),
+                e.offset()
+            ),
+            Err(None) => f.write_str("not a format verdict (a read or buffer error)"),
+        }
+    }
+}
+
+/// Step 5: the model, and a copy with a byte hidden in its padding, read
+/// through the async flash adapter and verified with `verify_async`; each
+/// verdict must equal the blocking `verify`'s on the same bytes.
+fn async_reads(chk: &mut Checks, model: &'static [u8], ram: &'static mut [u8], gap: usize) {
+    println!("async: source::verify_async through source::AsyncFlash (a mock async NOR flash, 4-byte reads, each read Pending once) under embassy_futures::block_on");
+    let (got, want, reads, (stack_blocking, stack_async)) = both_verdicts(model);
+    println!(
+        "  model: {} ({} flash reads); blocking verify: {}; async verdict equals the blocking one: {}",
+        verdict_text(&got),
+        reads,
+        verdict_text(&want),
+        if got == want { "yes" } else { "NO" }
+    );
+    chk.expect(got == want, "the async verdict on the model equals the blocking one");
+    chk.expect(got.is_ok(), "verify_async accepts the model");
+    println!("  stack: verify {} bytes, verify_async under block_on {} bytes", stack_blocking, stack_async);
+
+    ram.copy_from_slice(model);
+    if let Some(b) = ram.get_mut(gap) {
+        *b = 0x5A;
+    }
+    let (got, want, reads, _) = both_verdicts(ram);
+    println!(
+        "  hostile copy (byte {} -> 0x5a): {} ({} flash reads); async verdict equals the blocking one: {}",
+        gap,
+        verdict_text(&got),
+        reads,
+        if got == want { "yes" } else { "NO" }
+    );
+    chk.expect(got == want, "the async verdict on the hostile copy equals the blocking one");
+    chk.expect(
+        got == Err(Some(Error::new(Rule::NonzeroGap, gap))),
+        "verify_async rejects the hostile copy (NonzeroGap)",
+    );
 }
 
 /// One line of digits (classes and labels are 0..9).

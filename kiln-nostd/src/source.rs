@@ -90,35 +90,74 @@
 //! other fields), as [`Parser::parse_at`](crate::Parser::parse_at) does.
 //! [`Window`] makes a source of a part of another, so a block need not
 //! start at offset 0; error offsets are then relative to the window.
+//!
+//! # Async sources
+//!
+//! Under an async executor (Embassy's, say) a source implements
+//! [`AsyncReadAt`], the same two calls as `async fn`s, and the operations
+//! are [`open_async`], [`read_tensor_async`], [`read_rows_async`],
+//! [`verify_async`] and the `Options` methods `open_async`, `verify_async`
+//! and `verify_model_async`. Each operation's body is written once and
+//! compiled twice, with plain calls over [`ReadAt`] and awaited calls over
+//! [`AsyncReadAt`]: both forms make the same reads in the same order and
+//! give the same results, and the blocking forms compile to the code they
+//! would be without the async ones. `&[u8]`, `&mut` sources and [`Window`]
+//! implement both traits; [`Ready`] lends a blocking source to async code;
+//! the adapters `AsyncFlash` (`embedded_storage_async`'s `ReadNorFlash`,
+//! feature `embedded-storage-async`) and `AsyncIo` (`embedded_io_async`'s
+//! `Read + Seek`, feature `embedded-io-async`) mirror `Flash` and `Io`.
 
 use core::fmt;
 use core::ops::Range;
 
-use crate::bytes::{u64_from, usize_from, usize_sat};
-use crate::descriptor::{self, RawDescriptor};
+use crate::bytes::{u64_from, usize_from};
+use crate::descriptor::RawDescriptor;
 use crate::directory::{Directory, Tensor};
 use crate::dtype::{DType, Width};
-use crate::error::{Error, Rule};
-use crate::header::{Header, Regions, DESCRIPTOR_LEN, HEADER_LEN};
+use crate::error::Error;
+use crate::header::{Header, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::incremental::Summary;
 use crate::limits::Limits;
-use crate::steps::{check_prefix_of, PrefixVerdict};
 
+/// A source call in a body that `read_fns!` (and its kin in `verify` and
+/// `model`) compiles twice: here as is, over [`ReadAt`] ...
+macro_rules! ready {
+    ($call:expr) => {
+        $call
+    };
+}
+
+/// ... and here awaited, over [`AsyncReadAt`]. The logic of each ranged
+/// operation is written once; only the reads differ.
+macro_rules! wait {
+    ($call:expr) => {
+        $call.await
+    };
+}
+
+mod asynch;
 #[cfg(feature = "std")]
 mod file;
-#[cfg(feature = "embedded-storage")]
+#[cfg(any(feature = "embedded-storage", feature = "embedded-storage-async"))]
 mod flash;
-#[cfg(feature = "embedded-io")]
+#[cfg(any(feature = "embedded-io", feature = "embedded-io-async"))]
 mod io;
 #[cfg(feature = "sha2")]
 mod model;
+mod read;
 mod verify;
+
+pub use asynch::{open_async, read_rows_async, read_tensor_async, verify_async};
 
 #[cfg(feature = "sha2")]
 pub use model::ModelSummary;
 
+#[cfg(feature = "embedded-storage-async")]
+pub use flash::AsyncFlash;
 #[cfg(feature = "embedded-storage")]
 pub use flash::Flash;
+#[cfg(feature = "embedded-io-async")]
+pub use io::AsyncIo;
 #[cfg(feature = "embedded-io")]
 pub use io::Io;
 
@@ -172,6 +211,101 @@ impl ReadAt for &[u8] {
     }
     fn len(&mut self) -> Result<u64, OutOfBounds> {
         Ok(u64_from(<[u8]>::len(self)))
+    }
+}
+
+/// Bytes at an offset, read asynchronously: [`ReadAt`] for a source whose
+/// reads complete later (a flash behind DMA, an SD card, a network range
+/// request), driven by any executor.
+///
+/// Implemented for `&[u8]`, for `&mut` of any source, for [`Window`], for
+/// [`Ready`] (any blocking [`ReadAt`]), and behind features for async NOR
+/// flash
+// Linked only where the feature builds the item, so docs without it have no broken link.
+#[cfg_attr(feature = "embedded-storage-async", doc = "([`AsyncFlash`], `embedded-storage-async`)")]
+#[cfg_attr(not(feature = "embedded-storage-async"), doc = "(`AsyncFlash`, `embedded-storage-async`)")]
+/// and async seekable readers
+#[cfg_attr(feature = "embedded-io-async", doc = "([`AsyncIo`], `embedded-io-async`).")]
+#[cfg_attr(not(feature = "embedded-io-async"), doc = "(`AsyncIo`, `embedded-io-async`).")]
+///
+/// ```
+/// use kiln_nostd::source::{self, AsyncReadAt, OutOfBounds};
+/// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
+///
+/// // A source whose reads complete later (here: memory, through an executor).
+/// struct Dma<'a>(&'a [u8]);
+/// impl AsyncReadAt for Dma<'_> {
+///     type Error = OutOfBounds;
+///     async fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), OutOfBounds> {
+///         let at = usize::try_from(offset).map_err(|_| OutOfBounds)?;
+///         buf.copy_from_slice(self.0.get(at..at + buf.len()).ok_or(OutOfBounds)?);
+///         Ok(())
+///     }
+///     async fn len(&mut self) -> Result<u64, OutOfBounds> {
+///         Ok(self.0.len() as u64)
+///     }
+/// }
+///
+/// let (mut prefix, mut chunk) = ([0u8; 512], [0u8; 64]);
+/// let verdict = embassy_futures::block_on(source::verify_async(Dma(&block), &mut prefix, &mut chunk));
+/// // The blocking form's verdict, on the same bytes.
+/// assert_eq!(verdict, source::verify(&block[..], &mut prefix, &mut chunk));
+/// ```
+// `async fn` in a public trait: its futures promise no `Send`, which the
+// single-threaded executors of embedded code do not need (as in
+// `embedded-io-async` and `embedded-storage-async`).
+#[allow(async_fn_in_trait)]
+pub trait AsyncReadAt {
+    /// What a failed read reports.
+    type Error;
+
+    /// Fills all of `buf` with the source's bytes at `offset..offset + buf.len()`.
+    /// The functions of this module never ask for bytes past [`len`](Self::len).
+    async fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error>;
+
+    /// The source's length in bytes, as [`ReadAt::len`] (`u64::MAX` for a
+    /// source that cannot tell, read with [`Options::embedded`]).
+    async fn len(&mut self) -> Result<u64, Self::Error>;
+
+    /// True when the source holds no bytes.
+    async fn is_empty(&mut self) -> Result<bool, Self::Error> {
+        Ok(self.len().await? == 0)
+    }
+}
+
+impl<T: AsyncReadAt + ?Sized> AsyncReadAt for &mut T {
+    type Error = T::Error;
+    async fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), T::Error> {
+        (**self).read_at(offset, buf).await
+    }
+    async fn len(&mut self) -> Result<u64, T::Error> {
+        (**self).len().await
+    }
+}
+
+impl AsyncReadAt for &[u8] {
+    type Error = OutOfBounds;
+    async fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), OutOfBounds> {
+        ReadAt::read_at(self, offset, buf)
+    }
+    async fn len(&mut self) -> Result<u64, OutOfBounds> {
+        ReadAt::len(self)
+    }
+}
+
+/// A blocking source ([`ReadAt`]) as an async one whose reads complete at
+/// once: for code written against [`AsyncReadAt`] that is handed a file, a
+/// buffer or a blocking flash driver.
+#[derive(Clone, Copy, Debug)]
+pub struct Ready<S>(pub S);
+
+impl<S: ReadAt> AsyncReadAt for Ready<S> {
+    type Error = S::Error;
+    async fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), S::Error> {
+        self.0.read_at(offset, buf)
+    }
+    async fn len(&mut self) -> Result<u64, S::Error> {
+        self.0.len()
     }
 }
 
@@ -248,17 +382,36 @@ impl<S> Window<S> {
     }
 }
 
-impl<S: ReadAt> ReadAt for Window<S> {
-    type Error = ReadError<S::Error>;
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
-        let end = offset.checked_add(u64_from(buf.len())).ok_or(ReadError::OutOfBounds)?;
+impl<S> Window<S> {
+    /// The inner source's offset of a read of `n` bytes at `offset`, if the
+    /// read lies inside the window.
+    fn at<E>(&self, offset: u64, n: usize) -> Result<u64, ReadError<E>> {
+        let end = offset.checked_add(u64_from(n)).ok_or(ReadError::OutOfBounds)?;
         if end > self.len {
             return Err(ReadError::OutOfBounds);
         }
-        let at = self.start.checked_add(offset).ok_or(ReadError::OutOfBounds)?;
+        self.start.checked_add(offset).ok_or(ReadError::OutOfBounds)
+    }
+}
+
+impl<S: ReadAt> ReadAt for Window<S> {
+    type Error = ReadError<S::Error>;
+    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
+        let at = self.at(offset, buf.len())?;
         self.source.read_at(at, buf).map_err(ReadError::Source)
     }
     fn len(&mut self) -> Result<u64, Self::Error> {
+        Ok(self.len)
+    }
+}
+
+impl<S: AsyncReadAt> AsyncReadAt for Window<S> {
+    type Error = ReadError<S::Error>;
+    async fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), Self::Error> {
+        let at = self.at(offset, buf.len())?;
+        self.source.read_at(at, buf).await.map_err(ReadError::Source)
+    }
+    async fn len(&mut self) -> Result<u64, Self::Error> {
         Ok(self.len)
     }
 }
@@ -469,7 +622,8 @@ impl<'s> Options<'s> {
     /// digest (step 9d of `spec/model-file.md`; `sha2` feature): `table` is
     /// the digest table's bytes, 32 per tensor in descriptor order, checked
     /// by the caller to hold one per tensor (a table of another length is
-    /// [`Rule::DigestTableCount`] at offset 0, once the header is read).
+    /// [`Rule::DigestTableCount`](crate::Rule::DigestTableCount) at offset
+    /// 0, once the header is read).
     /// `verify` then reads every payload byte of the canonical run (the
     /// tensors in descriptor order while each sits at its greedy offset),
     /// through the same chunk buffer, and its verdict is
@@ -561,54 +715,12 @@ impl<'s> Options<'s> {
         prefix: &mut [u8],
         chunk: &mut [u8],
     ) -> Result<ModelSummary, SourceError<S::Error>> {
-        model::run(self, source, prefix, chunk)
+        model::blocking::run(self, source, prefix, chunk)
     }
 
     /// [`open`] with these options.
-    pub fn open<'b, S: ReadAt>(self, mut source: S, prefix: &'b mut [u8]) -> Result<Opened<'b>, SourceError<S::Error>> {
-        let Options { limits, scratch, seed, embedded, .. } = self;
-        if prefix.len() < HEADER_LEN {
-            return Err(SourceError::BufferTooSmall { needed: u64_from(HEADER_LEN) });
-        }
-        let len = source.len().map_err(SourceError::Read)?;
-        // Steps 1 to 6 from the header and the source's length.
-        let head = prefix.get_mut(..usize_from(len).map_or(HEADER_LEN, |n| n.min(HEADER_LEN))).unwrap_or(&mut []);
-        if !head.is_empty() {
-            source.read_at(0, head).map_err(SourceError::Read)?;
-        }
-        let header = Header::parse(head)?;
-        let (heap_end, base, block_len) = header.check_extent(&limits, len)?;
-        // The prefix, in one read.
-        let mem = usize_from(base).and_then(|b| prefix.get_mut(..b));
-        let Some(mem) = mem else { return Err(SourceError::BufferTooSmall { needed: base }) };
-        if let Some(rest) = mem.get_mut(HEADER_LEN..).filter(|r| !r.is_empty()) {
-            source.read_at(u64_from(HEADER_LEN), rest).map_err(SourceError::Read)?;
-        }
-        let mem: &[u8] = mem;
-        // Both ends are at most `base`, a usize.
-        let regions = Regions {
-            heap_end: usize_from(heap_end).unwrap_or(0),
-            payload_base: mem.len(),
-            block_len: usize_sat(block_len),
-        };
-        // Steps 7 to 11 as far as the prefix decides them: what the
-        // incremental validator checks once its prefix is in, with the
-        // placement and quantization faults it defers made final.
-        match check_prefix_of(mem, &header, regions, scratch, seed)?.1 {
-            PrefixVerdict::Clean(_) => {}
-            PrefixVerdict::Certain(e) | PrefixVerdict::Misplaced(_, e) | PrefixVerdict::Quant(_, e) => {
-                return Err(SourceError::Kiln(e))
-            }
-        }
-        if !embedded && len > block_len {
-            return Err(SourceError::Kiln(Error::at(Rule::TrailingBytes, block_len)));
-        }
-        Ok(Opened {
-            prefix: mem,
-            dir: Directory::from_checked_prefix(mem, header, regions),
-            payload_base: base,
-            block_len,
-        })
+    pub fn open<'b, S: ReadAt>(self, source: S, prefix: &'b mut [u8]) -> Result<Opened<'b>, SourceError<S::Error>> {
+        read::blocking::open(self, source, prefix)
     }
 
     /// [`verify`] with these options.
@@ -618,7 +730,7 @@ impl<'s> Options<'s> {
         prefix: &mut [u8],
         chunk: &mut [u8],
     ) -> Result<Summary, SourceError<S::Error>> {
-        verify::run(self, source, prefix, chunk)
+        verify::blocking::run(self, source, prefix, chunk)
     }
 }
 
@@ -714,8 +826,7 @@ pub fn read_tensor<'n, S: ReadAt>(
     tensor: impl Into<TensorId<'n>>,
     out: &mut [u8],
 ) -> Result<usize, SourceError<S::Error>> {
-    let (_, raw) = opened.resolve(tensor.into()).ok_or(SourceError::NoSuchTensor)?;
-    read_span(source, opened, raw, 0, raw.byte_length(), out)
+    read::blocking::read_tensor(source, opened, tensor.into(), out)
 }
 
 /// Copies rows `rows` of a tensor (along dimension 0) into the front of
@@ -737,31 +848,7 @@ pub fn read_rows<'n, S: ReadAt>(
     rows: Range<u64>,
     out: &mut [u8],
 ) -> Result<usize, SourceError<S::Error>> {
-    let (_, raw) = opened.resolve(tensor.into()).ok_or(SourceError::NoSuchTensor)?;
-    let span = row_span(raw, rows)?;
-    read_span(source, opened, raw, span.start, span.end, out)
-}
-
-/// Reads payload bytes `from..to` of one tensor and checks them.
-fn read_span<S: ReadAt>(
-    mut source: S,
-    opened: &Opened<'_>,
-    raw: &RawDescriptor,
-    from: u64,
-    to: u64,
-    out: &mut [u8],
-) -> Result<usize, SourceError<S::Error>> {
-    let needed = to.saturating_sub(from);
-    let dst = usize_from(needed).and_then(|n| out.get_mut(..n)).ok_or(SourceError::BufferTooSmall { needed })?;
-    let at = opened.payload_base.saturating_add(raw.byte_offset()).saturating_add(from);
-    if !dst.is_empty() {
-        source.read_at(at, dst).map_err(SourceError::Read)?;
-    }
-    // Bool bytes anywhere; a packed tail only where the tensor ends.
-    if raw.dtype() == Some(DType::Bool) || to == raw.byte_length() {
-        descriptor::check_elements(raw, dst, at)?;
-    }
-    Ok(dst.len())
+    read::blocking::read_rows(source, opened, tensor.into(), rows, out)
 }
 
 /// The payload bytes (tensor-relative) of rows `rows`, or why there are none.

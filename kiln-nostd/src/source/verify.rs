@@ -1,7 +1,7 @@
 //! [`verify`](super::verify): the incremental validator, fed from a source
 //! through one chunk buffer, skipping what it does not need.
 
-use super::{Options, ReadAt, SourceError};
+use super::{AsyncReadAt, Options, ReadAt, SourceError};
 use crate::bytes::{u64_from, usize_from};
 use crate::directory::Directory;
 use crate::dtype::{DType, Width};
@@ -10,95 +10,114 @@ use crate::header::{Header, HEADER_LEN};
 use crate::incremental::{Borrowed, Incremental, Summary};
 use crate::layout;
 
-pub(super) fn run<S: ReadAt>(
-    options: Options<'_>,
-    mut source: S,
-    prefix: &mut [u8],
-    chunk: &mut [u8],
-) -> Result<Summary, SourceError<S::Error>> {
-    #[cfg(feature = "sha2")]
-    let table = options.digests;
-    let Options { limits, scratch, seed, embedded, coalesce, .. } = options;
-    if chunk.is_empty() {
-        return Err(SourceError::BufferTooSmall { needed: 1 });
-    }
-    if prefix.len() < HEADER_LEN {
-        return Err(SourceError::BufferTooSmall { needed: u64_from(HEADER_LEN) });
-    }
-    let len = source.len().map_err(SourceError::Read)?;
-    let mut v = Incremental::new(prefix).limits(limits).hash_seed(seed);
-    if let Some(s) = scratch {
-        v = v.scratch(s);
-    }
-    if embedded {
-        v = v.embedded();
-    }
-    // Step 9d's SHA-256 state: on this stack (about 112 bytes).
-    #[cfg(feature = "sha2")]
-    let mut hasher = crate::digest::TensorHasher::new();
-    #[cfg(feature = "sha2")]
-    if let Some(t) = table {
-        v = v.digests(t, &mut hasher);
-    }
-    drive(&mut v, &mut source, chunk, len, coalesce).map_err(SourceError::Read)?;
-    match v.finish() {
-        Ok(summary) => Ok(summary),
-        Err(e) if e.rule() == Rule::PrefixBufferTooSmall => {
-            // The header passed steps 1 to 4 (the prefix size comes from it).
-            let mut head = [0u8; HEADER_LEN];
-            source.read_at(0, &mut head).map_err(SourceError::Read)?;
-            let heap_end = Header::parse(&head).map_or(0, |h| layout::heap_end(h.tensor_count, h.name_bytes));
-            // Fallback: an unaligned heap end can only overflow near u64::MAX: report it as is.
-            Err(SourceError::BufferTooSmall { needed: layout::align(heap_end).unwrap_or(heap_end) })
+/// [`verify`](super::verify) over the source trait `$Source`, each source
+/// call wrapped in `$io!` (`ready!` or `wait!`), `async` if given: one body,
+/// compiled into `blocking` and `nonblocking`.
+macro_rules! verify_fns {
+    ($Source:ident, $io:ident $(, $async:tt)?) => {
+        pub(in crate::source) $($async)? fn run<S: $Source>(
+            options: Options<'_>,
+            mut source: S,
+            prefix: &mut [u8],
+            chunk: &mut [u8],
+        ) -> Result<Summary, SourceError<S::Error>> {
+            #[cfg(feature = "sha2")]
+            let table = options.digests;
+            let Options { limits, scratch, seed, embedded, coalesce, .. } = options;
+            if chunk.is_empty() {
+                return Err(SourceError::BufferTooSmall { needed: 1 });
+            }
+            if prefix.len() < HEADER_LEN {
+                return Err(SourceError::BufferTooSmall { needed: u64_from(HEADER_LEN) });
+            }
+            let len = $io!(source.len()).map_err(SourceError::Read)?;
+            let mut v = Incremental::new(prefix).limits(limits).hash_seed(seed);
+            if let Some(s) = scratch {
+                v = v.scratch(s);
+            }
+            if embedded {
+                v = v.embedded();
+            }
+            // Step 9d's SHA-256 state: on this stack (about 112 bytes).
+            #[cfg(feature = "sha2")]
+            let mut hasher = crate::digest::TensorHasher::new();
+            #[cfg(feature = "sha2")]
+            if let Some(t) = table {
+                v = v.digests(t, &mut hasher);
+            }
+            $io!(drive(&mut v, &mut source, chunk, len, coalesce)).map_err(SourceError::Read)?;
+            match v.finish() {
+                Ok(summary) => Ok(summary),
+                Err(e) if e.rule() == Rule::PrefixBufferTooSmall => {
+                    // The header passed steps 1 to 4 (the prefix size comes from it).
+                    let mut head = [0u8; HEADER_LEN];
+                    $io!(source.read_at(0, &mut head)).map_err(SourceError::Read)?;
+                    let heap_end = Header::parse(&head).map_or(0, |h| layout::heap_end(h.tensor_count, h.name_bytes));
+                    // Fallback: an unaligned heap end can only overflow near u64::MAX: report it as is.
+                    Err(SourceError::BufferTooSmall { needed: layout::align(heap_end).unwrap_or(heap_end) })
+                }
+                Err(e) => Err(SourceError::Kiln(e)),
+            }
         }
-        Err(e) => Err(SourceError::Kiln(e)),
-    }
-}
 
-/// Feeds `v` the source's bytes up to `len` (or the end of an embedded
-/// block), skipping what it does not need; the verdict is left in `v`.
-fn drive<S: ReadAt>(
-    v: &mut Incremental<Borrowed<'_, '_>>,
-    source: &mut S,
-    chunk: &mut [u8],
-    len: u64,
-    coalesce: u64,
-) -> Result<(), S::Error> {
-    let mut plan = Needed::default();
-    #[cfg(feature = "sha2")]
-    {
-        plan.hashing = v.hashing();
-    }
-    loop {
-        let pos = v.consumed();
-        if pos >= len {
-            return Ok(());
-        }
-        let need = v.next_needed();
-        if need > pos {
-            match v.skip(need.min(len).saturating_sub(pos)) {
-                Ok(0) => return Ok(()), // an embedded block that is complete
-                Ok(_) => continue,
-                Err(_) => {
-                    conclude(v, len);
+        /// Feeds `v` the source's bytes up to `len` (or the end of an embedded
+        /// block), skipping what it does not need; the verdict is left in `v`.
+        $($async)? fn drive<S: $Source>(
+            v: &mut Incremental<Borrowed<'_, '_>>,
+            source: &mut S,
+            chunk: &mut [u8],
+            len: u64,
+            coalesce: u64,
+        ) -> Result<(), S::Error> {
+            let mut plan = Needed::default();
+            #[cfg(feature = "sha2")]
+            {
+                plan.hashing = v.hashing();
+            }
+            loop {
+                let pos = v.consumed();
+                if pos >= len {
                     return Ok(());
+                }
+                let need = v.next_needed();
+                if need > pos {
+                    match v.skip(need.min(len).saturating_sub(pos)) {
+                        Ok(0) => return Ok(()), // an embedded block that is complete
+                        Ok(_) => continue,
+                        Err(_) => {
+                            conclude(v, len);
+                            return Ok(());
+                        }
+                    }
+                }
+                let end = plan.read_end(v, pos, len, u64_from(chunk.len()), coalesce);
+                // Fallback not taken: end - pos is at most the chunk length, a usize.
+                let n = usize_from(end.saturating_sub(pos)).unwrap_or(chunk.len()).clamp(1, chunk.len());
+                let Some(buf) = chunk.get_mut(..n) else { return Ok(()) };
+                $io!(source.read_at(pos, buf))?;
+                match v.feed(buf) {
+                    Ok(_) if v.consumed() == pos => return Ok(()), // an embedded block that is complete
+                    Ok(_) => {}
+                    Err(_) => {
+                        conclude(v, len);
+                        return Ok(());
+                    }
                 }
             }
         }
-        let end = plan.read_end(v, pos, len, u64_from(chunk.len()), coalesce);
-        // Fallback not taken: end - pos is at most the chunk length, a usize.
-        let n = usize_from(end.saturating_sub(pos)).unwrap_or(chunk.len()).clamp(1, chunk.len());
-        let Some(buf) = chunk.get_mut(..n) else { return Ok(()) };
-        source.read_at(pos, buf)?;
-        match v.feed(buf) {
-            Ok(_) if v.consumed() == pos => return Ok(()), // an embedded block that is complete
-            Ok(_) => {}
-            Err(_) => {
-                conclude(v, len);
-                return Ok(());
-            }
-        }
-    }
+    };
+}
+
+/// Over [`ReadAt`].
+pub(super) mod blocking {
+    use super::*;
+    verify_fns!(ReadAt, ready);
+}
+
+/// Over [`AsyncReadAt`].
+pub(super) mod nonblocking {
+    use super::*;
+    verify_fns!(AsyncReadAt, wait, async);
 }
 
 /// After a fault: the verdict is certain unless the source ends before the
