@@ -181,6 +181,11 @@ def positions(kind, metadata, tensors, model_len=32, n_digests=None):
     if kind in ("digests", "shard"):
         p["digests"] = pos
         pos += 4 + 32 * (len(tensors) if n_digests is None else n_digests)
+    return _block_positions(p, pos, tensors)
+
+
+def _block_positions(p: dict, pos: int, tensors) -> dict:
+    """p with the positions of a canonical block of `tensors` starting at `pos`."""
     p["block"] = pos
     base, offs = block_layout(tensors)
     p["base"] = pos + base
@@ -927,13 +932,7 @@ def signed_positions(metadata, tensors, key_len=32, sig_len=64, target=TARGET,
     pos += 12 + len(target.encode())
     p["digests"] = pos
     pos += 4 + 32 * (len(tensors) if n_digests is None else n_digests)
-    p["block"] = pos
-    base, offs = block_layout(tensors)
-    p["base"] = pos + base
-    p["payload"] = [pos + base + o for o in offs]
-    p["desc"] = [pos + 64 + 128 * i for i in range(len(tensors))]
-    p["end"] = pos + base + (offs[-1] + len(tensors[-1].payload) if tensors else 0)
-    return p
+    return _block_positions(p, pos, tensors)
 
 
 def resign(buf: bytes, prefix_end: int, seed=SEED_A) -> bytes:

@@ -59,6 +59,18 @@ fn record_of(kind: Option<Kind>) -> u32 {
     }
 }
 
+/// What an accepted model file was: its record type and block.
+fn verified_of(m: &Model<'_>, digests_checked: bool) -> kiln_verified {
+    let dir = m.directory();
+    kiln_verified {
+        record: record_of(Some(m.kind())),
+        digests_checked,
+        tensor_count: dir.len(),
+        block_offset: u64_from(dir.start()),
+        block_len: u64_from(dir.end().saturating_sub(dir.start())),
+    }
+}
+
 /// True unless `flags` holds a bit this library does not know.
 fn skip_of(flags: u32) -> Result<bool, Fail> {
     if flags & !KILN_VERIFY_SKIP_DIGESTS != 0 {
@@ -97,14 +109,7 @@ pub unsafe extern "C" fn kiln_model_verify(
         let buf = unsafe { slice(data, len) }?;
         let found = if model::is_model_file(buf) {
             let m = if skip { Model::parse(buf) } else { Model::parse_verified(buf) }?;
-            let dir = m.directory();
-            kiln_verified {
-                record: record_of(Some(m.kind())),
-                digests_checked: !skip && m.digests().is_some(),
-                tensor_count: dir.len(),
-                block_offset: u64_from(dir.start()),
-                block_len: u64_from(dir.end().saturating_sub(dir.start())),
-            }
+            verified_of(&m, !skip && m.digests().is_some())
         } else {
             let dir = Parser::new().parse(buf)?;
             kiln_verified { tensor_count: dir.len(), block_len: u64_from(dir.end()), ..NONE }
@@ -255,17 +260,7 @@ pub unsafe extern "C" fn kiln_model_verify_signed(
         // SAFETY: the caller's buffer, per the contract.
         let buf = unsafe { slice(data, len) }?;
         let m = Model::parse_trusted(buf, &policy)?;
-        let dir = m.directory();
-        put(
-            out,
-            kiln_verified {
-                record: record_of(Some(m.kind())),
-                digests_checked: true,
-                tensor_count: dir.len(),
-                block_offset: u64_from(dir.start()),
-                block_len: u64_from(dir.end().saturating_sub(dir.start())),
-            },
-        );
+        put(out, verified_of(&m, true));
         if let Some(sig) = m.signature() {
             let target = kiln_str { ptr: sig.release.target.as_ptr().cast::<c_char>(), len: sig.release.target.len() };
             put(release, kiln_release { version: sig.release.version, target, key: *sig.key });
