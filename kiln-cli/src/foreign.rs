@@ -36,7 +36,7 @@ pub fn probe(path: &Path, read: &ReadArgs) -> Option<(Format, Verdict)> {
     let input = convert::open(path).ok()?;
     let format = match read.from {
         Some(f) => f,
-        None => Format::detect(input.bytes())?,
+        None => Format::detect_file(input.bytes(), path)?,
     };
     if format == Format::Kiln {
         return None;

@@ -393,7 +393,8 @@ fn read_single(files: Vec<Input>, from: Option<Format>, opts: &ReadOptions) -> a
             split.no
         );
     }
-    model.inputs.push(input);
+    // The file itself is input 0 (an ONNX model's side files follow it).
+    model.inputs.insert(0, input);
     Ok(model)
 }
 

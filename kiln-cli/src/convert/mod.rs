@@ -23,6 +23,7 @@ mod kiln_in;
 pub mod meta;
 pub mod model;
 mod npy;
+pub mod onnx;
 pub(crate) mod outfile;
 mod safetensors_in;
 pub mod shards;
@@ -196,6 +197,12 @@ pub struct ConvertArgs {
     /// 1000, as the Hub writes "500MB"), KiB/MiB/GiB/TiB or K/M/G/T (powers of 1024).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub max_shard_size: Option<u64>,
+    /// ONNX input: also write its graph to GRAPH (in OUT's folder, e.g. OUT.onnx) with every
+    /// initializer as external data pointing into OUT (or, sharded, into its shard): location,
+    /// offset and length of the tensor's payload. onnxruntime then runs GRAPH with the weights
+    /// read from the Kiln file(s) as they are.
+    #[arg(long, value_name = "GRAPH")]
+    pub onnx_graph: Option<PathBuf>,
 }
 
 /// What a conversion did, for the summary line and the tests.
@@ -255,8 +262,8 @@ pub fn open(path: &Path) -> anyhow::Result<Input> {
 pub fn format_of(input: &Input, path: &Path, from: Option<Format>) -> anyhow::Result<Format> {
     match from {
         Some(f) => Ok(f),
-        None => Format::detect(input.bytes()).ok_or_else(|| {
-            anyhow!("{}: not a recognised format (safetensors, GGUF, HK, .npy, .npz, Kiln)", path.display())
+        None => Format::detect_file(input.bytes(), path).ok_or_else(|| {
+            anyhow!("{}: not a recognised format (safetensors, GGUF, HK, .npy, .npz, Kiln; ONNX by its .onnx name or --from onnx)", path.display())
         }),
     }
 }
@@ -281,6 +288,7 @@ pub fn read_model(
         }
         Format::Npz => npy::read_npz(&input.file, bytes, opts),
         Format::Kiln => kiln_in::read(bytes, opts),
+        Format::Onnx => onnx::read(input, path, opts),
     };
     model.with_context(|| format!("{} ({})", path.display(), format.name()))
 }
@@ -313,6 +321,30 @@ pub fn read_payload(model: &Model, index: usize) -> anyhow::Result<Vec<u8>> {
 /// Runs one conversion. Errors about the input's content come back as
 /// `Err` with the message; [`error::exit_code`] maps them to exit codes.
 pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
+    let Some(graph) = &args.onnx_graph else { return convert_tensors(args) };
+    let input = open(&args.input)?;
+    if format_of(&input, &args.input, args.read.from)? != Format::Onnx {
+        return Err(Usage(format!("--onnx-graph is for ONNX inputs; {} is not one", args.input.display())).into());
+    }
+    if matches!(args.to, To::Safetensors)
+        || args.output.extension().is_some_and(|e| e == "safetensors") && args.to == To::Auto
+    {
+        return Err(Usage("--onnx-graph points the graph into a Kiln output; safetensors was asked for".into()).into());
+    }
+    onnx::graph::precheck(&input, graph, &args.output)?;
+    let mut summary = convert_tensors(args)?;
+    let count = onnx::graph::write(&input, &args.output, graph, !args.no_fsync)
+        .with_context(|| format!("{} (onnx): the graph", args.input.display()))?;
+    summary.notes.push(format!(
+        "graph written to {}: {count} initializers as external data in {}",
+        graph.display(),
+        args.output.display()
+    ));
+    Ok(summary)
+}
+
+/// The conversion of the tensors (and metadata) alone.
+fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
     let opened = inputs::open_all(&args.input)?;
     let to = match args.to {
         To::Auto if args.output.extension().is_some_and(|e| e == "safetensors") => To::Safetensors,
@@ -367,7 +399,8 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
                 let placeholder = write_kiln::digest_placeholder(model.tensors.len())?;
                 let modulus = write_kiln::pad_modulus(total);
                 let fields = u64_from(placeholder.len());
-                let pad = write_kiln::pad_len(&model.tensors, &plan, &model.metadata, modulus, fields)?;
+                let follow = model.format != Format::Onnx;
+                let pad = write_kiln::pad_len(&model.tensors, &plan, &model.metadata, modulus, fields, follow)?;
                 model.metadata.set_own(write_kiln::KEY_PAD, " ".repeat(pad));
                 sink.bytes(&write_kiln::frame(Kind::Digests))?;
                 write_kiln::write_dict(&mut sink, &model.metadata)?;
@@ -473,7 +506,9 @@ fn convert_sharded(
 ) -> anyhow::Result<Summary> {
     let tensors = std::mem::take(&mut model.tensors);
     let tensor_count = tensors.len();
-    let written = write_sharded::write(out, &inputs, tensors, ranges, &model.metadata, (args.quiet, !args.no_fsync))?;
+    let follow = model.format != Format::Onnx;
+    let written =
+        write_sharded::write(out, &inputs, tensors, ranges, &model.metadata, (args.quiet, !args.no_fsync, follow))?;
     large_value_notes(&model, &mut notes);
     let first = written.files.first().map(|(_, t)| t.given.display().to_string()).unwrap_or_default();
     notes.push(format!(
@@ -685,6 +720,7 @@ pub fn convert_bytes(input: &[u8], read: &ReadArgs, to: To) -> anyhow::Result<In
         fsync: false,
         quiet: true,
         max_shard_size: None,
+        onnx_graph: None,
     };
     convert(&args)?;
     let output = std::fs::read(&args.output).map_err(io_fail(format!("cannot read {}", args.output.display())))?;

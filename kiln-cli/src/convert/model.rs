@@ -23,12 +23,15 @@ pub enum Format {
     Npz,
     /// Kiln: a standalone tensor directory or a record written by `kiln convert`.
     Kiln,
+    /// An ONNX model (protobuf `ModelProto`): its initializers. No magic
+    /// bytes: read by the `.onnx` extension or `--from onnx` only.
+    Onnx,
 }
 
 impl Format {
     /// Every format, in the order `--from` lists them.
-    pub const ALL: [Format; 6] =
-        [Format::Safetensors, Format::Gguf, Format::Hk, Format::Npy, Format::Npz, Format::Kiln];
+    pub const ALL: [Format; 7] =
+        [Format::Safetensors, Format::Gguf, Format::Hk, Format::Npy, Format::Npz, Format::Kiln, Format::Onnx];
 
     /// The name used in messages and in `kiln.convert.source_format`.
     pub fn name(self) -> &'static str {
@@ -39,10 +42,20 @@ impl Format {
             Format::Npy => "npy",
             Format::Npz => "npz",
             Format::Kiln => "kiln",
+            Format::Onnx => "onnx",
         }
     }
 
-    /// Detects the format from the first bytes.
+    /// Detects the format of the file at `path`: ONNX by its `.onnx`
+    /// extension (ONNX has no magic bytes), anything else by its first bytes.
+    pub fn detect_file(bytes: &[u8], path: &std::path::Path) -> Option<Format> {
+        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx")) {
+            return Some(Format::Onnx);
+        }
+        Format::detect(bytes)
+    }
+
+    /// Detects the format from the first bytes (never ONNX: see [`Format::detect_file`]).
     pub fn detect(bytes: &[u8]) -> Option<Format> {
         match bytes.get(..4)? {
             b"GGUF" => Some(Format::Gguf),

@@ -213,19 +213,24 @@ pub fn digest_table(digests: &[[u8; DIGEST_LEN]]) -> Vec<u8> {
 /// B + payload_base + byte_offset congruent to the input offset, modulo
 /// `modulus`, for the input tensors that hold the most bytes.
 /// `fields` bytes (the shard field, the digest table) sit between the dict and the block.
+/// With `follow_input` false (an ONNX input, whose inline payloads sit at
+/// whatever offset the protobuf put them, and whose output a runtime maps),
+/// the payload region is page-aligned instead, so every payload starts at a
+/// multiple of 64 bytes in the file and the first one on a page.
 pub fn pad_len(
     tensors: &[TensorOut],
     plan: &Plan,
     metadata: &Metadata,
     modulus: u64,
     fields: u64,
+    follow_input: bool,
 ) -> anyhow::Result<usize> {
     // Residues modulo a nonzero page (4 KiB or 2 MiB): every sum below is under 3 pages.
     let page = modulus.max(1);
     let rem = |x: u64| x.checked_rem(page).unwrap_or(0);
     let base = rem(u64_from(plan.head.len()));
     let mut weight: BTreeMap<u64, u64> = BTreeMap::new();
-    for (t, &off) in tensors.iter().zip(&plan.offsets) {
+    for (t, &off) in tensors.iter().zip(&plan.offsets).filter(|_| follow_input) {
         if let Source::File { offset } = t.source {
             let r =
                 rem(rem(offset).saturating_add(page.saturating_mul(2)).saturating_sub(base).saturating_sub(rem(off)));
@@ -365,7 +370,7 @@ mod tests {
             let mut meta = Metadata::new(1 << 20);
             meta.push("k", "v", "").unwrap();
             meta.seal(super::super::meta::Dups::Refuse).unwrap();
-            let pad = pad_len(&tensors, &p, &meta, modulus, fields).unwrap();
+            let pad = pad_len(&tensors, &p, &meta, modulus, fields, true).unwrap();
             assert!((pad as u64) < modulus);
             meta.set_own(KEY_PAD, " ".repeat(pad));
             let block_start = 16 + encode_dict(&meta).len() as u64 + fields;

@@ -67,7 +67,7 @@ pub fn write(
     tensors: Vec<TensorOut>,
     ranges: &[Range<usize>],
     metadata: &Metadata,
-    (quiet, fsync): (bool, bool),
+    (quiet, fsync, follow_input): (bool, bool, bool),
 ) -> anyhow::Result<ShardSet> {
     let count = ranges.len();
     let total: u64 = tensors.iter().map(|t| t.len).fold(0, u64::saturating_add);
@@ -79,7 +79,7 @@ pub fn write(
         let part = tensors.get(range.clone()).ok_or_else(|| anyhow!("a shard range past the tensors"))?;
         let index = u32::try_from(k.saturating_add(1)).map_err(|_| anyhow!("too many shards"))?;
         let shard_count = u32::try_from(count).map_err(|_| anyhow!("too many shards"))?;
-        let shard = write_shard(target, inputs, part, (index, shard_count), &bar)
+        let shard = write_shard(target, inputs, part, (index, shard_count, follow_input), &bar)
             .with_context(|| format!("shard {}", given.display()))?;
         shards.push(shard);
     }
@@ -134,7 +134,7 @@ fn write_shard(
     target: Target,
     inputs: &[Input],
     part: &[TensorOut],
-    (index, count): (u32, u32),
+    (index, count, follow_input): (u32, u32, bool),
     bar: &indicatif::ProgressBar,
 ) -> anyhow::Result<Written> {
     let plan = write_kiln::plan(part)?;
@@ -143,7 +143,7 @@ fn write_shard(
     let total: u64 = part.iter().map(|t| t.len).fold(0, u64::saturating_add);
     let mut metadata = Metadata::new(1 << 20);
     metadata.seal(super::meta::Dups::Refuse)?;
-    let pad = write_kiln::pad_len(part, &plan, &metadata, write_kiln::pad_modulus(total), fields)?;
+    let pad = write_kiln::pad_len(part, &plan, &metadata, write_kiln::pad_modulus(total), fields, follow_input)?;
     metadata.set_own(write_kiln::KEY_PAD, " ".repeat(pad));
     let temp = target.temp()?;
     let mut sink = Sink::new(temp.file()?, inputs, bar.clone(), target.given.display().to_string());
