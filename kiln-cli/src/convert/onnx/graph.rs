@@ -23,7 +23,7 @@ use prost::Message;
 
 use super::proto::tensor_proto::DataLocation;
 use super::proto::StringStringEntryProto;
-use super::{decode, map_shared, KNOWN_IR_VERSION};
+use super::{decode, known_ir_version, map_shared};
 use crate::convert::error::{io_fail, Usage};
 use crate::convert::outfile::{self, Target};
 use crate::convert::Input;
@@ -65,9 +65,10 @@ pub fn precheck(input: &Input, graph: &Path, out: &Path) -> anyhow::Result<()> {
         return Err(Usage(format!("--onnx-graph {} is -o itself", graph.display())).into());
     }
     let onnx = decode(map_shared(input)?).with_context(|| format!("{} (onnx)", input.path.display()))?;
-    if onnx.ir_version() > KNOWN_IR_VERSION {
+    let known = known_ir_version();
+    if onnx.ir_version() > known {
         bail!(
-            "{} (onnx): IR version {} is newer than this converter's schema ({KNOWN_IR_VERSION}); the graph might hold \
+            "{} (onnx): IR version {} is newer than this converter's schema ({known}); the graph might hold \
              fields it would drop, so --onnx-graph is refused (the tensors alone convert without it)",
             input.path.display(),
             onnx.ir_version()
@@ -129,7 +130,7 @@ pub fn write(input: &Input, out: &Path, graph: &Path, fsync: bool) -> anyhow::Re
         t.int64_data.clear();
         t.double_data.clear();
         t.uint64_data.clear();
-        t.data_location = Some(DataLocation::External as i32);
+        t.data_location = Some(i32::from(DataLocation::External));
         let entry = |k: &str, v: String| StringStringEntryProto { key: Some(k.to_string()), value: Some(v) };
         t.external_data = vec![
             entry("location", place.file.clone()),

@@ -44,7 +44,9 @@ use proto::{GraphProto, ModelProto, TensorProto};
 /// The newest IR version whose every field the generated messages know
 /// (onnx-ml.proto's `IR_VERSION`). A newer model may carry fields prost
 /// would drop when the graph is written back, so `--onnx-graph` refuses it.
-pub const KNOWN_IR_VERSION: i64 = proto::Version::IrVersion as i64;
+pub fn known_ir_version() -> i64 {
+    i64::from(i32::from(proto::Version::IrVersion))
+}
 
 /// Metadata keys the reader writes (the model's own `metadata_props` are
 /// carried under their own keys).
@@ -205,12 +207,12 @@ fn tensor(t: &TensorProto, base: usize, sides: &mut Sides<'_>) -> anyhow::Result
         shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d)).ok_or_else(|| anyhow!("{shape:?} overflows"))?;
     let len = dtype.byte_length(elements).ok_or_else(|| anyhow!("{shape:?} of {} overflows", dtype.name()))?;
     let typed = typed_fields(t);
-    let external = t.data_location == Some(DataLocation::External as i32);
+    let external = t.data_location == Some(i32::from(DataLocation::External));
     let source = match (&t.raw_data, typed.first(), external) {
         (_, _, true) if t.raw_data.is_some() || !typed.is_empty() => {
             bail!(
                 "external data, yet data inside the file too ({})",
-                if t.raw_data.is_some() { "raw_data" } else { typed[0] }
+                if t.raw_data.is_some() { "raw_data" } else { typed.first().copied().unwrap_or("") }
             )
         }
         (_, _, true) => sides.external(t, len)?,
@@ -300,7 +302,7 @@ fn from_typed(t: &TensorProto, dtype: DType, code: i32, elements: u64, present: 
         if v < min || v > max {
             bail!("{field}[{at}] = {v} is out of range for {} ({min}..={max})", type_name(code));
         }
-        out.extend_from_slice(&v.to_le_bytes()[..width]);
+        out.extend_from_slice(v.to_le_bytes().get(..width).unwrap_or_default());
         Ok(())
     };
     match field {
@@ -327,8 +329,8 @@ fn from_typed(t: &TensorProto, dtype: DType, code: i32, elements: u64, present: 
 /// 4-bit tensor zero.
 fn check_inline(dtype: DType, elements: u64, bytes: &[u8]) -> anyhow::Result<()> {
     if dtype.byte_rule() == ByteRule::ZeroOrOne {
-        if let Some(i) = bytes.iter().position(|&b| b > 1) {
-            bail!("bool element {i} is byte {}: Kiln bools are 0 or 1", bytes[i]);
+        if let Some((i, b)) = bytes.iter().enumerate().find(|&(_, &b)| b > 1) {
+            bail!("bool element {i} is byte {b}: Kiln bools are 0 or 1");
         }
     }
     if dtype.byte_rule() == ByteRule::OddPadZero && elements % 2 == 1 {
