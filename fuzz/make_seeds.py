@@ -209,7 +209,67 @@ def model_seeds():
     return out
 
 
-CONVERT_TARGETS = ("convert_safetensors", "convert_gguf", "convert_npy", "convert_npz", "convert_hk")
+def pb_varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def pb(field, value):
+    """One protobuf field: an int is a varint, bytes/str are length-delimited."""
+    if isinstance(value, int):
+        return pb_varint(field << 3) + pb_varint(value & (2**64 - 1))
+    if isinstance(value, str):
+        value = value.encode()
+    return pb_varint(field << 3 | 2) + pb_varint(len(value)) + value
+
+
+def onnx_tensor(name, data_type, dims, raw=None, int32=None, floats=None, external=None):
+    """A TensorProto (onnx-ml.proto field numbers: dims 1, data_type 2, float_data 4 packed,
+    int32_data 5 packed, name 8, raw_data 9, external_data 13, data_location 14)."""
+    out = b"".join(pb(1, d) for d in dims) + pb(2, data_type)
+    if floats is not None:
+        out += pb(4, struct.pack(f"<{len(floats)}f", *floats))
+    if int32 is not None:
+        out += pb(5, b"".join(pb_varint(v & (2**64 - 1)) for v in int32))
+    out += pb(8, name)
+    if raw is not None:
+        out += pb(9, raw)
+    if external is not None:
+        out += b"".join(pb(13, pb(1, k) + pb(2, v)) for k, v in external) + pb(14, 1)
+    return out
+
+
+def onnx_model(tensors, metadata=()):
+    """A ModelProto (ir_version 1, opset_import 8, producer_name 2, graph 7, metadata_props 14)
+    whose graph (node 1, name 2, initializer 5) holds one Identity node and `tensors`."""
+    node = pb(1, "w") + pb(2, "y") + pb(4, "Identity")
+    graph = pb(1, node) + pb(2, "g") + b"".join(pb(5, t) for t in tensors)
+    props = b"".join(pb(14, pb(1, k) + pb(2, v)) for k, v in metadata)
+    return pb(1, 10) + pb(2, "seeds") + pb(7, graph) + pb(8, pb(1, "") + pb(2, 17)) + props
+
+
+def onnx_seeds():
+    """Small ONNX models written here (no onnx package needed): raw, typed and external
+    initializers, 4-bit and bool types, metadata; and the bundled example when present."""
+    out = {
+        "onnx-raw-f32": onnx_model([onnx_tensor("w", 1, [2], raw=struct.pack("<2f", 1.0, -2.0))], [("k", "v")]),
+        "onnx-typed": onnx_model([onnx_tensor("f", 1, [2], floats=[0.5, 3.0]), onnx_tensor("i8", 3, [3], int32=[-1, 0, 127]),
+                                  onnx_tensor("b", 9, [2], int32=[1, 0])]),
+        "onnx-int4": onnx_model([onnx_tensor("q", 22, [3], raw=b"\x21\x03"), onnx_tensor("e", 23, [2, 2], int32=[0x21, 0x43])]),
+        "onnx-scalar-empty": onnx_model([onnx_tensor("s", 11, [], raw=struct.pack("<d", 2.5)), onnx_tensor("z", 7, [0, 3], raw=b"")]),
+        "onnx-external": onnx_model([onnx_tensor("x", 1, [4], external=[("location", "w.bin"), ("offset", "0"), ("length", "16")])]),
+    }
+    example = FUZZ.parent / "spec" / "examples" / "digits-mlp.onnx"
+    if example.exists():
+        out["digits-mlp.onnx"] = example.read_bytes()
+    return out
+
+
+CONVERT_TARGETS = ("convert_safetensors", "convert_gguf", "convert_npy", "convert_npz", "convert_hk", "convert_onnx")
 
 
 def seeds():
@@ -244,6 +304,7 @@ def seeds():
     out["convert_gguf"].update(gguf_seeds())
     out["convert_npy"].update(npy_seeds())
     out["convert_npz"].update(npz_seeds())
+    out["convert_onnx"].update(onnx_seeds())
     out["model"].update(model_seeds())
     # Content-addressed file names keep the directory free of duplicates.
     return {t: {hashlib.sha1(b).hexdigest()[:16] + "-" + n[:40]: b for n, b in s.items()} for t, s in out.items()}
