@@ -1,0 +1,55 @@
+// Progress reports, one rule for every loader (the stream loader,
+// openRemote, RemoteDirectory/RemoteModel.load, loadToGPU):
+// onProgress(received, total, { tensor, source }) at most once per
+// PROGRESS_BYTES received or PROGRESS_MS elapsed, and always a final call
+// with received === total. `tensor` is the name (or index) of the tensor the
+// bytes belong to, null for the header and directory; `source` is 'network'
+// or 'cache'.
+
+/** Bytes between two progress calls, at most (unless PROGRESS_MS passed first). */
+export const PROGRESS_BYTES = 64 * 1024;
+/** Milliseconds between two progress calls, at most (unless PROGRESS_BYTES arrived first). */
+export const PROGRESS_MS = 50;
+
+const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
+
+/**
+ * A throttled reporter over `onProgress` (null: every call is a no-op).
+ * `add(bytes, info)` counts bytes received; `done(info)` makes the final call.
+ */
+export class Progress {
+  /** @param {((received: number, total: number | null, info: {tensor: string | number | null, source: 'network' | 'cache'}) => void) | null | undefined} onProgress */
+  constructor(onProgress, total = null) {
+    this._cb = typeof onProgress === 'function' ? onProgress : null;
+    this.total = total;
+    this.received = 0;
+    this._lastBytes = 0;
+    this._lastTime = -Infinity;
+    this._final = false;
+  }
+
+  /** Counts `bytes` more; reports when 64 KiB arrived or 50 ms passed since the last report. */
+  add(bytes, info = { tensor: null, source: 'network' }) {
+    this.received += bytes;
+    if (this._cb === null) return;
+    if (this.total !== null && this.received >= this.total) {
+      this.done(info);
+      return;
+    }
+    const t = now();
+    if (this.received - this._lastBytes >= PROGRESS_BYTES || t - this._lastTime >= PROGRESS_MS) {
+      this._lastBytes = this.received;
+      this._lastTime = t;
+      this._cb(this.received, this.total, info);
+    }
+  }
+
+  /** The final call (once): received === total (total set to received when it was unknown). */
+  done(info = { tensor: null, source: 'network' }) {
+    if (this._cb === null || this._final) return;
+    this._final = true;
+    if (this.total === null || this.total < this.received) this.total = this.received;
+    this.received = this.total;
+    this._cb(this.received, this.total, info);
+  }
+}
