@@ -566,3 +566,16 @@ export class RemoteModel extends Directory {
     return t;
   }
 }
+
+/**
+ * A shard fetched whole (`bytes`, from its first byte; `payloadOffset` where
+ * its payload region starts) held against manifest `m` (a RemoteModel) by the
+ * core, as a shard's first load is: its length, model id, position and count,
+ * tensors, digests and prefix digest. Throws the core's KilnError.
+ * (For createOnnxSession; not part of the package's API.)
+ */
+export function shardCheck(m, entry, bytes, payloadOffset) {
+  const { countCap, byteCap } = m._limits;
+  const prefix = bytes.subarray(0, Math.min(bytes.length, payloadOffset));
+  if (m._reader.check_shard(entry.index, prefix, bytes.length, countCap, byteCap) === undefined) throw readerError(m._reader);
+}

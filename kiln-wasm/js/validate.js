@@ -101,13 +101,18 @@ const RECORD_KINDS = ['plain', 'digests', 'shard', null, 'signed'];
 
 /** The KilnError a reader of one model file gives for a sharded model's manifest: the core's SCHEMA at 8. */
 export function manifestError() {
-  return new KilnError(
+  const e = new KilnError(
     'SCHEMA',
     8,
     'SchemaHash',
     "a sharded model's manifest, not a model file: its tensors are in its shard files (open it with openRemote(url) or loadTensor(url, name))",
   );
+  Object.defineProperty(e, MANIFEST, { value: true });
+  return e;
 }
+
+/** Marks the KilnError of manifestError (createOnnxSession opens the manifest then). */
+export const MANIFEST = Symbol('kiln-wasm manifest');
 
 // A validator kept between synchronous checks, with its memory.
 let spare = null;
