@@ -373,6 +373,49 @@ export declare class RemoteModel extends Directory {
 export function loadTensor(url: string | URL, name: string, options?: RemoteOptions): Promise<AnyTensor>;
 
 /**
+ * The part of onnxruntime-web's module that createOnnxSession calls (typed structurally: the package does not
+ * depend on onnxruntime-web's types). `import * as ort from 'onnxruntime-web'` satisfies it; `S` is its
+ * InferenceSession.
+ */
+export interface OnnxRuntimeLike<S> {
+  InferenceSession: {
+    create(model: Uint8Array, options?: any): Promise<S>;
+  };
+}
+
+export interface OnnxSessionOptions extends ParseOptions {
+  /**
+   * The Kiln model the graph's external data names: one model file (a URL, fetched whole and checked as it
+   * streams in, or its bytes) or a sharded model's manifest (a URL: the manifest with Range requests, as
+   * openRemote, then each shard the graph reads fetched whole beside it).
+   */
+  model: string | URL | Uint8Array | ArrayBuffer | ArrayBufferView;
+  /** Passed on to InferenceSession.create (executionProviders, ...); the package adds the Kiln files to `externalData`. */
+  sessionOptions?: { externalData?: readonly unknown[]; [option: string]: any };
+  /** The fetch to use for URLs (default: globalThis.fetch). */
+  fetch?: typeof fetch;
+  /** Extra request headers. */
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+}
+
+/**
+ * An onnxruntime-web InferenceSession for an ONNX graph whose initializers are external data in a Kiln model
+ * (`kiln convert model.onnx -o model.kiln --onnx-graph model.kiln.onnx`). Every Kiln file the graph reads is
+ * checked whole by the core, digests compared (a file without digests is refused), and every external
+ * initializer must be the Kiln tensor of its name (offset, length, dtype, shape) before
+ * `ort.InferenceSession.create(graphBytes, { ...sessionOptions, externalData })` is called, with one
+ * `externalData` entry per Kiln file, named as the graph names it. A Kiln file that fails its check rejects
+ * with its KilnError (a shard's names the shard in `file`); a graph that does not match, with an Error.
+ * `graph`: the graph's URL (fetched) or bytes.
+ */
+export function createOnnxSession<S>(
+  ort: OnnxRuntimeLike<S>,
+  graph: string | URL | Uint8Array | ArrayBuffer | ArrayBufferView,
+  options: OnnxSessionOptions,
+): Promise<S>;
+
+/**
  * A decoded Frozen value:
  * struct -> plain object (fields in declaration order); dict<str,V> -> Map (keys in wire order);
  * list<T> -> array, except lists of fixed-width numbers -> typed arrays (list<u8> Uint8Array, list<i8> Int8Array,

@@ -266,7 +266,8 @@ export async function createOnnxSession(ort, graph, options = {}) {
   if (locations.length === 0) throw graphError('no initializer is external data: there is no Kiln file to check');
   const given = sessionOptions.externalData ?? [];
   for (const e of given) {
-    if (locations.includes(e?.path)) throw new TypeError(`createOnnxSession: sessionOptions.externalData names ${e.path}, a Kiln file of the graph`);
+    const path = typeof e === 'string' ? e : e?.path;
+    if (locations.includes(path)) throw new TypeError(`createOnnxSession: sessionOptions.externalData names ${path}, a Kiln file of the graph`);
   }
   const files = await openKiln(model, locations, rest);
   match(refs, files);

@@ -4,7 +4,7 @@
 // fails with "Unused '@ts-expect-error' directive".
 import {
   parseDirectory, parseModel, isModelFile, init, KilnError, DirectoryLoader, RemoteDirectory, loadTensor, openRemote,
-  dequantize, decodeValue, decodeFrame, Directory, Tensor,
+  dequantize, decodeValue, decodeFrame, Directory, Tensor, createOnnxSession,
   type AnyTensor, type DType, type KilnErrorCode, type FrozenValue, type Model, type ViewOf, type TensorView,
 } from 'kiln-wasm';
 
@@ -141,3 +141,16 @@ const firstX: number = rec.xs[0];
 const framed = decodeFrame(new ArrayBuffer(16), 'struct{}');
 if (framed instanceof Map) for (const [k] of framed) { const key: string = k; void key; }
 void fv; void idPlusOne; void firstX; void rec.batch.length;
+
+// --- ONNX (onnxruntime-web's module typed structurally: its types are not installed here) --------
+interface FakeSession { run(feeds: object): Promise<object>; readonly inputNames: readonly string[] }
+declare const ort: { InferenceSession: { create(model: Uint8Array, options?: { executionProviders?: string[] }): Promise<FakeSession> } };
+async function onnx(): Promise<number> {
+  const s = await createOnnxSession(ort, '/m.kiln.onnx', { model: '/m.kiln', sessionOptions: { executionProviders: ['wasm'] } });
+  const names: readonly string[] = s.inputNames;
+  await createOnnxSession(ort, new Uint8Array(8), { model: new Uint8Array(8), countCap: 16 });
+  // @ts-expect-error the Kiln model is required
+  await createOnnxSession(ort, new Uint8Array(8), {});
+  return names.length;
+}
+void onnx;
