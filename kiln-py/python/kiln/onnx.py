@@ -51,6 +51,7 @@ onnxruntime and onnx are optional dependencies (``pip install kiln[onnx]``);
 
 from __future__ import annotations
 
+import importlib
 import mmap
 import os
 import posixpath
@@ -60,12 +61,9 @@ import tempfile
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _kiln, _infos, _map_shard, _owner
-
-if TYPE_CHECKING:  # pragma: no cover
-    import onnxruntime
 
 __all__ = ["session", "check_graph", "GraphError", "CheckedGraph", "ONNX_TO_KILN"]
 
@@ -113,6 +111,11 @@ class CheckedGraph:
     files: Dict[str, Any]
     #: (initializer name, Kiln file, offset, length, Kiln dtype, shape), in graph order.
     bindings: List[Tuple[str, str, int, int, str, Tuple[int, ...]]]
+
+
+def _onnx() -> Any:
+    """The ``onnx`` package, imported when first needed (an optional dependency)."""
+    return importlib.import_module("onnx")
 
 
 def _plain_name(location: str) -> Optional[str]:
@@ -221,7 +224,7 @@ def check_graph(path: Union[str, "os.PathLike[str]"], *, copy: bool = False) -> 
     module's description), and returns what it checked. Raises
     :class:`kiln.KilnError` for a Kiln file that fails validation and
     :class:`GraphError` for a graph that does not match its files."""
-    import onnx
+    onnx = _onnx()
 
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
@@ -332,7 +335,7 @@ def _download(url: str, timeout: float) -> Tuple[str, "tempfile.TemporaryDirecto
     """The graph at ``url`` and the Kiln files it names (fetched from the
     graph's base URL after their names passed the location rules), in a
     temporary folder; returns the graph's local path and the folder."""
-    import onnx
+    onnx = _onnx()
 
     parts = urllib.parse.urlsplit(url)
     graph_name = posixpath.basename(urllib.parse.unquote(parts.path)) or "model.onnx"
@@ -373,11 +376,12 @@ def session(
     path_or_url: Union[str, "os.PathLike[str]"],
     *,
     providers: Optional[Sequence[Any]] = None,
-    sess_options: Optional["onnxruntime.SessionOptions"] = None,
+    sess_options: Optional[Any] = None,
     copy: bool = False,
     timeout: float = 60.0,
-) -> "onnxruntime.InferenceSession":
-    """An ``onnxruntime.InferenceSession`` for a graph written by
+) -> Any:
+    """An ``onnxruntime.InferenceSession`` (typed ``Any``: onnxruntime ships
+    no type information) for a graph written by
     ``kiln convert ... --onnx-graph``, created only after the graph and its
     Kiln files passed every check (the module's description).
 
@@ -396,7 +400,7 @@ def session(
     match its files; no session exists then. onnxruntime's own errors (an
     operator it does not have, ...) pass through.
     """
-    import onnxruntime as ort
+    ort: Any = importlib.import_module("onnxruntime")
 
     keep: List[Any] = []
     target = os.fspath(path_or_url) if not isinstance(path_or_url, str) else path_or_url
@@ -432,7 +436,7 @@ def session(
     model_bytes = checked.model.SerializeToString()
     sess = ort.InferenceSession(model_bytes, sess_options=options, providers=providers)
     # The OrtValues view the maps: both live as long as the session.
-    sess._kiln_keepalive = keep  # type: ignore[attr-defined]
+    sess._kiln_keepalive = keep
     return sess
 
 
