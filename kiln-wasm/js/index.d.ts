@@ -383,36 +383,48 @@ export interface OnnxRuntimeLike<S> {
   };
 }
 
+/** A Kiln file handed to the runtime as ONNX external data: the name the graph gives it, and its URL or bytes. */
+export interface OnnxKilnFile {
+  path: string;
+  data: string | URL | Uint8Array | ArrayBuffer;
+}
+
 export interface OnnxSessionOptions extends ParseOptions {
   /**
-   * The Kiln model the graph's external data names: one model file (a URL, fetched whole and checked as it
-   * streams in, or its bytes) or a sharded model's manifest (a URL: the manifest with Range requests, as
-   * openRemote, then each shard the graph reads fetched whole beside it).
+   * The Kiln model: one model file (a URL, fetched whole and checked as it streams in, or its bytes) or a
+   * sharded model's manifest (a URL: the manifest read with Range requests, as openRemote does, then each shard
+   * the graph reads fetched whole from beside it and held against the manifest).
    */
-  model: string | URL | Uint8Array | ArrayBuffer | ArrayBufferView;
-  /** Passed on to InferenceSession.create (executionProviders, ...); the package adds the Kiln files to `externalData`. */
-  sessionOptions?: { externalData?: readonly unknown[]; [option: string]: any };
+  model?: string | URL | Uint8Array | ArrayBuffer | ArrayBufferView;
+  /** The model file's name in the graph's external data (default: the one file the graph names). */
+  modelPath?: string;
+  /** Every Kiln file the graph reads (a sharded output: one per shard), instead of `model`. */
+  files?: OnnxKilnFile[];
+  /** Refuse Kiln files without digests (default true). */
+  requireDigests?: boolean;
+  /** Passed to `InferenceSession.create` (execution providers, ...); the Kiln files are added to its `externalData`. */
+  sessionOptions?: object;
   /** The fetch to use for URLs (default: globalThis.fetch). */
-  fetch?: typeof fetch;
+  fetch?: (url: string, init?: RequestInit) => Promise<Response>;
   /** Extra request headers. */
   headers?: Record<string, string>;
   signal?: AbortSignal;
 }
 
 /**
- * An onnxruntime-web InferenceSession for an ONNX graph whose initializers are external data in a Kiln model
- * (`kiln convert model.onnx -o model.kiln --onnx-graph model.kiln.onnx`). Every Kiln file the graph reads is
- * checked whole by the core, digests compared (a file without digests is refused), and every external
- * initializer must be the Kiln tensor of its name (offset, length, dtype, shape) before
- * `ort.InferenceSession.create(graphBytes, { ...sessionOptions, externalData })` is called, with one
- * `externalData` entry per Kiln file, named as the graph names it. A Kiln file that fails its check rejects
- * with its KilnError (a shard's names the shard in `file`); a graph that does not match, with an Error.
- * `graph`: the graph's URL (fetched) or bytes.
+ * An onnxruntime-web InferenceSession for a graph written by `kiln convert model.onnx -o model.kiln --onnx-graph
+ * model.kiln.onnx`, whose initializers are ONNX external data in the Kiln file(s). Each Kiln file the graph reads
+ * is checked whole (every rule and every SHA-256 digest), and every external initializer must be the Kiln tensor
+ * of its name (offset, length, ONNX type and shape), before `ort.InferenceSession.create(graphBytes,
+ * { ...sessionOptions, externalData })` is called with one entry per Kiln file, named as the graph names it, its
+ * data the checked bytes. A Kiln file that fails rejects with its KilnError (a shard's names the shard in
+ * `file`), a graph that does not match the files with an Error; the runtime is then never called. `ort` is the
+ * caller's onnxruntime-web module (an optional peer dependency); the result is its `InferenceSession`.
  */
-export function createOnnxSession<S>(
+export function createOnnxSession<S = unknown>(
   ort: OnnxRuntimeLike<S>,
   graph: string | URL | Uint8Array | ArrayBuffer | ArrayBufferView,
-  options: OnnxSessionOptions,
+  options?: OnnxSessionOptions,
 ): Promise<S>;
 
 /**

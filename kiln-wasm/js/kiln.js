@@ -10,8 +10,8 @@ import { assertReady } from './ready.js';
 export { DEFAULT_CAP, KilnError, Directory, Tensor, dequantize };
 export { DirectoryLoader, loadDirectory } from './loader.js';
 export { RemoteDirectory, RemoteModel, openRemote, loadTensor } from './remote.js';
-export { createOnnxSession } from './onnx.js';
 export * from './frozen.js';
+export { createOnnxSession } from './onnx.js';
 
 function open(bytes, options, fn) {
   const input = asBytes(bytes, fn);

@@ -155,46 +155,63 @@ function loadFile(url, options) {
   return loadDirectory(url, { ...options, verifyDigests: true });
 }
 
+// One Kiln model file (a URL or its bytes), checked whole with its digests:
+// {bytes, directory, digests} (digests false for a record without them).
+// A manifest throws manifestError's KilnError (marked MANIFEST).
+async function checkedFile(data, options, limits) {
+  if (isUrl(data)) {
+    const d = await loadFile(String(data), options);
+    return { bytes: d.source, directory: d, digests: readHeadWhole(d.source, limits).digests !== null };
+  }
+  const bytes = asBytes(data, 'createOnnxSession');
+  const { table, head } = checkWhole(bytes, limits, true);
+  return { bytes, directory: new Directory(INTERNAL, table, bytes, { metadata: head.metadata }), digests: head.digests !== null };
+}
+
 /**
- * The Kiln files the graph reads, each checked whole (digests compared):
- * Map location -> {bytes, directory, shard}. `model` is one model file (its
- * URL or bytes) or a sharded model's manifest (its URL).
+ * The Kiln files given, each checked whole (digests compared): Map path ->
+ * {bytes, directory}, `path` the name the graph gives the file. From
+ * `options.files`, or `options.model`: one model file (its URL or bytes,
+ * named `modelPath` or as the graph names its one file) or a sharded model's
+ * manifest (its URL; the shards the graph reads, from beside it).
  */
-async function openKiln(model, locations, options) {
+async function openKiln(options, locations) {
   const limits = limitsOf(options);
   const files = new Map();
-  const single = (dir, bytes, kind) => {
-    if (locations.length !== 1) {
-      throw new Error(
-        `kiln: the graph reads ${locations.length} files (${locations.join(', ')}) and the model given is one Kiln file: ` +
-          "for a sharded model pass its manifest's URL",
-      );
+  const requireDigests = options.requireDigests !== false;
+  const add = (path, f) => {
+    if (requireDigests && !f.digests) {
+      throw new Error(`kiln: ${path} has no digests, so its weights cannot be checked; convert it with kiln convert, or pass requireDigests: false`);
     }
-    if (kind === null || kind === 'plain') {
-      throw new Error('kiln: the model file has no SHA-256 digests (a plain record): its payload cannot be verified');
-    }
-    files.set(locations[0], { bytes, directory: dir });
+    files.set(path, f);
   };
-  if (!isUrl(model)) {
-    const bytes = asBytes(model, 'createOnnxSession: options.model');
-    const { table, head } = checkWhole(bytes, limits, true);
-    single(new Directory(INTERNAL, table, bytes, { metadata: head.metadata }), bytes, head.record);
+  if (options.files !== undefined) {
+    for (const f of options.files) add(f.path, await checkedFile(f.data, options, limits));
     return files;
   }
-  let dir = null;
+  const { model } = options;
+  let single = null;
   try {
-    dir = await loadFile(model, options);
+    single = await checkedFile(model, options, limits);
   } catch (e) {
-    if (!(e instanceof KilnError && e[MANIFEST] === true)) throw e; // a manifest (manifestError)
+    if (!(isUrl(model) && e instanceof KilnError && e[MANIFEST] === true)) throw e; // else a manifest
   }
-  if (dir !== null) {
-    single(dir, dir.source, readHeadWhole(dir.source, limits).record);
+  if (single !== null) {
+    if (options.modelPath === undefined && locations.length !== 1) {
+      throw new Error(
+        `kiln: the graph reads ${locations.length} files (${locations.join(', ')}) and the model given is one Kiln file: ` +
+          "for a sharded model pass its manifest's URL, or options.files",
+      );
+    }
+    add(options.modelPath ?? locations[0], single);
     return files;
   }
   // A sharded model: the manifest checked by the core (openRemote), then
   // every shard the graph reads, fetched whole, checked whole with its
   // digests and held against the manifest.
-  const m = await openRemote(model, options);
+  // (A relative URL is resolved against the page: shard URLs are resolved against the manifest's.)
+  const base = globalThis.location?.href;
+  const m = await openRemote(base ? new URL(String(model), base).href : model, options);
   const byName = new Map(m.shards.map((s) => [s.name, s]));
   await Promise.all(
     locations.map(async (loc) => {
@@ -221,6 +238,9 @@ function sameDims(a, b) {
 function match(refs, files) {
   for (const r of refs) {
     const f = files.get(r.location);
+    if (f === undefined) {
+      throw new Error(`kiln: the graph reads ${JSON.stringify(r.location)}, which is not among the Kiln files given (${[...files.keys()].join(', ')})`);
+    }
     const t = f.directory.get(r.name);
     const where = `initializer ${JSON.stringify(r.name)} (${r.location}, offset ${r.offset ?? 0}, length ${r.length ?? 'to the end'})`;
     if (t === undefined) throw new Error(`kiln: the graph's ${where}: ${r.location} has no tensor of that name`);
@@ -237,39 +257,56 @@ function match(refs, files) {
 /**
  * Creates an onnxruntime-web InferenceSession for an ONNX graph whose
  * initializers are external data in a Kiln model (`kiln convert model.onnx
- * -o model.kiln --onnx-graph model.kiln.onnx`), once the Kiln file (or,
- * for a sharded model, every shard the graph reads) has been checked whole
- * by the core, digests included, and every external initializer of the
- * graph has been found to be the Kiln tensor of its name (same offset,
- * length, dtype and shape). Only then is `ort.InferenceSession.create`
- * called, with the graph's bytes and `externalData` entries naming each Kiln
- * file as the graph does, its data the checked bytes.
+ * -o model.kiln --onnx-graph model.kiln.onnx`), once every Kiln file the
+ * graph reads has been checked whole by the core, digests included, and
+ * every external initializer of the graph has been found to be the Kiln
+ * tensor of its name (same offset, length, ONNX type and shape). Only then is
+ * `ort.InferenceSession.create` called, with the graph's bytes and one
+ * `externalData` entry per Kiln file, named as the graph names it, its data
+ * the checked bytes.
  *
- * @param ort       the caller's onnxruntime-web module (`import * as ort from 'onnxruntime-web'`)
- * @param graph     the graph: a URL (fetched) or its bytes
- * @param options   model: the Kiln model file (URL or bytes) or a sharded model's manifest (URL; its
- *                  shards beside it); sessionOptions: passed on to InferenceSession.create; fetch,
- *                  headers, signal, countCap, byteCap as for loadDirectory and openRemote
- * @returns the InferenceSession. A Kiln file that fails its check rejects with its KilnError; a
- *          graph that does not match the model rejects with an Error; neither calls the runtime.
+ * `options.model`: the Kiln model file (a URL, fetched and checked as it
+ * streams in, or its bytes; `options.modelPath` names it as the graph does,
+ * by default the one file the graph names) or a sharded model's manifest (a
+ * URL: the manifest is read with Range requests and checked as openRemote
+ * does; each shard the graph reads is fetched whole from beside it, checked
+ * whole and held against the manifest). Or `options.files`: `[{ path, data
+ * }]`, one per Kiln file (`data` a URL or bytes). Files must carry digests
+ * (`requireDigests: false` accepts a model file without them; its payloads
+ * are then checked by the byte rules only). `options.sessionOptions` go to
+ * `InferenceSession.create`; `fetch`, `headers`, `signal`, `countCap`,
+ * `byteCap` as for loadDirectory and openRemote.
+ *
+ * A Kiln file that fails its check rejects with its KilnError (a shard's
+ * with `file` and `shard`); a graph that does not match the files rejects
+ * with an Error; the runtime is then never called.
+ *
+ * @param {any} ort the onnxruntime-web module (`import * as ort from 'onnxruntime-web'`)
+ * @param {string | URL | Uint8Array | ArrayBuffer | ArrayBufferView} graph the graph (`model.kiln.onnx`): a URL or its bytes
+ * @param {{model?: string | URL | Uint8Array | ArrayBuffer | ArrayBufferView, modelPath?: string,
+ *          files?: {path: string, data: string | URL | Uint8Array | ArrayBuffer}[], requireDigests?: boolean,
+ *          sessionOptions?: object, fetch?: typeof fetch, headers?: Record<string, string>, signal?: AbortSignal,
+ *          countCap?: number, byteCap?: number}} options
  */
 export async function createOnnxSession(ort, graph, options = {}) {
   const create = ort?.InferenceSession?.create;
   if (typeof create !== 'function') {
-    throw new TypeError("createOnnxSession: the first argument is onnxruntime-web's module (import * as ort from 'onnxruntime-web')");
+    throw new TypeError('kiln: createOnnxSession needs the onnxruntime-web module as its first argument');
   }
-  const { model, sessionOptions = {}, ...rest } = options;
-  if (model === undefined || model === null) throw new TypeError('createOnnxSession: options.model names the Kiln model (a URL or its bytes)');
-  const graphBytes = isUrl(graph) ? await fetchBytes(graph, rest, 'graph') : asBytes(graph, 'createOnnxSession: graph');
+  const { sessionOptions = {} } = options;
+  if (options.files === undefined && (options.model === undefined || options.model === null)) {
+    throw new TypeError('kiln: createOnnxSession needs options.model or options.files');
+  }
+  const graphBytes = isUrl(graph) ? await fetchBytes(String(graph), options, 'ONNX graph') : asBytes(graph, 'createOnnxSession: graph');
   const refs = externalInitializers(graphBytes);
   const locations = [...new Set(refs.map((r) => r.location))];
   if (locations.length === 0) throw graphError('no initializer is external data: there is no Kiln file to check');
   const given = sessionOptions.externalData ?? [];
   for (const e of given) {
     const path = typeof e === 'string' ? e : e?.path;
-    if (locations.includes(path)) throw new TypeError(`createOnnxSession: sessionOptions.externalData names ${path}, a Kiln file of the graph`);
+    if (locations.includes(path)) throw new TypeError(`kiln: sessionOptions.externalData names ${path}, a Kiln file of the graph`);
   }
-  const files = await openKiln(model, locations, rest);
+  const files = await openKiln(options, locations);
   match(refs, files);
   const externalData = [...given, ...locations.map((path) => ({ path, data: files.get(path).bytes }))];
   return ort.InferenceSession.create(graphBytes, { ...sessionOptions, externalData });
