@@ -230,6 +230,7 @@ test('Chromium: wasm (and WebGPU where it starts) give the same logits and predi
   server.files.set('/model.kiln', model);
   server.files.set('/model.kiln.onnx', graph);
   server.files.set('/original.onnx', new Uint8Array(original));
+  for (const [name, bytes] of sharded) server.files.set(`/sharded/${name}`, bytes);
   const profile = mkdtempSync(join(tmpdir(), 'chromium-'));
   const ctx = await chromium.launchPersistentContext(profile, {
     executablePath,
@@ -260,6 +261,14 @@ test('Chromium: wasm (and WebGPU where it starts) give the same logits and predi
           results[ep] = { error: String(e) };
         }
       }
+      // A sharded model through its manifest (a relative URL, resolved against the page).
+      try {
+        const s = await kiln.createOnnxSession(ort, './sharded/model.kiln.onnx', { model: './sharded/model.kiln', sessionOptions: { executionProviders: ['wasm'] } });
+        const got = (await s.run({ x: input })).logits.data;
+        results.sharded = { same: bits(got).every((v, i) => v === want[i]) };
+      } catch (e) {
+        results.sharded = { error: String(e) };
+      }
       let refused = null;
       try {
         const bytes = new Uint8Array(await (await fetch('./model.kiln')).arrayBuffer());
@@ -273,6 +282,7 @@ test('Chromium: wasm (and WebGPU where it starts) give the same logits and predi
     assert.equal(out.results.wasm.error, undefined, out.results.wasm.error);
     assert.ok(out.results.wasm.same, 'wasm EP: logits bit-identical to the original graph');
     assert.deepEqual(argmax(Float32Array.from(out.results.wasm.raw)), ours);
+    assert.deepEqual(out.results.sharded, { same: true }, 'the sharded model (manifest URL): logits bit-identical to the original graph');
     console.log('onnxruntime-web (Chromium, wasm): 32/32 predictions equal our forward pass, logits bit-identical to the original graph');
     if (out.results.webgpu.error) {
       console.log(`onnxruntime-web (Chromium, webgpu): not run: ${out.results.webgpu.error.slice(0, 200)}`);

@@ -51,6 +51,18 @@ for (const [name, type, options] of setups) {
   });
 }
 
+test('tsc --strict with onnxruntime-web\'s own types: createOnnxSession takes its module and options, returns its session', { skip: skip || (!existsSync(join(devModules, 'onnxruntime-web')) && 'onnxruntime-web not installed') }, () => {
+  const dir = project('types-onnx', { tools: ['typescript', 'onnxruntime-web', 'onnxruntime-common'] });
+  try {
+    copyFileSync(fileURLToPath(new URL('types/onnx-consumer.ts', import.meta.url)), join(dir, 'consumer.ts'));
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...base, module: 'nodenext', moduleResolution: 'nodenext' }, files: ['consumer.ts'] }));
+    const out = tsc(dir);
+    assert.equal(out, '', out);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('the type tests fail when the types regress (unused @ts-expect-error)', { skip }, () => {
   const dir = project('types-regress', { tools: ['typescript'] });
   try {

@@ -1,0 +1,11 @@
+// Compiled by test/types.test.mjs with onnxruntime-web's own types linked in: the module satisfies
+// createOnnxSession's structural parameter, the result is its InferenceSession, and its SessionOptions pass.
+import * as ort from 'onnxruntime-web';
+import { createOnnxSession } from 'kiln-wasm';
+
+export async function run(options: ort.InferenceSession.SessionOptions): Promise<ort.InferenceSession> {
+  const s = await createOnnxSession(ort, '/m.kiln.onnx', { model: '/m.kiln', sessionOptions: { executionProviders: ['wasm'] } });
+  const out: ort.InferenceSession.OnnxValueMapType = await s.run({ x: new ort.Tensor('float32', new Float32Array(64), [1, 64]) });
+  void out;
+  return createOnnxSession(ort, new Uint8Array(8), { files: [{ path: 'm.kiln', data: new Uint8Array(8) }], sessionOptions: options });
+}
