@@ -9,7 +9,8 @@ Writes, in a temporary folder, a chain of MatMul -> Relu layers with seeded rand
 weights (`onnx.save`, weights inline as raw_data), converts it with
 `kiln convert model.onnx -o model.kiln --onnx-graph model.kiln.onnx`, then measures in a
 fresh Python process each time (warm page cache; best of --runs for the time, the peak
-RSS of that process: VmHWM on Linux, else ru_maxrss):
+RSS of that process: VmHWM on Linux, else ru_maxrss; and its RSS right after the session
+is created, VmRSS):
 
   original          onnxruntime.InferenceSession("model.onnx")
   converted         onnxruntime.InferenceSession("model.kiln.onnx") (the runtime reads model.kiln)
@@ -53,21 +54,30 @@ elif side == "kiln.onnx.session":
 else:
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
 seconds = time.perf_counter() - t0
+def now_kib():
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+after_creation = now_kib()
 digest = None
 if sess is not None:
     x = np.linspace(-1.0, 1.0, width, dtype=np.float32).reshape(1, width)
     (y,) = sess.run(None, {"x": x})
     digest = hashlib.sha256(np.ascontiguousarray(y).tobytes()).hexdigest()
-def peak_kib():
-    # VmHWM: this process image's own peak (ru_maxrss would keep the forking parent's).
+def status_kib(key):
     try:
         for line in open("/proc/self/status"):
-            if line.startswith("VmHWM:"):
+            if line.startswith(key):
                 return int(line.split()[1])
     except OSError:
         pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"seconds": seconds, "import_onnx": import_onnx, "rss_kib": peak_kib(),
+    return None
+# VmHWM: this process image's own peak (ru_maxrss would keep the forking parent's).
+peak = status_kib("VmHWM:") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": seconds, "import_onnx": import_onnx, "rss_kib": peak, "rss_now_kib": after_creation,
                   "output": digest}))
 """
 
@@ -118,7 +128,8 @@ def measure(side: str, path: Path, width: int, runs: int) -> dict:
     outputs = {d["output"] for d in results}
     assert len(outputs) == 1, (side, outputs)
     return {"seconds": best["seconds"], "rss_kib": statistics.median(d["rss_kib"] for d in results),
-            "output": best["output"], "import_onnx": best["import_onnx"]}
+            "output": best["output"], "import_onnx": best["import_onnx"],
+            "rss_now_kib": statistics.median(d["rss_now_kib"] or 0 for d in results)}
 
 
 def main() -> int:
@@ -130,9 +141,15 @@ def main() -> int:
     a = ap.parse_args()
     if a.smoke:
         a.mib, a.runs, a.width = 8.0, 1, 512
+    try:
+        import onnx
+        import onnxruntime
+
+        import kiln.onnx  # noqa: F401
+    except ImportError as e:
+        raise SystemExit(f"bench-onnx: {e}; it needs onnx, onnxruntime (scripts/setup.sh python) and kiln-py"
+                         " (pip install ./kiln-py)") from None
     kiln = kiln_binary()
-    import onnx
-    import onnxruntime
 
     with tempfile.TemporaryDirectory(prefix="kiln-bench-onnx-") as tmp:
         folder = Path(tmp)
@@ -160,12 +177,13 @@ def main() -> int:
     first = rows[0][1]
     print(f"\nbaseline (imports, no session): peak RSS {base['rss_kib'] / 1024:.1f} MiB;"
           f" `import onnx` took {base['import_onnx'] * 1000:.0f} ms (not in the times below)\n")
-    print(f"| {'side':30} | {'session creation':>16} | {'peak RSS':>10} | {'time / original':>15} |"
-          f" {'RSS / original':>14} |")
-    print(f"|{'-' * 32}|{'-' * 17}:|{'-' * 11}:|{'-' * 16}:|{'-' * 15}:|")
+    print(f"| {'side':30} | {'session creation':>16} | {'peak RSS':>10} | {'RSS after':>10} |"
+          f" {'time / original':>15} | {'peak / original':>15} |")
+    print(f"|{'-' * 32}|{'-' * 17}:|{'-' * 11}:|{'-' * 11}:|{'-' * 16}:|{'-' * 16}:|")
     for name, r in rows:
         print(f"| {name:30} | {r['seconds'] * 1000:13.1f} ms | {r['rss_kib'] / 1024:6.1f} MiB |"
-              f" {r['seconds'] / first['seconds']:14.2f}x | {r['rss_kib'] / first['rss_kib']:13.2f}x |")
+              f" {r['rss_now_kib'] / 1024:6.1f} MiB | {r['seconds'] / first['seconds']:14.2f}x |"
+              f" {r['rss_kib'] / first['rss_kib']:14.2f}x |")
     outputs = {r["output"] for _, r in rows}
     if len(outputs) != 1:
         print(f"FAILED: the outputs differ: {[(n, r['output']) for n, r in rows]}")
