@@ -452,6 +452,17 @@ def test_session_refuses_an_initializer_pointing_elsewhere(converted: Path, monk
     with pytest.raises(kiln.onnx.GraphError) as e:
         kiln.onnx.session(graph, providers=CPU)
     assert e.value.initializer == "fc1.weight" and "payload" in str(e.value)
+    graph.write_bytes(original)
+    m = onnx.load(str(graph), load_external_data=False)
+    m.graph.initializer[1].dims[:] = [4, 8]  # fc1.bias: 32 elements either way, another shape
+    graph.write_bytes(m.SerializeToString())
+    with pytest.raises(kiln.onnx.GraphError, match="shape"):
+        kiln.onnx.session(graph, providers=CPU)
+    m.graph.initializer[1].dims[:] = [32]
+    m.graph.initializer[1].data_type = TP.INT32  # the same width, another type
+    graph.write_bytes(m.SerializeToString())
+    with pytest.raises(kiln.onnx.GraphError, match="INT32"):
+        kiln.onnx.session(graph, providers=CPU)
     for loc in ("../digits.kiln", "sub/digits.kiln", "/etc/passwd", str(converted), "C:\\digits.kiln"):
         graph.write_bytes(original)
         edit_graph(graph, "fc1.bias", location=loc)
