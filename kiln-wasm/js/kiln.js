@@ -13,6 +13,7 @@ export { RemoteDirectory, RemoteModel, openRemote, loadTensor } from './remote.j
 export * from './frozen.js';
 // WebGPU upload
 export { toGPUBuffer } from './gpu.js';
+export { createOnnxSession } from './onnx.js';
 
 function open(bytes, options, fn) {
   const input = asBytes(bytes, fn);
