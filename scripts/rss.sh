@@ -74,5 +74,50 @@ for f in "$DIR"/*.kiln; do
   if [ "${rss:-999999}" -ge "$LIMIT_KIB" ]; then echo "  ^ peak RSS above ${LIMIT_KIB} KiB"; fail=1; fi
 done
 echo "peak RSS over all files: ${worst} KiB (limit ${LIMIT_KIB} KiB)"
+
+# Hostile ONNX models (protobuf, a few bytes each, claiming terabytes or
+# nesting past any stack): `kiln validate` and `kiln convert` refuse each
+# within the same limit.
+python3 - "$DIR" <<'PY'
+import os, sys
+d = sys.argv[1]
+def varint(n):
+    out = b""
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+def ld(field, body, claim=None):
+    return varint(field << 3 | 2) + varint(len(body) if claim is None else claim) + body
+def model(graph):
+    return varint(1 << 3) + varint(10) + ld(7, graph)
+tensor = varint(2 << 3) + varint(1) + ld(8, b"w")
+nested = ld(5, tensor)
+for _ in range(5000):  # GraphProto.node -> NodeProto.attribute -> AttributeProto.g -> GraphProto ...
+    nested = ld(1, ld(5, ld(6, nested)))
+files = {
+    "onnx-packed-2^40": model(ld(5, tensor + ld(4, b"\0" * 8, claim=1 << 40))),
+    "onnx-raw-2^31": model(ld(5, tensor + ld(9, b"\0" * 8, claim=(1 << 31) - 1))),
+    "onnx-dims-2^40": model(ld(5, ld(1, b"\1" * 8, claim=1 << 40) + tensor)),
+    "onnx-graph-2^62": model(b"") [:-1] + varint(1 << 62),
+    "onnx-nested-5000": model(nested),
+}
+for name, b in files.items():
+    with open(os.path.join(d, name + ".onnx"), "wb") as f:
+        f.write(b)
+PY
+for f in "$DIR"/*.onnx; do
+  name=$(basename "$f" .onnx)
+  for cmd in validate convert; do
+    extra=(); [ "$cmd" = convert ] && extra=(-q -o "$DIR/out.kiln")
+    /usr/bin/time -v "$KILN" "$cmd" "$f" "${extra[@]}" >"$DIR/out" 2>"$DIR/err" || true
+    rss=$(grep -h "Maximum resident set size" "$DIR/err" | awk '{print $NF}' | tail -1)
+    code=$(grep -h "Exit status" "$DIR/err" | awk '{print $NF}' | tail -1)
+    printf '%-24s %6s %8s exit %s %s\n' "$name" "$(stat -c %s "$f")" "$rss" "$code" "$cmd"
+    if [ "${code:-0}" = 0 ]; then echo "  ^ accepted a hostile file"; fail=1; fi
+    if [ "${rss:-999999}" -ge "$LIMIT_KIB" ]; then echo "  ^ peak RSS above ${LIMIT_KIB} KiB"; fail=1; fi
+  done
+done
 cargo test --release -p kiln-cli --test convert_hardening -- --nocapture p11 p24 2>&1 | grep -E '^\||test result|panicked' || fail=1
 exit $fail

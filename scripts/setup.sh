@@ -83,11 +83,17 @@ part_cargo_fuzz() { cargo_tool cargo-fuzz "cargo-fuzz 0.13.2" cargo-fuzz 0.13.2;
 part_python() {
     # The conversion tests' writers (nobody here wrote them), kiln-py's tests:
     # pytest, property tests, bf16/f8 dtypes, the typing check; the model
-    # reference's Ed25519 (signed models). maturin, the build backend, comes
+    # reference's Ed25519 (signed models); onnx and onnxruntime at fixed versions. maturin, the build backend, comes
     # from PyPI in pip's isolated build.
     local want=() m
     for m in numpy safetensors gguf pytest hypothesis ml_dtypes mypy cryptography; do
         python3 -c "import $m" 2>/dev/null || want+=("$m")
+    done
+    # Pinned: the ONNX tests (kiln-py/tests/test_onnx.py), the example's generator
+    # (spec/examples/make_digits_onnx.py --check) and scripts/bench-onnx.py.
+    local pin
+    for pin in onnx==1.23.2 onnxruntime==1.32.0; do
+        [ "$(python3 -c "import ${pin%%==*}; print(${pin%%==*}.__version__)" 2>/dev/null)" = "${pin##*==}" ] || want+=("$pin")
     done
     [ "${#want[@]}" -eq 0 ] && return
     log "pip install ${want[*]}"

@@ -76,3 +76,17 @@ def sharded(folder: Path) -> int:
         print(names, where, spelled)
     size: int = kiln.numpy.parse_size("500MB")
     return len(arrays) + size
+
+
+def onnx_graph(folder: Path) -> int:
+    import kiln.onnx
+
+    checked: kiln.onnx.CheckedGraph = kiln.onnx.check_graph(folder / "model.kiln.onnx", copy=True)
+    for name, file, offset, length, dtype, shape in checked.bindings:
+        print(name, file, offset + length, dtype, len(shape))
+    sess = kiln.onnx.session(folder / "model.kiln", providers=["CPUExecutionProvider"])
+    try:
+        kiln.onnx.session("https://example.com/model.kiln.onnx", timeout=5.0)
+    except kiln.onnx.GraphError as e:
+        print(e.initializer, e.file)
+    return len(kiln.onnx.ONNX_TO_KILN) + len(sess.get_inputs())

@@ -421,3 +421,38 @@ export function decodeFrame<T = FrozenValue>(
 
 /** The package version. */
 export function version(): string;
+
+// ---- ONNX: a graph written by `kiln convert --onnx-graph`, run by onnxruntime-web ----
+
+/** A Kiln file handed to the runtime as ONNX external data: the name the graph gives it, and its URL or bytes. */
+export interface OnnxKilnFile {
+  path: string;
+  data: string | URL | Uint8Array | ArrayBuffer;
+}
+
+export interface OnnxSessionOptions {
+  /** The Kiln model file: a URL, or its bytes (then `modelPath` names it as the graph does). */
+  model?: string | URL | Uint8Array | ArrayBuffer;
+  /** The Kiln file's name in the graph's external data (default: the model URL's file name). */
+  modelPath?: string;
+  /** Every Kiln file the graph reads (a sharded output: one per shard), instead of `model`. */
+  files?: OnnxKilnFile[];
+  /** Refuse Kiln files without digests (default true). */
+  requireDigests?: boolean;
+  /** Passed to `InferenceSession.create` (execution providers, ...); `externalData` is set by the helper. */
+  sessionOptions?: object;
+  /** The fetch to use for URLs (default: globalThis.fetch). */
+  fetch?: (url: string) => Promise<Response>;
+}
+
+/**
+ * Checks the Kiln file(s) a converted ONNX graph reads (`parseModel(bytes, { verify: true })`: every rule and
+ * every SHA-256 digest), then creates the onnxruntime-web session with the checked bytes as its `externalData`.
+ * A file that fails rejects with a KilnError and the runtime is never called. `ort` is the caller's
+ * onnxruntime-web module (an optional peer dependency); the result is its `InferenceSession`.
+ */
+export function createOnnxSession<S = unknown>(
+  ort: { InferenceSession: { create(model: Uint8Array, options?: object): Promise<S> } },
+  graph: string | URL | Uint8Array | ArrayBuffer,
+  options?: OnnxSessionOptions,
+): Promise<S>;

@@ -70,7 +70,18 @@ pub fn decode(bytes: Bytes) -> anyhow::Result<ModelProto> {
     if bytes.is_empty() {
         bail!("an empty file is not an ONNX model");
     }
-    ModelProto::decode(bytes).map_err(|e| anyhow!("not a valid ONNX model (protobuf): {e}"))
+    ModelProto::decode(bytes).map_err(|e| anyhow!("not a valid ONNX model (protobuf): {}", shorten(&e.to_string())))
+}
+
+/// prost names every message on the way to a fault; past a few levels (a
+/// nesting attack) the middle of that path is elided.
+fn shorten(text: &str) -> String {
+    let parts: Vec<&str> = text.split(": ").collect();
+    if parts.len() <= 8 {
+        return text.to_string();
+    }
+    let (head, tail) = (parts.get(..3).unwrap_or_default(), parts.get(parts.len() - 4..).unwrap_or_default());
+    format!("{}: ... ({} levels): {}", head.join(": "), parts.len() - 7, tail.join(": "))
 }
 
 /// The whole file as `Bytes` that own a map of it, so that every `bytes`
