@@ -87,9 +87,9 @@ def jobs():
             note="the Python reference codec and generator"),
         Job("generated", "python3 fuzz/make_seeds.py --check && python3 spec/regressions/make_regressions.py --check"
             " && python3 spec/reference/gen_v2_cases.py --check && python3 spec/reference/gen_model_cases.py --check"
-            " && python3 spec/reference/gen_dequant_cases.py --check",
+            " && python3 spec/reference/gen_dequant_cases.py --check && python3 spec/examples/make_digits_onnx.py --check",
             ["setup-python"], cpu=1,
-            note="fuzz seeds, regression cases and goldens are current"),
+            note="fuzz seeds, regression cases, goldens and digits-mlp.onnx are current"),
         Job("fmt", "cargo fmt --all --check", ["setup-rust"], cpu=1, note="cargo fmt --check"),
         Job("module-cycles", "python3 scripts/module-cycles.py --self-test", cpu=1,
             note="no module of the core imports one that imports it back"),
@@ -145,9 +145,11 @@ def jobs():
             note="the RISC-V demo (riscv32imc) under QEMU virt"),
         *[check(t) for t in ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")],
         Job("rss", "scripts/rss.sh", ["setup-apt"], note="peak RSS on hostile files"),
-        # The release build rss.sh made; the full 4 GiB run is local (README).
-        Job("bench-smoke", "python3 scripts/bench-checkpoints.py --mib 64 --runs 1 --check", ["setup-python"],
-            after=["rss"], note="the checkpoint benchmarks at a smoke size"),
+        # The release build rss.sh made; the full 4 GiB run is local (README). bench-onnx.py
+        # uses kiln-py as python-package installed it.
+        Job("bench-smoke", "python3 scripts/bench-checkpoints.py --mib 64 --runs 1 --check"
+            " && python3 scripts/bench-onnx.py --smoke", ["setup-python"],
+            after=["rss", "python-package"], note="the checkpoint and onnxruntime benchmarks at a smoke size"),
     ]
 
 

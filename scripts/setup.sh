@@ -37,7 +37,14 @@ part_apt() {
     [ "${#missing[@]}" -eq 0 ] && return
     log "apt-get install ${missing[*]}"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+    # A machine may come with a newer qemu-utils (a backport) than the
+    # distribution's qemu-system-*, which it Breaks: take the distribution's
+    # qemu-utils too (nothing here needs the newer one).
+    local q have
+    q=$(apt-cache policy qemu-system-common | awk '/Candidate:/ {print $2}')
+    have=$(dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null || true)
+    if [ -n "$have" ] && [ -n "$q" ] && [ "$q" != "(none)" ] && [ "$have" != "$q" ]; then missing+=("qemu-utils=$q"); fi
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --allow-downgrades "${missing[@]}" >/dev/null
 }
 
 part_rust() {

@@ -2,7 +2,7 @@
 # Everything the demo's browser tests need, then the tests:
 # builds the site (and kiln-wasm/pkg when stale), installs playwright-core (pinned in
 # package-lock.json) and Debian's chromium when missing, runs node --test web-demo/test/.
-# Screenshots land in test-artifacts/ (gitignored). Usage: web-demo/ci.sh
+# Screenshots and axe.json land in web-demo/test-artifacts/ (gitignored). Usage: web-demo/ci.sh
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"

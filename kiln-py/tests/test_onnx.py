@@ -231,7 +231,8 @@ print(json.dumps({"rc": r.returncode, "stderr": r.stderr, "stdout": r.stdout,
 
 
 def run_rss(cli: str, *args: Any) -> Dict[str, Any]:
-    """Runs the CLI under a small Python parent that reports the CLI's peak RSS (KiB)."""
+    """Runs the CLI under a small Python parent that reports the CLI's peak RSS (KiB): an
+    upper bound, since on Linux an exec'd child's ru_maxrss starts from its parent's."""
     r = subprocess.run([sys.executable, "-c", RSS_CHILD, cli, *[str(a) for a in args]],
                        capture_output=True, text=True, check=True)
     out: Dict[str, Any] = json.loads(r.stdout)
@@ -451,11 +452,30 @@ def test_session_refuses_an_initializer_pointing_elsewhere(converted: Path, monk
     with pytest.raises(kiln.onnx.GraphError) as e:
         kiln.onnx.session(graph, providers=CPU)
     assert e.value.initializer == "fc1.weight" and "payload" in str(e.value)
+    graph.write_bytes(original)
+    m = onnx.load(str(graph), load_external_data=False)
+    m.graph.initializer[1].dims[:] = [4, 8]  # fc1.bias: 32 elements either way, another shape
+    graph.write_bytes(m.SerializeToString())
+    with pytest.raises(kiln.onnx.GraphError, match="shape"):
+        kiln.onnx.session(graph, providers=CPU)
+    m.graph.initializer[1].dims[:] = [32]
+    m.graph.initializer[1].data_type = TP.INT32  # the same width, another type
+    graph.write_bytes(m.SerializeToString())
+    with pytest.raises(kiln.onnx.GraphError, match="INT32"):
+        kiln.onnx.session(graph, providers=CPU)
     for loc in ("../digits.kiln", "sub/digits.kiln", "/etc/passwd", str(converted), "C:\\digits.kiln"):
         graph.write_bytes(original)
         edit_graph(graph, "fc1.bias", location=loc)
         with pytest.raises(kiln.onnx.GraphError, match="location"):
             kiln.onnx.session(graph, providers=CPU)
+
+
+def test_session_refuses_inline_initializers(monkeypatch: Any) -> None:
+    """The original model: its weights are in the graph, so no Kiln file vouches for them."""
+    no_session(monkeypatch)
+    with pytest.raises(kiln.onnx.GraphError, match="not external data") as e:
+        kiln.onnx.session(DIGITS_ONNX, providers=CPU)
+    assert e.value.initializer == "fc1.weight"
 
 
 def test_session_refuses_a_kiln_file_without_digests(tmp_path: Path, monkeypatch: Any) -> None:

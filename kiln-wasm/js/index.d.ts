@@ -315,6 +315,8 @@ export declare class RemoteDirectory extends Directory {
   isLoaded(nameOrIndex: string | number): boolean;
   /** Fetches one tensor's payload (and its scale/outer tensors) with the gap before it, checks it (its digest too, for a record with digests), returns it. */
   load(nameOrIndex: string | number): Promise<AnyTensor>;
+  /** WebGPU: tensors (all when omitted) streamed into mapped GPUBuffers, checked before unmapping. See README "WebGPU". */
+  loadToGPU<B extends GPUBufferLike>(device: GPUDeviceLike<B>, nameOrNames?: string | number | ReadonlyArray<string | number> | null, options?: LoadToGPUOptions): Promise<Map<string | number, B>>;
 }
 
 /**
@@ -363,6 +365,8 @@ export declare class RemoteModel extends Directory {
   isLoaded(nameOrIndex: string | number): boolean;
   /** Opens the tensor's shard if needed, fetches the tensor (and its scale/outer tensors), checks it, returns it. */
   load(nameOrIndex: string | number): Promise<AnyTensor>;
+  /** WebGPU: as RemoteDirectory.loadToGPU, each tensor from its shard. */
+  loadToGPU<B extends GPUBufferLike>(device: GPUDeviceLike<B>, nameOrNames?: string | number | ReadonlyArray<string | number> | null, options?: LoadToGPUOptions): Promise<Map<string | number, B>>;
 }
 
 /**
@@ -476,3 +480,39 @@ export function decodeFrame<T = FrozenValue>(
 
 /** The package version. */
 export function version(): string;
+
+// --- WebGPU upload ---------------------------------------------------------------------------
+// Minimal structural types: they compile with and without @webgpu/types (a real GPUDevice fits).
+
+/** The part of a GPUBuffer the package uses. */
+export interface GPUBufferLike {
+  readonly size: number;
+  getMappedRange(offset?: number, size?: number): ArrayBuffer;
+  unmap(): void;
+  destroy(): void;
+}
+
+/** The part of a GPUDevice the package uses. */
+export interface GPUDeviceLike<B extends GPUBufferLike = GPUBufferLike> {
+  readonly limits: { readonly maxBufferSize: number };
+  createBuffer(descriptor: { size: number; usage: number; mappedAtCreation?: boolean; label?: string }): B;
+}
+
+export interface ToGPUBufferOptions {
+  /** GPUBufferUsage flags (default STORAGE | COPY_SRC | COPY_DST). */
+  usage?: number;
+  /** The buffer's label when `tensor` is a byte view (a Tensor's label is its name). */
+  label?: string;
+}
+
+export interface LoadToGPUOptions {
+  /** GPUBufferUsage flags (default STORAGE | COPY_SRC | COPY_DST). */
+  usage?: number;
+  onProgress?: (received: number, total: number | null, info: { tensor: string | number | null; source: 'network' | 'cache' }) => void;
+}
+
+/**
+ * A GPUBuffer holding the tensor's wire bytes, created mapped, size padded up to a multiple of 4 (at least 4,
+ * pad bytes zero). Above device.limits.maxBufferSize: KilnError LIMIT (rule MaxBufferSize).
+ */
+export function toGPUBuffer<B extends GPUBufferLike>(device: GPUDeviceLike<B>, tensor: Tensor | ArrayBufferView, options?: ToGPUBufferOptions): B;

@@ -11,6 +11,8 @@ export { DEFAULT_CAP, KilnError, Directory, Tensor, dequantize };
 export { DirectoryLoader, loadDirectory } from './loader.js';
 export { RemoteDirectory, RemoteModel, openRemote, loadTensor } from './remote.js';
 export * from './frozen.js';
+// WebGPU upload
+export { toGPUBuffer } from './gpu.js';
 export { createOnnxSession } from './onnx.js';
 
 function open(bytes, options, fn) {

@@ -2,6 +2,8 @@
 
 import { ManifestReader } from './wasm/kiln_wasm.js';
 import { Check, HEAD_WINDOW, KilnError, checkDigest, descriptorOffset, headerInfo, inShard, layout, limitsOf, readHead } from './validate.js';
+import { Progress } from './progress.js';
+import { gapStart, loadDirToGPU, namesOf } from './gpu.js';
 import { Directory, INTERNAL, LAYOUT_AT, LAYOUT_LEN, META, NAME_LEN, NONE, SLOTS, copyOffset } from './directory.js';
 
 function parseContentRange(value) {
@@ -21,8 +23,9 @@ async function drop(r, ac) {
   ac.abort();
 }
 
-// Reads a body of exactly `len` bytes into `out` at `at`.
-async function readInto(r, out, at, len, what) {
+// Streams a body of exactly `len` bytes: onChunk(chunk, at) for each network
+// chunk, `at` counting from 0.
+async function readChunks(r, len, what, onChunk) {
   const reader = r.body.getReader();
   let got = 0;
   try {
@@ -30,7 +33,7 @@ async function readInto(r, out, at, len, what) {
       const { done, value } = await reader.read();
       if (done) break;
       if (got + value.length > len) throw new Error(`${what}: the body is longer than its Content-Range`);
-      out.set(value, at + got);
+      onChunk(value, got);
       got += value.length;
     }
   } catch (e) {
@@ -43,10 +46,12 @@ async function readInto(r, out, at, len, what) {
 /**
  * Bytes [start, end] (inclusive) of the remote file with a Range request,
  * copied into `out` at `at` (a new buffer when `out` is omitted): {bytes, total}.
+ * With `onChunk`, nothing is buffered: onChunk(chunk, fileOffset) for each
+ * network chunk, and `bytes` is empty (its length is `length`).
  * Anything but 206 Partial Content (or 416 past the end) is an error, and its
  * body is cancelled: a server that ignores Range would send the whole file.
  */
-async function rangeGet(ctx, start, end, out = null, at = 0) {
+async function rangeGet(ctx, start, end, out = null, at = 0, onChunk = null) {
   const what = `kiln: ${ctx.url}`;
   const ac = new AbortController();
   const outer = ctx.signal;
@@ -73,15 +78,22 @@ async function rangeGet(ctx, start, end, out = null, at = 0) {
         throw new Error(`${what}: the server answered Content-Range ${raw} for bytes=${start}-${end}`);
       }
       const len = cr.end - cr.start + 1;
+      if (onChunk !== null) {
+        await readChunks(r, len, what, (chunk, got) => {
+          ctx.stats.bytesFetched += chunk.length;
+          onChunk(chunk, start + got);
+        });
+        return { bytes: new Uint8Array(0), length: len, total: cr.total };
+      }
       const bytes = out ?? new Uint8Array(len);
-      await readInto(r, bytes, at, len, what);
+      await readChunks(r, len, what, (chunk, got) => bytes.set(chunk, at + got));
       ctx.stats.bytesFetched += len;
-      return { bytes: out ? bytes.subarray(at, at + len) : bytes, total: cr.total };
+      return { bytes: out ? bytes.subarray(at, at + len) : bytes, length: len, total: cr.total };
     }
     if (r.status === 416) {
       const cr = /\/(\d+)$/.exec(r.headers.get('content-range') ?? '');
       await drop(r, ac);
-      return { bytes: new Uint8Array(0), total: cr ? Number(cr[1]) : null };
+      return { bytes: new Uint8Array(0), length: 0, total: cr ? Number(cr[1]) : null };
     }
     await drop(r, ac);
     if (r.status === 200) {
@@ -176,6 +188,17 @@ export class RemoteDirectory extends Directory {
     return t;
   }
 
+  /**
+   * Fetches tensors (a name, an index, an array of them, or all when omitted) straight into GPUBuffers
+   * created mapped, each network chunk written into the mapped range as it arrives; each tensor's rules
+   * and digest are checked before its buffer is unmapped. Resolves to a Map name -> GPUBuffer; on any
+   * failure every buffer made is destroyed and it rejects (a KilnError for a fault in the file).
+   * options: {usage?, onProgress?(received, total, {tensor, source})}.
+   */
+  loadToGPU(device, nameOrNames, options = {}) {
+    return loadDirToGPU(this, device, nameOrNames, options);
+  }
+
   // One tensor and the gap before it (from the previous tensor's end): from
   // the bytes fetched at open when they hold it, else fetched into a buffer
   // laid out so the payload's address is a multiple of ALIGN (views in place).
@@ -194,9 +217,25 @@ export class RemoteDirectory extends Directory {
     } catch {
       throw new RangeError(`kiln: tensor ${JSON.stringify(x.name ?? x.index)} is ${x.byteLength} bytes, more than one ArrayBuffer holds here`);
     }
-    const seg = end > gapFrom ? (await rangeGet(this._ctx, gapFrom, end - 1, buf, gapFrom - floor)).bytes : buf.subarray(0, 0);
-    if (seg.length !== end - gapFrom) throw new Error(`kiln: ${this.url}: tensor ${x.index} came back short`);
+    await this._readRange(gapFrom, end, (chunk, off) => buf.set(chunk, off - floor));
+    const seg = buf.subarray(gapFrom - floor, end - floor);
     return { index: x.index, at: gapFrom, bytes: seg, payload: buf.subarray(x.byteOffset - floor, end - floor) };
+  }
+
+  /**
+   * @internal Streams bytes [start, end) of the file: onChunk(chunk, fileOffset)
+   * for each network chunk as it arrives (nothing buffered here), resolving
+   * when all have arrived. Every payload read goes through it (load,
+   * loadToGPU). More than one request only from a server that answers a
+   * range with fewer bytes than asked.
+   */
+  async _readRange(start, end, onChunk) {
+    let at = start;
+    while (at < end) {
+      const got = await rangeGet(this._ctx, at, end - 1, null, 0, (chunk, off) => onChunk(chunk, off));
+      if (got.length === 0) throw new Error(`kiln: ${this.url}: the server sent no bytes from ${at} (the file is shorter than its directory says)`);
+      at += got.length;
+    }
   }
 
   // The check of the file with the bytes at hand (the first bytes and the
@@ -492,6 +531,36 @@ export class RemoteModel extends Directory {
     }
     for (const [i, seg] of dir._segments) this._segments.set(base + i, seg);
     return t;
+  }
+
+  /** As RemoteDirectory.loadToGPU, each tensor from its shard (a fault in a shard names the shard). */
+  async loadToGPU(device, nameOrNames, options = {}) {
+    const ts = namesOf(this, nameOrNames);
+    const jobs = [];
+    for (const t of ts) {
+      const k = this._shardOf[t.index];
+      const dir = await this._shard(k);
+      jobs.push({ t, k, dir, local: t.index - this._firstOf[k] });
+    }
+    const total = jobs.reduce((a, j) => a + j.t.byteOffset + j.t.byteLength - gapStart(j.dir, j.local), 0);
+    const progress = new Progress(options.onProgress, total);
+    const out = new Map();
+    try {
+      for (const j of jobs) {
+        let got;
+        try {
+          got = await loadDirToGPU(j.dir, device, [j.local], options, progress);
+        } catch (e) {
+          throw inShard(e, this.shards[j.k - 1].name, j.k);
+        }
+        for (const b of got.values()) out.set(j.t.name ?? j.t.index, b);
+      }
+    } catch (e) {
+      for (const b of out.values()) b.destroy();
+      throw e;
+    }
+    progress.done({ tensor: null, source: 'network' });
+    return out;
   }
 
   // Shard k, opened once: its directory prefix, checked against the manifest.

@@ -8,6 +8,7 @@ import { descriptorOffset, layout as blockLayout, payloadBase } from './kiln-was
 import { dtype_names } from './kiln-wasm/wasm/kiln_wasm.js';
 import { drawHistogram, drawHeatmap, summarize } from './charts.js';
 import { Mlp } from './mlp.js';
+import { gpuDevice, predictAllGPU, toGPUBuffer as localToGPUBuffer } from './gpu-mlp.js';
 
 const $ = (id) => document.getElementById(id);
 const fmt = new Intl.NumberFormat('en-US');
@@ -16,6 +17,7 @@ const shapeText = (s) => `[${s.join(', ')}]`;
 
 const state = { dir: null, source: null, selected: -1, mlp: null, opened: 0 };
 window.__kilnDemo = state; // for the browser tests
+state.showCacheNote = (...a) => showCacheNote(...a); // the second-visit message, testable before a cache exists
 
 // ---------- plain words for errors ----------
 const CODE_WORDS = {
@@ -226,7 +228,9 @@ async function open(source) {
   for (const id of ['intro', 'error-card', 'summary', 'metadata-card', 'table-card', 'detail', 'mlp']) $(id).hidden = true;
   $('progress-card').hidden = false;
   $('progress-label').textContent = `Reading ${source.name}…`;
-  $('progress-bar').style.width = '0%';
+  $('progress-bar').value = 0;
+  $('cache-note').hidden = true;
+  const from = { network: 0, cache: 0 };
   $('progress-bytes').textContent = '';
   const started = performance.now();
   try {
@@ -237,17 +241,20 @@ async function open(source) {
         $('progress-label').textContent = `Directory checked: ${fmt.format(pending.length)} tensors — loading the payload…`;
         renderTable(pending, true);
       },
-      onProgress: (got, total) => {
+      onProgress: (got, total, info) => {
         markArrived(loader.directory, got);
         const of = total ?? source.size;
-        $('progress-bar').style.width = of ? `${Math.min(100, (100 * got) / of).toFixed(1)}%` : '30%';
-        $('progress-bytes').textContent = of ? `${bytesText(got)} of ${bytesText(of)}` : bytesText(got);
+        if (info?.source in from) from[info.source] = got;
+        $('progress-bar').value = of ? Math.min(100, (100 * got) / of) : 30;
+        const where = info?.source === 'cache' ? ' from the cache' : info?.source === 'network' ? ' from the network' : '';
+        $('progress-bytes').textContent = (of ? `${bytesText(got)} of ${bytesText(of)}` : bytesText(got)) + where;
       },
     });
     const dir = await loader.consume(stream);
     const ms = performance.now() - started;
-    $('progress-bar').style.width = '100%';
+    $('progress-bar').value = 100;
     loaded(dir, source, ms);
+    showCacheNote(from, source.cached);
   } catch (err) {
     await showError(err, source);
   }
@@ -272,8 +279,21 @@ function loaded(dir, source, ms) {
   renderTable(dir, false);
   state.mlp = Mlp.from(dir);
   $('mlp').hidden = !state.mlp;
-  if (state.mlp) setupMlp(state.mlp, dir);
+  if (state.mlp) {
+    setupMlp(state.mlp, dir);
+    runAll(state.mlp, dir, state.opened);
+  }
   if (dir.length > 0) select(0);
+}
+
+// Whether the bytes came from the package's cache (onProgress's third argument
+// says 'cache' or 'network'; a source may also say so itself).
+function showCacheNote(from, cached) {
+  const note = $('cache-note');
+  const hit = cached === true || (from.cache > 0 && from.network === 0);
+  note.hidden = !hit && !(from.cache > 0);
+  note.textContent = hit ? 'The model came from the cache: no bytes were downloaded.' : from.cache > 0 ? 'Part of the model came from the cache.' : '';
+  document.body.dataset.cache = hit ? 'hit' : from.cache > 0 ? 'partial' : 'miss';
 }
 
 // ---------- metadata ----------
@@ -372,6 +392,42 @@ function select(i) {
 $('dequant').addEventListener('change', () => state.selected >= 0 && select(state.selected));
 
 // ---------- the MLP ----------
+// All 32 samples at once: on WebGPU when there is an adapter (and no ?cpu in
+// the URL), on the CPU otherwise. The page says which ran.
+let gpu; // Promise<{device, name} | null>, asked once
+async function runAll(mlp, dir, opened) {
+  const out = $('backend');
+  out.textContent = 'Running the 32 test images…';
+  document.body.dataset.backend = '';
+  const forceCpu = new URLSearchParams(location.search).has('cpu');
+  let digits;
+  let where;
+  const started = performance.now();
+  try {
+    gpu ??= forceCpu ? Promise.resolve(null) : gpuDevice();
+    const g = await gpu;
+    if (g) {
+      const upload = typeof kiln.toGPUBuffer === 'function' ? kiln.toGPUBuffer : localToGPUBuffer;
+      digits = await predictAllGPU(g.device, dir, upload);
+      where = 'webgpu';
+    }
+  } catch (err) {
+    console.info(`WebGPU run failed, using the CPU: ${err.message}`);
+  }
+  if (!digits) {
+    digits = [];
+    for (let s = 0; s < mlp.sampleCount; s++) digits.push(mlp.predict(mlp.sample(s), false).digit);
+    where = 'cpu';
+  }
+  if (opened !== state.opened) return;
+  const ms = performance.now() - started;
+  const right = digits.filter((d, s) => d === mlp.label(s)).length;
+  const why = where === 'cpu' ? (forceCpu ? ' (forced by ?cpu)' : ' (no WebGPU adapter)') : '';
+  out.textContent = `${where === 'webgpu' ? 'Ran on WebGPU' : 'Ran on the CPU'}${why}: ${right}/${digits.length} test images right, in ${ms.toFixed(1)} ms.`;
+  state.batch = { backend: where, digits, ms };
+  document.body.dataset.backend = where;
+}
+
 function setupMlp(mlp, dir) {
   const box = $('samples');
   box.innerHTML = '';

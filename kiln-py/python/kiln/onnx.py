@@ -413,7 +413,13 @@ def session(
         if graph != target:
             from . import validate
 
-            if _kiln.kind(_owner(_map_shard(os.path.abspath(target)) or b"")) == "manifest":
+            mm = _map_shard(os.path.abspath(target))
+            try:
+                manifest = mm is not None and _kiln.kind(_owner(mm)) == "manifest"
+            finally:
+                if isinstance(mm, mmap.mmap):
+                    mm.close()
+            if manifest:
                 validate(target)  # the shards against the manifest, digests included
     checked = check_graph(graph, copy=copy)
     options = sess_options if sess_options is not None else ort.SessionOptions()

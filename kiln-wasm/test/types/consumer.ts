@@ -4,7 +4,7 @@
 // fails with "Unused '@ts-expect-error' directive".
 import {
   parseDirectory, parseModel, isModelFile, init, KilnError, DirectoryLoader, RemoteDirectory, loadTensor, openRemote,
-  dequantize, decodeValue, decodeFrame, Directory, Tensor, createOnnxSession,
+  dequantize, decodeValue, decodeFrame, Directory, Tensor, createOnnxSession, toGPUBuffer, type GPUDeviceLike, type GPUBufferLike,
   type AnyTensor, type DType, type KilnErrorCode, type FrozenValue, type Model, type ViewOf, type TensorView,
 } from 'kiln-wasm';
 
@@ -141,6 +141,18 @@ const firstX: number = rec.xs[0];
 const framed = decodeFrame(new ArrayBuffer(16), 'struct{}');
 if (framed instanceof Map) for (const [k] of framed) { const key: string = k; void key; }
 void fv; void idPlusOne; void firstX; void rec.batch.length;
+
+// --- WebGPU (structural: no @webgpu/types needed) ---------------------------------------
+interface MyBuffer extends GPUBufferLike { readonly label: string }
+declare const gpuDevice: GPUDeviceLike<MyBuffer>;
+const gb: MyBuffer = toGPUBuffer(gpuDevice, bytes, { usage: 0x80, label: 'raw' });
+const gsize: number = gb.size;
+async function gpuLoad(r: RemoteDirectory) {
+  const m: Map<string | number, MyBuffer> = await r.loadToGPU(gpuDevice, ['a', 'b'], { onProgress: (n, total, i) => i.source });
+  return m;
+}
+// @ts-expect-error a device needs createBuffer and limits
+toGPUBuffer({}, bytes);
 
 // --- ONNX (onnxruntime-web's module typed structurally: its types are not installed here) --------
 interface FakeSession { run(feeds: object): Promise<object>; readonly inputNames: readonly string[] }
