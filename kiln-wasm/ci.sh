@@ -14,7 +14,9 @@
 #                                      package in Node ESM and CommonJS, tsc --strict type tests, and every
 #                                      toolchain of js/README.md's Bundlers section built and run in headless
 #                                      Chromium: vite 5 and latest (build, dev server), esbuild ESM/IIFE,
-#                                      webpack 5, rollup, module workers, kiln-wasm/slim)
+#                                      webpack 5, rollup, module workers, kiln-wasm/slim; the converted digits
+#                                      ONNX graph through createOnnxSession with the pinned onnxruntime-web, in
+#                                      Node and Chromium (wasm, WebGPU), about 7 s)
 #   3b. node kiln-wasm/bench/sharded.mjs --quick (openRemote of a 5,000-tensor sharded model: the smoke size)
 #   4. web-demo/ci.sh                 (the demo in headless Chromium, screenshots, the 390 px layout)
 #   5. with --bench: the Node and Chromium benchmarks (64 MiB quick mode with --quick-bench)
