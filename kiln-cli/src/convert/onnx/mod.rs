@@ -80,8 +80,9 @@ fn shorten(text: &str) -> String {
     if parts.len() <= 8 {
         return text.to_string();
     }
-    let (head, tail) = (parts.get(..3).unwrap_or_default(), parts.get(parts.len() - 4..).unwrap_or_default());
-    format!("{}: ... ({} levels): {}", head.join(": "), parts.len() - 7, tail.join(": "))
+    let (head, tail) =
+        (parts.get(..3).unwrap_or_default(), parts.get(parts.len().saturating_sub(4)..).unwrap_or_default());
+    format!("{}: ... ({} levels): {}", head.join(": "), parts.len().saturating_sub(7), tail.join(": "))
 }
 
 /// The whole file as `Bytes` that own a map of it, so that every `bytes`
