@@ -283,6 +283,15 @@ test('DirectoryLoader in Chromium over a 5 GiB byte stream: a nonzero gap byte p
     return { byob: streamReading.byob, good: await result(false), bad: await result(true) };
   }, { head: Array.from(head), total, gapByte });
   assert.equal(out.byob, true);
+  if (out.good.rule === 'ArrayBufferLimit') {
+    // This Chromium build will not allocate one 5 GiB ArrayBuffer: the loader
+    // must then say so, at the header's length field, for both streams.
+    assert.deepEqual(out.good, { code: 'LIMIT', offset: 16, rule: 'ArrayBufferLimit', message: out.good.message });
+    assert.equal(out.bad.rule, 'ArrayBufferLimit', out.bad.message);
+    console.log(`# Chromium refuses a 5 GiB ArrayBuffer here (${out.good.message}); the past-4-GiB offset is checked in Node (large.test.mjs)`);
+    assert.deepEqual(problems, []);
+    return;
+  }
   assert.deepEqual(out.good, { accepted: 3, tailAt: total - 16 });
   assert.ok(gapByte > 2 ** 32);
   assert.deepEqual({ code: out.bad.code, offset: out.bad.offset, rule: out.bad.rule }, { code: 'TYPE', offset: gapByte, rule: 'NonzeroGap' }, out.bad.message);
