@@ -42,10 +42,7 @@ pub struct Place {
 
 /// The folder of `path` ("." for a bare name), canonicalized where it exists.
 fn folder(path: &Path) -> PathBuf {
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = crate::models::folder_of(path);
     dir.canonicalize().unwrap_or(dir)
 }
 

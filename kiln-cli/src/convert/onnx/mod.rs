@@ -406,10 +406,7 @@ impl<'p> Sides<'p> {
             return Ok(i);
         }
         let path = self.model.with_file_name(name);
-        let folder = match self.model.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => std::path::PathBuf::from("."),
-        };
+        let folder = crate::models::folder_of(self.model);
         let meta = std::fs::symlink_metadata(&path)
             .map_err(|e| anyhow!("external data file {name} is missing ({e}); never a partial model"))?;
         if meta.file_type().is_symlink() && !crate::models::stays_inside(&folder, &path) {
