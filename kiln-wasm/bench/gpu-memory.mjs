@@ -1,6 +1,7 @@
 // JS heap during a WebGPU upload in headless Chromium (--enable-unsafe-webgpu,
 // --enable-precise-memory-info): loadToGPU of a sparse model of SIZE MiB
-// (one u8 tensor, served by the range server) against fetch + arrayBuffer()
+// (one u8 tensor, served by the range server), and the stream loader's
+// loadDirectoryToGPU of the same file, against fetch + arrayBuffer()
 // + device.queue.writeBuffer, side by side in one run. Reports time and the
 // peak growth of performance.memory.usedJSHeapSize (sampled every 5 ms) and
 // of the renderer's total JS memory. Usage: node kiln-wasm/bench/gpu-memory.mjs [MiB] (default 512).
@@ -57,6 +58,7 @@ const rows = await page.evaluate(async () => {
   const huge = r.get('huge');
   const out = {};
   out.loadToGPU = await measure(async () => [...(await r.loadToGPU(device, 'huge')).values()]);
+  out.loadDirectoryToGPU = await measure(async () => [...(await kiln.loadDirectoryToGPU(device, url, 'huge')).values()]);
   out.fetchWrite = await measure(async () => {
     const ab = await (await fetch(url)).arrayBuffer();
     const buf = device.createBuffer({ size: Math.ceil(huge.byteLength / 4) * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
@@ -69,7 +71,9 @@ const f = (b) => (b / MiB).toFixed(1);
 console.log(`model: ${size / MiB} MiB (one u8 tensor), headless Chromium, SwiftShader WebGPU`);
 console.log('| path | time (ms) | peak JS heap growth (MiB) |\n|---|---|---|');
 for (const [k, v] of Object.entries(rows)) console.log(`| ${k} | ${v.ms.toFixed(0)} | ${f(v.peak)} |`);
-console.log(`ratios (fetch+writeBuffer / loadToGPU): time ${(rows.fetchWrite.ms / rows.loadToGPU.ms).toFixed(2)}x, peak heap ${(rows.fetchWrite.peak / Math.max(1, rows.loadToGPU.peak)).toFixed(1)}x`);
+for (const k of ['loadToGPU', 'loadDirectoryToGPU']) {
+  console.log(`ratios (fetch+writeBuffer / ${k}): time ${(rows.fetchWrite.ms / rows[k].ms).toFixed(2)}x, peak heap ${(rows.fetchWrite.peak / Math.max(MiB, rows[k].peak)).toFixed(0)}x (growth below 1 MiB counted as 1 MiB)`);
+}
 await ctx.close();
 await server.close();
 rmSync(profile, { recursive: true, force: true });

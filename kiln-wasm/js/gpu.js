@@ -11,7 +11,7 @@ export const DEFAULT_USAGE = 0x80 | 0x04 | 0x08;
 
 const padded = (n) => Math.max(4, Math.ceil(n / 4) * 4);
 
-function createMapped(device, name, byteLength, offset, options) {
+export function createMapped(device, name, byteLength, offset, options) {
   const size = padded(byteLength);
   const max = device?.limits?.maxBufferSize;
   if (typeof max === 'number' && size > max) {
@@ -106,9 +106,17 @@ async function uploadOne(dir, device, t, options, progress) {
 
 export const gapStart = (dir, i) => (i === 0 ? dir.payloadOffset : dir.at(i - 1).byteOffset + dir.at(i - 1).byteLength);
 
+// The tensors `nameOrNames` selects (all when undefined or null), of a
+// remote object (its _find) or a plain Directory.
 export function namesOf(dir, nameOrNames) {
-  const list = nameOrNames === undefined || nameOrNames === null ? [...dir.names()] : Array.isArray(nameOrNames) ? nameOrNames : [nameOrNames];
-  return list.map((n) => dir._find(n));
+  const all = nameOrNames === undefined || nameOrNames === null;
+  if (typeof dir._find === 'function') return (all ? [...dir.names()] : [nameOrNames].flat()).map((n) => dir._find(n));
+  if (all) return [...dir.tensors()];
+  return [nameOrNames].flat().map((n) => {
+    const t = typeof n === 'number' ? dir.at(n) : dir.get(n);
+    if (t === undefined) throw new RangeError(`kiln: the file has no tensor ${JSON.stringify(n)}`);
+    return t;
+  });
 }
 
 /** RemoteDirectory.prototype.loadToGPU. */

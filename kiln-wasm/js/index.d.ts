@@ -248,7 +248,13 @@ export interface LoaderOptions extends ParseOptions {
   totalLength?: number;
   /** Called once the directory has arrived, before the payload. Its tensors' payload accessors throw until end(). */
   onDirectory?: (dir: Directory) => void;
-  onProgress?: (received: number, total: number | null) => void;
+  /**
+   * At most once per 64 KiB or 50 ms, and a final call with received === total. `info.tensor`: the tensor the
+   * last byte received belongs to (its gap included), null in the header and directory.
+   */
+  onProgress?: (received: number, total: number | null, info: ProgressInfo) => void;
+  /** The GPU path: the payloads of `names` (all when omitted) into mapped GPUBuffers, see loadDirectoryToGPU. */
+  gpu?: { device: GPUDeviceLike; names?: string | number | ReadonlyArray<string | number> | null; usage?: number };
   /** Hash a digests or shard record's payloads as they stream past and compare them with its digests (default true). */
   verifyDigests?: boolean;
 }
@@ -271,6 +277,8 @@ export declare class DirectoryLoader {
   push(chunk: Uint8Array | ArrayBuffer | ArrayBufferView): void;
   /** Final check; returns the Directory (views over the loader's buffer) or throws KilnError. */
   end(): Directory;
+  /** With the `gpu` option, after end(): name (index for an unnamed tensor) -> unmapped, checked GPUBuffer; else null. */
+  readonly gpuBuffers: Map<string | number, GPUBufferLike> | null;
   /** Pushes every chunk of `stream` (a byte stream straight into the loader's buffer where BYOB reads are cheap), cancelling it on a fault, then end(). */
   consume(stream: ReadableStream<Uint8Array>): Promise<Directory>;
 }
@@ -280,6 +288,26 @@ export function loadDirectory(
   source: string | URL | Response | Blob | ReadableStream<Uint8Array>,
   options?: LoaderOptions & { fetch?: typeof fetch; signal?: AbortSignal },
 ): Promise<Directory>;
+
+/**
+ * The stream loader's GPU path: the file streamed and checked as loadDirectory does, the payloads of
+ * `nameOrNames` (all when omitted or null) written into GPUBuffers created with mappedAtCreation as they
+ * arrive, no buffer of the file's length made. Resolves once the whole file passed (byte rules, digests),
+ * the buffers unmapped; on a fault every buffer is destroyed and it rejects.
+ */
+export function loadDirectoryToGPU<B extends GPUBufferLike>(
+  device: GPUDeviceLike<B>,
+  source: string | URL | Response | Blob | ReadableStream<Uint8Array>,
+  nameOrNames?: string | number | ReadonlyArray<string | number> | null,
+  options?: Omit<LoaderOptions, 'gpu'> & { fetch?: typeof fetch; signal?: AbortSignal; usage?: number },
+): Promise<Map<string | number, B>>;
+
+/** The third argument of every onProgress callback. */
+export interface ProgressInfo {
+  /** The tensor (name, or index when unnamed) the bytes belong to; null for the header and directory. */
+  tensor: string | number | null;
+  source: 'network' | 'cache';
+}
 
 export interface RemoteOptions extends ParseOptions {
   /** The fetch to use (default: globalThis.fetch). */
@@ -508,7 +536,7 @@ export interface ToGPUBufferOptions {
 export interface LoadToGPUOptions {
   /** GPUBufferUsage flags (default STORAGE | COPY_SRC | COPY_DST). */
   usage?: number;
-  onProgress?: (received: number, total: number | null, info: { tensor: string | number | null; source: 'network' | 'cache' }) => void;
+  onProgress?: (received: number, total: number | null, info: ProgressInfo) => void;
 }
 
 /**

@@ -8,7 +8,7 @@ import { Directory, INTERNAL, Tensor, dequantize } from './directory.js';
 import { assertReady } from './ready.js';
 
 export { DEFAULT_CAP, KilnError, Directory, Tensor, dequantize };
-export { DirectoryLoader, loadDirectory } from './loader.js';
+export { DirectoryLoader, loadDirectory, loadDirectoryToGPU } from './loader.js';
 export { RemoteDirectory, RemoteModel, openRemote, loadTensor } from './remote.js';
 export * from './frozen.js';
 // WebGPU upload

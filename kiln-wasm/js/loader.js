@@ -2,6 +2,8 @@
 
 import { Check, KilnError, checkWhole, digestTable, headerInfo, layout, limitsOf, manifestError, readHead } from './validate.js';
 import { Directory, INTERNAL } from './directory.js';
+import { Progress } from './progress.js';
+import { createMapped, namesOf, toGPUBuffer } from './gpu.js';
 
 function toBytes(chunk) {
   if (chunk instanceof Uint8Array) return chunk;
@@ -43,6 +45,10 @@ const BYOB_READ = 4 << 20;
 // Before the final buffer exists (the head and the directory prefix), BYOB
 // reads go to fresh buffers of this size, kept as chunks are.
 const BYOB_FIRST = 65536;
+// After the directory, bytes that go to GPU buffers (or past the declared
+// length) are read into one reused buffer of at most this size: they are
+// copied out (mapped range, validator) before the next read.
+const BYOB_SPARE = 1 << 20;
 
 /**
  * Checks a file as it arrives: a plain directory or a model file, told apart
@@ -74,14 +80,21 @@ export class DirectoryLoader {
   /**
    * @param {{countCap?: number, byteCap?: number, totalLength?: number, verifyDigests?: boolean,
    *          onDirectory?: (dir: Directory) => void,
-   *          onProgress?: (received: number, total: number | null) => void}} options
+   *          onProgress?: (received: number, total: number | null, info: {tensor: string | number | null, source: 'network'}) => void,
+   *          gpu?: {device: object, names?: string | number | Array<string | number> | null, usage?: number}}} options
    */
   constructor(options = {}) {
     this._limits = limitsOf(options);
     this._verify = options.verifyDigests !== false;
     this._hint = Number.isFinite(options.totalLength) ? options.totalLength : null;
     this._onDirectory = options.onDirectory ?? null;
-    this._onProgress = options.onProgress ?? null;
+    this._progress = new Progress(options.onProgress);
+    this._gpu = options.gpu ?? null; // {device, names?, usage?}: payloads into mapped GPUBuffers
+    this._prefix = null; // GPU mode: the header and directory bytes the result keeps
+    this._targets = null; // the GPU buffers, in file order: {name, off, end, buffer, mapped}
+    this._gpuBuffers = null; // name -> GPUBuffer after end()
+    this._ti = 0; // first target not wholly before the bytes arriving
+    this._spare = null; // the reused BYOB buffer
     this._chunks = [];
     this._received = 0;
     this._head = null; // readHead() once decided
@@ -105,6 +118,14 @@ export class DirectoryLoader {
   get totalBytes() {
     if (this._info !== null && this._info.blockLength >= 0) return this._start + this._info.blockLength;
     return this._hint;
+  }
+
+  /**
+   * With the `gpu` option, after end(): name (or index, for an unnamed tensor) -> GPUBuffer, unmapped,
+   * each tensor checked (byte rules and digest). Null before, and after a fault (the buffers are destroyed).
+   */
+  get gpuBuffers() {
+    return this._gpuBuffers;
   }
 
   /** The tensor table (a Directory whose payloads are pending) once the directory has arrived, else null. */
@@ -137,7 +158,29 @@ export class DirectoryLoader {
       this._fail(e);
       throw e;
     }
-    this._onProgress?.(this._received, this.totalBytes);
+    this._progress.total = this.totalBytes;
+    this._progress.add(bytes.length, () => this._info1());
+  }
+
+  // The progress info: the tensor the last byte received belongs to (the gap
+  // before a tensor counts as its own), null in the header and directory.
+  _info1() {
+    const d = this._directory;
+    const pos = this._received - 1;
+    let tensor = null;
+    if (d !== null && d.length > 0 && pos >= d.payloadOffset + this._start) {
+      let lo = 0;
+      let hi = d.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        const t = d.at(mid);
+        if (this._start + t.byteOffset + t.byteLength > pos) hi = mid;
+        else lo = mid + 1;
+      }
+      const t = d.at(lo);
+      tensor = t.name ?? t.index;
+    }
+    return { tensor, source: 'network' };
   }
 
   /** Ends the stream: the final verdict. Returns the Directory or throws a KilnError. */
@@ -152,6 +195,7 @@ export class DirectoryLoader {
         this._chunks = [];
         const { table, head } = checkWhole(bytes, this._limits, this._verify);
         this._result = new Directory(INTERNAL, table, bytes, { metadata: head.metadata });
+        if (this._gpu !== null) this._uploadWhole(this._result);
       } else {
         let table;
         try {
@@ -160,14 +204,59 @@ export class DirectoryLoader {
           throw e;
         }
         this._release();
-        const bytes = this._buffer.subarray(0, Math.min(this._received, this._buffer.length));
-        this._result = new Directory(INTERNAL, table, bytes, { metadata: this._head.metadata });
+        if (this._targets !== null) {
+          const pending = 'the payloads went to GPU buffers: loader.gpuBuffers';
+          this._result = new Directory(INTERNAL, table, this._prefix, { pending, metadata: this._head.metadata });
+          this._unmapAll();
+        } else {
+          const bytes = this._buffer.subarray(0, Math.min(this._received, this._buffer.length));
+          this._result = new Directory(INTERNAL, table, bytes, { metadata: this._head.metadata });
+        }
       }
     } catch (e) {
       this._fail(e);
       throw e;
     }
+    this._progress.done(() => this._info1());
     return this._result;
+  }
+
+  // GPU mode, the file checked whole (it ended before its directory was
+  // complete, yet passed: nothing left to stream).
+  _uploadWhole(dir) {
+    const list = namesOf(dir, this._gpu.names);
+    this._targets = [];
+    for (const t of list) {
+      const buffer = toGPUBuffer(this._gpu.device, t, this._gpu);
+      this._targets.push({ name: t.name ?? t.index, buffer, mapped: null });
+    }
+    this._gpuBuffers = new Map(this._targets.map((g) => [g.name, g.buffer]));
+  }
+
+  // GPU mode: the buffers for the selected tensors, created mapped as soon as
+  // the directory is in (a tensor above maxBufferSize fails the load here).
+  _createTargets(dir) {
+    const list = namesOf(dir, this._gpu.names).sort((a, b) => a.byteOffset - b.byteOffset);
+    this._targets = [];
+    for (const t of list) {
+      const name = t.name ?? t.index;
+      const off = this._start + t.byteOffset;
+      const { buffer, mapped } = createMapped(this._gpu.device, name, t.byteLength, off, this._gpu);
+      this._targets.push({ name, off, end: off + t.byteLength, buffer, mapped });
+    }
+  }
+
+  _unmapAll() {
+    for (const g of this._targets) g.buffer.unmap();
+    this._gpuBuffers = new Map(this._targets.map((g) => [g.name, g.buffer]));
+    for (const g of this._targets) g.mapped = null;
+  }
+
+  _destroyAll() {
+    if (this._targets === null) return;
+    for (const g of this._targets) g.buffer.destroy(); // (a mapped buffer is unmapped by destroy)
+    this._targets = null;
+    this._gpuBuffers = null;
   }
 
   /**
@@ -198,6 +287,7 @@ export class DirectoryLoader {
         }
       }
     } catch (e) {
+      if (this._gpu !== null && this._error === null) this._fail(e); // the GPU buffers go with the stream
       await reader.cancel(e).catch(() => {});
       throw e;
     } finally {
@@ -216,7 +306,8 @@ export class DirectoryLoader {
       const length = buf?.length ?? 0; // (the read detaches buf)
       const at = this._received;
       const inPlace = at < length;
-      const view = inPlace ? buf.subarray(at, Math.min(length, at + BYOB_READ)) : new Uint8Array(BYOB_FIRST);
+      const reuse = !inPlace && this._check !== null; // copied out before the next read
+      const view = inPlace ? buf.subarray(at, Math.min(length, at + BYOB_READ)) : reuse ? this._spareView() : new Uint8Array(BYOB_FIRST);
       let r;
       try {
         r = await reader.read(view);
@@ -226,9 +317,18 @@ export class DirectoryLoader {
       }
       const { done, value } = r;
       if (inPlace && value !== undefined) this._buffer = new Uint8Array(value.buffer, 0, length);
+      if (reuse && value !== undefined) this._spare = new Uint8Array(value.buffer);
       if (done) break;
       this._take(value, inPlace);
     }
+  }
+
+  _spareView() {
+    if (this._spare === null) {
+      const left = (this.totalBytes ?? Infinity) - this._received;
+      this._spare = new Uint8Array(Math.min(BYOB_SPARE, Math.max(BYOB_FIRST, left)));
+    }
+    return this._spare;
   }
 
   // The file's length as far as the head check may assume it.
@@ -278,7 +378,11 @@ export class DirectoryLoader {
     const table = c.table();
     const pending = 'the payload has not arrived yet: await loader.end()';
     this._directory = new Directory(INTERNAL, table, joined, { pending, metadata: this._head.metadata });
-    this._allocate(s + this._info.blockLength, joined);
+    if (this._gpu !== null) {
+      this._prefix = joined.subarray(0, this._need); // the table's bytes; payloads go to the GPU
+      this._createTargets(this._directory);
+      this._store(joined, 0);
+    } else this._allocate(s + this._info.blockLength, joined);
     this._onDirectory?.(this._directory);
     if (!c.pump(joined, 0, this._received)) this._reject();
   }
@@ -317,9 +421,27 @@ export class DirectoryLoader {
   }
 
   _store(bytes, at) {
+    if (this._targets !== null) {
+      this._storeGPU(bytes, at);
+      return;
+    }
     const room = this._buffer.length - at;
     if (room <= 0) return;
     this._buffer.set(room >= bytes.length ? bytes : bytes.subarray(0, room), at);
+  }
+
+  // The parts of file bytes [at, at + bytes.length) that belong to the GPU
+  // tensors, into their mapped ranges (chunks arrive in file order).
+  _storeGPU(bytes, at) {
+    const stop = at + bytes.length;
+    const ts = this._targets;
+    while (this._ti < ts.length && ts[this._ti].end <= at) this._ti++;
+    for (let k = this._ti; k < ts.length && ts[k].off < stop; k++) {
+      const g = ts[k];
+      const a = Math.max(at, g.off);
+      const b = Math.min(stop, g.end);
+      if (b > a) g.mapped.set(bytes.subarray(a - at, b - at), a - g.off);
+    }
   }
 
   // The validator met a fault: that is the verdict for the block as declared.
@@ -343,6 +465,7 @@ export class DirectoryLoader {
   _fail(e) {
     this._error = e;
     this._release();
+    this._destroyAll();
   }
 
   _release() {
@@ -357,6 +480,27 @@ export class DirectoryLoader {
  * bytes. A model file's metadata is on the result's `metadata`.
  */
 export async function loadDirectory(source, options = {}) {
+  const { stream, totalLength } = await streamOf(source, options, 'loadDirectory');
+  const loader = new DirectoryLoader({ ...options, totalLength });
+  return loader.consume(stream);
+}
+
+/**
+ * The stream loader's GPU path: loads and checks a file as loadDirectory does, with the payloads of the
+ * tensors `nameOrNames` (all when omitted or null) written into GPUBuffers created with mappedAtCreation
+ * as the bytes arrive; no buffer of the file's length is made. After the whole file passed (byte rules
+ * and digests), the buffers are unmapped and returned, a Map of name -> GPUBuffer; on any fault all are
+ * destroyed and the promise rejects. `options.onDirectory` receives the tensor table.
+ */
+export async function loadDirectoryToGPU(device, source, nameOrNames, options = {}) {
+  const { stream, totalLength } = await streamOf(source, options, 'loadDirectoryToGPU');
+  const gpu = { device, names: nameOrNames ?? null, usage: options.usage };
+  const loader = new DirectoryLoader({ ...options, totalLength, gpu });
+  await loader.consume(stream);
+  return loader.gpuBuffers;
+}
+
+async function streamOf(source, options, what) {
   let stream;
   let totalLength = options.totalLength;
   if (typeof source === 'string' || source instanceof URL) {
@@ -376,8 +520,7 @@ export async function loadDirectory(source, options = {}) {
   } else if (source && typeof source.getReader === 'function') {
     stream = source;
   } else {
-    throw new TypeError('loadDirectory expects a URL, Response, Blob or ReadableStream');
+    throw new TypeError(`${what} expects a URL, Response, Blob or ReadableStream`);
   }
-  const loader = new DirectoryLoader({ ...options, totalLength });
-  return loader.consume(stream);
+  return { stream, totalLength };
 }

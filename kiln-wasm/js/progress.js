@@ -11,6 +11,7 @@ export const PROGRESS_BYTES = 64 * 1024;
 /** Milliseconds between two progress calls, at most (unless PROGRESS_BYTES arrived first). */
 export const PROGRESS_MS = 50;
 
+const NETWORK = Object.freeze({ tensor: null, source: 'network' });
 const now = () => (typeof performance !== 'undefined' ? performance.now() : Date.now());
 
 /**
@@ -28,8 +29,11 @@ export class Progress {
     this._final = false;
   }
 
-  /** Counts `bytes` more; reports when 64 KiB arrived or 50 ms passed since the last report. */
-  add(bytes, info = { tensor: null, source: 'network' }) {
+  /**
+   * Counts `bytes` more; reports when 64 KiB arrived or 50 ms passed since the last report. `info` may be
+   * a function returning it (called only when a report is made).
+   */
+  add(bytes, info = NETWORK) {
     this.received += bytes;
     if (this._cb === null) return;
     if (this.total !== null && this.received >= this.total) {
@@ -40,13 +44,14 @@ export class Progress {
     if (this.received - this._lastBytes >= PROGRESS_BYTES || t - this._lastTime >= PROGRESS_MS) {
       this._lastBytes = this.received;
       this._lastTime = t;
-      this._cb(this.received, this.total, info);
+      this._cb(this.received, this.total, typeof info === 'function' ? info() : info);
     }
   }
 
   /** The final call (once): received === total (total set to received when it was unknown). */
-  done(info = { tensor: null, source: 'network' }) {
+  done(info = NETWORK) {
     if (this._cb === null || this._final) return;
+    if (typeof info === 'function') info = info();
     this._final = true;
     if (this.total === null || this.total < this.received) this.total = this.received;
     this.received = this.total;

@@ -225,6 +225,102 @@ test('a tensor above maxBufferSize: a KilnError with the size, the limit and how
   assert.equal(out.made, 0, 'no buffer created');
 });
 
+test('the stream loader: loadDirectoryToGPU reads back bit-exact (fetch body, Blob stream, pushed chunks), names select', { skip }, async () => {
+  const out = await run(`
+    const url = location.origin + '/all.kiln';
+    const res = {};
+    const calls = [];
+    let table = null;
+    const a = await kiln.loadDirectoryToGPU(device, url, null, { onDirectory: (d) => (table = d.names()), onProgress: (g, t, i) => calls.push([g, t, i.tensor, i.source]) });
+    for (const [name, b] of a) res[name] = { size: b.size, label: b.label, fetch: hex(await readBack(b)) };
+    const bytes = new Uint8Array(await (await fetch(url)).arrayBuffer());
+    for (const [name, b] of await kiln.loadDirectoryToGPU(device, new Blob([bytes]))) res[name].blob = hex(await readBack(b));
+    const loader = new kiln.DirectoryLoader({ gpu: { device } });
+    for (let at = 0; at < bytes.length; at += 7) loader.push(bytes.subarray(at, at + 7));
+    const dir = loader.end();
+    for (const [name, b] of loader.gpuBuffers) res[name].push = hex(await readBack(b));
+    let pending = '';
+    try { dir.get('t_u8').bytes(); } catch (e) { pending = e.message; }
+    const before = made.length;
+    const some = await kiln.loadDirectoryToGPU(device, url, ['t_f32', 't_bool']);
+    return { res, keys: [...a.keys()], table, some: [...some.keys()], madeSome: made.length - before, pending, last: calls.at(-1), destroyed: destroyed.size };
+  `);
+  assert.deepEqual(out.keys, out.table);
+  for (const s of SPECS) {
+    const r = out.res[s.name];
+    assert.ok(r, s.name);
+    assert.equal(r.fetch, padded(s.data), `${s.name} from a fetch body`);
+    assert.equal(r.blob, padded(s.data), `${s.name} from a Blob stream`);
+    assert.equal(r.push, padded(s.data), `${s.name} pushed in 7-byte chunks`);
+    assert.equal(r.size, Math.max(4, Math.ceil(s.data.length / 4) * 4));
+    assert.equal(r.label, s.name);
+  }
+  assert.deepEqual(out.some.sort(), ['t_bool', 't_f32']);
+  assert.equal(out.madeSome, 2, 'a buffer only for the tensors asked for');
+  assert.match(out.pending, /GPU/);
+  assert.equal(out.last[0], out.last[1], 'a final progress call with received === total');
+  assert.equal(out.last[3], 'network');
+  assert.equal(out.destroyed, 0);
+});
+
+test('the stream loader: a corrupt payload byte (digest), a bad gap byte, a bad bool byte reject with loadDirectory\'s verdict; every buffer destroyed', { skip }, async () => {
+  const model = exampleModel();
+  const info = await run(`
+    const m = await kiln.loadDirectory(location.origin + '/model.kiln');
+    const r = await kiln.openRemote(location.origin + '/all.kiln');
+    const b = r.get('t_bool');
+    return { offset: m.at(m.length - 1).byteOffset, n: m.length, names: m.names(), bool: b.byteOffset, gap: b.byteOffset + b.byteLength, all: r.length };
+  `);
+  const bad = model.slice();
+  bad[info.offset + 1] ^= 0x40;
+  server.files.set('/bad-digest.kiln', bad);
+  const badBool = block.slice();
+  badBool[info.bool + 2] = 2;
+  const badGap = block.slice();
+  badGap[info.gap] = 7;
+  server.files.set('/bad-bool.kiln', badBool);
+  server.files.set('/bad-gap.kiln', badGap);
+  const out = await run(`
+    const res = {};
+    for (const f of ['bad-digest', 'bad-bool', 'bad-gap']) {
+      const url = location.origin + '/' + f + '.kiln';
+      const before = made.length;
+      destroyed.clear();
+      const gpu = await verdict(() => kiln.loadDirectoryToGPU(device, url));
+      res[f] = { gpu, cpu: await verdict(() => kiln.loadDirectory(url)), made: made.length - before, destroyed: destroyed.size };
+    }
+    // The model file without its digests checked: the byte rules only, so it passes.
+    res.noVerify = await verdict(() => kiln.loadDirectoryToGPU(device, location.origin + '/bad-digest.kiln', null, { verifyDigests: false }));
+    return res;
+  `);
+  assert.match(out['bad-digest'].gpu, /^DIGEST \d+ PayloadDigest$/);
+  assert.match(out['bad-bool'].gpu, /BoolByte/);
+  assert.match(out['bad-gap'].gpu, /NonzeroGap/);
+  for (const f of ['bad-digest', 'bad-bool', 'bad-gap']) {
+    assert.equal(out[f].gpu, out[f].cpu, `${f}: the verdict loadDirectory gives`);
+    assert.equal(out[f].made, f === 'bad-digest' ? info.n : info.all);
+    assert.equal(out[f].destroyed, out[f].made, `${f}: every buffer destroyed`);
+  }
+  assert.equal(out.noVerify, 'accept');
+});
+
+test('the stream loader: a tensor above maxBufferSize is LIMIT before any payload, the buffers made so far destroyed', { skip }, async () => {
+  server.files.set('/two.kiln', encodeKiln([{ name: 'small', dtype: 'u8', shape: [1000] }, { name: 'big', dtype: 'u8', shape: [300000] }]));
+  const out = await run(`
+    const small = { limits: { maxBufferSize: arg.limit }, createBuffer: (d) => device.createBuffer(d) };
+    let m = '', received = -1;
+    const loader = new kiln.DirectoryLoader({ gpu: { device: small } });
+    try { await loader.consume((await fetch(location.origin + '/two.kiln')).body); } catch (e) { m = (e instanceof kiln.KilnError) + ' ' + e.message; }
+    return { m, made: made.map((b) => b.label), destroyed: [...destroyed], buffers: loader.gpuBuffers };
+  `, { limit: 262144 });
+  assert.match(out.m, /^true LIMIT/);
+  assert.match(out.m, /300000 bytes/);
+  assert.match(out.m, /maxBufferSize of 262144 bytes/);
+  assert.deepEqual(out.made, ['small']);
+  assert.deepEqual(out.destroyed, ['small']);
+  assert.equal(out.buffers, null);
+});
+
 test('a sharded model: loadToGPU of every tensor matches load(); a corrupt byte in a shard is DIGEST naming the shard', { skip }, async () => {
   const m = writeSharded({ name: 'g', shards: 3, tensors: 12, bytes: 68 });
   try {

@@ -4,7 +4,7 @@
 // fails with "Unused '@ts-expect-error' directive".
 import {
   parseDirectory, parseModel, isModelFile, init, KilnError, DirectoryLoader, RemoteDirectory, loadTensor, openRemote,
-  dequantize, decodeValue, decodeFrame, Directory, Tensor, createOnnxSession, toGPUBuffer, type GPUDeviceLike, type GPUBufferLike,
+  dequantize, decodeValue, decodeFrame, Directory, Tensor, createOnnxSession, toGPUBuffer, loadDirectoryToGPU, type GPUDeviceLike, type ProgressInfo, type GPUBufferLike,
   type AnyTensor, type DType, type KilnErrorCode, type FrozenValue, type Model, type ViewOf, type TensorView,
 } from 'kiln-wasm';
 
@@ -151,6 +151,14 @@ async function gpuLoad(r: RemoteDirectory) {
   const m: Map<string | number, MyBuffer> = await r.loadToGPU(gpuDevice, ['a', 'b'], { onProgress: (n, total, i) => i.source });
   return m;
 }
+async function gpuStream(url: string) {
+  const m: Map<string | number, MyBuffer> = await loadDirectoryToGPU(gpuDevice, url, null, { onProgress: (n, t, i: ProgressInfo) => i.tensor });
+  const l = new DirectoryLoader({ gpu: { device: gpuDevice, names: ['a'] }, onProgress: (n, t) => n });
+  l.end();
+  const g: Map<string | number, GPUBufferLike> | null = l.gpuBuffers;
+  return [m, g];
+}
+void gpuStream;
 // @ts-expect-error a device needs createBuffer and limits
 toGPUBuffer({}, bytes);
 
