@@ -86,7 +86,7 @@ function slowModel() {
 
 before(async () => {
   const port = await freePort();
-  python = spawn('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', www], { stdio: 'ignore' });
+  python = spawn('python3', [join(here, 'serve.py'), String(port), www], { stdio: 'ignore' });
   base = `http://127.0.0.1:${port}`;
   const model = slowModel();
   slow = createServer(async (req, res) => {
