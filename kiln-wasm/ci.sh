@@ -17,7 +17,8 @@
 #                                      webpack 5, rollup, module workers, kiln-wasm/slim; the converted digits
 #                                      ONNX graph through createOnnxSession with the pinned onnxruntime-web, in
 #                                      Node and Chromium (wasm, WebGPU), about 7 s)
-#   3b. node kiln-wasm/bench/sharded.mjs --quick (openRemote of a 5,000-tensor sharded model: the smoke size)
+#   3b. node kiln-wasm/bench/sharded.mjs --quick (openRemote of a 5,000-tensor sharded model: the smoke size),
+#       node kiln-wasm/bench/gpu.mjs 16 (the WebGPU upload benchmark at 16 MiB, a few seconds; 256 locally)
 #   4. web-demo/ci.sh                 (the demo in headless Chromium, screenshots, the 390 px layout)
 #   5. with --bench: the Node and Chromium benchmarks (64 MiB quick mode with --quick-bench)
 # Warm machine: 1.5 to 2 minutes (the toolchain matrix about 35 s of it). Usage: kiln-wasm/ci.sh [--bench | --quick-bench]
@@ -60,6 +61,8 @@ node --test kiln-wasm/test/
 
 echo "== node kiln-wasm/bench/sharded.mjs --quick"
 node "$HERE/bench/sharded.mjs" --quick >/dev/null
+echo "== node kiln-wasm/bench/gpu.mjs 16"
+node "$HERE/bench/gpu.mjs" 16 >/dev/null
 
 echo "== web-demo/ci.sh"
 "$ROOT/web-demo/ci.sh"
