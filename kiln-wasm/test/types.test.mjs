@@ -63,6 +63,18 @@ test('tsc --strict with onnxruntime-web\'s own types: createOnnxSession takes it
   }
 });
 
+test('tsc --strict with @webgpu/types: a real GPUDevice goes in, GPUBuffer comes out', { skip: skip || (!existsSync(join(devModules, '@webgpu', 'types')) && '@webgpu/types not installed') }, () => {
+  const dir = project('types-webgpu', { tools: ['typescript', '@webgpu/types'] });
+  try {
+    copyFileSync(fileURLToPath(new URL('types/webgpu-consumer.ts', import.meta.url)), join(dir, 'consumer.ts'));
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...base, types: ['@webgpu/types'], module: 'nodenext', moduleResolution: 'nodenext' }, files: ['consumer.ts'] }));
+    const out = tsc(dir);
+    assert.equal(out, '', out);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('the type tests fail when the types regress (unused @ts-expect-error)', { skip }, () => {
   const dir = project('types-regress', { tools: ['typescript'] });
   try {
