@@ -220,18 +220,84 @@ function sourceOfUrl(url, name = nameOfUrl(url)) {
   return source;
 }
 
-async function open(source) {
+// The cache backend for the bundled examples: the Origin Private File System
+// where there is one, else the Cache Storage API (both need a secure context:
+// https or localhost); none when the package has no cache.
+function cacheBackend() {
+  if (typeof kiln.cache !== 'object' || !isSecureContext) return undefined;
+  if (navigator.storage?.getDirectory) return 'opfs';
+  if (globalThis.caches) return 'cache-api';
+  return undefined;
+}
+
+// The bundled examples: opened with range requests through the package's
+// persistent cache, so that a second visit downloads no payload byte (at most
+// one small request checks that the file on the server is unchanged). A
+// server that ignores Range gets the stream loader instead.
+async function openCached(url) {
+  const source = sourceOfUrl(url);
+  const cache = cacheBackend();
   state.opened += 1;
+  const opened = state.opened;
+  begin(source);
+  const from = { network: 0, cache: 0 };
+  const started = performance.now();
+  let remote;
+  try {
+    remote = await kiln.openRemote(url, { cache });
+  } catch (err) {
+    if (opened !== state.opened) return;
+    if (err instanceof kiln.KilnError) return showError(err, source);
+    console.info(`range requests failed (${err.message}): reading the whole file`);
+    return open(source);
+  }
+  try {
+    if (opened !== state.opened) return;
+    $('progress-label').textContent = `Directory checked: ${fmt.format(remote.length)} tensors — loading the payload…`;
+    renderTable(remote, true);
+    const tensors = remote.tensors();
+    const grand = tensors.reduce((a, t) => a + t.byteLength, 0) || 1;
+    let done = 0;
+    for (const t of tensors) {
+      await remote.load(t.index, {
+        onProgress: (got, total, info) => {
+          if (opened !== state.opened) return;
+          if (got === total && info?.source in from) from[info.source] += total;
+          const now = Math.min(done + got, grand);
+          $('progress-bar').value = Math.min(100, (100 * now) / grand);
+          $('progress-bytes').textContent = `${bytesText(now)} of ${bytesText(grand)} ${info?.source === 'cache' ? 'from the cache' : 'from the network'}`;
+        },
+      });
+      done += t.byteLength;
+      markLoaded(t.index);
+    }
+    if (opened !== state.opened) return;
+    $('progress-bar').value = 100;
+    loaded(remote, source, performance.now() - started);
+    showCacheNote(from, undefined, cache);
+  } catch (err) {
+    if (opened === state.opened) await showError(err, source);
+  }
+}
+
+// The page's state while a file is read.
+function begin(source) {
   state.dir = null;
   state.source = source;
   document.body.dataset.state = 'loading';
+  document.body.dataset.cache = '';
   for (const id of ['intro', 'error-card', 'summary', 'metadata-card', 'table-card', 'detail', 'mlp']) $(id).hidden = true;
   $('progress-card').hidden = false;
   $('progress-label').textContent = `Reading ${source.name}…`;
   $('progress-bar').value = 0;
   $('cache-note').hidden = true;
-  const from = { network: 0, cache: 0 };
   $('progress-bytes').textContent = '';
+}
+
+async function open(source) {
+  state.opened += 1;
+  begin(source);
+  const from = { network: 0, cache: 0 };
   const started = performance.now();
   try {
     const stream = await source.stream();
@@ -272,7 +338,10 @@ function loaded(dir, source, ms) {
   $('sum-payload').textContent = `byte ${fmt.format(dir.payloadOffset)}`;
   $('sum-time').textContent = `${ms.toFixed(1)} ms`;
   const tensors = dir.tensors();
-  const inPlace = tensors.filter((t) => t.isView && t.view().buffer === dir.source.buffer).length;
+  // In place: a typed array over the bytes as read (the file's buffer, or for a
+  // range-read file the buffer each tensor's bytes were fetched into).
+  const remote = dir instanceof kiln.RemoteDirectory;
+  const inPlace = tensors.filter((t) => t.isView && (remote || t.view().buffer === dir.source.buffer)).length;
   $('sum-views').textContent = `${inPlace} of ${tensors.length}`;
   $('sum-views').className = `v ${inPlace === tensors.length ? 'good' : ''}`;
   renderMetadata(dir);
@@ -288,11 +357,16 @@ function loaded(dir, source, ms) {
 
 // Whether the bytes came from the package's cache (onProgress's third argument
 // says 'cache' or 'network'; a source may also say so itself).
-function showCacheNote(from, cached) {
+function showCacheNote(from, cached, backend) {
   const note = $('cache-note');
   const hit = cached === true || (from.cache > 0 && from.network === 0);
+  const where = backend === 'opfs' ? ' (the browser\u2019s private file system)' : backend === 'cache-api' ? ' (Cache Storage)' : '';
   note.hidden = !hit && !(from.cache > 0);
-  note.textContent = hit ? 'The model came from the cache: no bytes were downloaded.' : from.cache > 0 ? 'Part of the model came from the cache.' : '';
+  note.textContent = hit
+    ? `The model came from the cache${where}: no payload byte was downloaded.`
+    : from.cache > 0
+      ? `Part of the model came from the cache${where}.`
+      : '';
   document.body.dataset.cache = hit ? 'hit' : from.cache > 0 ? 'partial' : 'miss';
 }
 
@@ -337,6 +411,13 @@ function renderTable(dir, pending) {
 }
 
 // While the payload streams in, mark each tensor whose bytes have all arrived.
+function markLoaded(index) {
+  const cell = $('tensors').querySelector(`tbody tr[data-i="${index}"]`)?.lastElementChild;
+  if (!cell || cell.dataset.arrived) return;
+  cell.dataset.arrived = '1';
+  cell.innerHTML = '<span class="muted">received</span>';
+}
+
 function markArrived(dir, received) {
   if (!dir || state.dir) return;
   for (const tr of $('tensors').querySelectorAll('tbody tr[data-i]')) {
@@ -594,8 +675,8 @@ $('file-input').addEventListener('change', (e) => {
   if (f) open(sourceOfFile(f));
   e.target.value = '';
 });
-$('load-example').addEventListener('click', () => open(sourceOfUrl('examples/digits-mlp.model.kiln')));
-$('load-example-plain').addEventListener('click', () => open(sourceOfUrl('examples/digits-mlp.kiln')));
+$('load-example').addEventListener('click', () => openCached('examples/digits-mlp.model.kiln'));
+$('load-example-plain').addEventListener('click', () => openCached('examples/digits-mlp.kiln'));
 $('intro-example').addEventListener('click', () => $('load-example').click());
 $('damaged').addEventListener('change', (e) => {
   const v = e.target.value;
