@@ -405,20 +405,25 @@ export class RemoteDirectory extends Directory {
       }
       return;
     }
+    // What the entry holds from (the payload, or gap + payload): a part the
+    // prefix already holds (start is then the prefix's end) is copied from it.
+    const from = Math.min(start, this._digestsAt >= 0 ? x.byteOffset : gapStart(this, x.index));
     let buf = null;
-    if (start <= x.byteOffset) {
-      try {
-        buf = new Uint8Array(end - start);
-      } catch {
-        buf = null; // too large to keep: not cached
-      }
+    try {
+      buf = new Uint8Array(end - from);
+      if (from < start) buf.set(this._bytes.subarray(from, start));
+    } catch {
+      buf = null; // too large to keep: not cached
     }
     await this._readNetwork(start, end, (chunk, off, source) => {
-      buf?.set(chunk, off - start);
+      if (buf !== null && off + chunk.length > from) {
+        const skip = Math.max(0, from - off);
+        buf.set(skip === 0 ? chunk : chunk.subarray(skip), off + skip - from);
+      }
       onChunk(chunk, off, source);
     });
     if (buf === null) return;
-    const seg = { index: x.index, at: start, bytes: buf, payload: buf.subarray(x.byteOffset - start) };
+    const seg = { index: x.index, at: from, bytes: buf, payload: buf.subarray(x.byteOffset - from) };
     try {
       if (this._digestsAt >= 0) {
         const at = this._digestsAt + 32 * x.index;
@@ -713,7 +718,8 @@ async function cachedPrefix(ctx, progress) {
     ctx.cache.fail(e);
   }
   if (body === null) {
-    await forget(ctx.cache, rk, rec);
+    // A torn or corrupted prefix: it goes (the tensors' entries check themselves).
+    await store.delete(rec.prefix).catch((e) => ctx.cache.fail(e));
     return null;
   }
   progress.add(body.length, { tensor: null, source: 'cache' });
