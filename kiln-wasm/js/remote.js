@@ -173,6 +173,7 @@ export class RemoteDirectory extends Directory {
     this._validator = info.validator ?? null; // its ETag / Last-Modified at open
     this._prefixSource = info.source ?? 'network'; // where `prefix` came from
     this._ends = null; // payload end -> tensor index, for _readRange's cache lookups
+    this._from = new Map(); // tensor index -> where load() took it from ('network' | 'cache')
     this._onProgress = info.onProgress ?? null; // openRemote's onProgress: load's default
   }
 
@@ -208,7 +209,7 @@ export class RemoteDirectory extends Directory {
     const want = [...new Set([t, q?.scale, q?.outer])].filter((x) => x && !this._segments.has(x.index));
     const report = reporter(options.onProgress ?? this._onProgress, this._cacheState);
     if (want.length === 0) {
-      new Progress(report, 0).done({ tensor: t.name ?? t.index, source: 'cache' });
+      new Progress(report, 0).done({ tensor: t.name ?? t.index, source: this._sourceOf(t.index) });
       return t;
     }
     const hits = await Promise.all(want.map((x) => this._fromCache(x)));
@@ -236,6 +237,7 @@ export class RemoteDirectory extends Directory {
     for (const f of fetched) {
       this._known.push(f);
       this._segments.set(f.index, f.payload);
+      this._from.set(f.index, f.source === 'prefix' ? this._prefixSource : f.source);
     }
     for (const f of fetched) if (f.source === 'network') await this._commit(this.at(f.index), f);
     progress.done({ tensor: t.name ?? t.index, source: progress.source });
@@ -279,6 +281,11 @@ export class RemoteDirectory extends Directory {
     });
     const seg = buf.subarray(gapFrom - floor, end - floor);
     return { index: x.index, at: gapFrom, bytes: seg, payload: buf.subarray(x.byteOffset - floor, end - floor), source: 'network' };
+  }
+
+  // Where a loaded tensor's bytes came from.
+  _sourceOf(i) {
+    return this._from.get(i) ?? this._prefixSource;
   }
 
   // The cache key of tensor x: its digest when the file has digests, else
@@ -515,8 +522,9 @@ function context(url, options, stats = { requests: 0, bytesFetched: 0 }, cache =
   const fetch = options.fetch ?? ((...args) => globalThis.fetch(...args));
   const ctx = {
     url: String(url),
-    fetch: async (...args) => {
-      const r = await fetch(...args);
+    fetch: async (u, init) => {
+      // The change check goes to the server (a browser's HTTP cache revalidates, never answers alone).
+      const r = await fetch(u, ctx.revalidate ? { ...init, cache: 'no-cache' } : init);
       ctx.validator = validatorOf(r);
       return r;
     },
@@ -525,6 +533,7 @@ function context(url, options, stats = { requests: 0, bytesFetched: 0 }, cache =
     stats,
     cache: cache === undefined ? cacheState(options.cache) : cache,
     validator: null,
+    revalidate: false,
   };
   return ctx;
 }
@@ -705,7 +714,13 @@ async function cachedPrefix(ctx, progress) {
     return null;
   }
   if (rec === null) return null;
-  const probe = await rangeGet(ctx, 0, 0);
+  ctx.revalidate = true;
+  let probe;
+  try {
+    probe = await rangeGet(ctx, 0, 0);
+  } finally {
+    ctx.revalidate = false;
+  }
   if (ctx.validator === null || ctx.validator !== rec.etag || probe.total !== rec.length) {
     await forget(ctx.cache, rk, rec); // changed on the server
     return null;
@@ -940,14 +955,15 @@ export class RemoteModel extends Directory {
   async load(nameOrIndex, options = {}) {
     const t = this._find(nameOrIndex);
     const onProgress = options.onProgress ?? this._options.onProgress;
+    const k = this._shardOf[t.index];
+    const base = this._firstOf[k];
     if (this._segments.has(t.index)) {
-      new Progress(reporter(onProgress, this._ctx.cache), 0).done({ tensor: t.name ?? t.index, source: 'cache' });
+      const source = (await this._shard(k))._sourceOf(t.index - base);
+      new Progress(reporter(onProgress, this._ctx.cache), 0).done({ tensor: t.name ?? t.index, source });
       return t;
     }
-    const k = this._shardOf[t.index];
     const entry = this.shards[k - 1];
     const dir = await this._shard(k);
-    const base = this._firstOf[k];
     try {
       await dir.load(t.index - base, { onProgress });
     } catch (e) {

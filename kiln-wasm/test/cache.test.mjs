@@ -68,8 +68,14 @@ test('a sharded model reloaded from the cache: one request of one byte (the mani
   assert.deepEqual(got1, want);
 
   srv.reset();
-  const second = await kiln.openRemote(url, { cache: store });
+  const inits = [];
+  const fetchLogged = (u, init) => {
+    inits.push(init);
+    return fetch(u, init);
+  };
+  const second = await kiln.openRemote(url, { cache: store, fetch: fetchLogged });
   const got2 = await loadAll(second);
+  assert.equal(inits[0].cache, 'no-cache'); // a browser's HTTP cache must ask the server
   t.diagnostic(`reload: ${second.requests} requests, ${second.bytesFetched} bytes (server: ${srv.stats.requests} requests, ${srv.stats.bytes} bytes)`);
   assert.deepEqual(got2, want);
   assert.ok(second.requests <= 1, `${second.requests} requests`);

@@ -1,0 +1,109 @@
+// openRemote's 'opfs' and 'cache-api' caches in headless Chromium with a
+// persistent profile: a sharded model loaded, the browser closed and started
+// again on the same profile, then the model loaded again with at most one
+// request (the manifest's change check), bytes identical; cache.usage and
+// cache.delete on the real backends. Skipped with the reason when Chromium or
+// playwright-core is missing.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { extname, join, normalize } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { rangeServer } from '../test-support/range-server.mjs';
+import { writeSharded } from '../test-support/sharded.mjs';
+
+const pkg = fileURLToPath(new URL('../pkg/', import.meta.url));
+const executablePath = process.env.CHROMIUM ?? '/usr/bin/chromium';
+let chromium = null;
+try {
+  ({ chromium } = await import('playwright-core'));
+} catch {
+  chromium = null;
+}
+const skip = (!existsSync(executablePath) && `no Chromium at ${executablePath}`) || (chromium === null && 'playwright-core not installed (npm ci in kiln-wasm/)');
+const TYPES = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
+let server;
+let profile;
+let model;
+
+function pkgRoute(req, res) {
+  const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^[/\\]+/, '');
+  if (path === '' || path === 'index.html') {
+    res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><link rel="icon" href="data:,"><title>kiln-wasm cache</title>');
+    return true;
+  }
+  const file = join(pkg, path);
+  if (path.endsWith('.kiln') || !file.startsWith(pkg) || !existsSync(file)) return false;
+  res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
+  return true;
+}
+
+before(async () => {
+  if (skip) return;
+  server = await rangeServer({ routes: pkgRoute });
+  model = writeSharded({ name: 'bc', shards: 3, tensors: 12, bytes: 16384 });
+  for (const [n, b] of model.files) server.files.set(`/m/${n}`, b);
+  profile = mkdtempSync(join(tmpdir(), 'chromium-cache-'));
+});
+
+after(async () => {
+  await server?.close();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+});
+
+// A browser on the persistent profile, one page: runs `body` there, then closes the browser.
+async function inBrowser(body, arg) {
+  const ctx = await chromium.launchPersistentContext(profile, {
+    executablePath,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    const page = ctx.pages()[0] ?? (await ctx.newPage());
+    await page.goto(`${server.base}/index.html`);
+    return await page.evaluate(new Function('arg', `return (async () => { const kiln = await import('./index.js'); ${body} })();`), arg);
+  } finally {
+    await ctx.close();
+  }
+}
+
+// In the page: open the model with `arg.cache`, load every tensor, hash what was loaded.
+const LOAD = `
+  const m = await kiln.openRemote(location.origin + '/m/bc.kiln', { cache: arg.cache });
+  const sources = new Set();
+  const parts = [];
+  for (const t of m) {
+    await m.load(t.name, { onProgress: (r, total, info) => sources.add(info.source) });
+    parts.push(t.name, Array.from(t.bytes()).join(','));
+  }
+  const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(parts.join(';'))));
+  const out = { requests: m.requests, bytes: m.bytesFetched, hash: Array.from(digest).join(','), sources: [...sources].sort() };
+`;
+
+for (const cache of ['opfs', 'cache-api']) {
+  test(`'${cache}': the cache persists across a browser restart; the reload makes at most one request; usage and delete`, { skip }, async (t) => {
+    const first = await inBrowser(`${LOAD} out.usage = await kiln.cache.usage(arg.cache); return out;`, { cache });
+    t.diagnostic(`first run: ${first.requests} requests, ${first.bytes} bytes; usage ${JSON.stringify(first.usage)}`);
+    assert.ok(first.requests > 3);
+    assert.deepEqual(first.sources, ['network']);
+    assert.ok(first.usage.entries > 5 && first.usage.bytes > 12 * 16384, JSON.stringify(first.usage));
+    server.reset();
+    const second = await inBrowser(
+      `${LOAD}
+      out.usage = await kiln.cache.usage(arg.cache);
+      out.removed = await kiln.cache.delete(location.origin + '/m/bc.kiln', arg.cache);
+      out.after = await kiln.cache.usage(arg.cache);
+      return out;`,
+      { cache },
+    );
+    t.diagnostic(`reload: ${second.requests} requests, ${second.bytes} bytes (server: ${server.stats.requests} requests, ${server.stats.bytes} bytes)`);
+    assert.equal(second.hash, first.hash);
+    assert.ok(second.requests <= 1, `${second.requests} requests`);
+    assert.ok(server.stats.requests <= 1, JSON.stringify(server.stats.log));
+    assert.deepEqual(second.sources, ['cache']);
+    assert.deepEqual(second.usage, first.usage);
+    assert.equal(second.removed, first.usage.entries);
+    assert.deepEqual(second.after, { bytes: 0, entries: 0 });
+  });
+}
