@@ -118,7 +118,7 @@ test('kiln-wasm/slim: a clear error before init, then init({ wasm }) with bytes 
 test('npm pack ships the entries, the glue, the .wasm, the types, the README and both licenses', () => {
   const { files } = tarball();
   assert.deepEqual(files, [
-    'LICENSE-APACHE', 'LICENSE-MIT', 'README.md', 'directory.js', 'elements.js', 'frozen.js', 'gpu.js', 'index.cjs', 'index.d.cts', 'index.d.ts',
+    'LICENSE-APACHE', 'LICENSE-MIT', 'README.md', 'cache.js', 'directory.js', 'elements.js', 'frozen.js', 'gpu.js', 'index.cjs', 'index.d.cts', 'index.d.ts',
     'index.js', 'kiln.js', 'loader.js', 'onnx.js', 'package.json', 'progress.js', 'ready.js', 'remote.js', 'slim.js', 'validate.js',
     'wasm/kiln_wasm.js', 'wasm/kiln_wasm_bg.wasm', 'wasm/kiln_wasm_inline.js',
   ]);
