@@ -304,7 +304,7 @@ export class RemoteDirectory extends Directory {
   // in place. A corrupted entry is deleted (the caller fetches it); null when absent.
   async _fromCache(x) {
     const key = this._key(x);
-    if (key === null || x.byteLength === 0) return null;
+    if (key === null) return null;
     const end = x.byteOffset + x.byteLength;
     if (end <= this._bytes.length) return null; // in the prefix already
     const store = this._cacheState.store;
@@ -347,7 +347,7 @@ export class RemoteDirectory extends Directory {
   // the payload; else gap + payload, sealed). A failed put is reported, not thrown.
   async _commit(x, seg) {
     const key = this._key(x);
-    if (key === null || x.byteLength === 0) return;
+    if (key === null) return;
     let bytes;
     if (this._digestsAt >= 0) {
       bytes = seg.bytes.subarray(x.byteOffset - seg.at);
@@ -373,7 +373,9 @@ export class RemoteDirectory extends Directory {
       this._ends = new Map();
       for (let i = 0; i < this.length; i++) {
         const t = this.at(i);
-        if (t.byteLength > 0) this._ends.set(t.byteOffset + t.byteLength, i);
+        const end = t.byteOffset + t.byteLength;
+        // An empty tensor's range (its gap) ends where it starts: the tensor before it wins a tie.
+        if (t.byteLength > 0 || !this._ends.has(end)) this._ends.set(end, i);
       }
     }
     const i = this._ends.get(end);
