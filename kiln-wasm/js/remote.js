@@ -300,8 +300,9 @@ export class RemoteDirectory extends Directory {
   }
 
   // Tensor x from the cache as a fetched segment (source 'cache'), checked
-  // again: its digest (or the entry's trailer) and the file's rules with it
-  // in place. A corrupted entry is deleted (the caller fetches it); null when absent.
+  // again: its digest (or the entry's trailer, which the bytes stored had
+  // to match). A corrupted entry is deleted (the caller fetches it); null
+  // when absent. The file's rules then run on it as on fetched bytes.
   async _fromCache(x) {
     const key = this._key(x);
     if (key === null) return null;
@@ -323,20 +324,24 @@ export class RemoteDirectory extends Directory {
     let body = digested ? entry : unseal(entry);
     let seg = null;
     if (body !== null && body.length === end - from) {
+      // Laid out as _fetch does: the payload's address a multiple of ALIGN (views in place).
       const { ALIGN } = layout();
       const floor = from - ((from - this._start) % ALIGN);
-      const buf = new Uint8Array(end - floor);
-      buf.set(body, from - floor);
+      let buf = body;
+      if (from !== floor || body.byteOffset % ALIGN !== 0) {
+        buf = new Uint8Array(end - floor);
+        buf.set(body, from - floor);
+      }
+      const base = buf === body ? 0 : from - floor;
       body = null;
-      seg = { index: x.index, at: from, bytes: buf.subarray(from - floor), payload: buf.subarray(x.byteOffset - floor), source: 'cache' };
-      try {
-        if (digested) {
+      seg = { index: x.index, at: from, bytes: buf.subarray(base), payload: buf.subarray(base + x.byteOffset - from), source: 'cache' };
+      if (digested) {
+        try {
           const at = this._digestsAt + 32 * x.index;
           checkDigest(seg.payload, this._bytes.subarray(at, at + 32), x.byteOffset);
+        } catch {
+          seg = null;
         }
-        this._check([...this._known, seg]);
-      } catch {
-        seg = null;
       }
     }
     if (seg === null) await store.delete(key).catch((e) => this._cacheState.fail(e));
