@@ -696,7 +696,8 @@ async function openFrom(ctx, f, limits, first, options, source, validator, progr
       onProgress: options.onProgress,
     });
   }
-  if (source === 'network' && ctx.cache !== null && validator !== null) {
+  // Stored only when every response was of the version the first one named.
+  if (source === 'network' && ctx.cache !== null && validator !== null && ctx.validator === validator) {
     const prefix = `${await fileBase(ctx.url, f.size, validator)}-p`;
     if (await ctx.cache.put(prefix, await sealed(f.bytes))) {
       const rec = { url: ctx.url, length: f.size, etag: validator, kind: p.kind === 'manifest' ? 'manifest' : 'file', prefix };
