@@ -160,6 +160,48 @@ test('a torn prefix entry is not read as whole: the file is opened from the netw
   assert.equal(m.requests, 2); // the check, then the prefix; the tensors from the cache
 });
 
+test('a record is written only after its prefix entry: a failed prefix put leaves no record; a garbage record is ignored and dropped', async (t) => {
+  const path = '/order/plain.kiln';
+  srv.files.set(path, plainFile(6));
+  const url = srv.base + path;
+  const inner = kiln.cache.memory();
+  const noPrefix = {
+    ...inner,
+    async put(key, bytes) {
+      if (key.endsWith('-p')) throw new Error('disk full');
+      return inner.put(key, bytes);
+    },
+  };
+  t.mock.method(console, 'warn', () => {});
+  await loadAll(await kiln.openRemote(url, { cache: noPrefix }));
+  const keys = await inner.keys();
+  assert.equal(keys.filter((k) => k.startsWith('r-')).length, 0);
+  assert.equal(keys.length, 4); // the tensors, which check themselves
+  // A record that is not one (torn JSON): ignored, deleted, the file opened from the network.
+  const store = kiln.cache.memory();
+  await loadAll(await kiln.openRemote(url, { cache: store }));
+  const rk = (await store.keys()).find((k) => k.startsWith('r-'));
+  await store.put(rk, new TextEncoder().encode('{"v":1,"url":'));
+  srv.reset();
+  const m = await kiln.openRemote(url, { cache: store });
+  assert.deepEqual(await loadAll(m), await reference(url));
+  assert.equal(m.requests, 1); // the prefix (no record: no check); the tensors from the cache
+  assert.ok(JSON.parse(new TextDecoder().decode(await store.get(rk))).prefix.endsWith('-p')); // written again
+});
+
+test('the range server: ETag per version, touch() changes it, a matching If-None-Match is 304', async () => {
+  srv.files.set('/etag/f', Uint8Array.of(1, 2, 3));
+  const u = `${srv.base}/etag/f`;
+  const a = (await fetch(u, { headers: { Range: 'bytes=0-0' } })).headers.get('etag');
+  assert.match(a, /^"3-\d+"$/);
+  assert.equal((await fetch(u, { headers: { 'If-None-Match': a } })).status, 304);
+  srv.touch('/etag/f');
+  const r = await fetch(u, { headers: { 'If-None-Match': a } });
+  assert.equal(r.status, 200);
+  assert.notEqual(r.headers.get('etag'), a);
+  assert.equal((await fetch(`${u}?noetag`)).headers.get('etag'), null);
+});
+
 test('a full quota does not fail the load: it goes on from the network, cacheError in the progress info, one console.warn', async (t) => {
   const url = serve('quota', big);
   const want = await reference(url);
@@ -275,6 +317,16 @@ test('loadToGPU from the cache: cached payloads go into the mapped buffers, sour
   assert.ok(calls.every(([, , info]) => info.source === 'cache'), JSON.stringify(calls.filter((c) => c[2].source !== 'cache')));
   const [r, total] = calls.at(-1);
   assert.equal(r, total);
+  // A corrupted entry on this path too: refused, fetched, stored again.
+  const k = (await store.keys()).find((x) => x.startsWith('t-'));
+  const e = await store.get(k);
+  e[0] ^= 1;
+  await store.put(k, e);
+  const m3 = await kiln.openRemote(url, { cache: store });
+  for (const [name, b] of await m3.loadToGPU(fakeDevice())) assert.deepEqual(b.data.subarray(0, want.get(name).length), want.get(name), name);
+  assert.equal(m3.requests, 2);
+  assert.equal((await m3.loadToGPU(fakeDevice())).size, want.size);
+  assert.equal(m3.requests, 2);
 });
 
 // No two calls closer than PROGRESS_BYTES and PROGRESS_MS; the last one final.
