@@ -2,8 +2,9 @@
 // persistent profile: a sharded model loaded, the browser closed and started
 // again on the same profile, then the model loaded again with at most one
 // request (the manifest's change check), bytes identical; cache.usage and
-// cache.delete on the real backends. Skipped with the reason when Chromium or
-// playwright-core is missing.
+// cache.delete on the real backends; loadToGPU from the cache into real
+// GPUBuffers (WebGPU on SwiftShader, skipped without an adapter). Skipped
+// with the reason when Chromium or playwright-core is missing.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -57,7 +58,7 @@ async function inBrowser(body, arg) {
   const ctx = await chromium.launchPersistentContext(profile, {
     executablePath,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--enable-unsafe-webgpu'],
   });
   try {
     const page = ctx.pages()[0] ?? (await ctx.newPage());
@@ -107,3 +108,49 @@ for (const cache of ['opfs', 'cache-api']) {
     assert.deepEqual(second.after, { bytes: 0, entries: 0 });
   });
 }
+
+// In the page: every tensor into GPUBuffers with `arg.cache`, read back and hashed.
+const GPU = `
+  if (!navigator.gpu) return { skip: 'navigator.gpu is missing' };
+  const adapter = await navigator.gpu.requestAdapter();
+  if (!adapter) return { skip: 'no WebGPU adapter' };
+  const device = await adapter.requestDevice();
+  if (arg.clear) await kiln.cache.delete(location.origin + '/m/bc.kiln', arg.cache);
+  const m = await kiln.openRemote(location.origin + '/m/bc.kiln', { cache: arg.cache });
+  const sources = new Set();
+  const bufs = await m.loadToGPU(device, null, { onProgress: (r, total, info) => sources.add(info.source) });
+  const parts = [];
+  for (const [name, b] of bufs) {
+    const r = device.createBuffer({ size: b.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const enc = device.createCommandEncoder();
+    enc.copyBufferToBuffer(b, 0, r, 0, b.size);
+    device.queue.submit([enc.finish()]);
+    await r.mapAsync(GPUMapMode.READ);
+    parts.push(name, Array.from(new Uint8Array(r.getMappedRange()).subarray(0, m.get(name).byteLength)).join(','));
+    r.unmap();
+  }
+  // The same tensors through load(), without a cache: what the buffers must hold.
+  const plain = await kiln.openRemote(location.origin + '/m/bc.kiln');
+  const want = [];
+  for (const name of bufs.keys()) {
+    await plain.load(name);
+    want.push(name, Array.from(plain.get(name).bytes()).join(','));
+  }
+  return { requests: m.requests, sources: [...sources].sort(), same: parts.join(';') === want.join(';'), n: bufs.size };
+`;
+
+test("'opfs': loadToGPU fills the cache, and after a browser restart streams the cached tensors into the mapped buffers", { skip }, async (t) => {
+  const first = await inBrowser(GPU, { cache: 'opfs', clear: true });
+  if (first.skip) {
+    t.skip(first.skip);
+    return;
+  }
+  assert.equal(first.same, true);
+  assert.deepEqual(first.sources, ['network']);
+  const second = await inBrowser(GPU, { cache: 'opfs' });
+  t.diagnostic(`loadToGPU: first ${first.requests} requests, after the restart ${second.requests}`);
+  assert.equal(second.same, true);
+  assert.equal(second.n, first.n);
+  assert.ok(second.requests <= 1, `${second.requests} requests`);
+  assert.deepEqual(second.sources, ['cache']);
+});
