@@ -491,8 +491,14 @@ function validatorOf(r) {
 // throwing: once with console.warn, and on later progress calls as cacheError.
 function cacheState(cache) {
   if (cache === undefined || cache === null || cache === false) return null;
+  const store = storeOf(cache);
+  if (!globalThis.crypto?.subtle) {
+    // Keys and entry checks are SHA-256 (crypto.subtle: secure contexts only).
+    console.warn('kiln: the cache needs crypto.subtle (https or localhost); loading from the network');
+    return null;
+  }
   const state = {
-    store: storeOf(cache),
+    store,
     error: null,
     errors: 0,
     fail(e) {
@@ -775,7 +781,7 @@ async function forget(cache, rk, rec) {
  * @param {'opfs' | 'cache-api' | object} [cache]
  */
 export async function deleteCached(url, cache = 'opfs') {
-  const { store } = cacheState(cache);
+  const store = storeOf(cache);
   const rk = await recordKey(String(url));
   const rec = await readRecord(store, rk);
   const doomed = new Set([rk]);

@@ -380,3 +380,22 @@ test("a cache the runtime lacks ('opfs' in Node) warns once and loads from the n
   assert.equal(warn.mock.callCount(), 1);
   assert.match(String(warn.mock.calls[0].arguments[0]), /Origin Private File System/);
 });
+
+test('without crypto.subtle (an insecure context) the cache is off: one warning, the network, nothing stored', async (t) => {
+  const url = serve('nosubtle', big);
+  const want = await reference(url);
+  const saved = Object.getOwnPropertyDescriptor(globalThis, 'crypto');
+  const warn = t.mock.method(console, 'warn', () => {});
+  const store = kiln.cache.memory();
+  Object.defineProperty(globalThis, 'crypto', { value: {}, configurable: true, writable: true });
+  let m;
+  try {
+    m = await kiln.openRemote(url, { cache: store });
+  } finally {
+    Object.defineProperty(globalThis, 'crypto', saved);
+  }
+  assert.deepEqual(await loadAll(m), want);
+  assert.equal(warn.mock.callCount(), 1);
+  assert.match(String(warn.mock.calls[0].arguments[0]), /crypto\.subtle/);
+  assert.equal((await store.keys()).length, 0);
+});
