@@ -113,10 +113,13 @@ function opfsStore(folder = 'kiln-wasm-cache') {
       const f = await file(key);
       return f === undefined ? undefined : new Uint8Array(await f.arrayBuffer());
     },
-    // Written under a temporary name, then renamed: a reader never sees a half-written entry.
+    // Written under a temporary name, then renamed: a reader never sees a
+    // half-written entry (nor an empty one). Without move(), written in
+    // place: createWritable's swap file is committed whole on close.
     async put(key, bytes) {
       const d = await dir();
-      const tmp = `tmp-${Math.random().toString(36).slice(2)}`;
+      const renames = typeof globalThis.FileSystemFileHandle?.prototype?.move === 'function';
+      const tmp = renames ? `tmp-${Math.random().toString(36).slice(2)}` : key;
       const h = await d.getFileHandle(tmp, { create: true });
       try {
         const w = await h.createWritable();
@@ -127,7 +130,7 @@ function opfsStore(folder = 'kiln-wasm-cache') {
           await w.abort().catch(() => {});
           throw e;
         }
-        await h.move(key);
+        if (renames) await h.move(key);
       } catch (e) {
         await d.removeEntry(tmp).catch(() => {});
         throw e;

@@ -84,7 +84,22 @@ const LOAD = `
 
 for (const cache of ['opfs', 'cache-api']) {
   test(`'${cache}': the cache persists across a browser restart; the reload makes at most one request; usage and delete`, { skip }, async (t) => {
-    const first = await inBrowser(`${LOAD} out.usage = await kiln.cache.usage(arg.cache); return out;`, { cache });
+    const first = await inBrowser(
+      `${LOAD}
+      out.usage = await kiln.cache.usage(arg.cache);
+      if (arg.cache === 'opfs') {
+        out.files = [];
+        const d = await (await navigator.storage.getDirectory()).getDirectoryHandle('kiln-wasm-cache');
+        for await (const k of d.keys()) out.files.push(k);
+      }
+      return out;`,
+      { cache },
+    );
+    if (cache === 'opfs') {
+      // Entries only: no temporary file left behind by the write-then-rename.
+      assert.equal(first.files.length, first.usage.entries);
+      assert.ok(first.files.every((k) => /^[rust]-[0-9a-f]{64}(-(p|\d+))?$/.test(k)), first.files.join());
+    }
     t.diagnostic(`first run: ${first.requests} requests, ${first.bytes} bytes; usage ${JSON.stringify(first.usage)}`);
     assert.ok(first.requests > 3);
     assert.deepEqual(first.sources, ['network']);
