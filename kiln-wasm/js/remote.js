@@ -486,6 +486,9 @@ function validatorOf(r) {
   return lm ? `date ${lm}` : null;
 }
 
+// Stores whose failure console.warn reported already (once per store, not per open).
+const warned = new WeakSet();
+
 // The cache of openRemote's `cache` option (null without one): its store,
 // and put/fail, which report a failed write (a full quota) instead of
 // throwing: once with console.warn, and on later progress calls as cacheError.
@@ -502,7 +505,8 @@ function cacheState(cache) {
     error: null,
     errors: 0,
     fail(e) {
-      if (state.errors === 0) console.warn(`kiln: the cache failed (${e?.name ?? 'Error'}: ${e?.message ?? e}); loading goes on from the network`);
+      if (!warned.has(store)) console.warn(`kiln: the cache failed (${e?.name ?? 'Error'}: ${e?.message ?? e}); loading goes on from the network`);
+      warned.add(store);
       state.error = e;
       state.errors += 1;
     },

@@ -222,6 +222,12 @@ test('a full quota does not fail the load: it goes on from the network, cacheErr
   assert.ok(errs.length > 0);
   assert.equal(errs[0].cacheError.name, 'QuotaExceededError');
   assert.equal((await inner.keys()).length, 0);
+  // Another open on the same store: still reported to progress, not warned again.
+  const again = [];
+  const m2 = await kiln.openRemote(url, { cache: full, onProgress: (r, total, info) => again.push(info) });
+  await m2.load('t.0');
+  assert.ok(again.some((i) => i.cacheError?.name === 'QuotaExceededError'));
+  assert.equal(warn.mock.callCount(), 1);
 });
 
 test('a file without digests is keyed by URL, length and ETag; without an ETag its payloads are not kept', async () => {
