@@ -3,7 +3,8 @@
 // cache.usage / cache.delete.
 //
 // Entries (keys are short ASCII names, valid as OPFS file names and URL paths):
-//   r-<sha256(url)>            a file's record: JSON {v, url, length, etag, kind, prefix}
+//   r-<sha256(url)>            a file's record: JSON {v, url, length, etag (the validator), kind
+//                              ('file' | 'manifest'), prefix (its key), manifest (a manifest's SHA-256)}
 //                              (written after its prefix entry: a record always names a whole entry)
 //   u-<sha256(url|len|etag)>-p a file's prefix (head and directory) + a SHA-256 trailer
 //   u-<...>-<index>            a tensor's segment (gap + payload) of a file without digests + trailer
