@@ -405,3 +405,20 @@ test('without crypto.subtle (an insecure context) the cache is off: one warning,
   assert.match(String(warn.mock.calls[0].arguments[0]), /crypto\.subtle/);
   assert.equal((await store.keys()).length, 0);
 });
+
+test('a tensor whose digest does not match is refused and not stored (load and loadToGPU)', async () => {
+  const path = 'tampered';
+  const url = serve(path, big);
+  const last = [...big.files.keys()].filter((n) => n !== big.manifest).sort().at(-1);
+  const bytes = srv.files.get(`/${path}/${last}`);
+  bytes[bytes.length - 1] ^= 0x01; // the last tensor's last payload byte
+  const store = kiln.cache.memory();
+  const d = await kiln.openRemote(url, { cache: store });
+  // Payloads are in descriptor order: the shard's last tensor holds its last byte.
+  const victim = [...d.names()].filter((n) => d.shardOf(n).name === last).at(-1);
+  await assert.rejects(d.load(victim), (e) => e instanceof kiln.KilnError && e.code === 'DIGEST');
+  const g = await kiln.openRemote(url, { cache: store });
+  await assert.rejects(g.loadToGPU(fakeDevice(), [victim]), (e) => e instanceof kiln.KilnError && e.code === 'DIGEST');
+  // Only the prefixes were stored, no tensor.
+  assert.deepEqual((await store.keys()).filter((k) => k.startsWith('t-')), []);
+});
