@@ -4,9 +4,8 @@
 // noticed, corrupted entries refused and fetched again, a failing put (full
 // quota) that does not fail the load, a file without digests keyed by URL,
 // length and ETag, weights shared across URLs by digest, a tampered tensor
-// never stored, usage/delete,
-// loadToGPU from the cache, and the progress reports (throttle, final call,
-// sources).
+// never stored, usage/delete, loadToGPU from the cache, and the progress
+// reports (throttle, final call, sources).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import * as kiln from '../pkg/index.js';
