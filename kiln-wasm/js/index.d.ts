@@ -281,6 +281,26 @@ export function loadDirectory(
   options?: LoaderOptions & { fetch?: typeof fetch; signal?: AbortSignal },
 ): Promise<Directory>;
 
+export interface RemoteOptions extends ParseOptions {
+  /** The fetch to use (default: globalThis.fetch). */
+  fetch?: typeof fetch;
+  /** Extra request headers (the Range header is set by the package). */
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+  /**
+   * Bytes asked for by the first request (default 65,536, at least 64): a model file's frame and metadata,
+   * the block's header and, for most files, the whole directory, so that opening takes one request.
+   */
+  firstRequestBytes?: number;
+  /**
+   * Keep the file's prefix and each tensor loaded, and reuse them on the next open: a reload costs one request
+   * of one byte (Range: bytes=0-0: ETag and length say whether the file changed). See README "Caching".
+   */
+  cache?: CacheOption;
+  /** Progress of openRemote (the header and directory bytes); also load's and loadToGPU's default. */
+  onProgress?: ProgressCallback;
+}
+
 /** Where a progress report's bytes came from. */
 export type ProgressSource = 'network' | 'cache';
 
@@ -334,26 +354,6 @@ export declare const cache: {
 export interface LoadOptions {
   /** Progress of this load (default: openRemote's onProgress). */
   onProgress?: ProgressCallback;
-}
-
-export interface RemoteOptions extends ParseOptions {
-  /**
-   * Keep the file's prefix and each tensor loaded, and reuse them on the next open: a reload costs one request
-   * of one byte (Range: bytes=0-0: ETag and length say whether the file changed). See README "Caching".
-   */
-  cache?: CacheOption;
-  /** Progress of openRemote (the header and directory bytes); also load's and loadToGPU's default. */
-  onProgress?: ProgressCallback;
-  /** The fetch to use (default: globalThis.fetch). */
-  fetch?: typeof fetch;
-  /** Extra request headers (the Range header is set by the package). */
-  headers?: Record<string, string>;
-  signal?: AbortSignal;
-  /**
-   * Bytes asked for by the first request (default 65,536, at least 64): a model file's frame and metadata,
-   * the block's header and, for most files, the whole directory, so that opening takes one request.
-   */
-  firstRequestBytes?: number;
 }
 
 /**
@@ -573,8 +573,7 @@ export interface ToGPUBufferOptions {
 export interface LoadToGPUOptions {
   /** GPUBufferUsage flags (default STORAGE | COPY_SRC | COPY_DST). */
   usage?: number;
-  /** Default: openRemote's onProgress. */
-  onProgress?: ProgressCallback;
+  onProgress?: (received: number, total: number | null, info: ProgressInfo) => void;
 }
 
 /**

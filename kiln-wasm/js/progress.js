@@ -37,7 +37,7 @@ export class Progress {
   /** Counts `bytes` more; reports when 64 KiB arrived or 50 ms passed since the last report. */
   add(bytes, info = { tensor: null, source: 'network' }) {
     this.received += bytes;
-    if (bytes > 0) this._sources |= info.source === 'cache' ? 2 : 1;
+    if (bytes > 0) this._sources |= typeof info === 'object' && info?.source === 'cache' ? 2 : 1;
     if (this._cb === null) return;
     if (this.total !== null && this.received >= this.total) {
       this.done(info);
