@@ -6,6 +6,7 @@
 //              streamed, so a client that cancels stops it)
 //   ?noexpose  with cors: no Access-Control-Expose-Headers
 //   ?noetag    no ETag header
+//   ?lastmodified  a Last-Modified header (a date that moves with the version)
 //
 // Every response to a file carries an ETag: its size and a version that
 // changes whenever a new object is set in `files` for the path, or on
@@ -49,6 +50,7 @@ export async function rangeServer({ cors = false, routes = null } = {}) {
     stats.requests += 1;
     const size = file instanceof Uint8Array ? file.length : file.size;
     const etag = `"${size}-${versionOf(file)}"`;
+    if (url.searchParams.has('lastmodified')) headers['last-modified'] = new Date(Date.UTC(2026, 0, 1) + versionOf(file) * 1000).toUTCString();
     if (!url.searchParams.has('noetag')) {
       headers.etag = etag;
       if (req.headers['if-none-match'] === etag) {

@@ -254,6 +254,23 @@ test('a file without digests is keyed by URL, length and ETag; without an ETag i
   assert.equal((await none.keys()).length, 0);
 });
 
+test('without an ETag, Last-Modified is the validator: a reload in one request, a change noticed', async () => {
+  const path = '/lm/plain.kiln';
+  srv.files.set(path, plainFile(7));
+  const url = `${srv.base}${path}?noetag&lastmodified`;
+  const store = kiln.cache.memory();
+  await loadAll(await kiln.openRemote(url, { cache: store }));
+  assert.equal((await store.keys()).length, 6);
+  const again = await kiln.openRemote(url, { cache: store });
+  assert.deepEqual(await loadAll(again), await reference(url));
+  assert.equal(again.requests, 1);
+  srv.files.get(path).set(plainFile(8));
+  srv.touch(path);
+  const changed = await kiln.openRemote(url, { cache: store });
+  assert.deepEqual(await loadAll(changed), await reference(url));
+  assert.equal(changed.requests, 1 + 1 + 4);
+});
+
 test('a model file with digests: its tensors are keyed by SHA-256 and shared by every URL that holds them', async () => {
   const bytes = exampleModel();
   srv.files.set('/digests/one.kiln', bytes);
