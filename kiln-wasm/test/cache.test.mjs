@@ -271,6 +271,29 @@ test('without an ETag, Last-Modified is the validator: a reload in one request, 
   assert.equal(changed.requests, 1 + 1 + 4);
 });
 
+test('bytes of two versions are never stored under one key: a file that changes during the open or before a load', async () => {
+  const path = '/midway/plain.kiln';
+  srv.files.set(path, plainFile(9));
+  const url = srv.base + path;
+  // The ETag changes after the first response of the open (the directory takes a second request).
+  const store = kiln.cache.memory();
+  let calls = 0;
+  const touching = async (u, init) => {
+    const r = await fetch(u, init);
+    if (++calls === 1) srv.touch(path);
+    return r;
+  };
+  const d = await kiln.openRemote(url, { cache: store, fetch: touching, firstRequestBytes: 64 });
+  assert.ok(d.requests >= 2);
+  assert.deepEqual(await store.keys(), []);
+  // Opened at one version, loaded at the next: the tensor is not stored under the first one's key.
+  const store2 = kiln.cache.memory();
+  const e = await kiln.openRemote(url, { cache: store2 });
+  srv.touch(path);
+  await e.load('w0');
+  assert.equal((await store2.keys()).filter((k) => /^u-[0-9a-f]{64}-\d+$/.test(k)).length, 0);
+});
+
 test('a model file with digests: its tensors are keyed by SHA-256 and shared by every URL that holds them', async () => {
   const bytes = exampleModel();
   srv.files.set('/digests/one.kiln', bytes);
