@@ -294,6 +294,22 @@ test('bytes of two versions are never stored under one key: a file that changes 
   assert.equal((await store2.keys()).filter((k) => /^u-[0-9a-f]{64}-\d+$/.test(k)).length, 0);
 });
 
+test('an empty tensor past the first request (a gap before it) is cached too: the reload makes no request for it', async () => {
+  const specs = [
+    { name: 'odd', dtype: 'u8', shape: [100001], data: Uint8Array.from({ length: 100001 }, (_, i) => i & 0xff) },
+    { name: 'none', dtype: 'f32', shape: [0] },
+  ];
+  srv.files.set('/empty/e.kiln', encodeKiln(specs));
+  const url = `${srv.base}/empty/e.kiln`;
+  const store = kiln.cache.memory();
+  const d = await kiln.openRemote(url, { cache: store });
+  assert.ok(d.at(1).byteOffset > d.at(0).byteOffset + d.at(0).byteLength); // a gap before it
+  await loadAll(d);
+  const again = await kiln.openRemote(url, { cache: store });
+  assert.deepEqual(await loadAll(again), await reference(url));
+  assert.equal(again.requests, 1);
+});
+
 test('a model file with digests: its tensors are keyed by SHA-256 and shared by every URL that holds them', async () => {
   const bytes = exampleModel();
   srv.files.set('/digests/one.kiln', bytes);
