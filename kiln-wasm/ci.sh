@@ -10,7 +10,8 @@
 #   3. node --test kiln-wasm/test/    (goldens, views, Frozen values (against `kiln decode` too), the
 #                                      JS tables held to the core's, model files, loader, range requests on
 #                                      sparse 100 MiB / 6 GiB / 20 GiB files, multi-GiB parses; WebGPU
-#                                      upload in Chromium (gpu.test.mjs, about 3 s); the packed
+#                                      upload in Chromium (gpu.test.mjs, about 3 s); openRemote caching (in memory, and
+#                                      OPFS / Cache Storage across a Chromium restart, about 4 s); the packed
 #                                      package in Node ESM and CommonJS, tsc --strict type tests, and every
 #                                      toolchain of js/README.md's Bundlers section built and run in headless
 #                                      Chromium: vite 5 and latest (build, dev server), esbuild ESM/IIFE,

@@ -56,7 +56,7 @@ async function uploadOne(dir, device, t, options, progress) {
   const check = new Check(dir._info, dir._limits, dir.size, { start: dir._start });
   const digest = dir._digestsAt >= 0 ? new DigestCheck() : null;
   let ok = true;
-  const take = (chunk, at) => {
+  const take = (chunk, at, source = 'network') => {
     // chunk holds file bytes [at, at + chunk.length).
     if (ok) ok = check.pump(chunk, at, at + chunk.length);
     const a = Math.max(at, off);
@@ -74,13 +74,13 @@ async function uploadOne(dir, device, t, options, progress) {
         }
       }
     }
-    progress.add(chunk.length, { tensor: name, source: 'network' });
+    progress.add(chunk.length, { tensor: name, source });
   };
   try {
     const have = dir._bytes.length;
     ok = check.pump(dir._bytes, 0, Math.min(have, gapFrom));
     if (ok && check.fed < gapFrom) ok = check.passUnknown(gapFrom);
-    if (gapFrom < have) take(dir._bytes.subarray(gapFrom, Math.min(have, end)), gapFrom);
+    if (gapFrom < have) take(dir._bytes.subarray(gapFrom, Math.min(have, end)), gapFrom, dir._prefixSource);
     if (end > Math.max(have, gapFrom)) await dir._readRange(Math.max(have, gapFrom), end, take);
     // load()'s order: the digest (step 9d), then the payload rules.
     if (digest !== null) {
@@ -131,7 +131,7 @@ export async function loadDirToGPU(dir, device, nameOrNames, options = {}, progr
     for (const b of out.values()) b.destroy();
     throw e;
   }
-  if (own) progress.done({ tensor: null, source: 'network' });
+  if (own) progress.done({ tensor: null, source: progress.source });
   return out;
 }
 

@@ -320,6 +320,68 @@ export interface RemoteOptions extends ParseOptions {
    * the block's header and, for most files, the whole directory, so that opening takes one request.
    */
   firstRequestBytes?: number;
+  /**
+   * Keep the file's prefix and each tensor loaded, and reuse them on the next open: a reload costs one request
+   * of one byte (Range: bytes=0-0: ETag and length say whether the file changed). See README "Caching".
+   */
+  cache?: CacheOption;
+  /** Progress of openRemote (the header and directory bytes); also load's and loadToGPU's default. */
+  onProgress?: ProgressCallback;
+}
+
+/** Where a progress report's bytes came from. */
+export type ProgressSource = 'network' | 'cache';
+
+/** The third argument of a progress callback. */
+export interface ProgressInfo {
+  /** The tensor the bytes belong to (its name, or index when unnamed); null for the header and directory, and for loadToGPU's final call. */
+  tensor: string | number | null;
+  /** 'cache' when the bytes came from the cache (the final call: when every byte did). */
+  source: ProgressSource;
+  /** Set once a cache read or write failed during this call (e.g. a QuotaExceededError DOMException); loading went on from the network. */
+  cacheError?: unknown;
+}
+
+/**
+ * A progress callback: at most one call per 64 KiB received or 50 ms, and always a final call with
+ * received === total.
+ */
+export type ProgressCallback = (received: number, total: number | null, info: ProgressInfo) => void;
+
+/**
+ * A cache for openRemote: keys are short ASCII strings (`[a-z0-9-]`); values the bytes to keep. `put` must
+ * be atomic (a `get` returns the whole value or undefined), and may throw (a full quota): the load then
+ * goes on from the network. Every value read back is checked before use, so a store may also lose or
+ * damage values. `size`, when present, lets cache.usage avoid reading values.
+ */
+export interface CacheStore {
+  get(key: string): Promise<Uint8Array | undefined>;
+  put(key: string, bytes: Uint8Array): Promise<void>;
+  delete(key: string): Promise<void>;
+  keys(): Promise<string[]>;
+  size?(key: string): Promise<number | undefined>;
+}
+
+/** openRemote's `cache`: the Origin Private File System, the Cache Storage API, or your own store. */
+export type CacheOption = 'opfs' | 'cache-api' | CacheStore;
+
+/** Persistent caches for openRemote. See README "Caching". */
+export declare const cache: {
+  /** Bytes and entries `cache` (default 'opfs') holds: every kiln-wasm entry in it. */
+  usage(cache?: CacheOption): Promise<{ bytes: number; entries: number }>;
+  /**
+   * Removes a model's entries (its record, prefix, a manifest's shard prefixes, its tensors, including those
+   * keyed by its digests that another model shares) from `cache` (default 'opfs'); `url` is the file's or the
+   * manifest's. Resolves to the number of entries removed.
+   */
+  delete(url: string | URL, cache?: CacheOption): Promise<number>;
+  /** A CacheStore in memory (a Map): for tests, or reopening within one page. */
+  memory(): CacheStore;
+};
+
+export interface LoadOptions {
+  /** Progress of this load (default: openRemote's onProgress). */
+  onProgress?: ProgressCallback;
 }
 
 /**
@@ -341,8 +403,11 @@ export declare class RemoteDirectory extends Directory {
   /** False: one file. */
   readonly sharded: false;
   isLoaded(nameOrIndex: string | number): boolean;
-  /** Fetches one tensor's payload (and its scale/outer tensors) with the gap before it, checks it (its digest too, for a record with digests), returns it. */
-  load(nameOrIndex: string | number): Promise<AnyTensor>;
+  /**
+   * Fetches one tensor's payload (and its scale/outer tensors) with the gap before it, checks it (its digest too,
+   * for a record with digests), returns it. With a cache: taken from it when there (checked again), else stored once checked.
+   */
+  load(nameOrIndex: string | number, options?: LoadOptions): Promise<AnyTensor>;
   /** WebGPU: tensors (all when omitted) streamed into mapped GPUBuffers, checked before unmapping. See README "WebGPU". */
   loadToGPU<B extends GPUBufferLike>(device: GPUDeviceLike<B>, nameOrNames?: string | number | ReadonlyArray<string | number> | null, options?: LoadToGPUOptions): Promise<Map<string | number, B>>;
 }
@@ -391,8 +456,8 @@ export declare class RemoteModel extends Directory {
   /** The shard that holds a tensor. */
   shardOf(nameOrIndex: string | number): ShardInfo;
   isLoaded(nameOrIndex: string | number): boolean;
-  /** Opens the tensor's shard if needed, fetches the tensor (and its scale/outer tensors), checks it, returns it. */
-  load(nameOrIndex: string | number): Promise<AnyTensor>;
+  /** Opens the tensor's shard if needed, fetches the tensor (and its scale/outer tensors) or takes it from the cache, checks it, returns it. */
+  load(nameOrIndex: string | number, options?: LoadOptions): Promise<AnyTensor>;
   /** WebGPU: as RemoteDirectory.loadToGPU, each tensor from its shard. */
   loadToGPU<B extends GPUBufferLike>(device: GPUDeviceLike<B>, nameOrNames?: string | number | ReadonlyArray<string | number> | null, options?: LoadToGPUOptions): Promise<Map<string | number, B>>;
 }

@@ -6,10 +6,15 @@ import { version as wasmVersion, is_model_file } from './wasm/kiln_wasm.js';
 import { DEFAULT_CAP, KilnError, asBytes, checkWhole, limitsOf } from './validate.js';
 import { Directory, INTERNAL, Tensor, dequantize } from './directory.js';
 import { assertReady } from './ready.js';
+import { memory, usage } from './cache.js';
+import { deleteCached } from './remote.js';
 
 export { DEFAULT_CAP, KilnError, Directory, Tensor, dequantize };
 export { DirectoryLoader, loadDirectory, loadDirectoryToGPU } from './loader.js';
 export { RemoteDirectory, RemoteModel, openRemote, loadTensor } from './remote.js';
+
+/** Persistent caches for openRemote (see README "Caching"): usage(cache?), delete(url, cache?), memory(). */
+export const cache = Object.freeze({ usage, delete: deleteCached, memory });
 export * from './frozen.js';
 // WebGPU upload
 export { toGPUBuffer } from './gpu.js';

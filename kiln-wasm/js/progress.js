@@ -27,6 +27,12 @@ export class Progress {
     this._lastBytes = 0;
     this._lastTime = -Infinity;
     this._final = false;
+    this._sources = 0; // bit 1: network bytes counted, bit 2: cache bytes
+  }
+
+  /** 'cache' when every byte counted so far came from the cache (and some did), else 'network': the final call's source. */
+  get source() {
+    return this._sources === 2 ? 'cache' : 'network';
   }
 
   /**
@@ -35,6 +41,7 @@ export class Progress {
    */
   add(bytes, info = NETWORK) {
     this.received += bytes;
+    if (bytes > 0) this._sources |= typeof info === 'object' && info?.source === 'cache' ? 2 : 1;
     if (this._cb === null) return;
     if (this.total !== null && this.received >= this.total) {
       this.done(info);

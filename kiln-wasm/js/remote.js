@@ -5,6 +5,7 @@ import { Check, HEAD_WINDOW, KilnError, checkDigest, descriptorOffset, headerInf
 import { Progress } from './progress.js';
 import { gapStart, loadDirToGPU, namesOf } from './gpu.js';
 import { Directory, INTERNAL, LAYOUT_AT, LAYOUT_LEN, META, NAME_LEN, NONE, SLOTS, copyOffset } from './directory.js';
+import { digestKey, fileBase, hex, readRecord, recordBytes, recordKey, sealed, sha256, shardKey, storeOf, unseal } from './cache.js';
 
 function parseContentRange(value) {
   const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(value ?? '');
@@ -167,6 +168,13 @@ export class RemoteDirectory extends Directory {
     this._start = info.start; // where the block starts in the file
     this._known = []; // [{at, bytes}]: fetched ranges (gap + payload), for the check
     this._digestsAt = info.digests ? info.digests.at : -1; // the digest table in `prefix` (digests and shard records)
+    this._cacheState = info.ctx.cache; // null, or the cache state shared by a model's files
+    this._cacheBase = info.cacheBase ?? null; // key base of a file without digests (URL, length, validator)
+    this._validator = info.validator ?? null; // its ETag / Last-Modified at open
+    this._prefixSource = info.source ?? 'network'; // where `prefix` came from
+    this._ends = null; // payload end -> tensor index, for _readRange's cache lookups
+    this._from = new Map(); // tensor index -> where load() took it from ('network' | 'cache')
+    this._onProgress = info.onProgress ?? null; // openRemote's onProgress: load's default
   }
 
   /** HTTP requests made so far. */
@@ -190,17 +198,36 @@ export class RemoteDirectory extends Directory {
     return this._segments.has(t.index);
   }
 
-  /** Fetches one tensor's payload (plus its quantization scales), checks it, and returns the Tensor. */
-  async load(nameOrIndex) {
+  /**
+   * Fetches one tensor's payload (plus its quantization scales), checks it, and returns the Tensor.
+   * With a cache: a tensor found there (checked again) costs no request; one fetched is stored once checked.
+   * options: {onProgress?(received, total, {tensor, source})} (default: openRemote's onProgress).
+   */
+  async load(nameOrIndex, options = {}) {
     const t = this._find(nameOrIndex);
     const q = t.quant;
     const want = [...new Set([t, q?.scale, q?.outer])].filter((x) => x && !this._segments.has(x.index));
-    if (want.length === 0) return t;
-    const fetched = await Promise.all(want.map((x) => this._fetch(x)));
+    const report = reporter(options.onProgress ?? this._onProgress, this._cacheState);
+    if (want.length === 0) {
+      new Progress(report, 0).done({ tensor: t.name ?? t.index, source: this._sourceOf(t.index) });
+      return t;
+    }
+    const hits = await Promise.all(want.map((x) => this._fromCache(x)));
+    const total = want.reduce((a, x, i) => a + (hits[i]?.bytes.length ?? x.byteOffset + x.byteLength - gapStart(this, x.index)), 0);
+    const progress = new Progress(report, total);
+    const fetched = await Promise.all(
+      want.map((x, i) => {
+        if (hits[i] === null) return this._fetch(x, progress);
+        progress.add(hits[i].bytes.length, { tensor: x.name ?? x.index, source: 'cache' });
+        return hits[i];
+      }),
+    );
     // Step 9d for the tensors fetched (the file's own digests), in descriptor
-    // order: DIGEST comes before the payload rules of steps 10 to 12.
+    // order: DIGEST comes before the payload rules of steps 10 to 12. (A
+    // cache entry was checked when read.)
     if (this._digestsAt >= 0) {
       for (const f of [...fetched].sort((a, b) => a.index - b.index)) {
+        if (f.source === 'cache') continue;
         const at = this._digestsAt + 32 * f.index;
         checkDigest(f.payload, this._bytes.subarray(at, at + 32), this.at(f.index).byteOffset);
       }
@@ -210,7 +237,10 @@ export class RemoteDirectory extends Directory {
     for (const f of fetched) {
       this._known.push(f);
       this._segments.set(f.index, f.payload);
+      this._from.set(f.index, f.source === 'prefix' ? this._prefixSource : f.source);
     }
+    for (const f of fetched) if (f.source === 'network') await this._commit(this.at(f.index), f);
+    progress.done({ tensor: t.name ?? t.index, source: progress.source });
     return t;
   }
 
@@ -222,17 +252,19 @@ export class RemoteDirectory extends Directory {
    * options: {usage?, onProgress?(received, total, {tensor, source})}.
    */
   loadToGPU(device, nameOrNames, options = {}) {
-    return loadDirToGPU(this, device, nameOrNames, options);
+    return loadDirToGPU(this, device, nameOrNames, { ...options, onProgress: reporter(options.onProgress ?? this._onProgress, this._cacheState) });
   }
 
   // One tensor and the gap before it (from the previous tensor's end): from
   // the bytes fetched at open when they hold it, else fetched into a buffer
   // laid out so the payload's address is a multiple of ALIGN (views in place).
-  async _fetch(x) {
+  async _fetch(x, progress = null) {
     const gapFrom = x.index === 0 ? this.payloadOffset : this.at(x.index - 1).byteOffset + this.at(x.index - 1).byteLength;
     const end = x.byteOffset + x.byteLength;
+    const tensor = x.name ?? x.index;
     if (end <= this._bytes.length) {
-      return { index: x.index, at: gapFrom, bytes: this._bytes.subarray(gapFrom, end), payload: this._bytes.subarray(x.byteOffset, end) };
+      progress?.add(end - gapFrom, { tensor, source: this._prefixSource });
+      return { index: x.index, at: gapFrom, bytes: this._bytes.subarray(gapFrom, end), payload: this._bytes.subarray(x.byteOffset, end), source: 'prefix' };
     }
     // Payload offsets are multiples of ALIGN from the block's start.
     const { ALIGN } = layout();
@@ -243,25 +275,179 @@ export class RemoteDirectory extends Directory {
     } catch {
       throw new RangeError(`kiln: tensor ${JSON.stringify(x.name ?? x.index)} is ${x.byteLength} bytes, more than one ArrayBuffer holds here`);
     }
-    await this._readRange(gapFrom, end, (chunk, off) => buf.set(chunk, off - floor));
+    await this._readNetwork(gapFrom, end, (chunk, off) => {
+      buf.set(chunk, off - floor);
+      progress?.add(chunk.length, { tensor, source: 'network' });
+    });
     const seg = buf.subarray(gapFrom - floor, end - floor);
-    return { index: x.index, at: gapFrom, bytes: seg, payload: buf.subarray(x.byteOffset - floor, end - floor) };
+    return { index: x.index, at: gapFrom, bytes: seg, payload: buf.subarray(x.byteOffset - floor, end - floor), source: 'network' };
   }
 
-  /**
-   * @internal Streams bytes [start, end) of the file: onChunk(chunk, fileOffset)
-   * for each network chunk as it arrives (nothing buffered here), resolving
-   * when all have arrived. Every payload read goes through it (load,
-   * loadToGPU). More than one request only from a server that answers a
-   * range with fewer bytes than asked.
-   */
-  async _readRange(start, end, onChunk) {
+  // Where a loaded tensor's bytes came from.
+  _sourceOf(i) {
+    return this._from.get(i) ?? this._prefixSource;
+  }
+
+  // The cache key of tensor x: its digest when the file has digests, else
+  // the file's key base (URL, length, validator) and its index; null: not cached.
+  _key(x) {
+    if (this._cacheState === null) return null;
+    if (this._digestsAt >= 0) {
+      const at = this._digestsAt + 32 * x.index;
+      return digestKey(this._bytes.subarray(at, at + 32));
+    }
+    return this._cacheBase === null ? null : `${this._cacheBase}-${x.index}`;
+  }
+
+  // Tensor x from the cache as a fetched segment (source 'cache'), checked
+  // again: its digest (or the entry's trailer, which the bytes stored had
+  // to match). A corrupted entry is deleted (the caller fetches it); null
+  // when absent. The file's rules then run on it as on fetched bytes.
+  async _fromCache(x) {
+    const key = this._key(x);
+    if (key === null) return null;
+    const end = x.byteOffset + x.byteLength;
+    if (end <= this._bytes.length) return null; // in the prefix already
+    const store = this._cacheState.store;
+    let entry;
+    try {
+      entry = await store.get(key);
+    } catch (e) {
+      this._cacheState.fail(e);
+      return null;
+    }
+    if (entry === undefined) return null;
+    const gapFrom = gapStart(this, x.index);
+    const digested = this._digestsAt >= 0;
+    // A digest-keyed entry is the payload alone (another file's gap may differ): the gap is then not at hand.
+    const from = digested ? x.byteOffset : gapFrom;
+    let body = digested ? entry : unseal(entry);
+    let seg = null;
+    if (body !== null && body.length === end - from) {
+      // Laid out as _fetch does: the payload's address a multiple of ALIGN (views in place).
+      const { ALIGN } = layout();
+      const floor = from - ((from - this._start) % ALIGN);
+      let buf = body;
+      if (from !== floor || body.byteOffset % ALIGN !== 0) {
+        buf = new Uint8Array(end - floor);
+        buf.set(body, from - floor);
+      }
+      const base = buf === body ? 0 : from - floor;
+      body = null;
+      seg = { index: x.index, at: from, bytes: buf.subarray(base), payload: buf.subarray(base + x.byteOffset - from), source: 'cache' };
+      if (digested) {
+        try {
+          const at = this._digestsAt + 32 * x.index;
+          checkDigest(seg.payload, this._bytes.subarray(at, at + 32), x.byteOffset);
+        } catch {
+          seg = null;
+        }
+      }
+    }
+    if (seg === null) await store.delete(key).catch((e) => this._cacheState.fail(e));
+    return seg;
+  }
+
+  // Stores a fetched segment that passed its checks (a digest-keyed entry:
+  // the payload; else gap + payload, sealed). A failed put is reported, not thrown.
+  async _commit(x, seg) {
+    const key = this._key(x);
+    if (key === null) return;
+    let bytes;
+    if (this._digestsAt >= 0) {
+      bytes = seg.bytes.subarray(x.byteOffset - seg.at);
+    } else {
+      // Only bytes of the version the key names.
+      if (this._ctx.validator !== this._validator) return;
+      const gapFrom = gapStart(this, x.index);
+      if (seg.at === gapFrom) {
+        bytes = seg.bytes;
+      } else {
+        bytes = new Uint8Array(seg.at + seg.bytes.length - gapFrom);
+        bytes.set(this._bytes.subarray(gapFrom, seg.at));
+        bytes.set(seg.bytes, seg.at - gapFrom);
+      }
+      bytes = await sealed(bytes);
+    }
+    await this._cacheState.put(key, bytes);
+  }
+
+  // The tensor whose payload ends at `end` and whose gap starts at or before `start`.
+  _tensorEndingAt(start, end) {
+    if (this._ends === null) {
+      this._ends = new Map();
+      for (let i = 0; i < this.length; i++) {
+        const t = this.at(i);
+        const end = t.byteOffset + t.byteLength;
+        // An empty tensor's range (its gap) ends where it starts: the tensor before it wins a tie.
+        if (t.byteLength > 0 || !this._ends.has(end)) this._ends.set(end, i);
+      }
+    }
+    const i = this._ends.get(end);
+    return i !== undefined && gapStart(this, i) <= start ? this.at(i) : null;
+  }
+
+  // Bytes [start, end) from the network: see _readRange.
+  async _readNetwork(start, end, onChunk) {
     let at = start;
     while (at < end) {
-      const got = await rangeGet(this._ctx, at, end - 1, null, 0, (chunk, off) => onChunk(chunk, off));
+      const got = await rangeGet(this._ctx, at, end - 1, null, 0, (chunk, off) => onChunk(chunk, off, 'network'));
       if (got.length === 0) throw new Error(`kiln: ${this.url}: the server sent no bytes from ${at} (the file is shorter than its directory says)`);
       at += got.length;
     }
+  }
+
+  /**
+   * @internal Streams bytes [start, end) of the file: onChunk(chunk, fileOffset, source)
+   * for each network chunk as it arrives (nothing buffered here), resolving
+   * when all have arrived (loadToGPU reads through it). More than one request
+   * only from a server that answers a range with fewer bytes than asked.
+   * With a cache, for a range that ends a tensor's payload: a checked cache
+   * entry is streamed instead (source 'cache'; a digest-keyed entry's gap as
+   * zeros), and bytes fetched are kept (one tensor's worth) and stored once
+   * they pass the tensor's digest and the file's rules.
+   */
+  async _readRange(start, end, onChunk) {
+    const x = this._cacheState === null ? null : this._tensorEndingAt(start, end);
+    if (x === null || this._key(x) === null) return this._readNetwork(start, end, onChunk);
+    const hit = await this._fromCache(x);
+    if (hit !== null) {
+      if (start < hit.at) onChunk(new Uint8Array(hit.at - start), start, 'cache');
+      for (let at = Math.max(start, hit.at); at < end; at += STREAM_CHUNK) {
+        const b = Math.min(end, at + STREAM_CHUNK);
+        onChunk(hit.bytes.subarray(at - hit.at, b - hit.at), at, 'cache');
+      }
+      return;
+    }
+    // What the entry holds from (the payload, or gap + payload): a part the
+    // prefix already holds (start is then the prefix's end) is copied from it.
+    const from = Math.min(start, this._digestsAt >= 0 ? x.byteOffset : gapStart(this, x.index));
+    let buf = null;
+    try {
+      buf = new Uint8Array(end - from);
+      if (from < start) buf.set(this._bytes.subarray(from, start));
+    } catch {
+      buf = null; // too large to keep: not cached
+    }
+    await this._readNetwork(start, end, (chunk, off, source) => {
+      if (buf !== null && off + chunk.length > from) {
+        const skip = Math.max(0, from - off);
+        buf.set(skip === 0 ? chunk : chunk.subarray(skip), off + skip - from);
+      }
+      onChunk(chunk, off, source);
+    });
+    if (buf === null) return;
+    const seg = { index: x.index, at: from, bytes: buf, payload: buf.subarray(x.byteOffset - from) };
+    try {
+      if (this._digestsAt >= 0) {
+        const at = this._digestsAt + 32 * x.index;
+        checkDigest(seg.payload, this._bytes.subarray(at, at + 32), x.byteOffset);
+      }
+      this._check([...this._known, seg]);
+    } catch {
+      return; // the caller's own checks report the fault
+    }
+    await this._commit(x, seg);
   }
 
   // The check of the file with the bytes at hand (the first bytes and the
@@ -290,24 +476,92 @@ export class RemoteDirectory extends Directory {
   }
 }
 
-// The request context: URL, fetch, headers, signal, and the counters
-// (shared by a manifest and its shards).
-function context(url, options, stats = { requests: 0, bytesFetched: 0 }) {
-  return {
+// What says which version of a file a response holds: its ETag, else its
+// Last-Modified (null: neither can be read; across origins the server must
+// expose them).
+function validatorOf(r) {
+  const etag = r.headers?.get('etag');
+  if (etag) return `etag ${etag}`;
+  const lm = r.headers?.get('last-modified');
+  return lm ? `date ${lm}` : null;
+}
+
+// Stores whose failure console.warn reported already (once per store, not per open).
+const warned = new WeakSet();
+
+// The cache of openRemote's `cache` option (null without one): its store,
+// and put/fail, which report a failed write (a full quota) instead of
+// throwing: once with console.warn, and on later progress calls as cacheError.
+function cacheState(cache) {
+  if (cache === undefined || cache === null || cache === false) return null;
+  const store = storeOf(cache);
+  if (!globalThis.crypto?.subtle) {
+    // Keys and entry checks are SHA-256 (crypto.subtle: secure contexts only).
+    console.warn('kiln: the cache needs crypto.subtle (https or localhost); loading from the network');
+    return null;
+  }
+  const state = {
+    store,
+    error: null,
+    errors: 0,
+    fail(e) {
+      if (!warned.has(store)) console.warn(`kiln: the cache failed (${e?.name ?? 'Error'}: ${e?.message ?? e}); loading goes on from the network`);
+      warned.add(store);
+      state.error = e;
+      state.errors += 1;
+    },
+    async put(key, bytes) {
+      try {
+        await state.store.put(key, bytes);
+      } catch (e) {
+        state.fail(e);
+        return false;
+      }
+      return true;
+    },
+  };
+  return state;
+}
+
+// A progress callback with `cacheError` in its info once the cache failed
+// during this call (null for no callback).
+function reporter(cb, cache) {
+  if (typeof cb !== 'function') return null;
+  if (cache === null) return cb;
+  const before = cache.errors;
+  return (received, total, info) => cb(received, total, cache.errors > before ? { ...info, cacheError: cache.error } : info);
+}
+
+// The request context: URL, fetch, headers, signal, the counters and the
+// cache (shared by a manifest and its shards), and the validator of the
+// last response.
+function context(url, options, stats = { requests: 0, bytesFetched: 0 }, cache = undefined) {
+  const fetch = options.fetch ?? ((...args) => globalThis.fetch(...args));
+  const ctx = {
     url: String(url),
-    fetch: options.fetch ?? ((...args) => globalThis.fetch(...args)),
+    fetch: async (u, init) => {
+      // The change check goes to the server (a browser's HTTP cache revalidates, never answers alone).
+      const r = await fetch(u, ctx.revalidate ? { ...init, cache: 'no-cache' } : init);
+      ctx.validator = validatorOf(r);
+      return r;
+    },
     headers: options.headers ?? {},
     signal: options.signal,
     stats,
+    cache: cache === undefined ? cacheState(options.cache) : cache,
+    validator: null,
+    revalidate: false,
   };
+  return ctx;
 }
 
 // A remote file's bytes from 0, grown by range requests.
 class Fetched {
-  constructor(ctx, bytes, size) {
+  constructor(ctx, bytes, size, progress = null) {
     this.ctx = ctx;
     this.bytes = bytes;
     this.size = size;
+    this.progress = progress;
   }
 
   // The file's bytes up to `to`: one request for what is missing (more only
@@ -322,18 +576,20 @@ class Fetched {
       const got = await rangeGet(this.ctx, have, end - 1, joined, have);
       if (got.bytes.length === 0) throw new Error(`kiln: ${this.ctx.url}: the server sent no bytes from ${have}`);
       have += got.bytes.length;
+      this.progress?.add(got.bytes.length, { tensor: null, source: 'network' });
     }
     this.bytes = joined;
   }
 }
 
 // The first `first` bytes of a remote file.
-async function fetchFirst(ctx, first) {
+async function fetchFirst(ctx, first, progress = null) {
   const got = await rangeGet(ctx, 0, first - 1);
   if (got.total === null) {
     throw new Error(`kiln: ${ctx.url}: the server did not say how long the file is (Content-Range total "*")`);
   }
-  return new Fetched(ctx, got.bytes, got.total);
+  progress?.add(got.bytes.length, { tensor: null, source: 'network' });
+  return new Fetched(ctx, got.bytes, got.total, progress);
 }
 
 // A model file's head (frame, fields before the block) and the block's
@@ -390,31 +646,198 @@ function checkWithZeros(bytes, info, limits, size, start) {
  * prefix fetched and held against the manifest) the first time one of its
  * tensors is loaded.
  *
+ * With `cache` ('opfs', 'cache-api' or a CacheStore, see cache.js): a file
+ * opened before costs one request of one byte (Range: bytes=0-0) whose ETag
+ * (else Last-Modified) and length say whether it changed; unchanged, its
+ * prefix comes from the cache (checked again), else the entries of the old
+ * version are dropped and it is fetched. `onProgress(received, total,
+ * {tensor: null, source})` reports the prefix's bytes, and is load()'s and
+ * loadToGPU()'s default.
+ *
  * Throws a KilnError for an invalid file (an Error for HTTP trouble).
  * @param {string | URL} url
- * @param {{countCap?: number, byteCap?: number, fetch?: typeof fetch, headers?: Record<string,string>, signal?: AbortSignal, firstRequestBytes?: number}} options
+ * @param {{countCap?: number, byteCap?: number, fetch?: typeof fetch, headers?: Record<string,string>, signal?: AbortSignal, firstRequestBytes?: number, cache?: 'opfs' | 'cache-api' | object, onProgress?: Function}} options
  */
 export async function openRemote(url, options = {}) {
   const limits = limitsOf(options);
   const first = Math.max(layout().HEADER_LEN, Math.floor(options.firstRequestBytes ?? HEAD_WINDOW));
   const ctx = context(url, options);
-  const f = await fetchFirst(ctx, first);
+  const progress = new Progress(reporter(options.onProgress, ctx.cache), null);
+  const cached = ctx.cache === null ? null : await cachedPrefix(ctx, progress);
+  if (cached !== null) {
+    try {
+      return await openFrom(ctx, cached.f, limits, first, options, 'cache', cached.rec.etag, progress);
+    } catch {
+      // Refused now (other limits, or an entry the trailer missed): the file's own verdict decides.
+      await forget(ctx.cache, cached.rk, cached.rec);
+      progress.received = 0;
+    }
+  }
+  const f = await fetchFirst(ctx, first, progress);
+  return openFrom(ctx, f, limits, first, options, 'network', ctx.validator, progress);
+}
+
+// The directory (or model) from a file's first bytes `f`, fetched or cached
+// (`source`); `validator`: the version they are of. Once checked, a fetched
+// prefix is stored, then its record.
+async function openFrom(ctx, f, limits, first, options, source, validator, progress) {
   const p = await fetchPrefix(f, limits, first);
+  let dir;
+  let manifestHash;
   if (p.kind === 'manifest') {
     await f.upTo(f.size);
-    return openManifest(ctx, f.bytes, limits, first, options);
+    manifestHash = ctx.cache === null ? undefined : hex(await sha256(f.bytes));
+    dir = await openManifest(ctx, f.bytes, limits, first, options, manifestHash);
+  } else {
+    const { head, start, info } = p;
+    const table = checkWithZeros(f.bytes, info, limits, f.size, start);
+    const keyed = ctx.cache !== null && !head.digests && validator !== null;
+    dir = new RemoteDirectory(INTERNAL, table, f.bytes, {
+      ctx,
+      size: f.size,
+      header: info,
+      limits,
+      start,
+      metadata: head.metadata,
+      digests: head.digests,
+      cacheBase: keyed ? await fileBase(ctx.url, f.size, validator) : null,
+      validator,
+      source,
+      onProgress: options.onProgress,
+    });
   }
-  const { head, start, info } = p;
-  const table = checkWithZeros(f.bytes, info, limits, f.size, start);
-  return new RemoteDirectory(INTERNAL, table, f.bytes, {
-    ctx,
-    size: f.size,
-    header: info,
-    limits,
-    start,
-    metadata: head.metadata,
-    digests: head.digests,
-  });
+  // Stored only when every response was of the version the first one named.
+  if (source === 'network' && ctx.cache !== null && validator !== null && ctx.validator === validator) {
+    const prefix = `${await fileBase(ctx.url, f.size, validator)}-p`;
+    if (await ctx.cache.put(prefix, await sealed(f.bytes))) {
+      const rec = { url: ctx.url, length: f.size, etag: validator, kind: p.kind === 'manifest' ? 'manifest' : 'file', prefix };
+      if (manifestHash !== undefined) rec.manifest = manifestHash;
+      await ctx.cache.put(await recordKey(ctx.url), recordBytes(rec));
+    }
+  }
+  progress.done({ tensor: null, source });
+  return dir;
+}
+
+// A file's cached first bytes, when its record says the remote file is the
+// same version: one request of one byte for its validator and length.
+async function cachedPrefix(ctx, progress) {
+  const { store } = ctx.cache;
+  const rk = await recordKey(ctx.url);
+  let rec;
+  try {
+    rec = await readRecord(store, rk);
+  } catch (e) {
+    ctx.cache.fail(e);
+    return null;
+  }
+  if (rec === null) return null;
+  ctx.revalidate = true;
+  let probe;
+  try {
+    probe = await rangeGet(ctx, 0, 0);
+  } finally {
+    ctx.revalidate = false;
+  }
+  if (ctx.validator === null || ctx.validator !== rec.etag || probe.total !== rec.length) {
+    await forget(ctx.cache, rk, rec); // changed on the server
+    return null;
+  }
+  let body = null;
+  try {
+    const entry = await store.get(rec.prefix);
+    body = entry === undefined ? null : unseal(entry);
+  } catch (e) {
+    ctx.cache.fail(e);
+  }
+  if (body === null) {
+    // A torn or corrupted prefix: it goes (the tensors' entries check themselves).
+    await store.delete(rec.prefix).catch((e) => ctx.cache.fail(e));
+    return null;
+  }
+  progress.add(body.length, { tensor: null, source: 'cache' });
+  return { f: new Fetched(ctx, body, rec.length, progress), rec, rk };
+}
+
+// Drops a file's record and the entries of that version (its prefix, its
+// URL-keyed tensors, a manifest's shard prefixes). Digest-keyed tensors stay:
+// they hold the bytes their digest names, whatever file they came from.
+async function forget(cache, rk, rec) {
+  try {
+    await cache.store.delete(rk);
+    const base = rec.prefix.replace(/p$/, '');
+    const shards = rec.manifest ? `s-${rec.manifest}-` : null;
+    for (const k of await cache.store.keys()) {
+      if (k.startsWith(base) || (shards !== null && k.startsWith(shards))) await cache.store.delete(k);
+    }
+  } catch (e) {
+    cache.fail(e);
+  }
+}
+
+/**
+ * cache.delete(url, cache?): removes a model's entries from a cache (default
+ * 'opfs'): its record, its prefix (a manifest's shard prefixes too), the
+ * tensors kept under its URL and those keyed by its digests (weights another
+ * model shares with it included: that one fetches them again). `url` is the
+ * file's, or a sharded model's manifest's. Resolves to the number of entries removed.
+ * @param {string | URL} url
+ * @param {'opfs' | 'cache-api' | object} [cache]
+ */
+export async function deleteCached(url, cache = 'opfs') {
+  const store = storeOf(cache);
+  const rk = await recordKey(String(url));
+  const rec = await readRecord(store, rk);
+  const doomed = new Set([rk]);
+  const all = await store.keys();
+  if (rec !== null) {
+    doomed.add(rec.prefix);
+    const entry = await store.get(rec.prefix);
+    const body = entry === undefined ? null : unseal(entry);
+    if (body !== null) for (const d of digestsIn(body, rec)) doomed.add(digestKey(d));
+    const base = rec.prefix.replace(/p$/, '');
+    const shards = rec.manifest ? `s-${rec.manifest}-` : null;
+    for (const k of all) if (k.startsWith(base) || (shards !== null && k.startsWith(shards))) doomed.add(k);
+  }
+  const present = new Set(all);
+  let n = 0;
+  for (const k of doomed) {
+    if (!present.has(k)) continue;
+    await store.delete(k);
+    n += 1;
+  }
+  return n;
+}
+
+// The tensor digests a cached prefix (a file's or a manifest) lists.
+function digestsIn(body, rec) {
+  const limits = limitsOf({});
+  const out = [];
+  if (rec.kind === 'manifest') {
+    const reader = new ManifestReader();
+    try {
+      if (reader.parse(body, limits.countCap, limits.byteCap)) {
+        const n = reader.shard_of().length;
+        for (let i = 0; i < n; i++) {
+          const d = reader.digest(i);
+          if (d !== undefined) out.push(d);
+        }
+      }
+    } finally {
+      reader.free();
+    }
+    return out;
+  }
+  let head;
+  try {
+    head = readHead(body, rec.length, limits);
+  } catch {
+    return out;
+  }
+  const d = head.digests;
+  if (!d || d.at + d.length > body.length) return out;
+  for (let at = d.at; at + 32 <= d.at + d.length; at += 32) out.push(body.subarray(at, at + 32));
+  return out;
 }
 
 /** openRemote(url) then load(name): one tensor of a remote file or sharded model, fetched with Range requests (at most three for most files). */
@@ -453,7 +876,7 @@ function readerError(r) {
   return new KilnError(r.error_code(), r.error_offset(), r.error_rule(), r.error_description());
 }
 
-async function openManifest(ctx, bytes, limits, first, options) {
+async function openManifest(ctx, bytes, limits, first, options, manifestHash) {
   const reader = new ManifestReader();
   if (!reader.parse(bytes, limits.countCap, limits.byteCap)) {
     const e = readerError(reader);
@@ -480,7 +903,7 @@ async function openManifest(ctx, bytes, limits, first, options) {
   }
   const table = reader.table();
   const shardOf = reader.shard_of();
-  return new RemoteModel(INTERNAL, table, bytes, { ctx, reader, limits, first, options, metadata, shards, shardOf });
+  return new RemoteModel(INTERNAL, table, bytes, { ctx, reader, limits, first, options, metadata, shards, shardOf, manifestHash });
 }
 
 /**
@@ -515,6 +938,7 @@ export class RemoteModel extends Directory {
     this._firstOf = new Array(this.shards.length + 1).fill(-1);
     for (let i = this._shardOf.length - 1; i >= 0; i--) this._firstOf[this._shardOf[i]] = i;
     this._open = new Map(); // shard index -> Promise<RemoteDirectory>
+    this._manifestHash = info.manifestHash; // SHA-256 of the manifest (hex), with a cache: its shard prefixes' key
   }
 
   /** HTTP requests made so far (the manifest's and the shards'). */
@@ -542,16 +966,24 @@ export class RemoteModel extends Directory {
     return this._segments.has(this._find(nameOrIndex).index);
   }
 
-  /** Fetches one tensor (and its quantization scales) from its shard, checks it, and returns the Tensor. */
-  async load(nameOrIndex) {
+  /**
+   * Fetches one tensor (and its quantization scales) from its shard (or the cache), checks it, and returns the Tensor.
+   * options: {onProgress?(received, total, {tensor, source})} (default: openRemote's onProgress).
+   */
+  async load(nameOrIndex, options = {}) {
     const t = this._find(nameOrIndex);
-    if (this._segments.has(t.index)) return t;
+    const onProgress = options.onProgress ?? this._options.onProgress;
     const k = this._shardOf[t.index];
+    const base = this._firstOf[k];
+    if (this._segments.has(t.index)) {
+      const source = (await this._shard(k))._sourceOf(t.index - base);
+      new Progress(reporter(onProgress, this._ctx.cache), 0).done({ tensor: t.name ?? t.index, source });
+      return t;
+    }
     const entry = this.shards[k - 1];
     const dir = await this._shard(k);
-    const base = this._firstOf[k];
     try {
-      await dir.load(t.index - base);
+      await dir.load(t.index - base, { onProgress });
     } catch (e) {
       throw inShard(e, entry.name, k);
     }
@@ -569,7 +1001,7 @@ export class RemoteModel extends Directory {
       jobs.push({ t, k, dir, local: t.index - this._firstOf[k] });
     }
     const total = jobs.reduce((a, j) => a + j.t.byteOffset + j.t.byteLength - gapStart(j.dir, j.local), 0);
-    const progress = new Progress(options.onProgress, total);
+    const progress = new Progress(reporter(options.onProgress ?? this._options.onProgress, this._ctx.cache), total);
     const out = new Map();
     try {
       for (const j of jobs) {
@@ -585,7 +1017,7 @@ export class RemoteModel extends Directory {
       for (const b of out.values()) b.destroy();
       throw e;
     }
-    progress.done({ tensor: null, source: 'network' });
+    progress.done({ tensor: null, source: progress.source });
     return out;
   }
 
@@ -617,20 +1049,48 @@ export class RemoteModel extends Directory {
     return 16 + 4 + 24 + 4096 + 44 + 4 + 32 * n + descriptorOffset(n) + names + layout().ALIGN;
   }
 
+  // Shard `entry` from the cache (its prefix held against the manifest again;
+  // no request: the manifest binds it by digest) or fetched, then stored.
   async _openShard(entry) {
+    const ctx = context(entry.url, this._options, this._ctx.stats, this._ctx.cache);
+    const key = ctx.cache === null ? null : shardKey(this._manifestHash, entry.index);
+    if (key !== null) {
+      let body = null;
+      try {
+        const e = await ctx.cache.store.get(key);
+        body = e === undefined ? null : unseal(e);
+        if (e !== undefined && body === null) await ctx.cache.store.delete(key);
+      } catch (e) {
+        ctx.cache.fail(e);
+      }
+      if (body !== null) {
+        try {
+          return await this._shardFrom(entry, ctx, new Fetched(ctx, body, entry.length), 'cache');
+        } catch {
+          await ctx.cache.store.delete(key).catch((e) => ctx.cache.fail(e));
+        }
+      }
+    }
+    const dir = await this._shardFrom(entry, ctx, null, 'network');
+    if (key !== null) await ctx.cache.put(key, await sealed(dir._bytes));
+    return dir;
+  }
+
+  async _shardFrom(entry, ctx, cached, source) {
     const limits = this._limits;
     const reader = this._reader;
-    const ctx = context(entry.url, this._options, this._ctx.stats);
     const first = Math.max(this._first, this._prefixGuess(entry.index));
-    let f;
-    try {
-      f = await fetchFirst(ctx, Math.min(first, Math.max(layout().HEADER_LEN, entry.length)));
-    } catch (e) {
-      if (e.status === 404 || e.status === 410) {
-        reader.shard_missing(entry.index);
-        throw readerError(reader);
+    let f = cached;
+    if (f === null) {
+      try {
+        f = await fetchFirst(ctx, Math.min(first, Math.max(layout().HEADER_LEN, entry.length)));
+      } catch (e) {
+        if (e.status === 404 || e.status === 410) {
+          reader.shard_missing(entry.index);
+          throw readerError(reader);
+        }
+        throw e;
       }
-      throw e;
     }
     // The prefix, unless the length is already wrong (the core says so first).
     const p = f.size === entry.length ? await fetchPrefix(f, limits, first, false) : null;
@@ -652,6 +1112,8 @@ export class RemoteModel extends Directory {
       start,
       metadata: head.metadata,
       digests: head.digests,
+      source,
+      onProgress: this._options.onProgress,
     });
   }
 

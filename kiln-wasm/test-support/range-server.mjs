@@ -5,6 +5,12 @@
 //   ?norange   answer 200 with the whole file, ignoring Range (the body is
 //              streamed, so a client that cancels stops it)
 //   ?noexpose  with cors: no Access-Control-Expose-Headers
+//   ?noetag    no ETag header
+//   ?lastmodified  a Last-Modified header (a date that moves with the version)
+//
+// Every response to a file carries an ETag: its size and a version that
+// changes whenever a new object is set in `files` for the path, or on
+// touch(path) (a file changed in place). A matching If-None-Match is 304.
 import { createServer } from 'node:http';
 import { createReadStream, fstatSync, openSync, closeSync, truncateSync, writeSync } from 'node:fs';
 import { encodeKiln, le } from './encode.mjs';
@@ -12,11 +18,17 @@ import { encodeKiln, le } from './encode.mjs';
 /**
  * @param {{cors?: boolean, routes?: (req, res) => boolean}} options  cors: answer any origin (and preflights);
  *        routes: a handler tried first (true when it answered)
- * @returns {Promise<{base: string, files: Map, stats: {requests: number, bytes: number, log: Array}, reset(): void, close(): Promise<void>}>}
+ * @returns {Promise<{base: string, files: Map, stats: {requests: number, bytes: number, log: Array}, touch(path: string): void, reset(): void, close(): Promise<void>}>}
  */
 export async function rangeServer({ cors = false, routes = null } = {}) {
   const files = new Map(); // pathname -> Uint8Array | {path, size}
   const stats = { requests: 0, bytes: 0, log: [] };
+  const versions = new WeakMap(); // file object -> version
+  let nextVersion = 1;
+  const versionOf = (file) => {
+    if (!versions.has(file)) versions.set(file, nextVersion++);
+    return versions.get(file);
+  };
   const sockets = new Set();
   const server = createServer((req, res) => {
     if (routes?.(req, res)) return;
@@ -24,7 +36,7 @@ export async function rangeServer({ cors = false, routes = null } = {}) {
     const headers = { 'content-type': 'application/octet-stream', 'accept-ranges': 'bytes' };
     if (cors) {
       headers['access-control-allow-origin'] = '*';
-      if (!url.searchParams.has('noexpose')) headers['access-control-expose-headers'] = 'Content-Range, Content-Length';
+      if (!url.searchParams.has('noexpose')) headers['access-control-expose-headers'] = 'Content-Range, Content-Length, ETag';
       if (req.method === 'OPTIONS') {
         res.writeHead(204, { ...headers, 'access-control-allow-headers': 'range', 'access-control-allow-methods': 'GET' }).end();
         return;
@@ -37,6 +49,16 @@ export async function rangeServer({ cors = false, routes = null } = {}) {
     }
     stats.requests += 1;
     const size = file instanceof Uint8Array ? file.length : file.size;
+    const etag = `"${size}-${versionOf(file)}"`;
+    if (url.searchParams.has('lastmodified')) headers['last-modified'] = new Date(Date.UTC(2026, 0, 1) + versionOf(file) * 1000).toUTCString();
+    if (!url.searchParams.has('noetag')) {
+      headers.etag = etag;
+      if (req.headers['if-none-match'] === etag) {
+        stats.log.push([url.pathname, 304, 0, 0]);
+        res.writeHead(304, headers).end();
+        return;
+      }
+    }
     const m = /^bytes=(\d+)-(\d*)$/.exec(req.headers.range ?? '');
     let start = 0;
     let end = size - 1;
@@ -84,6 +106,11 @@ export async function rangeServer({ cors = false, routes = null } = {}) {
     base: `http://127.0.0.1:${server.address().port}`,
     files,
     stats,
+    /** A new ETag for the file at `path` (as if it changed in place). */
+    touch(path) {
+      const f = files.get(path);
+      if (f !== undefined) versions.set(f, nextVersion++);
+    },
     reset() {
       stats.requests = 0;
       stats.bytes = 0;

@@ -49,6 +49,7 @@ test('import * as kiln from "kiln-wasm": Node ESM, no init call', () => {
   for (const name of ['parseModel', 'parseDirectory', 'isModelFile', 'init', 'openRemote', 'loadTensor', 'loadDirectory', 'loadDirectoryToGPU', 'toGPUBuffer', 'DirectoryLoader', 'KilnError', 'decodeValue', 'decodeFrame', 'dequantize', 'version']) {
     assert.ok(out[9].includes(name), name);
   }
+  assert.ok(out[9].includes('cache'), 'cache (usage, delete, memory)');
   // Deep imports are closed by the exports map.
   writeFileSync(join(esm, 'deep.mjs'), `import 'kiln-wasm/kiln.js';`);
   assert.throws(() => execFileSync(process.execPath, ['deep.mjs'], { cwd: esm, stdio: 'pipe' }), /ERR_PACKAGE_PATH_NOT_EXPORTED/);
@@ -118,7 +119,7 @@ test('kiln-wasm/slim: a clear error before init, then init({ wasm }) with bytes 
 test('npm pack ships the entries, the glue, the .wasm, the types, the README and both licenses', () => {
   const { files } = tarball();
   assert.deepEqual(files, [
-    'LICENSE-APACHE', 'LICENSE-MIT', 'README.md', 'directory.js', 'elements.js', 'frozen.js', 'gpu.js', 'index.cjs', 'index.d.cts', 'index.d.ts',
+    'LICENSE-APACHE', 'LICENSE-MIT', 'README.md', 'cache.js', 'directory.js', 'elements.js', 'frozen.js', 'gpu.js', 'index.cjs', 'index.d.cts', 'index.d.ts',
     'index.js', 'kiln.js', 'loader.js', 'onnx.js', 'package.json', 'progress.js', 'ready.js', 'remote.js', 'slim.js', 'validate.js',
     'wasm/kiln_wasm.js', 'wasm/kiln_wasm_bg.wasm', 'wasm/kiln_wasm_inline.js',
   ]);

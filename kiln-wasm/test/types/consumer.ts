@@ -8,6 +8,9 @@ import {
   type AnyTensor, type DType, type KilnErrorCode, type FrozenValue, type Model, type ViewOf, type TensorView,
 } from 'kiln-wasm';
 
+// The caching API, imported on its own.
+import * as kilnCache from 'kiln-wasm';
+
 declare const bytes: Uint8Array;
 
 // --- narrowing by dtype -----------------------------------------------------------------
@@ -130,6 +133,27 @@ async function remote(): Promise<number> {
   return l.byteLength + r.size + r.requests + (meta2?.length ?? 0);
 }
 void remote;
+
+// --- Caching and progress ----------------------------------------------------------------------
+async function cached(): Promise<number> {
+  const { cache } = kilnCache;
+  const store: kilnCache.CacheStore = cache.memory();
+  const seen: kilnCache.ProgressInfo[] = [];
+  const r = await openRemote('https://h/m.kiln', { cache: 'opfs', onProgress: (n, total, info) => seen.push(info) });
+  await r.load('w', { onProgress: (n, total, info) => (info.source === 'cache' ? n : info.cacheError) });
+  await openRemote('https://h/m.kiln', { cache: store });
+  await openRemote('https://h/m.kiln', { cache: 'cache-api' });
+  const own: kilnCache.CacheStore = { get: async () => undefined, put: async () => {}, delete: async () => {}, keys: async () => [] };
+  const u: { bytes: number; entries: number } = await cache.usage(own);
+  const n: number = await cache.delete('https://h/m.kiln', 'cache-api');
+  // @ts-expect-error the backends are 'opfs', 'cache-api' or a CacheStore
+  await openRemote('https://h/m.kiln', { cache: 'disk' });
+  // @ts-expect-error a progress source is 'network' or 'cache'
+  const bad: kilnCache.ProgressInfo = { tensor: null, source: 'disk' };
+  void bad;
+  return u.bytes + n + seen.length;
+}
+void cached;
 const deq: Float32Array = t ? dequantize(t) : new Float32Array(0);
 void deq;
 
