@@ -252,7 +252,7 @@ export interface LoaderOptions extends ParseOptions {
    * At most once per 64 KiB or 50 ms, and a final call with received === total. `info.tensor`: the tensor the
    * last byte received belongs to (its gap included), null in the header and directory.
    */
-  onProgress?: (received: number, total: number | null, info: ProgressInfo) => void;
+  onProgress?: ProgressCallback;
   /** The GPU path: the payloads of `names` (all when omitted) into mapped GPUBuffers, see loadDirectoryToGPU. */
   gpu?: { device: GPUDeviceLike; names?: string | number | ReadonlyArray<string | number> | null; usage?: number };
   /** Hash a digests or shard record's payloads as they stream past and compare them with its digests (default true). */
@@ -301,13 +301,6 @@ export function loadDirectoryToGPU<B extends GPUBufferLike>(
   nameOrNames?: string | number | ReadonlyArray<string | number> | null,
   options?: Omit<LoaderOptions, 'gpu'> & { fetch?: typeof fetch; signal?: AbortSignal; usage?: number },
 ): Promise<Map<string | number, B>>;
-
-/** The third argument of every onProgress callback. */
-export interface ProgressInfo {
-  /** The tensor (name, or index when unnamed) the bytes belong to; null for the header and directory. */
-  tensor: string | number | null;
-  source: 'network' | 'cache';
-}
 
 export interface RemoteOptions extends ParseOptions {
   /** The fetch to use (default: globalThis.fetch). */
@@ -601,7 +594,7 @@ export interface ToGPUBufferOptions {
 export interface LoadToGPUOptions {
   /** GPUBufferUsage flags (default STORAGE | COPY_SRC | COPY_DST). */
   usage?: number;
-  onProgress?: (received: number, total: number | null, info: ProgressInfo) => void;
+  onProgress?: ProgressCallback;
 }
 
 /**

@@ -452,19 +452,28 @@ test('without WebGPU (no --enable-unsafe-webgpu) the CPU runs, and says why', as
   else assert.match(t, /^Ran on WebGPU: 32\/32/);
 });
 
-test('the cache message: a second visit served from the cache says so', async () => {
+test('the cache: a second visit reads the model from the cache (one small request) and says so', async () => {
   await withGpuPage(async (p) => {
-    await runExample(p, '');
+    const model = [];
+    p.on('request', (r) => r.url().endsWith('/examples/digits-mlp.model.kiln') && model.push(r.headers().range ?? 'whole'));
+    const first = await runExample(p, '');
+    assert.equal(first.backend, 'webgpu');
+    assert.equal(await p.locator('body').getAttribute('data-cache'), 'miss');
     assert.equal(await p.locator('#cache-note').isVisible(), false, 'a first visit is no cache hit');
-    const hasCache = await p.evaluate(async () => typeof (await import('./kiln-wasm/index.js')).cache?.usage === 'function');
-    if (hasCache) {
-      await runExample(p, '');
-    } else {
-      // The package has no cache yet: feed the page what onProgress reports on a hit.
-      await p.evaluate(() => window.__kilnDemo.showCacheNote({ network: 0, cache: 1 }));
-    }
+    assert.match(await p.evaluate(() => document.getElementById('progress-bytes').textContent), /from the network$/);
+    const firstRequests = model.length;
+    model.length = 0;
+    const usage = await p.evaluate(async () => (await import('./kiln-wasm/index.js')).cache.usage('opfs'));
+    assert.ok(usage.entries > 0 && usage.bytes > 0, JSON.stringify(usage));
+    // A reload: the page opens the same model again.
+    const second = await runExample(p, '');
+    console.log(`# first visit: ${firstRequests} requests for the model; second visit: ${model.length} (${model.join(', ')}); cache ${usage.entries} entries, ${usage.bytes} bytes`);
+    assert.ok(model.length <= 1, `second visit: ${model.join(', ')}`);
+    assert.deepEqual(model, ['bytes=0-0'], 'only the change check');
     assert.equal(await p.locator('body').getAttribute('data-cache'), 'hit');
     assert.match(await p.locator('#cache-note').innerText(), /came from the cache/);
+    assert.match(await p.evaluate(() => document.getElementById('progress-bytes').textContent), /from the cache$/);
+    assert.deepEqual(second.digits, first.digits, 'the same predictions from the cached model');
     await p.locator('#cache-note').scrollIntoViewIfNeeded();
     await p.screenshot({ path: join(artifacts, 'second-visit.png'), fullPage: true });
   });
