@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the npm package kiln-wasm/pkg/ from a fresh clone:
 #   1. the wasm32 target and the pinned wasm-bindgen CLI (installed only if missing),
-#   2. cargo build (profile release-size: LTO, one codegen unit, panic=abort),
+#   2. cargo build (profile wasm: release-size, LTO, one codegen unit, panic=abort; sha2 at opt-level 3),
 #   3. wasm-bindgen --target web (its default `new URL(..., import.meta.url)` fetch taken out:
 #      the entries always pass the module), 4. wasm-opt -Oz from binaryen@132 (npm, NOT Debian's),
 #   5. the module embedded as base64 (wasm/kiln_wasm_inline.js) for the default entry,
@@ -35,9 +35,9 @@ if [ ! -x "$HERE/node_modules/.bin/wasm-opt" ] || [ ! -x "$HERE/node_modules/.bi
 fi
 
 # 2. Build.
-say "cargo build (wasm32, release-size)"
-(cd "$ROOT" && cargo build -p kiln-wasm --target wasm32-unknown-unknown --profile release-size ${QUIET:+--quiet})
-WASM="$CARGO_TARGET_DIR/wasm32-unknown-unknown/release-size/kiln_wasm.wasm"
+say "cargo build (wasm32, profile wasm: release-size with SHA-256 at opt-level 3)"
+(cd "$ROOT" && cargo build -p kiln-wasm --target wasm32-unknown-unknown --profile wasm ${QUIET:+--quiet})
+WASM="$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm/kiln_wasm.wasm"
 
 # 3. Bindings.
 PKG="$HERE/pkg"
@@ -85,11 +85,13 @@ node -e 'const f=process.argv[1]; const p=JSON.parse(require("fs").readFileSync(
 RAW=$(stat -c %s "$PKG/wasm/kiln_wasm_bg.wasm")
 GZ=$(gzip -9 -c "$PKG/wasm/kiln_wasm_bg.wasm" | wc -c)
 echo "$RAW $GZ" > "$PKG/wasm/SIZE"
-say "pkg/wasm/kiln_wasm_bg.wasm: $RAW bytes, $GZ gzipped (budget 63488 gzipped)"
+say "pkg/wasm/kiln_wasm_bg.wasm: $RAW bytes, $GZ gzipped (budget 65536 gzipped)"
 # What a page that bundles the default entry downloads: the JS and the embedded module.
 BUNDLE_GZ=$("$HERE/node_modules/.bin/esbuild" "$PKG/index.js" --bundle --format=esm --minify --log-level=warning | gzip -9 | wc -c)
 say "the default entry, bundled and minified: $BUNDLE_GZ bytes gzipped (module embedded as base64)"
-if [ "$GZ" -gt 63488 ]; then
-  echo "kiln-wasm: the wasm module is over its 62 KiB gzipped budget" >&2
+# 64 KiB since SHA-256 is built for speed (profile wasm): about 640 bytes gzipped for digests
+# and cache checks at 230 MiB/s instead of 120 in Node 20.
+if [ "$GZ" -gt 65536 ]; then
+  echo "kiln-wasm: the wasm module is over its 64 KiB gzipped budget" >&2
   exit 1
 fi

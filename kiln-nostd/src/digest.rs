@@ -260,4 +260,10 @@ impl TensorHasher {
         let got: [u8; DIGEST_LEN] = sha2::Digest::finalize_reset(&mut self.state).into();
         got == *expected
     }
+
+    /// The SHA-256 of the bytes added so far (a digest to store, where
+    /// `matches` checks one); the hasher starts over.
+    pub fn finish(&mut self) -> [u8; DIGEST_LEN] {
+        sha2::Digest::finalize_reset(&mut self.state).into()
+    }
 }

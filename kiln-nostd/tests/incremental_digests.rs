@@ -962,3 +962,23 @@ fn the_state_fits_the_c_api() {
         assert_eq!(size, 304, "the figure in Incremental's documentation");
     }
 }
+
+/// `TensorHasher::finish` is the SHA-256 of what was added, in any split, and
+/// starts over (a second finish is the empty input's digest).
+#[test]
+fn hasher_finish_is_the_sha256_of_the_bytes_added() {
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+    for split in [0, 1, 63, 64, 500, 1000] {
+        let mut h = TensorHasher::new();
+        h.update(&data[..split]);
+        h.update(&data[split..]);
+        assert_eq!(h.finish(), sha256(&data), "split at {split}");
+        assert_eq!(h.finish(), sha256(&[]));
+    }
+    let mut h = TensorHasher::new();
+    h.update(b"abc");
+    let d = h.finish();
+    assert_eq!(d[..4], [0xba, 0x78, 0x16, 0xbf]);
+    h.update(b"abc");
+    assert!(h.matches(&d));
+}

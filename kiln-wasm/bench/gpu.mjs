@@ -4,6 +4,13 @@
 //   loadToGPU            openRemote(url) + remote.loadToGPU (range requests)
 //   loadDirectoryToGPU   the stream loader's GPU path over one fetch body
 //   fetchWrite           fetch + arrayBuffer() + device.queue.writeBuffer
+// and from a persistent cache (each path's cache filled once before the rounds):
+//   loadToGPU+opfs       openRemote(url, { cache: 'opfs' }) + loadToGPU: the
+//                        tensor streamed from OPFS (one bytes=0-0 request)
+//   cacheApiWrite        caches.match(url) + arrayBuffer() + writeBuffer (the
+//                        same baseline from Cache Storage)
+// and the first, cold load with the cache (loadToGPU+opfs:cold: fetched and
+// written to OPFS as it streams), once.
 // For each: time, the peak growth of performance.memory.usedJSHeapSize
 // (sampled every 5 ms in the page) and of the renderer processes' RSS
 // (sampled every 10 ms from /proc). Usage:
@@ -64,13 +71,20 @@ await page.evaluate(async () => {
   const paths = {
     loadToGPU: async () => [...(await (await kiln.openRemote(url)).loadToGPU(device, 'huge')).values()],
     loadDirectoryToGPU: async () => [...(await kiln.loadDirectoryToGPU(device, url, 'huge')).values()],
-    fetchWrite: async () => {
-      const ab = await (await fetch(url)).arrayBuffer();
-      const buf = device.createBuffer({ size: Math.ceil(huge.byteLength / 4) * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
-      device.queue.writeBuffer(buf, 0, ab, huge.byteOffset, Math.floor(huge.byteLength / 4) * 4);
-      return [buf];
+    fetchWrite: async () => write(await (await fetch(url)).arrayBuffer()),
+    'loadToGPU+opfs:cold': async () => {
+      await kiln.cache.delete(url, 'opfs');
+      return [...(await (await kiln.openRemote(url, { cache: 'opfs' })).loadToGPU(device, 'huge')).values()];
     },
+    'loadToGPU+opfs': async () => [...(await (await kiln.openRemote(url, { cache: 'opfs' })).loadToGPU(device, 'huge')).values()],
+    cacheApiWrite: async () => write(await (await (await caches.open('bench')).match(url)).arrayBuffer()),
   };
+  function write(ab) {
+    const buf = device.createBuffer({ size: Math.ceil(huge.byteLength / 4) * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+    device.queue.writeBuffer(buf, 0, ab, huge.byteOffset, Math.floor(huge.byteLength / 4) * 4);
+    return [buf];
+  }
+  await (await caches.open('bench')).put(url, await fetch(url));
   window.__bench = async (name) => {
     globalThis.gc?.();
     await new Promise((r) => setTimeout(r, 100));
@@ -94,7 +108,9 @@ await page.evaluate(async () => {
 const rounds = [];
 for (let round = 1; round <= 2; round++) {
   const rows = {};
-  for (const name of ['loadToGPU', 'loadDirectoryToGPU', 'fetchWrite']) {
+  const names = ['loadToGPU', 'loadDirectoryToGPU', 'fetchWrite', 'loadToGPU+opfs', 'cacheApiWrite'];
+  if (round === 1) names.splice(3, 0, 'loadToGPU+opfs:cold');
+  for (const name of names) {
     await page.evaluate(() => new Promise((r) => setTimeout(r, 200)));
     const base = rendererRss();
     let peak = base;
@@ -107,17 +123,17 @@ for (let round = 1; round <= 2; round++) {
 }
 
 const f = (b) => (b / MiB).toFixed(1);
-console.log(`model: ${size / MiB} MiB (one u8 tensor), headless Chromium, SwiftShader WebGPU, cold (no cache)`);
+console.log(`model: ${size / MiB} MiB (one u8 tensor), headless Chromium, SwiftShader WebGPU; served by a local range server`);
 console.log('| round | path | time (ms) | peak JS heap growth (MiB) | peak renderer RSS growth (MiB) |\n|---|---|---|---|---|');
 rounds.forEach((rows, i) => {
   for (const [k, v] of Object.entries(rows)) console.log(`| ${i + 1} | ${k} | ${v.ms.toFixed(0)} | ${f(v.heap)} | ${f(v.rss)} |`);
 });
 const rows = rounds.at(-1);
-for (const k of ['loadToGPU', 'loadDirectoryToGPU']) {
-  const x = rows.fetchWrite;
+for (const [k, base] of [['loadToGPU', 'fetchWrite'], ['loadDirectoryToGPU', 'fetchWrite'], ['loadToGPU+opfs', 'cacheApiWrite']]) {
+  const x = rows[base];
   const y = rows[k];
   console.log(
-    `round 2, ratios (fetch+writeBuffer / ${k}): time ${(x.ms / y.ms).toFixed(2)}x, peak heap ${(x.heap / Math.max(MiB, y.heap)).toFixed(0)}x, ` +
+    `round 2, ratios (${base} / ${k}): time ${(x.ms / y.ms).toFixed(2)}x, peak heap ${(x.heap / Math.max(MiB, y.heap)).toFixed(0)}x, ` +
       `peak RSS ${(x.rss / Math.max(MiB, y.rss)).toFixed(1)}x (growth below 1 MiB counted as 1 MiB)`,
   );
 }

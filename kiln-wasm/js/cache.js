@@ -59,6 +59,14 @@ export function unseal(entry) {
   return body;
 }
 
+/** A cache entry that failed its check while it streamed (deleted): the caller starts over from the network. */
+export class CacheEntryBad extends Error {
+  constructor(key) {
+    super(`kiln: cache entry ${key} failed its check and was deleted`);
+    this.name = 'CacheEntryBad';
+  }
+}
+
 function memoryStore() {
   const m = new Map();
   return {
@@ -78,7 +86,61 @@ function memoryStore() {
     async size(key) {
       return m.get(key)?.length;
     },
+    async openRead(key) {
+      const v = m.get(key);
+      return v === undefined ? undefined : { size: v.length, stream: new Blob([v]).stream() };
+    },
+    async openWrite(key) {
+      return collecting((bytes) => m.set(key, bytes));
+    },
   };
+}
+
+// A writer that copies what it is given and hands the whole value to `put`
+// at close (a store with no streaming write: it holds the entry meanwhile).
+function collecting(put) {
+  const parts = [];
+  let n = 0;
+  return {
+    async write(chunk) {
+      parts.push(chunk.slice());
+      n += chunk.length;
+    },
+    async close() {
+      const all = new Uint8Array(n);
+      let at = 0;
+      for (const p of parts) {
+        all.set(p, at);
+        at += p.length;
+      }
+      parts.length = 0;
+      await put(all);
+    },
+    async abort() {
+      parts.length = 0;
+    },
+  };
+}
+
+/**
+ * An entry as a stream: {size, stream} or undefined when absent. Through the
+ * store's openRead when it has one (the built-in stores: no whole copy in
+ * memory), else its get (one chunk).
+ */
+export async function openRead(store, key) {
+  if (typeof store.openRead === 'function') return store.openRead(key);
+  const v = await store.get(key);
+  return v === undefined ? undefined : { size: v.length, stream: new Blob([v]).stream() };
+}
+
+/**
+ * A writer for an entry of `size` bytes: write(chunk) (awaited before the chunk's buffer is
+ * reused), close() to commit it whole, abort() to drop it. Through the
+ * store's openWrite when it has one, else chunks are collected for one put.
+ */
+export async function openWrite(store, key, size) {
+  if (typeof store.openWrite === 'function') return store.openWrite(key, size);
+  return collecting((bytes) => store.put(key, bytes));
 }
 
 /**
@@ -152,6 +214,48 @@ function opfsStore(folder = 'kiln-wasm-cache') {
     async size(key) {
       return (await file(key))?.size;
     },
+    async openRead(key) {
+      const f = await file(key);
+      return f === undefined ? undefined : { size: f.size, stream: f.stream() };
+    },
+    // As put, chunk by chunk: under a temporary name, renamed at close.
+    async openWrite(key) {
+      const d = await dir();
+      const renames = typeof globalThis.FileSystemFileHandle?.prototype?.move === 'function';
+      const tmp = renames ? `tmp-${Math.random().toString(36).slice(2)}` : key;
+      const h = await d.getFileHandle(tmp, { create: true });
+      let w;
+      try {
+        w = await h.createWritable();
+      } catch (e) {
+        await d.removeEntry(tmp).catch(() => {});
+        throw e;
+      }
+      const drop = async () => {
+        await w.abort().catch(() => {});
+        if (renames) await d.removeEntry(tmp).catch(() => {});
+      };
+      return {
+        async write(chunk) {
+          try {
+            await w.write(chunk);
+          } catch (e) {
+            await drop();
+            throw e;
+          }
+        },
+        async close() {
+          try {
+            await w.close();
+            if (renames) await h.move(key);
+          } catch (e) {
+            await d.removeEntry(tmp).catch(() => {});
+            throw e;
+          }
+        },
+        abort: drop,
+      };
+    },
   };
 }
 
@@ -182,6 +286,41 @@ function cacheApiStore(name = 'kiln-wasm') {
       if (r === undefined) return undefined;
       const n = Number(r.headers.get('content-length'));
       return Number.isFinite(n) && r.headers.has('content-length') ? n : (await r.arrayBuffer()).byteLength;
+    },
+    async openRead(key) {
+      const r = await (await open()).match(req(key));
+      if (r === undefined) return undefined;
+      const n = Number(r.headers.get('content-length'));
+      if (!r.headers.has('content-length') || !Number.isFinite(n)) {
+        const v = new Uint8Array(await r.arrayBuffer());
+        return { size: v.length, stream: new Blob([v]).stream() };
+      }
+      return { size: n, stream: r.body };
+    },
+    // A Response whose body is written as it comes: Cache.put stores it only
+    // once the body is complete (an aborted body stores nothing). Chunks are
+    // copied (the stream holds them until put reads them) and the writer
+    // waits for room (the stream's backpressure), so little is held.
+    async openWrite(key, size) {
+      const ts = new TransformStream({}, { highWaterMark: 4 }, { highWaterMark: 4 });
+      const w = ts.writable.getWriter();
+      const headers = { 'content-type': 'application/octet-stream', 'content-length': String(size) };
+      const put = (await open()).put(req(key), new Response(ts.readable, { headers }));
+      put.catch(() => {}); // reported by close()
+      return {
+        async write(chunk) {
+          await w.ready;
+          w.write(chunk.slice()).catch(() => {});
+        },
+        async close() {
+          await w.close();
+          await put;
+        },
+        async abort() {
+          await w.abort().catch(() => {});
+          await put.catch(() => {});
+        },
+      };
     },
   };
 }

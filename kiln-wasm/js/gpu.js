@@ -2,8 +2,9 @@
 // loadToGPU on the remote objects, which writes each payload into the mapped
 // range as the bytes arrive (checked, digests included, before it unmaps).
 
-import { DigestCheck, wasm_memory } from './wasm/kiln_wasm.js';
-import { Check, KilnError, layout } from './validate.js';
+import { DigestCheck } from './wasm/kiln_wasm.js';
+import { Check, KilnError, digestError, feedDigest, layout } from './validate.js';
+import { CacheEntryBad } from './cache.js';
 import { Progress } from './progress.js';
 
 // GPUBufferUsage.STORAGE | COPY_SRC | COPY_DST (the constants, so this loads where WebGPU is absent).
@@ -45,16 +46,42 @@ export function toGPUBuffer(device, tensor, options = {}) {
 // One tensor of a RemoteDirectory into a GPUBuffer, streamed: gap and payload
 // bytes go through a Check of the file (prefix, then these bytes, the rest
 // zero: the byte rules load() applies) and the payload through an incremental
-// SHA-256 in wasm, each network chunk written into the mapped range at once.
+// SHA-256 in wasm, each chunk written into the mapped range at once. With a
+// cache, the tensor's entry is streamed instead of the network, or the bytes
+// fetched are written to a new entry as they come, committed only once every
+// check passed. A cache entry that fails (its trailer, the digest, a rule) is
+// deleted and the tensor fetched again into the same buffer.
 async function uploadOne(dir, device, t, options, progress) {
+  const name = t.name ?? t.index;
+  const { buffer, mapped } = createMapped(device, name, t.byteLength, t.byteOffset, options);
+  try {
+    try {
+      await uploadInto(dir, t, mapped, progress, true);
+    } catch (e) {
+      if (!(e instanceof RetryFromNetwork)) throw e;
+      await uploadInto(dir, t, mapped, progress, false);
+    }
+  } catch (e) {
+    buffer.unmap();
+    buffer.destroy();
+    throw e;
+  }
+  buffer.unmap();
+  return buffer;
+}
+
+// Thrown by uploadInto when what failed came from the cache.
+class RetryFromNetwork extends Error {}
+
+async function uploadInto(dir, t, mapped, progress, useCache) {
   const i = t.index;
   const name = t.name ?? i;
-  const gapFrom = i === 0 ? dir.payloadOffset : dir.at(i - 1).byteOffset + dir.at(i - 1).byteLength;
+  const gapFrom = gapStart(dir, i);
   const off = t.byteOffset;
   const end = off + t.byteLength;
-  const { buffer, mapped } = createMapped(device, name, t.byteLength, off, options);
   const check = new Check(dir._info, dir._limits, dir.size, { start: dir._start });
   const digest = dir._digestsAt >= 0 ? new DigestCheck() : null;
+  const counted = progress.received;
   let ok = true;
   const take = (chunk, at, source = 'network') => {
     // chunk holds file bytes [at, at + chunk.length).
@@ -64,44 +91,39 @@ async function uploadOne(dir, device, t, options, progress) {
     if (b > a) {
       const part = chunk.subarray(a - at, b - at);
       mapped.set(part, a - off);
-      if (digest !== null) {
-        const ptr = digest.window_ptr();
-        const wlen = digest.window_len();
-        for (let k = 0; k < part.length; k += wlen) {
-          const n = Math.min(wlen, part.length - k);
-          new Uint8Array(wasm_memory().buffer, ptr, n).set(part.subarray(k, k + n));
-          digest.update(n);
-        }
-      }
+      if (digest !== null) feedDigest(digest, part);
     }
     progress.add(chunk.length, { tensor: name, source });
   };
+  let pending = null;
   try {
     const have = dir._bytes.length;
     ok = check.pump(dir._bytes, 0, Math.min(have, gapFrom));
     if (ok && check.fed < gapFrom) ok = check.passUnknown(gapFrom);
     if (gapFrom < have) take(dir._bytes.subarray(gapFrom, Math.min(have, end)), gapFrom, dir._prefixSource);
-    if (end > Math.max(have, gapFrom)) await dir._readRange(Math.max(have, gapFrom), end, take);
+    if (end > Math.max(have, gapFrom)) pending = await dir._readRange(Math.max(have, gapFrom), end, take, useCache);
     // load()'s order: the digest (step 9d), then the payload rules.
     if (digest !== null) {
       const at = dir._digestsAt + 32 * i;
-      if (!digest.check(dir._bytes.subarray(at, at + 32), off)) {
-        throw new KilnError(digest.error_code(), digest.error_offset(), digest.error_rule(), digest.error_description());
-      }
+      if (!digest.check(dir._bytes.subarray(at, at + 32), off)) throw digestError(digest);
     }
     ok = ok && check.passUnknown(dir.size);
     if (!ok) check.count(dir.size);
     check.finish();
   } catch (e) {
-    buffer.unmap();
-    buffer.destroy();
+    await pending?.discard();
+    const again = e instanceof CacheEntryBad || pending?.source === 'cache';
+    if (useCache && again) {
+      // Not yet final: the bytes counted for this try are counted again.
+      if (!progress.final) progress.received = counted;
+      throw new RetryFromNetwork();
+    }
     throw e;
   } finally {
     check.free();
     digest?.free();
   }
-  buffer.unmap();
-  return buffer;
+  await pending?.commit?.();
 }
 
 export const gapStart = (dir, i) => (i === 0 ? dir.payloadOffset : dir.at(i - 1).byteOffset + dir.at(i - 1).byteLength);

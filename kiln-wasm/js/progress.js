@@ -55,6 +55,11 @@ export class Progress {
     }
   }
 
+  /** True once the final call was made. */
+  get final() {
+    return this._final;
+  }
+
   /** The final call (once): received === total (total set to received when it was unknown). */
   done(info = NETWORK) {
     if (this._cb === null || this._final) return;

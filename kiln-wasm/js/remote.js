@@ -1,11 +1,11 @@
 // Range-request loading: the directory of a remote file, then single tensors.
 
-import { ManifestReader } from './wasm/kiln_wasm.js';
-import { Check, HEAD_WINDOW, KilnError, checkDigest, descriptorOffset, headerInfo, inShard, layout, limitsOf, readHead } from './validate.js';
+import { DigestCheck, ManifestReader } from './wasm/kiln_wasm.js';
+import { Check, HEAD_WINDOW, KilnError, checkDigest, feedDigest, descriptorOffset, headerInfo, inShard, layout, limitsOf, readHead } from './validate.js';
 import { Progress } from './progress.js';
 import { gapStart, loadDirToGPU, namesOf } from './gpu.js';
 import { Directory, INTERNAL, LAYOUT_AT, LAYOUT_LEN, META, NAME_LEN, NONE, SLOTS, copyOffset } from './directory.js';
-import { digestKey, fileBase, hex, readRecord, recordBytes, recordKey, sealed, sha256, shardKey, storeOf, unseal } from './cache.js';
+import { CacheEntryBad, digestKey, fileBase, hex, openRead, openWrite, readRecord, recordBytes, recordKey, sealed, sha256, shardKey, storeOf, unseal } from './cache.js';
 
 function parseContentRange(value) {
   const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(value ?? '');
@@ -53,7 +53,8 @@ async function readChunks(r, len, what, onChunk, reuse = false) {
       if (done) break;
       if (byob !== null) buf = value.buffer; // the read transferred it
       if (got + value.length > len) throw new Error(`${what}: the body is longer than its Content-Range`);
-      onChunk(value, got);
+      const wait = onChunk(value, got); // (a promise: the chunk is in use until it settles)
+      if (wait !== undefined) await wait;
       got += value.length;
     }
   } catch (e) {
@@ -391,7 +392,7 @@ export class RemoteDirectory extends Directory {
   async _readNetwork(start, end, onChunk) {
     let at = start;
     while (at < end) {
-      const got = await rangeGet(this._ctx, at, end - 1, null, 0, (chunk, off) => onChunk(chunk, off, 'network'));
+      const got = await rangeGet(this._ctx, at, end - 1, null, 0, (chunk, off) => onChunk(chunk, off, 'network', false));
       if (got.length === 0) throw new Error(`kiln: ${this.url}: the server sent no bytes from ${at} (the file is shorter than its directory says)`);
       at += got.length;
     }
@@ -399,55 +400,142 @@ export class RemoteDirectory extends Directory {
 
   /**
    * @internal Streams bytes [start, end) of the file: onChunk(chunk, fileOffset, source)
-   * for each network chunk as it arrives (nothing buffered here), resolving
-   * when all have arrived (loadToGPU reads through it). More than one request
-   * only from a server that answers a range with fewer bytes than asked.
-   * With a cache, for a range that ends a tensor's payload: a checked cache
-   * entry is streamed instead (source 'cache'; a digest-keyed entry's gap as
-   * zeros), and bytes fetched are kept (one tensor's worth) and stored once
-   * they pass the tensor's digest and the file's rules.
+   * for each chunk as it arrives (valid during the call; a promise returned is
+   * awaited before the next), nothing buffered here (loadToGPU reads through
+   * it). More than one request only from a server that answers a range with
+   * fewer bytes than asked.
+   * With a cache, for a range that ends a tensor's payload, returns what the
+   * caller settles once its own checks ran (null without one):
+   *   {source: 'cache', discard()}: the tensor's entry was streamed (a
+   *     digest-keyed entry's gap as zeros); a sealed entry's trailer was
+   *     checked (a mismatch deletes it and throws CacheEntryBad before this
+   *     returns); the digest and the file's rules are the caller's, and
+   *     discard() deletes the entry when they fail.
+   *   {source: 'network', commit(), discard()}: the bytes fetched were written
+   *     to a new entry as they came; commit() once they passed the tensor's
+   *     digest and the file's rules, discard() otherwise.
+   * `useCache` false: the cache is not read (a retry after a bad entry).
    */
-  async _readRange(start, end, onChunk) {
+  async _readRange(start, end, onChunk, useCache = true) {
     const x = this._cacheState === null ? null : this._tensorEndingAt(start, end);
-    if (x === null || this._key(x) === null) return this._readNetwork(start, end, onChunk);
-    const hit = await this._fromCache(x);
-    if (hit !== null) {
-      if (start < hit.at) onChunk(new Uint8Array(hit.at - start), start, 'cache');
-      for (let at = Math.max(start, hit.at); at < end; at += STREAM_CHUNK) {
-        const b = Math.min(end, at + STREAM_CHUNK);
-        onChunk(hit.bytes.subarray(at - hit.at, b - hit.at), at, 'cache');
-      }
-      return;
+    const key = x === null ? null : this._key(x);
+    if (key === null) {
+      await this._readNetwork(start, end, onChunk);
+      return null;
     }
-    // What the entry holds from (the payload, or gap + payload): a part the
-    // prefix already holds (start is then the prefix's end) is copied from it.
-    const from = Math.min(start, this._digestsAt >= 0 ? x.byteOffset : gapStart(this, x.index));
-    let buf = null;
+    const digested = this._digestsAt >= 0;
+    // Where the entry's body starts: the payload (a digest-keyed entry), or the gap before it.
+    const from = digested ? x.byteOffset : gapStart(this, x.index);
+    const store = this._cacheState.store;
+    if (useCache && end > this._bytes.length) {
+      const hit = await this._streamEntry(key, from, start, end, digested, onChunk);
+      if (hit) return { source: 'cache', discard: () => store.delete(key).catch((e) => this._cacheState.fail(e)) };
+    }
+    let w = null;
     try {
-      buf = new Uint8Array(end - from);
-      if (from < start) buf.set(this._bytes.subarray(from, start));
-    } catch {
-      buf = null; // too large to keep: not cached
+      w = await openWrite(store, key, end - from + (digested ? 0 : 32));
+    } catch (e) {
+      this._cacheState.fail(e);
     }
-    await this._readNetwork(start, end, (chunk, off, source) => {
-      if (buf !== null && off + chunk.length > from) {
-        const skip = Math.max(0, from - off);
-        buf.set(skip === 0 ? chunk : chunk.subarray(skip), off + skip - from);
+    const hash = digested || w === null ? null : new DigestCheck(); // a sealed entry's trailer
+    const put = async (bytes) => {
+      if (w === null) return;
+      if (hash !== null) feedDigest(hash, bytes);
+      try {
+        await w.write(bytes);
+      } catch (e) {
+        this._cacheState.fail(e);
+        w = null;
       }
-      onChunk(chunk, off, source);
-    });
-    if (buf === null) return;
-    const seg = { index: x.index, at: from, bytes: buf, payload: buf.subarray(x.byteOffset - from) };
+    };
     try {
-      if (this._digestsAt >= 0) {
-        const at = this._digestsAt + 32 * x.index;
-        checkDigest(seg.payload, this._bytes.subarray(at, at + 32), x.byteOffset);
-      }
-      this._check([...this._known, seg]);
-    } catch {
-      return; // the caller's own checks report the fault
+      // Of the entry's body, the part the prefix holds (start is then the prefix's end).
+      if (from < start) await put(this._bytes.subarray(from, start));
+      await this._readNetwork(start, end, (chunk, off, source) => {
+        onChunk(chunk, off, source);
+        if (w === null || off + chunk.length <= from) return undefined;
+        return put(chunk.subarray(Math.max(0, from - off)));
+      });
+    } catch (e) {
+      hash?.free();
+      await w?.abort();
+      throw e;
     }
-    await this._commit(x, seg);
+    const trailer = hash?.finish();
+    hash?.free();
+    const validator = this._ctx.validator;
+    return {
+      source: 'network',
+      commit: async () => {
+        if (w === null) return;
+        // Only bytes of the version the key names.
+        if (!digested && validator !== this._validator) return void (await w.abort());
+        try {
+          if (trailer !== undefined) await w.write(trailer);
+          await w.close();
+        } catch (e) {
+          this._cacheState.fail(e);
+        }
+      },
+      discard: async () => {
+        await w?.abort();
+      },
+    };
+  }
+
+  // Streams tensor x's cache entry `key` (body from `from`) as bytes [start,
+  // end) of the file; false when absent or of the wrong size (nothing
+  // streamed). A sealed entry's trailer is checked as its body streams past:
+  // a mismatch deletes the entry and throws CacheEntryBad (its bytes went to
+  // onChunk: the caller starts over from the network).
+  async _streamEntry(key, from, start, end, digested, onChunk) {
+    const store = this._cacheState.store;
+    let r;
+    try {
+      r = await openRead(store, key);
+    } catch (e) {
+      this._cacheState.fail(e);
+      return false;
+    }
+    if (r === undefined) return false;
+    const body = end - from;
+    if (r.size !== body + (digested ? 0 : 32)) {
+      await r.stream.cancel().catch(() => {});
+      await store.delete(key).catch((e) => this._cacheState.fail(e));
+      return false;
+    }
+    // A digest-keyed entry holds no gap: the gap bytes not in the prefix are zeros.
+    if (start < from) onChunk(new Uint8Array(from - start), start, 'cache');
+    const hash = digested ? null : new DigestCheck();
+    const trailer = new Uint8Array(32);
+    const reader = r.stream.getReader();
+    let at = 0; // bytes of the entry read
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        if (at + value.length > r.size) throw new CacheEntryBad(key);
+        const n = Math.max(0, Math.min(value.length, body - at)); // body bytes in this chunk
+        const part = value.subarray(0, n);
+        if (hash !== null) feedDigest(hash, part);
+        const a = Math.max(at, start - from);
+        if (a < at + n) onChunk(part.subarray(a - at), from + a, 'cache');
+        const t0 = Math.max(at, body); // trailer bytes in this chunk
+        const t1 = Math.min(at + value.length, body + 32);
+        if (t1 > t0) trailer.set(value.subarray(t0 - at, t1 - at), t0 - body);
+        at += value.length;
+      }
+      if (at !== r.size) throw new CacheEntryBad(key);
+      if (hash !== null && !hash.check(trailer, 0)) throw new CacheEntryBad(key);
+    } catch (e) {
+      await reader.cancel().catch(() => {});
+      if (e instanceof CacheEntryBad) await store.delete(key).catch((f) => this._cacheState.fail(f));
+      else this._cacheState.fail(e);
+      throw e instanceof CacheEntryBad ? e : new CacheEntryBad(key);
+    } finally {
+      hash?.free();
+    }
+    return true;
   }
 
   // The check of the file with the bytes at hand (the first bytes and the

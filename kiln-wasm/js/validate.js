@@ -236,7 +236,12 @@ let digestCheck = null;
 export function checkDigest(bytes, expected, offset) {
   assertReady();
   digestCheck ??= new DigestCheck();
-  const c = digestCheck;
+  feedDigest(digestCheck, bytes);
+  if (!digestCheck.check(expected, offset)) throw errorFrom(digestCheck);
+}
+
+/** Adds `bytes` to a DigestCheck's running SHA-256 (through its window in wasm memory). */
+export function feedDigest(c, bytes) {
   const ptr = c.window_ptr();
   const wlen = c.window_len();
   for (let at = 0; at < bytes.length; at += wlen) {
@@ -244,8 +249,10 @@ export function checkDigest(bytes, expected, offset) {
     new Uint8Array(memory().buffer, ptr, n).set(bytes.subarray(at, at + n));
     c.update(n);
   }
-  if (!c.check(expected, offset)) throw errorFrom(c);
 }
+
+/** A DigestCheck's verdict as a KilnError (DIGEST), after check() returned false. */
+export const digestError = (c) => errorFrom(c);
 
 /** The first bytes a head check looks at in a buffer or a first request: typical metadata fits. */
 export const HEAD_WINDOW = 65536;

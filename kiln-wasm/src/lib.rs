@@ -571,6 +571,11 @@ impl DigestCheck {
     pub fn check(&mut self, expected: &[u8], offset: f64) -> bool {
         self.core.check(expected, u64_of_f64(offset)).is_ok()
     }
+
+    /// The SHA-256 of the bytes hashed (32 bytes: a cache entry's trailer). Starts over.
+    pub fn finish(&mut self) -> Vec<u8> {
+        self.core.finish().to_vec()
+    }
 }
 
 /// The four error getters of a checker whose `$field` has `error() ->

@@ -326,6 +326,11 @@ impl DigestCore {
         Err(e)
     }
 
+    /// The SHA-256 of the bytes hashed since the last call. Starts over.
+    pub fn finish(&mut self) -> [u8; DIGEST_LEN] {
+        self.hasher.finish()
+    }
+
     /// The last error.
     pub fn error(&self) -> Option<ErrorInfo> {
         self.error

@@ -379,10 +379,12 @@ test('loadToGPU from the cache: cached payloads go into the mapped buffers, sour
   assert.ok(calls.every(([, , info]) => info.source === 'cache'), JSON.stringify(calls.filter((c) => c[2].source !== 'cache')));
   const [r, total] = calls.at(-1);
   assert.equal(r, total);
-  // A corrupted entry on this path too: refused, fetched, stored again.
+  // A corrupted entry on this path too: refused, fetched, stored again. (Its
+  // last byte: the entry is streamed from where the shard's first bytes end,
+  // so a byte the prefix already holds is never read from it.)
   const k = (await store.keys()).find((x) => x.startsWith('t-'));
   const e = await store.get(k);
-  e[0] ^= 1;
+  e[e.length - 1] ^= 1;
   await store.put(k, e);
   const m3 = await kiln.openRemote(url, { cache: store });
   for (const [name, b] of await m3.loadToGPU(fakeDevice())) assert.deepEqual(b.data.subarray(0, want.get(name).length), want.get(name), name);
@@ -477,4 +479,75 @@ test('a tensor whose digest does not match is refused and not stored (load and l
   await assert.rejects(g.loadToGPU(fakeDevice(), [victim]), (e) => e instanceof kiln.KilnError && e.code === 'DIGEST');
   // Only the prefixes were stored, no tensor.
   assert.deepEqual((await store.keys()).filter((k) => k.startsWith('t-')), []);
+});
+
+// A store with only the four required methods: entries go through get/put whole.
+function plainStore() {
+  const inner = kiln.cache.memory();
+  return { get: (k) => inner.get(k), put: (k, b) => inner.put(k, b), delete: (k) => inner.delete(k), keys: () => inner.keys() };
+}
+
+test('loadToGPU of a file without digests: entries written as the bytes stream (trailer included), read back by load() and loadToGPU alike; a bad trailer is refetched', async () => {
+  const path = '/gpu-plain/plain.kiln';
+  srv.files.set(path, plainFile(21));
+  const url = srv.base + path;
+  const want = await reference(url);
+  for (const [label, store] of [['streaming store', kiln.cache.memory()], ['get/put store', plainStore()]]) {
+    const first = await kiln.openRemote(url, { cache: store });
+    for (const [name, b] of await first.loadToGPU(fakeDevice())) assert.deepEqual(b.data.subarray(0, want.get(name).length), want.get(name), `${label}: ${name}`);
+    const keys = (await store.keys()).filter((k) => /^u-[0-9a-f]{64}-\d+$/.test(k));
+    assert.ok(keys.length >= 3, `${label}: ${keys.length} tensor entries`);
+    // load() reads what loadToGPU stored: one request (the change check) for every tensor.
+    const cpu = await kiln.openRemote(url, { cache: store });
+    assert.deepEqual(await loadAll(cpu), want, label);
+    assert.equal(cpu.requests, 1, label);
+    // loadToGPU reads what load() stored (a fresh store filled by load).
+    const store2 = kiln.cache.memory();
+    await loadAll(await kiln.openRemote(url, { cache: store2 }));
+    const gpu2 = await kiln.openRemote(url, { cache: store2 });
+    for (const [name, b] of await gpu2.loadToGPU(fakeDevice())) assert.deepEqual(b.data.subarray(0, want.get(name).length), want.get(name), `${label}: ${name} from load()'s entry`);
+    assert.equal(gpu2.requests, 1, label);
+    // A body byte of the last tensor's entry flipped: the trailer refuses it, the tensor is fetched again and stored again.
+    const k = keys.sort().at(-1);
+    const bad = await store.get(k);
+    bad[bad.length - 40] ^= 1;
+    await store.put(k, bad);
+    const third = await kiln.openRemote(url, { cache: store });
+    const calls = [];
+    for (const [name, b] of await third.loadToGPU(fakeDevice(), null, { onProgress: (r, total, info) => calls.push([r, total, info.source]) })) {
+      assert.deepEqual(b.data.subarray(0, want.get(name).length), want.get(name), `${label}: ${name} after the bad entry`);
+    }
+    assert.equal(third.requests, 2, `${label}: the change check and one refetch`);
+    assert.deepEqual((await store.get(k)).subarray(0, 8), (await store2.get(k)).subarray(0, 8));
+    assert.equal(calls.at(-1)[0], calls.at(-1)[1], 'a final call with received === total, the retry not counted twice');
+    assert.ok(calls.every(([r, total]) => r <= total));
+    const fourth = await kiln.openRemote(url, { cache: store });
+    await fourth.loadToGPU(fakeDevice());
+    assert.equal(fourth.requests, 1, `${label}: stored again`);
+  }
+});
+
+test('loadToGPU: a tensor that fails its digest over the network leaves no entry; a store that fails mid-write loses nothing but the entry', async (t) => {
+  const url = serve('gpu-fail', big);
+  const want = await reference(url);
+  // A store whose streamed writes fail after the first chunk: the upload goes on, the entry is dropped.
+  const inner = kiln.cache.memory();
+  let writes = 0;
+  const failing = {
+    ...inner,
+    get: inner.get, put: inner.put, delete: inner.delete, keys: inner.keys,
+    async openWrite(key, size) {
+      const w = await inner.openWrite(key, size);
+      return { ...w, async write(c) { if (++writes > 1 && key.startsWith('t-')) throw new DOMException('full', 'QuotaExceededError'); return w.write(c); } };
+    },
+  };
+  const warn = t.mock.method(console, 'warn', () => {});
+  const m = await kiln.openRemote(url, { cache: failing });
+  const errors = [];
+  for (const [name, b] of await m.loadToGPU(fakeDevice(), null, { onProgress: (r, total, info) => info.cacheError && errors.push(info.cacheError.name) })) {
+    assert.deepEqual(b.data.subarray(0, want.get(name).length), want.get(name), name);
+  }
+  assert.ok(errors.includes('QuotaExceededError'));
+  assert.ok(warn.mock.callCount() >= 1);
+  warn.mock.restore();
 });
