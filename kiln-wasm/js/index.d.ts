@@ -353,6 +353,16 @@ export interface CacheStore {
   delete(key: string): Promise<void>;
   keys(): Promise<string[]>;
   size?(key: string): Promise<number | undefined>;
+  /**
+   * Optional: an entry as a stream (loadToGPU reads through it, holding one chunk at a time); without it, get()
+   * reads the entry whole.
+   */
+  openRead?(key: string): Promise<{ size: number; stream: ReadableStream<Uint8Array> } | undefined>;
+  /**
+   * Optional: a writer for an entry of `size` bytes, committed whole at close() (never visible before), dropped by
+   * abort(); `write` is awaited before the chunk's buffer is reused. Without it, the chunks are collected for one put().
+   */
+  openWrite?(key: string, size: number): Promise<{ write(chunk: Uint8Array): Promise<void>; close(): Promise<void>; abort(): Promise<void> }>;
 }
 
 /** openRemote's `cache`: the Origin Private File System, the Cache Storage API, or your own store. */
