@@ -15,32 +15,22 @@
 // (sampled every 5 ms in the page) and of the renderer processes' RSS
 // (sampled every 10 ms from /proc). Usage:
 //   node kiln-wasm/bench/gpu.mjs [MiB]     (default 256; CI runs 16 as a smoke test)
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { extname, join, normalize } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { join } from 'node:path';
+import { FLAGS, WEBGPU, chromium, executablePath, pkgRoute } from '../test-support/chromium.mjs';
 import { rangeServer, sparseBlock } from '../test-support/range-server.mjs';
 
 const MiB = 2 ** 20;
 const size = Number(process.argv[2] ?? 256) * MiB;
-const pkg = fileURLToPath(new URL('../pkg/', import.meta.url));
-const route = (req, res) => {
-  const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^[/\\]+/, '');
-  if (path === '' || path === 'index.html') return res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>gpu</title>'), true;
-  const file = join(pkg, path);
-  if (path.endsWith('.kiln') || !file.startsWith(pkg) || !existsSync(file)) return false;
-  res.writeHead(200, { 'content-type': extname(file) === '.wasm' ? 'application/wasm' : 'text/javascript' }).end(readFileSync(file));
-  return true;
-};
 const dir = mkdtempSync(join(tmpdir(), 'kiln-gpu-bench-'));
-const server = await rangeServer({ routes: route });
+const server = await rangeServer({ routes: pkgRoute('gpu') });
 server.files.set('/big.kiln', sparseBlock(join(dir, 'big.kiln'), size));
 const profile = mkdtempSync(join(tmpdir(), 'chromium-'));
 const ctx = await chromium.launchPersistentContext(profile, {
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  executablePath,
   headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--enable-unsafe-webgpu', '--enable-precise-memory-info', '--js-flags=--expose-gc'],
+  args: [...FLAGS, WEBGPU, '--enable-precise-memory-info', '--js-flags=--expose-gc'],
 });
 
 // The RSS of this profile's renderer processes, in bytes.

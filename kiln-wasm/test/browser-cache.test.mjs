@@ -7,42 +7,21 @@
 // with the reason when Chromium or playwright-core is missing.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { extname, join, normalize } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { FLAGS, WEBGPU, chromium, chromiumSkip, executablePath, pkgRoute } from '../test-support/chromium.mjs';
 import { rangeServer } from '../test-support/range-server.mjs';
 import { writeSharded } from '../test-support/sharded.mjs';
 
-const pkg = fileURLToPath(new URL('../pkg/', import.meta.url));
-const executablePath = process.env.CHROMIUM ?? '/usr/bin/chromium';
-let chromium = null;
-try {
-  ({ chromium } = await import('playwright-core'));
-} catch {
-  chromium = null;
-}
-const skip = (!existsSync(executablePath) && `no Chromium at ${executablePath}`) || (chromium === null && 'playwright-core not installed (npm ci in kiln-wasm/)');
-const TYPES = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
+const skip = chromiumSkip;
 let server;
 let profile;
 let model;
 
-function pkgRoute(req, res) {
-  const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^[/\\]+/, '');
-  if (path === '' || path === 'index.html') {
-    res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><link rel="icon" href="data:,"><title>kiln-wasm cache</title>');
-    return true;
-  }
-  const file = join(pkg, path);
-  if (path.endsWith('.kiln') || !file.startsWith(pkg) || !existsSync(file)) return false;
-  res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
-  return true;
-}
-
 before(async () => {
   if (skip) return;
-  server = await rangeServer({ routes: pkgRoute });
+  server = await rangeServer({ routes: pkgRoute('kiln-wasm cache') });
   model = writeSharded({ name: 'bc', shards: 3, tensors: 12, bytes: 16384 });
   for (const [n, b] of model.files) server.files.set(`/m/${n}`, b);
   profile = mkdtempSync(join(tmpdir(), 'chromium-cache-'));
@@ -58,7 +37,7 @@ async function inBrowser(body, arg) {
   const ctx = await chromium.launchPersistentContext(profile, {
     executablePath,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--enable-unsafe-webgpu'],
+    args: [...FLAGS, WEBGPU],
   });
   try {
     const page = ctx.pages()[0] ?? (await ctx.newPage());

@@ -6,41 +6,20 @@
 // playwright-core or WebGPU is missing.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { extname, join, normalize } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
+import { FLAGS, WEBGPU, chromium, chromiumSkip, executablePath, pkgRoute } from '../test-support/chromium.mjs';
 import { rangeServer } from '../test-support/range-server.mjs';
 import { CODES, byteLengthOf, encodeKiln } from '../test-support/encode.mjs';
 import { exampleModel } from '../test-support/model.mjs';
 import { writeSharded } from '../test-support/sharded.mjs';
 
-const pkg = fileURLToPath(new URL('../pkg/', import.meta.url));
-const executablePath = process.env.CHROMIUM ?? '/usr/bin/chromium';
-let chromium = null;
-try {
-  ({ chromium } = await import('playwright-core'));
-} catch {
-  chromium = null;
-}
-let skip = (!existsSync(executablePath) && `no Chromium at ${executablePath}`) || (chromium === null && 'playwright-core not installed (npm ci in kiln-wasm/)');
-const TYPES = { '.js': 'text/javascript', '.wasm': 'application/wasm', '.html': 'text/html' };
+let skip = chromiumSkip;
 let server;
 let ctx;
 let page;
 let profile;
-
-function pkgRoute(req, res) {
-  const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^[/\\]+/, '');
-  if (path === '' || path === 'index.html') {
-    res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><link rel="icon" href="data:,"><title>kiln-wasm gpu</title>');
-    return true;
-  }
-  const file = join(pkg, path);
-  if (path.endsWith('.kiln') || !file.startsWith(pkg) || !existsSync(file)) return false;
-  res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream' }).end(readFileSync(file));
-  return true;
-}
 
 // Every closed dtype, odd element counts (sizes not multiples of 4), deterministic bytes.
 const SPECS = Object.keys(CODES).map((dtype, k) => {
@@ -55,14 +34,14 @@ const block = encodeKiln(SPECS);
 
 before(async () => {
   if (skip) return;
-  server = await rangeServer({ routes: pkgRoute });
+  server = await rangeServer({ routes: pkgRoute('kiln-wasm gpu') });
   server.files.set('/all.kiln', block);
   server.files.set('/model.kiln', exampleModel());
   profile = mkdtempSync(join(tmpdir(), 'chromium-gpu-'));
   ctx = await chromium.launchPersistentContext(profile, {
     executablePath,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--enable-unsafe-webgpu'],
+    args: [...FLAGS, WEBGPU],
   });
   page = ctx.pages()[0] ?? (await ctx.newPage());
   await page.goto(`${server.base}/index.html`);
