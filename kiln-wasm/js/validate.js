@@ -17,7 +17,6 @@ import {
   wasm_memory,
 } from './wasm/kiln_wasm.js';
 import { assertReady } from './ready.js';
-import { LENGTH, META, OFFSET, SLOTS, TENSORS, u64 } from './directory.js';
 
 let sizes = null;
 
@@ -114,9 +113,6 @@ export function manifestError() {
 
 /** Marks the KilnError of manifestError (createOnnxSession opens the manifest then). */
 export const MANIFEST = Symbol('kiln-wasm manifest');
-
-// (skip, feed) pairs per feed_runs call, at the window's start; the runs' bytes follow.
-const RUN_PAIRS = 1024;
 
 // A validator kept between synchronous checks, with its memory.
 let spare = null;
@@ -318,68 +314,6 @@ export class Check {
     this.lag = 0;
     this.next = -1;
     this.blockEnd = info.blockLength >= 0 ? start + info.blockLength : -1;
-    // The tensor table, when the caller holds the whole file (plan): the
-    // gaps after the payloads are then sent many per call (runs).
-    this.gaps = null;
-    this.gap = 0;
-  }
-
-  /**
-   * For a file held whole: `table` (this block's, from table()) says where
-   * the payloads end, and pump hands the core the gaps after them many per
-   * call (feed_runs) instead of one call per tensor. Only a guess at what
-   * the core needs: it still asks (a run it does not need is fed anyway).
-   */
-  plan(table) {
-    this.gaps = table;
-    this.gap = 0;
-  }
-
-  // Where the gap after tensor `j` of the plan starts (its payload's end).
-  gapAt(j) {
-    const o = META + j * SLOTS;
-    return u64(this.gaps, o + OFFSET) + u64(this.gaps, o + LENGTH);
-  }
-
-  // Feeds, in one call, the gaps of the plan from the one at `fed` (the next
-  // needed byte) on, with the payloads between passed over; returns where
-  // the core is then, `fed` when no gap of the plan starts there, -1 on a rejection.
-  runs(src, base, to, fed) {
-    const t = this.gaps;
-    const n = t[TENSORS];
-    let j = this.gap;
-    while (j < n && this.gapAt(j) < fed) j++;
-    this.gap = j;
-    if (j >= n || this.gapAt(j) !== fed) return fed;
-    const first = j;
-    const s = this.start;
-    const align = this.align;
-    const limit = this.blockEnd >= 0 ? Math.min(to, this.blockEnd) : to;
-    const w = this.window();
-    const view = new DataView(w.buffer, w.byteOffset, w.byteLength);
-    const at0 = RUN_PAIRS * 8;
-    let k = 0;
-    let at = at0;
-    let pos = fed;
-    for (; j < n && k < RUN_PAIRS; j++) {
-      const a = this.gapAt(j);
-      const e = Math.min(s + Math.ceil((a - s) / align) * align, limit);
-      if (e <= a) continue;
-      if (a < pos || a - pos > 0xffffffff || at + (e - a) > w.length) break;
-      view.setUint32(8 * k, a - pos, true);
-      view.setUint32(8 * k + 4, e - a, true);
-      // One builtin call, not a byte loop: this runs before the engine has optimized it (a first parse).
-      w.set(src.subarray(a - base, e - base), at);
-      at += e - a;
-      pos = e;
-      k++;
-    }
-    // The core may stop early (a needed byte before a run): the next call
-    // looks from this batch's first gap on.
-    this.gap = first;
-    if (k === 0) return fed;
-    if (this.v.feed_runs(k, at0) < 0) return -1;
-    return s + this.v.fed();
   }
 
   // Hands the bytes JavaScript took alone to the validator (they are not
@@ -443,15 +377,6 @@ export class Check {
         this.remember();
         return true;
       }
-      if (this.gaps !== null && run === 0) {
-        const f = this.runs(src, base, to, fed);
-        if (f < 0) return false;
-        if (f > fed) {
-          fed = f;
-          k = fed < to ? v.skip(to - fed) : 0;
-          continue;
-        }
-      }
       // The byte at `fed` is needed. A gap ends at the next ALIGN
       // boundary; past it the next needed bytes are often close (many small
       // tensors), so one call takes a whole window: one copy instead of a
@@ -509,16 +434,12 @@ export class Check {
     return errorFrom(this.v);
   }
 
-  /**
-   * The verdict on everything taken: the table, or throws the KilnError.
-   * Ends the check. `table`: the copy table() gave (the core's table does
-   * not change once built), returned instead of a second copy.
-   */
-  finish(table = undefined) {
+  /** The verdict on everything taken: the table, or throws the KilnError. Ends the check. */
+  finish() {
     this.sync();
     const n = this.v.finish();
     if (n < 0) throw errorFrom(this.v);
-    return table !== undefined && table.length === n ? table : this.copyTable(n);
+    return this.copyTable(n);
   }
 
   /** Releases the validator (to the spare slot, or its wasm memory). */
@@ -549,17 +470,8 @@ export function checkWhole(input, limits, verify = false) {
   const digests = verify ? digestTable(h, input) : null;
   const c = new Check(headerInfo(input.subarray(h.start), limits), limits, total, { reuse: digests === null, start: h.start, digests });
   try {
-    // The prefix first: its table tells where the payload gaps are.
-    const prefixEnd = Math.min(c.prefixEnd, total);
-    let ok = c.pump(input, 0, prefixEnd);
-    let table;
-    if (ok && prefixEnd < total) {
-      table = c.table();
-      if (table !== undefined) c.plan(table);
-    }
-    ok = ok && c.pump(input, 0, total);
-    if (!ok) c.count(total);
-    return { table: c.finish(table), head: h };
+    if (!c.pump(input, 0, total)) c.count(total);
+    return { table: c.finish(), head: h };
   } finally {
     c.free();
   }

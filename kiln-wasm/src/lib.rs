@@ -179,34 +179,6 @@ impl Validator {
         }
     }
 
-    /// Many short needed runs in one call (the gaps after the payloads of a
-    /// whole file in memory): the window starts with `k` (skip, feed) pairs
-    /// of little-endian u32s, and the runs' bytes follow back to back from
-    /// window offset `bytes_at`. Each pair passes over `skip` bytes, then
-    /// feeds `feed`. Stops at a pair whose skip stops short (an earlier byte
-    /// is needed). Returns the pairs taken whole, or -1 on a rejection.
-    pub fn feed_runs(&mut self, k: u32, bytes_at: u32) -> i32 {
-        let (pairs, bytes) = self.window.split_at(usize_sat(u64::from(bytes_at)).min(WINDOW));
-        let mut runs = bytes;
-        let mut done: i32 = 0;
-        for p in pairs.chunks_exact(8).take(usize_sat(u64::from(k))) {
-            let word = |at: usize| p.get(at..at.saturating_add(4)).and_then(|b| b.try_into().ok()).map_or(0, u32::from_le_bytes);
-            let (skip, n) = (u64::from(word(0)), usize_sat(u64::from(word(4))));
-            match self.session.skip(skip) {
-                Ok(passed) if passed == skip => {}
-                Ok(_) => break,
-                Err(_) => return -1,
-            }
-            let Some((run, rest)) = runs.split_at_checked(n) else { break };
-            if self.session.feed(run).is_err() {
-                return -1;
-            }
-            runs = rest;
-            done = done.saturating_add(1);
-        }
-        done
-    }
-
     /// Advances to block offset `to` without the bytes: passes over what no
     /// rule reads, zeros for what one does. 0 or -1.
     pub fn pass_unknown(&mut self, to: f64) -> i32 {
