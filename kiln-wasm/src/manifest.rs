@@ -227,10 +227,25 @@ fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut 
     out.extend_from_slice(&[0, 0, 0, 0, 0, 0]); // start, block length, payload: none
     out.extend_from_slice(&[0, u32_of(buf.len()), 0]); // the heap: the whole manifest
     out.resize(META.saturating_add(count.saturating_mul(SLOTS)), 0);
-    let quantized = m.tensors().any(|t| t.quant.is_some());
-    let index: HashMap<&str, usize> =
-        if quantized { m.tensors().map(|t| (t.name, t.index)).collect() } else { HashMap::new() };
-    let find = |name: &str| index.get(name).map_or(none, |&i| u32_of(i));
+    // The indices of the scale and outer tensors: a map of only the names
+    // quantized tensors refer to (one of every name cost 17 ms for 100,000
+    // tensors), filled in one pass. M3 and M4 hold: names are unique and
+    // every one referred to exists.
+    let mut index: HashMap<&str, u32> = HashMap::new();
+    for q in m.tensors().filter_map(|t| t.quant) {
+        index.insert(q.scale, none);
+        if !q.outer.is_empty() {
+            index.insert(q.outer, none);
+        }
+    }
+    if !index.is_empty() {
+        for t in m.tensors() {
+            if let Some(i) = index.get_mut(t.name) {
+                *i = u32_of(t.index);
+            }
+        }
+    }
+    let find = |name: &str| index.get(name).copied().unwrap_or(none);
     shard_of.clear();
     shard_of.reserve(count);
     for t in m.tensors() {
