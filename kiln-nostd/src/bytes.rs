@@ -94,6 +94,18 @@ mod wide {
     }
 }
 
+/// `a * b`, `None` on overflow. On wasm32 `checked_mul` is a call to a
+/// 128-bit multiply routine (slow before the engine optimizes it: the
+/// first parse of a large directory), needless when both fit 32 bits, as
+/// dims and widths do.
+#[inline]
+pub(crate) fn mul_u64(a: u64, b: u64) -> Option<u64> {
+    if cfg!(target_arch = "wasm32") && (a | b) >> 32 == 0 {
+        return Some(a.wrapping_mul(b));
+    }
+    a.checked_mul(b)
+}
+
 /// (n / d, n % d) by shift and subtract, `None` for `d` 0. The two rules
 /// that divide (an opaque length by its block size, a quantized axis by its
 /// group) are rare, and this keeps 32-bit targets from linking a general

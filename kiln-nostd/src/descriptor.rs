@@ -1,7 +1,7 @@
 //! The 128-byte tensor descriptor and the rules about one descriptor alone
 //! (check steps 8 reserved bytes, 9 dtype/shape/range, 11 element bytes).
 
-use crate::bytes::{first_above_one, first_nonzero, u64_from, usize_from};
+use crate::bytes::{first_above_one, first_nonzero, mul_u64, u64_from, usize_from};
 use crate::dtype::{ByteRule, DType, Width};
 use crate::error::{fail, fail_at, Result, Rule};
 use crate::header::{DESCRIPTOR_LEN, HEADER_LEN};
@@ -255,7 +255,7 @@ impl RawDescriptor {
             if d == 0 {
                 return Some(0);
             }
-            count = count.and_then(|c| c.checked_mul(d));
+            count = count.and_then(|c| mul_u64(c, d));
         }
         count
     }
@@ -364,7 +364,7 @@ impl Descriptor {
         if self.dims().contains(&0) {
             return Some(0);
         }
-        self.dims().iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        self.dims().iter().try_fold(1u64, |acc, &d| mul_u64(acc, d))
     }
 
     /// The dtype, if the code is defined or opaque.
@@ -419,13 +419,13 @@ impl RawDescriptor {
         for (i, d) in self.shape.iter().enumerate() {
             let d = u64::from_le_bytes(*d);
             if i < rank {
-                count = count.saturating_mul(d);
+                count = mul_u64(count, d).unwrap_or(u64::MAX);
             } else {
                 tail |= d;
             }
         }
         let in_range = self.range_end().is_some_and(|end| end <= payload_bytes);
-        in_range && tail == 0 && count != u64::MAX && count.checked_mul(u64::from(width)) == Some(self.byte_length())
+        in_range && tail == 0 && count != u64::MAX && mul_u64(count, u64::from(width)) == Some(self.byte_length())
     }
 }
 

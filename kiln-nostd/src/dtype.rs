@@ -179,7 +179,7 @@ impl DType {
     #[must_use]
     pub fn byte_length(self, count: u64) -> Option<u64> {
         match self.width() {
-            Width::Bytes(w) => count.checked_mul(u64::from(w)),
+            Width::Bytes(w) => crate::bytes::mul_u64(count, u64::from(w)),
             // ceil(count / 2) without the overflow of count + 1.
             Width::Nibble => Some(count.div_ceil(2)),
             Width::Opaque => None,

@@ -1,7 +1,9 @@
 // Chromium benchmark: node kiln-wasm/bench/chromium.mjs [--quick]
-// Serves kiln-wasm/ with python3 -m http.server, runs bench/index.html (parse + views,
-// and DirectoryLoader over in-memory streams: stream-web.mjs) in headless
-// Chromium (playwright-core, /usr/bin/chromium), writes bench/results/chromium.json.
+// Serves kiln-wasm/ with python3 -m http.server, runs bench/index.html (parse + views
+// for 1,000, 10,000 and 100,000 tensors against JSON.parse + views, and DirectoryLoader
+// over in-memory streams: stream-web.mjs) in headless Chromium (playwright-core,
+// /usr/bin/chromium), then the first call after import, each in a fresh page
+// (index.html?first=N), and writes bench/results/chromium.json.
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync, symlinkSync, existsSync } from 'node:fs';
@@ -9,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { formatFirstCalls } from './core.mjs';
 
 const quick = process.argv.includes('--quick');
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -39,6 +42,22 @@ try {
   const result = await page.evaluate(() => window.__bench);
   if (result.error) throw new Error(result.error);
   console.log(await page.locator('#out').innerText());
+  // The first call after import, each in a fresh page (three per size).
+  const first = [];
+  for (const count of [1000, 10000, 100000]) {
+    for (let i = 0; i < 3; i++) {
+      const p = await ctx.newPage();
+      p.on('console', (m) => console.error(`# ${m.text()}`));
+      await p.goto(`http://127.0.0.1:${port}/kiln-wasm/bench/index.html?first=${count}&bytes=${64 << 20}`);
+      await p.waitForFunction(() => window.__bench !== undefined, null, { timeout: 300000 });
+      const f = await p.evaluate(() => window.__bench);
+      await p.close();
+      if (f.error) throw new Error(f.error);
+      first.push(f);
+    }
+  }
+  console.log(`\n${formatFirstCalls(first)}`);
+  result.firstCall = first;
   mkdirSync(join(root, 'bench', 'results'), { recursive: true });
   writeFileSync(join(root, 'bench', 'results', 'chromium.json'), JSON.stringify(result, null, 1));
 } finally {

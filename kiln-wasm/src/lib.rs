@@ -505,7 +505,7 @@ impl ManifestReader {
     }
 
     /// The model id (32 bytes) every shard records.
-    pub fn model_id(&self) -> js_sys::Uint8Array {
+    pub fn model_id(&mut self) -> js_sys::Uint8Array {
         js_sys::Uint8Array::from(&self.core.model_id()[..])
     }
 
