@@ -3,7 +3,7 @@
 import { Check, KilnError, checkWhole, digestTable, headerInfo, layout, limitsOf, manifestError, readHead } from './validate.js';
 import { Directory, INTERNAL } from './directory.js';
 import { Progress } from './progress.js';
-import { createMapped, namesOf, toGPUBuffer } from './gpu.js';
+import { createMapped, namesOf } from './gpu.js';
 
 function toBytes(chunk) {
   if (chunk instanceof Uint8Array) return chunk;
@@ -159,12 +159,12 @@ export class DirectoryLoader {
       throw e;
     }
     this._progress.total = this.totalBytes;
-    this._progress.add(bytes.length, () => this._info1());
+    this._progress.add(bytes.length, () => this._progressInfo());
   }
 
   // The progress info: the tensor the last byte received belongs to (the gap
   // before a tensor counts as its own), null in the header and directory.
-  _info1() {
+  _progressInfo() {
     const d = this._directory;
     const pos = this._received - 1;
     let tensor = null;
@@ -194,8 +194,9 @@ export class DirectoryLoader {
         const bytes = concat(this._chunks, this._received);
         this._chunks = [];
         const { table, head } = checkWhole(bytes, this._limits, this._verify);
+        // (Never reached by a file that passes: its directory is complete by
+        // its end, so in GPU mode the buffers exist; here checkWhole throws.)
         this._result = new Directory(INTERNAL, table, bytes, { metadata: head.metadata });
-        if (this._gpu !== null) this._uploadWhole(this._result);
       } else {
         let table;
         try {
@@ -217,20 +218,8 @@ export class DirectoryLoader {
       this._fail(e);
       throw e;
     }
-    this._progress.done(() => this._info1());
+    this._progress.done(() => this._progressInfo());
     return this._result;
-  }
-
-  // GPU mode, the file checked whole (it ended before its directory was
-  // complete, yet passed: nothing left to stream).
-  _uploadWhole(dir) {
-    const list = namesOf(dir, this._gpu.names);
-    this._targets = [];
-    for (const t of list) {
-      const buffer = toGPUBuffer(this._gpu.device, t, this._gpu);
-      this._targets.push({ name: t.name ?? t.index, buffer, mapped: null });
-    }
-    this._gpuBuffers = new Map(this._targets.map((g) => [g.name, g.buffer]));
   }
 
   // GPU mode: the buffers for the selected tensors, created mapped as soon as

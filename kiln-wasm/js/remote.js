@@ -427,7 +427,7 @@ export class RemoteDirectory extends Directory {
     // Where the entry's body starts: the payload (a digest-keyed entry), or the gap before it.
     const from = digested ? x.byteOffset : gapStart(this, x.index);
     const store = this._cacheState.store;
-    if (useCache && end > this._bytes.length) {
+    if (useCache) {
       const hit = await this._streamEntry(key, from, start, end, digested, onChunk);
       if (hit) return { source: 'cache', discard: () => store.delete(key).catch((e) => this._cacheState.fail(e)) };
     }

@@ -411,23 +411,23 @@ function renderTable(dir, pending) {
 }
 
 // While the payload streams in, mark each tensor whose bytes have all arrived.
-function markLoaded(index) {
-  const cell = $('tensors').querySelector(`tbody tr[data-i="${index}"]`)?.lastElementChild;
+// A row's view cell says its bytes are in.
+function markCell(cell) {
   if (!cell || cell.dataset.arrived) return;
   cell.dataset.arrived = '1';
   cell.innerHTML = '<span class="muted">received</span>';
 }
 
+function markLoaded(index) {
+  markCell($('tensors').querySelector(`tbody tr[data-i="${index}"]`)?.lastElementChild);
+}
+
 function markArrived(dir, received) {
   if (!dir || state.dir) return;
   for (const tr of $('tensors').querySelectorAll('tbody tr[data-i]')) {
-    const cell = tr.lastElementChild;
-    if (cell.dataset.arrived) continue;
+    if (tr.lastElementChild.dataset.arrived) continue;
     const t = dir.at(Number(tr.dataset.i));
-    if (t.byteOffset + t.byteLength <= received) {
-      cell.dataset.arrived = '1';
-      cell.innerHTML = '<span class="muted">received</span>';
-    }
+    if (t.byteOffset + t.byteLength <= received) markCell(tr.lastElementChild);
   }
 }
 
