@@ -85,13 +85,15 @@ node -e 'const f=process.argv[1]; const p=JSON.parse(require("fs").readFileSync(
 RAW=$(stat -c %s "$PKG/wasm/kiln_wasm_bg.wasm")
 GZ=$(gzip -9 -c "$PKG/wasm/kiln_wasm_bg.wasm" | wc -c)
 echo "$RAW $GZ" > "$PKG/wasm/SIZE"
-say "pkg/wasm/kiln_wasm_bg.wasm: $RAW bytes, $GZ gzipped (budget 65536 gzipped)"
+say "pkg/wasm/kiln_wasm_bg.wasm: $RAW bytes, $GZ gzipped (budget 69632 gzipped)"
 # What a page that bundles the default entry downloads: the JS and the embedded module.
 BUNDLE_GZ=$("$HERE/node_modules/.bin/esbuild" "$PKG/index.js" --bundle --format=esm --minify --log-level=warning | gzip -9 | wc -c)
 say "the default entry, bundled and minified: $BUNDLE_GZ bytes gzipped (module embedded as base64)"
 # 64 KiB since SHA-256 is built for speed (profile wasm): about 640 bytes gzipped for digests
-# and cache checks at 230 MiB/s instead of 120 in Node 20.
-if [ "$GZ" -gt 65536 ]; then
-  echo "kiln-wasm: the wasm module is over its 64 KiB gzipped budget" >&2
+# and cache checks at 230 MiB/s instead of 120 in Node 20. 68 KiB since the validator and the
+# manifest reader are built for speed too (opt-level 2: about 3 KB gzipped; a directory's
+# check 1.4x, a 100,000-tensor manifest's 1.6x faster, first call included).
+if [ "$GZ" -gt 69632 ]; then
+  echo "kiln-wasm: the wasm module is over its 68 KiB gzipped budget" >&2
   exit 1
 fi

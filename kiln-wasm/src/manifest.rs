@@ -18,12 +18,20 @@
 use std::collections::HashMap;
 
 use kiln_nostd::digest::{TensorHasher, DIGEST_LEN};
-use kiln_nostd::model::{check_shard_prefix, Manifest, ManifestLayout};
+use kiln_nostd::model::{check_shard_prefix, Manifest, ManifestLayout, ManifestTensor};
 use kiln_nostd::{Error, Limits, Parser, Rule};
 
 use crate::conv::{u32_of, u64_of};
 use crate::table::{meta, slot, META, SLOTS};
 use crate::ErrorInfo;
+
+/// wasm memory cannot hold the manifest.
+const NO_MEMORY: ErrorInfo = ErrorInfo {
+    code: "LIMIT",
+    offset: 0,
+    rule: "WasmMemory",
+    description: "wasm memory cannot hold a copy of the manifest",
+};
 
 /// Bytes of the smallest tensor entry in a manifest (a one-byte name, no
 /// dims, no layout, no quantization): bounds the tensor count by the bytes held.
@@ -49,6 +57,9 @@ pub struct ManifestCore {
     table: Vec<u32>,
     shard_of: Vec<u32>,
     shard_table: Vec<u32>,
+    /// The name checks' scratch, kept from open to open: growing it zeroes
+    /// only what is new, and the name table clears the part it uses.
+    scratch: Vec<u32>,
     error: Option<ErrorInfo>,
 }
 
@@ -71,35 +82,33 @@ impl ManifestCore {
     /// Checks `bytes` as a manifest (the frame, the Frozen rules, M1 to M5)
     /// and keeps a copy with its tensor table.
     pub fn parse(&mut self, bytes: &[u8], limits: Limits) -> Result<(), ErrorInfo> {
+        let mut copy = Vec::new();
+        if copy.try_reserve_exact(bytes.len()).is_err() {
+            return Err(self.fail(NO_MEMORY));
+        }
+        copy.extend_from_slice(bytes);
+        self.parse_owned(copy, limits)
+    }
+
+    /// [`parse`](Self::parse) of bytes already in wasm memory (JavaScript's
+    /// copy, handed over: a manifest of many MiB is copied once, not twice).
+    pub fn parse_owned(&mut self, bytes: Vec<u8>, limits: Limits) -> Result<(), ErrorInfo> {
         self.layout = None;
         self.model_id = None;
         self.error = None;
         self.table.clear();
         self.shard_of.clear();
-        let memory = ErrorInfo {
-            code: "LIMIT",
-            offset: 0,
-            rule: "WasmMemory",
-            description: "wasm memory cannot hold a copy of the manifest",
-        };
-        let mut copy = Vec::new();
-        if copy.try_reserve_exact(bytes.len()).is_err() {
-            return Err(self.fail(memory));
-        }
-        copy.extend_from_slice(bytes);
-        self.buf = copy.into_boxed_slice();
+        self.buf = bytes.into_boxed_slice();
         let buf: &[u8] = &self.buf;
         // Linear-time name checks: scratch for as many entries as the bytes can hold.
         let most = buf.len().checked_div(MIN_SHARD_ENTRY.min(MIN_TENSOR_ENTRY)).unwrap_or(0);
-        let mut scratch = Vec::new();
         let words = Manifest::scratch_len(most);
-        let scratch = match scratch.try_reserve_exact(words) {
-            Ok(()) => {
-                scratch.resize(words, 0u32);
-                Some(&mut scratch[..])
-            }
-            Err(_) => None,
-        };
+        if self.scratch.len() < words
+            && self.scratch.try_reserve_exact(words.saturating_sub(self.scratch.len())).is_ok()
+        {
+            self.scratch.resize(words, 0);
+        }
+        let scratch = self.scratch.get_mut(..words);
         let m = match Manifest::parse_with(buf, &limits, scratch) {
             Ok(m) => m,
             Err(e) => {
@@ -227,76 +236,101 @@ fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut 
     out.extend_from_slice(&[0, 0, 0, 0, 0, 0]); // start, block length, payload: none
     out.extend_from_slice(&[0, u32_of(buf.len()), 0]); // the heap: the whole manifest
     out.resize(META.saturating_add(count.saturating_mul(SLOTS)), 0);
-    // The indices of the scale and outer tensors: a map of only the names
-    // quantized tensors refer to (one of every name cost 17 ms for 100,000
-    // tensors), filled in one pass. M3 and M4 hold: names are unique and
-    // every one referred to exists.
-    let mut index: HashMap<&str, u32> = HashMap::new();
-    for q in m.tensors().filter_map(|t| t.quant) {
-        index.insert(q.scale, none);
-        if !q.outer.is_empty() {
-            index.insert(q.outer, none);
-        }
-    }
-    if !index.is_empty() {
-        for t in m.tensors() {
-            if let Some(i) = index.get_mut(t.name) {
-                *i = u32_of(t.index);
-            }
-        }
-    }
-    let find = |name: &str| index.get(name).copied().unwrap_or(none);
+    // Room for the dims of rank-2 tensors without a reallocation.
+    out.reserve(count.saturating_mul(4));
+    // The rows first, then the indices of the scale and outer tensors of
+    // the quantized ones: a map of only the names they refer to (one of
+    // every name cost 17 ms for 100,000 tensors), filled in one more pass,
+    // which a model without quantization does not make. M3 and M4 hold:
+    // names are unique and every one referred to exists.
+    let mut quantized: Vec<(usize, &str, &str)> = Vec::new();
     shard_of.clear();
     shard_of.reserve(count);
     for t in m.tensors() {
         shard_of.push(t.shard);
-        let shape_at = u32_of(out.len());
-        let mut n = 1u64;
-        for d in t.dims() {
-            n = n.saturating_mul(d);
-            out.extend_from_slice(&lo_hi(d));
+        push_row(&t, buf, out);
+        if let Some(q) = t.quant {
+            quantized.push((t.index, q.scale, q.outer));
         }
-        let name = t.name.as_bytes();
-        let (layout_at, layout_len) =
-            if t.layout.is_empty() { (none, 0) } else { (offset_in(buf, t.layout.as_bytes()), u32_of(t.layout.len())) };
-        let (scheme_axis, group, scale, outer) = match t.quant {
-            None => (0, 0, none, none),
-            Some(q) => (
-                u32::from(q.scheme) | u32::from(q.axis) << 16,
-                q.group_size,
-                find(q.scale),
-                if q.outer.is_empty() { none } else { find(q.outer) },
-            ),
-        };
-        let [len_lo, len_hi] = lo_hi(t.byte_length);
-        let [n_lo, n_hi] = lo_hi(n);
-        let rank = u32::try_from(t.rank()).unwrap_or(0);
-        let row = [
-            u32::from(t.dtype.code()) | rank << 16,
-            none,
-            none,
-            len_lo,
-            len_hi,
-            n_lo,
-            n_hi,
-            offset_in(buf, name),
-            u32_of(name.len()),
-            layout_at,
-            layout_len,
-            t.block_size,
-            scheme_axis,
-            group,
-            scale,
-            outer,
-            shape_at,
-        ];
-        let at = META.saturating_add(t.index.saturating_mul(SLOTS));
-        if let Some(dst) = out.get_mut(at..at.saturating_add(SLOTS)) {
-            dst.copy_from_slice(&row);
+    }
+    if quantized.is_empty() {
+        return;
+    }
+    let mut index: HashMap<&str, u32> = HashMap::new();
+    for &(_, scale, outer) in &quantized {
+        index.insert(scale, none);
+        if !outer.is_empty() {
+            index.insert(outer, none);
+        }
+    }
+    for t in m.tensors() {
+        if let Some(i) = index.get_mut(t.name) {
+            *i = u32_of(t.index);
+        }
+    }
+    let find = |name: &str| if name.is_empty() { none } else { index.get(name).copied().unwrap_or(none) };
+    for (i, scale, outer) in quantized {
+        let at = META.saturating_add(i.saturating_mul(SLOTS));
+        if let Some(row) = out.get_mut(at..at.saturating_add(SLOTS)) {
+            if let Some(s) = row.get_mut(slot::SCALE) {
+                *s = find(scale);
+            }
+            if let Some(o) = row.get_mut(slot::OUTER) {
+                *o = find(outer);
+            }
         }
     }
     debug_assert_eq!(meta::HEAP_END, 8);
     debug_assert_eq!(slot::SHAPE_AT, 16);
+}
+
+/// Tensor `t`'s row of the table and its dims. A function of its own, not
+/// inlined into the loop: called once per tensor, it is compiled by the
+/// browser's optimizing tier while the first open is still running (a loop
+/// inlined into one long call runs all of that call in the baseline tier).
+#[inline(never)]
+/// The scale and outer indices are left absent (filled in by the caller).
+fn push_row(t: &ManifestTensor<'_>, buf: &[u8], out: &mut Vec<u32>) {
+    let none = u32::MAX;
+    let shape_at = u32_of(out.len());
+    let mut n = 1u64;
+    for d in t.dims() {
+        n = n.saturating_mul(d);
+        out.extend_from_slice(&lo_hi(d));
+    }
+    let name = t.name.as_bytes();
+    let (layout_at, layout_len) =
+        if t.layout.is_empty() { (none, 0) } else { (offset_in(buf, t.layout.as_bytes()), u32_of(t.layout.len())) };
+    let (scheme_axis, group) = match t.quant {
+        None => (0, 0),
+        Some(q) => (u32::from(q.scheme) | u32::from(q.axis) << 16, q.group_size),
+    };
+    let [len_lo, len_hi] = lo_hi(t.byte_length);
+    let [n_lo, n_hi] = lo_hi(n);
+    let rank = u32::try_from(t.rank()).unwrap_or(0);
+    let row = [
+        u32::from(t.dtype.code()) | rank << 16,
+        none,
+        none,
+        len_lo,
+        len_hi,
+        n_lo,
+        n_hi,
+        offset_in(buf, name),
+        u32_of(name.len()),
+        layout_at,
+        layout_len,
+        t.block_size,
+        scheme_axis,
+        group,
+        none,
+        none,
+        shape_at,
+    ];
+    let at = META.saturating_add(t.index.saturating_mul(SLOTS));
+    if let Some(dst) = out.get_mut(at..at.saturating_add(SLOTS)) {
+        dst.copy_from_slice(&row);
+    }
 }
 
 /// Bytes JavaScript copies into a [`DigestCore`] per call.

@@ -470,8 +470,13 @@ impl<'a> Manifest<'a> {
         let mut names = Names::new(scratch, self.layout.tensor_count);
         let mut c = Cursor { buf: self.buf, at: self.layout.tensors_at.saturating_add(4) };
         let mut previous_shard = 0u32;
+        // M4 reads the entries up to the last quantized one again.
+        let mut quantized = 0usize;
         for i in 0..self.layout.tensor_count {
             let t = read_tensor(&mut c);
+            if t.quant.is_some() {
+                quantized = i.saturating_add(1);
+            }
             if t.name.0.is_empty() {
                 return fail(Rule::ManifestNameEmpty, t.name.1);
             }
@@ -488,7 +493,7 @@ impl<'a> Manifest<'a> {
         }
         let lookup = names.freeze();
         let mut c = Cursor { buf: self.buf, at: self.layout.tensors_at.saturating_add(4) };
-        for i in 0..self.layout.tensor_count {
+        for i in 0..quantized {
             let t = read_tensor(&mut c);
             if let Some((q, tag_at)) = t.quant {
                 if !self.quant_holds(i, t.shard.0, &q, &lookup) {
