@@ -21,7 +21,7 @@ use kiln_nostd::digest::{TensorHasher, DIGEST_LEN};
 use kiln_nostd::model::{check_shard_prefix, Manifest, ManifestLayout, ManifestTensor};
 use kiln_nostd::{Error, Limits, Parser, Rule};
 
-use crate::conv::{u32_of, u64_of};
+use crate::conv::{u32_of, u64_of, usize_sat};
 use crate::table::{meta, slot, META, SLOTS};
 use crate::ErrorInfo;
 
@@ -239,10 +239,10 @@ fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut 
     // Room for the dims of rank-2 tensors without a reallocation.
     out.reserve(count.saturating_mul(4));
     // The rows first, then the indices of the scale and outer tensors of
-    // the quantized ones: a map of only the names they refer to (one of
-    // every name cost 17 ms for 100,000 tensors), filled in one more pass,
-    // which a model without quantization does not make. M3 and M4 hold:
-    // names are unique and every one referred to exists.
+    // the quantized ones, found among the rows (M4: in the quantized
+    // tensor's own shard) by the names' byte ranges the rows hold: a map
+    // of only the names referred to, and no entry of the manifest read
+    // again. M3 and M4 hold: names are unique and every one referred to exists.
     let mut quantized: Vec<(usize, &str, &str)> = Vec::new();
     shard_of.clear();
     shard_of.reserve(count);
@@ -256,19 +256,32 @@ fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut 
     if quantized.is_empty() {
         return;
     }
-    let mut index: HashMap<&str, u32> = HashMap::new();
-    for &(_, scale, outer) in &quantized {
-        index.insert(scale, none);
-        if !outer.is_empty() {
-            index.insert(outer, none);
+    let mut index: HashMap<&[u8], u32> = HashMap::new();
+    let mut lengths: Vec<usize> = Vec::new();
+    let mut shards: Vec<u32> = Vec::new();
+    for &(i, scale, outer) in &quantized {
+        for name in [scale, outer].into_iter().filter(|n| !n.is_empty()) {
+            index.insert(name.as_bytes(), none);
+            lengths.push(name.len());
+        }
+        shards.extend(shard_of.get(i).copied());
+    }
+    for (i, shard) in shard_of.iter().enumerate() {
+        let at = META.saturating_add(i.saturating_mul(SLOTS));
+        let row = out.get(at..at.saturating_add(SLOTS)).unwrap_or_default();
+        let (Some(&name_at), Some(&name_len)) = (row.get(slot::NAME_AT), row.get(slot::NAME_LEN)) else {
+            continue;
+        };
+        let len = usize_sat(u64::from(name_len));
+        if !lengths.contains(&len) || !shards.contains(shard) {
+            continue;
+        }
+        let from = usize_sat(u64::from(name_at));
+        if let Some(slot) = buf.get(from..from.saturating_add(len)).and_then(|n| index.get_mut(n)) {
+            *slot = u32_of(i);
         }
     }
-    for t in m.tensors() {
-        if let Some(i) = index.get_mut(t.name) {
-            *i = u32_of(t.index);
-        }
-    }
-    let find = |name: &str| if name.is_empty() { none } else { index.get(name).copied().unwrap_or(none) };
+    let find = |name: &str| if name.is_empty() { none } else { index.get(name.as_bytes()).copied().unwrap_or(none) };
     for (i, scale, outer) in quantized {
         let at = META.saturating_add(i.saturating_mul(SLOTS));
         if let Some(row) = out.get_mut(at..at.saturating_add(SLOTS)) {

@@ -249,37 +249,6 @@ impl Session {
         }
     }
 
-    /// The runs of bytes the verdict reads next (block offsets `[start,
-    /// end)`, see `Incremental::needed_runs`): those that end by `limit`, at
-    /// most `runs.len()` and `budget` bytes in all; returns how many (0
-    /// when there is no plan: the caller asks [`next_needed`](Self::next_needed)).
-    pub fn plan(&self, limit: u64, budget: u64, runs: &mut [[u64; 2]]) -> usize {
-        self.inner.as_ref().and_then(|v| v.needed_runs(limit, budget, runs)).unwrap_or(0)
-    }
-
-    /// Takes the planned `runs`, their bytes one after another in `bytes`:
-    /// passes over what lies before each and feeds it. Returns how many
-    /// runs were taken (fewer when one is not where the validator needs
-    /// bytes next, or `bytes` runs out: the caller goes on byte by byte).
-    pub fn feed_runs(&mut self, runs: &[[u64; 2]], bytes: &[u8]) -> Result<usize, ErrorInfo> {
-        let mut at = 0usize;
-        for (i, &[a, b]) in runs.iter().enumerate() {
-            let fed = self.fed();
-            if a < fed {
-                return Ok(i);
-            }
-            let before = a.saturating_sub(fed);
-            if before > 0 && self.skip(before)? != before {
-                return Ok(i);
-            }
-            let end = at.saturating_add(usize_sat(b.saturating_sub(a)));
-            let Some(chunk) = bytes.get(at..end) else { return Ok(i) };
-            self.feed(chunk)?;
-            at = end;
-        }
-        Ok(runs.len())
-    }
-
     /// Advances to block offset `to` with none of the bytes at hand: passes
     /// over what no rule reads and feeds zeros for what one does (up to the
     /// next [`ALIGN`] boundary first, where a gap ends, then in growing pieces).

@@ -369,28 +369,6 @@ impl<M: Memory> Incremental<M> {
         }
     }
 
-    /// The plan of what [`next_needed`](Self::next_needed) will ask for:
-    /// the runs of bytes (block offsets, `[start, end)`, in stream order,
-    /// adjacent runs joined) that the verdict reads from here on, as the
-    /// descriptors tell, up to those that end by `limit`, at most
-    /// `out.len()` of them and at most `budget` bytes in all (the
-    /// caller's buffer for them); returns how many. A caller that holds the bytes
-    /// (a browser with the whole file) gathers them in one pass and then
-    /// [`skip`](Self::skip)s to each run and [`feed`](Self::feed)s it,
-    /// without a call per tensor to ask where the next needed byte is.
-    /// `None` while the prefix is not in, after a rejection, and with a
-    /// digest table (every byte of the canonical run is needed then).
-    pub fn needed_runs(&self, limit: u64, budget: u64, out: &mut [[u64; 2]]) -> Option<usize> {
-        #[cfg(feature = "sha2")]
-        if self.digests.is_some() {
-            return None;
-        }
-        match (self.walk, self.fault) {
-            (Some(walk), None) => Some(walk.needed_runs(&self.descriptors(&walk), self.fed, (limit, budget), out)),
-            _ => None,
-        }
-    }
-
     /// Passes over `n` bytes the verdict does not depend on, without their
     /// contents: at most up to [`next_needed`](Self::next_needed). Returns
     /// how many were passed over (fewer than `n` when a needed byte came first).
