@@ -16,6 +16,11 @@ enum Chunking {
     Random(u64),
     /// Chunks of this many bytes, passing over whatever `next_needed` allows.
     Skipping(usize),
+    /// The runs `needed_runs` plans (at most this many bytes a plan, 5 runs),
+    /// skipped to and fed one by one; 64-byte chunks where there is no plan.
+    Planned(u64),
+    /// The same plans, gathered and taken by `feed_runs`.
+    Gathered(u64),
 }
 
 fn parser_verdict(buf: &[u8], limits: Limits, scratch: bool) -> Result<(), Error> {
@@ -40,7 +45,26 @@ fn incremental_verdict(buf: &[u8], limits: Limits, scratch: bool, chunking: Chun
         _ => 1,
     });
     let mut saw_directory = false;
+    let valid = matches!(chunking, Chunking::Planned(_)) && parser_verdict(buf, limits, false).is_ok();
     while !rest.is_empty() {
+        if let Chunking::Planned(budget) | Chunking::Gathered(budget) = chunking {
+            let pos = (buf.len() - rest.len()) as u64;
+            let mut runs = [[0u64; 2]; 5];
+            let n = v.needed_runs(buf.len() as u64, budget, &mut runs).unwrap_or(0);
+            if n > 0 {
+                if let Chunking::Planned(_) = chunking {
+                    take_runs(&mut v, buf, pos, &runs[..n], valid);
+                    rest = &buf[runs[n - 1][1] as usize..];
+                } else {
+                    // A fault stops the plan at the run that holds it; the rest is counted on.
+                    if v.feed_runs(&runs[..n], &gather(buf, &runs[..n])).is_ok() {
+                        assert_eq!(v.consumed(), runs[n - 1][1], "a fresh plan is taken whole");
+                    }
+                    rest = &buf[v.consumed() as usize..];
+                }
+                continue;
+            }
+        }
         if let Chunking::Skipping(_) = chunking {
             let pos = (buf.len() - rest.len()) as u64;
             let gap = v.next_needed().saturating_sub(pos).min(rest.len() as u64);
@@ -55,6 +79,7 @@ fn incremental_verdict(buf: &[u8], limits: Limits, scratch: bool, chunking: Chun
             Chunking::Whole => rest.len(),
             Chunking::Fixed(n) | Chunking::Skipping(n) => n.min(rest.len()),
             Chunking::Random(_) => 1 + rng.below(rest.len().min(300)),
+            Chunking::Planned(_) | Chunking::Gathered(_) => 64.min(rest.len()),
         };
         let (chunk, tail) = rest.split_at(n);
         if let Ok(Progress::Directory) = v.feed(chunk) {
@@ -71,6 +96,38 @@ fn incremental_verdict(buf: &[u8], limits: Limits, scratch: bool, chunking: Chun
     verdict
 }
 
+/// The bytes of `runs`, one after another.
+fn gather(buf: &[u8], runs: &[[u64; 2]]) -> Vec<u8> {
+    runs.iter().flat_map(|&[a, b]| buf[a as usize..b as usize].iter().copied()).collect()
+}
+
+/// Takes a plan from `pos` on: no run starts past the next needed byte
+/// (in a valid block, each starts exactly there: a fault met on the way may
+/// leave bytes of the plan unneeded), the bytes before it are skipped, it is fed.
+fn take_runs<M: kiln_nostd::incremental::Memory>(
+    v: &mut Incremental<M>,
+    buf: &[u8],
+    pos: u64,
+    runs: &[[u64; 2]],
+    valid: bool,
+) {
+    let mut at = pos;
+    for &[a, b] in runs {
+        assert!(at <= a && a < b && b <= buf.len() as u64, "run {a}..{b} from {at}");
+        let needed = v.next_needed();
+        assert!(needed >= a, "a planned run starts at {a}, after the next needed byte {needed}");
+        if valid {
+            assert_eq!(needed, a, "a planned run of a valid block starts at the next needed byte");
+        }
+        if a > at {
+            let skipped = v.skip(a - at).unwrap_or(a - at);
+            assert_eq!(skipped, a - at, "skip passes over what lies before a planned run");
+        }
+        let _ = v.feed(&buf[a as usize..b as usize]);
+        at = b;
+    }
+}
+
 /// Compares every chunking; returns the number of comparisons.
 fn compare(buf: &[u8], limits: Limits, chunkings: &[Chunking], what: &str) -> usize {
     let mut n = 0;
@@ -85,7 +142,7 @@ fn compare(buf: &[u8], limits: Limits, chunkings: &[Chunking], what: &str) -> us
     n
 }
 
-const ALL: [Chunking; 7] = [
+const ALL: [Chunking; 11] = [
     Chunking::Fixed(1),
     Chunking::Fixed(7),
     Chunking::Fixed(4096),
@@ -93,6 +150,10 @@ const ALL: [Chunking; 7] = [
     Chunking::Whole,
     Chunking::Skipping(1),
     Chunking::Skipping(4096),
+    Chunking::Planned(100),
+    Chunking::Planned(1 << 20),
+    Chunking::Gathered(100),
+    Chunking::Gathered(1 << 20),
 ];
 
 #[test]
@@ -276,6 +337,38 @@ fn first_error(b: &[u8], chunking: Chunking, scratch: bool) -> Option<(usize, Er
     });
     let mut pos = 0;
     while pos < b.len() {
+        if let Chunking::Gathered(budget) = chunking {
+            let mut runs = [[0u64; 2]; 5];
+            let n = v.needed_runs(b.len() as u64, budget, &mut runs).unwrap_or(0);
+            if n > 0 {
+                let taken = v.feed_runs(&runs[..n], &gather(b, &runs[..n]));
+                pos = v.consumed() as usize;
+                match taken {
+                    Err(e) => return Some((pos, e)),
+                    Ok(k) => assert_eq!(k, n, "a fresh plan is taken whole"),
+                }
+                continue;
+            }
+        }
+        if let Chunking::Planned(budget) = chunking {
+            let mut runs = [[0u64; 2]; 5];
+            let n = v.needed_runs(b.len() as u64, budget, &mut runs).unwrap_or(0);
+            if n > 0 {
+                for &[a, e] in &runs[..n] {
+                    let (a, e) = (a as usize, e as usize);
+                    if a > pos {
+                        if let Err(err) = v.skip((a - pos) as u64) {
+                            return Some((a, err));
+                        }
+                    }
+                    pos = e;
+                    if let Err(err) = v.feed(&b[a..e]) {
+                        return Some((pos, err));
+                    }
+                }
+                continue;
+            }
+        }
         if let Chunking::Skipping(_) = chunking {
             let gap = (v.next_needed().saturating_sub(pos as u64)).min((b.len() - pos) as u64) as usize;
             if gap > 0 {
@@ -290,6 +383,7 @@ fn first_error(b: &[u8], chunking: Chunking, scratch: bool) -> Option<(usize, Er
             Chunking::Whole => b.len() - pos,
             Chunking::Fixed(n) | Chunking::Skipping(n) => n.min(b.len() - pos),
             Chunking::Random(_) => 1 + rng.below((b.len() - pos).min(300)),
+            Chunking::Planned(_) | Chunking::Gathered(_) => 64.min(b.len() - pos),
         };
         pos += n;
         if let Err(e) = v.feed(&b[pos - n..pos]) {
@@ -343,7 +437,14 @@ fn faults_come_with_the_byte_that_makes_them_certain() {
             k - 1,
             hex(b)
         );
-        for c in [Chunking::Fixed(7), Chunking::Fixed(4096), Chunking::Random(k as u64), Chunking::Skipping(5)] {
+        let chunkings = [
+            Chunking::Fixed(7),
+            Chunking::Fixed(4096),
+            Chunking::Random(k as u64),
+            Chunking::Skipping(5),
+            Chunking::Planned(100),
+        ];
+        for c in chunkings {
             for scratch in [true, false] {
                 let (end, e) = first_error(b, c, scratch).expect("reported");
                 assert_eq!(e, want, "{name}: {c:?}");

@@ -321,6 +321,8 @@ export class Check {
     this.lag = 0;
     this.next = -1;
     this.blockEnd = info.blockLength >= 0 ? start + info.blockLength : -1;
+    // With a digest table every payload byte is needed: no plan.
+    this.planned = digests === null;
   }
 
   // Hands the bytes JavaScript took alone to the validator (they are not
@@ -374,6 +376,15 @@ export class Check {
       fed += n;
     }
     if (fed >= to) return true;
+    if (this.planned) {
+      const r = this.pumpRuns(src, base, to);
+      if (r < 0) return false;
+      fed = s + r;
+      if (fed >= to) {
+        this.remember();
+        return true;
+      }
+    }
     let k = v.skip(to - fed);
     let run = 0;
     for (;;) {
@@ -400,6 +411,40 @@ export class Check {
       }
       fed += n;
       k = v.feed(n, to - fed);
+    }
+  }
+
+  // The payload bytes rules read, up to file offset `to`, taken a plan at a
+  // time: the core lists the next runs of needed bytes (gaps, bool
+  // tensors, odd packed tensors' last bytes) that fit the window, they are
+  // copied in one after another, and one call takes them all (passing over
+  // what lies between). Many small tensors cost a call per window, not two
+  // per tensor. Returns the block bytes taken (-1 on a rejection); the
+  // caller goes on byte by byte from there (a run past `to`, a run longer
+  // than the window, a digest table: no plan).
+  pumpRuns(src, base, to) {
+    const v = this.v;
+    const s = this.start;
+    for (;;) {
+      const n = v.plan(to - s);
+      if (n === 0) return v.fed();
+      const buf = memory().buffer;
+      const runs = new Float64Array(buf, v.plan_ptr(), 2 * n);
+      const w = this.window();
+      let j = 0;
+      for (let i = 0; i < 2 * n; i += 2) {
+        const at = runs[i] + s - base;
+        const len = runs[i + 1];
+        if (len <= 64) {
+          for (let k = 0; k < len; k++) w[j + k] = src[at + k];
+        } else {
+          w.set(src.subarray(at, at + len), j);
+        }
+        j += len;
+      }
+      const k = v.feed_runs(n);
+      if (k < 0) return -1;
+      if (k < n) return v.fed();
     }
   }
 

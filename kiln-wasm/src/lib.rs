@@ -123,7 +123,13 @@ pub const WINDOW: usize = 65_536;
 pub struct Validator {
     session: Session,
     window: Vec<u8>,
+    /// The planned runs, and the same as `[start, length]` numbers for JavaScript.
+    runs: Vec<[u64; 2]>,
+    plan: Vec<f64>,
 }
+
+/// Runs planned per [`Validator::plan`] call.
+const PLAN_RUNS: usize = 4096;
 
 #[wasm_bindgen]
 impl Validator {
@@ -132,7 +138,7 @@ impl Validator {
     #[wasm_bindgen(constructor)]
     pub fn new(mem: f64, count: u32, count_cap: u32, byte_cap: u32) -> Validator {
         let session = Session::new(u64_of_f64(mem), count, limits_of(count_cap, byte_cap), random_seed());
-        Validator { session, window: vec![0; WINDOW] }
+        Validator { session, window: vec![0; WINDOW], runs: Vec::new(), plan: Vec::new() }
     }
 
     /// Starts over on a new block, as `new` would, reusing the memory this
@@ -176,6 +182,43 @@ impl Validator {
             self.skip(skip)
         } else {
             0.0
+        }
+    }
+
+    /// Plans the runs of bytes the verdict reads next, up to those that end
+    /// by block offset `limit` and fit the window together: returns how
+    /// many; [`plan_ptr`](Self::plan_ptr) holds `[start, length]` (block
+    /// offsets) for each. JavaScript copies their bytes into the window one
+    /// after another, then calls [`feed_runs`](Self::feed_runs): one call
+    /// for many gaps instead of one each. 0: no plan, go byte by byte.
+    pub fn plan(&mut self, limit: f64) -> u32 {
+        if self.runs.is_empty() {
+            self.runs = vec![[0; 2]; PLAN_RUNS];
+            self.plan = vec![0.0; PLAN_RUNS.saturating_mul(2)];
+        }
+        let n = self.session.plan(u64_of_f64(limit), conv::u64_of(WINDOW), &mut self.runs);
+        for (r, p) in self.runs.iter().take(n).zip(self.plan.chunks_exact_mut(2)) {
+            if let [start, len] = p {
+                *start = f64_of(r[0]);
+                *len = f64_of(r[1].saturating_sub(r[0]));
+            }
+        }
+        conv::u32_of(n)
+    }
+
+    /// Where the plan's numbers are in wasm memory (`f64`s).
+    pub fn plan_ptr(&self) -> u32 {
+        addr(self.plan.as_ptr())
+    }
+
+    /// Takes the first `n` planned runs, their bytes in the window one
+    /// after another. Returns how many were taken (fewer: go on byte by
+    /// byte from where the validator stands), or -1 on a rejection.
+    pub fn feed_runs(&mut self, n: u32) -> i32 {
+        let runs = self.runs.get(..usize_sat(u64::from(n))).unwrap_or_default();
+        match self.session.feed_runs(runs, &self.window) {
+            Ok(k) => i32::try_from(k).unwrap_or(i32::MAX),
+            Err(_) => -1,
         }
     }
 

@@ -249,6 +249,25 @@ impl Session {
         }
     }
 
+    /// The runs of bytes the verdict reads next (block offsets `[start,
+    /// end)`, see `Incremental::needed_runs`): those that end by `limit`, at
+    /// most `runs.len()` and `budget` bytes in all; returns how many (0
+    /// when there is no plan: the caller asks [`next_needed`](Self::next_needed)).
+    pub fn plan(&self, limit: u64, budget: u64, runs: &mut [[u64; 2]]) -> usize {
+        self.inner.as_ref().and_then(|v| v.needed_runs(limit, budget, runs)).unwrap_or(0)
+    }
+
+    /// Takes the planned `runs`, their bytes one after another in `bytes`
+    /// (`Incremental::feed_runs`). Returns how many runs were taken (fewer:
+    /// the caller goes on byte by byte from where the validator stands).
+    pub fn feed_runs(&mut self, runs: &[[u64; 2]], bytes: &[u8]) -> Result<usize, ErrorInfo> {
+        let Some(v) = self.inner.as_mut() else { return Err(self.gone()) };
+        match v.feed_runs(runs, bytes) {
+            Ok(k) => Ok(k),
+            Err(e) => Err(self.record(e)),
+        }
+    }
+
     /// Advances to block offset `to` with none of the bytes at hand: passes
     /// over what no rule reads and feeds zeros for what one does (up to the
     /// next [`ALIGN`] boundary first, where a gap ends, then in growing pieces).

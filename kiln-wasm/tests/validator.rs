@@ -60,7 +60,8 @@ fn session_for(bytes: &[u8], total: u64, limits: Limits) -> Session {
 
 /// js/validate.js `pump`: feeds input bytes up to `to` from `src` (which
 /// starts at input offset `base`), copying in only what a rule reads: the
-/// prefix (up to `prefix_end`) in whole windows, then payload pieces up to
+/// prefix (up to `prefix_end`) in whole windows, then the runs the
+/// validator plans, gathered (`pumpRuns`), then, where there is no plan, payload pieces up to
 /// the next 64-byte boundary (where a gap ends), growing while bytes are
 /// still needed (a bool tensor), after passing over what no rule reads. Returns false on a rejection; adds the
 /// bytes copied to `copied`.
@@ -76,6 +77,23 @@ fn pump(s: &mut Session, src: &[u8], base: u64, to: u64, prefix_end: u64, copied
                 return false;
             }
             fed += n;
+            continue;
+        }
+        // `pumpRuns`: the planned runs (a few at a time here, to take
+        // several plans), gathered one after another, taken in one call.
+        let mut runs = [[0u64; 2]; 6];
+        let n = s.plan(to, 256, &mut runs);
+        if n > 0 {
+            let mut gathered = Vec::new();
+            for &[a, b] in &runs[..n] {
+                gathered.extend_from_slice(&src[(a - base) as usize..(b - base) as usize]);
+            }
+            *copied += gathered.len() as u64;
+            if s.feed_runs(&runs[..n], &gathered).is_err() {
+                return false;
+            }
+            fed = s.fed();
+            run = 0;
             continue;
         }
         // Pass over everything up to the next byte a rule reads.

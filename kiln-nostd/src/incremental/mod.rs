@@ -369,6 +369,89 @@ impl<M: Memory> Incremental<M> {
         }
     }
 
+    /// The plan of what [`next_needed`](Self::next_needed) will ask for:
+    /// the runs of bytes (block offsets, `[start, end)`, in stream order,
+    /// adjacent runs joined) that the verdict reads from here on, as the
+    /// descriptors tell, up to those that end by `limit`, at most
+    /// `out.len()` of them and at most `budget` bytes in all (the
+    /// caller's buffer for them); returns how many. A caller that holds the bytes
+    /// (a browser with the whole file) gathers them in one pass and then
+    /// [`skip`](Self::skip)s to each run and [`feed`](Self::feed)s it,
+    /// without a call per tensor to ask where the next needed byte is.
+    /// `None` while the prefix is not in, after a rejection, and with a
+    /// digest table (every byte of the canonical run is needed then).
+    pub fn needed_runs(&self, limit: u64, budget: u64, out: &mut [[u64; 2]]) -> Option<usize> {
+        #[cfg(feature = "sha2")]
+        if self.digests.is_some() {
+            return None;
+        }
+        match (self.walk, self.fault) {
+            (Some(walk), None) => Some(walk.needed_runs(&self.descriptors(&walk), self.fed, (limit, budget), out)),
+            _ => None,
+        }
+    }
+
+    /// Takes a plan of [`needed_runs`](Self::needed_runs) in one call:
+    /// `bytes` holds the runs' bytes one after another, and each run is
+    /// passed over up to and taken, as [`skip`](Self::skip) and
+    /// [`feed`](Self::feed) would, run by run (the same checks, faults and
+    /// offsets), without the per-call work. Returns how many runs were
+    /// taken: fewer when the next one would pass over a needed byte, does
+    /// not follow the last, or `bytes` runs short (the caller goes on with
+    /// `skip` and `feed` from [`consumed`](Self::consumed)); 0 outside the
+    /// payload and with a digest table. A fault is returned as `feed` would.
+    pub fn feed_runs(&mut self, runs: &[[u64; 2]], bytes: &[u8]) -> Result<usize> {
+        if let Some(e) = self.fault {
+            return Err(e);
+        }
+        #[cfg(feature = "sha2")]
+        if self.digests.is_some() {
+            return Ok(0);
+        }
+        let Some(mut walk) = self.walk else { return Ok(0) };
+        let (standalone, mut fed, mut at, mut taken) = (self.standalone, self.fed, 0usize, 0usize);
+        let mut fault = None;
+        let descs = self.descriptors(&walk);
+        for &[a, b] in runs {
+            let fits = a >= fed && b > a && (standalone || b <= walk.block_len);
+            let Some(end) = usize_from(b.saturating_sub(a)).and_then(|n| at.checked_add(n)) else { break };
+            let (true, Some(chunk)) = (fits, bytes.get(at..end)) else { break };
+            if walk.next_needed(&descs, fed) < a {
+                break; // a byte before the run is needed
+            }
+            // Payload offsets: passed over from `fed` to `a`, then the run.
+            let base = walk.payload_base;
+            let (pf, pa, pb) = (fed.saturating_sub(base), a.saturating_sub(base), b.saturating_sub(base));
+            let certain = |w: &PayloadWalk, to: u64| w.certain(to).map_or(Ok(()), Err);
+            let step = walk
+                .scan(&descs, Chunk::Skipped(a.saturating_sub(fed)), pf, pa)
+                .and_then(|()| certain(&walk, pa))
+                .and_then(|()| walk.scan(&descs, Chunk::Bytes(chunk), pa, pb))
+                .and_then(|()| certain(&walk, pb))
+                .and_then(|()| {
+                    // Step 12: every earlier step is settled once the block is whole.
+                    if standalone && b > walk.block_len {
+                        return fail_at(Rule::TrailingBytes, walk.block_len);
+                    }
+                    Ok(())
+                });
+            (fed, at, taken) = (b, end, taken.saturating_add(1));
+            if let Err(e) = step {
+                fault = Some(e);
+                break;
+            }
+        }
+        self.fed = fed;
+        self.walk = Some(walk);
+        match fault {
+            Some(e) => {
+                self.fault = Some(e);
+                Err(e)
+            }
+            None => Ok(taken),
+        }
+    }
+
     /// Passes over `n` bytes the verdict does not depend on, without their
     /// contents: at most up to [`next_needed`](Self::next_needed). Returns
     /// how many were passed over (fewer than `n` when a needed byte came first).

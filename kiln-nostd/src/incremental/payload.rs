@@ -113,6 +113,43 @@ impl PayloadWalk {
         u64::MAX
     }
 
+    /// The runs of bytes (block offsets, `[start, end)`) that
+    /// [`next_needed`](Self::next_needed) asks for from `fed` on, in stream
+    /// order, adjacent runs joined: those that end by `limit`, at most
+    /// `out.len()` of them and `budget` bytes in all; returns how many. Walks a copy of the state as
+    /// the descriptors leave it (a fault the bytes hold does not shorten
+    /// the plan: feeding a byte no rule reads changes no verdict).
+    pub(super) fn needed_runs(
+        mut self,
+        descs: &Descriptors<'_>,
+        fed: u64,
+        (limit, budget): (u64, u64),
+        out: &mut [[u64; 2]],
+    ) -> usize {
+        let mut runs = Runs { out, n: 0, from: fed.max(self.payload_base), limit, budget };
+        let abs = |p: u64| self.payload_base.saturating_add(p);
+        while self.next < self.upto {
+            let d = descs.raw(self.next);
+            // Accepted ranges do not overflow: the fallback is never taken.
+            let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
+            if self.gap_from < start && !runs.push(abs(self.gap_from), abs(start)) {
+                break;
+            }
+            if self.reads_elements(d) {
+                let first = match d.dtype().map(DType::byte_rule) {
+                    Some(ByteRule::ZeroOrOne) => start,
+                    _ => end.saturating_sub(1), // an odd packed tensor's last byte
+                };
+                if !runs.push(abs(first), abs(end)) {
+                    break;
+                }
+            }
+            self.gap_from = end;
+            self.next = self.next.saturating_add(1);
+        }
+        runs.n
+    }
+
     /// True when step 11 still reads this descriptor's bytes: while no
     /// step-10 fault and no earlier element fault is known, for bool and
     /// odd packed tensors, up to the descriptors' own step-11 fault.
@@ -207,6 +244,43 @@ impl PayloadWalk {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+}
+
+/// The plan [`PayloadWalk::needed_runs`] writes.
+struct Runs<'o> {
+    out: &'o mut [[u64; 2]],
+    n: usize,
+    /// Bytes before this are taken already.
+    from: u64,
+    limit: u64,
+    /// Bytes the runs may still add up to.
+    budget: u64,
+}
+
+impl Runs<'_> {
+    /// Adds `a..b` (the part from `from` on); false once the plan is full,
+    /// or the run ends past `limit` or does not fit the budget.
+    fn push(&mut self, a: u64, b: u64) -> bool {
+        let a = a.max(self.from);
+        if b <= a {
+            return true;
+        }
+        let len = b.saturating_sub(a);
+        if b > self.limit || len > self.budget {
+            return false;
+        }
+        self.budget = self.budget.saturating_sub(len);
+        if let Some(last) = self.n.checked_sub(1).and_then(|i| self.out.get_mut(i)) {
+            if last[1] == a {
+                last[1] = b;
+                return true;
+            }
+        }
+        let Some(slot) = self.out.get_mut(self.n) else { return false };
+        *slot = [a, b];
+        self.n = self.n.saturating_add(1);
+        true
     }
 }
 
