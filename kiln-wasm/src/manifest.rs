@@ -308,7 +308,9 @@ fn push_row(t: &ManifestTensor<'_>, buf: &[u8], out: &mut Vec<u32>) {
     let shape_at = u32_of(out.len());
     let mut n = 1u64;
     for d in t.dims() {
-        n = n.saturating_mul(d);
+        // M3 checked the product: it does not overflow (and 32-bit factors
+        // need no 128-bit multiply routine on wasm32).
+        n = if (n | d) >> 32 == 0 { n.wrapping_mul(d) } else { n.saturating_mul(d) };
         out.extend_from_slice(&lo_hi(d));
     }
     let name = t.name.as_bytes();

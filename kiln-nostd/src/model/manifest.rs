@@ -412,10 +412,9 @@ impl<'a> Manifest<'a> {
             metadata_end = shards_at;
         }
         let tensors_at = crate::frozen::skip(buf, &SHARDS, shards_at);
-        let digests_at = crate::frozen::skip(buf, &TENSORS, tensors_at);
         let word = |at| u32_at(buf, at).map_or(0, usize_from_u32);
         let (shard_count, tensor_count) = (word(shards_at), word(tensors_at));
-        let layout = ManifestLayout {
+        let mut layout = ManifestLayout {
             len: buf.len(),
             metadata_at,
             metadata_end,
@@ -424,13 +423,16 @@ impl<'a> Manifest<'a> {
             shard_count,
             tensors_at,
             tensor_count,
-            digests_at,
+            // Where the digests field starts: M3 walks every tensor entry
+            // and finds it (no third walk of them here).
+            digests_at: 0,
         };
         let m = layout.view_unchecked(buf);
         m.check_shards(scratch.as_deref_mut())?; // M1, M2
-        m.check_tensors(scratch)?; // M3, M4
+        layout.digests_at = m.check_tensors(scratch)?; // M3, M4
+        let m = layout.view_unchecked(buf);
         if m.digests.as_bytes().len() != tensor_count.saturating_mul(DIGEST_LEN) {
-            return fail(Rule::ManifestDigestCount, digests_at); // M5
+            return fail(Rule::ManifestDigestCount, layout.digests_at); // M5
         }
         Ok(m)
     }
@@ -465,8 +467,10 @@ impl<'a> Manifest<'a> {
         Ok(())
     }
 
-    /// M3 entry by entry, then M4 entry by entry.
-    fn check_tensors(&self, scratch: Option<&mut [u32]>) -> Result<()> {
+    /// M3 entry by entry, then M4 entry by entry. Returns where the
+    /// entries end: the digests field, which M4 reads (the layout's
+    /// `digests_at` may be unknown on entry: the M3 walk finds it).
+    fn check_tensors(&self, scratch: Option<&mut [u32]>) -> Result<usize> {
         let mut names = Names::new(scratch, self.layout.tensor_count);
         let mut c = Cursor { buf: self.buf, at: self.layout.tensors_at.saturating_add(4) };
         let mut previous_shard = 0u32;
@@ -491,17 +495,20 @@ impl<'a> Manifest<'a> {
             previous_shard = shard;
             check_dtype_and_size(&t)?;
         }
+        // The entries passed the Frozen rules: the walk ends where the digests field starts.
+        let digests_at = c.at;
+        let m = ManifestLayout { digests_at, ..self.layout }.view_unchecked(self.buf);
         let lookup = names.freeze();
         let mut c = Cursor { buf: self.buf, at: self.layout.tensors_at.saturating_add(4) };
         for i in 0..quantized {
             let t = read_tensor(&mut c);
             if let Some((q, tag_at)) = t.quant {
-                if !self.quant_holds(i, t.shard.0, &q, &lookup) {
+                if !m.quant_holds(i, t.shard.0, &q, &lookup) {
                     return fail(Rule::ManifestQuant, tag_at);
                 }
             }
         }
-        Ok(())
+        Ok(digests_at)
     }
 
     /// M4 for entry `i` in shard `shard`.
@@ -769,7 +776,7 @@ fn check_dtype_and_size(t: &RawTensor<'_>) -> Result<()> {
     }
     let mut dims = t.shape.0.chunks_exact(8).filter_map(|c| c.try_into().ok()).map(u64::from_le_bytes);
     // A zero dimension makes the product 0 whatever the others are (as in a descriptor).
-    let count = if dims.clone().any(|d| d == 0) { Some(0) } else { dims.try_fold(1u64, u64::checked_mul) };
+    let count = if dims.clone().any(|d| d == 0) { Some(0) } else { dims.try_fold(1u64, crate::bytes::mul_u64) };
     let Some(count) = count else {
         return fail(Rule::ManifestCountOverflow, t.shape.1);
     };
