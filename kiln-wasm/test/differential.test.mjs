@@ -60,7 +60,12 @@ test('mutations: same verdict as the core on the real bytes', () => {
       }
       const caps = round % 9 === 0 ? { countCap: 4, byteCap: 12 } : {};
       const want = check_direct(b, caps.countCap ?? kiln.DEFAULT_CAP, caps.byteCap ?? kiln.DEFAULT_CAP);
-      const got = verdict(b, caps);
+      // At each 4-byte alignment in turn: the payload's runs are gathered as
+      // 32-bit words where the input is 4-aligned, byte by byte elsewhere.
+      const shift = round % 4;
+      const host = new Uint8Array(b.length + shift);
+      host.set(b, shift);
+      const got = verdict(host.subarray(shift), caps);
       assert.equal(got, want, `base ${bases.indexOf(base)} round ${round}`);
       const rule = got === undefined ? 'accept' : got.split(' ')[2];
       seen.set(rule, (seen.get(rule) ?? 0) + 1);
@@ -93,6 +98,31 @@ test('payload faults: bool byte, high nibble, gap byte', () => {
   b[at('mask') + 3] = 2;
   b[at('tail') - 1] = 1;
   assert.equal(verdict(b), `TYPE ${at('tail') - 1} NonzeroGap`);
+});
+
+test('gap bytes of many tensors: each nonzero byte is NonzeroGap at its offset, at every alignment of the input', () => {
+  // f32 tensors of 1 to 40 elements: gaps of every length that is a multiple of 4, from 4 to
+  // 60 bytes, gathered a window at a time (32-bit words on a 4-aligned input, bytes otherwise).
+  const specs = Array.from({ length: 40 }, (_, i) => ({ name: `t${i}`, dtype: 'f32', shape: [i + 1], data: new Uint8Array(4 * (i + 1)).fill(0x3f) }));
+  const base = encodeKiln(specs);
+  const d = kiln.parseDirectory(base);
+  const gaps = [];
+  for (let i = 0; i + 1 < d.length; i++) {
+    const end = d.at(i).byteOffset + d.at(i).byteLength;
+    for (let at = end; at < d.at(i + 1).byteOffset; at++) gaps.push(at);
+  }
+  assert.ok(gaps.length > 500, `${gaps.length} gap bytes`);
+  for (const shift of [0, 1, 2, 3]) {
+    const host = new Uint8Array(base.length + shift);
+    host.set(base, shift);
+    const input = host.subarray(shift);
+    assert.equal(kiln.parseDirectory(input).length, 40);
+    for (const at of gaps) {
+      input[at] = 1 + (at % 255);
+      assert.equal(verdict(input), `TYPE ${at} NonzeroGap`, `shift ${shift}, byte ${at}`);
+      input[at] = 0;
+    }
+  }
 });
 
 test('wasm memory is not handed out and stays consistent across many parses', () => {
