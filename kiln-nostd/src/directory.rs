@@ -58,6 +58,14 @@ impl<'a> Directory<'a> {
         self.buf.get(self.start..self.end()).unwrap_or(&[])
     }
 
+    /// The checked descriptors as they lie in the block, in descriptor
+    /// order: their fields read one at a time, nothing decoded (a binding
+    /// that copies a few fields of every tensor out; [`iter`](Self::iter)
+    /// gives each as a [`Tensor`]). A prefix directory has them too.
+    pub fn raw_descriptors(&self) -> &'a [RawDescriptor] {
+        self.descs.raws
+    }
+
     /// Number of tensors.
     pub fn len(&self) -> usize {
         usize_from_u32(self.header.tensor_count)
