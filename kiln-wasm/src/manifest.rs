@@ -259,12 +259,18 @@ fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut 
     let mut index: HashMap<&[u8], u32> = HashMap::new();
     let mut lengths: Vec<usize> = Vec::new();
     let mut shards: Vec<u32> = Vec::new();
+    // Each distinct length and shard once (few, however many tensors are
+    // quantized): every row is held against them.
     for &(i, scale, outer) in &quantized {
         for name in [scale, outer].into_iter().filter(|n| !n.is_empty()) {
             index.insert(name.as_bytes(), none);
-            lengths.push(name.len());
+            if !lengths.contains(&name.len()) {
+                lengths.push(name.len());
+            }
         }
-        shards.extend(shard_of.get(i).copied());
+        if let Some(&s) = shard_of.get(i).filter(|s| !shards.contains(s)) {
+            shards.push(s);
+        }
     }
     for (i, shard) in shard_of.iter().enumerate() {
         let at = META.saturating_add(i.saturating_mul(SLOTS));

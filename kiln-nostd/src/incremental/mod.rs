@@ -419,22 +419,13 @@ impl<M: Memory> Incremental<M> {
             if walk.next_needed(&descs, fed) < a {
                 break; // a byte before the run is needed
             }
-            // Payload offsets: passed over from `fed` to `a`, then the run.
+            // Payload offsets: passed over from `fed` to `a`, then the run,
+            // each as `skip` and `feed` take a chunk.
             let base = walk.payload_base;
             let (pf, pa, pb) = (fed.saturating_sub(base), a.saturating_sub(base), b.saturating_sub(base));
-            let certain = |w: &PayloadWalk, to: u64| w.certain(to).map_or(Ok(()), Err);
             let step = walk
-                .scan(&descs, Chunk::Skipped(a.saturating_sub(fed)), pf, pa)
-                .and_then(|()| certain(&walk, pa))
-                .and_then(|()| walk.scan(&descs, Chunk::Bytes(chunk), pa, pb))
-                .and_then(|()| certain(&walk, pb))
-                .and_then(|()| {
-                    // Step 12: every earlier step is settled once the block is whole.
-                    if standalone && b > walk.block_len {
-                        return fail_at(Rule::TrailingBytes, walk.block_len);
-                    }
-                    Ok(())
-                });
+                .take(&descs, Chunk::Skipped(a.saturating_sub(fed)), (pf, pa), standalone)
+                .and_then(|()| walk.take(&descs, Chunk::Bytes(chunk), (pa, pb), standalone));
             (fed, at, taken) = (b, end, taken.saturating_add(1));
             if let Err(e) = step {
                 fault = Some(e);
@@ -668,16 +659,7 @@ impl<M: Memory> Incremental<M> {
         let from = self.fed.saturating_sub(walk.payload_base);
         let to = from.saturating_add(data.len());
         let descs = self.descriptors(&walk);
-        let result = walk.scan(&descs, data, from, to).and_then(|()| {
-            if let Some(e) = walk.certain(to) {
-                return Err(e);
-            }
-            if self.standalone && to.saturating_add(walk.payload_base) > walk.block_len {
-                // Step 12: every earlier step is settled once the block is whole.
-                return fail_at(Rule::TrailingBytes, walk.block_len);
-            }
-            Ok(())
-        });
+        let result = walk.take(&descs, data, (from, to), self.standalone);
         self.walk = Some(walk);
         if let Err(e) = result {
             self.fault = Some(e);

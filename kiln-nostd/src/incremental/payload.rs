@@ -216,6 +216,29 @@ impl PayloadWalk {
         Ok(())
     }
 
+    /// Takes the payload bytes `from..to` (payload offsets) held in `chunk`
+    /// or passed over: [`scan`](Self::scan), then the pending fault once it
+    /// is certain, then for a standalone block step 12 once the bytes go
+    /// past its end. What every chunk of the payload goes through.
+    #[inline]
+    pub(super) fn take(
+        &mut self,
+        descs: &Descriptors<'_>,
+        chunk: Chunk<'_>,
+        (from, to): (u64, u64),
+        standalone: bool,
+    ) -> Result<()> {
+        self.scan(descs, chunk, from, to)?;
+        if let Some(e) = self.certain(to) {
+            return Err(e);
+        }
+        if standalone && to.saturating_add(self.payload_base) > self.block_len {
+            // Step 12: every earlier step is settled once the block is whole.
+            return fail_at(Rule::TrailingBytes, self.block_len);
+        }
+        Ok(())
+    }
+
     /// Step 11's byte checks on the part of tensor `self.next` at payload
     /// offset `at`. A fault is certain once the gaps after this tensor passed.
     fn check_elements(&mut self, descs: &Descriptors<'_>, d: &RawDescriptor, bytes: &[u8], at: u64, end: u64) {
