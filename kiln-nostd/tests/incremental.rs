@@ -21,6 +21,10 @@ enum Chunking {
     Planned(u64),
     /// The same plans, gathered and taken by `feed_runs`.
     Gathered(u64),
+    /// Every other plan forged before `feed_runs` takes it (its first run
+    /// left out, or a lone run split in two): it must stop before any run
+    /// that passes over a needed byte, and the verdict stay the Parser's.
+    Forged(u64),
 }
 
 fn parser_verdict(buf: &[u8], limits: Limits, scratch: bool) -> Result<(), Error> {
@@ -46,7 +50,19 @@ fn incremental_verdict(buf: &[u8], limits: Limits, scratch: bool, chunking: Chun
     });
     let mut saw_directory = false;
     let valid = matches!(chunking, Chunking::Planned(_)) && parser_verdict(buf, limits, false).is_ok();
+    let mut forge = false;
     while !rest.is_empty() {
+        if let Chunking::Forged(budget) = chunking {
+            let mut runs = [[0u64; 2]; 5];
+            let n = v.needed_runs(buf.len() as u64, budget, &mut runs).unwrap_or(0);
+            if n > 0 {
+                forge = !forge;
+                let plan = if forge { forged(&runs[..n]) } else { runs[..n].to_vec() };
+                let _ = v.feed_runs(&plan, &gather(buf, &plan));
+                rest = &buf[v.consumed() as usize..];
+                continue;
+            }
+        }
         if let Chunking::Planned(budget) | Chunking::Gathered(budget) = chunking {
             let pos = (buf.len() - rest.len()) as u64;
             let mut runs = [[0u64; 2]; 5];
@@ -79,7 +95,7 @@ fn incremental_verdict(buf: &[u8], limits: Limits, scratch: bool, chunking: Chun
             Chunking::Whole => rest.len(),
             Chunking::Fixed(n) | Chunking::Skipping(n) => n.min(rest.len()),
             Chunking::Random(_) => 1 + rng.below(rest.len().min(300)),
-            Chunking::Planned(_) | Chunking::Gathered(_) => 64.min(rest.len()),
+            Chunking::Planned(_) | Chunking::Gathered(_) | Chunking::Forged(_) => 64.min(rest.len()),
         };
         let (chunk, tail) = rest.split_at(n);
         if let Ok(Progress::Directory) = v.feed(chunk) {
@@ -94,6 +110,15 @@ fn incremental_verdict(buf: &[u8], limits: Limits, scratch: bool, chunking: Chun
         assert!(saw_directory, "an accepted block reports its directory");
     }
     verdict
+}
+
+/// A plan that is not the one made: without its first run, or a lone
+/// run of two bytes or more split in two (adjacent runs the plan joins).
+fn forged(runs: &[[u64; 2]]) -> Vec<[u64; 2]> {
+    match *runs {
+        [[a, b]] if b - a >= 2 => vec![[a, a + 1], [a + 1, b]],
+        _ => runs[1..].to_vec(),
+    }
 }
 
 /// The bytes of `runs`, one after another.
@@ -142,7 +167,7 @@ fn compare(buf: &[u8], limits: Limits, chunkings: &[Chunking], what: &str) -> us
     n
 }
 
-const ALL: [Chunking; 11] = [
+const ALL: [Chunking; 13] = [
     Chunking::Fixed(1),
     Chunking::Fixed(7),
     Chunking::Fixed(4096),
@@ -154,6 +179,8 @@ const ALL: [Chunking; 11] = [
     Chunking::Planned(1 << 20),
     Chunking::Gathered(100),
     Chunking::Gathered(1 << 20),
+    Chunking::Forged(100),
+    Chunking::Forged(1 << 20),
 ];
 
 #[test]
@@ -383,7 +410,7 @@ fn first_error(b: &[u8], chunking: Chunking, scratch: bool) -> Option<(usize, Er
             Chunking::Whole => b.len() - pos,
             Chunking::Fixed(n) | Chunking::Skipping(n) => n.min(b.len() - pos),
             Chunking::Random(_) => 1 + rng.below((b.len() - pos).min(300)),
-            Chunking::Planned(_) | Chunking::Gathered(_) => 64.min(b.len() - pos),
+            Chunking::Planned(_) | Chunking::Gathered(_) | Chunking::Forged(_) => 64.min(b.len() - pos),
         };
         pos += n;
         if let Err(e) = v.feed(&b[pos - n..pos]) {
@@ -690,4 +717,77 @@ fn owned_memory_gets_the_same_verdicts_and_is_reused() {
         }
     }
     assert!(n >= 2, "{n} cases");
+}
+
+/// `feed_runs` passes a plan of zero bytes in one walk: only when the runs
+/// are the plan's own. A plan with any run left out, shortened or moved is
+/// taken run by run up to the first that would pass over a needed byte,
+/// so a nonzero byte in the run left out is still found, at its offset.
+#[test]
+fn a_plan_of_zero_bytes_is_passed_only_when_it_is_the_plans_own() {
+    let data = [0u8; 12];
+    let specs: Vec<_> = (0..6).map(|_| TensorSpec::new(DType::F32, &[3], &data)).collect();
+    let mut block = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
+    Writer::new().write(&specs, &mut block).unwrap();
+    let base = Parser::new().parse(&block).unwrap().payload_start() as u64;
+    let plan_of = |block: &[u8], prefix: &mut [u8]| {
+        let mut v = Incremental::new(prefix);
+        v.feed(&block[..base as usize]).unwrap();
+        let mut runs = [[0u64; 2]; 8];
+        let n = v.needed_runs(block.len() as u64, u64::MAX, &mut runs).unwrap();
+        runs[..n].to_vec()
+    };
+    let mut prefix = vec![0u8; base as usize];
+    let plan = plan_of(&block, &mut prefix);
+    assert_eq!(plan.len(), 5, "the five gaps between six tensors: {plan:?}");
+    // Each forgery, and how many runs the slow path takes of it in a valid block.
+    let forgeries = |plan: &[[u64; 2]]| {
+        let mut out = Vec::new();
+        for j in 0..plan.len() {
+            let mut p = plan.to_vec();
+            p.remove(j);
+            out.push((p, j));
+            let mut p = plan.to_vec();
+            p[j][1] -= 1; // its last byte left out: the next run comes too late
+            out.push((p, (j + 1).min(plan.len())));
+            let mut p = plan.to_vec();
+            p[j][0] += 1; // its first byte left out
+            out.push((p, j));
+        }
+        out
+    };
+    for run in 0..plan.len() {
+        for at in plan[run][0]..plan[run][1] {
+            let mut bad = block.clone();
+            bad[at as usize] = 1;
+            let want = Parser::new().parse(&bad).unwrap_err();
+            assert_eq!(want.offset(), at as usize);
+            for (forged, _) in forgeries(&plan) {
+                let mut v = Incremental::new(&mut prefix);
+                v.feed(&bad[..base as usize]).unwrap();
+                let got = match v.feed_runs(&forged, &gather(&bad, &forged)) {
+                    Err(e) => e,
+                    Ok(_) => {
+                        let from = v.consumed() as usize;
+                        let _ = v.feed(&bad[from..]);
+                        v.finish().expect_err(&format!("byte {at} set, plan {forged:?}, from {from}"))
+                    }
+                };
+                assert_eq!(got, want, "byte {at} set, plan {forged:?}");
+            }
+        }
+    }
+    // The valid block: a forged plan is taken up to the run that passes over a needed byte.
+    for (forged, takes) in forgeries(&plan) {
+        let mut v = Incremental::new(&mut prefix);
+        v.feed(&block[..base as usize]).unwrap();
+        assert_eq!(v.feed_runs(&forged, &gather(&block, &forged)), Ok(takes), "{forged:?}");
+        let from = v.consumed() as usize;
+        v.feed(&block[from..]).unwrap();
+        v.finish().unwrap();
+    }
+    let mut v = Incremental::new(&mut prefix);
+    v.feed(&block[..base as usize]).unwrap();
+    assert_eq!(v.feed_runs(&plan, &gather(&block, &plan)), Ok(plan.len()));
+    assert_eq!(v.consumed(), plan[plan.len() - 1][1]);
 }

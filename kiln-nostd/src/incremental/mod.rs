@@ -409,9 +409,18 @@ impl<M: Memory> Incremental<M> {
             return Ok(0);
         }
         let Some(mut walk) = self.walk else { return Ok(0) };
+        let descs = self.descriptors(&walk);
+        // Most plans hold only zero bytes (gaps): then one walk confirms the
+        // runs and passes them, with no byte that could hold a fault.
+        if let Some(&[_, end]) = runs.last() {
+            if let Some(after) = walk.after_zero_plan(&descs, self.fed, runs, bytes) {
+                self.fed = end;
+                self.walk = Some(after);
+                return Ok(runs.len());
+            }
+        }
         let (standalone, mut fed, mut at, mut taken) = (self.standalone, self.fed, 0usize, 0usize);
         let mut fault = None;
-        let descs = self.descriptors(&walk);
         for &[a, b] in runs {
             let fits = a >= fed && b > a && (standalone || b <= walk.block_len);
             let Some(end) = usize_from(b.saturating_sub(a)).and_then(|n| at.checked_add(n)) else { break };

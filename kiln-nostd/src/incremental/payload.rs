@@ -127,27 +127,62 @@ impl PayloadWalk {
         out: &mut [[u64; 2]],
     ) -> usize {
         let mut runs = Runs { out, n: 0, from: fed.max(self.payload_base), limit, budget };
-        let abs = |p: u64| self.payload_base.saturating_add(p);
+        self.walk_needs(descs, |a, b| runs.push(a, b));
+        runs.n
+    }
+
+    /// The walk after a plan of [`needed_runs`](Self::needed_runs) made at
+    /// `fed` was taken, when `bytes` holds its bytes, every one zero, and
+    /// no fault is pending (then no byte of it can hold a fault): `runs`
+    /// must be the plan's runs exactly, which one walk confirms. `None`
+    /// otherwise (the caller takes the runs one by one). The walk may
+    /// stand past descriptors after the plan that need no byte, as it does
+    /// after the leading ones ([`Pending::clean_lead`]).
+    pub(super) fn after_zero_plan(
+        mut self,
+        descs: &Descriptors<'_>,
+        fed: u64,
+        runs: &[[u64; 2]],
+        bytes: &[u8],
+    ) -> Option<PayloadWalk> {
+        // The plan's runs lie in the payload region (step 9 holds the ranges
+        // to it), so they end by the block's end: no step-12 fault to see.
+        let limit = runs.last()?[1];
+        if self.misplaced.is_some() || self.values.is_some() {
+            return None;
+        }
+        let mut follow = Follow { runs, matched: 0, held: 0, from: fed.max(self.payload_base), limit, open: None };
+        self.walk_needs(descs, |a, b| follow.push(a, b));
+        let held = follow.done()?;
+        bytes.get(..usize_from(held)?)?.iter().all(|&b| b == 0).then_some(self)
+    }
+
+    /// Walks the descriptors from `next`, handing `needs` each run of bytes
+    /// a check reads (payload gaps, element bytes, as block offsets) and
+    /// passing each descriptor once its runs are handed; stops when `needs`
+    /// returns false, before that descriptor.
+    fn walk_needs(&mut self, descs: &Descriptors<'_>, mut needs: impl FnMut(u64, u64) -> bool) {
+        let base = self.payload_base;
+        let abs = |p: u64| base.saturating_add(p);
         while self.next < self.upto {
             let d = descs.raw(self.next);
             // Accepted ranges do not overflow: the fallback is never taken.
             let (start, end) = (d.byte_offset(), d.range_end().unwrap_or(u64::MAX));
-            if self.gap_from < start && !runs.push(abs(self.gap_from), abs(start)) {
-                break;
+            if self.gap_from < start && !needs(abs(self.gap_from), abs(start)) {
+                return;
             }
             if self.reads_elements(d) {
                 let first = match d.dtype().map(DType::byte_rule) {
                     Some(ByteRule::ZeroOrOne) => start,
                     _ => end.saturating_sub(1), // an odd packed tensor's last byte
                 };
-                if !runs.push(abs(first), abs(end)) {
-                    break;
+                if !needs(abs(first), abs(end)) {
+                    return;
                 }
             }
             self.gap_from = end;
             self.next = self.next.saturating_add(1);
         }
-        runs.n
     }
 
     /// True when step 11 still reads this descriptor's bytes: while no
@@ -304,6 +339,62 @@ impl Runs<'_> {
         *slot = [a, b];
         self.n = self.n.saturating_add(1);
         true
+    }
+}
+
+/// A plan checked against the one [`PayloadWalk::walk_needs`] makes:
+/// the same runs, joined the same way.
+struct Follow<'r> {
+    runs: &'r [[u64; 2]],
+    /// Runs confirmed so far, and their bytes.
+    matched: usize,
+    held: u64,
+    from: u64,
+    limit: u64,
+    /// The run being joined, not compared yet.
+    open: Option<[u64; 2]>,
+}
+
+impl Follow<'_> {
+    /// Takes the walk's next run; false once it ends past `limit` (or a
+    /// run differs: [`done`](Self::done) is then false).
+    fn push(&mut self, a: u64, b: u64) -> bool {
+        let a = a.max(self.from);
+        if b <= a {
+            return true;
+        }
+        if b > self.limit {
+            return false;
+        }
+        match self.open {
+            Some([s, e]) if e == a => self.open = Some([s, b]),
+            Some(run) => {
+                if !self.confirm(run) {
+                    return false;
+                }
+                self.open = Some([a, b]);
+            }
+            None => self.open = Some([a, b]),
+        }
+        true
+    }
+
+    fn confirm(&mut self, run: [u64; 2]) -> bool {
+        let same = self.runs.get(self.matched) == Some(&run);
+        if same {
+            self.matched = self.matched.saturating_add(1);
+            self.held = self.held.saturating_add(run[1].saturating_sub(run[0]));
+        }
+        same
+    }
+
+    /// The runs' bytes, when the walk made exactly the given runs.
+    fn done(mut self) -> Option<u64> {
+        let closed = match self.open.take() {
+            Some(run) => self.confirm(run),
+            None => true,
+        };
+        (closed && self.matched == self.runs.len()).then_some(self.held)
     }
 }
 
