@@ -145,7 +145,8 @@ export class Directory {
   tensors() {
     if (this._list === null) {
       const list = new Array(this._n);
-      for (let i = 0; i < this._n; i++) list[i] = this.at(i);
+      const cache = this._cache;
+      for (let i = 0; i < this._n; i++) list[i] = cache[i] ??= new Tensor(INTERNAL, this, i);
       this._list = Object.freeze(list);
     }
     return this._list;
@@ -196,15 +197,11 @@ export class Directory {
     if (at === NONE) return null;
     const t = this._t;
     if (this._heap === null) {
+      // The core checked the heap's UTF-8: it is all ASCII exactly when its
+      // text has one UTF-16 unit per byte (any other character takes more bytes).
       const heap = this._bytes.subarray(t[HEAP_START], t[HEAP_END]);
-      let ascii = true;
-      for (let i = 0; i < heap.length; i++) {
-        if (heap[i] > 127) {
-          ascii = false;
-          break;
-        }
-      }
-      this._heap = ascii ? decode(heap) : false;
+      const all = decode(heap);
+      this._heap = all.length === heap.length ? all : false;
     }
     if (this._heap !== false) return this._heap.slice(at, at + len);
     const from = t[HEAP_START] + at;
