@@ -738,9 +738,11 @@ pub fn dtype_names() -> js_sys::Array {
 /// The core run directly on a full copy of `bytes`, a model file (any
 /// record: plain, digests, shard) or a plain directory, as
 /// `kiln_nostd::model::parse_any` opens it (digests not hashed): `undefined`
-/// when it accepts, else `"CODE offset rule"`. For differential tests only.
+/// when it accepts, else `[code, offset, rule]`. For differential tests only
+/// (an array, not formatted text: formatting would bring the core's
+/// `fmt` code into the module).
 #[wasm_bindgen]
-pub fn check_direct(bytes: &[u8], count_cap: u32, byte_cap: u32) -> Option<String> {
+pub fn check_direct(bytes: &[u8], count_cap: u32, byte_cap: u32) -> Option<js_sys::Array> {
     let limits = limits_of(count_cap, byte_cap);
     let start = if kiln_nostd::model::is_model_file(bytes) {
         kiln_nostd::model::block_start(bytes, &limits).unwrap_or(0)
@@ -751,7 +753,11 @@ pub fn check_direct(bytes: &[u8], count_cap: u32, byte_cap: u32) -> Option<Strin
     let mut scratch = vec![0u32; Header::peek_count(head).map_or(0, |c| scratch_len(c.min(1 << 20)))];
     match kiln_nostd::model::parse_any_with(bytes, Parser::new().limits(limits).scratch(&mut scratch)) {
         Ok(_) => None,
-        Err(e) => Some(format!("{} {} {}", e.code().as_str(), e.offset(), e.rule().id())),
+        Err(e) => Some(js_sys::Array::of3(
+            &e.code().as_str().into(),
+            &crate::conv::f64_of(crate::conv::u64_of(e.offset())).into(),
+            &e.rule().id().into(),
+        )),
     }
 }
 

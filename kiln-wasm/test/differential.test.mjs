@@ -59,7 +59,7 @@ test('mutations: same verdict as the core on the real bytes', () => {
         else if (b.length >= 64) b[[8, 12, 16, 24][rnd(4)] + rnd(4)] = rnd(256);
       }
       const caps = round % 9 === 0 ? { countCap: 4, byteCap: 12 } : {};
-      const want = check_direct(b, caps.countCap ?? kiln.DEFAULT_CAP, caps.byteCap ?? kiln.DEFAULT_CAP);
+      const want = check_direct(b, caps.countCap ?? kiln.DEFAULT_CAP, caps.byteCap ?? kiln.DEFAULT_CAP)?.join(' ');
       // At each 4-byte alignment in turn: the payload's runs are gathered as
       // 32-bit words where the input is 4-aligned, byte by byte elsewhere.
       const shift = round % 4;
@@ -91,7 +91,7 @@ test('payload faults: bool byte, high nibble, gap byte', () => {
     const b = base.slice();
     b[pos] = value;
     assert.equal(verdict(b), `TYPE ${pos} ${rule}`);
-    assert.equal(check_direct(b, kiln.DEFAULT_CAP, kiln.DEFAULT_CAP), `TYPE ${pos} ${rule}`);
+    assert.equal(check_direct(b, kiln.DEFAULT_CAP, kiln.DEFAULT_CAP)?.join(' '), `TYPE ${pos} ${rule}`);
   }
   // Two faults: the gap fault (step 10) wins over an earlier bool fault (step 11).
   const b = base.slice();

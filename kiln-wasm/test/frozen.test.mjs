@@ -358,7 +358,7 @@ test('the value\'s copy in wasm memory is cleared: directory checks after Frozen
   assert.throws(() => kiln.decodeValue(big, 'list<u8>'), { code: 'TRAILING', offset: 4 + n });
   assert.equal(kiln.decodeValue(big.subarray(0, 4 + n), 'list<u8>').length, n);
   for (const c of goldens().filter((g) => g.isDirectory)) {
-    const direct = check_direct(c.bytes, kiln.DEFAULT_CAP, kiln.DEFAULT_CAP);
+    const direct = check_direct(c.bytes, kiln.DEFAULT_CAP, kiln.DEFAULT_CAP)?.join(' ');
     if (c.expect === 'accept') {
       assert.equal(kiln.parseDirectory(c.bytes).byteLength, c.bytes.length, c.name);
     } else {

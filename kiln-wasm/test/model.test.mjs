@@ -133,7 +133,7 @@ function core(bytes, verified = false) {
   }
   const r = check_direct(bytes, kiln.DEFAULT_CAP, kiln.DEFAULT_CAP);
   if (r === undefined) return 'accept';
-  const [code, offset, rule] = r.split(' ');
+  const [code, offset, rule] = r;
   return [code, Number(offset), rule];
 }
 

@@ -11,7 +11,7 @@
 //! element bytes of its own and earlier descriptors. [`PayloadWalk::certain_at`]
 //! is that point.
 
-use crate::bytes::{first_above_one, u64_from, usize_from};
+use crate::bytes::{all_zero, first_above_one, u64_from, usize_from};
 use crate::descriptor::Descriptors;
 use crate::descriptor::RawDescriptor;
 use crate::dtype::{ByteRule, DType};
@@ -154,7 +154,7 @@ impl PayloadWalk {
         let mut follow = Follow { runs, matched: 0, held: 0, from: fed.max(self.payload_base), limit, open: None };
         self.walk_needs(descs, |a, b| follow.push(a, b));
         let held = follow.done()?;
-        bytes.get(..usize_from(held)?)?.iter().all(|&b| b == 0).then_some(self)
+        all_zero(bytes.get(..usize_from(held)?)?).then_some(self)
     }
 
     /// Walks the descriptors from `next`, handing `needs` each run of bytes
