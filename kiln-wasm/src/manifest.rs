@@ -232,12 +232,14 @@ fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut 
     let count = m.tensor_count();
     let none = u32::MAX;
     out.clear();
+    // The rows and the dims of rank-2 tensors reserved at once (growing a
+    // table of many MiB copies it).
+    let rows_end = META.saturating_add(count.saturating_mul(SLOTS));
+    out.reserve(rows_end.saturating_add(count.saturating_mul(4)));
     out.push(u32_of(count));
     out.extend_from_slice(&[0, 0, 0, 0, 0, 0]); // start, block length, payload: none
     out.extend_from_slice(&[0, u32_of(buf.len()), 0]); // the heap: the whole manifest
-    out.resize(META.saturating_add(count.saturating_mul(SLOTS)), 0);
-    // Room for the dims of rank-2 tensors without a reallocation.
-    out.reserve(count.saturating_mul(4));
+    out.resize(rows_end, 0);
     // The rows first, then the indices of the scale and outer tensors of
     // the quantized ones, found among the rows (M4: in the quantized
     // tensor's own shard) by the names' byte ranges the rows hold: a map

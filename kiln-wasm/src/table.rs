@@ -118,13 +118,16 @@ pub fn build(dir: &Directory<'_>, start: u64, out: &mut Vec<u32>) {
     let payload = start.saturating_add(base);
     let block_len = base.saturating_add(h.payload_bytes);
     out.clear();
+    // The rows and the dims of rank-2 tensors reserved at once: growing a
+    // table of many MiB later copies it (the first call, before the table is kept).
+    let rows_end = count.saturating_mul(SLOTS).saturating_add(META);
+    out.reserve(rows_end.saturating_add(count.saturating_mul(4)));
     out.push(u32_of(count));
     out.extend_from_slice(&lo_hi(start));
     out.extend_from_slice(&lo_hi(block_len));
     out.extend_from_slice(&lo_hi(payload));
     out.extend_from_slice(&[u32_sat(heap_start), u32_sat(heap_end), 0]);
     // `count` descriptors are in wasm memory, more bytes each than a row: the rows fit too.
-    let rows_end = count.saturating_mul(SLOTS).saturating_add(META);
     out.resize(rows_end, 0);
     // The checked descriptors themselves, read field by field (no tensor
     // view decoded for each: 100,000 rows cost half the time).
