@@ -5,13 +5,16 @@ import { dtype_names, lut as wasmLut } from './wasm/kiln_wasm.js';
 import { canView, elementsOf, isHostLittleEndian, toFloat32 as convert, viewCtor } from './elements.js';
 
 // Table layout (src/table.rs): a Uint32Array of META directory-wide slots,
-// then SLOTS per tensor, then every tensor's dims as (low, high) word pairs.
-// 64-bit values are (low, high) pairs too, so offsets past 4 GiB (a remote
-// file) are exact. Absent indexes are 0xFFFFFFFF. Constants, not read from
-// the module, because the getters below are hot; TABLE_LAYOUT lists them in
-// the order of kiln_wasm::table::LAYOUT, and test/tables.test.mjs holds the two equal.
+// then SLOTS per tensor, then each tensor's dims as (low, high) word pairs
+// and, for a tensor with an opaque layout or quantization, its extra record
+// of EXTRA_SLOTS (the row's EXTRA; absent for a plain tensor, whose layout,
+// block size and quantization are then none). 64-bit values are (low,
+// high) pairs too, so offsets past 4 GiB (a remote file) are exact. Absent
+// indexes are 0xFFFFFFFF. Constants, not read from the module, because the
+// getters below are hot; TABLE_LAYOUT lists them in the order of
+// kiln_wasm::table::LAYOUT, and test/tables.test.mjs holds the two equal.
 export const META = 10;
-export const SLOTS = 17;
+export const SLOTS = 9;
 export const TENSORS = 0;
 export const START = 1;
 export const BLOCK_LEN = 3;
@@ -21,25 +24,32 @@ export const HEAP_END = 8;
 export const DTYPE_RANK = 0;
 export const OFFSET = 1;
 export const LENGTH = 3;
-export const COUNT = 5;
-export const NAME_AT = 7;
-export const NAME_LEN = 8;
-export const LAYOUT_AT = 9;
-export const LAYOUT_LEN = 10;
-export const BLOCK_SIZE = 11;
-export const SCHEME_AXIS = 12;
-export const GROUP = 13;
-export const SCALE = 14;
-export const OUTER = 15;
-export const SHAPE_AT = 16;
+export const NAME_AT = 5;
+export const NAME_LEN = 6;
+export const SHAPE_AT = 7;
+export const EXTRA = 8;
+export const EXTRA_SLOTS = 7;
+export const LAYOUT_AT = 0;
+export const LAYOUT_LEN = 1;
+export const BLOCK_SIZE = 2;
+export const SCHEME_AXIS = 3;
+export const GROUP = 4;
+export const SCALE = 5;
+export const OUTER = 6;
 export const NONE = 0xffffffff;
 export const TABLE_LAYOUT = Object.freeze([
   META, SLOTS, TENSORS, START, BLOCK_LEN, PAYLOAD, HEAP_START, HEAP_END,
-  DTYPE_RANK, OFFSET, LENGTH, COUNT, NAME_AT, NAME_LEN, LAYOUT_AT, LAYOUT_LEN,
-  BLOCK_SIZE, SCHEME_AXIS, GROUP, SCALE, OUTER, SHAPE_AT,
+  DTYPE_RANK, OFFSET, LENGTH, NAME_AT, NAME_LEN, SHAPE_AT, EXTRA,
+  EXTRA_SLOTS, LAYOUT_AT, LAYOUT_LEN, BLOCK_SIZE, SCHEME_AXIS, GROUP, SCALE, OUTER,
 ]);
 /** The 64-bit value at slots i, i + 1 of table `t`. */
 export const u64 = (t, i) => t[i] + t[i + 1] * 4294967296;
+
+/** Slot `k` of the extra record of the tensor whose row is at `o` in table `t`, or `absent` for a plain tensor. */
+export function extraSlot(t, o, k, absent) {
+  const at = t[o + EXTRA];
+  return at === NONE ? absent : t[at + k];
+}
 
 let names = null;
 function dtypeName(code) {
@@ -275,9 +285,14 @@ export class Tensor {
     return this._shape;
   }
 
-  /** Number of elements (1 for a scalar). */
+  /** Number of elements (1 for a scalar): the product of the dims (the core checked it fits 64 bits). Exact below 2^53. */
   get elementCount() {
-    return u64(this._d._t, this._o + COUNT);
+    const t = this._d._t;
+    const at = t[this._o + SHAPE_AT];
+    const rank = t[this._o + DTYPE_RANK] >>> 16;
+    let n = 1;
+    for (let k = 0; k < rank; k++) n *= u64(t, at + 2 * k);
+    return n;
   }
 
   /**
@@ -297,26 +312,29 @@ export class Tensor {
 
   /** The layout name of an opaque dtype (e.g. "Q4_K"), else null. */
   get layout() {
-    return this._d._text(this._d._t[this._o + LAYOUT_AT], this._d._t[this._o + LAYOUT_LEN]);
+    const t = this._d._t;
+    return this._d._text(extraSlot(t, this._o, LAYOUT_AT, NONE), extraSlot(t, this._o, LAYOUT_LEN, 0));
   }
 
   /** Opaque block size in bytes (0 for other dtypes). */
   get blockSize() {
-    return this._d._t[this._o + BLOCK_SIZE];
+    return extraSlot(this._d._t, this._o, BLOCK_SIZE, 0);
   }
 
   /** {scheme, axis, groupSize, scale, outer} for scheme 1 or 2, else null. Kiln does not apply scales. */
   get quant() {
     const t = this._d._t;
-    const sa = t[this._o + SCHEME_AXIS];
+    const e = t[this._o + EXTRA];
+    if (e === NONE) return null;
+    const sa = t[e + SCHEME_AXIS];
     const scheme = sa & 0xffff;
     if (scheme === 0) return null;
-    const outer = t[this._o + OUTER];
+    const outer = t[e + OUTER];
     return {
       scheme,
       axis: sa >>> 16,
-      groupSize: t[this._o + GROUP],
-      scale: this._d.at(t[this._o + SCALE]),
+      groupSize: t[e + GROUP],
+      scale: this._d.at(t[e + SCALE]),
       outer: outer === NONE ? null : this._d.at(outer),
     };
   }

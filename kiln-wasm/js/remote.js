@@ -4,7 +4,7 @@ import { DigestCheck, ManifestReader } from './wasm/kiln_wasm.js';
 import { Check, HEAD_WINDOW, KilnError, checkDigest, feedDigest, descriptorOffset, headerInfo, inShard, layout, limitsOf, readHead } from './validate.js';
 import { Progress } from './progress.js';
 import { gapStart, loadDirToGPU, namesOf } from './gpu.js';
-import { Directory, INTERNAL, LAYOUT_AT, LAYOUT_LEN, META, NAME_LEN, NONE, SLOTS, copyOffset } from './directory.js';
+import { Directory, INTERNAL, LAYOUT_LEN, META, NAME_LEN, SLOTS, copyOffset, extraSlot } from './directory.js';
 import { CacheEntryBad, digestKey, fileBase, hex, openRead, openWrite, readRecord, recordBytes, recordKey, sealed, sha256, shardKey, storeOf, unseal } from './cache.js';
 
 function parseContentRange(value) {
@@ -1132,7 +1132,7 @@ export class RemoteModel extends Directory {
     for (let i = this._firstOf[k]; i < this._shardOf.length && this._shardOf[i] === k; i++) {
       const o = META + i * SLOTS;
       n += 1;
-      names += t[o + NAME_LEN] + (t[o + LAYOUT_AT] === NONE ? 0 : t[o + LAYOUT_LEN]);
+      names += t[o + NAME_LEN] + extraSlot(t, o, LAYOUT_LEN, 0);
     }
     return 16 + 4 + 24 + 4096 + 44 + 4 + 32 * n + descriptorOffset(n) + names + layout().ALIGN;
   }

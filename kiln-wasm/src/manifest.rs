@@ -22,7 +22,7 @@ use kiln_nostd::model::{check_shard_prefix, Manifest, ManifestLayout, ManifestTe
 use kiln_nostd::{Error, Limits, Parser, Rule};
 
 use crate::conv::{u32_of, u64_of, usize_sat};
-use crate::table::{meta, slot, META, SLOTS};
+use crate::table::{extra, meta, slot, META, SLOTS};
 use crate::ErrorInfo;
 
 /// wasm memory cannot hold the manifest.
@@ -245,14 +245,14 @@ fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut 
     // tensor's own shard) by the names' byte ranges the rows hold: a map
     // of only the names referred to, and no entry of the manifest read
     // again. M3 and M4 hold: names are unique and every one referred to exists.
-    let mut quantized: Vec<(usize, &str, &str)> = Vec::new();
+    let mut quantized: Vec<(usize, usize, &str, &str)> = Vec::new();
     shard_of.clear();
     shard_of.reserve(count);
     for t in m.tensors() {
         shard_of.push(t.shard);
-        push_row(&t, buf, out);
+        let extra_at = push_row(&t, buf, out);
         if let Some(q) = t.quant {
-            quantized.push((t.index, q.scale, q.outer));
+            quantized.push((t.index, extra_at, q.scale, q.outer));
         }
     }
     if quantized.is_empty() {
@@ -263,7 +263,7 @@ fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut 
     let mut shards: Vec<u32> = Vec::new();
     // Each distinct length and shard once (few, however many tensors are
     // quantized): every row is held against them.
-    for &(i, scale, outer) in &quantized {
+    for &(i, _, scale, outer) in &quantized {
         for name in [scale, outer].into_iter().filter(|n| !n.is_empty()) {
             index.insert(name.as_bytes(), none);
             if !lengths.contains(&name.len()) {
@@ -290,46 +290,51 @@ fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut 
         }
     }
     let find = |name: &str| if name.is_empty() { none } else { index.get(name.as_bytes()).copied().unwrap_or(none) };
-    for (i, scale, outer) in quantized {
-        let at = META.saturating_add(i.saturating_mul(SLOTS));
-        if let Some(row) = out.get_mut(at..at.saturating_add(SLOTS)) {
-            if let Some(s) = row.get_mut(slot::SCALE) {
+    for (_, extra_at, scale, outer) in quantized {
+        if let Some(record) = out.get_mut(extra_at..extra_at.saturating_add(crate::table::EXTRA_SLOTS)) {
+            if let Some(s) = record.get_mut(extra::SCALE) {
                 *s = find(scale);
             }
-            if let Some(o) = row.get_mut(slot::OUTER) {
+            if let Some(o) = record.get_mut(extra::OUTER) {
                 *o = find(outer);
             }
         }
     }
     debug_assert_eq!(meta::HEAP_END, 8);
-    debug_assert_eq!(slot::SHAPE_AT, 16);
 }
 
-/// Tensor `t`'s row of the table and its dims. A function of its own, not
-/// inlined into the loop: called once per tensor, it is compiled by the
-/// browser's optimizing tier while the first open is still running (a loop
-/// inlined into one long call runs all of that call in the baseline tier).
+/// Tensor `t`'s row of the table, its dims and, for an opaque layout or
+/// quantization, its extra record, whose index it returns (u32::MAX as a
+/// `usize` for none). A function of its own, not inlined into the loop:
+/// called once per tensor, it is compiled by the browser's optimizing tier
+/// while the first open is still running (a loop inlined into one long
+/// call runs all of that call in the baseline tier). The scale and outer
+/// indices are left absent (filled in by the caller).
 #[inline(never)]
-/// The scale and outer indices are left absent (filled in by the caller).
-fn push_row(t: &ManifestTensor<'_>, buf: &[u8], out: &mut Vec<u32>) {
+fn push_row(t: &ManifestTensor<'_>, buf: &[u8], out: &mut Vec<u32>) -> usize {
     let none = u32::MAX;
     let shape_at = u32_of(out.len());
-    let mut n = 1u64;
     for d in t.dims() {
-        // M3 checked the product: it does not overflow (and 32-bit factors
-        // need no 128-bit multiply routine on wasm32).
-        n = if (n | d) >> 32 == 0 { n.wrapping_mul(d) } else { n.saturating_mul(d) };
         out.extend_from_slice(&lo_hi(d));
     }
-    let name = t.name.as_bytes();
-    let (layout_at, layout_len) =
-        if t.layout.is_empty() { (none, 0) } else { (offset_in(buf, t.layout.as_bytes()), u32_of(t.layout.len())) };
-    let (scheme_axis, group) = match t.quant {
-        None => (0, 0),
-        Some(q) => (u32::from(q.scheme) | u32::from(q.axis) << 16, q.group_size),
+    let extra_at = if t.layout.is_empty() && t.block_size == 0 && t.quant.is_none() {
+        none
+    } else {
+        let at = u32_of(out.len());
+        let (layout_at, layout_len) = if t.layout.is_empty() {
+            (none, 0)
+        } else {
+            (offset_in(buf, t.layout.as_bytes()), u32_of(t.layout.len()))
+        };
+        let (scheme_axis, group) = match t.quant {
+            None => (0, 0),
+            Some(q) => (u32::from(q.scheme) | u32::from(q.axis) << 16, q.group_size),
+        };
+        out.extend_from_slice(&[layout_at, layout_len, t.block_size, scheme_axis, group, none, none]);
+        at
     };
+    let name = t.name.as_bytes();
     let [len_lo, len_hi] = lo_hi(t.byte_length);
-    let [n_lo, n_hi] = lo_hi(n);
     let rank = u32::try_from(t.rank()).unwrap_or(0);
     let row = [
         u32::from(t.dtype.code()) | rank << 16,
@@ -337,23 +342,16 @@ fn push_row(t: &ManifestTensor<'_>, buf: &[u8], out: &mut Vec<u32>) {
         none,
         len_lo,
         len_hi,
-        n_lo,
-        n_hi,
         offset_in(buf, name),
         u32_of(name.len()),
-        layout_at,
-        layout_len,
-        t.block_size,
-        scheme_axis,
-        group,
-        none,
-        none,
         shape_at,
+        extra_at,
     ];
     let at = META.saturating_add(t.index.saturating_mul(SLOTS));
     if let Some(dst) = out.get_mut(at..at.saturating_add(SLOTS)) {
         dst.copy_from_slice(&row);
     }
+    usize_sat(u64::from(extra_at))
 }
 
 /// Bytes JavaScript copies into a [`DigestCore`] per call.

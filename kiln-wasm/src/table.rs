@@ -1,11 +1,15 @@
 //! The compact tensor table handed to JavaScript (`js/directory.js` reads it).
 //!
 //! One `u32` array per checked directory: [`META`] directory-wide slots, then
-//! [`SLOTS`] per tensor, then the dims of every tensor. 64-bit values take two
-//! slots, low word first, so offsets and lengths past 4 GiB survive (a remote
-//! file can be 20 GiB although wasm32's `usize` is 32 bits): everything is
-//! computed from the header and the descriptors in `u64`, never from the
-//! core's `usize` offsets. Absent indexes are `u32::MAX`.
+//! a row of [`SLOTS`] per tensor, then each tensor's dims and, for a tensor
+//! with an opaque layout or quantization, its extra record of
+//! [`EXTRA_SLOTS`] (a plain tensor has none: its row's `EXTRA` is absent, and
+//! those fields are their defaults). 64-bit values take two slots, low word
+//! first, so offsets and lengths past 4 GiB survive (a remote file can be
+//! 20 GiB although wasm32's `usize` is 32 bits): everything is computed from
+//! the header and the descriptors in `u64`, never from the core's `usize`
+//! offsets. Absent indexes are `u32::MAX`. The element count is not stored:
+//! it is the product of the dims (JavaScript multiplies them on access).
 //!
 //! Names and layout names are given as byte ranges of the name heap; the
 //! heap lies in the prefix, so its absolute bounds fit one slot each. The
@@ -21,8 +25,12 @@ use crate::conv::{u32_of, u32_sat};
 /// u32 slots of the directory-wide part.
 pub const META: usize = 10;
 // Slot 9 is reserved (0).
-/// u32 slots per tensor row.
-pub const SLOTS: usize = 17;
+/// u32 slots per tensor row: what every tensor has (9 words, not the 17 a
+/// row with every field took: a table of 100,000 tensors is 4.4 MB, not
+/// 7.6, to build and to copy out of wasm memory).
+pub const SLOTS: usize = 9;
+/// u32 slots of an extra record.
+pub const EXTRA_SLOTS: usize = 7;
 
 /// Directory-wide slots (mirrored in `js/directory.js`).
 pub mod meta {
@@ -48,34 +56,39 @@ pub mod slot {
     pub const OFFSET: usize = 1;
     /// Payload length (two slots).
     pub const LENGTH: usize = 3;
-    /// Element count (two slots).
-    pub const COUNT: usize = 5;
     /// Name byte offset in the heap (or u32::MAX).
-    pub const NAME_AT: usize = 7;
+    pub const NAME_AT: usize = 5;
     /// Name byte length.
-    pub const NAME_LEN: usize = 8;
-    /// Layout name byte offset in the heap (or u32::MAX).
-    pub const LAYOUT_AT: usize = 9;
-    /// Layout name byte length.
-    pub const LAYOUT_LEN: usize = 10;
-    /// Opaque block size in bytes (0 for other dtypes).
-    pub const BLOCK_SIZE: usize = 11;
-    /// quant_scheme (low 16 bits) | quant_axis << 16.
-    pub const SCHEME_AXIS: usize = 12;
-    /// Quantization group size.
-    pub const GROUP: usize = 13;
-    /// Index of the scale tensor.
-    pub const SCALE: usize = 14;
-    /// Index of the outer-scale tensor, or u32::MAX.
-    pub const OUTER: usize = 15;
+    pub const NAME_LEN: usize = 6;
     /// Index in the table of this tensor's dims: `rank` (low, high) pairs.
-    pub const SHAPE_AT: usize = 16;
+    pub const SHAPE_AT: usize = 7;
+    /// Index in the table of this tensor's extra record, or u32::MAX.
+    pub const EXTRA: usize = 8;
 }
 
-/// [`META`], [`SLOTS`], then every [`meta`] and every [`slot`] index in
-/// declaration order: `js/directory.js` states them again as constants (its
-/// hot paths read them), and `test/tables.test.mjs` holds the two equal.
-pub const LAYOUT: [usize; 22] = [
+/// Slots of an extra record (mirrored in `js/directory.js`).
+pub mod extra {
+    /// Layout name byte offset in the heap (or u32::MAX).
+    pub const LAYOUT_AT: usize = 0;
+    /// Layout name byte length.
+    pub const LAYOUT_LEN: usize = 1;
+    /// Opaque block size in bytes (0 for other dtypes).
+    pub const BLOCK_SIZE: usize = 2;
+    /// quant_scheme (low 16 bits) | quant_axis << 16.
+    pub const SCHEME_AXIS: usize = 3;
+    /// Quantization group size.
+    pub const GROUP: usize = 4;
+    /// Index of the scale tensor.
+    pub const SCALE: usize = 5;
+    /// Index of the outer-scale tensor, or u32::MAX.
+    pub const OUTER: usize = 6;
+}
+
+/// [`META`], [`SLOTS`], every [`meta`] and every [`slot`] index, then
+/// [`EXTRA_SLOTS`] and every [`extra`] index, in declaration order:
+/// `js/directory.js` states them again as constants (its hot paths read
+/// them), and `test/tables.test.mjs` holds the two equal.
+pub const LAYOUT: [usize; 23] = [
     META,
     SLOTS,
     meta::COUNT,
@@ -87,17 +100,18 @@ pub const LAYOUT: [usize; 22] = [
     slot::DTYPE_RANK,
     slot::OFFSET,
     slot::LENGTH,
-    slot::COUNT,
     slot::NAME_AT,
     slot::NAME_LEN,
-    slot::LAYOUT_AT,
-    slot::LAYOUT_LEN,
-    slot::BLOCK_SIZE,
-    slot::SCHEME_AXIS,
-    slot::GROUP,
-    slot::SCALE,
-    slot::OUTER,
     slot::SHAPE_AT,
+    slot::EXTRA,
+    EXTRA_SLOTS,
+    extra::LAYOUT_AT,
+    extra::LAYOUT_LEN,
+    extra::BLOCK_SIZE,
+    extra::SCHEME_AXIS,
+    extra::GROUP,
+    extra::SCALE,
+    extra::OUTER,
 ];
 
 fn lo_hi(v: u64) -> [u32; 2] {
@@ -137,39 +151,58 @@ pub fn build(dir: &Directory<'_>, start: u64, out: &mut Vec<u32>) {
         for dim in d.dims() {
             out.extend_from_slice(&lo_hi(dim));
         }
+        let extra_at = push_extra(d, out);
         if let Some(row) = out.get_mut(at..at.saturating_add(SLOTS)) {
-            fill_row(d, payload, shape_at, row);
+            fill_row(d, payload, [shape_at, extra_at], row);
         }
         at = at.saturating_add(SLOTS);
     }
 }
 
-fn fill_row(d: &RawDescriptor, payload: u64, shape_at: u32, row: &mut [u32]) {
-    let pos = |(off, len): (u16, u16)| if len == 0 { (u32::MAX, 0) } else { (u32::from(off), u32::from(len)) };
-    let (name_at, name_len) = pos(d.name_field());
-    let (layout_at, layout_len) = pos(d.layout_field());
+/// A field's byte range in the heap: (offset, length), or (u32::MAX, 0) when empty.
+fn heap_range((off, len): (u16, u16)) -> [u32; 2] {
+    if len == 0 {
+        [u32::MAX, 0]
+    } else {
+        [u32::from(off), u32::from(len)]
+    }
+}
+
+/// Appends the extra record of a tensor with an opaque layout or
+/// quantization and returns its index; u32::MAX for any other.
+fn push_extra(d: &RawDescriptor, out: &mut Vec<u32>) -> u32 {
+    let (layout, block_size, scheme) = (d.layout_field(), d.block_size(), d.quant_scheme());
+    if layout.1 == 0 && block_size == 0 && scheme == 0 {
+        return u32::MAX;
+    }
+    let at = u32_of(out.len());
+    let [layout_at, layout_len] = heap_range(layout);
+    out.extend_from_slice(&[
+        layout_at,
+        layout_len,
+        block_size,
+        u32::from(scheme) | u32::from(d.quant_axis()) << 16,
+        d.group_size(),
+        d.scale_index(),
+        d.outer_index(),
+    ]);
+    at
+}
+
+fn fill_row(d: &RawDescriptor, payload: u64, [shape_at, extra_at]: [u32; 2], row: &mut [u32]) {
+    let [name_at, name_len] = heap_range(d.name_field());
     let [off_lo, off_hi] = lo_hi(payload.saturating_add(d.byte_offset()));
     let [len_lo, len_hi] = lo_hi(d.byte_length());
-    // Checked by the core: the product does not overflow.
-    let [count_lo, count_hi] = lo_hi(d.element_count().unwrap_or(0));
     let values = [
         u32::from(d.dtype_code()) | u32::from(d.rank()) << 16,
         off_lo,
         off_hi,
         len_lo,
         len_hi,
-        count_lo,
-        count_hi,
         name_at,
         name_len,
-        layout_at,
-        layout_len,
-        d.block_size(),
-        u32::from(d.quant_scheme()) | u32::from(d.quant_axis()) << 16,
-        d.group_size(),
-        d.scale_index(),
-        d.outer_index(),
         shape_at,
+        extra_at,
     ];
     for (dst, v) in row.iter_mut().zip(values) {
         *dst = v;

@@ -53,7 +53,7 @@ fn a_shard_of_another_model_is_refused() {
 #[test]
 fn scale_and_outer_indices_in_the_table() {
     use kiln_nostd::{QuantSpec, TensorRef};
-    use kiln_wasm::table::{slot, META, SLOTS};
+    use kiln_wasm::table::{extra, slot, EXTRA_SLOTS, META, SLOTS};
     let q = [1u8, 2, 3, 4, 5, 6, 7, 8];
     let scale: Vec<u8> = [0.5f32, 0.25, 2.0, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
     let outer = 3.0f32.to_le_bytes();
@@ -79,9 +79,12 @@ fn scale_and_outer_indices_in_the_table() {
     assert!(core.parse(&out.manifest, Limits::DEFAULT).is_ok());
     let t = core.table();
     let row = |i: usize| &t[META + i * SLOTS..META + (i + 1) * SLOTS];
-    // Manifest order: a, q.outer, q, q.scale, b.
-    assert_eq!((row(2)[slot::SCALE], row(2)[slot::OUTER]), (3, 1));
+    // Manifest order: a, q.outer, q, q.scale, b. Only q has an extra record.
+    let at = row(2)[slot::EXTRA] as usize;
+    let record = &t[at..at + EXTRA_SLOTS];
+    assert_eq!((record[extra::SCALE], record[extra::OUTER]), (3, 1));
+    assert_eq!((record[extra::SCHEME_AXIS], record[extra::GROUP]), (2 | 1 << 16, 2));
     for i in [0, 1, 3, 4] {
-        assert_eq!((row(i)[slot::SCALE], row(i)[slot::OUTER]), (u32::MAX, u32::MAX));
+        assert_eq!(row(i)[slot::EXTRA], u32::MAX);
     }
 }

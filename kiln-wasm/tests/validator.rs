@@ -6,7 +6,7 @@
 //! taken as zeros; memory follows the directory, not the block.
 
 use kiln_nostd::{scratch_len, DType, Directory, Header, Limits, Parser, QuantSpec, TensorRef, TensorSpec, Writer};
-use kiln_wasm::table::{self, meta, slot, META, SLOTS};
+use kiln_wasm::table::{self, extra, meta, slot, EXTRA_SLOTS, META, SLOTS};
 use kiln_wasm::validator::{need, Session};
 use kiln_wasm::{ErrorInfo, WINDOW};
 
@@ -254,17 +254,27 @@ fn the_table_of_the_rich_block() {
         assert_eq!(r[slot::OFFSET] as usize, tensor.absolute_offset());
         assert_eq!((r[slot::OFFSET + 1], r[slot::LENGTH + 1]), (0, 0));
         assert_eq!(r[slot::LENGTH] as usize, tensor.byte_len());
-        assert_eq!(r[slot::COUNT] as u64, tensor.element_count());
+        let shape_at = r[slot::SHAPE_AT] as usize;
+        let dims: Vec<u64> = t[shape_at..shape_at + 2 * tensor.rank()].chunks(2).map(|w| u64::from(w[0]) | u64::from(w[1]) << 32).collect();
+        assert_eq!(dims, tensor.shape());
+        // An extra record exactly for the tensors with a layout or quantization.
+        let plain = tensor.layout().is_none() && tensor.quant().is_none();
+        assert_eq!(r[slot::EXTRA] == u32::MAX, plain, "tensor {i}");
     }
-    let (at, len) = (row(5)[slot::LAYOUT_AT] as usize, row(5)[slot::LAYOUT_LEN] as usize);
+    let record = |i: usize| {
+        let at = row(i)[slot::EXTRA] as usize;
+        &t[at..at + EXTRA_SLOTS]
+    };
+    let (at, len) = (record(5)[extra::LAYOUT_AT] as usize, record(5)[extra::LAYOUT_LEN] as usize);
     assert_eq!(&heap[at..at + len], b"Q4_K");
-    assert_eq!(row(3)[slot::SCALE], 4);
+    assert_eq!(record(5)[extra::BLOCK_SIZE], dir.get(5).unwrap().block_size());
+    assert_eq!(record(3)[extra::SCALE], 4);
     assert_eq!(row(0)[slot::DTYPE_RANK], 2 | 1 << 16);
     let shape_at = row(0)[slot::SHAPE_AT] as usize;
     assert_eq!(&t[shape_at..shape_at + 2], &[3, 0]);
-    assert_eq!(row(3)[slot::SCHEME_AXIS], 1);
-    assert_eq!(row(0)[slot::SCHEME_AXIS], 0xFFFF << 16);
-    assert_eq!(row(0)[slot::OUTER], u32::MAX);
+    assert_eq!(record(3)[extra::SCHEME_AXIS], 1);
+    assert_eq!(record(3)[extra::OUTER], u32::MAX);
+    assert_eq!(row(0)[slot::EXTRA], u32::MAX);
 }
 
 #[test]
