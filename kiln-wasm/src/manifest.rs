@@ -321,11 +321,8 @@ fn push_row(t: &ManifestTensor<'_>, buf: &[u8], out: &mut Vec<u32>) -> usize {
         none
     } else {
         let at = u32_of(out.len());
-        let (layout_at, layout_len) = if t.layout.is_empty() {
-            (none, 0)
-        } else {
-            (offset_in(buf, t.layout.as_bytes()), u32_of(t.layout.len()))
-        };
+        let (layout_at, layout_len) =
+            if t.layout.is_empty() { (none, 0) } else { (offset_in(buf, t.layout.as_bytes()), u32_of(t.layout.len())) };
         let (scheme_axis, group) = match t.quant {
             None => (0, 0),
             Some(q) => (u32::from(q.scheme) | u32::from(q.axis) << 16, q.group_size),

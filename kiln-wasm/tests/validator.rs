@@ -255,7 +255,10 @@ fn the_table_of_the_rich_block() {
         assert_eq!((r[slot::OFFSET + 1], r[slot::LENGTH + 1]), (0, 0));
         assert_eq!(r[slot::LENGTH] as usize, tensor.byte_len());
         let shape_at = r[slot::SHAPE_AT] as usize;
-        let dims: Vec<u64> = t[shape_at..shape_at + 2 * tensor.rank()].chunks(2).map(|w| u64::from(w[0]) | u64::from(w[1]) << 32).collect();
+        let dims: Vec<u64> = t[shape_at..shape_at + 2 * tensor.rank()]
+            .chunks(2)
+            .map(|w| u64::from(w[0]) | u64::from(w[1]) << 32)
+            .collect();
         assert_eq!(dims, tensor.shape());
         // An extra record exactly for the tensors with a layout or quantization.
         let plain = tensor.layout().is_none() && tensor.quant().is_none();
