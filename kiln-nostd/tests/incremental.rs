@@ -757,7 +757,10 @@ fn a_plan_of_zero_bytes_is_passed_only_when_it_is_the_plans_own() {
         out
     };
     for run in 0..plan.len() {
-        for at in plan[run][0]..plan[run][1] {
+        // Under Miri (slow to interpret), each run's first and last bytes only.
+        let (first, last) = (plan[run][0], plan[run][1] - 1);
+        let bytes: Vec<u64> = if cfg!(miri) { vec![first, last] } else { (first..=last).collect() };
+        for at in bytes {
             let mut bad = block.clone();
             bad[at as usize] = 1;
             let want = Parser::new().parse(&bad).unwrap_err();
