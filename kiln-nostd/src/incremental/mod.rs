@@ -400,6 +400,9 @@ impl<M: Memory> Incremental<M> {
     /// not follow the last, or `bytes` runs short (the caller goes on with
     /// `skip` and `feed` from [`consumed`](Self::consumed)); 0 outside the
     /// payload and with a digest table. A fault is returned as `feed` would.
+    /// Runs that are exactly the plan made from this state, with every
+    /// byte zero (gaps, the usual case), are confirmed and passed in one
+    /// walk of the descriptors, not taken one by one.
     pub fn feed_runs(&mut self, runs: &[[u64; 2]], bytes: &[u8]) -> Result<usize> {
         if let Some(e) = self.fault {
             return Err(e);
