@@ -22,7 +22,7 @@ use kiln_nostd::model::{check_shard_prefix, Manifest, ManifestLayout, ManifestTe
 use kiln_nostd::{Error, Limits, Parser, Rule};
 
 use crate::conv::{u32_of, u64_of, usize_sat};
-use crate::table::{extra, meta, slot, META, SLOTS};
+use crate::table::{extra, heap_range, meta, slot, Entry, Extra, META, SLOTS};
 use crate::ErrorInfo;
 
 /// wasm memory cannot hold the manifest.
@@ -38,11 +38,6 @@ const NO_MEMORY: ErrorInfo = ErrorInfo {
 const MIN_TENSOR_ENTRY: usize = 32;
 /// Bytes of the smallest shard entry (a one-byte name, its length, an empty digest).
 const MIN_SHARD_ENTRY: usize = 17;
-
-fn lo_hi(v: u64) -> [u32; 2] {
-    let [a, b, c, d, e, f, g, h] = v.to_le_bytes();
-    [u32::from_le_bytes([a, b, c, d]), u32::from_le_bytes([e, f, g, h])]
-}
 
 /// A checked manifest kept in wasm memory: its bytes, and where their
 /// parts are (the core's `ManifestLayout`), so the manifest is viewed again
@@ -251,8 +246,8 @@ fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut 
     for t in m.tensors() {
         shard_of.push(t.shard);
         let extra_at = push_row(&t, buf, out);
-        if let Some(q) = t.quant {
-            quantized.push((t.index, extra_at, q.scale, q.outer));
+        if let (Some(q), Some(at)) = (t.quant, extra_at) {
+            quantized.push((t.index, at, q.scale, q.outer));
         }
     }
     if quantized.is_empty() {
@@ -304,51 +299,41 @@ fn build_table(m: &Manifest<'_>, buf: &[u8], out: &mut Vec<u32>, shard_of: &mut 
 }
 
 /// Tensor `t`'s row of the table, its dims and, for an opaque layout or
-/// quantization, its extra record, whose index it returns (u32::MAX as a
-/// `usize` for none). A function of its own, not inlined into the loop:
-/// called once per tensor, it is compiled by the browser's optimizing tier
-/// while the first open is still running (a loop inlined into one long
-/// call runs all of that call in the baseline tier). The scale and outer
-/// indices are left absent (filled in by the caller).
+/// quantization, its extra record, whose index it returns. A function of
+/// its own, not inlined into the loop: called once per tensor, it is
+/// compiled by the browser's optimizing tier while the first open is still
+/// running (a loop inlined into one long call runs all of that call in the
+/// baseline tier). The payload offset (known once the shard is read) and
+/// the scale and outer indices (filled in by the caller) are left absent.
 #[inline(never)]
-fn push_row(t: &ManifestTensor<'_>, buf: &[u8], out: &mut Vec<u32>) -> usize {
+fn push_row(t: &ManifestTensor<'_>, buf: &[u8], out: &mut Vec<u32>) -> Option<usize> {
     let none = u32::MAX;
-    let shape_at = u32_of(out.len());
-    for d in t.dims() {
-        out.extend_from_slice(&lo_hi(d));
-    }
-    let extra_at = if t.layout.is_empty() && t.block_size == 0 && t.quant.is_none() {
-        none
-    } else {
-        let at = u32_of(out.len());
-        let (layout_at, layout_len) =
-            if t.layout.is_empty() { (none, 0) } else { (offset_in(buf, t.layout.as_bytes()), u32_of(t.layout.len())) };
+    let plain = t.layout.is_empty() && t.block_size == 0 && t.quant.is_none();
+    let extra = (!plain).then(|| {
         let (scheme_axis, group) = match t.quant {
             None => (0, 0),
             Some(q) => (u32::from(q.scheme) | u32::from(q.axis) << 16, q.group_size),
         };
-        out.extend_from_slice(&[layout_at, layout_len, t.block_size, scheme_axis, group, none, none]);
-        at
-    };
+        let layout = t.layout.as_bytes();
+        Extra {
+            layout: heap_range(offset_in(buf, layout), u32_of(layout.len())),
+            block_size: t.block_size,
+            scheme_axis,
+            group,
+            scale: none,
+            outer: none,
+        }
+    });
     let name = t.name.as_bytes();
-    let [len_lo, len_hi] = lo_hi(t.byte_length);
     let rank = u32::try_from(t.rank()).unwrap_or(0);
-    let row = [
-        u32::from(t.dtype.code()) | rank << 16,
-        none,
-        none,
-        len_lo,
-        len_hi,
-        offset_in(buf, name),
-        u32_of(name.len()),
-        shape_at,
-        extra_at,
-    ];
-    let at = META.saturating_add(t.index.saturating_mul(SLOTS));
-    if let Some(dst) = out.get_mut(at..at.saturating_add(SLOTS)) {
-        dst.copy_from_slice(&row);
-    }
-    usize_sat(u64::from(extra_at))
+    let entry = Entry {
+        dtype_rank: u32::from(t.dtype.code()) | rank << 16,
+        offset: u64::MAX,
+        length: t.byte_length,
+        name: [offset_in(buf, name), u32_of(name.len())],
+        extra,
+    };
+    crate::table::put(out, t.index, t.dims(), entry)
 }
 
 /// Bytes JavaScript copies into a [`DigestCore`] per call.

@@ -119,6 +119,67 @@ fn lo_hi(v: u64) -> [u32; 2] {
     [u32::from_le_bytes([a, b, c, d]), u32::from_le_bytes([e, f, g, h])]
 }
 
+/// One tensor's fields as the table holds them (a directory's or a
+/// manifest's): [`put`] lays them out, in the one place that knows the order.
+pub(crate) struct Entry {
+    /// dtype code | rank << 16.
+    pub dtype_rank: u32,
+    /// Absolute payload offset (`u64::MAX`: not known yet, a manifest's).
+    pub offset: u64,
+    pub length: u64,
+    /// The name's heap range ([`heap_range`]).
+    pub name: [u32; 2],
+    /// The extra record, for a tensor with an opaque layout or quantization.
+    pub extra: Option<Extra>,
+}
+
+/// The fields of an extra record.
+pub(crate) struct Extra {
+    /// The layout name's heap range ([`heap_range`]).
+    pub layout: [u32; 2],
+    pub block_size: u32,
+    /// quant_scheme | quant_axis << 16.
+    pub scheme_axis: u32,
+    pub group: u32,
+    /// Indices of the scale and outer-scale tensors (u32::MAX: none).
+    pub scale: u32,
+    pub outer: u32,
+}
+
+/// A byte range of the heap: `[at, len]`, or `[u32::MAX, 0]` when empty.
+pub(crate) fn heap_range(at: u32, len: u32) -> [u32; 2] {
+    if len == 0 {
+        [u32::MAX, 0]
+    } else {
+        [at, len]
+    }
+}
+
+/// Writes tensor `index`'s row (reserved already), appending its `dims`
+/// and its extra record; returns where the extra record starts.
+pub(crate) fn put(out: &mut Vec<u32>, index: usize, dims: impl IntoIterator<Item = u64>, e: Entry) -> Option<usize> {
+    let shape_at = u32_of(out.len());
+    for dim in dims {
+        out.extend_from_slice(&lo_hi(dim));
+    }
+    let extra_at = e.extra.map(|x| {
+        let at = out.len();
+        let [layout_at, layout_len] = x.layout;
+        out.extend_from_slice(&[layout_at, layout_len, x.block_size, x.scheme_axis, x.group, x.scale, x.outer]);
+        at
+    });
+    let [off_lo, off_hi] = lo_hi(e.offset);
+    let [len_lo, len_hi] = lo_hi(e.length);
+    let [name_at, name_len] = e.name;
+    let row =
+        [e.dtype_rank, off_lo, off_hi, len_lo, len_hi, name_at, name_len, shape_at, extra_at.map_or(u32::MAX, u32_of)];
+    let at = META.saturating_add(index.saturating_mul(SLOTS));
+    if let Some(dst) = out.get_mut(at..at.saturating_add(SLOTS)) {
+        dst.copy_from_slice(&row);
+    }
+    extra_at
+}
+
 /// Writes the table of a checked directory whose block starts at absolute
 /// offset `start` (0 for a standalone block; the field's offset inside a
 /// Frozen value). `dir` may come from `Incremental::directory` (a prefix
@@ -145,66 +206,28 @@ pub fn build(dir: &Directory<'_>, start: u64, out: &mut Vec<u32>) {
     out.resize(rows_end, 0);
     // The checked descriptors themselves, read field by field (no tensor
     // view decoded for each: 100,000 rows cost half the time).
-    let mut at = META;
-    for d in dir.raw_descriptors() {
-        let shape_at = u32_of(out.len());
-        for dim in d.dims() {
-            out.extend_from_slice(&lo_hi(dim));
-        }
-        let extra_at = push_extra(d, out);
-        if let Some(row) = out.get_mut(at..at.saturating_add(SLOTS)) {
-            fill_row(d, payload, [shape_at, extra_at], row);
-        }
-        at = at.saturating_add(SLOTS);
+    for (i, d) in dir.raw_descriptors().iter().enumerate() {
+        put(out, i, d.dims(), entry(d, payload));
     }
 }
 
-/// A field's byte range in the heap: (offset, length), or (u32::MAX, 0) when empty.
-fn heap_range((off, len): (u16, u16)) -> [u32; 2] {
-    if len == 0 {
-        [u32::MAX, 0]
-    } else {
-        [u32::from(off), u32::from(len)]
-    }
-}
-
-/// Appends the extra record of a tensor with an opaque layout or
-/// quantization and returns its index; u32::MAX for any other.
-fn push_extra(d: &RawDescriptor, out: &mut Vec<u32>) -> u32 {
+/// Descriptor `d`'s fields, its payload region starting at absolute offset `payload`.
+fn entry(d: &RawDescriptor, payload: u64) -> Entry {
+    let range = |(off, len): (u16, u16)| heap_range(u32::from(off), u32::from(len));
     let (layout, block_size, scheme) = (d.layout_field(), d.block_size(), d.quant_scheme());
-    if layout.1 == 0 && block_size == 0 && scheme == 0 {
-        return u32::MAX;
-    }
-    let at = u32_of(out.len());
-    let [layout_at, layout_len] = heap_range(layout);
-    out.extend_from_slice(&[
-        layout_at,
-        layout_len,
-        block_size,
-        u32::from(scheme) | u32::from(d.quant_axis()) << 16,
-        d.group_size(),
-        d.scale_index(),
-        d.outer_index(),
-    ]);
-    at
-}
-
-fn fill_row(d: &RawDescriptor, payload: u64, [shape_at, extra_at]: [u32; 2], row: &mut [u32]) {
-    let [name_at, name_len] = heap_range(d.name_field());
-    let [off_lo, off_hi] = lo_hi(payload.saturating_add(d.byte_offset()));
-    let [len_lo, len_hi] = lo_hi(d.byte_length());
-    let values = [
-        u32::from(d.dtype_code()) | u32::from(d.rank()) << 16,
-        off_lo,
-        off_hi,
-        len_lo,
-        len_hi,
-        name_at,
-        name_len,
-        shape_at,
-        extra_at,
-    ];
-    for (dst, v) in row.iter_mut().zip(values) {
-        *dst = v;
+    let plain = layout.1 == 0 && block_size == 0 && scheme == 0;
+    Entry {
+        dtype_rank: u32::from(d.dtype_code()) | u32::from(d.rank()) << 16,
+        offset: payload.saturating_add(d.byte_offset()),
+        length: d.byte_length(),
+        name: range(d.name_field()),
+        extra: (!plain).then(|| Extra {
+            layout: range(layout),
+            block_size,
+            scheme_axis: u32::from(scheme) | u32::from(d.quant_axis()) << 16,
+            group: d.group_size(),
+            scale: d.scale_index(),
+            outer: d.outer_index(),
+        }),
     }
 }
