@@ -35,6 +35,14 @@ pub struct External {
     pub dtype: DType,
     /// Its dimensions.
     pub dims: Vec<u64>,
+    /// It is an initializer of a subgraph, not of the main graph (a runtime
+    /// that takes the main graph's initializers from memory must take this
+    /// one through its external-data files instead).
+    pub subgraph: bool,
+    /// A node (of any graph) or the main graph's outputs read it. A runtime
+    /// drops an initializer nothing reads before it takes initializers from
+    /// memory (ONNX Runtime then refuses one given for it).
+    pub used: bool,
 }
 
 /// How an initializer passed (rule R3's list).
@@ -103,13 +111,16 @@ pub fn requirements(graph: &[u8]) -> Result<Requirements, GraphError> {
     let g = model.graph.as_ref().ok_or_else(|| GraphError::new("the model has no graph"))?;
     no_other_external(&model)?;
     let kiln_model = model_name(&model)?;
+    let read = names_read(g);
     let mut req = Requirements { model: kiln_model, files: Vec::new(), externals: Vec::new(), checked: Vec::new() };
     for w in weights(g) {
         let t = w.tensor;
         match w.origin {
             Origin::Constant { .. } => continue, // not an initializer; a Constant stays inline by R1 or is lifted
             Origin::Initializer | Origin::Subgraph { .. } if is_external(t) => {
-                let ext = external(t)?;
+                let mut ext = external(t)?;
+                ext.subgraph = matches!(w.origin, Origin::Subgraph { .. });
+                ext.used = read.contains(ext.name.as_str());
                 if !req.files.contains(&ext.file) {
                     req.files.push(ext.file.clone());
                 }
@@ -173,6 +184,22 @@ pub fn pair(
         }
     }
     Ok(())
+}
+
+/// Every name a node of `g` or of its subgraphs takes as input, and `g`'s outputs.
+fn names_read(g: &GraphProto) -> std::collections::HashSet<&str> {
+    fn walk<'g>(g: &'g GraphProto, out: &mut std::collections::HashSet<&'g str>) {
+        out.extend(g.output.iter().map(|o| o.name()));
+        for n in &g.node {
+            out.extend(n.input.iter().map(String::as_str));
+            for a in &n.attribute {
+                a.g.iter().chain(a.graphs.iter()).for_each(|sub| walk(sub, out));
+            }
+        }
+    }
+    let mut out = std::collections::HashSet::new();
+    walk(g, &mut out);
+    out
 }
 
 fn is_external(t: &TensorProto) -> bool {
@@ -247,7 +274,16 @@ fn external(t: &TensorProto) -> Result<External, GraphError> {
         .iter()
         .map(|&d| u64::try_from(d).map_err(|_| fail(format!("dimension {d} is negative"))))
         .collect::<Result<Vec<u64>, _>>()?;
-    Ok(External { name: name.to_string(), file: file.to_string(), offset, len, dtype, dims })
+    Ok(External {
+        name: name.to_string(),
+        file: file.to_string(),
+        offset,
+        len,
+        dtype,
+        dims,
+        subgraph: false,
+        used: true,
+    })
 }
 
 /// An inline initializer must be one rule R1 keeps inline.
