@@ -208,9 +208,10 @@ fn each_initializer(g: &mut GraphProto, f: &mut dyn FnMut(&mut TensorProto)) {
 /// data pointing at its tensor in the Kiln output.
 fn point(t: &mut TensorProto, places: &HashMap<String, Spot>, written: &mut Written) -> anyhow::Result<()> {
     if kiln_onnx::place(t.data_type(), &t.dims) == Place::Inline {
-        written.inline += 1;
+        written.inline = written.inline.saturating_add(1);
         let size = kiln_onnx::dtype::kiln_dtype(t.data_type()).and_then(|d: DType| payload_len(d, &t.dims));
-        written.inline_bytes += size.unwrap_or_else(|| t.raw_data.as_ref().map_or(0, |r| u64_from(r.len())));
+        let bytes = size.unwrap_or_else(|| t.raw_data.as_ref().map_or(0, |r| u64_from(r.len())));
+        written.inline_bytes = written.inline_bytes.saturating_add(bytes);
         return Ok(());
     }
     let spot = places.get(t.name()).ok_or_else(|| anyhow!("initializer {:?} is not in it", t.name()))?;
@@ -227,7 +228,7 @@ fn point(t: &mut TensorProto, places: &HashMap<String, Spot>, written: &mut Writ
         entry("offset", spot.tensor.offset.to_string()),
         entry("length", spot.tensor.len.to_string()),
     ];
-    written.external += 1;
+    written.external = written.external.saturating_add(1);
     Ok(())
 }
 

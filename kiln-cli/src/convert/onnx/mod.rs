@@ -140,13 +140,13 @@ pub fn read(input: &Input, path: &Path, opts: &ReadOptions) -> anyhow::Result<Mo
         }
         let out = tensor(w.tensor, name, base, &mut sides).with_context(|| what.clone())?;
         match w.origin {
-            Origin::Constant { .. } => lifted += 1,
-            Origin::Subgraph { .. } => nested += 1,
+            Origin::Constant { .. } => lifted = lifted.saturating_add(1),
+            Origin::Subgraph { .. } => nested = nested.saturating_add(1),
             Origin::Initializer => {}
         }
         model.tensors.push(out);
     }
-    if lifted + nested > 0 {
+    if lifted > 0 || nested > 0 {
         model.notes.push(format!(
             "{lifted} weights held in Constant nodes and {nested} subgraph initializers are tensors too (docs/onnx.md, R1)"
         ));
