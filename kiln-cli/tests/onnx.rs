@@ -232,38 +232,68 @@ fn opset_producer_and_metadata_props_are_carried() {
     assert_eq!(get("kiln.convert.source_format"), Some("onnx"));
 }
 
+/// Each case, and the same bytes repeated to 1,024 bytes or more (a leading
+/// dimension of copies), so both sides of rule R1's threshold are seen.
+fn small_and_large() -> Vec<(String, DataType, Vec<i64>, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (i, c) in cases().iter().enumerate() {
+        out.push((format!("t{i}"), c.ty, c.dims.clone(), c.bytes.clone()));
+        let odd_nibbles = c.dims.iter().product::<i64>() % 2 == 1 && matches!(c.kiln, "u4" | "i4" | "e2m1");
+        if !c.bytes.is_empty() && !odd_nibbles {
+            let copies = 1024usize.div_ceil(c.bytes.len());
+            let dims = std::iter::once(copies as i64).chain(c.dims.iter().copied()).collect();
+            out.push((format!("big{i}"), c.ty, dims, c.bytes.repeat(copies)));
+        }
+    }
+    out
+}
+
 #[test]
 fn the_graph_points_into_the_kiln_file_and_keeps_everything_else() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let cases = cases();
-    let inits: Vec<_> = cases.iter().enumerate().map(|(i, c)| raw(&format!("t{i}"), c.ty, &c.dims, &c.bytes)).collect();
+    let all = small_and_large();
+    let inits: Vec<_> = all.iter().map(|(n, ty, dims, bytes)| raw(n, *ty, dims, bytes)).collect();
     let original = model(inits);
     save(d, "m.onnx", &original);
-    for (out, graph, shard) in [("m.kiln", "m.kiln.onnx", None), ("s.kiln", "s.kiln.onnx", Some("40"))] {
+    for (out, graph, shard) in [("m.kiln", "m.kiln.onnx", None), ("s.kiln", "s.kiln.onnx", Some("2000"))] {
         let mut args = vec!["m.onnx", "-o", out, "--onnx-graph", graph];
         if let Some(size) = shard {
             args.extend(["--max-shard-size", size]);
         }
         convert(d, &args, 0);
-        let written = ModelProto::decode(std::fs::read(d.join(graph)).unwrap().as_slice()).unwrap();
+        let graph_bytes = std::fs::read(d.join(graph)).unwrap();
+        let written = ModelProto::decode(graph_bytes.as_slice()).unwrap();
         let mut files = std::collections::BTreeSet::new();
-        for (t, c) in written.graph.as_ref().unwrap().initializer.iter().zip(&cases) {
+        let (mut inline, mut external) = (0, 0);
+        for (t, (name, _, _, bytes)) in written.graph.as_ref().unwrap().initializer.iter().zip(&all) {
+            if bytes.len() < 1024 {
+                // Rule R1: under 1,024 bytes stays in the graph, as it was.
+                assert_eq!(t.data_location, None, "{name}");
+                assert_eq!(t.raw_data.as_deref(), Some(&bytes[..]), "{name}");
+                inline += 1;
+                continue;
+            }
+            external += 1;
             assert_eq!(t.data_location, Some(i32::from(DataLocation::External)));
             assert!(t.raw_data.is_none());
             let kv = |k: &str| t.external_data.iter().find(|e| e.key() == k).unwrap().value().to_string();
             let (file, offset, length) = (kv("location"), kv("offset").parse::<usize>().unwrap(), kv("length"));
-            assert_eq!(length.parse::<usize>().unwrap(), c.bytes.len());
-            let bytes = std::fs::read(d.join(&file)).unwrap();
-            assert_eq!(&bytes[offset..offset + c.bytes.len()], &c.bytes[..], "{}", t.name());
-            if !c.bytes.is_empty() {
-                assert_eq!(offset % 64, 0, "payloads start on 64-byte boundaries");
-            }
+            assert_eq!(length.parse::<usize>().unwrap(), bytes.len());
+            let on_disk = std::fs::read(d.join(&file)).unwrap();
+            assert_eq!(&on_disk[offset..offset + bytes.len()], &bytes[..], "{}", t.name());
+            assert_eq!(offset % 64, 0, "payloads start on 64-byte boundaries");
             files.insert(file);
         }
+        assert!(inline > 5 && external > 5, "{inline} inline, {external} external");
         assert_eq!(files.len() > 1, shard.is_some(), "{files:?}");
+        // Rule R2: the graph names its Kiln model, which records the graph's SHA-256.
+        let named = written.metadata_props.iter().find(|p| p.key() == "kiln.model").map(|p| p.value().to_string());
+        assert_eq!(named.as_deref(), Some(out));
+        assert_eq!(recorded_digest(&d.join(out)), Some(kiln_onnx::sha256_hex(&graph_bytes)));
         // Nothing else changed: put the data back and compare whole messages.
         let mut back = written.clone();
+        back.metadata_props.retain(|p| p.key() != "kiln.model");
         for (t, orig) in
             back.graph.as_mut().unwrap().initializer.iter_mut().zip(&original.graph.as_ref().unwrap().initializer)
         {
@@ -275,6 +305,181 @@ fn the_graph_points_into_the_kiln_file_and_keeps_everything_else() {
         let o = kiln(d, &["validate", graph]);
         assert!(o.status.success(), "{}", stderr(&o));
     }
+}
+
+/// The graph digest a Kiln output records (a model file, or a manifest).
+fn recorded_digest(path: &Path) -> Option<String> {
+    let bytes = std::fs::read(path).unwrap();
+    let key = kiln_onnx::KEY_GRAPH_SHA256;
+    if let Ok(m) = Model::parse(&bytes) {
+        return m.metadata().get(key).map(str::to_string);
+    }
+    let limits = kiln_nostd::Limits::MAX;
+    let mut scratch = kiln_nostd::host::manifest_scratch(&bytes, &limits);
+    let m = kiln_nostd::model::Manifest::parse_with(&bytes, &limits, Some(&mut scratch)).unwrap();
+    m.metadata().get(key).map(str::to_string)
+}
+
+fn constant(out: &str, value: TensorProto) -> NodeProto {
+    NodeProto {
+        op_type: Some("Constant".into()),
+        name: Some(format!("make {out}")),
+        output: vec![out.into()],
+        attribute: vec![AttributeProto {
+            name: Some("value".into()),
+            r#type: Some(i32::from(attribute_proto::AttributeType::Tensor)),
+            t: Some(value),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn with_branch(mut m: ModelProto, body: GraphProto) -> ModelProto {
+    m.graph.as_mut().unwrap().node.push(NodeProto {
+        op_type: Some("If".into()),
+        name: Some("branch".into()),
+        input: vec!["cond".into()],
+        output: vec!["z".into()],
+        attribute: vec![AttributeProto {
+            name: Some("then_branch".into()),
+            r#type: Some(i32::from(attribute_proto::AttributeType::Graph)),
+            g: Some(body),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    m
+}
+
+/// Weights wherever an export puts them (rule R1): Constant values of 1,024
+/// bytes or more and every subgraph initializer are tensors of the Kiln
+/// file; the graph written lifts the Constants into initializers of their
+/// own graph and points every large initializer, in subgraphs too, into Kiln.
+#[test]
+fn weights_in_constant_nodes_and_subgraphs_are_converted() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let big = |n: usize| (0..n).map(|i| (i * 7 % 251) as u8).collect::<Vec<u8>>();
+    let mut m = model(vec![raw("w", DataType::Float, &[256], &big(1024))]);
+    let g = m.graph.as_mut().unwrap();
+    g.node.push(constant("c.big", raw("", DataType::Float, &[16, 16], &big(1024))));
+    g.node.push(constant("c.small", raw("", DataType::Int64, &[2], &big(16))));
+    let body = GraphProto {
+        name: Some("then".into()),
+        initializer: vec![
+            raw("sub.big", DataType::Uint8, &[2048], &big(2048)),
+            raw("sub.small", DataType::Int8, &[3], &big(3)),
+        ],
+        node: vec![constant("sub.c", raw("", DataType::Float16, &[512], &big(1024)))],
+        ..Default::default()
+    };
+    let m = with_branch(m, body);
+    save(d, "m.onnx", &m);
+    let err = convert(d, &["m.onnx", "-o", "t.kiln"], 0);
+    assert!(err.contains("2 weights held in Constant nodes and 2 subgraph initializers are tensors too"), "{err}");
+    let names: Vec<String> = tensors(&d.join("t.kiln")).into_iter().map(|t| t.0).collect();
+    assert_eq!(names, ["w", "c.big", "sub.big", "sub.small", "sub.c"]);
+    let by_name = |n: &str| tensors(&d.join("t.kiln")).into_iter().find(|t| t.0 == n).unwrap();
+    assert_eq!(by_name("c.big").3, big(1024));
+    assert_eq!(by_name("sub.big").3, big(2048));
+
+    let o = kiln(d, &["convert", "m.onnx", "-o", "m.kiln", "--onnx-graph", "m.kiln.onnx"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("2 of them lifted from Constant nodes), 1 left inline (3 bytes"), "{}", stderr(&o));
+    let written = ModelProto::decode(std::fs::read(d.join("m.kiln.onnx")).unwrap().as_slice()).unwrap();
+    let g = written.graph.as_ref().unwrap();
+    let ext = |t: &TensorProto| t.data_location == Some(i32::from(DataLocation::External));
+    let main: Vec<(&str, bool)> = g.initializer.iter().map(|t| (t.name(), ext(t))).collect();
+    assert_eq!(main, [("w", true), ("c.big", true)]);
+    let ops: Vec<&str> = g.node.iter().map(NodeProto::op_type).collect();
+    assert_eq!(ops, ["Identity", "Constant", "If"], "the large Constant is lifted, the small one stays");
+    let sub = g.node[2].attribute[0].g.as_ref().unwrap();
+    let inner: Vec<(&str, bool)> = sub.initializer.iter().map(|t| (t.name(), ext(t))).collect();
+    assert_eq!(inner, [("sub.big", true), ("sub.small", false), ("sub.c", true)]);
+    assert!(sub.node.is_empty());
+}
+
+/// A graph changed after the conversion no longer matches the digest its
+/// Kiln model records: the converter's own check (the sessions' check) says so.
+#[test]
+fn the_graph_digest_binds_the_graph_to_its_kiln_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    save(
+        d,
+        "m.onnx",
+        &model(vec![raw("w", DataType::Float, &[256], &[1; 1024]), raw("b", DataType::Float, &[2], &[2; 8])]),
+    );
+    convert(d, &["m.onnx", "-o", "m.kiln", "--onnx-graph", "m.kiln.onnx"], 0);
+    let graph = std::fs::read(d.join("m.kiln.onnx")).unwrap();
+    let req = kiln_onnx::requirements(&graph).unwrap();
+    assert_eq!(req.model, "m.kiln");
+    let checked: Vec<(&str, &str)> = req.checked.iter().map(|(n, c)| (n.as_str(), c.as_str())).collect();
+    assert_eq!(checked, [("w", "kiln"), ("b", "inline")]);
+    let recorded = recorded_digest(&d.join("m.kiln"));
+    let places = kiln_cli::convert::onnx::graph::places(&d.join("m.kiln")).unwrap();
+    let lookup = |f: &str, n: &str| places.get(n).filter(|s| s.file == f).map(|s| s.tensor.clone());
+    kiln_onnx::pair(&req, &graph, recorded.as_deref(), lookup).unwrap();
+    // The inline bias changed: same size, other bytes.
+    let mut changed = ModelProto::decode(graph.as_slice()).unwrap();
+    changed.graph.as_mut().unwrap().initializer[1].raw_data = Some(vec![3u8; 8].into());
+    let changed = changed.encode_to_vec();
+    let e = kiln_onnx::pair(&kiln_onnx::requirements(&changed).unwrap(), &changed, recorded.as_deref(), lookup)
+        .unwrap_err();
+    assert!(e.message.contains("SHA-256") && e.message.contains("m.kiln records"), "{e}");
+    let e = kiln_onnx::pair(&req, &graph, None, lookup).unwrap_err();
+    assert!(e.message.contains("records no graph digest"), "{e}");
+    // An inline initializer that rule R1 puts in Kiln is refused by name.
+    let mut inlined = ModelProto::decode(graph.as_slice()).unwrap();
+    let w = &mut inlined.graph.as_mut().unwrap().initializer[0];
+    w.data_location = None;
+    w.external_data.clear();
+    w.raw_data = Some(vec![1u8; 1024].into());
+    let e = kiln_onnx::requirements(&inlined.encode_to_vec()).unwrap_err();
+    assert_eq!(e.initializer.as_deref(), Some("w"));
+    assert!(e.message.contains("1024 bytes") && e.message.contains("under 1024"), "{e}");
+    // No kiln.model: not a graph kiln convert wrote.
+    let mut anonymous = ModelProto::decode(graph.as_slice()).unwrap();
+    anonymous.metadata_props.retain(|p| p.key() != "kiln.model");
+    let e = kiln_onnx::requirements(&anonymous.encode_to_vec()).unwrap_err();
+    assert!(e.message.contains("names no Kiln model"), "{e}");
+}
+
+/// Tensors Kiln cannot hold and sparse initializers stay in the graph with
+/// `--onnx-graph`, named in a note; the Kiln file holds the rest.
+#[test]
+fn with_a_graph_what_kiln_cannot_hold_stays_inline_and_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut m = model(vec![
+        raw("w", DataType::Float, &[256], &[1; 1024]),
+        TensorProto {
+            name: Some("labels".into()),
+            data_type: Some(i32::from(DataType::String)),
+            dims: vec![2],
+            string_data: vec![b"cat".to_vec().into(), b"dog".to_vec().into()],
+            ..Default::default()
+        },
+    ]);
+    m.graph.as_mut().unwrap().sparse_initializer =
+        vec![SparseTensorProto { values: Some(raw("s", DataType::Float, &[1], &[0; 4])), ..Default::default() }];
+    save(d, "m.onnx", &m);
+    let o = kiln(d, &["convert", "m.onnx", "-o", "m.kiln", "--onnx-graph", "m.kiln.onnx"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("2 tensors Kiln cannot hold stay inline in the graph") && err.contains("labels (STRING)"),
+        "{err}"
+    );
+    assert!(err.contains("s (sparse)"), "{err}");
+    let names: Vec<String> = tensors(&d.join("m.kiln")).into_iter().map(|t| t.0).collect();
+    assert_eq!(names, ["w"]);
+    let written = ModelProto::decode(std::fs::read(d.join("m.kiln.onnx")).unwrap().as_slice()).unwrap();
+    assert_eq!(written.graph.as_ref().unwrap().initializer[1].string_data.len(), 2);
+    // Without the graph, the refusal stands: nothing would hold the strings.
+    let err = convert(d, &["m.onnx", "-o", "x.kiln"], 1);
+    assert!(err.contains("sparse") || err.contains("STRING"), "{err}");
 }
 
 #[test]
@@ -380,9 +585,12 @@ fn hostile_models_are_refused_with_a_clear_error() {
         m.encode_to_vec()
     };
     cases.push(("sparse", sparse, "sparse"));
-    let nested = {
+    let outside = {
         let mut m = model(vec![]);
-        let body = GraphProto { initializer: vec![raw("inner", DataType::Float, &[1], &[0; 4])], ..Default::default() };
+        let body = GraphProto {
+            initializer: vec![external("inner", DataType::Float, &[1], &[("location", "../secret.bin")])],
+            ..Default::default()
+        };
         m.graph.as_mut().unwrap().node[0].attribute = vec![AttributeProto {
             name: Some("then_branch".into()),
             r#type: Some(i32::from(attribute_proto::AttributeType::Graph)),
@@ -391,7 +599,37 @@ fn hostile_models_are_refused_with_a_clear_error() {
         }];
         m.encode_to_vec()
     };
-    cases.push(("subgraph", nested, "subgraph"));
+    cases.push(("external data of a subgraph outside the folder", outside, "model's own folder"));
+    let huge_constant = {
+        let mut m = model(vec![]);
+        let claim = TensorProto {
+            data_type: Some(i32::from(DataType::Float)),
+            dims: vec![1 << 20, 1 << 20],
+            ..Default::default()
+        };
+        m.graph.as_mut().unwrap().node.push(constant("c", claim));
+        m.encode_to_vec()
+    };
+    cases.push(("a Constant claiming 4 TiB", huge_constant, "no data"));
+    let deep = {
+        let mut body = GraphProto::default();
+        for _ in 0..200 {
+            let node = NodeProto {
+                op_type: Some("If".into()),
+                attribute: vec![AttributeProto {
+                    name: Some("then_branch".into()),
+                    g: Some(body),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            };
+            body = GraphProto { node: vec![node], ..Default::default() };
+        }
+        let mut m = model(vec![]);
+        m.graph = Some(body);
+        m.encode_to_vec()
+    };
+    cases.push(("subgraphs nested 200 deep", deep, "protobuf"));
     for (what, bytes, needle) in cases {
         std::fs::write(d.join("m.onnx"), &bytes).unwrap();
         let err = convert(&d, &["m.onnx", "-o", "m.kiln"], 1);

@@ -18,6 +18,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 mod buffer;
 mod frozen;
+mod onnx;
 mod sharded;
 
 use buffer::Held;
@@ -726,6 +727,10 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(default_cap, m)?)?;
     m.add_function(wrap_pyfunction!(kind, m)?)?;
     m.add_function(wrap_pyfunction!(dtype_table, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx::onnx_requirements, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx::onnx_pair, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx::onnx_dtypes, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx::onnx_inline_limit, m)?)?;
     m.add_class::<sharded::Sharded>()?;
     m.add_function(wrap_pyfunction!(frozen::decode, m)?)?;
     m.add_function(wrap_pyfunction!(frozen::encode, m)?)?;

@@ -113,34 +113,6 @@ pub const SAFETENSORS_DENSE: &[(&str, DType)] = &[
     ("U64", DType::U64),
 ];
 
-/// ONNX `TensorProto.DataType` code, its name, and the Kiln dtype, for the
-/// types both have (the bytes are the same: little-endian elements, 4-bit
-/// types two per byte, low nibble first). ONNX's FLOAT8E4M3FN is OFP8 E4M3
-/// (no infinities; NaN is S.1111.111), Kiln's f8e4m3. Every other code
-/// (STRING, COMPLEX64/128, the FNUZ float8 types, UINT2/INT2 and later ones)
-/// is refused by name: Kiln has no dtype for it.
-pub const ONNX_DENSE: &[(i32, &str, DType)] = &[
-    (1, "FLOAT", DType::F32),
-    (2, "UINT8", DType::U8),
-    (3, "INT8", DType::I8),
-    (4, "UINT16", DType::U16),
-    (5, "INT16", DType::I16),
-    (6, "INT32", DType::I32),
-    (7, "INT64", DType::I64),
-    (9, "BOOL", DType::Bool),
-    (10, "FLOAT16", DType::F16),
-    (11, "DOUBLE", DType::F64),
-    (12, "UINT32", DType::U32),
-    (13, "UINT64", DType::U64),
-    (16, "BFLOAT16", DType::BF16),
-    (17, "FLOAT8E4M3FN", DType::F8E4M3),
-    (19, "FLOAT8E5M2", DType::F8E5M2),
-    (21, "UINT4", DType::U4),
-    (22, "INT4", DType::I4),
-    (23, "FLOAT4E2M1", DType::E2M1),
-    (24, "FLOAT8E8M0", DType::E8M0),
-];
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,12 +134,6 @@ mod tests {
         }
         for (_, code, _, _) in SAFETENSORS_OPAQUE {
             assert!(DType::from_code(*code).is_some_and(DType::is_opaque));
-        }
-        // The ONNX names are the schema's own, each Kiln dtype once.
-        let mut kiln = std::collections::HashSet::new();
-        for &(code, name, dtype) in ONNX_DENSE {
-            assert_eq!(crate::convert::onnx::type_name(code), name);
-            assert!(kiln.insert(dtype), "{name}");
         }
     }
 }

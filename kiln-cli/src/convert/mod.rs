@@ -143,6 +143,7 @@ impl ReadArgs {
             max_member: self.max_member_size,
             max_ratio: self.max_ratio,
             verify_lineage: !self.no_verify_lineage,
+            onnx_graph: false,
         }
     }
 }
@@ -333,11 +334,17 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
     }
     onnx::graph::precheck(&input, graph, &args.output)?;
     let mut summary = convert_tensors(args)?;
-    let count = onnx::graph::write(&input, &args.output, graph, !args.no_fsync)
+    let w = onnx::graph::write(&input, &args.output, graph, !args.no_fsync)
         .with_context(|| format!("{} (onnx): the graph", args.input.display()))?;
     summary.notes.push(format!(
-        "graph written to {}: {count} initializers as external data in {}",
+        "graph written to {}: {} initializers as external data in {} ({} of them lifted from Constant nodes), \
+         {} left inline ({} bytes; docs/onnx.md, R1); its SHA-256 recorded in {}",
         graph.display(),
+        w.external,
+        args.output.display(),
+        w.lifted,
+        w.inline,
+        w.inline_bytes,
         args.output.display()
     ));
     Ok(summary)
@@ -362,7 +369,8 @@ fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
         ))
         .into());
     }
-    let opts = args.read.options();
+    let mut opts = args.read.options();
+    opts.onnx_graph = args.onnx_graph.is_some();
     let mut model = inputs::read_all(opened, args.read.from, &opts)?;
     let in_name = format!("{} ({})", args.input.display(), format.name());
     // The output shards: one, the single-file writer below; more (a sharded

@@ -315,6 +315,9 @@ pub struct ReadOptions {
     pub max_ratio: u64,
     /// Check HK appendix lineage (off with `--no-verify-lineage`).
     pub verify_lineage: bool,
+    /// ONNX: the graph is written too (`--onnx-graph`), so tensors Kiln
+    /// cannot hold stay in it instead of refusing the conversion.
+    pub onnx_graph: bool,
 }
 
 impl Default for ReadOptions {
@@ -324,6 +327,7 @@ impl Default for ReadOptions {
             max_member: 64 << 30,
             max_ratio: 1000,
             verify_lineage: true,
+            onnx_graph: false,
         }
     }
 }

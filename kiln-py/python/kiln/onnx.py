@@ -10,27 +10,36 @@ opens such a graph for onnxruntime only after checking the pair:
 >>> sess = kiln.onnx.session("model.kiln.onnx")          # or "model.kiln", or an http(s) URL of the graph
 >>> logits, = sess.run(None, {"x": np.zeros((1, 64), np.float32)})
 
-1. The graph is parsed with the ``onnx`` package, external data *not*
-   loaded. Every initializer of the main graph must be external data
-   (``location``, ``offset``, ``length``, nothing else) whose location is a
-   plain file name in the graph's folder (no ``/``, ``\\``, ``:``, ``..``,
-   absolute path or drive); no other tensor anywhere in the model (a
-   ``Constant``'s value, a subgraph's initializer, a sparse initializer)
-   may be external data, since the runtime would read that file unchecked.
+1. The graph's bytes are read once and checked by the converter's own
+   rules (the Rust crate ``kiln-onnx``; ``docs/onnx.md``, R1 to R3): an
+   initializer (of the main graph or a subgraph) is either inline, and then
+   rule R1 must keep it inline (under 1,024 bytes, or of a type Kiln cannot
+   hold), or external data (``location``, ``offset``, ``length``, nothing
+   else) whose location is a plain file name in the graph's folder; no
+   other tensor anywhere in the model (a ``Constant``'s value, a sparse
+   tensor, a function's node) may be external data, since the runtime would
+   read that file unchecked. The graph must name its Kiln model
+   (``metadata_props`` ``kiln.model``).
 2. Each Kiln file named is opened without following a symbolic link,
    mapped once, and checked whole by kiln's validator with every SHA-256
-   digest compared (``kiln validate``). A file without digests (a plain
-   model file or a bare directory block) is refused: ``kiln convert``
-   always writes them, and without them nothing binds the weights the
-   runtime gets to the file that was converted.
-3. Each initializer's ``offset`` and ``length`` must be exactly the payload
-   range of the Kiln tensor of the same name, and its ONNX type and dims
-   that tensor's dtype and shape.
-4. Only then is the session created, from the graph as parsed (bytes, not
-   the path) with every initializer handed over from the checked mapping:
-   an ``OrtValue`` viewing the map for each (no copy; for a model with
-   4-bit tensors, which an ``OrtValue`` cannot view from NumPy, the mapped
-   files through ``SessionOptions.add_external_initializers_from_files_in_memory``,
+   digest compared (``kiln validate``); a sharded model's manifest is
+   checked with all its shards. A file without digests (a plain model file
+   or a bare directory block) is refused: ``kiln convert`` always writes
+   them, and without them nothing binds the weights the runtime gets to the
+   file that was converted.
+3. The Kiln model must record the graph's SHA-256
+   (``kiln.convert.onnx_graph_sha256``), which binds the graph, inline
+   initializers included, to the conversion; and each external
+   initializer's ``offset`` and ``length`` must be exactly the payload range
+   of the Kiln tensor of the same name, its ONNX type and dims that
+   tensor's dtype and shape.
+4. Only then is the session created, from the graph's bytes as checked
+   (not the path) with every external initializer handed over from the
+   checked mapping: an ``OrtValue`` viewing the map for each (no copy; for
+   a model with 4-bit tensors, which an ``OrtValue`` cannot view from
+   NumPy, or with external initializers in subgraphs, which onnxruntime
+   takes only from its external-data files, the mapped files through
+   ``SessionOptions.add_external_initializers_from_files_in_memory``,
    which onnxruntime copies from during session creation). onnxruntime
    therefore never opens a file itself, and nothing it reads was not
    checked: a file replaced after the check (``kiln convert`` and
@@ -46,7 +55,7 @@ A fault in a Kiln file raises :class:`kiln.KilnError` (as
 
 onnxruntime and onnx are optional dependencies (``pip install kiln[onnx]``);
 ``import kiln`` never needs them, and this module imports them only when
-:func:`session` runs.
+:func:`session` runs (onnx only for :attr:`CheckedGraph.model`).
 """
 
 from __future__ import annotations
@@ -55,7 +64,6 @@ import importlib
 import mmap
 import os
 import posixpath
-import re
 import shutil
 import tempfile
 import urllib.parse
@@ -63,17 +71,14 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _kiln, _infos, _map_shard, _owner
+from . import DTYPE_NAMES, _kiln, _infos, _map_shard, _owner
 
-__all__ = ["session", "check_graph", "GraphError", "CheckedGraph", "ONNX_TO_KILN"]
+__all__ = ["session", "check_graph", "GraphError", "CheckedGraph", "ONNX_TO_KILN", "GRAPH_DIGEST_KEY"]
 
 #: Kiln dtype name by ONNX ``TensorProto.DataType`` code (the conversion's
-#: table; the bytes are identical, 4-bit types packed low nibble first).
-ONNX_TO_KILN: Dict[int, str] = {
-    1: "f32", 2: "u8", 3: "i8", 4: "u16", 5: "i16", 6: "i32", 7: "i64", 9: "bool",
-    10: "f16", 11: "f64", 12: "u32", 13: "u64", 16: "bf16", 17: "f8e4m3", 19: "f8e5m2",
-    21: "u4", 22: "i4", 23: "e2m1", 24: "e8m0",
-}
+#: table, from the converter itself; the bytes are identical, 4-bit types
+#: packed low nibble first).
+ONNX_TO_KILN: Dict[int, str] = dict(_kiln.onnx_dtypes())
 
 # Bytes per element for the NumPy view handed to onnxruntime (0: 4-bit, packed).
 _WIDTH = {"f64": 8, "i64": 8, "u64": 8, "f32": 4, "i32": 4, "u32": 4, "f16": 2, "bf16": 2,
@@ -81,15 +86,17 @@ _WIDTH = {"f64": 8, "i64": 8, "u64": 8, "f32": 4, "i32": 4, "u32": 4, "f16": 2, 
           "i4": 0, "u4": 0, "e2m1": 0}
 # Kinds of model file that carry a SHA-256 digest per tensor.
 _WITH_DIGESTS = ("digests", "shard", "signed")
-_DECIMAL = re.compile(r"(0|[1-9][0-9]{0,19})\Z")
-_EXTERNAL = 1  # TensorProto.DataLocation.EXTERNAL
+#: The Kiln metadata key that records the graph's SHA-256 (rule R2).
+GRAPH_DIGEST_KEY = "kiln.convert.onnx_graph_sha256"
 
 
 class GraphError(ValueError):
-    """The graph and its Kiln files are not a checked pair: an initializer
-    that is not external data into a Kiln file beside the graph, a location
-    that is not a plain file name, an offset, length, type or shape that is
-    not the Kiln tensor's, a Kiln file without digests. ``initializer`` is
+    """The graph and its Kiln files are not a checked pair: an inline
+    initializer that rule R1 puts in the Kiln file, external data that is
+    not an initializer's or whose location is not a plain file name, an
+    offset, length, type or shape that is not the Kiln tensor's, a Kiln file
+    without digests, a graph whose SHA-256 is not the one its Kiln model
+    records. ``initializer`` is
     the initializer at fault (None when the fault is not one initializer's)
     and ``file`` the Kiln file concerned, where one is."""
 
@@ -101,94 +108,31 @@ class GraphError(ValueError):
 
 @dataclass
 class CheckedGraph:
-    """What :func:`check_graph` accepted: the parsed model (its external
-    data not loaded), the folder it is in, and each Kiln file it names,
-    checked, by file name (its bytes: a memory map, or ``bytes`` with
-    ``copy=True``)."""
+    """What :func:`check_graph` accepted: the graph's bytes as checked, the
+    folder it is in, and each Kiln file it names, checked, by file name (its
+    bytes: a memory map, or ``bytes`` with ``copy=True``)."""
 
-    model: Any  # onnx.ModelProto
+    graph: bytes
     folder: str
     files: Dict[str, Any]
     #: (initializer name, Kiln file, offset, length, Kiln dtype, shape), in graph order.
     bindings: List[Tuple[str, str, int, int, str, Tuple[int, ...]]]
+    #: Every initializer as (name, "kiln" | "inline"), in rule R3's order.
+    checked: List[Tuple[str, str]]
+    #: The external initializers that are in subgraphs.
+    in_subgraphs: List[str]
+    #: The external initializers no node reads (a runtime drops them).
+    unused: List[str]
+
+    @property
+    def model(self) -> Any:
+        """The graph parsed by the ``onnx`` package (its external data not loaded)."""
+        return _onnx().load_from_string(self.graph)
 
 
 def _onnx() -> Any:
     """The ``onnx`` package, imported when first needed (an optional dependency)."""
     return importlib.import_module("onnx")
-
-
-def _plain_name(location: str) -> Optional[str]:
-    """Why ``location`` is not a plain file name in the graph's folder, or None."""
-    if not location:
-        return "is empty"
-    if any(c in location for c in "/\\:\0"):
-        return "holds a path separator, a drive or a NUL"
-    if location in (".", "..") or location.startswith(".."):
-        return "leads out of the folder"
-    if os.path.isabs(location) or posixpath.isabs(location):
-        return "is an absolute path"
-    return None
-
-
-def _external(t: Any) -> Optional[Dict[str, str]]:
-    """The external_data entries of TensorProto ``t`` as a dict (None: not external)."""
-    if t.data_location != _EXTERNAL:
-        return None
-    out: Dict[str, str] = {}
-    for e in t.external_data:
-        if e.key in out:
-            raise GraphError(f"initializer {t.name!r}: external_data key {e.key!r} given twice", t.name)
-        out[e.key] = e.value
-    return out
-
-
-def _no_other_external(model: Any) -> None:
-    """Refuses external data anywhere but the main graph's initializers."""
-
-    def tensors_of_graph(g: Any, main: bool) -> Any:
-        if not main:
-            for t in g.initializer:
-                yield t, f"initializer {t.name!r} of subgraph {g.name!r}"
-        for s in g.sparse_initializer:
-            yield s.values, f"sparse initializer {s.values.name!r}"
-            yield s.indices, f"sparse initializer {s.values.name!r} (indices)"
-        for node in g.node:
-            for a in node.attribute:
-                if a.HasField("t"):
-                    yield a.t, f"attribute {a.name!r} of node {node.name!r} ({node.op_type})"
-                for t in a.tensors:
-                    yield t, f"attribute {a.name!r} of node {node.name!r} ({node.op_type})"
-                if a.HasField("sparse_tensor"):
-                    yield a.sparse_tensor.values, f"attribute {a.name!r} of node {node.name!r}"
-                    yield a.sparse_tensor.indices, f"attribute {a.name!r} of node {node.name!r}"
-                for st in a.sparse_tensors:
-                    yield st.values, f"attribute {a.name!r} of node {node.name!r}"
-                    yield st.indices, f"attribute {a.name!r} of node {node.name!r}"
-                subs = ([a.g] if a.HasField("g") else []) + list(a.graphs)
-                for sub in subs:
-                    yield from tensors_of_graph(sub, False)
-
-    graphs = [model.graph] + [f for f in getattr(model, "functions", [])]
-    for i, g in enumerate(graphs):
-        if i == 0:
-            found = tensors_of_graph(g, True)
-        else:  # a FunctionProto: its nodes only
-            found = (item for node in g.node for item in tensors_of_graph(_NodesOnly(node), True))
-        for t, where in found:
-            if t.data_location == _EXTERNAL:
-                raise GraphError(f"{where} is external data: only the main graph's initializers may be "
-                                 "(their Kiln files are checked; this would be read unchecked)")
-
-
-class _NodesOnly:
-    """A function's node seen as a graph holding just that node."""
-
-    def __init__(self, node: Any) -> None:
-        self.node = [node]
-        self.initializer: List[Any] = []
-        self.sparse_initializer: List[Any] = []
-        self.name = ""
 
 
 def _open_kiln(folder: str, name: str, copy: bool) -> Any:
@@ -218,55 +162,58 @@ def _open_kiln(folder: str, name: str, copy: bool) -> Any:
     return mm
 
 
+def _graph_error(e: ValueError) -> GraphError:
+    """The converter's refusal (``ValueError(message, initializer, file)``) as a GraphError."""
+    message, initializer, file = (tuple(e.args) + (None, None, None))[:3]
+    return GraphError(str(message), initializer, file)
+
+
+def _read_graph(path: str) -> bytes:
+    """The graph file's bytes, read once (what is checked is what the runtime gets)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise GraphError(f"{path}: cannot read the graph ({e.strerror})") from None
+
+
 def check_graph(path: Union[str, "os.PathLike[str]"], *, copy: bool = False) -> CheckedGraph:
     """Checks the graph at ``path`` and every Kiln file it names, as
     :func:`session` does before creating a session (steps 1 to 3 of the
     module's description), and returns what it checked. Raises
     :class:`kiln.KilnError` for a Kiln file that fails validation and
     :class:`GraphError` for a graph that does not match its files."""
-    onnx = _onnx()
+    from . import validate
 
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
+    graph = _read_graph(path)
     try:
-        model = onnx.load(path, load_external_data=False)
-    except Exception as e:  # protobuf's DecodeError, OSError
-        raise GraphError(f"{path}: not an ONNX model ({type(e).__name__}: {e})") from None
-    _no_other_external(model)
-
-    wanted: List[Tuple[Any, str, int, int]] = []
-    for t in model.graph.initializer:
-        ext = _external(t)
-        if ext is None:
-            raise GraphError(f"initializer {t.name!r} is not external data (it is stored in the graph, "
-                             "so no Kiln file holds it)", t.name)
-        if t.raw_data or t.float_data or t.int32_data or t.int64_data or t.double_data or t.uint64_data \
-                or t.string_data:
-            raise GraphError(f"initializer {t.name!r} is external data and also holds data in the graph", t.name)
-        if set(ext) != {"location", "offset", "length"}:
-            raise GraphError(f"initializer {t.name!r}: external_data keys {sorted(ext)}; "
-                             "exactly location, offset and length are expected", t.name)
-        location = ext["location"]
-        why = _plain_name(location)
-        if why is not None:
-            raise GraphError(f"initializer {t.name!r}: external data location {location!r} {why}; "
-                             "it must be a file in the graph's own folder", t.name, location)
-        for key in ("offset", "length"):
-            if not _DECIMAL.match(ext[key]):
-                raise GraphError(f"initializer {t.name!r}: external data {key} {ext[key]!r} is not a decimal "
-                                 "number", t.name, location)
-        wanted.append((t, location, int(ext["offset"]), int(ext["length"])))
+        model_name, locations, externals, checked = _kiln.onnx_requirements(graph)
+    except ValueError as e:
+        raise _graph_error(e) from None
 
     files: Dict[str, Any] = {}
-    tables: Dict[str, Dict[str, Any]] = {}
+    tables: Dict[str, Dict[str, Tuple[int, Tuple[int, ...], int, int]]] = {}
+    recorded: Optional[str] = None
     try:
-        for _, location, _, _ in wanted:
-            if location in files:
-                continue
+        for location in list(locations) + ([model_name] if model_name not in locations else []):
             data = _open_kiln(folder, location, copy)
             files[location] = data
             view = _owner(data)
             kind = _kiln.kind(view)
+            if kind == "manifest":
+                if location != model_name:
+                    raise GraphError(f"{location} is a manifest: the graph's initializers must point into its shards",
+                                     file=location)
+                try:
+                    validate(os.path.join(folder, location), verify=True)  # the shards against it, digests included
+                except _kiln.KilnError as e:
+                    e.file = getattr(e, "file", None) or location
+                    raise
+                recorded = _kiln.Sharded(os.path.join(folder, location), view).metadata().get(GRAPH_DIGEST_KEY)
+                del view
+                continue
             try:
                 # The validator of kiln.validate / `kiln validate`: every rule, every digest.
                 _kiln.validate(view, None, False, _kiln.default_cap(), _kiln.default_cap(), True)
@@ -278,30 +225,16 @@ def check_graph(path: Union[str, "os.PathLike[str]"], *, copy: bool = False) -> 
                 raise GraphError(f"{location} is {what} without SHA-256 digests: refused (kiln convert writes "
                                  "them; without them nothing ties the weights to the file converted)",
                                  file=location)
-            _, _, _, rows = _kiln.inspect(view, False)
-            tables[location] = _infos(list(rows), location)
+            meta, _, _, rows = _kiln.inspect(view, False)
+            if location == model_name:
+                recorded = (meta or {}).get(GRAPH_DIGEST_KEY)
+            tables[location] = {i.name: (i.dtype_code, i.shape, i.offset, i.byte_length)
+                                for i in _infos(list(rows), location).values()}
             del view
-
-        bindings = []
-        for t, location, offset, length in wanted:
-            info = tables[location].get(t.name)
-            if info is None:
-                raise GraphError(f"initializer {t.name!r}: {location} holds no tensor of that name", t.name, location)
-            dtype = ONNX_TO_KILN.get(t.data_type)
-            if dtype is None or dtype != info.dtype:
-                onnx_name = onnx.TensorProto.DataType.Name(t.data_type) if t.data_type in \
-                    onnx.TensorProto.DataType.values() else str(t.data_type)
-                raise GraphError(f"initializer {t.name!r} is {onnx_name}; the Kiln tensor is {info.dtype}",
-                                 t.name, location)
-            dims = tuple(int(d) for d in t.dims)
-            if dims != info.shape:
-                raise GraphError(f"initializer {t.name!r} has dims {list(dims)}; the Kiln tensor's shape is "
-                                 f"{list(info.shape)}", t.name, location)
-            if (offset, length) != (info.offset, info.byte_length):
-                raise GraphError(f"initializer {t.name!r}: external data [{offset}, +{length}) is not the Kiln "
-                                 f"tensor's payload [{info.offset}, +{info.byte_length}) in {location}",
-                                 t.name, location)
-            bindings.append((t.name, location, offset, length, dtype, dims))
+        try:
+            _kiln.onnx_pair(graph, recorded, tables)
+        except ValueError as e:
+            raise _graph_error(e) from None
     except BaseException:
         for data in files.values():
             if isinstance(data, mmap.mmap):
@@ -310,7 +243,13 @@ def check_graph(path: Union[str, "os.PathLike[str]"], *, copy: bool = False) -> 
                 except BufferError:
                     pass
         raise
-    return CheckedGraph(model=model, folder=folder, files=files, bindings=bindings)
+    bindings = []
+    for name, location, offset, length, _, _ in externals:
+        code, shape, _, _ = tables[location][name]
+        bindings.append((name, location, offset, length, DTYPE_NAMES[code], tuple(shape)))
+    return CheckedGraph(graph=graph, folder=folder, files=files, bindings=bindings,
+                        checked=[tuple(c) for c in checked], in_subgraphs=[e[0] for e in externals if e[4]],
+                        unused=[e[0] for e in externals if not e[5]])
 
 
 def _numpy_view(data: Any, offset: int, length: int, dtype: str, shape: Tuple[int, ...]) -> Any:
@@ -333,32 +272,35 @@ def _fetch(url: str, dest: str, timeout: float) -> None:
 
 def _download(url: str, timeout: float) -> Tuple[str, "tempfile.TemporaryDirectory[str]"]:
     """The graph at ``url`` and the Kiln files it names (fetched from the
-    graph's base URL after their names passed the location rules), in a
-    temporary folder; returns the graph's local path and the folder."""
-    onnx = _onnx()
-
+    graph's base URL after their names passed the location rules; for a
+    sharded model, the manifest and every shard), in a temporary folder;
+    returns the graph's local path and the folder."""
     parts = urllib.parse.urlsplit(url)
-    graph_name = posixpath.basename(urllib.parse.unquote(parts.path)) or "model.onnx"
-    if _plain_name(graph_name) is not None:
+    graph_name = posixpath.basename(urllib.parse.unquote(parts.path))
+    if not graph_name or graph_name in (".", "..") or any(c in graph_name for c in "/\\:\0"):
         graph_name = "model.onnx"
     tmp = tempfile.TemporaryDirectory(prefix="kiln-onnx-")
     try:
         local = os.path.join(tmp.name, graph_name)
         _fetch(url, local, timeout)
         try:
-            model = onnx.load(local, load_external_data=False)
-        except Exception as e:
-            raise GraphError(f"{url}: not an ONNX model ({type(e).__name__}: {e})") from None
-        names = []
-        for t in model.graph.initializer:
-            ext = _external(t) or {}
-            loc = ext.get("location")
-            if loc is None or _plain_name(loc) is not None:
-                continue  # check_graph refuses it, naming the initializer
-            if loc not in names and loc != graph_name:
-                names.append(loc)
-        for name in names:
-            _fetch(urllib.parse.urljoin(url, urllib.parse.quote(name)), os.path.join(tmp.name, name), timeout)
+            model_name, locations, _, _ = _kiln.onnx_requirements(_read_graph(local))
+        except ValueError as e:
+            raise _graph_error(e) from None
+        names = [n for n in [model_name, *locations] if n != graph_name]
+        fetched = set()
+        while names:
+            name = names.pop(0)
+            if name in fetched:
+                continue
+            fetched.add(name)
+            dest = os.path.join(tmp.name, name)
+            _fetch(urllib.parse.urljoin(url, urllib.parse.quote(name)), dest, timeout)
+            if name == model_name:
+                with open(dest, "rb") as f:
+                    head = f.read()
+                if _kiln.kind(head) == "manifest":  # every shard, for the whole model's check
+                    names.extend(n for n, _ in _kiln.Sharded(dest, head).shards())
         return local, tmp
     except BaseException:
         tmp.cleanup()
@@ -410,37 +352,29 @@ def session(
         keep.append(tmp)
     else:
         graph = _graph_of(target)
-        if graph != target:
-            from . import validate
-
-            mm = _map_shard(os.path.abspath(target))
-            try:
-                manifest = mm is not None and _kiln.kind(_owner(mm)) == "manifest"
-            finally:
-                if isinstance(mm, mmap.mmap):
-                    mm.close()
-            if manifest:
-                validate(target)  # the shards against the manifest, digests included
     checked = check_graph(graph, copy=copy)
     options = sess_options if sess_options is not None else ort.SessionOptions()
     packed = any(_WIDTH[b[4]] == 0 for b in checked.bindings)
-    if packed:
-        # 4-bit tensors: the checked files themselves (onnxruntime copies the
-        # ranges it needs out of these buffers while creating the session).
+    if packed or checked.in_subgraphs:
+        # 4-bit tensors, or external initializers in subgraphs: the checked
+        # files themselves (onnxruntime copies the ranges it needs out of
+        # these buffers while creating the session).
         names = list(checked.files)
         buffers = [_owner(checked.files[n]) for n in names]
         options.add_external_initializers_from_files_in_memory(names, buffers, [len(b) for b in buffers])
         keep.append(buffers)
     elif checked.bindings:
+        # onnxruntime drops an initializer nothing reads before it takes these
+        # (and refuses one given for it): those are not handed over.
+        used = [b for b in checked.bindings if b[0] not in checked.unused]
         values = []
-        for name, location, offset, length, dtype, shape in checked.bindings:
+        for name, location, offset, length, dtype, shape in used:
             arr = _numpy_view(checked.files[location], offset, length, dtype, shape)
             values.append(ort.OrtValue.ortvalue_from_numpy_with_onnx_type(arr, _onnx_code(dtype)))
-        options.add_external_initializers([b[0] for b in checked.bindings], values)
+        options.add_external_initializers([b[0] for b in used], values)
         keep.append(values)
     keep.append(checked.files)
-    model_bytes = checked.model.SerializeToString()
-    sess = ort.InferenceSession(model_bytes, sess_options=options, providers=providers)
+    sess = ort.InferenceSession(checked.graph, sess_options=options, providers=providers)
     # The OrtValues view the maps: both live as long as the session.
     sess._kiln_keepalive = keep
     return sess

@@ -18,9 +18,8 @@
 //! by `--from onnx` ([`super::format_of`]).
 
 pub mod graph;
-#[rustfmt::skip]
-#[allow(missing_docs, clippy::all, clippy::pedantic, unreachable_pub, rust_2018_idioms)]
-pub mod proto;
+pub use kiln_onnx::dtype::type_name;
+pub use kiln_onnx::proto;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -32,13 +31,14 @@ use kiln_nostd::int::u64_from;
 use kiln_nostd::DType;
 use prost::Message;
 
-use super::codes::ONNX_DENSE;
 use super::error::io_fail;
 use super::inputs::plain_file_name;
 use super::meta::Dups;
 use super::model::{Format, Model, ReadOptions, Source, TensorOut};
 use super::Input;
-use proto::tensor_proto::{DataLocation, DataType};
+use kiln_onnx::dtype::kiln_dtype;
+use kiln_onnx::{Origin, Weight};
+use proto::tensor_proto::DataLocation;
 use proto::{GraphProto, ModelProto, TensorProto};
 
 /// The newest IR version whose every field the generated messages know
@@ -99,13 +99,13 @@ pub fn map_shared(input: &Input) -> anyhow::Result<Bytes> {
     Ok(Bytes::from_owner(map))
 }
 
-/// The ONNX name of a `data_type` code (`"STRING"`, `"FLOAT8E4M3FNUZ"`), or the number.
-pub fn type_name(code: i32) -> String {
-    DataType::try_from(code).map_or_else(|_| format!("data_type {code}"), |t| t.as_str_name().to_string())
-}
-
-/// Reads the model at `path` (mapped as `input`): its initializers become the
-/// tensors, in the graph's order; its opset and producer the metadata.
+/// Reads the model at `path` (mapped as `input`): its weights become the
+/// tensors (every initializer, of the main graph and of subgraphs, and every
+/// `Constant` value that rule R1 of docs/onnx.md puts in the Kiln file, in
+/// [`kiln_onnx::weights`]' order); its opset and producer the metadata.
+/// With `--onnx-graph` (`opts.onnx_graph`), a tensor Kiln cannot hold stays
+/// in the graph (named in a note) and the metadata gets a placeholder for
+/// the graph's digest; without it, such a tensor refuses the conversion.
 /// Side files of external data are opened beside `path` and returned in
 /// [`Model::inputs`] from index 1 (index 0 is the model file itself, which the
 /// caller adds).
@@ -114,58 +114,91 @@ pub fn read(input: &Input, path: &Path, opts: &ReadOptions) -> anyhow::Result<Mo
     let base = shared.as_ptr().addr();
     let onnx = decode(shared)?;
     let graph = onnx.graph.as_ref().ok_or_else(|| anyhow!("the model has no graph"))?;
-    refuse_uncarried(graph)?;
     let mut model = Model::new(Format::Onnx, opts);
     metadata(&onnx, &mut model)?;
+    if opts.onnx_graph {
+        model.metadata.set_own(kiln_onnx::KEY_GRAPH_SHA256, GRAPH_DIGEST_PLACEHOLDER.to_string());
+    }
+    let mut left = sparse(graph, opts.onnx_graph)?;
     let mut sides = Sides::new(path);
     let mut seen = HashSet::new();
-    model.tensors.try_reserve_exact(graph.initializer.len()).ok();
-    for t in &graph.initializer {
-        let name = t.name();
+    let all = kiln_onnx::weights(graph);
+    model.tensors.try_reserve_exact(all.len()).ok();
+    let (mut lifted, mut nested) = (0usize, 0usize);
+    for w in &all {
+        let name = w.name;
+        let what = describe(w);
         if name.is_empty() {
-            bail!("an initializer has no name (Kiln tensors are found by name)");
+            bail!("{what} has no name (Kiln tensors are found by name)");
         }
         if !seen.insert(name) {
-            bail!("initializer {name:?} appears twice");
+            bail!("{what}: the name {name:?} is taken twice in the model (Kiln tensor names are unique)");
         }
-        let out = tensor(t, base, &mut sides).with_context(|| format!("initializer {name:?}"))?;
+        if opts.onnx_graph && kiln_dtype(w.tensor.data_type()).is_none() {
+            left.push(format!("{name} ({})", type_name(w.tensor.data_type())));
+            continue;
+        }
+        let out = tensor(w.tensor, name, base, &mut sides).with_context(|| what.clone())?;
+        match w.origin {
+            Origin::Constant { .. } => lifted = lifted.saturating_add(1),
+            Origin::Subgraph { .. } => nested = nested.saturating_add(1),
+            Origin::Initializer => {}
+        }
         model.tensors.push(out);
+    }
+    if lifted > 0 || nested > 0 {
+        model.notes.push(format!(
+            "{lifted} weights held in Constant nodes and {nested} subgraph initializers are tensors too (docs/onnx.md, R1)"
+        ));
+    }
+    if !left.is_empty() {
+        model.notes.push(format!(
+            "{} tensors Kiln cannot hold stay inline in the graph: {}",
+            left.len(),
+            left.join(", ")
+        ));
     }
     model.inputs = sides.inputs;
     Ok(model)
 }
 
-/// What Kiln cannot hold and the converter will not silently leave behind:
-/// sparse initializers, and initializers of subgraphs (If, Loop, Scan bodies).
-fn refuse_uncarried(graph: &GraphProto) -> anyhow::Result<()> {
-    if let Some(s) = graph.sparse_initializer.first() {
-        let name = s.values.as_ref().map_or("", |v| v.name());
-        bail!(
-            "sparse initializer {name:?} ({} in all): Kiln has no sparse tensors; densify it first \
-             (nothing was converted)",
-            graph.sparse_initializer.len()
-        );
+/// The value written for the graph's digest until the graph exists: as
+/// long as the digest, so the output's layout does not move when it is set.
+pub const GRAPH_DIGEST_PLACEHOLDER: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// A weight, for messages.
+fn describe(w: &Weight<'_>) -> String {
+    match &w.origin {
+        Origin::Initializer => format!("initializer {:?}", w.name),
+        Origin::Subgraph { node } => format!("initializer {:?} of a subgraph of node {node}", w.name),
+        Origin::Constant { node } => format!("Constant node {node} (output {:?})", w.name),
     }
+}
+
+/// Sparse initializers (of any graph): Kiln has no sparse tensors, so
+/// without `--onnx-graph` the conversion is refused; with it they stay in
+/// the graph, and their names are returned for the note.
+fn sparse(graph: &GraphProto, keep: bool) -> anyhow::Result<Vec<String>> {
+    let mut names = Vec::new();
     let mut stack: Vec<&GraphProto> = vec![graph];
     while let Some(g) = stack.pop() {
+        for s in &g.sparse_initializer {
+            let name = s.values.as_ref().map_or("", TensorProto::name);
+            if !keep {
+                bail!(
+                    "sparse initializer {name:?}: Kiln has no sparse tensors; densify it first, or keep it in the \
+                     graph with --onnx-graph (nothing was converted)"
+                );
+            }
+            names.push(format!("{name} (sparse)"));
+        }
         for node in &g.node {
             for attr in &node.attribute {
-                for sub in attr.g.iter().chain(attr.graphs.iter()) {
-                    if let Some(t) = sub.initializer.first().or_else(|| sub.sparse_initializer.first()?.values.as_ref())
-                    {
-                        bail!(
-                            "node {:?} holds a subgraph with initializer {:?}: only the main graph's \
-                             initializers are converted, and a partial model is never written",
-                            node.name(),
-                            t.name()
-                        );
-                    }
-                    stack.push(sub);
-                }
+                stack.extend(attr.g.iter().chain(attr.graphs.iter()));
             }
         }
     }
-    Ok(())
+    Ok(names)
 }
 
 /// The model's opset, producer and `metadata_props`.
@@ -199,10 +232,10 @@ fn metadata(onnx: &ModelProto, model: &mut Model) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One initializer: its Kiln dtype, shape and where its bytes are.
-fn tensor(t: &TensorProto, base: usize, sides: &mut Sides<'_>) -> anyhow::Result<TensorOut> {
+/// One weight named `name`: its Kiln dtype, shape and where its bytes are.
+fn tensor(t: &TensorProto, name: &str, base: usize, sides: &mut Sides<'_>) -> anyhow::Result<TensorOut> {
     let code = t.data_type.unwrap_or(0);
-    let dtype = ONNX_DENSE.iter().find(|(c, ..)| *c == code).map(|&(_, _, d)| d).ok_or_else(|| {
+    let dtype = kiln_dtype(code).ok_or_else(|| {
         anyhow!(
             "ONNX type {} has no Kiln dtype (docs/conversion.md lists the ones that do); nothing was converted",
             type_name(code)
@@ -247,7 +280,7 @@ fn tensor(t: &TensorProto, base: usize, sides: &mut Sides<'_>) -> anyhow::Result
         Source::File { .. } if external => sides.last,
         _ => 0,
     };
-    let mut out = TensorOut::dense(t.name(), dtype, shape, 0, len);
+    let mut out = TensorOut::dense(name, dtype, shape, 0, len);
     out.source = source;
     out.input = input;
     Ok(out)
