@@ -38,6 +38,7 @@ const DIGEST_KEY = 'kiln.convert.onnx_graph_sha256';
 // Subgraphs nested deeper are refused: the recursion stays bounded, and
 // protobuf's own parsers (100 message levels, 3 per subgraph) stop near here too.
 const MAX_DEPTH = 32;
+const SATURATED = 1n << 64n;
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
@@ -178,11 +179,15 @@ function decimal(v, what, name) {
 function checkInline(t, where) {
   const type = ONNX_TYPES.get(t.dataType);
   if (type === undefined) return;
-  const n = t.dims.reduce((a, d) => a * d, 1n);
-  const bytes = (n * BigInt(type[1]) + 7n) / 8n;
+  // The element count, held at 2^64 once past it (a hostile list of dims
+  // would otherwise grow one BigInt without bound); a zero dim makes it 0.
+  let n = t.dims.includes(0n) ? 0n : 1n;
+  for (let i = 0; i < t.dims.length && n > 0n && n < SATURATED; i++) n *= t.dims[i];
+  const bytes = n >= SATURATED ? SATURATED : (n * BigInt(type[1]) + 7n) / 8n;
   if (bytes >= BigInt(INLINE_LIMIT)) {
+    const size = bytes >= SATURATED ? 'over 2^64 bytes' : `${bytes} bytes`;
     throw graphError(
-      `initializer ${JSON.stringify(t.name)}${placeOf(where)} is stored in the graph (${bytes} bytes): only initializers under ` +
+      `initializer ${JSON.stringify(t.name)}${placeOf(where)} is stored in the graph (${size}): only initializers under ` +
         `1,024 bytes, or of a type Kiln cannot hold, stay in the graph; the rest must be external data in the Kiln file`,
       t.name,
     );

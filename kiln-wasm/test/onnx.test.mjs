@@ -361,8 +361,10 @@ test('R1: an inline initializer under 1,024 payload bytes is accepted, one of 1,
   assert.deepEqual(await inlineVerdict([tensor({ name: 'q', dataType: ONNX.UINT4, dims: [2046], rawLength: 1023 })]), [['q', 'inline']]);
   assert.match((await inlineVerdict([tensor({ name: 'q', dataType: ONNX.UINT4, dims: [2047], rawLength: 1024 })])).message, /"q" is stored in the graph \(1024 bytes\)/);
   assert.match((await inlineVerdict([tensor({ name: 'n', dims: [-1, 4], rawLength: 0 })])).message, /initializer "n" has a negative dim/);
-  // Empty and zero-size tensors are inline.
+  // Empty and zero-size tensors are inline; dims whose product passes 2^64 are refused without computing it.
   assert.deepEqual(await inlineVerdict([tensor({ name: 'e', dims: [0, 100000], rawLength: 0 })]), [['e', 'inline']]);
+  assert.deepEqual(await inlineVerdict([tensor({ name: 'e', dims: [...Array(5000).fill(2 ** 40), 0], rawLength: 0 })]), [['e', 'inline']]);
+  assert.match((await inlineVerdict([tensor({ name: 'h', dims: Array(100000).fill(2 ** 40), rawLength: 0 })])).message, /"h" is stored in the graph \(over 2\^64 bytes\)/);
 });
 
 test('R1: initializers of a type Kiln cannot hold stay inline whatever their size', async () => {
