@@ -1,13 +1,14 @@
 //! Writes a sharded model with the core's `write_sharded` (the Node tests
 //! and the benchmark read it back with openRemote):
 //!
-//!   write_sharded OUT_DIR NAME SHARDS TENSORS BYTES [SEED]
+//!   write_sharded OUT_DIR NAME SHARDS TENSORS BYTES [SEED [KEY=VALUE ...]]
 //!
 //! `NAME.kiln` (the manifest) and `NAME-0000k-of-0000N.kiln` in OUT_DIR:
 //! TENSORS f32 tensors `t.{i}` of BYTES bytes each (a multiple of 4) spread
 //! evenly over SHARDS shards, values from SEED; shard 1 also holds a
 //! quantized i8 tensor `q` (scheme 2, with `q.scale` and `q.outer`), a bool
-//! tensor `mask`, a rank-0 `scalar` and an empty `empty`.
+//! tensor `mask`, a rank-0 `scalar` and an empty `empty`. The metadata is
+//! `author` and `seed`, then each KEY=VALUE given.
 
 use kiln_nostd::model::write_sharded;
 use kiln_nostd::{DType, QuantSpec, TensorRef, TensorSpec};
@@ -15,7 +16,7 @@ use kiln_nostd::{DType, QuantSpec, TensorRef, TensorSpec};
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 6 {
-        eprintln!("usage: write_sharded OUT_DIR NAME SHARDS TENSORS BYTES [SEED]");
+        eprintln!("usage: write_sharded OUT_DIR NAME SHARDS TENSORS BYTES [SEED [KEY=VALUE ...]]");
         std::process::exit(2);
     }
     let dir = std::path::PathBuf::from(&args[1]);
@@ -61,7 +62,13 @@ fn main() {
     }
     let files: Vec<String> = (1..=shards).map(|k| format!("{name}-{k:05}-of-{shards:05}.kiln")).collect();
     let list: Vec<(&str, &[TensorSpec<'_>])> = files.iter().zip(&groups).map(|(f, g)| (f.as_str(), &g[..])).collect();
-    let out = write_sharded(&[("author", "kiln"), ("seed", &seed.to_string())], &list, 64).expect("write_sharded");
+    let seed_text = seed.to_string();
+    let mut metadata: Vec<(&str, &str)> = vec![("author", "kiln"), ("seed", &seed_text)];
+    for kv in args.iter().skip(7) {
+        metadata.push(kv.split_once('=').expect("KEY=VALUE"));
+    }
+    metadata.sort_unstable(); // the writer takes keys in byte order
+    let out = write_sharded(&metadata, &list, 64).expect("write_sharded");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("{name}.kiln")), &out.manifest).unwrap();
     for (f, b) in &out.shards {

@@ -489,21 +489,22 @@ export interface OnnxKilnFile {
   data: string | URL | Uint8Array | ArrayBuffer;
 }
 
-export interface OnnxSessionOptions extends ParseOptions {
+export interface OnnxCheckOptions extends ParseOptions {
   /**
-   * The Kiln model: one model file (a URL, fetched whole and checked as it streams in, or its bytes) or a
-   * sharded model's manifest (a URL: the manifest read with Range requests, as openRemote does, then each shard
-   * the graph reads fetched whole from beside it and held against the manifest).
+   * The Kiln model the graph names (metadata_props `kiln.model`): one model file (a URL, fetched whole and checked
+   * as it streams in, or its bytes) or a sharded model's manifest (a URL: the manifest read with Range requests, as
+   * openRemote does, then every shard fetched whole from beside it and held against the manifest).
    */
   model?: string | URL | Uint8Array | ArrayBuffer | ArrayBufferView;
-  /** The model file's name in the graph's external data (default: the one file the graph names). */
+  /** The model's name; when given, it must be the graph's `kiln.model`. */
   modelPath?: string;
-  /** Every Kiln file the graph reads (a sharded output: one per shard), instead of `model`. */
+  /**
+   * Instead of `model`: the Kiln model under the name the graph gives it (`kiln.model`; a manifest as a URL or
+   * bytes) and, for a sharded model, every shard under its name.
+   */
   files?: OnnxKilnFile[];
   /** Refuse Kiln files without digests (default true). */
   requireDigests?: boolean;
-  /** Passed to `InferenceSession.create` (execution providers, ...); the Kiln files are added to its `externalData`. */
-  sessionOptions?: object;
   /** The fetch to use for URLs (default: globalThis.fetch). */
   fetch?: (url: string, init?: RequestInit) => Promise<Response>;
   /** Extra request headers. */
@@ -511,15 +512,50 @@ export interface OnnxSessionOptions extends ParseOptions {
   signal?: AbortSignal;
 }
 
+export interface OnnxSessionOptions extends OnnxCheckOptions {
+  /** Passed to `InferenceSession.create` (execution providers, ...); the Kiln files are added to its `externalData`. */
+  sessionOptions?: object;
+}
+
+/** What checkOnnxGraph accepted. */
+export interface OnnxGraphCheck {
+  /** The graph's bytes (fetched, for a URL). */
+  graph: Uint8Array;
+  /** The Kiln model the graph names (metadata_props `kiln.model`). */
+  model: string;
+  /** SHA-256 of the graph's bytes, 64 lowercase hex digits: what the Kiln model records. */
+  sha256: string;
+  /**
+   * Every initializer of the graph, the main graph's in order, then for each node in order each attribute's `g`
+   * then `graphs`, each subgraph pre-order: `'kiln'` for external data checked against its Kiln tensor,
+   * `'inline'` for one held in the graph (under 1,024 bytes, or of a type Kiln cannot hold).
+   */
+  checked: [name: string, how: 'kiln' | 'inline'][];
+  /** The checked bytes of each Kiln file the graph reads, named as the graph names it (onnxruntime's `externalData`). */
+  files: { path: string; data: Uint8Array }[];
+}
+
+/**
+ * Checks a graph written by `kiln convert model.onnx -o model.kiln --onnx-graph model.kiln.onnx` against its Kiln
+ * model as createOnnxSession does, without a runtime: initializers in the graph only under 1,024 bytes or of a
+ * type Kiln cannot hold (others refused by name), external data only on the main graph's initializers; the Kiln
+ * model the graph names (metadata_props `kiln.model`) checked whole, digests included, its metadata's
+ * `kiln.convert.onnx_graph_sha256` the SHA-256 of the graph's bytes; every external initializer the Kiln tensor of
+ * its name (offset, length, ONNX type and shape). Rejects with the Kiln file's KilnError or an Error naming what
+ * is refused (`initializer` set where one initializer is at fault).
+ */
+export function checkOnnxGraph(graph: string | URL | Uint8Array | ArrayBuffer | ArrayBufferView, options: OnnxCheckOptions): Promise<OnnxGraphCheck>;
+
 /**
  * An onnxruntime-web InferenceSession for a graph written by `kiln convert model.onnx -o model.kiln --onnx-graph
- * model.kiln.onnx`, whose initializers are ONNX external data in the Kiln file(s). Each Kiln file the graph reads
- * is checked whole (every rule and every SHA-256 digest), and every external initializer must be the Kiln tensor
- * of its name (offset, length, ONNX type and shape), before `ort.InferenceSession.create(graphBytes,
- * { ...sessionOptions, externalData })` is called with one entry per Kiln file, named as the graph names it, its
- * data the checked bytes. A Kiln file that fails rejects with its KilnError (a shard's names the shard in
- * `file`), a graph that does not match the files with an Error; the runtime is then never called. `ort` is the
- * caller's onnxruntime-web module (an optional peer dependency); the result is its `InferenceSession`.
+ * model.kiln.onnx`, once it has passed checkOnnxGraph's checks: initializers in the graph only as the conversion
+ * leaves them, the Kiln model the graph names checked whole (every rule and every SHA-256 digest) and recording the
+ * graph's SHA-256, every external initializer the Kiln tensor of its name. Then `ort.InferenceSession.create(
+ * graphBytes, { ...sessionOptions, externalData })` is called with one entry per Kiln file the graph reads, named
+ * as the graph names it, its data the checked bytes. A Kiln file that fails rejects with its KilnError (a shard's
+ * names the shard in `file`), a graph refused or not matching the files with an Error; the runtime is then never
+ * called. `ort` is the caller's onnxruntime-web module (an optional peer dependency); the result is its
+ * `InferenceSession`.
  */
 export function createOnnxSession<S = unknown>(
   ort: OnnxRuntimeLike<S>,

@@ -18,7 +18,7 @@ export const cache = Object.freeze({ usage, delete: deleteCached, memory });
 export * from './frozen.js';
 // WebGPU upload
 export { toGPUBuffer } from './gpu.js';
-export { createOnnxSession } from './onnx.js';
+export { checkOnnxGraph, createOnnxSession } from './onnx.js';
 
 function open(bytes, options, fn) {
   const input = asBytes(bytes, fn);

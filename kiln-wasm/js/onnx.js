@@ -1,24 +1,52 @@
-// ONNX: a graph whose initializers are external data in Kiln files (what
-// `kiln convert model.onnx -o model.kiln --onnx-graph model.kiln.onnx`
-// writes), run with the caller's onnxruntime-web once every Kiln file the
-// graph reads has been checked by the core, digests included. The package
-// never imports onnxruntime: the caller passes its module.
+// ONNX: a graph written by `kiln convert model.onnx -o model.kiln
+// --onnx-graph model.kiln.onnx`, run with the caller's onnxruntime-web once
+// the graph and its Kiln model have passed the hand-off rules of
+// docs/conversion.md ("The graph, runnable"), the same rules Python's
+// kiln.onnx.session applies:
+//   R1 an initializer stays inline in the graph only when it is under 1,024
+//      bytes or of a type Kiln cannot hold; external data only on the main
+//      graph's initializers, each the Kiln tensor of its name;
+//   R2 the graph names its Kiln model (metadata_props kiln.model), whose
+//      metadata records the graph's SHA-256 (kiln.convert.onnx_graph_sha256);
+//   R3 the checked list: every initializer, main graph then subgraphs
+//      pre-order, as [name, 'kiln' | 'inline'].
+// The package never imports onnxruntime: the caller passes its module.
 
-import { KilnError, MANIFEST, asBytes, checkWhole, inShard, limitsOf, readHeadWhole } from './validate.js';
+import { KilnError, MANIFEST, asBytes, checkWhole, inShard, limitsOf, readHeadWhole, sha256Of } from './validate.js';
 import { Directory, INTERNAL } from './directory.js';
 import { loadDirectory } from './loader.js';
 import { openRemote, shardCheck } from './remote.js';
+import { hex } from './cache.js';
 
-/** ONNX TensorProto.DataType codes of the Kiln dtypes with the same bytes (docs/conversion.md). */
-const ONNX_DTYPES = {
-  f32: 1, u8: 2, i8: 3, u16: 4, i16: 5, i32: 6, i64: 7, bool: 9, f16: 10, f64: 11, u32: 12, u64: 13, bf16: 16,
-  f8e4m3: 17, f8e5m2: 19, u4: 21, i4: 22, e2m1: 23, e8m0: 24,
-};
+/**
+ * ONNX TensorProto.DataType code -> [Kiln dtype with the same bytes, bits
+ * per element] (docs/conversion.md). Any other code is a type Kiln cannot hold.
+ */
+const ONNX_TYPES = new Map([
+  [1, ['f32', 32]], [2, ['u8', 8]], [3, ['i8', 8]], [4, ['u16', 16]], [5, ['i16', 16]], [6, ['i32', 32]],
+  [7, ['i64', 64]], [9, ['bool', 8]], [10, ['f16', 16]], [11, ['f64', 64]], [12, ['u32', 32]], [13, ['u64', 64]],
+  [16, ['bf16', 16]], [17, ['f8e4m3', 8]], [19, ['f8e5m2', 8]], [21, ['u4', 4]], [22, ['i4', 4]], [23, ['e2m1', 4]],
+  [24, ['e8m0', 8]],
+]);
+
+/** R1: an initializer of a Kiln dtype stays inline only below this many payload bytes. */
+export const INLINE_LIMIT = 1024;
+/** R2: the graph's metadata_props key naming its Kiln model. */
+const MODEL_KEY = 'kiln.model';
+/** R2: the Kiln model's metadata key recording the graph's SHA-256. */
+const DIGEST_KEY = 'kiln.convert.onnx_graph_sha256';
+// Subgraphs nested deeper are refused: the recursion stays bounded, and
+// protobuf's own parsers (100 message levels, 3 per subgraph) stop near here too.
+const MAX_DEPTH = 32;
+const SATURATED = 1n << 64n;
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-function graphError(message) {
-  return new Error(`kiln: the ONNX graph: ${message}`);
+// An Error about the graph; `initializer` names the one at fault, where one is.
+function graphError(message, initializer) {
+  const e = new Error(`kiln: the ONNX graph: ${message}`);
+  if (initializer !== undefined) e.initializer = initializer;
+  return e;
 }
 
 // A varint at `at` (before `to`): [value, the next offset].
@@ -35,7 +63,22 @@ function varint(bytes, at, to) {
   throw graphError('a varint longer than 10 bytes');
 }
 
-// A protobuf message's fields, read with every length checked against the bytes left.
+// An int64 varint at `at`, exactly (two's complement: a negative dim is
+// ten bytes on the wire).
+function int64(bytes, at, to) {
+  let v = 0n;
+  for (let i = 0; i < 10; i++) {
+    if (at >= to) throw graphError('a varint runs past its message');
+    const b = bytes[at++];
+    v |= BigInt(b & 0x7f) << BigInt(7 * i);
+    if (b < 0x80) return [BigInt.asIntN(64, v), at];
+  }
+  throw graphError('a varint longer than 10 bytes');
+}
+
+// A protobuf message's fields, read with every length checked against the
+// bytes left: {field, wire, value} for a varint (start and end its bytes),
+// {field, wire, start, end} for a length-delimited or fixed-width field.
 function* fields(bytes, from = 0, to = bytes.length) {
   let at = from;
   while (at < to) {
@@ -44,9 +87,10 @@ function* fields(bytes, from = 0, to = bytes.length) {
     const field = Math.floor(key / 8);
     const wire = key % 8;
     if (wire === 0) {
+      const start = at;
       let value;
       [value, at] = varint(bytes, at, to);
-      yield { field, wire, value };
+      yield { field, wire, value, start, end: at };
     } else if (wire === 2) {
       let len;
       [len, at] = varint(bytes, at, to);
@@ -56,10 +100,13 @@ function* fields(bytes, from = 0, to = bytes.length) {
     } else if (wire === 1 || wire === 5) {
       const n = wire === 1 ? 8 : 4;
       if (n > to - at) throw graphError('a fixed-width field runs past its message');
+      yield { field, wire, start: at, end: at + n };
       at += n;
     } else throw graphError(`wire type ${wire} (groups are not used by ONNX)`);
   }
 }
+
+const messages = (bytes, from, to, field) => [...fields(bytes, from, to)].filter((f) => f.field === field && f.wire === 2);
 
 function text(bytes, f) {
   try {
@@ -69,76 +116,229 @@ function text(bytes, f) {
   }
 }
 
-// Packed or unpacked repeated int64 (TensorProto.dims).
-function pushInts(bytes, f, out) {
-  if (f.wire === 0) out.push(f.value);
-  else if (f.wire === 2) {
-    for (let at = f.start; at < f.end; ) {
-      let v;
-      [v, at] = varint(bytes, at, f.end);
-      out.push(v);
-    }
+// A StringStringEntryProto: [key, value] (absent fields are '').
+function entry(bytes, f) {
+  let key = '';
+  let value = '';
+  for (const g of fields(bytes, f.start, f.end)) {
+    if (g.field === 1 && g.wire === 2) key = text(bytes, g);
+    if (g.field === 2 && g.wire === 2) value = text(bytes, g);
   }
+  return [key, value];
 }
 
-/** A TensorProto's name, type, dims and, for external data, its location, offset and length. */
-function tensorRef(bytes, from, to) {
-  const t = { name: null, dataType: 0, dims: [], external: false, entries: new Map() };
+// TensorProto's typed data fields: float_data 4, int32_data 5, string_data 6,
+// int64_data 7, double_data 10, uint64_data 11 (raw_data 9 apart).
+const TYPED_DATA = new Set([4, 5, 6, 7, 10, 11]);
+
+/**
+ * A TensorProto's name, type, dims (BigInt), whether it is external data
+ * (its external_data entries) and whether it holds data in the graph.
+ */
+function tensorOf(bytes, from, to) {
+  const t = { name: '', dataType: 0, dims: [], external: false, entries: [], raw: 0, typed: false };
   for (const f of fields(bytes, from, to)) {
     if (f.field === 8 && f.wire === 2) t.name = text(bytes, f);
     else if (f.field === 2 && f.wire === 0) t.dataType = f.value;
-    else if (f.field === 1) pushInts(bytes, f, t.dims);
-    else if (f.field === 14 && f.wire === 0) t.external = f.value === 1;
-    else if (f.field === 13 && f.wire === 2) {
-      let key = null;
-      let value = '';
-      for (const g of fields(bytes, f.start, f.end)) {
-        if (g.field === 1 && g.wire === 2) key = text(bytes, g);
-        if (g.field === 2 && g.wire === 2) value = text(bytes, g);
+    else if (f.field === 1 && f.wire === 0) t.dims.push(int64(bytes, f.start, f.end)[0]);
+    else if (f.field === 1 && f.wire === 2) {
+      for (let at = f.start; at < f.end; ) {
+        let v;
+        [v, at] = int64(bytes, at, f.end);
+        t.dims.push(v);
       }
-      if (t.entries.has(key)) throw graphError(`initializer ${JSON.stringify(t.name)} gives external_data "${key}" twice`);
-      t.entries.set(key, value);
-    }
+    } else if (f.field === 14 && f.wire === 0) t.external = f.value === 1;
+    else if (f.field === 13 && f.wire === 2) t.entries.push(entry(bytes, f));
+    else if (f.field === 9 && f.wire === 2) t.raw = f.end - f.start; // bytes: the last one counts
+    else if (TYPED_DATA.has(f.field) && (f.field === 6 || f.wire !== 2 || f.end > f.start)) t.typed = true;
   }
   return t;
 }
 
+// Where a tensor is, for messages: '' in the main graph, else ' of subgraph "b" (node "n", attribute "body")'.
+const placeOf = (where) => (where === null ? '' : ` of ${where}`);
+
+// A plain file name in the graph's folder (what `location` and kiln.model must be), or why not.
+function notPlain(name) {
+  if (name === '') return 'is empty';
+  if (/[/\\:\0]/.test(name)) return 'holds a path separator, a drive or a NUL';
+  if (name === '.' || name.startsWith('..')) return 'leads out of the folder';
+  return null;
+}
+
 function decimal(v, what, name) {
-  if (v === undefined) return undefined;
   if (!/^(0|[1-9][0-9]*)$/.test(v) || !Number.isSafeInteger(Number(v))) {
-    throw graphError(`initializer ${JSON.stringify(name)}: external_data ${what} "${v}" is not a decimal byte count`);
+    throw graphError(`initializer ${JSON.stringify(name)}: external data ${what} ${JSON.stringify(v)} is not a decimal byte count`, name);
   }
   return Number(v);
 }
 
+// R1 for an initializer held in the graph: under INLINE_LIMIT payload bytes
+// (product of dims x width, 4-bit types rounded up; a scalar is one
+// element), or of a type Kiln cannot hold.
+function checkInline(t, where) {
+  const type = ONNX_TYPES.get(t.dataType);
+  if (type === undefined) return;
+  // The element count, held at 2^64 once past it (a hostile list of dims
+  // would otherwise grow one BigInt without bound); a zero dim makes it 0.
+  let n = t.dims.includes(0n) ? 0n : 1n;
+  for (let i = 0; i < t.dims.length && n > 0n && n < SATURATED; i++) n *= t.dims[i];
+  const bytes = n >= SATURATED ? SATURATED : (n * BigInt(type[1]) + 7n) / 8n;
+  if (bytes >= BigInt(INLINE_LIMIT)) {
+    const size = bytes >= SATURATED ? 'over 2^64 bytes' : `${bytes} bytes`;
+    throw graphError(
+      `initializer ${JSON.stringify(t.name)}${placeOf(where)} is stored in the graph (${size}): only initializers under ` +
+        `1,024 bytes, or of a type Kiln cannot hold, stay in the graph; the rest must be external data in the Kiln file`,
+      t.name,
+    );
+  }
+}
+
+// A main-graph initializer stored as external data: {name, location, offset, length, dataType, dims}.
+function externalRef(t) {
+  const name = t.name;
+  const got = new Map();
+  for (const [k, v] of t.entries) {
+    if (got.has(k)) throw graphError(`initializer ${JSON.stringify(name)}: external_data key ${JSON.stringify(k)} given twice`, name);
+    got.set(k, v);
+  }
+  const keys = [...got.keys()].sort();
+  if (keys.join() !== 'length,location,offset') {
+    throw graphError(`initializer ${JSON.stringify(name)}: external_data keys [${keys.map((k) => JSON.stringify(k))}]; exactly location, offset and length are expected`, name);
+  }
+  if (t.raw > 0 || t.typed) throw graphError(`initializer ${JSON.stringify(name)} is external data and also holds data in the graph`, name);
+  const location = got.get('location');
+  const why = notPlain(location);
+  if (why !== null) {
+    throw graphError(`initializer ${JSON.stringify(name)}: external data location ${JSON.stringify(location)} ${why}; it must be a file in the graph's own folder`, name);
+  }
+  return {
+    name,
+    location,
+    offset: decimal(got.get('offset'), 'offset', name),
+    length: decimal(got.get('length'), 'length', name),
+    dataType: t.dataType,
+    dims: t.dims.map(Number),
+  };
+}
+
+// A tensor anywhere but among the main graph's initializers must not be external data.
+function notExternal(bytes, f, what) {
+  if (tensorOf(bytes, f.start, f.end).external) {
+    throw graphError(`${what} is external data: only the main graph's initializers may be (their Kiln files are checked; this would be read unchecked)`);
+  }
+}
+
+// A SparseTensorProto's values (1) and indices (2) must not be external data.
+function sparseNotExternal(bytes, f, what) {
+  for (const g of fields(bytes, f.start, f.end)) {
+    if ((g.field === 1 || g.field === 2) && g.wire === 2) notExternal(bytes, g, what);
+  }
+}
+
+/**
+ * Walks a GraphProto (`where` null for the main graph, else a description
+ * of the subgraph): its initializers (R1; the main graph's external ones
+ * into `out.refs`), then each node's attributes in order, each attribute's
+ * `g` then its `graphs`, pre-order; `out.checked` gets R3's entries (null:
+ * a function's subgraphs, checked but not listed).
+ */
+function walkGraph(bytes, from, to, where, depth, out) {
+  for (const f of fields(bytes, from, to)) {
+    if (f.wire !== 2) continue;
+    if (f.field === 5) {
+      const t = tensorOf(bytes, f.start, f.end);
+      if (t.dims.some((d) => d < 0n)) throw graphError(`initializer ${JSON.stringify(t.name)}${placeOf(where)} has a negative dim`, t.name);
+      if (t.external) {
+        if (where !== null) {
+          throw graphError(`initializer ${JSON.stringify(t.name)}${placeOf(where)} is external data: only the main graph's initializers may be (their Kiln files are checked; this would be read unchecked)`, t.name);
+        }
+        out.refs.push(externalRef(t));
+        out.checked?.push([t.name, 'kiln']);
+      } else {
+        checkInline(t, where);
+        out.checked?.push([t.name, 'inline']);
+      }
+    } else if (f.field === 15) sparseNotExternal(bytes, f, `a sparse initializer${placeOf(where)}`);
+  }
+  for (const f of messages(bytes, from, to, 1)) walkNode(bytes, f, depth, out);
+}
+
+// A NodeProto's attributes: tensors that must not be external, subgraphs walked in order.
+function walkNode(bytes, nodeField, depth, out) {
+  let name = '';
+  let op = '';
+  const attributes = [];
+  for (const f of fields(bytes, nodeField.start, nodeField.end)) {
+    if (f.wire !== 2) continue;
+    if (f.field === 3) name = text(bytes, f);
+    else if (f.field === 4) op = text(bytes, f);
+    else if (f.field === 5) attributes.push(f);
+  }
+  for (const a of attributes) {
+    let attr = '';
+    const g = [];
+    const graphs = [];
+    const tensors = [];
+    const sparse = [];
+    for (const f of fields(bytes, a.start, a.end)) {
+      if (f.wire !== 2) continue;
+      if (f.field === 1) attr = text(bytes, f);
+      else if (f.field === 6) g.push(f);
+      else if (f.field === 11) graphs.push(f);
+      else if (f.field === 5 || f.field === 10) tensors.push(f);
+      else if (f.field === 22 || f.field === 23) sparse.push(f);
+    }
+    const what = `attribute ${JSON.stringify(attr)} of node ${JSON.stringify(name)} (${op})`;
+    for (const t of tensors) notExternal(bytes, t, what);
+    for (const s of sparse) sparseNotExternal(bytes, s, what);
+    // A second `g` would be merged into the first by protobuf's parsers: refused rather than read another way.
+    if (g.length > 1) throw graphError(`${what} gives its graph (g) ${g.length} times`);
+    for (const s of [...g, ...graphs]) {
+      if (depth >= MAX_DEPTH) throw graphError(`subgraphs nested more than ${MAX_DEPTH} deep (at ${what})`);
+      let graphName = '';
+      for (const f of fields(bytes, s.start, s.end)) if (f.field === 2 && f.wire === 2) graphName = text(bytes, f);
+      walkGraph(bytes, s.start, s.end, `subgraph ${JSON.stringify(graphName)} (${what})`, depth + 1, out);
+    }
+  }
+}
+
+/**
+ * The graph read and held to R1 and R2's first half: {refs (the main
+ * graph's external initializers, in order), checked (R3's list), model (the
+ * kiln.model entry)}. Throws an Error naming what is refused.
+ */
+function readGraph(bytes) {
+  const top = [...fields(bytes)];
+  const graphs = top.filter((f) => f.field === 7 && f.wire === 2);
+  if (graphs.length !== 1) throw graphError(`${graphs.length} graph fields (a model has one)`);
+  const out = { refs: [], checked: [] };
+  walkGraph(bytes, graphs[0].start, graphs[0].end, null, 0, out);
+  // Functions (ModelProto.functions 25): their nodes' subgraphs are held to the same rules, not listed.
+  for (const fn of top.filter((f) => f.field === 25 && f.wire === 2)) {
+    for (const node of messages(bytes, fn.start, fn.end, 7)) walkNode(bytes, node, 1, { refs: out.refs, checked: null });
+  }
+  const models = top.filter((f) => f.field === 14 && f.wire === 2).map((f) => entry(bytes, f)).filter(([k]) => k === MODEL_KEY);
+  if (models.length === 0) throw graphError('the graph names no Kiln model (metadata_props kiln.model): convert it again with kiln convert --onnx-graph');
+  if (models.length > 1) throw graphError(`metadata_props gives ${MODEL_KEY} ${models.length} times`);
+  const model = models[0][1];
+  const why = notPlain(model);
+  if (why !== null) throw graphError(`metadata_props ${MODEL_KEY} ${JSON.stringify(model)} ${why}; it must be a Kiln file in the graph's own folder`);
+  return { refs: out.refs, checked: out.checked, model };
+}
+
 /**
  * The main graph's initializers stored as external data:
- * [{name, location, offset, length, dataType, dims}] (offset and length
- * undefined where the graph leaves them out). Exported for tests.
+ * [{name, location, offset, length, dataType, dims}], after R1's checks of
+ * the whole graph (throws an Error for a graph it refuses). Exported for tests.
  */
 export function externalInitializers(graph) {
   const bytes = asBytes(graph, 'externalInitializers');
-  const graphs = [...fields(bytes)].filter((f) => f.field === 7 && f.wire === 2);
-  if (graphs.length !== 1) throw graphError(`${graphs.length} graph fields (a model has one)`);
-  const refs = [];
-  for (const f of fields(bytes, graphs[0].start, graphs[0].end)) {
-    if (f.field === 15) throw graphError('sparse initializers are not supported');
-    if (f.field !== 5 || f.wire !== 2) continue;
-    const t = tensorRef(bytes, f.start, f.end);
-    if (!t.external) continue;
-    const name = t.name ?? '';
-    const location = t.entries.get('location');
-    if (location === undefined) throw graphError(`initializer ${JSON.stringify(name)} has external data without a location`);
-    for (const k of t.entries.keys()) {
-      if (!['location', 'offset', 'length', 'checksum'].includes(k)) {
-        throw graphError(`initializer ${JSON.stringify(name)}: external_data key "${k}" is not supported`);
-      }
-    }
-    const offset = decimal(t.entries.get('offset'), 'offset', name);
-    const length = decimal(t.entries.get('length'), 'length', name);
-    refs.push({ name, location, offset, length, dataType: t.dataType, dims: t.dims });
-  }
-  return refs;
+  const top = [...fields(bytes)].filter((f) => f.field === 7 && f.wire === 2);
+  if (top.length !== 1) throw graphError(`${top.length} graph fields (a model has one)`);
+  const out = { refs: [], checked: null };
+  walkGraph(bytes, top[0].start, top[0].end, null, 0, out);
+  return out.refs;
 }
 
 async function fetchBytes(url, options, what) {
@@ -150,17 +350,13 @@ async function fetchBytes(url, options, what) {
 
 const isUrl = (v) => typeof v === 'string' || v instanceof URL;
 
-// One Kiln file fetched whole and checked as it streams in, digests compared.
-function loadFile(url, options) {
-  return loadDirectory(url, { ...options, verifyDigests: true });
-}
-
-// One Kiln model file (a URL or its bytes), checked whole with its digests:
-// {bytes, directory, digests} (digests false for a record without them).
-// A manifest throws manifestError's KilnError (marked MANIFEST).
+// One Kiln model file (a URL, fetched whole and checked as it streams in, or
+// its bytes), checked whole with its digests: {bytes, directory, digests}
+// (digests false for a record without them). A manifest throws
+// manifestError's KilnError (marked MANIFEST).
 async function checkedFile(data, options, limits) {
   if (isUrl(data)) {
-    const d = await loadFile(String(data), options);
+    const d = await loadDirectory(String(data), { ...options, verifyDigests: true });
     return { bytes: d.source, directory: d, digests: readHeadWhole(d.source, limits).digests !== null };
   }
   const bytes = asBytes(data, 'createOnnxSession');
@@ -168,14 +364,46 @@ async function checkedFile(data, options, limits) {
   return { bytes, directory: new Directory(INTERNAL, table, bytes, { metadata: head.metadata }), digests: head.digests !== null };
 }
 
+// A fetch that answers Range requests from `bytes`: openRemote then reads a
+// manifest given as bytes exactly as it reads one over HTTP.
+function memoryFetch(bytes) {
+  return async (_url, init) => {
+    const m = /^bytes=(\d+)-(\d+)$/.exec(new Headers(init?.headers).get('range') ?? '');
+    if (m === null) return new Response(null, { status: 400 });
+    const start = Number(m[1]);
+    if (start >= bytes.length) return new Response(null, { status: 416, headers: { 'content-range': `bytes */${bytes.length}` } });
+    const end = Math.min(Number(m[2]), bytes.length - 1);
+    return new Response(bytes.slice(start, end + 1), { status: 206, headers: { 'content-range': `bytes ${start}-${end}/${bytes.length}` } });
+  };
+}
+
+// R2: the Kiln model's metadata records the graph's SHA-256.
+function checkRecorded(metadata, model, sha) {
+  const recorded = metadata?.get(DIGEST_KEY);
+  if (recorded === undefined) {
+    throw new Error(
+      `kiln: ${model} records no ${DIGEST_KEY} in its metadata, so nothing ties the graph to it: ` +
+        'convert it again with kiln convert --onnx-graph',
+    );
+  }
+  if (recorded !== sha) {
+    throw new Error(`kiln: the graph's SHA-256 is ${sha}; ${model} records ${recorded}: the graph was changed or belongs to another conversion`);
+  }
+}
+
 /**
- * The Kiln files given, each checked whole (digests compared): Map path ->
- * {bytes, directory}, `path` the name the graph gives the file. From
- * `options.files`, or `options.model`: one model file (its URL or bytes,
- * named `modelPath` or as the graph names its one file) or a sharded model's
- * manifest (its URL; the shards the graph reads, from beside it).
+ * The Kiln model the graph names (`model`, kiln.model), opened and checked
+ * whole (digests compared; a manifest: every shard held against it) and
+ * held to R2 (`sha`, the graph's SHA-256 in hex), then any other file of
+ * `options.files`: Map path -> {bytes, directory}.
+ *
+ * The model: `options.model` (named `model`; `options.modelPath`, when
+ * given, must be that name), or the entry of `options.files` of that name.
+ * A model file is the one file; a manifest (a URL: read as openRemote does;
+ * bytes: only with `options.files`) brings its shards, fetched from beside
+ * it, or with `options.files` taken from there by name.
  */
-async function openKiln(options, locations) {
+async function openKiln(options, model, sha) {
   const limits = limitsOf(options);
   const files = new Map();
   const requireDigests = options.requireDigests !== false;
@@ -183,49 +411,70 @@ async function openKiln(options, locations) {
     if (requireDigests && !f.digests) {
       throw new Error(`kiln: ${path} has no digests, so its weights cannot be checked; convert it with kiln convert, or pass requireDigests: false`);
     }
-    files.set(path, f);
+    files.set(path, { bytes: f.bytes, directory: f.directory });
   };
+  let source;
+  const others = new Map();
   if (options.files !== undefined) {
-    for (const f of options.files) add(f.path, await checkedFile(f.data, options, limits));
-    return files;
+    for (const f of options.files) {
+      if (f.path === model) source = f.data;
+      else others.set(f.path, f.data);
+    }
+    if (source === undefined) {
+      const names = options.files.map((f) => f.path).join(', ');
+      throw new Error(`kiln: the graph's Kiln model ${JSON.stringify(model)} (metadata_props ${MODEL_KEY}) is not among options.files (${names})`);
+    }
+  } else {
+    if (options.modelPath !== undefined && options.modelPath !== model) {
+      throw new Error(`kiln: options.modelPath is ${JSON.stringify(options.modelPath)}; the graph's Kiln model (metadata_props ${MODEL_KEY}) is ${JSON.stringify(model)}`);
+    }
+    source = options.model;
   }
-  const { model } = options;
   let single = null;
   try {
-    single = await checkedFile(model, options, limits);
+    single = await checkedFile(source, options, limits);
   } catch (e) {
-    if (!(isUrl(model) && e instanceof KilnError && e[MANIFEST] === true)) throw e; // else a manifest
+    if (!(e instanceof KilnError && e[MANIFEST] === true)) throw e; // else a manifest
   }
   if (single !== null) {
-    if (options.modelPath === undefined && locations.length !== 1) {
-      throw new Error(
-        `kiln: the graph reads ${locations.length} files (${locations.join(', ')}) and the model given is one Kiln file: ` +
-          "for a sharded model pass its manifest's URL, or options.files",
-      );
+    checkRecorded(single.directory.metadata, model, sha);
+    add(model, single);
+  } else {
+    // A sharded model: the manifest checked by the core (openRemote), R2 on
+    // its metadata, then every shard fetched (or taken from options.files)
+    // whole, checked whole with its digests and held against the manifest.
+    let m;
+    if (isUrl(source)) {
+      // A relative URL is resolved against the page: shard URLs are resolved against the manifest's.
+      const base = globalThis.location?.href;
+      m = await openRemote(base ? new URL(String(source), base).href : source, options);
+    } else if (options.files !== undefined) {
+      const { countCap, byteCap } = options;
+      m = await openRemote(`https://kiln.invalid/${encodeURIComponent(model)}`, { countCap, byteCap, fetch: memoryFetch(asBytes(source, 'createOnnxSession')) });
+    } else {
+      throw new Error(`kiln: ${model} is a sharded model's manifest, given as bytes: pass its URL (the shards are fetched from beside it), or options.files with it and every shard`);
     }
-    add(options.modelPath ?? locations[0], single);
-    return files;
+    checkRecorded(m.metadata, model, sha);
+    const shards = m.shards.map((s) => {
+      if (options.files === undefined) return [s, s.url];
+      if (!others.has(s.name)) throw new Error(`kiln: shard ${s.index} of ${model}, ${s.name}, is not among options.files`);
+      const data = others.get(s.name);
+      others.delete(s.name);
+      return [s, data];
+    });
+    await Promise.all(
+      shards.map(async ([s, data]) => {
+        try {
+          const f = await checkedFile(data, options, limits);
+          shardCheck(m, s, f.bytes, f.directory.payloadOffset);
+          files.set(s.name, { bytes: f.bytes, directory: f.directory });
+        } catch (e) {
+          throw inShard(e, s.name, s.index);
+        }
+      }),
+    );
   }
-  // A sharded model: the manifest checked by the core (openRemote), then
-  // every shard the graph reads, fetched whole, checked whole with its
-  // digests and held against the manifest.
-  // (A relative URL is resolved against the page: shard URLs are resolved against the manifest's.)
-  const base = globalThis.location?.href;
-  const m = await openRemote(base ? new URL(String(model), base).href : model, options);
-  const byName = new Map(m.shards.map((s) => [s.name, s]));
-  await Promise.all(
-    locations.map(async (loc) => {
-      const s = byName.get(loc);
-      if (s === undefined) throw new Error(`kiln: the graph reads ${JSON.stringify(loc)}, which is not a shard of the manifest ${m.url}`);
-      try {
-        const d = await loadFile(s.url, options);
-        shardCheck(m, s, d.source, d.payloadOffset);
-        files.set(loc, { bytes: d.source, directory: d });
-      } catch (e) {
-        throw inShard(e, s.name, s.index);
-      }
-    }),
-  );
+  for (const [path, data] of others) add(path, await checkedFile(data, options, limits));
   return files;
 }
 
@@ -242,44 +491,94 @@ function match(refs, files) {
       throw new Error(`kiln: the graph reads ${JSON.stringify(r.location)}, which is not among the Kiln files given (${[...files.keys()].join(', ')})`);
     }
     const t = f.directory.get(r.name);
-    const where = `initializer ${JSON.stringify(r.name)} (${r.location}, offset ${r.offset ?? 0}, length ${r.length ?? 'to the end'})`;
+    const where = `initializer ${JSON.stringify(r.name)} (${r.location}, offset ${r.offset}, length ${r.length})`;
     if (t === undefined) throw new Error(`kiln: the graph's ${where}: ${r.location} has no tensor of that name`);
-    const length = r.length ?? f.bytes.length - (r.offset ?? 0);
-    if ((r.offset ?? 0) !== t.byteOffset || length !== t.byteLength) {
+    if (r.offset !== t.byteOffset || r.length !== t.byteLength) {
       throw new Error(`kiln: the graph's ${where} is not that tensor's payload (offset ${t.byteOffset}, length ${t.byteLength})`);
     }
-    if (ONNX_DTYPES[t.dtype] !== r.dataType || !sameDims(r.dims, t.shape)) {
+    if (ONNX_TYPES.get(r.dataType)?.[0] !== t.dtype || !sameDims(r.dims, t.shape)) {
       throw new Error(`kiln: the graph's ${where} is ONNX type ${r.dataType} [${r.dims}], the tensor ${t.dtype} [${t.shape}]`);
     }
   }
 }
 
+// checkOnnxGraph's work; `beforeOpen(locations)` runs once the graph has
+// passed R1, before any Kiln file is fetched or checked.
+async function check(graph, options, beforeOpen = null) {
+  const graphBytes = isUrl(graph) ? await fetchBytes(String(graph), options, 'ONNX graph') : asBytes(graph, 'checkOnnxGraph: graph');
+  const { refs, checked, model } = readGraph(graphBytes);
+  const locations = [...new Set(refs.map((r) => r.location))];
+  beforeOpen?.(locations);
+  const sha256 = hex(sha256Of(graphBytes));
+  const files = await openKiln(options, model, sha256);
+  match(refs, files);
+  return { graph: graphBytes, model, sha256, checked, files: locations.map((path) => ({ path, data: files.get(path).bytes })) };
+}
+
 /**
- * Creates an onnxruntime-web InferenceSession for an ONNX graph whose
- * initializers are external data in a Kiln model (`kiln convert model.onnx
- * -o model.kiln --onnx-graph model.kiln.onnx`), once every Kiln file the
- * graph reads has been checked whole by the core, digests included, and
- * every external initializer of the graph has been found to be the Kiln
- * tensor of its name (same offset, length, ONNX type and shape). Only then is
+ * Checks an ONNX graph written by `kiln convert model.onnx -o model.kiln
+ * --onnx-graph model.kiln.onnx` against its Kiln model, as createOnnxSession
+ * does, without creating a session:
+ *
+ * - R1: each initializer held in the graph (main graph or subgraph) is under
+ *   1,024 payload bytes or of a type Kiln cannot hold, else it is refused by
+ *   name; external data only on the main graph's initializers (`location`,
+ *   `offset`, `length`, nothing else; a plain file name), nowhere else
+ *   (a subgraph's initializer, a Constant's or any attribute's tensor, a
+ *   sparse tensor, a function's subgraph).
+ * - R2: the graph's metadata_props name its Kiln model (`kiln.model`); that
+ *   file (`options.model`, or the entry of `options.files` of that name) is
+ *   checked whole, digests included (a manifest: with every shard held
+ *   against it), and its metadata's `kiln.convert.onnx_graph_sha256` must be
+ *   the SHA-256 of the graph's bytes.
+ * - Every external initializer is the Kiln tensor of its name in the file it
+ *   names: offset, length, ONNX type and shape.
+ *
+ * Resolves to `{ graph, model, sha256, checked, files }`: the graph's
+ * bytes, the Kiln model's name, the graph's SHA-256 (hex), R3's list
+ * (`[name, 'kiln' | 'inline']` for every initializer: the main graph's in
+ * order, then each node's subgraphs, pre-order) and `[{ path, data }]`, the
+ * checked bytes of each Kiln file the graph reads. Rejects as
+ * createOnnxSession does. Options as for createOnnxSession (no
+ * `sessionOptions`).
+ */
+export async function checkOnnxGraph(graph, options = {}) {
+  if (options.files === undefined && (options.model === undefined || options.model === null)) {
+    throw new TypeError('kiln: checkOnnxGraph needs options.model or options.files');
+  }
+  return check(graph, options);
+}
+
+/**
+ * Creates an onnxruntime-web InferenceSession for an ONNX graph written by
+ * `kiln convert model.onnx -o model.kiln --onnx-graph model.kiln.onnx`,
+ * once the graph and its Kiln model have passed every check of
+ * checkOnnxGraph: initializers inline only as the conversion leaves them
+ * (under 1,024 bytes, or of a type Kiln cannot hold), the Kiln model the
+ * graph names checked whole, digests included, and recording the graph's
+ * SHA-256, and every external initializer the Kiln tensor of its name (same
+ * offset, length, ONNX type and shape). Only then is
  * `ort.InferenceSession.create` called, with the graph's bytes and one
- * `externalData` entry per Kiln file, named as the graph names it, its data
- * the checked bytes.
+ * `externalData` entry per Kiln file the graph reads, named as the graph
+ * names it, its data the checked bytes.
  *
  * `options.model`: the Kiln model file (a URL, fetched and checked as it
- * streams in, or its bytes; `options.modelPath` names it as the graph does,
- * by default the one file the graph names) or a sharded model's manifest (a
- * URL: the manifest is read with Range requests and checked as openRemote
- * does; each shard the graph reads is fetched whole from beside it, checked
- * whole and held against the manifest). Or `options.files`: `[{ path, data
- * }]`, one per Kiln file (`data` a URL or bytes). Files must carry digests
- * (`requireDigests: false` accepts a model file without them; its payloads
- * are then checked by the byte rules only). `options.sessionOptions` go to
- * `InferenceSession.create`; `fetch`, `headers`, `signal`, `countCap`,
- * `byteCap` as for loadDirectory and openRemote.
+ * streams in, or its bytes; `options.modelPath`, if given, must be the name
+ * the graph gives it) or a sharded model's manifest (a URL: the manifest is
+ * read with Range requests and checked as openRemote does; each shard is
+ * fetched whole from beside it, checked whole and held against the
+ * manifest). Or `options.files`: `[{ path, data }]`, the Kiln model under
+ * the name the graph gives it and, for a manifest, every shard (`data` a
+ * URL or bytes). Files must carry digests (`requireDigests: false` accepts a
+ * model file without them; its payloads are then checked by the byte rules
+ * only). `options.sessionOptions` go to `InferenceSession.create`; `fetch`,
+ * `headers`, `signal`, `countCap`, `byteCap` as for loadDirectory and
+ * openRemote.
  *
  * A Kiln file that fails its check rejects with its KilnError (a shard's
- * with `file` and `shard`); a graph that does not match the files rejects
- * with an Error; the runtime is then never called.
+ * with `file` and `shard`); a graph refused, or one that does not match the
+ * files, rejects with an Error (`initializer` naming the one at fault, where
+ * one is); the runtime is then never called.
  *
  * @param {any} ort the onnxruntime-web module (`import * as ort from 'onnxruntime-web'`)
  * @param {string | URL | Uint8Array | ArrayBuffer | ArrayBufferView} graph the graph (`model.kiln.onnx`): a URL or its bytes
@@ -297,17 +596,12 @@ export async function createOnnxSession(ort, graph, options = {}) {
   if (options.files === undefined && (options.model === undefined || options.model === null)) {
     throw new TypeError('kiln: createOnnxSession needs options.model or options.files');
   }
-  const graphBytes = isUrl(graph) ? await fetchBytes(String(graph), options, 'ONNX graph') : asBytes(graph, 'createOnnxSession: graph');
-  const refs = externalInitializers(graphBytes);
-  const locations = [...new Set(refs.map((r) => r.location))];
-  if (locations.length === 0) throw graphError('no initializer is external data: there is no Kiln file to check');
   const given = sessionOptions.externalData ?? [];
-  for (const e of given) {
-    const path = typeof e === 'string' ? e : e?.path;
-    if (locations.includes(path)) throw new TypeError(`kiln: sessionOptions.externalData names ${path}, a Kiln file of the graph`);
-  }
-  const files = await openKiln(options, locations);
-  match(refs, files);
-  const externalData = [...given, ...locations.map((path) => ({ path, data: files.get(path).bytes }))];
-  return ort.InferenceSession.create(graphBytes, { ...sessionOptions, externalData });
+  const checked = await check(graph, options, (locations) => {
+    for (const e of given) {
+      const path = typeof e === 'string' ? e : e?.path;
+      if (locations.includes(path)) throw new TypeError(`kiln: sessionOptions.externalData names ${path}, a Kiln file of the graph`);
+    }
+  });
+  return ort.InferenceSession.create(checked.graph, { ...sessionOptions, externalData: [...given, ...checked.files] });
 }

@@ -240,6 +240,17 @@ export function checkDigest(bytes, expected, offset) {
   if (!digestCheck.check(expected, offset)) throw errorFrom(digestCheck);
 }
 
+/**
+ * SHA-256 of `bytes` (32 bytes), by the core's hasher: the digests' own code,
+ * and unlike crypto.subtle it needs no secure context (an http page).
+ */
+export function sha256Of(bytes) {
+  assertReady();
+  digestCheck ??= new DigestCheck();
+  feedDigest(digestCheck, bytes);
+  return digestCheck.finish();
+}
+
 /** Adds `bytes` to a DigestCheck's running SHA-256 (through its window in wasm memory). */
 export function feedDigest(c, bytes) {
   const ptr = c.window_ptr();

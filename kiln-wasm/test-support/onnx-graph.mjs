@@ -1,9 +1,9 @@
-// The digits MLP as an ONNX graph with inline weights, for the ONNX tests:
-// input x f32 [N, 64], Gemm(transB=1) -> Relu -> Gemm(transB=1) -> logits
-// f32 [N, 10], initializers fc1.weight, fc1.bias, fc2.weight, fc2.bias from
-// spec/examples/digits-mlp.kiln (raw_data). spec/examples/digits-mlp.onnx is
-// the same model; the tests use that file where it exists, else this one.
-// Protobuf written by hand (onnx-ml.proto field numbers), fields in order.
+// ONNX graphs written by hand for the ONNX tests (protobuf, onnx-ml.proto
+// field numbers, fields in field-number order as ONNX's own serializer
+// writes them: a graph's nodes before its initializers). Building blocks
+// (tensor, node, attribute, graph, model) and the digits MLP: input x f32
+// [N, 64], Gemm(transB=1) -> Relu -> Gemm(transB=1) -> logits f32 [N, 10],
+// initializers fc1.weight, fc1.bias, fc2.weight, fc2.bias.
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ROOT } from './goldens.mjs';
@@ -14,7 +14,7 @@ const enc = new TextEncoder();
 
 function varint(n) {
   const out = [];
-  let v = BigInt(n);
+  let v = BigInt.asUintN(64, BigInt(n)); // int64: a negative value is its two's complement, ten bytes
   do {
     let b = Number(v & 0x7fn);
     v >>= 7n;
@@ -24,7 +24,7 @@ function varint(n) {
   return out;
 }
 
-const cat = (parts) => {
+export const cat = (parts) => {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const p of parts) {
@@ -36,37 +36,101 @@ const cat = (parts) => {
 const int = (field, v) => Uint8Array.from([...varint(field * 8), ...varint(v)]);
 const bytes = (field, b) => cat([Uint8Array.from([...varint(field * 8 + 2), ...varint(b.length)]), b]);
 const str = (field, s) => bytes(field, enc.encode(s));
-const msg = (field, parts) => bytes(field, cat(parts));
+const entry = (field, k, v) => bytes(field, cat([str(1, k), str(2, v)]));
 
-// TensorProto: dims 1, data_type 2, name 8, raw_data 9.
-const tensor = (name, dims, raw) => msg(5, [...dims.map((d) => int(1, d)), int(2, 1), str(8, name), bytes(9, raw)]);
-// NodeProto: input 1, output 2, op_type 4, attribute 5 (AttributeProto: name 1, i 3, type 20 = INT).
-const node = (op, inputs, outputs, transB) =>
-  msg(1, [...inputs.map((i) => str(1, i)), ...outputs.map((o) => str(2, o)), str(4, op), ...(transB ? [msg(5, [str(1, 'transB'), int(3, 1), int(20, 2)])] : [])]);
-// ValueInfoProto: name 1, type 2 (TypeProto.tensor_type 1: elem_type 1, shape 2 (dim 1: dim_value 1, dim_param 2)).
-const value = (field, name, dims) =>
-  msg(field, [str(1, name), msg(2, [msg(1, [int(1, 1), msg(2, dims.map((d) => msg(1, [typeof d === 'string' ? str(2, d) : int(1, d)])))])])]);
+/** ONNX TensorProto.DataType codes used by the tests. */
+export const ONNX = { FLOAT: 1, UINT8: 2, STRING: 8, DOUBLE: 11, COMPLEX64: 14, FLOAT8E4M3FNUZ: 18, UINT4: 21 };
 
 /**
- * The graph's bytes from the four f32 tensors (Float32Arrays, little-endian
- * host): ModelProto ir_version 8 (1), producer_name (2), graph (7), opset
- * ai.onnx 17 (8).
+ * A TensorProto (its bytes, without a field key): dims 1, data_type 2,
+ * string_data 6, name 8, raw_data 9, external_data 13 (the [key, value]
+ * pairs of `external`, an object or an array of pairs), data_location 14
+ * (EXTERNAL when `external` is given). `raw` defaults to zeros of
+ * `rawLength` bytes when that is given.
  */
-export function digitsOnnx({ w1, b1, w2, b2 }) {
+export function tensor({ name, dataType = ONNX.FLOAT, dims = [], raw = null, rawLength = null, strings = null, external = null }) {
+  const data = raw ?? (rawLength !== null ? new Uint8Array(rawLength) : null);
+  const ext = external === null ? [] : Array.isArray(external) ? external : Object.entries(external);
+  return cat([
+    ...dims.map((d) => int(1, d)),
+    int(2, dataType),
+    ...(strings ?? []).map((s) => str(6, s)),
+    str(8, name),
+    ...(data !== null ? [bytes(9, data)] : []),
+    ...ext.map(([k, v]) => entry(13, k, String(v))),
+    ...(external !== null ? [int(14, 1)] : []),
+  ]);
+}
+
+/**
+ * An AttributeProto: name 1, i 3, t 5 (a tensor's bytes), g 6 (a graph's
+ * bytes), graphs 11, type 20 (INT 2, TENSOR 4, GRAPH 5, GRAPHS 10).
+ */
+export function attribute({ name, i = null, t = null, g = null, graphs = null }) {
+  const type = i !== null ? 2 : t !== null ? 4 : g !== null ? 5 : 10;
+  return cat([
+    str(1, name),
+    ...(i !== null ? [int(3, i)] : []),
+    ...(t !== null ? [bytes(5, t)] : []),
+    ...(g !== null ? [bytes(6, g)] : []),
+    ...(graphs ?? []).map((s) => bytes(11, s)),
+    int(20, type),
+  ]);
+}
+
+/** A NodeProto: input 1, output 2, name 3, op_type 4, attribute 5 (attributes' bytes). */
+export function node({ op, name = '', inputs = [], outputs = [], attributes = [] }) {
+  return cat([...inputs.map((s) => str(1, s)), ...outputs.map((s) => str(2, s)), str(3, name), str(4, op), ...attributes.map((a) => bytes(5, a))]);
+}
+
+// ValueInfoProto: name 1, type 2 (TypeProto.tensor_type 1: elem_type 1, shape 2 (dim 1: dim_value 1, dim_param 2)).
+const value = (field, name, dims) =>
+  bytes(field, cat([str(1, name), bytes(2, bytes(1, cat([int(1, 1), bytes(2, cat(dims.map((d) => bytes(1, typeof d === 'string' ? str(2, d) : int(1, d)))))])))]));
+
+/**
+ * A GraphProto: node 1, name 2, initializer 5, input 11, output 12
+ * (`inputs`/`outputs`: [name, dims] of f32 tensors, a dim a number or a
+ * symbolic name).
+ */
+export function graph({ name = '', nodes = [], initializers = [], inputs = [], outputs = [] }) {
+  return cat([
+    ...nodes.map((n) => bytes(1, n)),
+    str(2, name),
+    ...initializers.map((t) => bytes(5, t)),
+    ...inputs.map(([n, d]) => value(11, n, d)),
+    ...outputs.map(([n, d]) => value(12, n, d)),
+  ]);
+}
+
+/**
+ * A ModelProto: ir_version 1 (8), producer_name 2, graph 7, opset_import 8
+ * (ai.onnx 17), metadata_props 14 (the [key, value] pairs of `metadata`).
+ */
+export function model({ graph: g, metadata = [] }) {
+  return cat([int(1, 8), str(2, 'kiln-wasm tests'), bytes(7, g), bytes(8, cat([str(1, ''), int(2, 17)])), ...metadata.map(([k, v]) => entry(14, k, v))]);
+}
+
+/**
+ * The digits MLP from its four f32 tensors (Float32Arrays, little-endian
+ * host), each inline (raw_data), or external data where `external` has its
+ * name ({location, offset, length}); `metadata`: the model's metadata_props.
+ */
+export function digitsOnnx({ w1, b1, w2, b2 }, { external = {}, metadata = [] } = {}) {
   const raw = (a) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
-  const graph = [
-    node('Gemm', ['x', 'fc1.weight', 'fc1.bias'], ['h'], true),
-    node('Relu', ['h'], ['r'], false),
-    node('Gemm', ['r', 'fc2.weight', 'fc2.bias'], ['logits'], true),
-    str(2, 'digits-mlp'),
-    tensor('fc1.weight', [32, 64], raw(w1)),
-    tensor('fc1.bias', [32], raw(b1)),
-    tensor('fc2.weight', [10, 32], raw(w2)),
-    tensor('fc2.bias', [10], raw(b2)),
-    value(11, 'x', ['N', 64]),
-    value(12, 'logits', ['N', 10]),
-  ];
-  return cat([int(1, 8), str(2, 'kiln-wasm tests'), msg(7, graph), msg(8, [str(1, ''), int(2, 17)])]);
+  const init = (name, dims, a) => tensor(external[name] ? { name, dims, external: external[name] } : { name, dims, raw: raw(a) });
+  const transB = [attribute({ name: 'transB', i: 1 })];
+  const g = graph({
+    name: 'digits-mlp',
+    nodes: [
+      node({ op: 'Gemm', inputs: ['x', 'fc1.weight', 'fc1.bias'], outputs: ['h'], attributes: transB }),
+      node({ op: 'Relu', inputs: ['h'], outputs: ['r'] }),
+      node({ op: 'Gemm', inputs: ['r', 'fc2.weight', 'fc2.bias'], outputs: ['logits'], attributes: transB }),
+    ],
+    initializers: [init('fc1.weight', [32, 64], w1), init('fc1.bias', [32], b1), init('fc2.weight', [10, 32], w2), init('fc2.bias', [10], b2)],
+    inputs: [['x', ['N', 64]]],
+    outputs: [['logits', ['N', 10]]],
+  });
+  return model({ graph: g, metadata });
 }
 
 /** spec/examples/digits-mlp.onnx when it exists, else the graph built here from `tensors`. */

@@ -12,14 +12,15 @@ import { ROOT } from './goldens.mjs';
  * Writes `NAME.kiln` and its shards into a new temporary folder: `tensors`
  * f32 tensors `t.{i}` of `bytes` bytes over `shards` shards (values from
  * `seed`), plus `q` (quantized, with `q.scale` and `q.outer`), `mask`
- * (bool), `scalar` (rank 0) and `empty` in shard 1. Returns {dir, manifest,
+ * (bool), `scalar` (rank 0) and `empty` in shard 1; metadata `author`, `seed`
+ * and the [key, value] pairs of `metadata`. Returns {dir, manifest,
  * files: Map(name -> Uint8Array)} (the manifest's name is `${name}.kiln`).
  */
-export function writeSharded({ name = 'm', shards = 3, tensors = 30, bytes = 64, seed = 1, dir = null } = {}) {
+export function writeSharded({ name = 'm', shards = 3, tensors = 30, bytes = 64, seed = 1, dir = null, metadata = [] } = {}) {
   dir ??= mkdtempSync(join(tmpdir(), 'kiln-sharded-'));
   execFileSync(
     'cargo',
-    ['run', '--quiet', '-p', 'kiln-wasm', '--example', 'write_sharded', '--', dir, name, String(shards), String(tensors), String(bytes), String(seed)],
+    ['run', '--quiet', '-p', 'kiln-wasm', '--example', 'write_sharded', '--', dir, name, String(shards), String(tensors), String(bytes), String(seed), ...metadata.map(([k, v]) => `${k}=${v}`)],
     { cwd: fileURLToPath(ROOT), stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const files = new Map();

@@ -7,16 +7,26 @@
 // predictions as our own f64 forward pass. A Kiln file with one flipped
 // weight byte is refused before InferenceSession.create is called. The
 // runtime's files are served locally: nothing is fetched from the network.
+//
+// The hand-off rules (R1 inline initializers, R2 the graph's digest, R3 the
+// checked list) on graphs and Kiln files built here: what stays inline, what
+// is refused by name, subgraphs, kiln.model and the recorded SHA-256, a
+// sharded model's manifest, and the list's order.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createHash } from 'node:crypto';
 import { dirname, extname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as kiln from '../pkg/index.js';
 import { externalInitializers } from '../pkg/onnx.js';
 import { rangeServer } from '../test-support/range-server.mjs';
+import { encodeKiln, le } from '../test-support/encode.mjs';
+import { digestsModelFile, modelFile } from '../test-support/model.mjs';
+import { ONNX, attribute, digitsOnnx, graph as graphOf, model as modelOf, node, tensor } from '../test-support/onnx-graph.mjs';
+import { writeSharded } from '../test-support/sharded.mjs';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const pkg = fileURLToPath(new URL('../pkg/', import.meta.url));
@@ -130,7 +140,7 @@ test('Node: a flipped weight byte is refused before the runtime is called', { sk
   // Without the runtime, or without a model, is a usage error; a model named otherwise than the graph names it, an Error.
   await assert.rejects(kiln.createOnnxSession({}, graph, { model, modelPath: 'model.kiln' }), TypeError);
   await assert.rejects(kiln.createOnnxSession(spy, graph, {}), TypeError);
-  await assert.rejects(kiln.createOnnxSession(spy, graph, { model, modelPath: 'other.kiln' }), /the graph reads "model\.kiln", which is not among the Kiln files given \(other\.kiln\)/);
+  await assert.rejects(kiln.createOnnxSession(spy, graph, { model, modelPath: 'other.kiln' }), /options\.modelPath is "other\.kiln"; the graph's Kiln model \(metadata_props kiln\.model\) is "model\.kiln"/);
   assert.equal(calls, 0);
   // The graph names the file: no modelPath needed.
   await kiln.createOnnxSession(spy, graph, { model });
@@ -185,13 +195,13 @@ test('Node: URLs, a sharded model through its manifest, and graphs that do not m
       assert.deepEqual([e.code, e.rule, e.file], ['SHARD', 'ShardLength', 'model-00002-of-00002.kiln']);
       return true;
     });
-    // One Kiln file for a graph that reads two; files whose tensors are not where the graph reads them.
-    await assert.rejects(kiln.createOnnxSession(spy, shardGraph, { model }), /the graph reads 2 files/);
-    const files = [...locations].map((path) => ({ path, data: model }));
-    await assert.rejects(kiln.createOnnxSession(spy, shardGraph, { files }), /initializer "fc1\.bias" \(model-00002-of-00002\.kiln, offset 4096, length 128\) is not that tensor's payload \(offset \d+, length 128\)/);
+    // The one-file model for the sharded graph: it records another graph's SHA-256. The shards without their manifest.
+    await assert.rejects(kiln.createOnnxSession(spy, shardGraph, { model }), /the graph's SHA-256 is [0-9a-f]{64}; model\.kiln records [0-9a-f]{64}: the graph was changed or belongs to another conversion/);
+    const shardFiles = [...locations].map((path) => ({ path, data: sharded.get(path) }));
+    await assert.rejects(kiln.createOnnxSession(spy, shardGraph, { files: shardFiles }), /the graph's Kiln model "model\.kiln" \(metadata_props kiln\.model\) is not among options\.files/);
     assert.equal(spy.calls, 1);
-    // The shards given as files (no manifest): each checked whole, digests compared.
-    const byFiles = await kiln.createOnnxSession(spy, shardGraph, { ...opts, files: [...locations].map((path) => ({ path, data: sharded.get(path) })) });
+    // The manifest and its shards given as files (bytes): the manifest checked by openRemote's reader, each shard whole against it.
+    const byFiles = await kiln.createOnnxSession(spy, shardGraph, { ...opts, files: [{ path: 'model.kiln', data: sharded.get('model.kiln') }, ...shardFiles] });
     assert.deepEqual(await logitsOf(byFiles), want);
   } finally {
     await server.close();
@@ -297,4 +307,282 @@ test('Chromium: wasm (and WebGPU where it starts) give the same logits and predi
     await server.close();
     rmSync(profile, { recursive: true, force: true });
   }
+});
+
+// ---- the hand-off rules, on graphs and Kiln files built here ----
+const DIGEST_KEY = 'kiln.convert.onnx_graph_sha256';
+const sha256 = (b) => createHash('sha256').update(b).digest('hex');
+const f32 = (n, seed = 1) => le(Float32Array.from({ length: n }, (_, i) => ((i * 37 + seed * 11) % 101) / 16 - 3));
+
+/**
+ * A graph and its Kiln model file, paired as kiln convert pairs them: the
+ * Kiln file holds `tensors` (encodeKiln specs) and records the graph's
+ * SHA-256; `build(place)` makes the graph, `place(name)` giving a tensor's
+ * external data in the file. `record(sha)`: the value recorded instead
+ * (null: no key; the same length keeps the offsets).
+ */
+function pair(tensors, build, { name = 'm.kiln', record = (sha) => sha } = {}) {
+  const block = encodeKiln(tensors);
+  const fileFor = (v) => digestsModelFile(v === null ? [] : [[DIGEST_KEY, v]], block);
+  const placed = kiln.parseModel(fileFor('0'.repeat(64))).tensors;
+  const place = (n) => ({ location: name, offset: placed.get(n).byteOffset, length: placed.get(n).byteLength });
+  const graph = build(place);
+  return { graph, model: fileFor(record(sha256(graph))), sha: sha256(graph) };
+}
+
+// A model whose main graph holds `initializers` and `nodes`, naming its Kiln model.
+const onnxWith = ({ initializers = [], nodes = [], metadata = [['kiln.model', 'm.kiln']] }) => modelOf({ graph: graphOf({ name: 'main', nodes, initializers }), metadata });
+
+// A runtime stand-in that records its calls and creates nothing.
+function spyRuntime() {
+  const spy = { calls: [], InferenceSession: { create: async (...a) => { spy.calls.push(a); return { spy: true }; } } };
+  return spy;
+}
+
+// The checked list (checkOnnxGraph) for an all-inline graph paired with an empty Kiln model.
+async function inlineVerdict(initializers, nodes = []) {
+  const { graph, model } = pair([], () => onnxWith({ initializers, nodes }));
+  try {
+    return (await kiln.checkOnnxGraph(graph, { model })).checked;
+  } catch (e) {
+    return e;
+  }
+}
+
+test('R1: an inline initializer under 1,024 payload bytes is accepted, one of 1,024 refused by name', async () => {
+  const ok = await inlineVerdict([tensor({ name: 'w', dims: [255], rawLength: 1020 }), tensor({ name: 's', dataType: ONNX.DOUBLE, rawLength: 8 })]);
+  assert.deepEqual(ok, [['w', 'inline'], ['s', 'inline']]); // a scalar is one element
+  const big = await inlineVerdict([tensor({ name: 'w', dims: [256], rawLength: 1024 })]);
+  assert.ok(big instanceof Error && !(big instanceof kiln.KilnError), String(big));
+  assert.match(big.message, /initializer "w" is stored in the graph \(1024 bytes\): only initializers under 1,024 bytes, or of a type Kiln cannot hold, stay in the graph; the rest must be external data in the Kiln file/);
+  assert.equal(big.initializer, 'w');
+  // The size is the dims' (times the width), not the bytes present; 4-bit types round up.
+  assert.ok((await inlineVerdict([tensor({ name: 'w', dims: [16, 16], rawLength: 4 })])) instanceof Error);
+  assert.deepEqual(await inlineVerdict([tensor({ name: 'q', dataType: ONNX.UINT4, dims: [2046], rawLength: 1023 })]), [['q', 'inline']]);
+  assert.match((await inlineVerdict([tensor({ name: 'q', dataType: ONNX.UINT4, dims: [2047], rawLength: 1024 })])).message, /"q" is stored in the graph \(1024 bytes\)/);
+  assert.match((await inlineVerdict([tensor({ name: 'n', dims: [-1, 4], rawLength: 0 })])).message, /initializer "n" has a negative dim/);
+  // Empty and zero-size tensors are inline; dims whose product passes 2^64 are refused without computing it.
+  assert.deepEqual(await inlineVerdict([tensor({ name: 'e', dims: [0, 100000], rawLength: 0 })]), [['e', 'inline']]);
+  assert.deepEqual(await inlineVerdict([tensor({ name: 'e', dims: [...Array(5000).fill(2 ** 40), 0], rawLength: 0 })]), [['e', 'inline']]);
+  assert.match((await inlineVerdict([tensor({ name: 'h', dims: Array(100000).fill(2 ** 40), rawLength: 0 })])).message, /"h" is stored in the graph \(over 2\^64 bytes\)/);
+});
+
+test('R1: initializers of a type Kiln cannot hold stay inline whatever their size', async () => {
+  const strings = Array.from({ length: 3000 }, (_, i) => `token ${i}`);
+  const got = await inlineVerdict([
+    tensor({ name: 'vocab', dataType: ONNX.STRING, dims: [3000], strings }),
+    tensor({ name: 'c', dataType: ONNX.COMPLEX64, dims: [1000], rawLength: 8000 }),
+    tensor({ name: 'fnuz', dataType: ONNX.FLOAT8E4M3FNUZ, dims: [4096], rawLength: 4096 }),
+    tensor({ name: 'future', dataType: 99, dims: [4096], rawLength: 4096 }),
+  ]);
+  assert.deepEqual(got, [['vocab', 'inline'], ['c', 'inline'], ['fnuz', 'inline'], ['future', 'inline']]);
+});
+
+// If(cond) whose then_branch holds `thenInits` and else_branch `elseInits`.
+const ifNode = (thenInits, elseInits = [], name = 'if') =>
+  node({
+    op: 'If',
+    name,
+    inputs: ['cond'],
+    outputs: ['y'],
+    attributes: [
+      attribute({ name: 'then_branch', g: graphOf({ name: 'then', initializers: thenInits }) }),
+      attribute({ name: 'else_branch', g: graphOf({ name: 'else', initializers: elseInits }) }),
+    ],
+  });
+
+test('R1 in subgraphs: the same threshold; external data only on the main graph', async () => {
+  const small = tensor({ name: 't', dims: [255], rawLength: 1020 });
+  assert.deepEqual(await inlineVerdict([], [ifNode([small])]), [['t', 'inline']]);
+  const big = await inlineVerdict([], [ifNode([], [tensor({ name: 'e', dims: [300], rawLength: 1200 })])]);
+  assert.match(big.message, /initializer "e" of subgraph "else" \(attribute "else_branch" of node "if" \(If\)\) is stored in the graph \(1200 bytes\)/);
+  assert.equal(big.initializer, 'e');
+  // External data in a subgraph, in a Constant's value, anywhere but the main graph's initializers: refused.
+  const ext = { location: 'm.kiln', offset: '0', length: '1200' };
+  assert.match((await inlineVerdict([], [ifNode([tensor({ name: 'x', dims: [300], external: ext })])])).message, /initializer "x" of subgraph "then" .* is external data: only the main graph's initializers may be/);
+  const constant = (t) => node({ op: 'Constant', name: 'k', outputs: ['k'], attributes: [attribute({ name: 'value', t })] });
+  assert.match((await inlineVerdict([], [constant(tensor({ name: 'k', dims: [300], external: ext }))])).message, /attribute "value" of node "k" \(Constant\) is external data/);
+  // Constants are nodes, not initializers: kept, not listed (the converter lifts the large ones).
+  assert.deepEqual(await inlineVerdict([], [constant(tensor({ name: 'k', dims: [300], rawLength: 1200 }))]), []);
+  // Nested past the bound: refused, not a stack overflow.
+  let deep = graphOf({ name: 'leaf' });
+  for (let i = 0; i < 40; i++) deep = graphOf({ name: `g${i}`, nodes: [node({ op: 'If', name: `n${i}`, attributes: [attribute({ name: 'then_branch', g: deep })] })] });
+  assert.match((await inlineVerdict([], [node({ op: 'If', attributes: [attribute({ name: 'then_branch', g: deep })] })])).message, /subgraphs nested more than 32 deep/);
+});
+
+test("R1: external data is location, offset and length, exactly, naming a file in the graph's folder", async () => {
+  const w = f32(300);
+  const verdict = async (external, extra = {}) => {
+    const { graph, model } = pair([{ name: 'w', dtype: 'f32', shape: [300], data: w }], (place) =>
+      onnxWith({ initializers: [tensor({ name: 'w', dims: [300], external: external(place('w')), ...extra })] }),
+    );
+    try {
+      return (await kiln.checkOnnxGraph(graph, { model })).checked;
+    } catch (e) {
+      return e.message;
+    }
+  };
+  assert.deepEqual(await verdict((p) => p), [['w', 'kiln']]);
+  assert.match(await verdict((p) => ({ ...p, checksum: 'x' })), /external_data keys \["checksum","length","location","offset"\]; exactly location, offset and length are expected/);
+  assert.match(await verdict(({ location, offset }) => ({ location, offset })), /exactly location, offset and length/);
+  assert.match(await verdict((p) => [...Object.entries(p), ['offset', String(p.offset)]]), /external_data key "offset" given twice/);
+  assert.match(await verdict((p) => ({ ...p, location: '../m.kiln' })), /location "\.\.\/m\.kiln" holds a path separator/);
+  assert.match(await verdict((p) => ({ ...p, location: '..' })), /location "\.\." leads out of the folder/);
+  assert.match(await verdict((p) => ({ ...p, offset: '0x40' })), /external data offset "0x40" is not a decimal byte count/);
+  assert.match(await verdict((p) => p, { rawLength: 4 }), /initializer "w" is external data and also holds data in the graph/);
+  assert.match(await verdict((p) => ({ ...p, offset: String(p.offset + 64) })), /initializer "w" \(m\.kiln, offset \d+, length 1200\) is not that tensor's payload/);
+});
+
+test('R2: the graph names its Kiln model, which records the graph\'s SHA-256', async () => {
+  const w = f32(300);
+  const tensors = [{ name: 'w', dtype: 'f32', shape: [300], data: w }];
+  const build = (place) => onnxWith({ initializers: [tensor({ name: 'w', dims: [300], external: place('w') })] });
+  const spy = spyRuntime();
+  const good = pair(tensors, build);
+  const ok = await kiln.checkOnnxGraph(good.graph, { model: good.model });
+  assert.equal(ok.sha256, good.sha);
+  assert.equal(ok.model, 'm.kiln');
+  assert.deepEqual(ok.files.map((f) => f.path), ['m.kiln']);
+  assert.equal(ok.files[0].data, good.model, 'the checked bytes themselves');
+  await kiln.createOnnxSession(spy, good.graph, { model: good.model });
+  assert.equal(spy.calls.length, 1);
+  assert.deepEqual(spy.calls[0][1].externalData, [{ path: 'm.kiln', data: good.model }]);
+
+  const refusals = [
+    // No kiln.model in metadata_props.
+    [pair(tensors, (p) => onnxWith({ initializers: [tensor({ name: 'w', dims: [300], external: p('w') })], metadata: [['other', 'm.kiln']] })),
+      /the graph names no Kiln model \(metadata_props kiln\.model\): convert it again with kiln convert --onnx-graph/],
+    [pair(tensors, (p) => onnxWith({ initializers: [tensor({ name: 'w', dims: [300], external: p('w') })], metadata: [['kiln.model', 'a/m.kiln']] })),
+      /metadata_props kiln\.model "a\/m\.kiln" holds a path separator/],
+    // The Kiln model records no digest, another graph's, or the key in upper case.
+    [pair(tensors, build, { record: () => null }), /m\.kiln records no kiln\.convert\.onnx_graph_sha256 in its metadata/],
+    [pair(tensors, build, { record: (sha) => sha.replace(/^./, (c) => (c === '0' ? '1' : '0')) }), new RegExp(`the graph's SHA-256 is ${good.sha}; m\\.kiln records [0-9a-f]{64}: the graph was changed or belongs to another conversion`)],
+    [pair(tensors, build, { record: (sha) => sha.toUpperCase() }), /records [0-9A-F]{64}: the graph was changed/],
+  ];
+  for (const [{ graph, model }, want] of refusals) {
+    await assert.rejects(kiln.checkOnnxGraph(graph, { model }), want);
+    await assert.rejects(kiln.createOnnxSession(spy, graph, { model }), want);
+  }
+  // One byte of the graph changed (the producer's name): its SHA-256 is no longer the one recorded.
+  const changed = good.graph.slice();
+  changed[changed.indexOf(0x6b /* k of 'kiln-wasm tests' */)] ^= 0x20;
+  await assert.rejects(kiln.createOnnxSession(spy, changed, { model: good.model }), new RegExp(`the graph's SHA-256 is ${sha256(changed)}; m\\.kiln records ${good.sha}`));
+  // A graph whose initializers are all inline is valid, its model checked all the same.
+  const inline = pair(tensors, () => onnxWith({ initializers: [tensor({ name: 'b', dims: [4], raw: f32(4) })] }));
+  assert.deepEqual((await kiln.checkOnnxGraph(inline.graph, { model: inline.model })).checked, [['b', 'inline']]);
+  await kiln.createOnnxSession(spy, inline.graph, { model: inline.model, sessionOptions: { executionProviders: ['wasm'] } });
+  assert.deepEqual(spy.calls.at(-1)[1], { executionProviders: ['wasm'], externalData: [] });
+  await assert.rejects(kiln.createOnnxSession(spy, inline.graph, { model: pair(tensors, build).model }), /the graph's SHA-256 is/);
+  // The model must carry digests (unless requireDigests: false), and is checked whole: a flipped payload byte.
+  const plain = modelFile([[DIGEST_KEY, inline.sha]], encodeKiln(tensors));
+  await assert.rejects(kiln.createOnnxSession(spy, inline.graph, { model: plain }), /m\.kiln has no digests/);
+  await kiln.createOnnxSession(spy, inline.graph, { model: plain, requireDigests: false });
+  const flipped = good.model.slice();
+  flipped[kiln.parseModel(good.model).tensors.get('w').byteOffset + 3] ^= 1;
+  await assert.rejects(kiln.createOnnxSession(spy, good.graph, { model: flipped }), (e) => e instanceof kiln.KilnError && e.code === 'DIGEST');
+  // options.files: the model under the name the graph gives it.
+  await kiln.checkOnnxGraph(good.graph, { files: [{ path: 'm.kiln', data: good.model }] });
+  await assert.rejects(kiln.checkOnnxGraph(good.graph, { files: [{ path: 'n.kiln', data: good.model }] }), /the graph's Kiln model "m\.kiln" \(metadata_props kiln\.model\) is not among options\.files \(n\.kiln\)/);
+  assert.equal(spy.calls.length, 3, 'no session after any refusal');
+});
+
+test('R3: the checked list, main graph first, then each node\'s subgraphs pre-order', async () => {
+  const data = (n) => ({ dtype: 'f32', shape: [n], data: f32(n, n) });
+  const tensors = [{ name: 'a', ...data(400) }, { name: 'z', ...data(300) }];
+  const small = (name) => tensor({ name, dims: [2], raw: f32(2) });
+  const loop = node({
+    op: 'Loop',
+    name: 'loop',
+    attributes: [attribute({ name: 'body', g: graphOf({ name: 'body', initializers: [small('d1'), small('d2')] }) })],
+  });
+  const build = (place) =>
+    onnxWith({
+      // ONNX writes a graph's nodes first: the list still starts with the main graph's initializers.
+      nodes: [
+        node({
+          op: 'If',
+          name: 'if',
+          attributes: [
+            attribute({ name: 'then_branch', g: graphOf({ name: 'then', initializers: [small('c')], nodes: [loop] }) }),
+            attribute({ name: 'else_branch', g: graphOf({ name: 'else', initializers: [small('e')] }) }),
+          ],
+        }),
+        node({ op: 'Custom', name: 'multi', attributes: [attribute({ name: 'branches', graphs: [graphOf({ name: 'f', initializers: [small('f')] }), graphOf({ name: 'g', initializers: [small('g')] })] })] }),
+        // One attribute with both: its g before its graphs.
+        node({ op: 'Custom', name: 'both', attributes: [attribute({ name: 'x', g: graphOf({ initializers: [small('h')] }), graphs: [graphOf({ initializers: [small('i')] })] })] }),
+      ],
+      initializers: [tensor({ name: 'a', dims: [400], external: place('a') }), small('b'), tensor({ name: 'z', dims: [300], external: place('z') })],
+    });
+  const { graph, model } = pair(tensors, build);
+  const got = await kiln.checkOnnxGraph(graph, { model });
+  assert.deepEqual(got.checked, [['a', 'kiln'], ['b', 'inline'], ['z', 'kiln'], ['c', 'inline'], ['d1', 'inline'], ['d2', 'inline'], ['e', 'inline'], ['f', 'inline'], ['g', 'inline'], ['h', 'inline'], ['i', 'inline']]);
+  assert.deepEqual(externalInitializers(graph).map((r) => r.name), ['a', 'z']);
+});
+
+test('R2 for a sharded model: the manifest records the SHA-256 (a URL, or bytes among options.files)', async () => {
+  // A sharded model by the core's writer (t.0 .. t.3 of 1,200 bytes over 2 shards), a graph reading both shards.
+  const write = (recorded) => writeSharded({ name: 'onnx', shards: 2, tensors: 4, bytes: 1200, metadata: [[DIGEST_KEY, recorded]] });
+  const draft = write('0'.repeat(64));
+  const buildGraph = (files) => {
+    const inits = [];
+    for (const [name, bytes] of files) {
+      if (name === 'onnx.kiln') continue;
+      for (const t of kiln.parseModel(bytes).tensors) {
+        if (!t.name.startsWith('t.')) continue;
+        inits.push(tensor({ name: t.name, dims: [...t.shape], external: { location: name, offset: t.byteOffset, length: t.byteLength } }));
+      }
+    }
+    return onnxWith({ initializers: inits, metadata: [['kiln.model', 'onnx.kiln']] });
+  };
+  const graph = buildGraph(draft.files);
+  const m = write(sha256(graph));
+  assert.deepEqual(buildGraph(m.files), graph, 'the same places with the digest recorded');
+  const server = await rangeServer();
+  try {
+    for (const [n, b] of m.files) server.files.set(`/s/${n}`, b);
+    const got = await kiln.checkOnnxGraph(graph, { model: `${server.base}/s/onnx.kiln` });
+    assert.deepEqual(got.checked, ['t.0', 't.1', 't.2', 't.3'].map((n) => [n, 'kiln']));
+    assert.deepEqual(got.files.map((f) => f.path).sort(), ['onnx-00001-of-00002.kiln', 'onnx-00002-of-00002.kiln']);
+    // The manifest recording another digest (the draft's): refused before a shard is fetched.
+    for (const [n, b] of draft.files) server.files.set(`/o/${n}`, b);
+    await assert.rejects(kiln.checkOnnxGraph(graph, { model: `${server.base}/o/onnx.kiln` }), new RegExp(`the graph's SHA-256 is ${sha256(graph)}; onnx\\.kiln records 0{64}`));
+    assert.deepEqual(server.stats.log.filter(([path]) => path.startsWith('/o/onnx-')), [], 'no shard fetched');
+  } finally {
+    await server.close();
+  }
+  // The manifest as bytes among options.files, with every shard.
+  const files = [...m.files].map(([path, data]) => ({ path, data }));
+  assert.equal((await kiln.checkOnnxGraph(graph, { files })).checked.length, 4);
+  await assert.rejects(kiln.checkOnnxGraph(graph, { files: files.filter((f) => f.path !== 'onnx-00002-of-00002.kiln') }), /shard 2 of onnx\.kiln, onnx-00002-of-00002\.kiln, is not among options\.files/);
+  // A flipped payload byte in the second shard: its KilnError, naming it.
+  const flipped = files.map((f) => {
+    if (f.path !== 'onnx-00002-of-00002.kiln') return f;
+    const data = f.data.slice();
+    data[kiln.parseModel(data).tensors.get('t.3').byteOffset] ^= 4;
+    return { ...f, data };
+  });
+  await assert.rejects(kiln.checkOnnxGraph(graph, { files: flipped }), (e) => e instanceof kiln.KilnError && e.code === 'DIGEST' && e.file === 'onnx-00002-of-00002.kiln');
+  // As bytes in options.model: the shards cannot be fetched.
+  await assert.rejects(kiln.checkOnnxGraph(graph, { model: m.files.get('onnx.kiln') }), /onnx\.kiln is a sharded model's manifest, given as bytes: pass its URL/);
+});
+
+test('Node: a graph built here (weights external, biases inline) runs on its Kiln file, bit-identical to the inline graph', { skip: ort === null && 'onnxruntime-web not installed' }, async () => {
+  ort.env.wasm.numThreads = 1;
+  if (ortDist) ort.env.wasm.wasmPaths = ortDist;
+  const floats = (n, seed) => new Float32Array(f32(n, seed).buffer);
+  const w = { w1: floats(2048, 1), b1: floats(32, 2), w2: floats(320, 3), b2: floats(10, 4) };
+  const tensors = [
+    { name: 'fc1.weight', dtype: 'f32', shape: [32, 64], data: le(w.w1) },
+    { name: 'fc1.bias', dtype: 'f32', shape: [32], data: le(w.b1) },
+    { name: 'fc2.weight', dtype: 'f32', shape: [10, 32], data: le(w.w2) },
+    { name: 'fc2.bias', dtype: 'f32', shape: [10], data: le(w.b2) },
+  ];
+  const { graph, model } = pair(tensors, (place) => digitsOnnx(w, { external: { 'fc1.weight': place('fc1.weight'), 'fc2.weight': place('fc2.weight') }, metadata: [['kiln.model', 'm.kiln']] }));
+  assert.deepEqual((await kiln.checkOnnxGraph(graph, { model })).checked, [['fc1.weight', 'kiln'], ['fc1.bias', 'inline'], ['fc2.weight', 'kiln'], ['fc2.bias', 'inline']]);
+  const input = new ort.Tensor('float32', Float32Array.from({ length: 4 * 64 }, (_, i) => (i % 17) / 8), [4, 64]);
+  const session = await kiln.createOnnxSession(ort, graph, { model, sessionOptions: { executionProviders: ['wasm'] } });
+  const got = (await session.run({ x: input })).logits.data;
+  const inline = await ort.InferenceSession.create(digitsOnnx(w), { executionProviders: ['wasm'] });
+  const want = (await inline.run({ x: input })).logits.data;
+  assert.deepEqual(new Uint32Array(got.buffer, got.byteOffset, got.length), new Uint32Array(want.buffer, want.byteOffset, want.length));
 });

@@ -46,7 +46,7 @@ const body = `
 test('import * as kiln from "kiln-wasm": Node ESM, no init call', () => {
   const out = JSON.parse(run(esm, 'main.mjs', `import * as kiln from 'kiln-wasm';\nimport { readFileSync } from 'node:fs';\n${body}`));
   assert.deepEqual(out.slice(0, 9), [version, true, 'MIT OR Apache-2.0', 8, true, 2048, 8, 'hi', [true, 'EOF', 3]]);
-  for (const name of ['parseModel', 'parseDirectory', 'isModelFile', 'init', 'openRemote', 'loadTensor', 'loadDirectory', 'loadDirectoryToGPU', 'toGPUBuffer', 'DirectoryLoader', 'KilnError', 'decodeValue', 'decodeFrame', 'dequantize', 'version']) {
+  for (const name of ['parseModel', 'parseDirectory', 'isModelFile', 'init', 'openRemote', 'loadTensor', 'loadDirectory', 'loadDirectoryToGPU', 'toGPUBuffer', 'createOnnxSession', 'checkOnnxGraph', 'DirectoryLoader', 'KilnError', 'decodeValue', 'decodeFrame', 'dequantize', 'version']) {
     assert.ok(out[9].includes(name), name);
   }
   assert.ok(out[9].includes('cache'), 'cache (usage, delete, memory)');
