@@ -47,7 +47,10 @@ pub fn probe(path: &Path, read: &ReadArgs) -> Option<(Format, Verdict)> {
     Some((
         format,
         match result {
-            Ok(model) => Verdict::Ok(Box::new(model)),
+            Ok(mut model) => {
+                model.note_if_no_weights();
+                Verdict::Ok(Box::new(model))
+            }
             Err(e) if exit_code(&e) == 2 => Verdict::Io(e),
             Err(e) => Verdict::Rejected(e),
         },

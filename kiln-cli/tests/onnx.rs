@@ -683,3 +683,19 @@ fn onnx_graph_is_refused_where_it_cannot_hold() {
     let err = convert(d, &["n.kiln", "-o", "again.kiln", "--onnx-graph", "g.onnx"], 2);
     assert!(err.contains("ONNX inputs"), "{err}");
 }
+
+/// A conversion that moves no weight succeeds and says so, as does `kiln inspect`.
+#[test]
+fn a_model_without_weights_converts_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut m = model(vec![]);
+    m.graph.as_mut().unwrap().node.push(constant("small", raw("", DataType::Int64, &[2], &[1; 16])));
+    save(d, "m.onnx", &m);
+    let err = convert(d, &["m.onnx", "-o", "m.kiln"], 0);
+    assert!(err.contains("note: no weights"), "{err}");
+    let o = kiln(d, &["inspect", "m.kiln"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no tensors: this file holds no weights"));
+    let o = kiln(d, &["inspect", "m.onnx"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("no weights: the input holds no tensor"));
+}

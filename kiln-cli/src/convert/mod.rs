@@ -372,6 +372,7 @@ fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
     let mut opts = args.read.options();
     opts.onnx_graph = args.onnx_graph.is_some();
     let mut model = inputs::read_all(opened, args.read.from, &opts)?;
+    model.note_if_no_weights();
     let in_name = format!("{} ({})", args.input.display(), format.name());
     // The output shards: one, the single-file writer below; more (a sharded
     // input, one Kiln block's names, --max-shard-size), the manifest and its shards.

@@ -265,6 +265,19 @@ pub struct Split {
 }
 
 impl Model {
+    /// Notes an input that holds no tensor: its conversion succeeds and
+    /// moves no weight, which a user should hear of rather than find later
+    /// (`kiln convert` prints it, `kiln inspect` of the input shows it).
+    pub fn note_if_no_weights(&mut self) {
+        if self.tensors.is_empty() {
+            self.notes.push(
+                "no weights: the input holds no tensor Kiln converts (for ONNX: no initializer and no Constant \
+                 of 1,024 bytes or more), so the output holds none"
+                    .to_string(),
+            );
+        }
+    }
+
     /// An empty model of `format` (its metadata within `opts`' budget).
     pub fn new(format: Format, opts: &ReadOptions) -> Self {
         let mut metadata = Metadata::new(opts.metadata_budget);

@@ -102,7 +102,7 @@ pub fn map_shared(input: &Input) -> anyhow::Result<Bytes> {
 /// Reads the model at `path` (mapped as `input`): its weights become the
 /// tensors (every initializer, of the main graph and of subgraphs, and every
 /// `Constant` value that rule R1 of docs/onnx.md puts in the Kiln file, in
-/// [`kiln_onnx::weights`]' order); its opset and producer the metadata.
+/// [`kiln_onnx::weights()`]' order); its opset and producer the metadata.
 /// With `--onnx-graph` (`opts.onnx_graph`), a tensor Kiln cannot hold stays
 /// in the graph (named in a note) and the metadata gets a placeholder for
 /// the graph's digest; without it, such a tensor refuses the conversion.
