@@ -33,7 +33,7 @@ use kiln_nostd::DType;
 use prost::Message;
 
 use super::codes::ONNX_DENSE;
-use super::error::io_fail;
+use super::error::{io_fail, limit};
 use super::inputs::plain_file_name;
 use super::meta::Dups;
 use super::model::{Format, Model, ReadOptions, Source, TensorOut};
@@ -140,11 +140,11 @@ pub fn read(input: &Input, path: &Path, opts: &ReadOptions) -> anyhow::Result<Mo
 fn refuse_uncarried(graph: &GraphProto) -> anyhow::Result<()> {
     if let Some(s) = graph.sparse_initializer.first() {
         let name = s.values.as_ref().map_or("", |v| v.name());
-        bail!(
+        return Err(limit(format!(
             "sparse initializer {name:?} ({} in all): Kiln has no sparse tensors; densify it first \
              (nothing was converted)",
             graph.sparse_initializer.len()
-        );
+        )));
     }
     let mut stack: Vec<&GraphProto> = vec![graph];
     while let Some(g) = stack.pop() {
@@ -203,10 +203,10 @@ fn metadata(onnx: &ModelProto, model: &mut Model) -> anyhow::Result<()> {
 fn tensor(t: &TensorProto, base: usize, sides: &mut Sides<'_>) -> anyhow::Result<TensorOut> {
     let code = t.data_type.unwrap_or(0);
     let dtype = ONNX_DENSE.iter().find(|(c, ..)| *c == code).map(|&(_, _, d)| d).ok_or_else(|| {
-        anyhow!(
+        limit(format!(
             "ONNX type {} has no Kiln dtype (docs/conversion.md lists the ones that do); nothing was converted",
             type_name(code)
-        )
+        ))
     })?;
     if t.segment.is_some() {
         bail!("a segment of a larger tensor (TensorProto.segment) cannot be converted on its own");
