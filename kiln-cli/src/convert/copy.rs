@@ -374,9 +374,10 @@ fn transpose(
         strides.push(s);
         s = s.saturating_mul(*d);
     }
-    band(blocks, base, &dims, &strides, width, rows)
+    band(blocks, base, &dims, &strides, width, rows, TRANSPOSE_BAND)
 }
 
+/// [`transpose`] of the axes `dims` (no 1s) with file `strides`, `budget` bytes a band.
 fn band(
     blocks: &mut Blocks<'_>,
     base: u64,
@@ -384,6 +385,7 @@ fn band(
     strides: &[u64],
     width: usize,
     rows: &mut Rows<'_>,
+    budget: u64,
 ) -> anyhow::Result<()> {
     let w = u64_from(width);
     let (Some((&d0, rest)), Some((&st0, rest_st))) = (dims.split_first(), strides.split_first()) else {
@@ -397,13 +399,13 @@ fn band(
     let per = rest.iter().fold(1u64, |a, &d| a.saturating_mul(d));
     let group_stride = rest_st.first().copied().unwrap_or(0);
     let slice = per.saturating_mul(w);
-    if slice > TRANSPOSE_BAND {
+    if slice > budget {
         for i in 0..d0 {
-            band(blocks, base.saturating_add(i.saturating_mul(st0)), rest, rest_st, width, rows)?;
+            band(blocks, base.saturating_add(i.saturating_mul(st0)), rest, rest_st, width, rows, budget)?;
         }
         return Ok(());
     }
-    let b = (TRANSPOSE_BAND.checked_div(slice).unwrap_or(1)).clamp(1, d0);
+    let b = (budget.checked_div(slice).unwrap_or(1)).clamp(1, d0);
     // Column-major positions of the other axes, walked in row-major order.
     let mut fstride = Vec::with_capacity(rest.len());
     let mut f = 1u64;
@@ -587,5 +589,76 @@ impl<'a> Sink<'a> {
         let name = self.out_name.clone();
         let f = self.out.into_inner().map_err(|e| io_fail(format!("cannot write {name}"))(e.into_error()))?;
         Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Row-major bytes of the column-major array `data` of `shape`, the slow way.
+    fn naive(data: &[u8], shape: &[u64], w: usize) -> Vec<u8> {
+        let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+        let n: usize = dims.iter().product();
+        let mut out = Vec::with_capacity(n * w);
+        for c in 0..n {
+            // c is a row-major index: its column-major position.
+            let (mut rem, mut f, mut fs) = (c, 0usize, 1usize);
+            let mut idx = vec![0usize; dims.len()];
+            for k in (0..dims.len()).rev() {
+                idx[k] = rem % dims[k];
+                rem /= dims[k];
+            }
+            for k in 0..dims.len() {
+                f += idx[k] * fs;
+                fs *= dims[k];
+            }
+            out.extend_from_slice(&data[f * w..f * w + w]);
+        }
+        out
+    }
+
+    /// Every band size, down to one element, gives the slow way's bytes
+    /// (bands of many indices, one index, and strided sub-arrays).
+    #[test]
+    fn transpose_matches_the_slow_way_at_every_budget() {
+        // [1200, 3] and [3000, 4]: runs read on their own (long, or far apart).
+        let shapes: [&[u64]; 9] =
+            [&[3, 4], &[2, 3, 4], &[1, 5, 1, 3], &[7, 1], &[4, 3, 2, 5], &[2, 2], &[300, 70], &[1200, 3], &[3000, 4]];
+        for shape in shapes {
+            for w in [1usize, 2, 4, 8] {
+                let n: u64 = shape.iter().product();
+                let data: Vec<u8> = (0..n as usize * w).map(|i| (i * 7 + i / 251) as u8).collect();
+                let mut file = tempfile::tempfile().unwrap();
+                let pad = vec![0xAAu8; 13];
+                file.write_all(&pad).unwrap();
+                file.write_all(&data).unwrap();
+                file.write_all(&pad).unwrap();
+                let want = naive(&data, shape, w);
+                for budget in [1u64, w as u64, 3 * w as u64, 64, 1000, 1 << 20] {
+                    for swap in [false, true] {
+                        let mut got = Vec::new();
+                        let err = |e: io::Error| anyhow::anyhow!(e);
+                        let mut step = |_| {};
+                        let mut rows = Rows { out: &mut got, out_err: &err, step: &mut step, buf: Vec::new(), swap };
+                        let mut blocks = Blocks { file: &file, name: "t", block: Vec::new(), start: 0 };
+                        let dims: Vec<u64> = shape.iter().copied().filter(|&d| d != 1).collect();
+                        let mut strides = Vec::new();
+                        let mut s = w as u64;
+                        for d in &dims {
+                            strides.push(s);
+                            s *= d;
+                        }
+                        band(&mut blocks, 13, &dims, &strides, w, &mut rows, budget).unwrap();
+                        rows.flush().unwrap();
+                        let mut want = want.clone();
+                        if swap {
+                            want.chunks_exact_mut(w).for_each(<[u8]>::reverse);
+                        }
+                        assert_eq!(got, want, "shape {shape:?} width {w} budget {budget} swap {swap}");
+                    }
+                }
+            }
+        }
     }
 }
