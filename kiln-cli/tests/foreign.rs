@@ -197,15 +197,15 @@ fn out_names_of_formats_without_a_writer_are_refused() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path();
     std::fs::write(p.join("a.npy"), npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", &[0; 8])).unwrap();
+    std::fs::write(p.join("junk.bin"), b"not a model").unwrap();
     for out in ["o.onnx", "o.gguf", "o.npy", "o.NPZ", "o.pt", "o.pth", "o.bin", "o.h5", "o.tflite", "o.pb", "o.ckpt"] {
         let o = kiln(p, &["convert", "a.npy", "-o", out]);
         let (_, err) = text(&o);
         assert_eq!(o.status.code(), Some(2), "{out}: {err}");
         assert!(err.contains("which kiln convert does not write") && err.contains(out), "{err}");
         assert!(!p.join(out).exists(), "{out} was written");
-        // Refused before the input is even opened.
-        assert_eq!(kiln(p, &["convert", "missing.npy", "-o", out]).status.code(), Some(2));
-        assert!(text(&kiln(p, &["convert", "missing.npy", "-o", out])).1.contains("does not write"));
+        // Before the input is read: a file that is not .npy at all gets the same answer.
+        assert!(text(&kiln(p, &["convert", "junk.bin", "-o", out])).1.contains("does not write"));
     }
     for out in ["o.kiln", "o", "o.weights"] {
         let o = kiln(p, &["convert", "a.npy", "-o", out]);

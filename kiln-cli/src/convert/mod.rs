@@ -328,7 +328,6 @@ pub fn read_payload(model: &Model, index: usize) -> anyhow::Result<Vec<u8>> {
 /// Runs one conversion. Errors about the input's content come back as
 /// `Err` with the message; [`error::exit_code`] maps them to exit codes.
 pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
-    refuse_foreign_out(&args.output)?;
     let Some(graph) = &args.onnx_graph else { return convert_tensors(args) };
     let input = open(&args.input)?;
     if format_of(&input, &args.input, args.read.from)? != Format::Onnx {
@@ -354,7 +353,8 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
 /// Extensions of OUT that name a format `kiln convert` does not write, with
 /// that format's name (compared without regard to case). Writing Kiln or
 /// safetensors bytes under such a name would mislead every tool that goes by
-/// it, so OUT is refused (exit 2) before anything is read or written.
+/// it, so OUT is refused (exit 2) before anything is written (or any
+/// input read past what finding the files takes).
 pub const NO_WRITER: [(&str, &str); 19] = [
     ("onnx", "ONNX"),
     ("gguf", "GGUF"),
@@ -400,6 +400,8 @@ fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
     // Refuse what must not be replaced before reading anything.
     let out = resolve_out(&args.output, &opened.files)?;
     let side = if to == To::Tensors { Some(resolve_out(&sidecar(&args.output), &opened.files)?) } else { None };
+    // Then (an OUT that is the input is the more telling refusal) a name that says another format.
+    refuse_foreign_out(&args.output)?;
     let format = opened.format(args.read.from)?;
     if to == To::Safetensors && format != Format::Kiln {
         return Err(Usage(format!(

@@ -153,12 +153,12 @@ fn refuse_uncarried(graph: &GraphProto) -> anyhow::Result<()> {
                 for sub in attr.g.iter().chain(attr.graphs.iter()) {
                     if let Some(t) = sub.initializer.first().or_else(|| sub.sparse_initializer.first()?.values.as_ref())
                     {
-                        bail!(
+                        return Err(limit(format!(
                             "node {:?} holds a subgraph with initializer {:?}: only the main graph's \
                              initializers are converted, and a partial model is never written",
                             node.name(),
                             t.name()
-                        );
+                        )));
                     }
                     stack.push(sub);
                 }
