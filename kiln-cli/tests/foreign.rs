@@ -326,3 +326,117 @@ for n in ['py2', 'u']:
         assert_eq!(t.bytes(), std::fs::read(p.join(format!("{name}.expect"))).unwrap().as_slice(), "{name}");
     }
 }
+
+/// Headers read both ways: each `.npy` file is valid for `kiln validate`
+/// exactly when NumPy's own header reader (`_read_array_header`, the one
+/// `np.load` uses) reads it, with the same shape.
+#[test]
+fn npy_headers_are_read_exactly_as_numpy_reads_them() {
+    if !python_has("numpy") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    py(
+        p,
+        r#"
+import io, json, struct, warnings
+import numpy as np
+try:
+    from numpy.lib import _format_impl as fmt
+except ImportError:
+    from numpy.lib import format as fmt
+warnings.simplefilter('ignore')
+H = [
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2 L, 3), }",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2l,), }",
+    "{u'descr': u'<f4', u'fortran_order': False, u'shape': (2,)}",
+    "{U'descr': R'<f4', 'fortran_order': False, 'shape': (2,)}",
+    "{b'descr': '<f4', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': b'<f4', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': f'<f4', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': '<' 'f4', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': '<' b'f4', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': '\\x3cf4', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': '\\u003cf4', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': '''<f4''', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': \"<f4\", \"fortran_order\": False, \"shape\": (2,)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (0x2, 0o3, 0b1, 1_0)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (0x_2,)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (1__0,)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (01,)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (00,)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (+2,)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (--2,)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2.0,)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (True, 2)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': ((2),)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': [2]}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': ()}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (,)}",
+    "{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}",
+    "{'descr': '<f4', 'fortran_order': None, 'shape': (2,)}",
+    "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3)}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} # a comment",
+    "\n{'descr': '<f4',\n 'fortran_order': False,\n 'shape': (2,)}",
+    "({'descr': '<f4', 'fortran_order': False, 'shape': (2,)})",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} x",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': \\\n(2,)}",
+    "{'descr': '<f4', 'fortran_order': False}",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}",
+    "{'descr': '<f3', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': 'f', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': 'float32', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': '|f4', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': '<c8', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': '|S3', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': '<U2', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': '<M8[ns]', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': '<M8[xs]', 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': [('a', '<f4'), ('b', '<i2')], 'fortran_order': False, 'shape': (2,)}",
+    "{'descr': 5, 'fortran_order': False, 'shape': (2,)}",
+    "[1, 2]",
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\t\x0c ",
+]
+expect = []
+for i, h in enumerate(H):
+    for version in [(1, 0), (3, 0)]:
+        raw = h.encode('latin1')
+        pad = (-(len(raw) + 1 + (10 if version == (1, 0) else 12))) % 64
+        raw = raw + b' ' * pad + b'\n'
+        size = struct.pack('<H', len(raw)) if version == (1, 0) else struct.pack('<I', len(raw))
+        head = b'\x93NUMPY' + bytes(version) + size + raw
+        try:
+            shape, fortran, dtype = fmt._read_array_header(io.BytesIO(head[8:]), version)
+            ok = True
+            data = bytes(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        except Exception as e:
+            ok, shape, data = False, None, bytes(8)
+        name = f'h{i}_{version[0]}.npy'
+        open(name, 'wb').write(head + data)
+        expect.append({'file': name, 'header': h, 'ok': ok, 'shape': [int(x) for x in shape] if ok else None})
+json.dump(expect, open('expect.json', 'w'))
+"#,
+    );
+    let expect: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p.join("expect.json")).unwrap()).unwrap();
+    let mut checked = 0;
+    for case in expect.as_array().unwrap() {
+        let file = case["file"].as_str().unwrap();
+        let (line, code) = validate_json(p, file);
+        let numpy_ok = case["ok"].as_bool().unwrap();
+        assert_eq!(line["ok"].as_bool(), Some(numpy_ok), "{}: numpy {numpy_ok}, kiln {line}", case["header"]);
+        assert_eq!(code, Some(if numpy_ok { 0 } else { 1 }), "{line}");
+        if numpy_ok && line.get("kiln_limit").is_none() {
+            let out = kiln(p, &["inspect", "--json", file]);
+            let table: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(table["tensors"][0]["shape"], case["shape"], "{}", case["header"]);
+        }
+        checked += 1;
+    }
+    assert!(checked > 100, "{checked}");
+}
