@@ -440,3 +440,38 @@ json.dump(expect, open('expect.json', 'w'))
     }
     assert!(checked > 100, "{checked}");
 }
+
+/// HK with a repeated or empty tensor name: valid HK (spec/reference's
+/// writer makes it), a Kiln limit; the same file cut short still fails.
+#[test]
+fn hk_names_kiln_cannot_hold_are_a_kiln_limit() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let reference = Path::new(env!("CARGO_MANIFEST_DIR")).join("../spec/reference");
+    py(
+        p,
+        &format!(
+            "import sys\nsys.path.insert(0, {:?})\nfrom hk_writer import *\n{}",
+            reference.display().to_string(),
+            r#"
+w = HkWriter()
+w.add_tensor('w', 'f32', (1,), bytes(4)); w.add_tensor('w', 'f32', (1,), bytes(4))
+open('dup.hk', 'wb').write(w.to_bytes())
+w = HkWriter()
+w.add_tensor('', 'f32', (1,), bytes(4))
+open('empty.hk', 'wb').write(w.to_bytes())
+"#
+        ),
+    );
+    for (file, why) in [("dup.hk", "tensor name \"w\" appears twice"), ("empty.hk", "a tensor with an empty name")] {
+        let (line, code) = validate_json(p, file);
+        assert_eq!((code, &line["ok"]), (Some(0), &serde_json::json!(true)), "{line}");
+        assert!(line["kiln_limit"].as_str().unwrap().contains(why), "{line}");
+        assert_eq!(kiln(p, &["convert", file, "-o", "o.kiln"]).status.code(), Some(1));
+    }
+    let mut b = std::fs::read(p.join("dup.hk")).unwrap();
+    b.truncate(b.len() - 1);
+    std::fs::write(p.join("cut.hk"), b).unwrap();
+    let (line, code) = validate_json(p, "cut.hk");
+    assert_eq!((code, &line["ok"]), (Some(1), &serde_json::json!(false)), "{line}");
+}
