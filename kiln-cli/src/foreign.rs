@@ -75,7 +75,12 @@ pub fn probe(path: &Path, read: &ReadArgs) -> Option<(&'static str, Verdict)> {
     Some((
         format.name(),
         match result {
-            Ok(model) => Verdict::Ok(Box::new(model)),
+            Ok(mut model) => {
+                if model.limit.is_none() {
+                    model.limit = convert::writer_limit(&model);
+                }
+                Verdict::Ok(Box::new(model))
+            }
             Err(e) if exit_code(&e) == 2 => Verdict::Io(e),
             Err(e) => match limit_reason(&e) {
                 Some(reason) => Verdict::Limited(reason),

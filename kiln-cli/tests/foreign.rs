@@ -92,10 +92,17 @@ fn valid_files_kiln_cannot_hold_pass_validate_with_kiln_limit() {
     std::fs::write(p.join("short.npy"), npy("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", &[0; 15]))
         .unwrap();
     std::fs::write(p.join("many.gguf"), gguf_tensors(65_536)).unwrap();
+    let mut r9 = br#"{"r9":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]}}"#.to_vec();
+    r9.resize(r9.len().div_ceil(8) * 8, b' ');
+    let mut st = u64::try_from(r9.len()).unwrap().to_le_bytes().to_vec();
+    st.extend(r9);
+    st.extend([0; 4]);
+    std::fs::write(p.join("r9.safetensors"), st).unwrap();
     for (file, format, why) in [
         ("c.npy", "npy", "NumPy dtype \"<c8\" has no Kiln dtype"),
         ("obj.npy", "npy", "NumPy dtype \"|O\" has no Kiln dtype"),
         ("many.gguf", "gguf", "65536 tensors: a Kiln directory holds at most 65535"),
+        ("r9.safetensors", "safetensors", "tensor r9: rank 9 (Kiln allows at most 8)"),
     ] {
         let (line, code) = validate_json(p, file);
         assert_eq!(code, Some(0), "{file}: {line}");

@@ -316,6 +316,22 @@ pub fn check_payloads(model: &Model, input: &Input, path: &Path) -> anyhow::Resu
     Ok(())
 }
 
+/// What the Kiln writer would refuse of a model its reader accepted (a rank
+/// above 8, names one directory block cannot hold even alone, ...): the
+/// same planning `kiln convert` does before it writes, for `kiln
+/// validate`'s `kiln_limit`. Payload bytes (a bool that is not 0 or 1) are
+/// only seen when written.
+pub fn writer_limit(model: &Model) -> Option<String> {
+    let planned = match shards::plan(&model.tensors, None) {
+        Ok(planned) => planned,
+        Err(e) => return Some(format!("{e:#}")),
+    };
+    planned
+        .into_iter()
+        .find_map(|r| write_kiln::plan(model.tensors.get(r).unwrap_or_default()).err())
+        .map(|e| format!("{e:#}"))
+}
+
 /// Reads tensor `index`'s payload through the copy path (from the input
 /// file it names, swapped, decompressed or CRC-checked as its source says),
 /// for tests and tools that check what a conversion would write.
