@@ -9,6 +9,10 @@
 For each file:
   convert   `kiln convert IN -o OUT.kiln` (ONNX: `--onnx-graph OUT.kiln.onnx` too)
   validate  `kiln validate OUT.kiln`
+  graph     ONNX: the written graph keeps the hand-off rule (notes R1, R2): nothing of a Kiln
+            dtype of 1,024 bytes or more left inline (initializers, subgraph initializers,
+            Constant values), the rest inline, external data only on main-graph initializers, `kiln.model` in
+            metadata_props, the Kiln file's `kiln.convert.onnx_graph_sha256` the graph's SHA-256
   roundtrip `kiln convert OUT.kiln -o back.safetensors`; every tensor the Kiln file must hold is
             compared byte for byte with the original reader's values: onnx.numpy_helper.to_array
             for ONNX initializers, Constant-node values and subgraph initializers (the tensors the
@@ -190,20 +194,32 @@ def safetensors_digests(path: Path) -> Dict[str, Tuple[int, str]]:
             view.release()
 
 
-def inline_left(graph: Path) -> Tuple[int, int]:
+def inline_left(graph: Path) -> Tuple[int, int, List[str]]:
     """(count, payload bytes) of tensors still stored in the written graph: initializers that are
-    not external data (main and subgraphs) and Constant-node values."""
+    not external data (main and subgraphs) and Constant-node values; and the hand-off rule's
+    breaches: a tensor of a Kiln dtype of 1,024 bytes or more left inline, an initializer under
+    1,024 bytes or of a type Kiln cannot hold made external, external data on a subgraph
+    initializer (R1); no `kiln.model` in metadata_props (R2)."""
     import onnx
 
     model = onnx.load(str(graph), load_external_data=False)
     count = total = 0
+    breaches: List[str] = []
     for e in onnx_tensors(model):
         t = e["proto"]
         if t.data_location == onnx.TensorProto.EXTERNAL:
+            if e["kind"] != "initializer":
+                breaches.append(f"{e['kind']} {e['name']!r} is external data")
+            elif not e["kiln_dtype"] or e["bytes"] < LIFT:
+                breaches.append(f"initializer {e['name']!r} ({e['bytes']} bytes) is external data, not inline")
             continue
         count += 1
         total += e["bytes"]
-    return count, total
+        if e["kiln_dtype"] and e["bytes"] >= LIFT:
+            breaches.append(f"{e['kind']} {e['name']!r} ({e['bytes']} bytes) is inline")
+    if not any(p.key == "kiln.model" for p in model.metadata_props):
+        breaches.append("no kiln.model in metadata_props")
+    return count, total, breaches
 
 
 # ---------------------------------------------------------------- inputs and onnxruntime
@@ -376,7 +392,12 @@ def check_model(entry: Dict[str, Any], path: Path, work: Path, web: bool = True)
                 steps["roundtrip"] = OK
             row["expected_tensors"] = len(want)
         if kind == "onnx":
-            row["inline_tensors"], row["inline_bytes"] = inline_left(graph)
+            row["inline_tensors"], row["inline_bytes"], breaches = inline_left(graph)
+            with kiln.safe_open(str(out)) as f:
+                recorded = (f.metadata() or {}).get("kiln.convert.onnx_graph_sha256")
+            if recorded != hashlib.sha256(graph.read_bytes()).hexdigest():
+                breaches.append(f"{out.name}'s kiln.convert.onnx_graph_sha256 is {recorded}, not the graph's SHA-256")
+            steps["graph"] = OK if not breaches else f"fail: {len(breaches)} breaches of the hand-off rule: " + "; ".join(breaches[:3])
     if kind == "onnx":
         feeds = make_inputs(path, entry)
         for step, skip_key, fn in (("ort_py", "skip_ort_py", lambda: ort_py(path, graph, feeds)),
@@ -413,7 +434,7 @@ def _verdict(v: Optional[str]) -> str:
 
 def markdown(rows: List[Dict[str, Any]]) -> str:
     head = ["id", "package", "file", "producer", "licence", "size", "weights (original)", "weights in Kiln",
-            "inline left in graph", "convert", "round trip", "ORT py", "ORT web"]
+            "inline left in graph", "convert", "graph (R1, R2)", "round trip", "ORT py", "ORT web"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         s = r["steps"]
@@ -423,7 +444,7 @@ def markdown(rows: List[Dict[str, Any]]) -> str:
                  f"{r.get('kiln_tensors', '-')} / {_mib(r.get('kiln_bytes'))}",
                  f"{r['inline_tensors']} / {_mib(r['inline_bytes'])}" if "inline_bytes" in r else "n/a",
                  _verdict(s.get("convert")) + ("" if s.get("validate") in (None, OK) else f"; validate {_verdict(s['validate'])}"),
-                 _verdict(s.get("roundtrip")), _verdict(s.get("ort_py")), _verdict(s.get("ort_web"))]
+                 _verdict(s.get("graph", "n/a")), _verdict(s.get("roundtrip")), _verdict(s.get("ort_py")), _verdict(s.get("ort_web"))]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 
