@@ -8,7 +8,7 @@ the round trip to safetensors against the original reader's values, and for ONNX
 
 Nothing here is skipped: onnx, onnxruntime, gguf, Node, onnxruntime-web (kiln-wasm's npm
 install) and the npm package (kiln-wasm/build.sh) are required, and a missing one fails.
-The full corpus (about 35 files, one over 2 GiB) is local: scripts/corpus/README.md."""
+The full corpus (one model with over 2 GiB of external data among it) is local: scripts/corpus/README.md."""
 
 from __future__ import annotations
 
