@@ -9,6 +9,8 @@
 For each file:
   convert   `kiln convert IN -o OUT.kiln` (ONNX: `--onnx-graph OUT.kiln.onnx` too)
   validate  `kiln validate OUT.kiln`
+  metadata  GGUF: every key's value in the Kiln metadata (JSON) equals gguf-py's, floats bit
+            for bit; no other key outside kiln.convert.*
   graph     ONNX: the written graph keeps the hand-off rule (notes R1, R2): nothing of a Kiln
             dtype of 1,024 bytes or more left inline (initializers, subgraph initializers,
             Constant values), the rest inline, external data only on main-graph initializers, `kiln.model` in
@@ -141,8 +143,9 @@ def digest(b: Any) -> Tuple[int, str]:
     return len(m), hashlib.sha256(m).hexdigest()
 
 
-def expected_tensors(kind: str, path: Path) -> Tuple[Dict[str, Tuple[int, str]], int, int]:
-    """{name: digest of the bytes} the Kiln output must hold, and the original's weight count and bytes."""
+def expected_tensors(kind: str, path: Path, meta: Optional[Dict[str, Any]] = None) -> Tuple[Dict[str, Tuple[int, str]], int, int]:
+    """{name: digest of the bytes} the Kiln output must hold, and the original's weight count and
+    bytes; for GGUF, `meta` gets each key's (value types, value) as gguf-py reads them."""
     if kind == "onnx":
         import onnx
 
@@ -159,6 +162,9 @@ def expected_tensors(kind: str, path: Path) -> Tuple[Dict[str, Tuple[int, str]],
         import gguf
 
         r = gguf.GGUFReader(str(path))
+        if meta is not None:
+            # GGUF.version, GGUF.tensor_count and GGUF.kv_count are the reader's own, not keys.
+            meta.update({k: ([t.name for t in f.types], f.contents()) for k, f in r.fields.items() if not k.startswith("GGUF.")})
         want = {t.name: digest(np.ascontiguousarray(t.data)) for t in r.tensors}
         return want, len(want), sum(n for n, _ in want.values())
     if kind == "npy":
@@ -170,6 +176,35 @@ def expected_tensors(kind: str, path: Path) -> Tuple[Dict[str, Tuple[int, str]],
             want = {k: digest(np.ascontiguousarray(z[k])) for k in z.files}
         return want, len(want), sum(n for n, _ in want.values())
     raise RuntimeError(f"unknown kind {kind}")
+
+
+def _leaf_floats(v: Any, dtype: Any) -> bytes:
+    """Floats compared by their bits at the source width; the converter writes NaN and the
+    infinities as the strings "NaN", "inf", "-inf"."""
+    special = {"NaN": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+    flat = v if isinstance(v, list) else [v]
+    return np.array([special.get(x, x) if isinstance(x, str) else x for x in flat], dtype=dtype).tobytes()
+
+
+def compare_gguf_metadata(meta: Dict[str, Any], kiln_meta: Dict[str, str]) -> str:
+    """Every GGUF key is a Kiln metadata key whose JSON value is gguf-py's value (floats bit for
+    bit at their width); no other key outside the converter's kiln.convert.* namespace."""
+    floats = {"FLOAT32": np.float32, "FLOAT64": np.float64}
+    missing, differ = [], []
+    for k, (types, value) in meta.items():
+        if k not in kiln_meta:
+            missing.append(k)
+            continue
+        got = json.loads(kiln_meta[k])
+        leaf = types[-1]
+        same = _leaf_floats(got, floats[leaf]) == _leaf_floats(value, floats[leaf]) if leaf in floats else got == value
+        if not same:
+            differ.append(k)
+    extra = [k for k in kiln_meta if k not in meta and not k.startswith("kiln.convert.")]
+    if missing or differ or extra:
+        return (f"fail: of {len(meta)} GGUF keys {len(missing)} missing {missing[:1]}, {len(differ)} differ {differ[:1]}, "
+                f"{len(extra)} extra {extra[:1]}")
+    return OK
 
 
 def safetensors_digests(path: Path) -> Dict[str, Tuple[int, str]]:
@@ -355,8 +390,9 @@ def check_model(entry: Dict[str, Any], path: Path, work: Path, web: bool = True)
     row["steps"] = steps
     t0 = time.monotonic()
     kind = entry["kind"]
+    meta: Dict[str, Any] = {}
     try:
-        want, row["orig_tensors"], row["orig_bytes"] = expected_tensors(kind, path)
+        want, row["orig_tensors"], row["orig_bytes"] = expected_tensors(kind, path, meta)
     except Exception as e:  # noqa: BLE001
         steps["read"] = f"fail: the original reader: {_short(e)}"
         want = None
@@ -372,6 +408,9 @@ def check_model(entry: Dict[str, Any], path: Path, work: Path, web: bool = True)
             names = list(f.keys())
             row["kiln_tensors"] = len(names)
             row["kiln_bytes"] = sum(f.tensor_info(n).byte_length for n in names)
+            kiln_meta = f.metadata() or {}
+        if kind == "gguf" and want is not None:
+            steps["metadata"] = compare_gguf_metadata(meta, kiln_meta)
         ok_v, msg = cli("validate", str(out))
         steps["validate"] = OK if ok_v else f"fail: {msg}"
         back = work / (path.name + ".back.safetensors")
