@@ -13,7 +13,8 @@ For each file:
             for bit; no other key outside kiln.convert.*
   graph     ONNX: the written graph keeps the hand-off rule (notes R1, R2): nothing of a Kiln
             dtype of 1,024 bytes or more left inline (initializers, subgraph initializers,
-            Constant values), the rest inline, external data only on main-graph initializers, `kiln.model` in
+            Constant values), the rest inline, external data only on initializers (main graph or
+            subgraph, where they stand), `kiln.model` in
             metadata_props, the Kiln file's `kiln.convert.onnx_graph_sha256` the graph's SHA-256
   roundtrip `kiln convert OUT.kiln -o back.safetensors`; every tensor the Kiln file must hold is
             compared byte for byte with the original reader's values: onnx.numpy_helper.to_array
@@ -233,8 +234,8 @@ def inline_left(graph: Path) -> Tuple[int, int, List[str]]:
     """(count, payload bytes) of tensors still stored in the written graph: initializers that are
     not external data (main and subgraphs) and Constant-node values; and the hand-off rule's
     breaches: a tensor of a Kiln dtype of 1,024 bytes or more left inline, an initializer under
-    1,024 bytes or of a type Kiln cannot hold made external, external data on a subgraph
-    initializer (R1); no `kiln.model` in metadata_props (R2)."""
+    1,024 bytes or of a type Kiln cannot hold made external, external data on anything but an
+    initializer (of the main graph or a subgraph) (R1); no `kiln.model` in metadata_props (R2)."""
     import onnx
 
     model = onnx.load(str(graph), load_external_data=False)
@@ -243,7 +244,7 @@ def inline_left(graph: Path) -> Tuple[int, int, List[str]]:
     for e in onnx_tensors(model):
         t = e["proto"]
         if t.data_location == onnx.TensorProto.EXTERNAL:
-            if e["kind"] != "initializer":
+            if e["kind"] not in ("initializer", "subgraph initializer"):
                 breaches.append(f"{e['kind']} {e['name']!r} is external data")
             elif not e["kiln_dtype"] or e["bytes"] < LIFT:
                 breaches.append(f"initializer {e['name']!r} ({e['bytes']} bytes) is external data, not inline")
