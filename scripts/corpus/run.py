@@ -11,7 +11,7 @@ For each file:
   validate  `kiln validate OUT.kiln`
   metadata  GGUF: every key's value in the Kiln metadata (JSON) equals gguf-py's, floats bit
             for bit; no other key outside kiln.convert.*
-  graph     ONNX: the written graph keeps the hand-off rule (notes R1, R2): nothing of a Kiln
+  graph     ONNX: the written graph keeps the hand-off rule (docs/onnx.md, R1 and R2): nothing of a Kiln
             dtype of 1,024 bytes or more left inline (initializers, subgraph initializers,
             Constant values), the rest inline, external data only on initializers (main graph or
             subgraph, where they stand), `kiln.model` in
@@ -19,7 +19,7 @@ For each file:
   roundtrip `kiln convert OUT.kiln -o back.safetensors`; every tensor the Kiln file must hold is
             compared byte for byte with the original reader's values: onnx.numpy_helper.to_array
             for ONNX initializers, Constant-node values and subgraph initializers (the tensors the
-            hand-off rule, notes R1, says the Kiln output holds: every initializer of a Kiln dtype,
+            hand-off rule, docs/onnx.md R1, says the Kiln output holds: every initializer of a Kiln dtype,
             every Constant of a Kiln dtype of 1,024 bytes or more), gguf.GGUFReader for GGUF,
             numpy.load for .npy/.npz; a tensor missing, extra or different fails the step.
   ort-py    ONNX only: onnxruntime (Python) on the original (InferenceSession) and on the
