@@ -36,9 +36,10 @@ fn check_synopsis(argv: &[String]) -> Result<(), String> {
         let known = if let Some(long) = token.strip_prefix("--") {
             let long = long.split('=').next().unwrap_or_default();
             long.is_empty()
-                || sub.get_arguments().chain(root.get_arguments()).any(|a| {
-                    a.get_long() == Some(long) || a.get_all_aliases().is_some_and(|v| v.contains(&long))
-                })
+                || sub
+                    .get_arguments()
+                    .chain(root.get_arguments())
+                    .any(|a| a.get_long() == Some(long) || a.get_all_aliases().is_some_and(|v| v.contains(&long)))
         } else if let Some(short) = token.strip_prefix('-').filter(|s| s.len() == 1) {
             let c = short.chars().next().unwrap_or_default();
             sub.get_arguments().chain(root.get_arguments()).any(|a| a.get_short() == Some(c))
