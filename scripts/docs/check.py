@@ -146,6 +146,33 @@ def extract(rel):
     return blocks
 
 
+def inline_commands(rel):
+    """`kiln ...` in inline code spans of the prose (outside fences): (line, argv), checked as
+    synopses (a span may hold placeholders such as FILE or OUT)."""
+    lines = (ROOT / rel).read_text(encoding="utf-8").splitlines()
+    prose, inside, fence = [], False, ""
+    for n, line in enumerate(lines):
+        m = FENCE.match(line)
+        if m and (not inside or line.strip().strip(fence[0]) == ""):
+            if not inside:
+                inside, fence = True, m.group(2)
+            elif line.strip().startswith(fence):
+                inside = False
+            prose.append("")
+            continue
+        prose.append("" if inside else line)
+    text = "\n".join(prose)
+    out = []
+    for m in re.finditer(r"(?<!`)`([^`]+)`(?!`)", text):
+        span = " ".join(m.group(1).split())
+        if not re.match(r"^kiln [a-z]", span):
+            continue
+        line = text.count("\n", 0, m.start()) + 1
+        for argv in kiln_argvs(span.replace("[", " ").replace("]", " ").replace("...", " ").replace("…", " ")):
+            out.append((line, argv))
+    return out
+
+
 # --- kiln command lines ------------------------------------------------------------------------
 
 SEPARATORS = {";", "&&", "||", "|", "&", "(", ")", "|&", ";;"}
@@ -462,7 +489,7 @@ def parse_commands(blocks):
                        env={**os.environ, "KILN_DOC_FILES": "\n".join(sorted({b.file for b in blocks}))})
     verdicts = {}
     for line in (p.stdout + p.stderr).splitlines():
-        m = re.match(r"^doc-command (ok|FAIL) (\S+)(?: (.*))?$", line)
+        m = re.search(r"doc-command (ok|FAIL) (\S+)(?: (.*))?$", line)  # after cargo -q's progress dots
         if m:
             verdicts.setdefault(m.group(2), []).append(None if m.group(1) == "ok" else m.group(3))
     if p.returncode and not any(e for v in verdicts.values() for e in v):
@@ -479,15 +506,22 @@ def main():
     ap.add_argument("--no-parse", action="store_true",
                     help="skip the parser check of the kiln commands (while editing a doc; CI always parses)")
     a = ap.parse_args()
-    files = scope_files(a.files or os.environ.get("KILN_DOC_FILES", "").split())
+    # Files named on the command line are relative to the current folder; KILN_DOC_FILES (how
+    # the run hands its selection to doc_commands.rs) names them from the repository's root.
+    chosen = [str(Path(f).resolve()) for f in a.files] or [str(ROOT / f) for f in os.environ.get("KILN_DOC_FILES", "").split()]
+    files = scope_files(chosen)
     blocks = [b for f in files for b in extract(f)]
     for i, b in enumerate(blocks):
         b.index = i
 
+    inline = {f: inline_commands(f) for f in files}
     if a.kiln_commands:
         for b in blocks:
             for line, mode, argv in kiln_commands(b):
                 print(json.dumps({"at": f"{b.file}:{line}", "mode": mode, "argv": argv}))
+        for f, cmds in inline.items():
+            for line, argv in cmds:
+                print(json.dumps({"at": f"{f}:{line}", "mode": "synopsis", "argv": argv}))
         return 0
     if a.list:
         for b in blocks:
@@ -495,7 +529,7 @@ def main():
             extra = f"; {n} kiln command{'s' * (n != 1)}" if n else ""
             marker = "; ".join(f"{k} {v}".strip() for k, v in b.markers.items())
             print(f"{b.at:36} {b.lang or '-':8} {b.disposition():12} {marker}{extra}")
-        summary(blocks, files)
+        summary(blocks, files, inline)
         return 0
 
     t0 = time.monotonic()
@@ -535,24 +569,37 @@ def main():
                 passed += 1
                 print(f"ok   {b.at} ({b.lang}, {what}, {time.monotonic() - started:.1f} s)")
             sys.stdout.flush()
+        for f, cmds in inline.items():
+            problems = [f"{f}:{line}: {shlex.join(argv)}\n  {err}" for line, argv in cmds if verdicts is not None
+                        for err in verdicts.get(f"{f}:{line}", ["not checked: doc_commands.rs gave no verdict"]) if err]
+            if not cmds:
+                continue
+            if problems:
+                failed += 1
+                print(f"FAIL {f} (the kiln commands in its prose)")
+                for p in problems:
+                    print("  " + p.rstrip().replace("\n", "\n  "))
+            else:
+                passed += 1
+                print(f"ok   {f} (the kiln commands in its prose: {len(cmds)} parsed)")
     finally:
         if a.keep:
             print(f"scratch folder kept: {scratch}")
         else:
             shutil.rmtree(scratch, ignore_errors=True)
-    summary(blocks, files)
+    summary(blocks, files, inline)
     print(f"{time.monotonic() - t0:.0f} s")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 
 
-def summary(blocks, files):
+def summary(blocks, files, inline):
     counts = {}
     for b in blocks:
         counts[b.disposition()] = counts.get(b.disposition(), 0) + 1
     ncmd = sum(len(kiln_commands(b)) for b in blocks)
     print(f"{len(blocks)} blocks in {len(files)} files: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-          + f"; {ncmd} kiln command lines")
+          + f"; {ncmd} kiln command lines in blocks, {sum(map(len, inline.values()))} in the prose's code spans")
 
 
 if __name__ == "__main__":
