@@ -200,9 +200,9 @@ def shell_lines(text, transcript):
     return out
 
 
-def kiln_argvs(line):
-    """The argument vectors of the `kiln` commands in one shell line (`cargo run ... -p kiln-cli
-    -- ARGS` counts as `kiln ARGS`). Comments, redirections and pipes are understood."""
+def simple_commands(line):
+    """The argument vectors of the simple commands of one shell line: comments, redirections,
+    pipes and lists understood, leading `NAME=value` assignments dropped."""
     lex = shlex.shlex(line, posix=True, punctuation_chars=True)
     lex.whitespace_split = True
     lex.commenters = "#"
@@ -223,12 +223,20 @@ def kiln_argvs(line):
         else:
             cur.append(t)
     commands.append(cur)
-    found = []
+    out = []
     for argv in commands:
         while argv and (re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", argv[0]) or argv[0] in ("time", "sudo", "exec", "!")):
             argv = argv[1:]
-        if not argv:
-            continue
+        if argv:
+            out.append(argv)
+    return out
+
+
+def kiln_argvs(line):
+    """The argument vectors of the `kiln` commands in one shell line (`cargo run ... -p kiln-cli
+    -- ARGS` counts as `kiln ARGS`)."""
+    found = []
+    for argv in simple_commands(line):
         if Path(argv[0]).name == "kiln":
             found.append(["kiln"] + argv[1:])
         elif argv[0] == "cargo" and "run" in argv and "--" in argv and ("kiln-cli" in argv or "kiln" in argv):
@@ -250,6 +258,39 @@ def kiln_commands(block):
                 out.append((block.line + 1 + n, "synopsis" if disp == "synopsis" else "argv", argv))
         return out
     return []
+
+
+SCRIPT = re.compile(r"^(?:\./)?[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*\.(?:sh|py|mjs|js|cjs)$|^(?:\./)?[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+\.sh$")
+INTERPRETERS = {"python3", "python", "node", "bash", "sh"}
+
+
+def missing_scripts(block):
+    """The repository scripts a block that is not run calls (`scripts/x.sh`, `python3 a/b.py`,
+    `./ci.sh` after `cd DIR`) that do not exist: a stale line the parser check cannot see."""
+    if block.kind not in ("sh", "console"):
+        return []
+    problems, here = [], ROOT
+    for n, line in shell_lines(block.text, block.kind == "console"):
+        for argv in simple_commands(line):
+            if argv[0] == "cd" and len(argv) == 2 and not argv[1].startswith(("$", "~", "-")):
+                here = (here / argv[1]).resolve()
+                continue
+            cmd = argv[1:] if Path(argv[0]).name in INTERPRETERS else argv
+            if cmd and SCRIPT.match(cmd[0]) and not (here / cmd[0]).exists():
+                problems.append(f"{block.file}:{block.line + 1 + n}: {cmd[0]}: no such file in {here.relative_to(ROOT) if here != ROOT else 'the repository'}")
+    return problems
+
+
+LOOKS_LIKE_COMMANDS = re.compile(r"^(?:cargo|cd|python3?|node|npm|npx|pip3?|rustup|cmake|qemu-system-\w+|\./|scripts/)\b")
+
+
+def untagged_commands(block):
+    """A block with no language (or "text") whose lines are commands, not output: it must say
+    its language so that it is run or marked."""
+    if block.lang not in ("", "text"):
+        return []
+    return [f"{block.file}:{block.line + 1 + n}: looks like a command; fence the block as ```sh"
+            for n, line in enumerate(block.text.splitlines()) if LOOKS_LIKE_COMMANDS.match(line)]
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -552,12 +593,15 @@ def main():
                     else check_tested_by(b)
                 if not ok:
                     problems.append(out)
+            if disp in ("local", "illustrative", "synopsis"):
+                problems += missing_scripts(b)
+            problems += untagged_commands(b)
             cmds = kiln_commands(b)
             for line, _, argv in cmds if verdicts is not None else []:
                 for err in verdicts.get(f"{b.file}:{line}", ["not checked: doc_commands.rs gave no verdict"]):
                     if err:
                         problems.append(f"{b.file}:{line}: {shlex.join(argv)}\n  {err}")
-            if disp == "not code" and not cmds:
+            if disp == "not code" and not cmds and not problems:
                 continue  # output, grammars, data: nothing to check
             what = disp + (f", {len(cmds)} kiln command{'s' * (len(cmds) != 1)} parsed" if cmds else "")
             if problems:
