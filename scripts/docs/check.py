@@ -14,7 +14,7 @@ its fence says `<!-- doc: local -->`, `<!-- doc: illustrative -->`, `<!-- doc: s
 `<!-- doc: tested-by PATH -->`; `<!-- doc: setup NAME -->` first runs scripts/docs/setup/NAME.sh
 in the block's folder. Each file's blocks run in document order in one scratch folder of their
 own (a doc reads as one session: a later block may use what an earlier one wrote), with `spec/`
-linked in, the built `kiln` first on PATH, the installed Python package `kiln` and the npm
+and `scripts/` linked in, the built `kiln` first on PATH, the installed Python package `kiln` and the npm
 package kiln-wasm/pkg as `node_modules/kiln-wasm`.
 
 Environment: KILN (the kiln binary; default $CARGO_TARGET_DIR/release/kiln, else
@@ -314,7 +314,8 @@ class Env:
         d = self.scratch / rel.replace("/", "__")
         if not d.exists():
             d.mkdir()
-            (d / "spec").symlink_to(ROOT / "spec")
+            for shared in ("spec", "scripts"):
+                (d / shared).symlink_to(ROOT / shared)
             nm = d / "node_modules"
             nm.mkdir()
             if self.pkg.is_dir():
