@@ -7,6 +7,7 @@ saying why not, and every `kiln ...` command line in them is held to the CLI's o
     scripts/docs/check.py --kiln-commands  # the kiln command lines, as JSON lines (read by
                                            # kiln-cli/tests/doc_commands.rs, which parses them)
     scripts/docs/check.py README.md docs/conversion.md   # only these files
+    scripts/docs/check.py --self-test      # the checker's own rules, on a doc made for them
 
 The rules (markers, scope, fixtures) are in docs/README.md, "Docs that run". In short: a block
 in sh/bash/console, python, js/mjs, rust or c runs unless an HTML comment on the line before
@@ -333,7 +334,7 @@ class Env:
         """Why this block cannot run here, or None."""
         if block.kind in ("sh", "console") and kiln_commands(block) and not self.kiln.is_file():
             return f"no kiln binary at {self.kiln} (cargo build --release -p kiln-cli, or set KILN)"
-        if block.kind == "js" and not self.pkg.is_dir():
+        if block.kind == "js" and "kiln-wasm" in block.text and not self.pkg.is_dir():
             return f"no npm package at {self.pkg} (kiln-wasm/build.sh, or set KILN_WASM_PKG)"
         return None
 
@@ -544,6 +545,121 @@ def parse_commands(blocks):
     return verdicts
 
 
+def check_block(env, b, verdicts):
+    """(problems, what was done), or what None for a block with nothing to check. verdicts:
+    parse_commands' answers, or None when the parser check is skipped."""
+    disp = b.disposition()
+    problems = []
+    if disp == "run":
+        ok, out = run_block(env, b)
+        if not ok:
+            problems.append(out)
+    elif disp == "tested-by":
+        ok, out = check_named(b) if b.name and b.file in NAMED_SNIPPETS and "tested-by" not in b.markers \
+            else check_tested_by(b)
+        if not ok:
+            problems.append(out)
+    if disp in ("local", "illustrative", "synopsis"):
+        problems += missing_scripts(b)
+    problems += untagged_commands(b)
+    cmds = kiln_commands(b)
+    for line, _, argv in cmds if verdicts is not None else []:
+        for err in verdicts.get(f"{b.file}:{line}", ["not checked: doc_commands.rs gave no verdict"]):
+            if err:
+                problems.append(f"{b.file}:{line}: {shlex.join(argv)}\n  {err}")
+    if disp == "not code" and not cmds and not problems:
+        return problems, None
+    return problems, disp + (f", {len(cmds)} kiln command{'s' * (len(cmds) != 1)} parsed" if cmds else "")
+
+
+SELF_TEST = """\
+```sh
+echo one > shared.txt
+```
+
+```sh
+false
+```
+
+```python
+assert open("shared.txt").read() == "one\\n"   # the doc's earlier block wrote it
+```
+
+```python
+raise SystemExit(3)
+```
+
+```js
+if (1 + 1 !== 2) process.exit(1);
+```
+
+```js
+process.exit(4);
+```
+
+<!-- doc: local -->
+```sh
+scripts/run-suites.py --list
+```
+
+<!-- doc: illustrative -->
+```sh
+scripts/no-such-script.sh --flag
+```
+
+```
+cargo build --release
+```
+
+```text
+kiln firmware demo: output, not a command
+```
+
+<!-- doc: tested-by scripts/run-suites.py -->
+```sh
+false
+```
+
+<!-- doc: setup no-such-setup -->
+```sh
+true
+```
+"""
+# Each block's expected verdict, in order (the text block has nothing to check: None).
+SELF_TEST_EXPECT = [True, False, True, False, True, False, True, False, False, None, False, False]
+
+
+def self_test():
+    """The checker's own rules on a doc made for it: running, sharing the folder, failing,
+    the markers' checks, untagged commands, an unknown marker."""
+    doc = ROOT / "target" / "docs-check" / "self-test.md"
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    doc.write_text(SELF_TEST)
+    rel = str(doc.relative_to(ROOT))
+    blocks = extract(rel)
+    assert len(blocks) == len(SELF_TEST_EXPECT), len(blocks)
+    scratch = Path(tempfile.mkdtemp(prefix="kiln-docs-self-test-"))
+    bad = []
+    try:
+        env = Env(scratch)
+        for b, want in zip(blocks, SELF_TEST_EXPECT):
+            problems, what = check_block(env, b, None)
+            got = None if what is None else not problems
+            print(f"{'ok  ' if got == want else 'FAIL'} {b.at}: expected {want}, got {got} {problems}")
+            if got != want:
+                bad.append(b.at)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    doc.write_text("<!-- doc: locl -->\n```sh\ntrue\n```\n")
+    try:
+        extract(rel)
+        bad.append("an unknown marker was accepted")
+    except SystemExit as e:
+        print(f"ok   an unknown marker is refused: {e}")
+    print(f"self-test: {len(SELF_TEST_EXPECT) + 1 - len(bad)} passed, {len(bad)} failed")
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="*", help="docs to check (default: every doc in scope)")
@@ -552,7 +668,10 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the scratch folder")
     ap.add_argument("--no-parse", action="store_true",
                     help="skip the parser check of the kiln commands (while editing a doc; CI always parses)")
+    ap.add_argument("--self-test", action="store_true", help="check the checker on a doc made for it")
     a = ap.parse_args()
+    if a.self_test:
+        return self_test()
     # Files named on the command line are relative to the current folder; KILN_DOC_FILES (how
     # the run hands its selection to doc_commands.rs) names them from the repository's root.
     chosen = [str(Path(f).resolve()) for f in a.files] or [str(ROOT / f) for f in os.environ.get("KILN_DOC_FILES", "").split()]
@@ -587,29 +706,10 @@ def main():
     try:
         build_rust(env, [b for b in blocks if b.kind == "rust" and b.disposition() == "run"])
         for b in blocks:
-            disp = b.disposition()
             started = time.monotonic()
-            problems = []
-            if disp == "run":
-                ok, out = run_block(env, b)
-                if not ok:
-                    problems.append(out)
-            elif disp == "tested-by":
-                ok, out = check_named(b) if b.name and b.file in NAMED_SNIPPETS and "tested-by" not in b.markers \
-                    else check_tested_by(b)
-                if not ok:
-                    problems.append(out)
-            if disp in ("local", "illustrative", "synopsis"):
-                problems += missing_scripts(b)
-            problems += untagged_commands(b)
-            cmds = kiln_commands(b)
-            for line, _, argv in cmds if verdicts is not None else []:
-                for err in verdicts.get(f"{b.file}:{line}", ["not checked: doc_commands.rs gave no verdict"]):
-                    if err:
-                        problems.append(f"{b.file}:{line}: {shlex.join(argv)}\n  {err}")
-            if disp == "not code" and not cmds and not problems:
+            problems, what = check_block(env, b, verdicts)
+            if what is None:
                 continue  # output, grammars, data: nothing to check
-            what = disp + (f", {len(cmds)} kiln command{'s' * (len(cmds) != 1)} parsed" if cmds else "")
             if problems:
                 failed += 1
                 print(f"FAIL {b.at} ({b.lang}, {what})")
