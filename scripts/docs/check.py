@@ -395,7 +395,7 @@ def run_block(env, block):
         rc, out = env.run(["node", f.name], cwd)
     elif block.kind == "rust":
         if env.rust_errors is not None:
-            return False, env.rust_errors
+            return False, env.rust_errors[block.index]
         rc, out = env.run([str(env.rust_binary), str(block.index)], cwd)
     elif block.kind == "c":
         return run_c(env, block, cwd)
@@ -478,14 +478,16 @@ def build_rust(env, blocks):
     arms, where = [], {}
     for b in blocks:
         mod = f"b{b.index}"
-        where[f"src/{mod}.rs"] = b.at
         text = code(b)
+        prelude = text.count("\n") - b.text.count("\n")
         if re.search(r"^\s*fn main\s*\(", text, re.M):
-            body = f"// {b.at}\n{text}\npub fn run() -> Result<(), crate::DocError> {{\n    crate::Outcome::into_result(main())\n}}\n"
+            new = f"// {b.at}\n{text}\npub fn run() -> Result<(), crate::DocError> {{\n    crate::Outcome::into_result(main())\n}}\n"
+            first = 2 + prelude  # the generated line that holds the block's first line
         else:
-            body = (f"// {b.at}\npub fn run() -> Result<(), crate::DocError> {{\n    let _ = {{\n{text}    }};\n"
-                    "    Ok(())\n}\n")
-        new = body
+            new = (f"// {b.at}\npub fn run() -> Result<(), crate::DocError> {{\n    let _ = {{\n{text}    }};\n"
+                   "    Ok(())\n}\n")
+            first = 4 + prelude
+        where[f"src/{mod}.rs"] = (b, first)
         path = crate / "src" / f"{mod}.rs"
         if not path.exists() or path.read_text() != new:
             path.write_text(new)
@@ -499,10 +501,19 @@ def build_rust(env, blocks):
                        env=env.env, capture_output=True, text=True)
     print(f"     (the Rust blocks built in {time.monotonic() - t0:.1f} s)", flush=True)
     if p.returncode:
-        out = p.stdout + p.stderr
-        for src, at in where.items():
-            out = out.replace(src, f"{at} ({src})")
-        env.rust_errors = f"the Rust blocks do not build (target/docs-check/rust):\n{out}"
+        # Each error at the doc's own line, under its block; the other blocks are not run.
+        def doc_line(m):
+            b, first = where[m.group(1)]
+            n = int(m.group(2))
+            return f"{b.file}:{b.line + 1 + n - first}" if n >= first else f"{m.group(0)} (the setup's prelude)"
+        out = re.sub(r"(src/b\d+\.rs):(\d+)(?::\d+)?", lambda m: doc_line(m) if m.group(1) in where else m.group(0),
+                     p.stdout + p.stderr)
+        env.rust_errors = {}
+        for b, _ in where.values():
+            mine = [line for line in out.splitlines() if line.startswith(f"{b.file}:") and
+                    any(line.startswith(f"{b.file}:{b.line + 1 + k}:") for k in range(b.text.count("\n")))]
+            env.rust_errors[b.index] = "\n".join(mine) if mine else \
+                f"not run: the Rust blocks did not build (target/docs-check/rust):\n{out}"
         return
     target = Path(os.environ.get("CARGO_TARGET_DIR") or crate / "target")
     env.rust_binary = target / "debug" / "doc-blocks"
