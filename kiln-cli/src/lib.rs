@@ -191,6 +191,12 @@ struct InspectArgs {
     read: convert::ReadArgs,
 }
 
+/// The command-line parser `main` uses, for checks that a documented command line
+/// parses (kiln-cli/tests/doc_commands.rs) without running it.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 /// Parses the command line and runs the command: what the `kiln` binary does.
 pub fn main() -> ExitCode {
     let cli = Cli::parse(); // usage errors exit 2 here
