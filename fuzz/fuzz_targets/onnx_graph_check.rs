@@ -19,8 +19,11 @@ fuzz_target!(|data: &[u8]| {
         assert!(kiln_onnx::requirements(data).is_err(), "undecodable bytes accepted");
         return;
     };
-    let Some(graph) = model.graph.as_ref() else { return };
-    let weights = kiln_onnx::weights(graph);
+    if model.graph.is_none() {
+        return;
+    }
+    let weights = kiln_onnx::weights(&model);
+    let read = kiln_onnx::data_read(&model);
     if let Ok(req) = kiln_onnx::requirements(data) {
         let inits: Vec<_> = weights.iter().filter(|w| !matches!(w.origin, Origin::Constant { .. })).collect();
         assert_eq!(req.checked.len(), inits.len());
@@ -29,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
             let external = w.tensor.data_location == Some(i32::from(DataLocation::External));
             assert_eq!(*how == Checked::Kiln, external, "{name}");
             if !external {
-                assert_eq!(kiln_onnx::place(w.tensor.data_type(), &w.tensor.dims), Place::Inline, "{name}");
+                assert_eq!(kiln_onnx::place(&read, name, w.tensor.data_type(), &w.tensor.dims), Place::Inline, "{name}");
             }
         }
         for e in &req.externals {
@@ -39,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut lifted = model.clone();
     kiln_onnx::lift(&mut lifted);
-    let after = kiln_onnx::weights(lifted.graph.as_ref().expect("a graph"));
+    let after = kiln_onnx::weights(&lifted);
     assert!(after.iter().all(|w| !matches!(w.origin, Origin::Constant { .. })), "a Constant weight was left");
     let mut a: Vec<&str> = weights.iter().map(|w| w.name).collect();
     let mut b: Vec<&str> = after.iter().map(|w| w.name).collect();

@@ -16,7 +16,7 @@ use crate::dtype::{kiln_dtype, type_name};
 use crate::error::GraphError;
 use crate::proto::tensor_proto::DataLocation;
 use crate::proto::{GraphProto, ModelProto, TensorProto};
-use crate::rule::{payload_len, place, Place, INLINE_LIMIT};
+use crate::rule::{data_read, payload_len, place, DataRead, Place};
 use crate::weights::{weights, Origin};
 use crate::KEY_MODEL;
 
@@ -112,8 +112,9 @@ pub fn requirements(graph: &[u8]) -> Result<Requirements, GraphError> {
     no_other_external(&model)?;
     let kiln_model = model_name(&model)?;
     let read = names_read(g);
+    let data = data_read(&model);
     let mut req = Requirements { model: kiln_model, files: Vec::new(), externals: Vec::new(), checked: Vec::new() };
-    for w in weights(g) {
+    for w in weights(&model) {
         let t = w.tensor;
         match w.origin {
             Origin::Constant { .. } => continue, // not an initializer; a Constant stays inline by R1 or is lifted
@@ -128,7 +129,7 @@ pub fn requirements(graph: &[u8]) -> Result<Requirements, GraphError> {
                 req.checked.push((t.name().to_string(), Checked::Kiln));
             }
             _ => {
-                inline_allowed(t)?;
+                inline_allowed(t, &data)?;
                 req.checked.push((t.name().to_string(), Checked::Inline));
             }
         }
@@ -287,18 +288,23 @@ fn external(t: &TensorProto) -> Result<External, GraphError> {
 }
 
 /// An inline initializer must be one rule R1 keeps inline.
-fn inline_allowed(t: &TensorProto) -> Result<(), GraphError> {
-    if place(t.data_type(), &t.dims) == Place::Inline {
+fn inline_allowed(t: &TensorProto, data: &DataRead) -> Result<(), GraphError> {
+    if place(data, t.name(), t.data_type(), &t.dims) == Place::Inline {
         return Ok(());
     }
     let size = kiln_dtype(t.data_type())
         .and_then(|d| payload_len(d, &t.dims))
         .map_or_else(|| "its dimensions give no size".to_string(), |n| format!("{n} bytes"));
+    let why = match data.limit(t.name(), t.data_type(), &t.dims) {
+        Some(limit) => format!("a node reads it as data, but only under {limit} bytes may stay"),
+        None => "no node reads it as data while the graph is resolved".to_string(),
+    };
     Err(GraphError::at(
         t.name(),
         format!(
-            "initializer {:?} is stored in the graph ({size}): only initializers under {INLINE_LIMIT} bytes, or of a \
-             type Kiln cannot hold, stay in the graph; the rest must be external data in the Kiln file",
+            "initializer {:?} is stored in the graph ({size}; {why}): only what shape inference reads (a \
+             shape, axes, scales, ...) or a type Kiln cannot hold stays in the graph; the rest must be external \
+             data in the Kiln file",
             t.name()
         ),
     ))
@@ -349,4 +355,33 @@ fn no_other_external(model: &ModelProto) -> Result<(), GraphError> {
         })?;
     }
     Ok(())
+}
+
+/// `graph` with the external initializers named in `data` made inline, their
+/// bytes `data`'s (which the caller took from the checked Kiln files), and
+/// the rest unchanged. A runtime given a graph as bytes resolves external
+/// data of subgraph initializers against files it opens itself (ONNX
+/// Runtime's checker wants them on disk, relative to no folder); inlining
+/// those from the checked bytes keeps the runtime off the file system.
+pub fn with_inline(graph: &[u8], data: &HashMap<String, Vec<u8>>) -> Result<Vec<u8>, GraphError> {
+    fn walk(g: &mut GraphProto, data: &HashMap<String, Vec<u8>>) {
+        for t in &mut g.initializer {
+            if let Some(bytes) = data.get(t.name()).filter(|_| is_external(t)) {
+                t.data_location = None;
+                t.external_data.clear();
+                t.raw_data = Some(bytes.clone().into());
+            }
+        }
+        for n in &mut g.node {
+            for a in &mut n.attribute {
+                a.g.iter_mut().chain(a.graphs.iter_mut()).for_each(|sub| walk(sub, data));
+            }
+        }
+    }
+    let mut model = crate::decode(bytes::Bytes::copy_from_slice(graph))
+        .map_err(|e| GraphError::new(format!("not an ONNX model (protobuf): {e}")))?;
+    if let Some(g) = model.graph.as_mut() {
+        walk(g, data);
+    }
+    Ok(prost::Message::encode_to_vec(&model))
 }

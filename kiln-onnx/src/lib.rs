@@ -19,7 +19,7 @@ pub mod weights;
 
 pub use check::{pair, requirements, sha256_hex, Checked, External, KilnTensor, Requirements};
 pub use error::GraphError;
-pub use rule::{place, Place, INLINE_LIMIT};
+pub use rule::{data_read, place, DataRead, Place, INLINE_LIMIT};
 pub use weights::{lift, weights, Origin, Weight};
 
 /// The graph's `metadata_props` key naming its Kiln model (rule R2): the

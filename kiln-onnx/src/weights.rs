@@ -11,7 +11,7 @@
 use crate::proto::tensor_shape_proto::{dimension, Dimension};
 use crate::proto::type_proto::{Tensor, Value};
 use crate::proto::{GraphProto, ModelProto, NodeProto, TensorProto, TensorShapeProto, TypeProto, ValueInfoProto};
-use crate::rule::{place, Place};
+use crate::rule::{data_read, place, DataRead, Place};
 
 /// Where a weight is in the model.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,10 +43,11 @@ pub struct Weight<'m> {
 
 /// The tensor of a `Constant` node that is a weight: the node is a
 /// standard-domain `Constant` with one output and a `value` tensor that
-/// rule R1 puts in the Kiln file, and its output is not one of `graph`'s
-/// outputs (a graph output must stay a node's output). Anything else
-/// (`value_float`, `sparse_value`, a small or non-Kiln `value`) stays a node.
-pub fn constant_weight<'n>(node: &'n NodeProto, graph: &GraphProto) -> Option<&'n TensorProto> {
+/// rule R1 puts in the Kiln file (`read`), and its output is not one of
+/// `graph`'s outputs (a graph output must stay a node's output). Anything
+/// else (`value_float`, `sparse_value`, a value read as data or of a type
+/// Kiln cannot hold) stays a node.
+pub fn constant_weight<'n>(node: &'n NodeProto, graph: &GraphProto, read: &DataRead) -> Option<&'n TensorProto> {
     let standard = matches!(node.domain(), "" | "ai.onnx");
     if node.op_type() != "Constant" || !standard || node.output.len() != 1 || node.attribute.len() != 1 {
         return None;
@@ -55,7 +56,7 @@ pub fn constant_weight<'n>(node: &'n NodeProto, graph: &GraphProto) -> Option<&'
     let attr = node.attribute.first()?;
     let t = attr.t.as_ref().filter(|_| attr.name() == "value")?;
     let is_output = graph.output.iter().any(|o| o.name() == out);
-    (!out.is_empty() && !is_output && place(t.data_type(), &t.dims) == Place::Kiln).then_some(t)
+    (!out.is_empty() && !is_output && place(read, out, t.data_type(), &t.dims) == Place::Kiln).then_some(t)
 }
 
 fn node_label(node: &NodeProto) -> String {
@@ -66,30 +67,34 @@ fn node_label(node: &NodeProto) -> String {
     }
 }
 
-/// Every weight of `graph` in rule R3's order: the graph's initializers,
-/// then for each node in order its Constant value (when a weight) and each
-/// subgraph of its attributes (`g`, then `graphs`), pre-order. Subgraph
-/// initializers are listed whatever their type and size (the Kiln file holds
-/// every initializer); Constants only when [`constant_weight`] says so.
-pub fn weights(graph: &GraphProto) -> Vec<Weight<'_>> {
+/// Every weight of `model`'s graph in rule R3's order: the graph's
+/// initializers, then for each node in order its Constant value (when a
+/// weight) and each subgraph of its attributes (`g`, then `graphs`),
+/// pre-order. Initializers are listed whatever their type and size (the Kiln
+/// file holds every initializer); Constants only when [`constant_weight`]
+/// says so.
+pub fn weights(model: &ModelProto) -> Vec<Weight<'_>> {
+    let read = data_read(model);
     let mut out = Vec::new();
-    walk(graph, None, &mut out);
+    if let Some(g) = &model.graph {
+        walk(g, None, &read, &mut out);
+    }
     out
 }
 
-fn walk<'m>(graph: &'m GraphProto, holder: Option<&str>, out: &mut Vec<Weight<'m>>) {
+fn walk<'m>(graph: &'m GraphProto, holder: Option<&str>, read: &DataRead, out: &mut Vec<Weight<'m>>) {
     for t in &graph.initializer {
         let origin = holder.map_or(Origin::Initializer, |n| Origin::Subgraph { node: n.to_string() });
         out.push(Weight { name: t.name(), tensor: t, origin });
     }
     for node in &graph.node {
-        if let (Some(t), Some(name)) = (constant_weight(node, graph), node.output.first()) {
+        if let (Some(t), Some(name)) = (constant_weight(node, graph, read), node.output.first()) {
             out.push(Weight { name, tensor: t, origin: Origin::Constant { node: node_label(node) } });
         }
         let label = node_label(node);
         for attr in &node.attribute {
             for sub in attr.g.iter().chain(attr.graphs.iter()) {
-                walk(sub, Some(&label), out);
+                walk(sub, Some(&label), read, out);
             }
         }
     }
@@ -106,16 +111,17 @@ fn walk<'m>(graph: &'m GraphProto, holder: Option<&str>, out: &mut Vec<Weight<'m
 /// Constant lifted there is added to them too. Returns how many were lifted.
 pub fn lift(model: &mut ModelProto) -> usize {
     let old_ir = model.ir_version() < 4;
+    let read = data_read(model);
     let Some(graph) = model.graph.as_mut() else { return 0 };
-    lift_in(graph, old_ir)
+    lift_in(graph, old_ir, &read)
 }
 
-fn lift_in(graph: &mut GraphProto, with_inputs: bool) -> usize {
+fn lift_in(graph: &mut GraphProto, with_inputs: bool, read: &DataRead) -> usize {
     let nodes = std::mem::take(&mut graph.node);
     let mut kept = Vec::with_capacity(nodes.len());
     let mut count = 0;
     for mut node in nodes {
-        if let (Some(t), Some(out)) = (constant_weight(&node, graph), node.output.first()) {
+        if let (Some(t), Some(out)) = (constant_weight(&node, graph, read), node.output.first()) {
             let mut t = t.clone();
             t.name = Some(out.clone());
             if with_inputs {
@@ -127,7 +133,7 @@ fn lift_in(graph: &mut GraphProto, with_inputs: bool) -> usize {
         }
         for attr in &mut node.attribute {
             for sub in attr.g.iter_mut().chain(attr.graphs.iter_mut()) {
-                count += lift_in(sub, false);
+                count += lift_in(sub, false, read);
             }
         }
         kept.push(node);
@@ -165,6 +171,14 @@ mod tests {
         }
     }
 
+    fn op(op: &str, inputs: &[&str]) -> NodeProto {
+        NodeProto {
+            op_type: Some(op.into()),
+            input: inputs.iter().map(|s| (*s).to_string()).collect(),
+            ..NodeProto::default()
+        }
+    }
+
     fn if_node(then: GraphProto) -> NodeProto {
         NodeProto {
             op_type: Some("If".into()),
@@ -181,14 +195,16 @@ mod tests {
     fn model() -> ModelProto {
         let sub = GraphProto {
             initializer: vec![tensor("sub.big", 1, &[300]), tensor("sub.small", 1, &[3])],
-            node: vec![constant("sub.c", tensor("", 1, &[256]))],
+            node: vec![constant("sub.c", tensor("", 1, &[256])), op("Mul", &["x", "sub.c"])],
             ..GraphProto::default()
         };
         let main = GraphProto {
             initializer: vec![tensor("w", 1, &[512]), tensor("shape", 7, &[2])],
             node: vec![
                 constant("c.big", tensor("ignored", 1, &[16, 16])),
-                constant("c.small", tensor("", 7, &[2])),
+                constant("c.shape", tensor("", 7, &[2])),
+                constant("c.scale", tensor("", 1, &[])),
+                op("Reshape", &["w", "c.shape"]),
                 if_node(sub),
             ],
             ..GraphProto::default()
@@ -197,29 +213,30 @@ mod tests {
     }
 
     #[test]
-    fn weights_are_every_initializer_and_the_large_constants_in_walk_order() {
+    fn weights_are_every_initializer_and_every_constant_not_read_as_data_in_walk_order() {
         let m = model();
-        let names: Vec<&str> = weights(m.graph.as_ref().unwrap()).iter().map(|w| w.name).collect();
-        assert_eq!(names, ["w", "shape", "c.big", "sub.big", "sub.small", "sub.c"]);
+        let names: Vec<&str> = weights(&m).iter().map(|w| w.name).collect();
+        assert_eq!(names, ["w", "shape", "c.big", "c.scale", "sub.big", "sub.small", "sub.c"]);
     }
 
     #[test]
-    fn lift_turns_large_constants_into_initializers_of_their_own_graph() {
+    fn lift_turns_constant_weights_into_initializers_of_their_own_graph() {
         let mut m = model();
-        assert_eq!(lift(&mut m), 2);
+        assert_eq!(lift(&mut m), 3);
         let g = m.graph.as_ref().unwrap();
         let names: Vec<&str> = g.initializer.iter().map(TensorProto::name).collect();
-        assert_eq!(names, ["w", "shape", "c.big"]);
-        assert_eq!(g.node.len(), 2, "the large Constant is gone, the small one and If stay");
-        let sub = g.node[1].attribute[0].g.as_ref().unwrap();
+        assert_eq!(names, ["w", "shape", "c.big", "c.scale"]);
+        let ops: Vec<&str> = g.node.iter().map(NodeProto::op_type).collect();
+        assert_eq!(ops, ["Constant", "Reshape", "If"], "the shape a Reshape reads stays a Constant");
+        let sub = g.node[2].attribute[0].g.as_ref().unwrap();
         let sub_names: Vec<&str> = sub.initializer.iter().map(TensorProto::name).collect();
         assert_eq!(sub_names, ["sub.big", "sub.small", "sub.c"], "subgraph initializers stay where they are");
-        assert!(sub.node.is_empty());
+        assert_eq!(sub.node.len(), 1);
         assert!(g.input.is_empty(), "IR 8 needs no inputs for initializers");
         // The same tensors as the reader's list, in another order.
         let mut lifted: Vec<&str> = names.iter().chain(sub_names.iter()).copied().collect();
         let m0 = model();
-        let mut listed: Vec<&str> = weights(m0.graph.as_ref().unwrap()).iter().map(|w| w.name).collect();
+        let mut listed: Vec<&str> = weights(&m0).iter().map(|w| w.name).collect();
         lifted.sort_unstable();
         listed.sort_unstable();
         assert_eq!(lifted, listed);
@@ -231,7 +248,7 @@ mod tests {
         m.ir_version = Some(3);
         lift(&mut m);
         let g = m.graph.as_ref().unwrap();
-        assert_eq!(g.input.iter().map(ValueInfoProto::name).collect::<Vec<_>>(), ["c.big"]);
+        assert_eq!(g.input.iter().map(ValueInfoProto::name).collect::<Vec<_>>(), ["c.big", "c.scale"]);
     }
 
     #[test]
@@ -239,8 +256,8 @@ mod tests {
         let mut m = model();
         let g = m.graph.as_mut().unwrap();
         g.output.push(ValueInfoProto { name: Some("c.big".into()), ..ValueInfoProto::default() });
-        let names: Vec<&str> = weights(m.graph.as_ref().unwrap()).iter().map(|w| w.name).collect();
+        let names: Vec<&str> = weights(&m).iter().map(|w| w.name).collect();
         assert!(!names.contains(&"c.big"));
-        assert_eq!(lift(&mut m), 1);
+        assert_eq!(lift(&mut m), 2);
     }
 }

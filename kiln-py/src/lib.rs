@@ -730,7 +730,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(onnx::onnx_requirements, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::onnx_pair, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::onnx_dtypes, m)?)?;
-    m.add_function(wrap_pyfunction!(onnx::onnx_inline_limit, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx::onnx_with_inline, m)?)?;
+    m.add_function(wrap_pyfunction!(onnx::onnx_reads_data, m)?)?;
     m.add_class::<sharded::Sharded>()?;
     m.add_function(wrap_pyfunction!(frozen::decode, m)?)?;
     m.add_function(wrap_pyfunction!(frozen::encode, m)?)?;

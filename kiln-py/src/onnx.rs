@@ -55,8 +55,19 @@ pub(crate) fn onnx_dtypes() -> Vec<(i32, &'static str)> {
     kiln_onnx::dtype::DTYPES.iter().map(|&(code, _, d)| (code, d.name())).collect()
 }
 
-/// Payload bytes under which rule R1 keeps a tensor inline.
+/// The graph with the external initializers in `data` ({name: bytes}) made
+/// inline (`kiln_onnx::check::with_inline`): what `kiln.onnx` hands the
+/// runtime for initializers of subgraphs, whose external data it would
+/// otherwise look for on disk.
 #[pyfunction]
-pub(crate) fn onnx_inline_limit() -> u64 {
-    kiln_onnx::INLINE_LIMIT
+pub(crate) fn onnx_with_inline(graph: &[u8], data: HashMap<String, Vec<u8>>) -> PyResult<Vec<u8>> {
+    kiln_onnx::check::with_inline(graph, &data).map_err(graph_error)
+}
+
+/// The operators whose inputs shape inference reads as data (rule R1), by
+/// input position, and the payload limits (standard domain, other domains).
+#[pyfunction]
+pub(crate) fn onnx_reads_data() -> (Vec<(&'static str, Vec<usize>)>, u64, u64) {
+    let table = kiln_onnx::rule::READS_DATA.iter().map(|&(op, inputs)| (op, inputs.to_vec())).collect();
+    (table, kiln_onnx::rule::INLINE_LIMIT, kiln_onnx::rule::OTHER_DOMAIN_LIMIT)
 }

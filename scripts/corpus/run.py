@@ -63,7 +63,39 @@ OK = "ok"
 # The ONNX data types that have a Kiln dtype (notes R1) and their element width in bits.
 KILN_BITS = {1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64, 16: 16,
              17: 8, 19: 8, 21: 4, 22: 4, 23: 4, 24: 8}
-LIFT = 1024  # payload bytes from which a Constant is a weight (R1)
+def read_as_data(model: Any) -> Tuple[Dict[str, int], int, set]:
+    """Rule R1's reads: (name -> the payload limit under which it stays inline, for every input
+    that shape inference reads as data (the operator table from kiln-onnx, walked here over
+    every graph, subgraph and function) and every input of a node of another domain; the
+    standard limit; every input of a standard-domain node, where int32/int64 tensors of rank 0
+    or 1 stay inline too)."""
+    from kiln import _kiln
+
+    table, standard, other = _kiln.onnx_reads_data()
+    ops = dict(table)
+    out: Dict[str, int] = {}
+    anything: set = set()
+
+    def node(n: Any) -> None:
+        if n.domain in ("", "ai.onnx"):
+            anything.update(i for i in n.input if i)
+            for i in ops.get(n.op_type, []):
+                if i < len(n.input) and n.input[i]:
+                    out[n.input[i]] = standard
+        else:
+            for name in n.input:
+                if name and out.get(name) != standard:
+                    out[name] = other
+        for s in subgraphs_of(n):
+            for m in s.node:
+                node(m)
+
+    for n in model.graph.node:
+        node(n)
+    for f in model.functions:
+        for n in f.node:
+            node(n)
+    return out, standard, anything
 
 
 def kiln_bin() -> str:
@@ -101,6 +133,14 @@ def payload_bytes(t: Any) -> int:
     return (n + 1) // 2 if bits == 4 else n * bits // 8
 
 
+def subgraphs_of(n: Any) -> Iterator[Any]:
+    """Node n's subgraphs: each attribute's g, then its graphs."""
+    for a in n.attribute:
+        if a.HasField("g"):
+            yield a.g
+        yield from a.graphs
+
+
 def subgraphs(g: Any) -> Iterator[Any]:
     """g's direct subgraphs, in the order of R3 (each node, each attribute, its g then graphs)."""
     for n in g.node:
@@ -111,19 +151,24 @@ def subgraphs(g: Any) -> Iterator[Any]:
 
 
 def onnx_tensors(model: Any) -> List[Dict[str, Any]]:
-    """Every initializer (main and subgraphs) and every Constant node's `value`, pre-order."""
+    """Every initializer (main and subgraphs) and every Constant node's `value`, pre-order, each
+    with where rule R1 puts it (`inline`) and whether the Kiln output must hold it (`expected`:
+    every initializer of a Kiln dtype, and every Constant of a Kiln dtype that is not inline and
+    not an output of its graph)."""
     from onnx import numpy_helper
 
+    reads, standard, anything = read_as_data(model)
     out: List[Dict[str, Any]] = []
 
     def walk(g: Any, main: bool) -> None:
+        outputs = {o.name for o in g.output}
         for t in g.initializer:
             out.append({"name": t.name, "kind": "initializer" if main else "subgraph initializer", "proto": t})
         for n in g.node:
-            if n.op_type == "Constant":
-                for a in n.attribute:
-                    if a.name == "value":
-                        out.append({"name": n.output[0], "kind": "Constant" if main else "subgraph Constant", "proto": a.t})
+            if n.op_type == "Constant" and n.domain in ("", "ai.onnx") and len(n.output) == 1 \
+                    and len(n.attribute) == 1 and n.attribute[0].name == "value":
+                out.append({"name": n.output[0], "kind": "Constant" if main else "subgraph Constant",
+                            "proto": n.attribute[0].t, "graph_output": n.output[0] in outputs})
         for s in subgraphs(g):
             walk(s, False)
 
@@ -132,7 +177,12 @@ def onnx_tensors(model: Any) -> List[Dict[str, Any]]:
         t = e["proto"]
         e["kiln_dtype"] = t.data_type in KILN_BITS
         e["bytes"] = payload_bytes(t) if e["kiln_dtype"] else len(t.raw_data)
-        e["expected"] = e["kiln_dtype"] and ("initializer" in e["kind"] or e["bytes"] >= LIFT)
+        limit = reads.get(e["name"])
+        if t.data_type in (6, 7) and len(t.dims) <= 1 and e["name"] in anything:
+            limit = standard
+        e["inline"] = not e["kiln_dtype"] or (limit is not None and e["bytes"] < limit)
+        constant = "Constant" in e["kind"]
+        e["expected"] = e["kiln_dtype"] and (not constant or (not e["inline"] and not e.get("graph_output")))
         e["array"] = lambda t=t: numpy_helper.to_array(t)
     return out
 
@@ -246,12 +296,12 @@ def inline_left(graph: Path) -> Tuple[int, int, List[str]]:
         if t.data_location == onnx.TensorProto.EXTERNAL:
             if e["kind"] not in ("initializer", "subgraph initializer"):
                 breaches.append(f"{e['kind']} {e['name']!r} is external data")
-            elif not e["kiln_dtype"] or e["bytes"] < LIFT:
+            elif e["inline"]:
                 breaches.append(f"initializer {e['name']!r} ({e['bytes']} bytes) is external data, not inline")
             continue
         count += 1
         total += e["bytes"]
-        if e["kiln_dtype"] and e["bytes"] >= LIFT:
+        if not e["inline"] and not e.get("graph_output"):
             breaches.append(f"{e['kind']} {e['name']!r} ({e['bytes']} bytes) is inline")
     if not any(p.key == "kiln.model" for p in model.metadata_props):
         breaches.append("no kiln.model in metadata_props")

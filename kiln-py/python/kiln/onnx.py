@@ -37,10 +37,11 @@ opens such a graph for onnxruntime only after checking the pair:
    (not the path) with every external initializer handed over from the
    checked mapping: an ``OrtValue`` viewing the map for each (no copy; for
    a model with 4-bit tensors, which an ``OrtValue`` cannot view from
-   NumPy, or with external initializers in subgraphs, which onnxruntime
-   takes only from its external-data files, the mapped files through
+   NumPy, the mapped files through
    ``SessionOptions.add_external_initializers_from_files_in_memory``,
-   which onnxruntime copies from during session creation). onnxruntime
+   which onnxruntime copies from during session creation; initializers of
+   subgraphs, whose external data onnxruntime would look for on disk, are
+   copied from the checked maps into the graph handed over). onnxruntime
    therefore never opens a file itself, and nothing it reads was not
    checked: a file replaced after the check (``kiln convert`` and
    ``kiln.numpy.save_file`` replace files by renaming a new one into place)
@@ -354,19 +355,31 @@ def session(
         graph = _graph_of(target)
     checked = check_graph(graph, copy=copy)
     options = sess_options if sess_options is not None else ort.SessionOptions()
-    packed = any(_WIDTH[b[4]] == 0 for b in checked.bindings)
-    if packed or checked.in_subgraphs:
-        # 4-bit tensors, or external initializers in subgraphs: the checked
-        # files themselves (onnxruntime copies the ranges it needs out of
-        # these buffers while creating the session).
+    graph_bytes = checked.graph
+    bindings = checked.bindings
+    if checked.in_subgraphs:
+        # Subgraph initializers go to the runtime inline, copied from the
+        # checked maps: given a graph as bytes, onnxruntime looks for their
+        # external data on disk (relative to no folder) instead.
+        inner = set(checked.in_subgraphs)
+        data = {b[0]: bytes(_owner(checked.files[b[1]])[b[2]:b[2] + b[3]]) for b in bindings if b[0] in inner}
+        try:
+            graph_bytes = _kiln.onnx_with_inline(graph_bytes, data)
+        except ValueError as e:
+            raise _graph_error(e) from None
+        bindings = [b for b in bindings if b[0] not in inner]
+    packed = any(_WIDTH[b[4]] == 0 for b in bindings)
+    if packed:
+        # 4-bit tensors: the checked files themselves (onnxruntime copies the
+        # ranges it needs out of these buffers while creating the session).
         names = list(checked.files)
         buffers = [_owner(checked.files[n]) for n in names]
         options.add_external_initializers_from_files_in_memory(names, buffers, [len(b) for b in buffers])
         keep.append(buffers)
-    elif checked.bindings:
+    elif bindings:
         # onnxruntime drops an initializer nothing reads before it takes these
         # (and refuses one given for it): those are not handed over.
-        used = [b for b in checked.bindings if b[0] not in checked.unused]
+        used = [b for b in bindings if b[0] not in checked.unused]
         values = []
         for name, location, offset, length, dtype, shape in used:
             arr = _numpy_view(checked.files[location], offset, length, dtype, shape)
@@ -374,7 +387,7 @@ def session(
         options.add_external_initializers([b[0] for b in used], values)
         keep.append(values)
     keep.append(checked.files)
-    sess = ort.InferenceSession(checked.graph, sess_options=options, providers=providers)
+    sess = ort.InferenceSession(graph_bytes, sess_options=options, providers=providers)
     # The OrtValues view the maps: both live as long as the session.
     sess._kiln_keepalive = keep
     return sess

@@ -155,6 +155,7 @@ fn recorded(bytes: &[u8]) -> anyhow::Result<Option<(u64, String)>> {
 /// digest in OUT, and checks the pair as a session would.
 pub fn write(input: &Input, out: &Path, graph: &Path, fsync: bool) -> anyhow::Result<Written> {
     let mut onnx = decode(map_shared(input)?)?;
+    let read = kiln_onnx::data_read(&onnx);
     let lifted = kiln_onnx::lift(&mut onnx);
     let places = places(out)?;
     let out_name = out
@@ -167,7 +168,7 @@ pub fn write(input: &Input, out: &Path, graph: &Path, fsync: bool) -> anyhow::Re
     let mut fault = None;
     each_initializer(g, &mut |t| {
         if fault.is_none() {
-            fault = point(t, &places, &mut written).err();
+            fault = point(t, &read, &places, &mut written).err();
         }
     });
     if let Some(e) = fault {
@@ -206,8 +207,13 @@ fn each_initializer(g: &mut GraphProto, f: &mut dyn FnMut(&mut TensorProto)) {
 
 /// Rule R1 for one initializer: left inline (counted), or made external
 /// data pointing at its tensor in the Kiln output.
-fn point(t: &mut TensorProto, places: &HashMap<String, Spot>, written: &mut Written) -> anyhow::Result<()> {
-    if kiln_onnx::place(t.data_type(), &t.dims) == Place::Inline {
+fn point(
+    t: &mut TensorProto,
+    read: &kiln_onnx::DataRead,
+    places: &HashMap<String, Spot>,
+    written: &mut Written,
+) -> anyhow::Result<()> {
+    if kiln_onnx::place(read, t.name(), t.data_type(), &t.dims) == Place::Inline {
         written.inline = written.inline.saturating_add(1);
         let size = kiln_onnx::dtype::kiln_dtype(t.data_type()).and_then(|d: DType| payload_len(d, &t.dims));
         let bytes = size.unwrap_or_else(|| t.raw_data.as_ref().map_or(0, |r| u64_from(r.len())));

@@ -101,7 +101,8 @@ pub fn map_shared(input: &Input) -> anyhow::Result<Bytes> {
 
 /// Reads the model at `path` (mapped as `input`): its weights become the
 /// tensors (every initializer, of the main graph and of subgraphs, and every
-/// `Constant` value that rule R1 of docs/onnx.md puts in the Kiln file, in
+/// `Constant` value that rule R1 of docs/onnx.md puts in the Kiln file: all
+/// but those the graph reads as data (shapes, axes), in
 /// [`kiln_onnx::weights()`]' order); its opset and producer the metadata.
 /// With `--onnx-graph` (`opts.onnx_graph`), a tensor Kiln cannot hold stays
 /// in the graph (named in a note) and the metadata gets a placeholder for
@@ -122,7 +123,7 @@ pub fn read(input: &Input, path: &Path, opts: &ReadOptions) -> anyhow::Result<Mo
     let mut left = sparse(graph, opts.onnx_graph)?;
     let mut sides = Sides::new(path);
     let mut seen = HashSet::new();
-    let all = kiln_onnx::weights(graph);
+    let all = kiln_onnx::weights(&onnx);
     model.tensors.try_reserve_exact(all.len()).ok();
     let (mut lifted, mut nested) = (0usize, 0usize);
     for w in &all {
