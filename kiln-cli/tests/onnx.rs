@@ -232,6 +232,17 @@ fn opset_producer_and_metadata_props_are_carried() {
     assert_eq!(get("kiln.convert.source_format"), Some("onnx"));
 }
 
+/// `m` with a Reshape node that reads `shape` as data (rule R1 keeps it inline).
+fn reading(mut m: ModelProto, shape: &str) -> ModelProto {
+    m.graph.as_mut().unwrap().node.push(NodeProto {
+        op_type: Some("Reshape".into()),
+        input: vec!["a".into(), shape.into()],
+        output: vec![format!("reshaped {shape}")],
+        ..Default::default()
+    });
+    m
+}
+
 /// Each case, and the same bytes repeated to 1,024 bytes or more (a leading
 /// dimension of copies), so both sides of rule R1's threshold are seen.
 fn small_and_large() -> Vec<(String, DataType, Vec<i64>, Vec<u8>)> {
@@ -252,9 +263,10 @@ fn small_and_large() -> Vec<(String, DataType, Vec<i64>, Vec<u8>)> {
 fn the_graph_points_into_the_kiln_file_and_keeps_everything_else() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let all = small_and_large();
+    let mut all = small_and_large();
+    all.push(("shape".into(), DataType::Int64, vec![2], [2i64, -1].iter().flat_map(|v| v.to_le_bytes()).collect()));
     let inits: Vec<_> = all.iter().map(|(n, ty, dims, bytes)| raw(n, *ty, dims, bytes)).collect();
-    let original = model(inits);
+    let original = reading(model(inits), "shape");
     save(d, "m.onnx", &original);
     for (out, graph, shard) in [("m.kiln", "m.kiln.onnx", None), ("s.kiln", "s.kiln.onnx", Some("2000"))] {
         let mut args = vec!["m.onnx", "-o", out, "--onnx-graph", graph];
@@ -267,8 +279,8 @@ fn the_graph_points_into_the_kiln_file_and_keeps_everything_else() {
         let mut files = std::collections::BTreeSet::new();
         let (mut inline, mut external) = (0, 0);
         for (t, (name, _, _, bytes)) in written.graph.as_ref().unwrap().initializer.iter().zip(&all) {
-            if bytes.len() < 1024 {
-                // Rule R1: under 1,024 bytes stays in the graph, as it was.
+            if name == "shape" {
+                // Rule R1: what a node reads as data stays in the graph, as it was.
                 assert_eq!(t.data_location, None, "{name}");
                 assert_eq!(t.raw_data.as_deref(), Some(&bytes[..]), "{name}");
                 inline += 1;
@@ -285,7 +297,8 @@ fn the_graph_points_into_the_kiln_file_and_keeps_everything_else() {
             assert_eq!(offset % 64, 0, "payloads start on 64-byte boundaries");
             files.insert(file);
         }
-        assert!(inline > 5 && external > 5, "{inline} inline, {external} external");
+        assert_eq!(inline, 1, "only the shape a Reshape reads");
+        assert!(external > 20, "every other initializer, however small: {external}");
         assert_eq!(files.len() > 1, shard.is_some(), "{files:?}");
         // Rule R2: the graph names its Kiln model, which records the graph's SHA-256.
         let named = written.metadata_props.iter().find(|p| p.key() == "kiln.model").map(|p| p.value().to_string());
@@ -365,6 +378,7 @@ fn weights_in_constant_nodes_and_subgraphs_are_converted() {
     let g = m.graph.as_mut().unwrap();
     g.node.push(constant("c.big", raw("", DataType::Float, &[16, 16], &big(1024))));
     g.node.push(constant("c.small", raw("", DataType::Int64, &[2], &big(16))));
+    g.node.push(constant("c.scale", raw("", DataType::Float, &[], &big(4))));
     let body = GraphProto {
         name: Some("then".into()),
         initializer: vec![
@@ -374,29 +388,30 @@ fn weights_in_constant_nodes_and_subgraphs_are_converted() {
         node: vec![constant("sub.c", raw("", DataType::Float16, &[512], &big(1024)))],
         ..Default::default()
     };
-    let m = with_branch(m, body);
+    let m = with_branch(reading(m, "c.small"), body);
     save(d, "m.onnx", &m);
     let err = convert(d, &["m.onnx", "-o", "t.kiln"], 0);
-    assert!(err.contains("2 weights held in Constant nodes and 2 subgraph initializers are tensors too"), "{err}");
+    assert!(err.contains("3 weights held in Constant nodes and 2 subgraph initializers are tensors too"), "{err}");
     let names: Vec<String> = tensors(&d.join("t.kiln")).into_iter().map(|t| t.0).collect();
-    assert_eq!(names, ["w", "c.big", "sub.big", "sub.small", "sub.c"]);
+    assert_eq!(names, ["w", "c.big", "c.scale", "sub.big", "sub.small", "sub.c"], "all but the shape a Reshape reads");
     let by_name = |n: &str| tensors(&d.join("t.kiln")).into_iter().find(|t| t.0 == n).unwrap();
     assert_eq!(by_name("c.big").3, big(1024));
     assert_eq!(by_name("sub.big").3, big(2048));
 
     let o = kiln(d, &["convert", "m.onnx", "-o", "m.kiln", "--onnx-graph", "m.kiln.onnx"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("2 of them lifted from Constant nodes), 1 left inline (3 bytes"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("6 initializers as external data"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("3 of them lifted from Constant nodes), 0 left inline"), "{}", stderr(&o));
     let written = ModelProto::decode(std::fs::read(d.join("m.kiln.onnx")).unwrap().as_slice()).unwrap();
     let g = written.graph.as_ref().unwrap();
     let ext = |t: &TensorProto| t.data_location == Some(i32::from(DataLocation::External));
     let main: Vec<(&str, bool)> = g.initializer.iter().map(|t| (t.name(), ext(t))).collect();
-    assert_eq!(main, [("w", true), ("c.big", true)]);
+    assert_eq!(main, [("w", true), ("c.big", true), ("c.scale", true)]);
     let ops: Vec<&str> = g.node.iter().map(NodeProto::op_type).collect();
-    assert_eq!(ops, ["Identity", "Constant", "If"], "the large Constant is lifted, the small one stays");
-    let sub = g.node[2].attribute[0].g.as_ref().unwrap();
+    assert_eq!(ops, ["Identity", "Constant", "Reshape", "If"], "Constants are lifted but the shape a Reshape reads");
+    let sub = g.node[3].attribute[0].g.as_ref().unwrap();
     let inner: Vec<(&str, bool)> = sub.initializer.iter().map(|t| (t.name(), ext(t))).collect();
-    assert_eq!(inner, [("sub.big", true), ("sub.small", false), ("sub.c", true)]);
+    assert_eq!(inner, [("sub.big", true), ("sub.small", true), ("sub.c", true)]);
     assert!(sub.node.is_empty());
 }
 
@@ -406,11 +421,8 @@ fn weights_in_constant_nodes_and_subgraphs_are_converted() {
 fn the_graph_digest_binds_the_graph_to_its_kiln_model() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    save(
-        d,
-        "m.onnx",
-        &model(vec![raw("w", DataType::Float, &[256], &[1; 1024]), raw("b", DataType::Float, &[2], &[2; 8])]),
-    );
+    let m = model(vec![raw("w", DataType::Float, &[256], &[1; 1024]), raw("b", DataType::Int64, &[2], &[2; 16])]);
+    save(d, "m.onnx", &reading(m, "b"));
     convert(d, &["m.onnx", "-o", "m.kiln", "--onnx-graph", "m.kiln.onnx"], 0);
     let graph = std::fs::read(d.join("m.kiln.onnx")).unwrap();
     let req = kiln_onnx::requirements(&graph).unwrap();
@@ -421,9 +433,9 @@ fn the_graph_digest_binds_the_graph_to_its_kiln_model() {
     let places = kiln_cli::convert::onnx::graph::places(&d.join("m.kiln")).unwrap();
     let lookup = |f: &str, n: &str| places.get(n).filter(|s| s.file == f).map(|s| s.tensor.clone());
     kiln_onnx::pair(&req, &graph, recorded.as_deref(), lookup).unwrap();
-    // The inline bias changed: same size, other bytes.
+    // The inline shape changed: same size, other bytes.
     let mut changed = ModelProto::decode(graph.as_slice()).unwrap();
-    changed.graph.as_mut().unwrap().initializer[1].raw_data = Some(vec![3u8; 8].into());
+    changed.graph.as_mut().unwrap().initializer[1].raw_data = Some(vec![3u8; 16].into());
     let changed = changed.encode_to_vec();
     let e = kiln_onnx::pair(&kiln_onnx::requirements(&changed).unwrap(), &changed, recorded.as_deref(), lookup)
         .unwrap_err();
@@ -438,7 +450,7 @@ fn the_graph_digest_binds_the_graph_to_its_kiln_model() {
     w.raw_data = Some(vec![1u8; 1024].into());
     let e = kiln_onnx::requirements(&inlined.encode_to_vec()).unwrap_err();
     assert_eq!(e.initializer.as_deref(), Some("w"));
-    assert!(e.message.contains("1024 bytes") && e.message.contains("under 1024"), "{e}");
+    assert!(e.message.contains("1024 bytes") && e.message.contains("no node reads it as data"), "{e}");
     // No kiln.model: not a graph kiln convert wrote.
     let mut anonymous = ModelProto::decode(graph.as_slice()).unwrap();
     anonymous.metadata_props.retain(|p| p.key() != "kiln.model");
@@ -695,7 +707,7 @@ fn a_model_without_weights_converts_and_says_so() {
     let d = dir.path();
     let mut m = model(vec![]);
     m.graph.as_mut().unwrap().node.push(constant("small", raw("", DataType::Int64, &[2], &[1; 16])));
-    save(d, "m.onnx", &m);
+    save(d, "m.onnx", &reading(m, "small"));
     let err = convert(d, &["m.onnx", "-o", "m.kiln"], 0);
     assert!(err.contains("note: no weights"), "{err}");
     let o = kiln(d, &["inspect", "m.kiln"]);

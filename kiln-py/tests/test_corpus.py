@@ -51,5 +51,5 @@ def test_corpus_file(entry: Dict[str, Any], kiln_cli: str, tmp_path: Path, monke
     bad = {k: v for k, v in row["steps"].items() if not (v == run.OK or v.startswith("n/a"))}
     assert not bad, f"{entry['id']}: {bad}"
     if entry["kind"] == "onnx":
-        # Every weight of the original is a Kiln tensor or, under 1,024 bytes, inline (R1).
+        # Every weight of the original is a Kiln tensor or, read as data by a node, inline (R1).
         assert row["kiln_tensors"] == row["expected_tensors"]

@@ -12,7 +12,7 @@ For each file:
   metadata  GGUF: every key's value in the Kiln metadata (JSON) equals gguf-py's, floats bit
             for bit; no other key outside kiln.convert.*
   graph     ONNX: the written graph keeps the hand-off rule (docs/onnx.md, R1 and R2): nothing of a Kiln
-            dtype of 1,024 bytes or more left inline (initializers, subgraph initializers,
+            dtype left inline that no node reads as data (initializers, subgraph initializers,
             Constant values), the rest inline, external data only on initializers (main graph or
             subgraph, where they stand), `kiln.model` in
             metadata_props, the Kiln file's `kiln.convert.onnx_graph_sha256` the graph's SHA-256
@@ -20,7 +20,7 @@ For each file:
             compared byte for byte with the original reader's values: onnx.numpy_helper.to_array
             for ONNX initializers, Constant-node values and subgraph initializers (the tensors the
             hand-off rule, docs/onnx.md R1, says the Kiln output holds: every initializer of a Kiln dtype,
-            every Constant of a Kiln dtype of 1,024 bytes or more), gguf.GGUFReader for GGUF,
+            every Constant of a Kiln dtype not read as data), gguf.GGUFReader for GGUF,
             numpy.load for .npy/.npz; a tensor missing, extra or different fails the step.
   ort-py    ONNX only: onnxruntime (Python) on the original (InferenceSession) and on the
             converted graph (kiln.onnx.session), one thread, graph optimizations off, CPU; seeded
@@ -283,8 +283,8 @@ def safetensors_digests(path: Path) -> Dict[str, Tuple[int, str]]:
 def inline_left(graph: Path) -> Tuple[int, int, List[str]]:
     """(count, payload bytes) of tensors still stored in the written graph: initializers that are
     not external data (main and subgraphs) and Constant-node values; and the hand-off rule's
-    breaches: a tensor of a Kiln dtype of 1,024 bytes or more left inline, an initializer under
-    1,024 bytes or of a type Kiln cannot hold made external, external data on anything but an
+    breaches: a tensor of a Kiln dtype that no node reads as data left inline, an initializer
+    read as data (under its limit) or of a type Kiln cannot hold made external, external data on anything but an
     initializer (of the main graph or a subgraph) (R1); no `kiln.model` in metadata_props (R2)."""
     import onnx
 

@@ -349,8 +349,8 @@ impl Model {
     pub fn note_if_no_weights(&mut self) {
         if self.tensors.is_empty() {
             self.notes.push(
-                "no weights: the input holds no tensor Kiln converts (for ONNX: no initializer and no Constant \
-                 of 1,024 bytes or more), so the output holds none"
+                "no weights: the input holds no tensor Kiln converts (for ONNX: no initializer, and no Constant \
+                 but shapes and axes the graph reads), so the output holds none"
                     .to_string(),
             );
         }

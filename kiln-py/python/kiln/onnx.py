@@ -13,8 +13,8 @@ opens such a graph for onnxruntime only after checking the pair:
 1. The graph's bytes are read once and checked by the converter's own
    rules (the Rust crate ``kiln-onnx``; ``docs/onnx.md``, R1 to R3): an
    initializer (of the main graph or a subgraph) is either inline, and then
-   rule R1 must keep it inline (under 1,024 bytes, or of a type Kiln cannot
-   hold), or external data (``location``, ``offset``, ``length``, nothing
+   rule R1 must keep it inline (a node reads it as data while the graph is
+   resolved: a shape, axes, scales; or it is of a type Kiln cannot hold), or external data (``location``, ``offset``, ``length``, nothing
    else) whose location is a plain file name in the graph's folder; no
    other tensor anywhere in the model (a ``Constant``'s value, a sparse
    tensor, a function's node) may be external data, since the runtime would

@@ -1,11 +1,11 @@
 //! ONNX out, runnable: `kiln convert model.onnx -o model.kiln --onnx-graph G`
 //! writes the model's graph again by rules R1 and R2 of docs/onnx.md
-//! ([`kiln_onnx`]): every weight of 1,024 bytes or more (Constant values and
-//! subgraph initializers lifted to main-graph initializers first) becomes
+//! ([`kiln_onnx`]): every weight (Constant values lifted to initializers of
+//! their graph first; subgraph initializers where they stand) becomes
 //! external data that points into the Kiln output (`location`: the Kiln
 //! file, or for a sharded output the shard, holding the tensor; `offset`,
-//! `length`: its payload's bytes there); smaller ones, which ONNX Runtime
-//! must read while it resolves the graph, stay inline. The graph names the
+//! `length`: its payload's bytes there), except what ONNX Runtime must read
+//! while it resolves the graph (shapes, axes), which stays inline. The graph names the
 //! Kiln model (`kiln.model`), and the Kiln model records the graph's SHA-256.
 //! A runtime that reads ONNX external data (onnxruntime) then reads the
 //! weights from the Kiln file as they are; the sessions of kiln-py and the
