@@ -615,8 +615,14 @@ mod tests {
             file(r#"{"__metadata__":{"a":"b"},"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#, 1),
             file(r#"{"__metadata__":null}"#, 0),
             file(r#"{"__metadata__":{"a":1}}"#, 0),
-            file(r#"{"a\"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]},"c":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#, 2),
-            file(r#"{"a\"b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]},"c":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#, 3),
+            file(
+                r#"{"a\"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]},"c":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#,
+                2,
+            ),
+            file(
+                r#"{"a\"b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]},"c":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}"#,
+                3,
+            ),
             file(r#"{} x"#, 0),
             file("{\"\u{e9}\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]}}", 1),
             b"\xff\x00\x00\x00\x00\x00\x00\x00{}".to_vec(),
