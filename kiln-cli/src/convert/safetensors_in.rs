@@ -643,7 +643,7 @@ mod tests {
                     want.sort();
                     assert_eq!(names, &want, "{what}");
                 }
-                (Err(e), Err(c)) => assert_eq!(plain(&e), plain(&crate_error(bytes, c)), "{what}"),
+                (Err(e), Err(c)) => assert_eq!(plain(e), plain(&crate_error(bytes, c)), "{what}"),
                 (o, c) => panic!("{what}: ours {:?}, the crate's {:?}", o.as_ref().map(|_| ()), c.map(|_| ())),
             }
         }
