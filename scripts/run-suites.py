@@ -155,6 +155,7 @@ def jobs():
         # The release build rss.sh made; the full 4 GiB run is local (README). bench-onnx.py
         # uses kiln-py as python-package installed it.
         Job("bench-smoke", "python3 scripts/bench-checkpoints.py --mib 64 --runs 1 --check"
+            " && python3 scripts/bench-checkpoints.py --single --mib 64 --tensors 2000 --runs 1"
             " && python3 scripts/bench-onnx.py --smoke", ["setup-python"],
             after=["rss", "python-package"], note="the checkpoint and onnxruntime benchmarks at a smoke size"),
     ]
