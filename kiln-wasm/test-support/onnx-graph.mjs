@@ -34,7 +34,8 @@ export const cat = (parts) => {
   return out;
 };
 const int = (field, v) => Uint8Array.from([...varint(field * 8), ...varint(v)]);
-const bytes = (field, b) => cat([Uint8Array.from([...varint(field * 8 + 2), ...varint(b.length)]), b]);
+/** A length-delimited field. */
+export const bytes = (field, b) => cat([Uint8Array.from([...varint(field * 8 + 2), ...varint(b.length)]), b]);
 const str = (field, s) => bytes(field, enc.encode(s));
 const entry = (field, k, v) => bytes(field, cat([str(1, k), str(2, v)]));
 
