@@ -438,7 +438,7 @@ fn the_graph_digest_binds_the_graph_to_its_kiln_model() {
     w.raw_data = Some(vec![1u8; 1024].into());
     let e = kiln_onnx::requirements(&inlined.encode_to_vec()).unwrap_err();
     assert_eq!(e.initializer.as_deref(), Some("w"));
-    assert!(e.message.contains("1024 bytes") && e.message.contains("under 1024"), "{e}");
+    assert!(e.message.contains("(1024 bytes)") && e.message.contains("under 1,024 bytes"), "{e}");
     // No kiln.model: not a graph kiln convert wrote.
     let mut anonymous = ModelProto::decode(graph.as_slice()).unwrap();
     anonymous.metadata_props.retain(|p| p.key() != "kiln.model");
