@@ -143,7 +143,7 @@ const TYPED_DATA = new Set([4, 5, 6, 7, 10, 11]);
  * (its external_data entries) and whether it holds data in the graph.
  */
 function tensorOf(bytes, from, to) {
-  const t = { name: '', dataType: 0, dims: [], external: false, entries: [], raw: false, typed: false };
+  const t = { name: '', dataType: 0, dims: [], external: false, entries: [], raw: false, typed: false, start: from, end: to };
   for (const f of fields(bytes, from, to)) {
     if (f.field === 8 && f.wire === 2) t.name = text(bytes, f);
     else if (f.field === 2 && f.wire === 0) t.dataType = int32(bytes, f);
@@ -347,7 +347,7 @@ function readGraph(bytes, needModel = true) {
   for (const { t, where } of ctx.inits) {
     if (t.dims.some((d) => d < 0n)) throw graphError(`initializer ${JSON.stringify(t.name)}${placeOf(where)} has a negative dimension`, t.name);
     if (t.external) {
-      refs.push(externalRef(t));
+      refs.push({ ...externalRef(t), subgraph: where !== null, start: t.start, end: t.end });
       checked.push([t.name, 'kiln']);
     } else {
       checkInline(t, where);
@@ -529,6 +529,76 @@ function match(refs, files) {
   }
 }
 
+// A length-delimited field's key and length, then `payload`.
+function lengthDelimited(field, payload) {
+  const head = [];
+  for (let v = field * 8 + 2, first = true; first || v > 0; first = false) {
+    head.push((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+    v = Math.floor(v / 128);
+  }
+  for (let v = payload.length, first = true; first || v > 0; first = false) {
+    head.push((v % 128) | (v >= 0x80 ? 0x80 : 0));
+    v = Math.floor(v / 128);
+  }
+  const out = new Uint8Array(head.length + payload.length);
+  out.set(head);
+  out.set(payload, head.length);
+  return out;
+}
+
+const concat = (parts) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+};
+
+// The message bytes[from, to) with each length-delimited field whose range is
+// a key of `replaced` (start -> [end, bytes]) replaced by those bytes, and the
+// fields holding one re-encoded around it; every other byte is copied as it is.
+function splice(bytes, from, to, replaced) {
+  const parts = [];
+  let copied = from;
+  let key = from; // fields are contiguous: each one's key starts where the one before ended
+  for (const f of fields(bytes, from, to)) {
+    const start = key;
+    key = f.end;
+    if (f.wire !== 2 || ![...replaced.keys()].some((s) => s >= f.start && s < f.end)) continue;
+    const [end, payload] = replaced.get(f.start) ?? [];
+    const body = end === f.end ? payload : splice(bytes, f.start, f.end, replaced);
+    parts.push(bytes.subarray(copied, start), lengthDelimited(f.field, body));
+    copied = f.end;
+  }
+  parts.push(bytes.subarray(copied, to));
+  return concat(parts);
+}
+
+// The graph for the runtime: the checked bytes, or, when subgraphs hold
+// external initializers (which ONNX Runtime reads only from files, never from
+// externalData), the same graph with those inline in their subgraph, their
+// raw_data the checked Kiln payload (what the original model held there).
+function forRuntime(checked) {
+  const sub = checked.refs.filter((r) => r.subgraph);
+  if (sub.length === 0) return checked.graph;
+  const bytes = checked.graph;
+  const replaced = new Map();
+  for (const r of sub) {
+    // The tensor's own fields but external_data (13) and data_location (14), then raw_data (9).
+    const kept = [];
+    let key = r.start;
+    for (const f of fields(bytes, r.start, r.end)) {
+      if (f.field !== 13 && f.field !== 14) kept.push(bytes.subarray(key, f.end));
+      key = f.end;
+    }
+    const data = checked.opened.get(r.location).bytes.subarray(Number(r.offset), Number(r.offset + r.length));
+    replaced.set(r.start, [r.end, concat([...kept, lengthDelimited(9, data)])]);
+  }
+  return splice(bytes, 0, bytes.length, replaced);
+}
+
 // checkOnnxGraph's work; `beforeOpen(locations)` runs once the graph has
 // passed R1, before any Kiln file is fetched or checked.
 async function check(graph, options, beforeOpen = null) {
@@ -539,7 +609,7 @@ async function check(graph, options, beforeOpen = null) {
   const sha256 = hex(sha256Of(graphBytes));
   const files = await openKiln(options, model, sha256);
   match(refs, files);
-  return { graph: graphBytes, model, sha256, checked, files: locations.map((path) => ({ path, data: files.get(path).bytes })) };
+  return { graph: graphBytes, model, sha256, checked, files: locations.map((path) => ({ path, data: files.get(path).bytes })), refs, opened: files };
 }
 
 /**
@@ -574,7 +644,8 @@ export async function checkOnnxGraph(graph, options = {}) {
   if (options.files === undefined && (options.model === undefined || options.model === null)) {
     throw new TypeError('kiln: checkOnnxGraph needs options.model or options.files');
   }
-  return check(graph, options);
+  const { refs, opened, ...result } = await check(graph, options);
+  return result;
 }
 
 /**
@@ -631,5 +702,5 @@ export async function createOnnxSession(ort, graph, options = {}) {
       if (locations.includes(path)) throw new TypeError(`kiln: sessionOptions.externalData names ${path}, a Kiln file of the graph`);
     }
   });
-  return ort.InferenceSession.create(checked.graph, { ...sessionOptions, externalData: [...given, ...checked.files] });
+  return ort.InferenceSession.create(forRuntime(checked), { ...sessionOptions, externalData: [...given, ...checked.files] });
 }

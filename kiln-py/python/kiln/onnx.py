@@ -1,9 +1,9 @@
 """Running a converted model with onnxruntime, the Kiln files checked first.
 
 ``kiln convert model.onnx -o model.kiln --onnx-graph model.kiln.onnx`` writes
-the graph with every initializer as ONNX external data pointing into the
-Kiln file (``location`` the Kiln file, or for a sharded output its shard;
-``offset``/``length`` the tensor's payload bytes there). :func:`session`
+the graph with its weights as ONNX external data pointing into the Kiln
+file (``location`` the Kiln file, or for a sharded output its shard;
+``offset``/``length`` the tensor's payload bytes there; docs/onnx.md). :func:`session`
 opens such a graph for onnxruntime only after checking the pair:
 
 >>> import numpy as np, kiln.onnx
@@ -37,10 +37,12 @@ opens such a graph for onnxruntime only after checking the pair:
    (not the path) with every external initializer handed over from the
    checked mapping: an ``OrtValue`` viewing the map for each (no copy; for
    a model with 4-bit tensors, which an ``OrtValue`` cannot view from
-   NumPy, or with external initializers in subgraphs, which onnxruntime
-   takes only from its external-data files, the mapped files through
+   NumPy, the mapped files through
    ``SessionOptions.add_external_initializers_from_files_in_memory``,
-   which onnxruntime copies from during session creation). onnxruntime
+   which onnxruntime copies from during session creation). External
+   initializers of subgraphs, which onnxruntime reads only from files, are
+   handed to it inline in their subgraph, copied from the checked bytes
+   (this needs the ``onnx`` package). onnxruntime
    therefore never opens a file itself, and nothing it reads was not
    checked: a file replaced after the check (``kiln convert`` and
    ``kiln.numpy.save_file`` replace files by renaming a new one into place)
@@ -55,7 +57,8 @@ A fault in a Kiln file raises :class:`kiln.KilnError` (as
 
 onnxruntime and onnx are optional dependencies (``pip install kiln[onnx]``);
 ``import kiln`` never needs them, and this module imports them only when
-:func:`session` runs (onnx only for :attr:`CheckedGraph.model`).
+:func:`session` runs (onnx only for :attr:`CheckedGraph.model` and for a
+graph with weights in subgraphs).
 """
 
 from __future__ import annotations
@@ -354,19 +357,27 @@ def session(
         graph = _graph_of(target)
     checked = check_graph(graph, copy=copy)
     options = sess_options if sess_options is not None else ort.SessionOptions()
-    packed = any(_WIDTH[b[4]] == 0 for b in checked.bindings)
-    if packed or checked.in_subgraphs:
-        # 4-bit tensors, or external initializers in subgraphs: the checked
-        # files themselves (onnxruntime copies the ranges it needs out of
-        # these buffers while creating the session).
+    graph_bytes = checked.graph
+    if checked.in_subgraphs:
+        # onnxruntime reads a subgraph's external data from the file system
+        # only (add_external_initializers_from_files_in_memory and
+        # add_external_initializers cover the main graph's): those are handed
+        # to it inline in their subgraph, their bytes the checked payloads.
+        graph_bytes = _inline_subgraph_weights(checked)
+    sub = set(checked.in_subgraphs)
+    main = [b for b in checked.bindings if b[0] not in sub]
+    packed = any(_WIDTH[b[4]] == 0 for b in main)
+    if packed:
+        # 4-bit tensors: the checked files themselves (onnxruntime copies the
+        # ranges it needs out of these buffers while creating the session).
         names = list(checked.files)
         buffers = [_owner(checked.files[n]) for n in names]
         options.add_external_initializers_from_files_in_memory(names, buffers, [len(b) for b in buffers])
         keep.append(buffers)
-    elif checked.bindings:
+    elif main:
         # onnxruntime drops an initializer nothing reads before it takes these
         # (and refuses one given for it): those are not handed over.
-        used = [b for b in checked.bindings if b[0] not in checked.unused]
+        used = [b for b in main if b[0] not in checked.unused]
         values = []
         for name, location, offset, length, dtype, shape in used:
             arr = _numpy_view(checked.files[location], offset, length, dtype, shape)
@@ -374,10 +385,38 @@ def session(
         options.add_external_initializers([b[0] for b in used], values)
         keep.append(values)
     keep.append(checked.files)
-    sess = ort.InferenceSession(checked.graph, sess_options=options, providers=providers)
+    sess = ort.InferenceSession(graph_bytes, sess_options=options, providers=providers)
     # The OrtValues view the maps: both live as long as the session.
     sess._kiln_keepalive = keep
     return sess
+
+
+def _inline_subgraph_weights(checked: CheckedGraph) -> bytes:
+    """The checked graph with each subgraph's external initializers inline
+    (``raw_data`` the checked Kiln payload, the same bytes), where the
+    original model had them; the main graph's stay external data."""
+    onnx = _onnx()
+    model = onnx.load_from_string(checked.graph)  # external data not loaded
+
+    def walk(g: Any, subgraph: bool) -> None:
+        if subgraph:
+            for t in g.initializer:
+                if t.data_location == onnx.TensorProto.EXTERNAL:
+                    keys = {e.key: e.value for e in t.external_data}
+                    offset, length = int(keys["offset"]), int(keys["length"])
+                    t.raw_data = bytes(memoryview(_owner(checked.files[keys["location"]]))[offset:offset + length])
+                    del t.external_data[:]
+                    t.data_location = onnx.TensorProto.DEFAULT
+        for node in g.node:
+            for a in node.attribute:
+                if a.HasField("g"):
+                    walk(a.g, True)
+                for s in a.graphs:
+                    walk(s, True)
+
+    walk(model.graph, False)
+    out: bytes = model.SerializeToString()
+    return out
 
 
 _KILN_TO_ONNX = {v: k for k, v in ONNX_TO_KILN.items()}
