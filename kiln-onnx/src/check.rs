@@ -100,11 +100,15 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Reads `graph` (a serialized `ModelProto`) and says what it needs, or why it
-/// is refused: no `kiln.model`; external data anywhere but an initializer
-/// (of the main graph or a subgraph); an external initializer whose `external_data` is not exactly
-/// a plain `location`, a decimal `offset` and `length`, or that also holds
-/// data, or whose type Kiln has no dtype for; an inline initializer (main or
-/// subgraph) that rule R1 would have put in the Kiln file.
+/// is refused, in this order (the npm session's too): not a model; not one
+/// graph field, an attribute's `g` given twice, subgraphs nested more than
+/// [`MAX_DEPTH`] deep; external data anywhere but an initializer of the main
+/// graph or a subgraph (a function's subgraphs included); no plain
+/// `kiln.model`, or two; then for each initializer in R3's order: a negative
+/// dimension; an external one whose `external_data` is not exactly a plain
+/// `location`, a decimal `offset` and `length`, or that also holds data, or
+/// whose type Kiln has no dtype for; an inline one that rule R1 would have
+/// put in the Kiln file.
 pub fn requirements(graph: &[u8]) -> Result<Requirements, GraphError> {
     let model = crate::decode(bytes::Bytes::copy_from_slice(graph))
         .map_err(|e| GraphError::new(format!("not an ONNX model (protobuf): {e}")))?;
@@ -301,9 +305,11 @@ fn inline_allowed(t: &TensorProto) -> Result<(), GraphError> {
     Err(GraphError::at(
         t.name(),
         format!(
-            "initializer {:?} is stored in the graph ({size}): only initializers under {INLINE_LIMIT} bytes, or of a \
-             type Kiln cannot hold, stay in the graph; the rest must be external data in the Kiln file",
-            t.name()
+            "initializer {:?} is stored in the graph ({size}): only initializers under {},{:03} bytes, or of a type \
+             Kiln cannot hold, stay in the graph; the rest must be external data in the Kiln file",
+            t.name(),
+            INLINE_LIMIT / 1000,
+            INLINE_LIMIT % 1000,
         ),
     ))
 }

@@ -15,7 +15,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createHash } from 'node:crypto';
 import { dirname, extname, join, normalize } from 'node:path';
@@ -619,4 +619,41 @@ test('Node: a graph built here (weights external, biases inline) runs on its Kil
   const inline = await ort.InferenceSession.create(digitsOnnx(w), { executionProviders: ['wasm'] });
   const want = (await inline.run({ x: input })).logits.data;
   assert.deepEqual(new Uint32Array(got.buffer, got.byteOffset, got.length), new Uint32Array(want.buffer, want.byteOffset, want.length));
+});
+
+test('Node: weights in subgraphs, external data where they stand, run bit-identical to the original (handed to the runtime inline)', { skip }, async () => {
+  ort.env.wasm.numThreads = 1;
+  if (ortDist) ort.env.wasm.wasmPaths = ortDist;
+  const n = 300; // 1,200 bytes: external data by R1
+  const branch = (name, op, w, seed, out) =>
+    graphOf({ name, nodes: [node({ op, inputs: ['x', w], outputs: [out] })], initializers: [tensor({ name: w, dims: [n], raw: f32(n, seed) })], outputs: [[out, [n]]] });
+  const ifNode = node({
+    op: 'If',
+    name: 'branch',
+    inputs: ['cond'],
+    outputs: ['y'],
+    attributes: [attribute({ name: 'then_branch', g: branch('then', 'Add', 'then.a', 5, 'ya') }), attribute({ name: 'else_branch', g: branch('else', 'Mul', 'else.b', 6, 'yb') })],
+  });
+  const original = modelOf({ graph: graphOf({ name: 'main', nodes: [ifNode], inputs: [['cond', [], 9], ['x', [n]]], outputs: [['y', [n]]] }) });
+  const folder = mkdtempSync(join(tmpdir(), 'kiln-onnx-if-'));
+  try {
+    writeFileSync(join(folder, 'if.onnx'), original);
+    execFileSync(bin, ['convert', '-q', join(folder, 'if.onnx'), '-o', join(folder, 'if.kiln'), '--onnx-graph', join(folder, 'if.kiln.onnx')]);
+    const graph = new Uint8Array(readFileSync(join(folder, 'if.kiln.onnx')));
+    const model = new Uint8Array(readFileSync(join(folder, 'if.kiln')));
+    assert.deepEqual((await kiln.checkOnnxGraph(graph, { model })).checked, [['then.a', 'kiln'], ['else.b', 'kiln']]);
+    assert.deepEqual(externalInitializers(graph).map((r) => [r.name, r.subgraph]), [['then.a', true], ['else.b', true]]);
+    const opts = { executionProviders: ['wasm'] };
+    const session = await kiln.createOnnxSession(ort, graph, { model, sessionOptions: opts });
+    const reference = await ort.InferenceSession.create(original, opts);
+    const x = new ort.Tensor('float32', Float32Array.from({ length: n }, (_, i) => (i % 23) / 7 - 1), [n]);
+    for (const c of [true, false]) {
+      const feeds = { cond: new ort.Tensor('bool', [c], []), x };
+      const got = (await session.run(feeds)).y.data;
+      const want = (await reference.run(feeds)).y.data;
+      assert.deepEqual(new Uint32Array(got.buffer, got.byteOffset, got.length), new Uint32Array(want.buffer, want.byteOffset, want.length), String(c));
+    }
+  } finally {
+    rmSync(folder, { recursive: true, force: true });
+  }
 });
