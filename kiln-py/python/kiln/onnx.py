@@ -251,7 +251,7 @@ def check_graph(path: Union[str, "os.PathLike[str]"], *, copy: bool = False) -> 
         code, shape, _, _ = tables[location][name]
         bindings.append((name, location, offset, length, DTYPE_NAMES[code], tuple(shape)))
     return CheckedGraph(graph=graph, folder=folder, files=files, bindings=bindings,
-                        checked=[tuple(c) for c in checked], in_subgraphs=[e[0] for e in externals if e[4]],
+                        checked=[(str(n), str(how)) for n, how in checked], in_subgraphs=[e[0] for e in externals if e[4]],
                         unused=[e[0] for e in externals if not e[5]])
 
 
