@@ -274,6 +274,14 @@ def cases(tmp: Path) -> Dict[str, Tuple[Path, Any]]:
     out["nested-31"] = (rewrite(g, m), ("graph", None))
     g = converted(tmp, "twice", if_model())
     out["g-twice"] = (rewrite(g, g_twice(bare(g))), ("graph", None))
+    # Two faults: the one checked first decides (the same order on both sides).
+    g = digits_graph("two-faults")
+    m = bare(g)
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(digits()["fc1.weight"], "fc1.weight"))
+    m.graph.initializer[2].dims[:] = [-10, -32]
+    out["oversize-then-negative"] = (rewrite(g, m), ("graph", "fc1.weight"))
+    del m.metadata_props[:]
+    out["no-model-and-oversize"] = (rewrite(g.with_name("other.kiln.onnx"), m, record=False), ("graph", None))
     # A flipped weight byte in the Kiln file: its check refuses it.
     g = digits_graph("flipped")
     model = g.with_name("m.kiln")
