@@ -222,7 +222,7 @@ function externalRef(t) {
   const offset = decimal(got.get('offset'), 'offset', name);
   const length = decimal(got.get('length'), 'length', name);
   if (!ONNX_TYPES.has(t.dataType)) {
-    throw graphError(`initializer ${JSON.stringify(name)}: is external data of ONNX type ${t.dataType}, which no Kiln tensor holds`, name);
+    throw graphError(`initializer ${JSON.stringify(name)} is external data of ONNX type ${t.dataType}, which no Kiln tensor holds`, name);
   }
   return { name, location, offset, length, dataType: t.dataType, dims: t.dims };
 }
