@@ -274,7 +274,8 @@ CONVERT_TARGETS = ("convert_safetensors", "convert_gguf", "convert_npy", "conver
 
 def seeds():
     out: dict[str, dict[str, bytes]] = {
-        t: {} for t in ("directory", "directory_in_struct", "frozen", "writer", "hk", "model") + CONVERT_TARGETS
+        t: {} for t in ("directory", "directory_in_struct", "frozen", "writer", "hk", "model", "onnx_graph_check")
+        + CONVERT_TARGETS
     }
     types = frozen_types()
     for c in goldens():
@@ -305,6 +306,13 @@ def seeds():
     out["convert_npy"].update(npy_seeds())
     out["convert_npz"].update(npz_seeds())
     out["convert_onnx"].update(onnx_seeds())
+    # The sessions' check: the same models, and each naming a Kiln model
+    # (ModelProto.metadata_props, field 14: appended fields merge in protobuf).
+    entry = b"\x0a\x0akiln.model\x12\x06m.kiln"
+    named = bytes([14 << 3 | 2, len(entry)]) + entry
+    for n, b in onnx_seeds().items():
+        out["onnx_graph_check"][n] = b
+        out["onnx_graph_check"][n + "-named"] = b + named
     out["model"].update(model_seeds())
     # Content-addressed file names keep the directory free of duplicates.
     return {t: {hashlib.sha1(b).hexdigest()[:16] + "-" + n[:40]: b for n, b in s.items()} for t, s in out.items()}

@@ -145,6 +145,13 @@ def jobs():
             note="the RISC-V demo (riscv32imc) under QEMU virt"),
         *[check(t) for t in ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")],
         Job("rss", "scripts/rss.sh", ["setup-apt"], note="peak RSS on hostile files"),
+        # The release kiln rss.sh built, the Python package python-package installed (after the npm
+        # package), the kiln-cli test build cargo-test made, openssl (setup-apt): each doc block runs
+        # or is marked.
+        Job("doc-blocks", "cargo build --release --locked -q -p kiln-cli && scripts/docs/check.py --self-test"
+            " && scripts/docs/check.py",
+            ["setup-rust", "setup-apt", "setup-python", "python-package"], after=["cargo-test", "rss"], limit=5 * 60,
+            note="every block of the docs runs or is marked; every kiln command line parsed"),
         # The release build rss.sh made; the full 4 GiB run is local (README). bench-onnx.py
         # uses kiln-py as python-package installed it.
         Job("bench-smoke", "python3 scripts/bench-checkpoints.py --mib 64 --runs 1 --check"

@@ -2,30 +2,51 @@
 //! (safetensors, GGUF, HK, .npy, .npz): detected by content, or forced with
 //! `--from`. The verdict is the format's reader (the same readers `kiln
 //! convert` uses, with HK's strict rulings and lineage check, and every .npz
-//! member's CRC-32 read), without what only Kiln cannot hold; the table is
-//! the tensors as they would be converted.
+//! member's CRC-32 read); what only Kiln cannot hold does not reject a valid
+//! file, it is reported beside the verdict (`kiln_limit`). The table is the
+//! tensors as they would be converted.
 
 use std::path::Path;
 
 use serde::Serialize;
 
-use crate::convert::error::{exit_code, located};
-use crate::convert::{self, Format, Model, ReadArgs, Source};
+use anyhow::anyhow;
+
+use crate::convert::error::{exit_code, limit_reason, located};
+use crate::convert::{self, Format, LegacyGgml, Model, ReadArgs, Source};
 
 /// A foreign file's verdict.
 pub enum Verdict {
-    /// Read and checked: the model as it would be converted.
+    /// Read and checked: the model as it would be converted. Its
+    /// [`Model::limit`] is what Kiln cannot hold of it, if anything: the file
+    /// is valid, but `kiln convert` refuses it.
     Ok(Box<Model>),
+    /// Valid as far as its reader went, which stopped at something Kiln
+    /// cannot hold (the reason): `kiln convert` refuses it.
+    Limited(String),
     /// Refused by its format's reader.
     Rejected(anyhow::Error),
     /// Could not be read (exit 2).
     Io(anyhow::Error),
 }
 
+impl Verdict {
+    /// Why Kiln cannot hold the file, when the file itself is valid.
+    pub fn kiln_limit(&self) -> Option<&str> {
+        match self {
+            Verdict::Ok(model) => model.limit.as_deref(),
+            Verdict::Limited(reason) => Some(reason),
+            Verdict::Rejected(_) | Verdict::Io(_) => None,
+        }
+    }
+}
+
 /// Checks `path` when it is a regular file of a foreign format (by content,
-/// or `--from`); `None` when it is Kiln (or undetected, or not a regular
-/// file), which the Kiln path handles exactly as before.
-pub fn probe(path: &Path, read: &ReadArgs) -> Option<(Format, Verdict)> {
+/// or `--from`), or one of llama.cpp's formats before GGUF (always
+/// rejected, with what to do instead): the format's name and the verdict.
+/// `None` when it is Kiln (or undetected, or not a regular file), which the
+/// Kiln path handles exactly as before.
+pub fn probe(path: &Path, read: &ReadArgs) -> Option<(&'static str, Verdict)> {
     if read.from == Some(Format::Kiln) {
         return None;
     }
@@ -36,7 +57,14 @@ pub fn probe(path: &Path, read: &ReadArgs) -> Option<(Format, Verdict)> {
     let input = convert::open(path).ok()?;
     let format = match read.from {
         Some(f) => f,
-        None => Format::detect_file(input.bytes(), path)?,
+        None => match Format::detect_file(input.bytes(), path) {
+            Some(f) => f,
+            None => {
+                let legacy = LegacyGgml::detect(input.bytes())?;
+                let e = anyhow!("{} ({}): {}", path.display(), legacy.magic, legacy.refusal());
+                return Some((legacy.magic, Verdict::Rejected(e)));
+            }
+        },
     };
     if format == Format::Kiln {
         return None;
@@ -45,22 +73,34 @@ pub fn probe(path: &Path, read: &ReadArgs) -> Option<(Format, Verdict)> {
     let result = convert::read_model(format, &input, path, &opts, false)
         .and_then(|model| convert::check_payloads(&model, &input, path).map(|()| model));
     Some((
-        format,
+        format.name(),
         match result {
-            Ok(model) => Verdict::Ok(Box::new(model)),
+            Ok(mut model) => {
+                model.note_if_no_weights();
+                if model.limit.is_none() {
+                    model.limit = convert::writer_limit(&model);
+                }
+                Verdict::Ok(Box::new(model))
+            }
             Err(e) if exit_code(&e) == 2 => Verdict::Io(e),
-            Err(e) => Verdict::Rejected(e),
+            Err(e) => match limit_reason(&e) {
+                Some(reason) => Verdict::Limited(reason),
+                None => Verdict::Rejected(e),
+            },
         },
     ))
 }
 
-/// One `kiln validate --json` line: `file`, `ok`, `format`, then `error`
-/// (a spec code, for readers that have one), `offset`, `rule`, `message`.
+/// One `kiln validate --json` line: `file`, `ok`, `format`, then
+/// `kiln_limit` (a valid file that Kiln cannot hold: why), or `error` (a
+/// spec code, for readers that have one), `offset`, `rule`, `message`.
 #[derive(Serialize)]
 struct Line<'a> {
     file: &'a str,
     ok: bool,
-    format: &'static str,
+    format: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kiln_limit: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,23 +112,26 @@ struct Line<'a> {
 }
 
 /// The validate line for a verdict (`Io` is reported by the caller).
-pub fn validate_line(file: &str, format: Format, verdict: &Verdict, json: bool) -> String {
+pub fn validate_line(file: &str, format: &str, verdict: &Verdict, json: bool) -> String {
     let err = match verdict {
         Verdict::Rejected(e) | Verdict::Io(e) => Some(e),
-        Verdict::Ok(_) => None,
+        Verdict::Ok(_) | Verdict::Limited(_) => None,
     };
+    let kiln_limit = verdict.kiln_limit();
     if !json {
-        return match err {
-            None => format!("{file}: ok ({})", format.name()),
+        return match (err, kiln_limit) {
             // The message starts with "FILE (FORMAT): ".
-            Some(e) => format!("{e:#}"),
+            (Some(e), _) => format!("{e:#}"),
+            (None, Some(why)) => format!("{file}: ok ({format}); a Kiln limit, kiln convert refuses it: {why}"),
+            (None, None) => format!("{file}: ok ({format})"),
         };
     }
     let at = err.and_then(located);
     let line = Line {
         file,
         ok: err.is_none(),
-        format: format.name(),
+        format,
+        kiln_limit,
         error: at.and_then(|a| a.code),
         offset: at.map(|a| a.offset),
         rule: at.and_then(|a| a.rule),
@@ -140,7 +183,7 @@ fn summary<'a>(file: &'a str, model: &'a Model) -> Summary<'a> {
                     Some(*offset)
                 }
                 Source::Checked(c) => Some(c.offset),
-                Source::Zip(_) | Source::Bytes(_) => None,
+                Source::Zip(_) | Source::Bytes(_) | Source::Transposed(_) => None,
             },
             byte_length: t.len,
             layout: t.layout.as_deref(),

@@ -191,6 +191,12 @@ struct InspectArgs {
     read: convert::ReadArgs,
 }
 
+/// The command-line parser `main` uses, for checks that a documented command line
+/// parses (kiln-cli/tests/doc_commands.rs) without running it.
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 /// Parses the command line and runs the command: what the `kiln` binary does.
 pub fn main() -> ExitCode {
     let cli = Cli::parse(); // usage errors exit 2 here
@@ -348,16 +354,19 @@ fn run_inspect(args: &InspectArgs) -> anyhow::Result<u8> {
     if args.file.as_os_str() != STDIN {
         if let Some((format, verdict)) = foreign::probe(&args.file, &args.read) {
             return Ok(match verdict {
-                foreign::Verdict::Ok(model) => {
+                foreign::Verdict::Ok(model) if model.limit.is_none() => {
                     output::print(&foreign::inspect_text(&file, &model, args.json))?;
                     EXIT_OK
                 }
-                foreign::Verdict::Rejected(e) => {
+                // No table of what convert would write: it writes nothing.
+                foreign::Verdict::Ok(_) | foreign::Verdict::Limited(_) | foreign::Verdict::Rejected(_) => {
+                    let line = foreign::validate_line(&file, format, &verdict, args.json);
                     if args.json {
-                        let line = foreign::validate_line(&file, format, &foreign::Verdict::Rejected(e), true);
                         output::print(&(line + "\n"))?;
+                    } else if let foreign::Verdict::Rejected(_) = verdict {
+                        eprintln!("{file}: {line}");
                     } else {
-                        eprintln!("{file}: {e:#}");
+                        eprintln!("{line}");
                     }
                     EXIT_REJECTED
                 }

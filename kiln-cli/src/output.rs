@@ -145,7 +145,7 @@ pub fn summary_human(summary: &Summary<'_>) -> String {
         out.push('\n');
     }
     if summary.tensors.is_empty() {
-        out.push_str("(no tensors)\n");
+        out.push_str("(no tensors: this file holds no weights)\n");
         return out;
     }
     let mut rows = vec![["index", "name", "dtype", "shape", "bytes", "offset", "quant", "layout"].map(String::from)];

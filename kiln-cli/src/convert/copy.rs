@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kiln_nostd::int::{u64_from, usize_from};
 
 use super::error::io_fail;
-use super::model::{Source, TensorOut};
+use super::model::{Source, TensorOut, Transposed};
 use super::Input;
 use crate::platform;
 
@@ -214,9 +214,253 @@ impl<'a> Pump<'a> {
                     );
                 }
             }
+            Source::Transposed(t) => self.transposed(t, len, out, out_err, step)?,
         }
         Ok(())
     }
+
+    /// A Fortran-order array: the stored bytes' own checks first (a `.npz`
+    /// member's CRC-32 is over the bytes in file order, so they are read once
+    /// in that order; a compressed member is decompressed into a temporary
+    /// file, which the transpose then reads), then [`transpose`].
+    fn transposed(
+        &mut self,
+        t: &Transposed,
+        len: u64,
+        out: &mut dyn Write,
+        out_err: &dyn Fn(io::Error) -> anyhow::Error,
+        step: &mut dyn FnMut(u64),
+    ) -> anyhow::Result<()> {
+        let unpacked;
+        let (file, base, swap) = match &t.inner {
+            Source::File { offset } => (self.input, *offset, 1),
+            Source::Swap { offset, width } => (self.input, *offset, *width),
+            Source::Checked(c) => {
+                self.run(&t.inner, len, &mut io::sink(), out_err, &mut |_| {})?;
+                (self.input, c.offset, c.swap)
+            }
+            Source::Zip(z) => {
+                let what = format!("a temporary file for .npz member {}", z.member);
+                let file = tempfile::tempfile().map_err(io_fail(format!("cannot create {what}")))?;
+                let mut w = BufWriter::with_capacity(BUF, file);
+                let fail = |e: io::Error| io_fail(format!("cannot write {what}"))(e);
+                self.run(&t.inner, len, &mut w, &fail, &mut |_| {})?;
+                unpacked = w.into_inner().map_err(|e| fail(e.into_error()))?;
+                (&unpacked, 0, 1)
+            }
+            other => anyhow::bail!("a transposed payload from {other:?}"),
+        };
+        let mut blocks = Blocks { file, name: &self.input_name, block: Vec::new(), start: 0 };
+        let mut rows = Rows { out, out_err, step, buf: Vec::with_capacity(chunk_len(len)), swap: swap > 1 };
+        transpose(&mut blocks, base, &t.shape, t.width.max(1), &mut rows)?;
+        rows.flush()
+    }
+}
+
+/// The most bytes of a Fortran-order array held at once while it is
+/// transposed (one band of output rows; see [`transpose`]).
+const TRANSPOSE_BAND: u64 = 16 << 20;
+/// Reads through the block cache are this long.
+const BLOCK: u64 = 1 << 20;
+
+/// Reads pieces of a file at increasing offsets, either each with its own
+/// read (pieces far apart, or long) or through one cached block (short
+/// pieces close together).
+struct Blocks<'f> {
+    file: &'f File,
+    name: &'f str,
+    block: Vec<u8>,
+    /// The file offset of `block`'s first byte.
+    start: u64,
+}
+
+impl Blocks<'_> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> anyhow::Result<()> {
+        platform::read_exact_at(self.file, buf, offset).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                anyhow::anyhow!("the input ended early at byte {offset} (it changed while being converted?)")
+            } else {
+                io_fail(format!("cannot read {}", self.name))(e)
+            }
+        })
+    }
+
+    /// Fills `dst` from `offset`; `direct` reads it on its own, otherwise
+    /// through the block, which is reloaded from `offset` (up to `limit`) on a miss.
+    fn get(&mut self, offset: u64, dst: &mut [u8], direct: bool, limit: u64) -> anyhow::Result<()> {
+        let n = u64_from(dst.len());
+        if direct || n > BLOCK {
+            return self.read_at(dst, offset);
+        }
+        let end = self.start.saturating_add(u64_from(self.block.len()));
+        if offset < self.start || offset.saturating_add(n) > end {
+            let want = BLOCK.min(limit.saturating_sub(offset)).max(n);
+            self.block.resize(usize_from(want).unwrap_or(dst.len()), 0);
+            let mut block = std::mem::take(&mut self.block);
+            let read = self.read_at(&mut block, offset);
+            self.block = block;
+            read?;
+            self.start = offset;
+        }
+        let from = usize_from(offset.saturating_sub(self.start)).unwrap_or(usize::MAX);
+        let src = self.block.get(from..from.saturating_add(dst.len()));
+        dst.copy_from_slice(src.ok_or_else(|| anyhow::anyhow!("a transpose read outside its block"))?);
+        Ok(())
+    }
+}
+
+/// Where a transpose writes: the output, in chunks, each element byte-swapped
+/// first when the array is big-endian.
+struct Rows<'o> {
+    out: &'o mut dyn Write,
+    out_err: &'o dyn Fn(io::Error) -> anyhow::Error,
+    step: &'o mut dyn FnMut(u64),
+    buf: Vec<u8>,
+    swap: bool,
+}
+
+impl Rows<'_> {
+    fn push(&mut self, element: &[u8]) -> anyhow::Result<()> {
+        let at = self.buf.len();
+        self.buf.extend_from_slice(element);
+        if self.swap {
+            if let Some(e) = self.buf.get_mut(at..) {
+                e.reverse();
+            }
+        }
+        if self.buf.len() >= BUF {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> anyhow::Result<()> {
+        self.out.write_all(&self.buf).map_err(self.out_err)?;
+        (self.step)(u64_from(self.buf.len()));
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+/// Writes the Fortran-order (column-major) array of `shape` whose elements
+/// of `width` bytes start at `base` in `blocks`' file to `rows` in row-major
+/// order, holding at most [`TRANSPOSE_BAND`] bytes of it.
+///
+/// Output rows come in bands along the first axis, the one that varies
+/// fastest in the file: a band of `b` indices is, for every index of the
+/// other axes, a run of `b` elements in the file; the runs are read into the
+/// band (one read each when long or far apart, through a cached block when
+/// short and close together) and the band is written out in row-major order.
+/// When one index of the first axis alone takes more than the band (a very
+/// wide array), each one is done in turn as an array of the other axes whose
+/// elements are strided in the file, which reads the file once per index.
+fn transpose(
+    blocks: &mut Blocks<'_>,
+    base: u64,
+    shape: &[u64],
+    width: usize,
+    rows: &mut Rows<'_>,
+) -> anyhow::Result<()> {
+    // Axes of length 1 change nothing in the order.
+    let dims: Vec<u64> = shape.iter().copied().filter(|&d| d != 1).collect();
+    if dims.contains(&0) {
+        return Ok(());
+    }
+    let w = u64_from(width);
+    // The file stride of each axis (column-major: the first is the element).
+    let mut strides = Vec::with_capacity(dims.len());
+    let mut s = w;
+    for d in &dims {
+        strides.push(s);
+        s = s.saturating_mul(*d);
+    }
+    band(blocks, base, &dims, &strides, width, rows, TRANSPOSE_BAND)
+}
+
+/// [`transpose`] of the axes `dims` (no 1s) with file `strides`, `budget` bytes a band.
+fn band(
+    blocks: &mut Blocks<'_>,
+    base: u64,
+    dims: &[u64],
+    strides: &[u64],
+    width: usize,
+    rows: &mut Rows<'_>,
+    budget: u64,
+) -> anyhow::Result<()> {
+    let w = u64_from(width);
+    let (Some((&d0, rest)), Some((&st0, rest_st))) = (dims.split_first(), strides.split_first()) else {
+        // A scalar (after dropping axes of 1).
+        let mut e = vec![0u8; width];
+        blocks.get(base, &mut e, true, base.saturating_add(w))?;
+        return rows.push(&e);
+    };
+    // Elements of one index of the first axis, and their file spacing (the
+    // other axes, column-major, are evenly spaced at the second stride).
+    let per = rest.iter().fold(1u64, |a, &d| a.saturating_mul(d));
+    let group_stride = rest_st.first().copied().unwrap_or(0);
+    let slice = per.saturating_mul(w);
+    if slice > budget {
+        for i in 0..d0 {
+            band(blocks, base.saturating_add(i.saturating_mul(st0)), rest, rest_st, width, rows, budget)?;
+        }
+        return Ok(());
+    }
+    let b = (budget.checked_div(slice).unwrap_or(1)).clamp(1, d0);
+    // Column-major positions of the other axes, walked in row-major order.
+    let mut fstride = Vec::with_capacity(rest.len());
+    let mut f = 1u64;
+    for d in rest {
+        fstride.push(f);
+        f = f.saturating_mul(*d);
+    }
+    let mut buf = vec![0u8; usize_from(b.saturating_mul(slice)).unwrap_or(0)];
+    let mut a = 0u64;
+    while a < d0 {
+        let bb = b.min(d0.saturating_sub(a));
+        let first = base.saturating_add(a.saturating_mul(st0));
+        let last = first
+            .saturating_add(per.saturating_sub(1).saturating_mul(group_stride))
+            .saturating_add(bb.saturating_sub(1).saturating_mul(st0))
+            .saturating_add(w);
+        // A run of the band's elements for each group: contiguous when the first axis is.
+        let contiguous = st0 == w;
+        let (unit, spacing) = if contiguous { (bb.saturating_mul(w), group_stride) } else { (w, st0) };
+        let direct = unit >= 4096 || spacing.saturating_sub(unit) > 8192;
+        let run = usize_from(bb.saturating_mul(w)).unwrap_or(0);
+        for g in 0..per {
+            let at = first.saturating_add(g.saturating_mul(group_stride));
+            let from = usize_from(g).map_or(0, |g| g.saturating_mul(run));
+            let dst = buf.get_mut(from..from.saturating_add(run)).ok_or_else(|| anyhow::anyhow!("a transpose band"))?;
+            if contiguous {
+                blocks.get(at, dst, direct, last)?;
+            } else {
+                for (e, el) in dst.chunks_exact_mut(width).enumerate() {
+                    blocks.get(at.saturating_add(u64_from(e).saturating_mul(st0)), el, direct, last)?;
+                }
+            }
+        }
+        // Row-major order: the band's first-axis index, then the others, last fastest.
+        for e in 0..usize_from(bb).unwrap_or(0) {
+            let mut idx = vec![0u64; rest.len()];
+            let mut g = 0u64;
+            for _ in 0..per {
+                let from = usize_from(g).map_or(0, |g| g.saturating_mul(run)).saturating_add(e.saturating_mul(width));
+                rows.push(buf.get(from..from.saturating_add(width)).unwrap_or_default())?;
+                for (k, i) in idx.iter_mut().enumerate().rev() {
+                    let (d, fs) = (rest.get(k).copied().unwrap_or(1), fstride.get(k).copied().unwrap_or(0));
+                    *i = i.saturating_add(1);
+                    g = g.saturating_add(fs);
+                    if *i < d {
+                        break;
+                    }
+                    g = g.saturating_sub(fs.saturating_mul(d));
+                    *i = 0;
+                }
+            }
+        }
+        a = a.saturating_add(bb);
+    }
+    Ok(())
 }
 
 /// A writer that hashes what passes through it (when it has a hasher).
@@ -345,5 +589,76 @@ impl<'a> Sink<'a> {
         let name = self.out_name.clone();
         let f = self.out.into_inner().map_err(|e| io_fail(format!("cannot write {name}"))(e.into_error()))?;
         Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Row-major bytes of the column-major array `data` of `shape`, the slow way.
+    fn naive(data: &[u8], shape: &[u64], w: usize) -> Vec<u8> {
+        let dims: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+        let n: usize = dims.iter().product();
+        let mut out = Vec::with_capacity(n * w);
+        for c in 0..n {
+            // c is a row-major index: its column-major position.
+            let (mut rem, mut f, mut fs) = (c, 0usize, 1usize);
+            let mut idx = vec![0usize; dims.len()];
+            for k in (0..dims.len()).rev() {
+                idx[k] = rem % dims[k];
+                rem /= dims[k];
+            }
+            for k in 0..dims.len() {
+                f += idx[k] * fs;
+                fs *= dims[k];
+            }
+            out.extend_from_slice(&data[f * w..f * w + w]);
+        }
+        out
+    }
+
+    /// Every band size, down to one element, gives the slow way's bytes
+    /// (bands of many indices, one index, and strided sub-arrays).
+    #[test]
+    fn transpose_matches_the_slow_way_at_every_budget() {
+        // [1200, 3] and [3000, 4]: runs read on their own (long, or far apart).
+        let shapes: [&[u64]; 9] =
+            [&[3, 4], &[2, 3, 4], &[1, 5, 1, 3], &[7, 1], &[4, 3, 2, 5], &[2, 2], &[300, 70], &[1200, 3], &[3000, 4]];
+        for shape in shapes {
+            for w in [1usize, 2, 4, 8] {
+                let n: u64 = shape.iter().product();
+                let data: Vec<u8> = (0..n as usize * w).map(|i| (i * 7 + i / 251) as u8).collect();
+                let mut file = tempfile::tempfile().unwrap();
+                let pad = vec![0xAAu8; 13];
+                file.write_all(&pad).unwrap();
+                file.write_all(&data).unwrap();
+                file.write_all(&pad).unwrap();
+                let want = naive(&data, shape, w);
+                for budget in [1u64, w as u64, 3 * w as u64, 64, 1000, 1 << 20] {
+                    for swap in [false, true] {
+                        let mut got = Vec::new();
+                        let err = |e: io::Error| anyhow::anyhow!(e);
+                        let mut step = |_| {};
+                        let mut rows = Rows { out: &mut got, out_err: &err, step: &mut step, buf: Vec::new(), swap };
+                        let mut blocks = Blocks { file: &file, name: "t", block: Vec::new(), start: 0 };
+                        let dims: Vec<u64> = shape.iter().copied().filter(|&d| d != 1).collect();
+                        let mut strides = Vec::new();
+                        let mut s = w as u64;
+                        for d in &dims {
+                            strides.push(s);
+                            s *= d;
+                        }
+                        band(&mut blocks, 13, &dims, &strides, w, &mut rows, budget).unwrap();
+                        rows.flush().unwrap();
+                        let mut want = want.clone();
+                        if swap {
+                            want.chunks_exact_mut(w).for_each(<[u8]>::reverse);
+                        }
+                        assert_eq!(got, want, "shape {shape:?} width {w} budget {budget} swap {swap}");
+                    }
+                }
+            }
+        }
     }
 }

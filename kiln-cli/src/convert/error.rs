@@ -90,6 +90,50 @@ pub fn core(err: kiln_nostd::Error) -> anyhow::Error {
     })
 }
 
+/// Valid in its own format, but Kiln cannot hold it (a dtype Kiln has no
+/// counterpart for, more names than a directory holds, ...): `kiln convert`
+/// refuses it (exit 1); `kiln validate` accepts the file and reports the
+/// reason as `kiln_limit`.
+#[derive(Debug)]
+pub struct KilnLimit {
+    /// The byte of the input it concerns, where a reader knows it.
+    pub offset: Option<u64>,
+    /// What Kiln cannot hold.
+    pub message: String,
+}
+
+impl fmt::Display for KilnLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(offset) = self.offset {
+            write!(f, "byte {offset}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for KilnLimit {}
+
+/// What Kiln cannot hold, at no particular byte.
+pub fn limit(message: impl fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(KilnLimit { offset: None, message: message.to_string() })
+}
+
+/// What Kiln cannot hold, at byte `offset` of the input.
+pub fn limit_at(offset: impl TryInto<u64>, message: impl fmt::Display) -> anyhow::Error {
+    let offset = Some(offset.try_into().unwrap_or(u64::MAX));
+    anyhow::Error::new(KilnLimit { offset, message: message.to_string() })
+}
+
+/// The reason, when `e` is a refusal of what Kiln cannot hold ([`KilnLimit`]):
+/// the chain from its second link on (the first names the input file).
+pub fn limit_reason(e: &anyhow::Error) -> Option<String> {
+    if !e.chain().any(|c| c.is::<KilnLimit>()) {
+        return None;
+    }
+    let links: Vec<String> = e.chain().map(ToString::to_string).collect();
+    Some(links.get(usize::from(links.len() > 1)..).unwrap_or_default().join(": "))
+}
+
 /// The exit code of a failed conversion: 2 for usage and I/O, else 1.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| c.is::<Usage>() || c.is::<IoFail>()) {

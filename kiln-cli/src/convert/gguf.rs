@@ -10,10 +10,12 @@ use anyhow::Context;
 use kiln_nostd::int::u64_from;
 
 use super::codes::{ggml_block, ggml_code, ggml_dense};
-use super::error::at as at_byte;
+use super::error::{at as at_byte, limit_at};
 use super::json;
 use super::meta::{Dups, ValueWriter};
-use super::model::{Format, Model, ReadOptions, Source, Split, TensorOut, KEY_SOURCE_TYPES, KEY_VALUE_ENCODING};
+use super::model::{
+    Format, LegacyGgml, Model, ReadOptions, Source, Split, TensorOut, KEY_SOURCE_TYPES, KEY_VALUE_ENCODING,
+};
 
 const MAX_DEPTH: usize = 16;
 const DEFAULT_ALIGNMENT: u64 = 32;
@@ -238,7 +240,10 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
     let mut c = Cur { buf: bytes, pos: 0 };
     let magic = c.arr::<4>("magic")?;
     if &magic != b"GGUF" {
-        return Err(at_byte(0, "not a GGUF file (magic)"));
+        return Err(at_byte(
+            0,
+            LegacyGgml::detect(bytes).map_or_else(|| "not a GGUF file (magic)".into(), LegacyGgml::refusal),
+        ));
     }
     let version = c.u32("version")?;
     if !(2..=3).contains(&version) {
@@ -258,21 +263,22 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
     // Minimum sizes: a KV is key (8) + type (4) + 1; a tensor info is name (8) + n_dims (4) + type (4) + offset (8).
     c.check_count(kv_count, 13, "metadata")?;
     c.check_count(tensor_count, 24, "tensor")?;
+    let mut model = Model::new(Format::Gguf, opts);
     // What Kiln can hold, before anything is allocated: a dict count is a
-    // u32, and a directory names at most 65,535 tensors.
+    // u32, and a directory names at most 65,535 tensors. (Checking only,
+    // the file is read on: the counts fit in it, as check_count saw.)
     if tensor_count > MAX_KILN_TENSORS {
-        return Err(at_byte(
+        model.limit(limit_at(
             8,
             format!(
                 "{tensor_count} tensors: a Kiln directory holds at most {MAX_KILN_TENSORS} (its names share a 64 KiB heap)"
             ),
-        ));
+        ))?;
     }
     if kv_count > u64::from(u32::MAX) {
-        return Err(at_byte(16, format!("{kv_count} metadata pairs: a Kiln dict holds at most 2^32 - 1")));
+        model.limit(limit_at(16, format!("{kv_count} metadata pairs: a Kiln dict holds at most 2^32 - 1")))?;
     }
 
-    let mut model = Model::new(Format::Gguf, opts);
     model.metadata.set_own(KEY_VALUE_ENCODING, "json".into());
     let mut alignment = DEFAULT_ALIGNMENT;
     let mut split: Option<Split> = None;
@@ -323,13 +329,13 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
         let at = c.pos;
         let name = c.string("tensor name")?.to_string();
         name_bytes = name_bytes.saturating_add(u64_from(name.len()));
-        if name_bytes > MAX_KILN_TENSORS {
-            return Err(at_byte(
+        if name_bytes > MAX_KILN_TENSORS && model.limit.is_none() {
+            model.limit(limit_at(
                 at,
                 format!(
                     "tensor {name}: the tensor names need more than 65,535 bytes, a Kiln limit (name offsets are u16)"
                 ),
-            ));
+            ))?;
         }
         let dims_at = c.pos;
         let n_dims = c.u32("n_dims")?;

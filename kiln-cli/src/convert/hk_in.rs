@@ -21,7 +21,7 @@ use kiln_nostd::int::u64_from;
 use kiln_nostd::DType;
 
 use super::codes::{ggml_block, ggml_code, hk_code};
-use super::error::{at, core};
+use super::error::{core, limit_at};
 use super::json;
 use super::meta::Dups;
 use super::model::{Format, Model, ReadOptions, Source, TensorOut, KEY_SOURCE_TYPES, KEY_VALUE_ENCODING};
@@ -267,16 +267,16 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
     let mut taken: HashSet<String> = HashSet::new();
     for e in hk.tensors() {
         if e.name().is_empty() {
-            return Err(at(
-                u64::try_from(e.entry_offset()).unwrap_or(0),
+            model.limit(limit_at(
+                e.entry_offset(),
                 "a tensor with an empty name: valid HK, but a Kiln limit (names are non-empty)",
-            ));
+            ))?;
         }
         if !taken.insert(e.name().to_string()) {
-            return Err(at(
-                u64::try_from(e.entry_offset()).unwrap_or(0),
+            model.limit(limit_at(
+                e.entry_offset(),
                 format!("tensor name {:?} appears twice: valid HK, but a Kiln limit (names are unique)", e.name()),
-            ));
+            ))?;
         }
     }
     let mut parts = serde_json::Map::new();

@@ -45,7 +45,7 @@ use memmap2::Mmap;
 
 use crate::platform;
 use error::{io_fail, Usage};
-pub use model::Format;
+pub use model::{Format, LegacyGgml};
 pub use model::{Model, ReadOptions, Source};
 use outfile::Target;
 pub use write_kiln::RECORD_TYPE;
@@ -144,6 +144,7 @@ impl ReadArgs {
             max_ratio: self.max_ratio,
             verify_lineage: !self.no_verify_lineage,
             onnx_graph: false,
+            kiln_limits: true,
         }
     }
 }
@@ -263,14 +264,17 @@ pub fn open(path: &Path) -> anyhow::Result<Input> {
 pub fn format_of(input: &Input, path: &Path, from: Option<Format>) -> anyhow::Result<Format> {
     match from {
         Some(f) => Ok(f),
-        None => Format::detect_file(input.bytes(), path).ok_or_else(|| {
-            anyhow!("{}: not a recognised format (safetensors, GGUF, HK, .npy, .npz, Kiln; ONNX by its .onnx name or --from onnx)", path.display())
+        None => Format::detect_file(input.bytes(), path).ok_or_else(|| match LegacyGgml::detect(input.bytes()) {
+            Some(legacy) => anyhow!("{} ({}): {}", path.display(), legacy.magic, legacy.refusal()),
+            None => anyhow!("{}: not a recognised format (safetensors, GGUF, HK, .npy, .npz, Kiln; ONNX by its .onnx name or --from onnx)", path.display()),
         }),
     }
 }
 
 /// Reads the input with its format's reader. `kiln_limits` false (validate,
-/// inspect) reports the format's own verdict, not what Kiln cannot hold.
+/// inspect) reports the format's own verdict: what Kiln cannot hold is kept
+/// in [`Model::limit`] (or, from a reader that stops there, is an error that
+/// [`error::limit_reason`] recognises) instead of refusing the file.
 pub fn read_model(
     format: Format,
     input: &Input,
@@ -279,8 +283,9 @@ pub fn read_model(
     kiln_limits: bool,
 ) -> anyhow::Result<Model> {
     let bytes = input.bytes();
+    let opts = &ReadOptions { kiln_limits, ..opts.clone() };
     let model = match format {
-        Format::Safetensors => safetensors_in::read(bytes, opts, kiln_limits),
+        Format::Safetensors => safetensors_in::read(bytes, opts),
         Format::Gguf => gguf::read(bytes, opts),
         Format::Hk => hk_in::read(bytes, opts),
         Format::Npy => {
@@ -299,12 +304,33 @@ pub fn read_model(
 pub fn check_payloads(model: &Model, input: &Input, path: &Path) -> anyhow::Result<()> {
     let mut pump = copy::Pump::new(&input.file, path.display().to_string());
     for t in &model.tensors {
-        if matches!(t.source, Source::Checked(_) | Source::Zip(_)) {
-            pump.run(&t.source, t.len, &mut std::io::sink(), &|e| anyhow!(e), &mut |_| {})
+        // A transposed payload's checks are its stored bytes' (read in file order).
+        let source = match &t.source {
+            Source::Transposed(x) => &x.inner,
+            other => other,
+        };
+        if matches!(source, Source::Checked(_) | Source::Zip(_)) {
+            pump.run(source, t.len, &mut std::io::sink(), &|e| anyhow!(e), &mut |_| {})
                 .with_context(|| format!("{} ({})", path.display(), model.format.name()))?;
         }
     }
     Ok(())
+}
+
+/// What the Kiln writer would refuse of a model its reader accepted (a rank
+/// above 8, names one directory block cannot hold even alone, ...): the
+/// same planning `kiln convert` does before it writes, for `kiln
+/// validate`'s `kiln_limit`. Payload bytes (a bool that is not 0 or 1) are
+/// only seen when written.
+pub fn writer_limit(model: &Model) -> Option<String> {
+    let planned = match shards::plan(&model.tensors, None) {
+        Ok(planned) => planned,
+        Err(e) => return Some(format!("{e:#}")),
+    };
+    planned
+        .into_iter()
+        .find_map(|r| write_kiln::plan(model.tensors.get(r).unwrap_or_default()).err())
+        .map(|e| format!("{e:#}"))
 }
 
 /// Reads tensor `index`'s payload through the copy path (from the input
@@ -350,6 +376,45 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
     Ok(summary)
 }
 
+/// Extensions of OUT that name a format `kiln convert` does not write, with
+/// that format's name (compared without regard to case). Writing Kiln or
+/// safetensors bytes under such a name would mislead every tool that goes by
+/// it, so OUT is refused (exit 2) before anything is written (or any
+/// input read past what finding the files takes).
+pub const NO_WRITER: [(&str, &str); 19] = [
+    ("onnx", "ONNX"),
+    ("gguf", "GGUF"),
+    ("ggml", "ggml"),
+    ("npy", "NumPy .npy"),
+    ("npz", "NumPy .npz"),
+    ("pt", "PyTorch"),
+    ("pth", "PyTorch"),
+    ("ckpt", "a checkpoint (PyTorch, TensorFlow)"),
+    ("bin", "a PyTorch or ggml .bin"),
+    ("h5", "HDF5 (Keras)"),
+    ("hdf5", "HDF5"),
+    ("keras", "Keras"),
+    ("tflite", "TensorFlow Lite"),
+    ("pb", "a TensorFlow protobuf"),
+    ("pkl", "a Python pickle"),
+    ("pickle", "a Python pickle"),
+    ("msgpack", "Flax msgpack"),
+    ("mlmodel", "Core ML"),
+    ("hk", "HK"),
+];
+
+/// Refuses an OUT whose extension names a format with no writer ([`NO_WRITER`]).
+fn refuse_foreign_out(out: &Path) -> anyhow::Result<()> {
+    let Some(ext) = out.extension().and_then(|e| e.to_str()) else { return Ok(()) };
+    let Some((_, name)) = NO_WRITER.iter().find(|(e, _)| e.eq_ignore_ascii_case(ext)) else { return Ok(()) };
+    Err(Usage(format!(
+        "{}: a .{ext} name says {name}, which kiln convert does not write; it writes Kiln (OUT ending in .kiln, \
+         or any name not listed in docs/conversion.md) and safetensors (OUT ending in .safetensors); nothing was written",
+        out.display()
+    ))
+    .into())
+}
+
 /// The conversion of the tensors (and metadata) alone.
 fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
     let opened = inputs::open_all(&args.input)?;
@@ -361,6 +426,8 @@ fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
     // Refuse what must not be replaced before reading anything.
     let out = resolve_out(&args.output, &opened.files)?;
     let side = if to == To::Tensors { Some(resolve_out(&sidecar(&args.output), &opened.files)?) } else { None };
+    // Then (an OUT that is the input is the more telling refusal) a name that says another format.
+    refuse_foreign_out(&args.output)?;
     let format = opened.format(args.read.from)?;
     if to == To::Safetensors && format != Format::Kiln {
         return Err(Usage(format!(
@@ -372,6 +439,7 @@ fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
     let mut opts = args.read.options();
     opts.onnx_graph = args.onnx_graph.is_some();
     let mut model = inputs::read_all(opened, args.read.from, &opts)?;
+    model.note_if_no_weights();
     let in_name = format!("{} ({})", args.input.display(), format.name());
     // The output shards: one, the single-file writer below; more (a sharded
     // input, one Kiln block's names, --max-shard-size), the manifest and its shards.
@@ -592,6 +660,7 @@ fn locate(model: &Model, payload_base: u64, offsets: &[u64], e: &VerifyError) ->
                 Source::Checked(c) => format!("byte {} of the input", c.offset.saturating_add(delta)),
                 Source::Zip(z) => format!("byte {} of .npz member {}", z.skip.saturating_add(delta), z.member),
                 Source::Bytes(_) => format!("byte {delta} of its payload"),
+                Source::Transposed(_) => format!("byte {delta} of its payload (transposed to row-major order)"),
             };
             return Some(format!("tensor {} ({}), {input_at}", t.name, t.dtype.name()));
         }

@@ -74,6 +74,63 @@ impl Format {
     }
 }
 
+/// A file of one of llama.cpp's formats before GGUF (2023): the magic, a
+/// `u32` written little-endian, and what the format was. `kiln convert`
+/// reads none of them: GGUF replaced them all, and llama.cpp's own scripts
+/// convert them.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LegacyGgml {
+    /// The magic's four letters (`ggjt`); on disk they appear reversed (`tjgg`).
+    pub magic: &'static str,
+    /// What files of this magic hold.
+    pub what: &'static str,
+    /// What to do instead.
+    pub advice: &'static str,
+}
+
+/// The advice for the model formats: llama.cpp's converter of these files.
+const TO_GGUF: &str = "convert it to GGUF first with llama.cpp's convert scripts \
+(convert_llama_ggml_to_gguf.py, called convert-llama-ggml-to-gguf.py in older trees; or convert the \
+original weights with convert_hf_to_gguf.py), then convert the .gguf file";
+
+/// The pre-GGUF magics, as llama.cpp's `llama.h` defined them (`LLAMA_FILE_MAGIC_*`).
+const LEGACY_GGML: [(u32, LegacyGgml); 5] = [
+    (0x6767_6d6c, LegacyGgml { magic: "ggml", what: "an unversioned ggml model (pre-GGUF)", advice: TO_GGUF }),
+    (0x6767_6d66, LegacyGgml { magic: "ggmf", what: "a versioned ggml model (GGMF, pre-GGUF)", advice: TO_GGUF }),
+    (0x6767_6a74, LegacyGgml { magic: "ggjt", what: "a ggml model (GGJT, pre-GGUF)", advice: TO_GGUF }),
+    (
+        0x6767_6c61,
+        LegacyGgml {
+            magic: "ggla",
+            what: "a ggml LoRA adapter (GGLA, pre-GGUF)",
+            advice: "convert the original adapter to GGUF first with llama.cpp's convert scripts \
+                     (convert_lora_to_gguf.py), then convert the .gguf file",
+        },
+    ),
+    (
+        0x6767_736e,
+        LegacyGgml {
+            magic: "ggsn",
+            what: "a llama.cpp session file (GGSN: a saved context, not a model)",
+            advice: "it holds no weights to convert; convert the model it was made with \
+                     (GGUF, or first to GGUF with llama.cpp's convert scripts)",
+        },
+    ),
+];
+
+impl LegacyGgml {
+    /// The pre-GGUF format `bytes` start with, if any.
+    pub fn detect(bytes: &[u8]) -> Option<&'static LegacyGgml> {
+        let magic = u32::from_le_bytes(bytes.get(..4)?.try_into().ok()?);
+        LEGACY_GGML.iter().find(|(m, _)| *m == magic).map(|(_, l)| l)
+    }
+
+    /// Why `kiln convert` and `kiln validate` refuse it, and what to do.
+    pub fn refusal(&self) -> String {
+        format!("{}: kiln reads GGUF, not the formats before it; {}", self.what, self.advice)
+    }
+}
+
 /// Where a tensor's payload comes from when the output is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
@@ -111,6 +168,21 @@ pub enum Source {
     },
     /// A small owned buffer.
     Bytes(Box<[u8]>),
+    /// A Fortran-order (column-major) NumPy array: its stored bytes,
+    /// transposed to row-major order while they are copied, in bounded memory.
+    Transposed(Box<Transposed>),
+}
+
+/// A Fortran-order array's payload ([`Source::Transposed`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transposed {
+    /// The bytes as stored, column-major ([`Source::File`], [`Source::Swap`],
+    /// [`Source::Checked`] or [`Source::Zip`]).
+    pub inner: Source,
+    /// The array's shape (the tensor's).
+    pub shape: Vec<u64>,
+    /// The element width in bytes.
+    pub width: usize,
 }
 
 /// A stored `.npz` member's data, copied with its CRC-32 checked
@@ -249,6 +321,12 @@ pub struct Model {
     pub sharded: bool,
     /// The gguf-split keys of a GGUF file (consumed, not copied into the metadata).
     pub split: Option<Split>,
+    /// The first thing in a valid input that Kiln cannot hold, when it was
+    /// read only to be checked ([`ReadOptions::kiln_limits`] false): `kiln
+    /// validate`'s `kiln_limit`. Always `None` when converting, which refuses it.
+    pub limit: Option<String>,
+    /// [`ReadOptions::kiln_limits`], for [`Model::limit`].
+    refuse_limits: bool,
 }
 
 /// The `split.*` keys of one file of a llama.cpp gguf-split set.
@@ -265,6 +343,19 @@ pub struct Split {
 }
 
 impl Model {
+    /// Notes an input that holds no tensor: its conversion succeeds and
+    /// moves no weight, which a user should hear of rather than find later
+    /// (`kiln convert` prints it, `kiln inspect` of the input shows it).
+    pub fn note_if_no_weights(&mut self) {
+        if self.tensors.is_empty() {
+            self.notes.push(
+                "no weights: the input holds no tensor Kiln converts (for ONNX: no initializer and no Constant \
+                 of 1,024 bytes or more), so the output holds none"
+                    .to_string(),
+            );
+        }
+    }
+
     /// An empty model of `format` (its metadata within `opts`' budget).
     pub fn new(format: Format, opts: &ReadOptions) -> Self {
         let mut metadata = Metadata::new(opts.metadata_budget);
@@ -279,7 +370,21 @@ impl Model {
             inputs: Vec::new(),
             sharded: false,
             split: None,
+            limit: None,
+            refuse_limits: opts.kiln_limits,
         }
+    }
+
+    /// Something valid in the input that Kiln cannot hold (an
+    /// [`error::KilnLimit`](super::error::KilnLimit)): when converting, the
+    /// error to return; when the input is only checked, the first one is kept
+    /// in [`Model::limit`] and reading goes on, so the rest is checked too.
+    pub fn limit(&mut self, e: anyhow::Error) -> anyhow::Result<()> {
+        if self.refuse_limits {
+            return Err(e);
+        }
+        self.limit.get_or_insert_with(|| format!("{e:#}"));
+        Ok(())
     }
 
     /// Adds a note about what was not carried as-is.
@@ -318,6 +423,9 @@ pub struct ReadOptions {
     /// ONNX: the graph is written too (`--onnx-graph`), so tensors Kiln
     /// cannot hold stay in it instead of refusing the conversion.
     pub onnx_graph: bool,
+    /// Refuse what Kiln cannot hold (converting); false: note it in
+    /// [`Model::limit`] and go on (`kiln validate`, `kiln inspect`).
+    pub kiln_limits: bool,
 }
 
 impl Default for ReadOptions {
@@ -328,6 +436,7 @@ impl Default for ReadOptions {
             max_ratio: 1000,
             verify_lineage: true,
             onnx_graph: false,
+            kiln_limits: true,
         }
     }
 }

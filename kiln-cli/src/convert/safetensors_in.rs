@@ -26,7 +26,7 @@ use safetensors::SafeTensorError;
 use serde::de::{self, Deserializer as _, IgnoredAny, MapAccess, Visitor};
 
 use super::codes::{SAFETENSORS_DENSE, SAFETENSORS_OPAQUE};
-use super::error::at;
+use super::error::{at, limit_at};
 use super::meta::Dups;
 use super::model::{Format, Model, QuantOut, ReadOptions, Source, TensorOut, KEY_VALUE_ENCODING};
 
@@ -162,7 +162,7 @@ fn crate_error(bytes: &[u8], e: SafeTensorError) -> anyhow::Error {
 }
 
 /// The streaming pass: refuses a header Kiln could not hold before the crate parses it.
-fn prescan(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<()> {
+fn prescan(bytes: &[u8], opts: &ReadOptions, model: &mut Model) -> anyhow::Result<()> {
     let Some(head) = header(bytes) else { return Ok(()) };
     let mut scan = Scan::default();
     let mut de = serde_json::Deserializer::from_slice(head);
@@ -172,14 +172,14 @@ fn prescan(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<()> {
     }
     // More names than one block holds make a sharded model; more tensors than the count cap, nothing.
     if scan.tensors > u64::from(kiln_nostd::DEFAULT_CAP) {
-        return Err(at(
+        model.limit(limit_at(
             8,
             format!(
                 "{} tensors: a Kiln model holds at most {} (the count cap; a Kiln limit, not a safetensors fault)",
                 scan.tensors,
                 kiln_nostd::DEFAULT_CAP
             ),
-        ));
+        ))?;
     }
     let need = scan.meta_bytes.saturating_add(scan.meta_entries.saturating_mul(32));
     if need > opts.metadata_budget {
@@ -194,16 +194,15 @@ fn prescan(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads a safetensors file; `kiln_limits` false (validate, inspect) skips the
-/// refusals of what Kiln cannot hold, so the verdict is the crate's.
-pub fn read(bytes: &[u8], opts: &ReadOptions, kiln_limits: bool) -> anyhow::Result<Model> {
-    if kiln_limits {
-        prescan(bytes, opts)?;
-    }
+/// Reads a safetensors file; with [`ReadOptions::kiln_limits`] false
+/// (validate, inspect) what Kiln cannot hold is noted in [`Model::limit`],
+/// not refused, so the verdict is the crate's.
+pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
+    let mut model = Model::new(Format::Safetensors, opts);
+    prescan(bytes, opts, &mut model)?;
     // The crate's verdict and tensor table first; its copy of the metadata
     // is dropped before the metadata is read into the model (one copy at a time).
     let (data_start, infos) = crate_tensors(bytes)?;
-    let mut model = Model::new(Format::Safetensors, opts);
     model.metadata.set_own(KEY_VALUE_ENCODING, "text".into());
     read_metadata(bytes, &mut model)?;
     // A key twice: the last value, as the safetensors readers keep it (with a note).

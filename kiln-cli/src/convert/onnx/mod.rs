@@ -31,7 +31,7 @@ use kiln_nostd::int::u64_from;
 use kiln_nostd::DType;
 use prost::Message;
 
-use super::error::io_fail;
+use super::error::{io_fail, limit};
 use super::inputs::plain_file_name;
 use super::meta::Dups;
 use super::model::{Format, Model, ReadOptions, Source, TensorOut};
@@ -102,7 +102,7 @@ pub fn map_shared(input: &Input) -> anyhow::Result<Bytes> {
 /// Reads the model at `path` (mapped as `input`): its weights become the
 /// tensors (every initializer, of the main graph and of subgraphs, and every
 /// `Constant` value that rule R1 of docs/onnx.md puts in the Kiln file, in
-/// [`kiln_onnx::weights`]' order); its opset and producer the metadata.
+/// [`kiln_onnx::weights()`]' order); its opset and producer the metadata.
 /// With `--onnx-graph` (`opts.onnx_graph`), a tensor Kiln cannot hold stays
 /// in the graph (named in a note) and the metadata gets a placeholder for
 /// the graph's digest; without it, such a tensor refuses the conversion.
@@ -185,10 +185,10 @@ fn sparse(graph: &GraphProto, keep: bool) -> anyhow::Result<Vec<String>> {
         for s in &g.sparse_initializer {
             let name = s.values.as_ref().map_or("", TensorProto::name);
             if !keep {
-                bail!(
+                return Err(limit(format!(
                     "sparse initializer {name:?}: Kiln has no sparse tensors; densify it first, or keep it in the \
                      graph with --onnx-graph (nothing was converted)"
-                );
+                )));
             }
             names.push(format!("{name} (sparse)"));
         }
@@ -236,10 +236,10 @@ fn metadata(onnx: &ModelProto, model: &mut Model) -> anyhow::Result<()> {
 fn tensor(t: &TensorProto, name: &str, base: usize, sides: &mut Sides<'_>) -> anyhow::Result<TensorOut> {
     let code = t.data_type.unwrap_or(0);
     let dtype = kiln_dtype(code).ok_or_else(|| {
-        anyhow!(
+        limit(format!(
             "ONNX type {} has no Kiln dtype (docs/conversion.md lists the ones that do); nothing was converted",
             type_name(code)
-        )
+        ))
     })?;
     if t.segment.is_some() {
         bail!("a segment of a larger tensor (TensorProto.segment) cannot be converted on its own");
