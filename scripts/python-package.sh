@@ -12,4 +12,5 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln
 cargo fmt --manifest-path kiln-py/Cargo.toml --check
 cargo clippy --manifest-path kiln-py/Cargo.toml --locked --all-targets -q -- -D warnings
 PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --disable-pip-version-check ./kiln-py
-python3 -m pytest kiln-py/tests -q -p no:cacheprovider
+# The npm side of tests/test_onnx_agree.py (kiln-wasm/pkg, built before this) must be there.
+KILN_REQUIRE_NPM=1 python3 -m pytest kiln-py/tests -q -p no:cacheprovider

@@ -700,6 +700,83 @@ fn onnx_graph_is_refused_where_it_cannot_hold() {
     assert!(err.contains("ONNX inputs"), "{err}");
 }
 
+/// What the npm session refuses on the wire, the session check (kiln-onnx)
+/// refuses too, in the same words: subgraphs nested past 30, an attribute's
+/// `g` given twice, external data in a function's subgraph, a negative
+/// dimension on any initializer (kiln-py/tests/test_onnx_agree.py runs both
+/// sessions over these and more).
+#[test]
+fn the_session_check_refuses_what_the_npm_session_refuses() {
+    use kiln_cli::convert::onnx::proto::FunctionProto;
+    let named = |mut m: ModelProto| {
+        m.metadata_props.push(StringStringEntryProto { key: Some("kiln.model".into()), value: Some("m.kiln".into()) });
+        m
+    };
+    let branch = |body: GraphProto| NodeProto {
+        op_type: Some("If".into()),
+        attribute: vec![AttributeProto { name: Some("then_branch".into()), g: Some(body), ..Default::default() }],
+        ..Default::default()
+    };
+    let nested = |depth: usize| {
+        let mut body =
+            GraphProto { initializer: vec![raw("leaf", DataType::Float, &[4], &[0; 16])], ..Default::default() };
+        for _ in 1..depth {
+            body = GraphProto { node: vec![branch(body)], ..Default::default() };
+        }
+        let mut m = named(model(vec![]));
+        m.graph.as_mut().unwrap().node.push(branch(body));
+        m.encode_to_vec()
+    };
+    let req = kiln_onnx::requirements(&nested(30)).unwrap();
+    assert_eq!(req.checked, vec![("leaf".to_string(), kiln_onnx::Checked::Inline)]);
+    let e = kiln_onnx::requirements(&nested(31)).unwrap_err();
+    assert!(e.message.starts_with("subgraphs nested more than 30 deep"), "{e}");
+
+    // A second `g` in one attribute: protobuf's parsers would merge the two.
+    let attr =
+        AttributeProto { name: Some("then_branch".into()), g: Some(GraphProto::default()), ..Default::default() };
+    let mut attr_bytes = attr.encode_to_vec();
+    attr_bytes.extend_from_slice(&[6 << 3 | 2, 0]); // g again, empty
+    let node = NodeProto { op_type: Some("If".into()), name: Some("two".into()), ..Default::default() };
+    let mut node_bytes = node.encode_to_vec();
+    node_bytes.push(5 << 3 | 2);
+    node_bytes.push(u8::try_from(attr_bytes.len()).unwrap());
+    node_bytes.extend_from_slice(&attr_bytes);
+    let mut m = named(model(vec![]));
+    m.graph.as_mut().unwrap().node.clear();
+    let mut graph_bytes = m.graph.take().unwrap().encode_to_vec();
+    graph_bytes.push(1 << 3 | 2);
+    graph_bytes.push(u8::try_from(node_bytes.len()).unwrap());
+    graph_bytes.extend_from_slice(&node_bytes);
+    let mut bytes = m.encode_to_vec();
+    bytes.push(7 << 3 | 2);
+    bytes.push(u8::try_from(graph_bytes.len()).unwrap());
+    bytes.extend_from_slice(&graph_bytes);
+    let e = kiln_onnx::requirements(&bytes).unwrap_err();
+    assert_eq!(e.message, r#"attribute "then_branch" of node "two" (If) gives its graph (g) 2 times"#);
+
+    // External data on an initializer of a function's subgraph: refused by name.
+    let ext = external("fw", DataType::Float, &[300], &[("location", "m.kiln"), ("offset", "0"), ("length", "1200")]);
+    let mut m = named(model(vec![]));
+    m.functions.push(FunctionProto {
+        name: Some("F".into()),
+        node: vec![branch(GraphProto { initializer: vec![ext], ..Default::default() })],
+        ..Default::default()
+    });
+    let e = kiln_onnx::requirements(&m.encode_to_vec()).unwrap_err();
+    assert_eq!(e.initializer.as_deref(), Some("fw"), "{e}");
+    assert!(e.message.contains("of a function is external data"), "{e}");
+
+    // A negative dimension, even on a type Kiln cannot hold (which R1 would keep inline).
+    let mut vocab = raw("vocab", DataType::String, &[-2], &[]);
+    vocab.raw_data = None;
+    let e = kiln_onnx::requirements(&named(model(vec![vocab])).encode_to_vec()).unwrap_err();
+    assert_eq!(
+        (e.initializer.as_deref(), e.message.as_str()),
+        (Some("vocab"), r#"initializer "vocab" has a negative dimension"#)
+    );
+}
+
 /// A conversion that moves no weight succeeds and says so, as does `kiln inspect`.
 #[test]
 fn a_model_without_weights_converts_and_says_so() {

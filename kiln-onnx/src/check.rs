@@ -100,15 +100,20 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Reads `graph` (a serialized `ModelProto`) and says what it needs, or why it
-/// is refused: no `kiln.model`; external data anywhere but an initializer
-/// (of the main graph or a subgraph); an external initializer whose `external_data` is not exactly
-/// a plain `location`, a decimal `offset` and `length`, or that also holds
-/// data, or whose type Kiln has no dtype for; an inline initializer (main or
-/// subgraph) that rule R1 would have put in the Kiln file.
+/// is refused, in this order (the npm session's too): not a model; not one
+/// graph field, an attribute's `g` given twice, subgraphs nested more than
+/// [`MAX_DEPTH`] deep; external data anywhere but an initializer of the main
+/// graph or a subgraph (a function's subgraphs included); no plain
+/// `kiln.model`, or two; then for each initializer in R3's order: a negative
+/// dimension; an external one whose `external_data` is not exactly a plain
+/// `location`, a decimal `offset` and `length`, or that also holds data, or
+/// whose type Kiln has no dtype for; an inline one that rule R1 would have
+/// put in the Kiln file.
 pub fn requirements(graph: &[u8]) -> Result<Requirements, GraphError> {
     let model = crate::decode(bytes::Bytes::copy_from_slice(graph))
         .map_err(|e| GraphError::new(format!("not an ONNX model (protobuf): {e}")))?;
     let g = model.graph.as_ref().ok_or_else(|| GraphError::new("the model has no graph"))?;
+    nesting(graph)?;
     no_other_external(&model)?;
     let kiln_model = model_name(&model)?;
     let read = names_read(g);
@@ -118,6 +123,9 @@ pub fn requirements(graph: &[u8]) -> Result<Requirements, GraphError> {
         let t = w.tensor;
         match w.origin {
             Origin::Constant { .. } => continue, // not an initializer; a Constant stays inline by R1 or is lifted
+            _ if t.dims.iter().any(|&d| d < 0) => {
+                return Err(GraphError::at(t.name(), format!("initializer {:?} has a negative dimension", t.name())));
+            }
             Origin::Initializer | Origin::Subgraph { .. } if is_external(t) => {
                 let mut ext = external(t)?;
                 ext.subgraph = matches!(w.origin, Origin::Subgraph { .. });
@@ -313,16 +321,25 @@ fn inline_allowed(t: &TensorProto, data: &DataRead) -> Result<(), GraphError> {
 /// External data anywhere but the main graph's initializers would be read by
 /// the runtime unchecked: refused, naming where.
 fn no_other_external(model: &ModelProto) -> Result<(), GraphError> {
-    fn graph(g: &GraphProto) -> Result<(), GraphError> {
+    fn graph(g: &GraphProto, in_function: bool) -> Result<(), GraphError> {
+        if in_function {
+            // A function's subgraphs hold no weights of the conversion (nothing checks them).
+            if let Some(t) = g.initializer.iter().find(|t| is_external(t)) {
+                return Err(GraphError::at(
+                    t.name(),
+                    format!("initializer {:?} of a function is external data", t.name()),
+                ));
+            }
+        }
         for s in &g.sparse_initializer {
             if s.values.iter().chain(s.indices.iter()).any(is_external) {
                 let name = s.values.as_ref().map_or("", TensorProto::name);
                 return Err(GraphError::at(name, format!("sparse initializer {name:?} is external data")));
             }
         }
-        g.node.iter().try_for_each(node)
+        g.node.iter().try_for_each(|n| node(n, in_function))
     }
-    fn node(n: &crate::proto::NodeProto) -> Result<(), GraphError> {
+    fn node(n: &crate::proto::NodeProto, in_function: bool) -> Result<(), GraphError> {
         for a in &n.attribute {
             let sparse = a.sparse_tensor.iter().chain(a.sparse_tensors.iter());
             let tensors =
@@ -336,21 +353,18 @@ fn no_other_external(model: &ModelProto) -> Result<(), GraphError> {
                 )));
             }
             for sub in a.g.iter().chain(a.graphs.iter()) {
-                graph(sub)?;
+                graph(sub, in_function)?;
             }
         }
         Ok(())
     }
     if let Some(g) = &model.graph {
-        graph(g).map_err(|mut e| {
-            e.message
-                .push_str(": only initializers may be (their Kiln files are checked; this would be read unchecked)");
-            e
-        })?;
+        graph(g, false).map_err(only_initializers)?;
     }
     for f in &model.functions {
-        f.node.iter().try_for_each(node).map_err(|mut e| {
-            e.message = format!("function {:?}: {}: only initializers may be external data", f.name(), e.message);
+        f.node.iter().try_for_each(|n| node(n, true)).map_err(|e| {
+            let mut e = only_initializers(e);
+            e.message = format!("function {:?}: {}", f.name(), e.message);
             e
         })?;
     }
@@ -384,4 +398,85 @@ pub fn with_inline(graph: &[u8], data: &HashMap<String, Vec<u8>>) -> Result<Vec<
         walk(g, data);
     }
     Ok(prost::Message::encode_to_vec(&model))
+}
+
+fn only_initializers(mut e: GraphError) -> GraphError {
+    e.message.push_str(
+        ": only the initializers of the model's graphs may be (their Kiln files are checked; this would be read \
+         unchecked)",
+    );
+    e
+}
+
+/// Subgraphs nested deeper are refused (the npm session too): below protobuf
+/// parsers' 100 message levels (3 per subgraph; a subgraph's own types take
+/// 5 or more), so that this rule, not a parser's limit, decides.
+pub const MAX_DEPTH: usize = 30;
+
+/// The messages that say how a model's graphs nest, each field repeated so
+/// that a singular one given twice is seen: protobuf's parsers (prost, ONNX
+/// Runtime's) would merge the two, the npm session, reading the wire
+/// itself, refuses them, and so does this.
+mod nest {
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Model {
+        #[prost(message, repeated, tag = "7")]
+        pub graph: Vec<Graph>,
+        #[prost(message, repeated, tag = "25")]
+        pub functions: Vec<Function>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Function {
+        #[prost(message, repeated, tag = "7")]
+        pub node: Vec<Node>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Graph {
+        #[prost(message, repeated, tag = "1")]
+        pub node: Vec<Node>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Node {
+        #[prost(string, tag = "3")]
+        pub name: String,
+        #[prost(string, tag = "4")]
+        pub op_type: String,
+        #[prost(message, repeated, tag = "5")]
+        pub attribute: Vec<Attribute>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct Attribute {
+        #[prost(string, tag = "1")]
+        pub name: String,
+        #[prost(message, repeated, tag = "6")]
+        pub g: Vec<Graph>,
+        #[prost(message, repeated, tag = "11")]
+        pub graphs: Vec<Graph>,
+    }
+}
+
+/// One graph field, an attribute's `g` at most once, subgraphs nested at most
+/// [`MAX_DEPTH`] deep (the main graph's, then the functions').
+fn nesting(bytes: &[u8]) -> Result<(), GraphError> {
+    fn node(n: &nest::Node, depth: usize) -> Result<(), GraphError> {
+        for a in &n.attribute {
+            let what = format!("attribute {:?} of node {:?} ({})", a.name, n.name, n.op_type);
+            if a.g.len() > 1 {
+                return Err(GraphError::new(format!("{what} gives its graph (g) {} times", a.g.len())));
+            }
+            for sub in a.g.iter().chain(a.graphs.iter()) {
+                if depth >= MAX_DEPTH {
+                    return Err(GraphError::new(format!("subgraphs nested more than {MAX_DEPTH} deep (at {what})")));
+                }
+                sub.node.iter().try_for_each(|n| node(n, depth + 1))?;
+            }
+        }
+        Ok(())
+    }
+    let m = <nest::Model as prost::Message>::decode(bytes)
+        .map_err(|e| GraphError::new(format!("not an ONNX model (protobuf): {e}")))?;
+    if m.graph.len() != 1 {
+        return Err(GraphError::new(format!("{} graph fields (a model has one)", m.graph.len())));
+    }
+    m.graph.iter().flat_map(|g| &g.node).chain(m.functions.iter().flat_map(|f| &f.node)).try_for_each(|n| node(n, 0))
 }

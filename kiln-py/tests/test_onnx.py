@@ -9,6 +9,7 @@ side is read by kiln-py. Skipped when onnx or onnxruntime is not importable."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.server
 import json
 import os
@@ -76,9 +77,11 @@ def values(ty: int, shape: Tuple[int, ...], seed: int) -> np.ndarray:
 
 
 def initializers(typed: bool) -> List[Any]:
-    """Every dtype of the table at [3, 5] (15 elements: odd, for the 4-bit types), plus
+    """Every dtype of the table at [3, 5] (15 elements: odd, for the 4-bit types; inline in
+    the graph written, R1) and at [64, 32] (1,024 bytes or more: external data), plus
     scalars (rank 0) and empty tensors; inline raw_data, or the typed fields."""
     cases: List[Tuple[str, int, Tuple[int, ...]]] = [(f"t.{k}", ty, (3, 5)) for ty, k in TABLE]
+    cases += [(f"big.{k}", ty, (64, 32)) for ty, k in TABLE]  # 1,024 bytes or more: external data (R1)
     cases += [("scalar.f32", TP.FLOAT, ()), ("scalar.i4", TP.INT4, ()), ("scalar.bf16", TP.BFLOAT16, ()),
               ("empty.f32", TP.FLOAT, (0, 4)), ("empty.u4", TP.UINT4, (0,)), ("odd.e2m1", TP.FLOAT4E2M1, (7,))]
     out = []
@@ -151,12 +154,33 @@ def check_kiln_holds(kiln_path: Path, originals: List[Any]) -> None:
         assert data == want, f"{t.name} ({info.dtype}): the Kiln bytes differ from onnx's to_array"
 
 
+INLINE_LIMIT = 1024  # docs/onnx.md, R1
+WIDTH_BITS = {TP.FLOAT: 32, TP.FLOAT16: 16, TP.BFLOAT16: 16, TP.DOUBLE: 64, TP.INT8: 8, TP.INT16: 16,
+              TP.INT32: 32, TP.INT64: 64, TP.UINT8: 8, TP.UINT16: 16, TP.UINT32: 32, TP.UINT64: 64, TP.BOOL: 8,
+              TP.FLOAT8E4M3FN: 8, TP.FLOAT8E5M2: 8, TP.INT4: 4, TP.UINT4: 4, TP.FLOAT4E2M1: 4,
+              TP.FLOAT8E8M0: 8}
+
+
+def stays_inline(t: Any) -> bool:
+    """Rule R1: under 1,024 payload bytes (4-bit types rounded up; a scalar is one element)."""
+    n = int(np.prod(t.dims)) if len(t.dims) else 1
+    return (n * WIDTH_BITS[t.data_type] + 7) // 8 < INLINE_LIMIT
+
+
 def check_graph_holds(graph: Path, originals: List[Any], kiln_name: str) -> None:
-    """The written graph, loaded by onnx with its external data, holds every initializer as the original."""
+    """The written graph, loaded by onnx with its external data, holds every initializer as the
+    original: the small ones inline (R1), the rest external data in the Kiln file; it names
+    that file (kiln.model), whose metadata records the graph's SHA-256 (R2)."""
     bare = onnx.load(str(graph), load_external_data=False)
+    assert {p.key: p.value for p in bare.metadata_props}["kiln.model"] == kiln_name
+    meta = kiln.safe_open(graph.with_name(kiln_name)).metadata() or {}
+    assert meta[kiln.onnx.GRAPH_DIGEST_KEY] == hashlib.sha256(graph.read_bytes()).hexdigest()
     for t in bare.graph.initializer:
         keys = {e.key: e.value for e in t.external_data}
-        assert t.data_location == TP.EXTERNAL and keys["location"] == kiln_name, t.name
+        if stays_inline(t):
+            assert t.data_location != TP.EXTERNAL and not keys, t.name
+        else:
+            assert t.data_location == TP.EXTERNAL and keys["location"] == kiln_name, t.name
     loaded = onnx.load(str(graph), load_external_data=True)
     by_name = {t.name: t for t in loaded.graph.initializer}
     assert [t.name for t in loaded.graph.initializer] == [t.name for t in originals]
@@ -432,6 +456,21 @@ def test_session_refuses_a_flipped_weight_byte(converted: Path, monkeypatch: Any
     assert e.value.code == "DIGEST" and e.value.tensor == "fc2.weight" and e.value.file == "digits.kiln"
 
 
+def record_graph(graph: Path, model: Path) -> None:
+    """Records the graph's SHA-256 in its Kiln model in place of the one there (the same
+    length: no byte of the file moves), as a conversion that wrote this graph would have."""
+    old = (kiln.safe_open(model).metadata() or {})[kiln.onnx.GRAPH_DIGEST_KEY].encode()
+    data = model.read_bytes()
+    assert data.count(old) == 1
+    model.write_bytes(data.replace(old, hashlib.sha256(graph.read_bytes()).hexdigest().encode()))
+
+
+def write_graph(graph: Path, m: Any) -> None:
+    """Writes a changed graph and records it in its Kiln model: only the change is refused."""
+    graph.write_bytes(m.SerializeToString())
+    record_graph(graph, graph.with_name({p.key: p.value for p in m.metadata_props}["kiln.model"]))
+
+
 def edit_graph(graph: Path, name: str, **changes: str) -> None:
     m = onnx.load(str(graph), load_external_data=False)
     for t in m.graph.initializer:
@@ -439,7 +478,7 @@ def edit_graph(graph: Path, name: str, **changes: str) -> None:
             for e in t.external_data:
                 if e.key in changes:
                     e.value = changes[e.key]
-    graph.write_bytes(m.SerializeToString())
+    write_graph(graph, m)
 
 
 def test_session_refuses_an_initializer_pointing_elsewhere(converted: Path, monkeypatch: Any) -> None:
@@ -454,28 +493,68 @@ def test_session_refuses_an_initializer_pointing_elsewhere(converted: Path, monk
     assert e.value.initializer == "fc1.weight" and "payload" in str(e.value)
     graph.write_bytes(original)
     m = onnx.load(str(graph), load_external_data=False)
-    m.graph.initializer[1].dims[:] = [4, 8]  # fc1.bias: 32 elements either way, another shape
-    graph.write_bytes(m.SerializeToString())
-    with pytest.raises(kiln.onnx.GraphError, match="shape"):
+    w2 = m.graph.initializer[2]
+    assert w2.name == "fc2.weight" and list(w2.dims) == [10, 32] and w2.data_location == TP.EXTERNAL
+    w2.dims[:] = [32, 10]  # 320 elements either way, another shape
+    write_graph(graph, m)
+    with pytest.raises(kiln.onnx.GraphError, match=r"is f32 \[32, 10\]; the Kiln tensor is f32 \[10, 32\]") as e:
         kiln.onnx.session(graph, providers=CPU)
-    m.graph.initializer[1].dims[:] = [32]
-    m.graph.initializer[1].data_type = TP.INT32  # the same width, another type
-    graph.write_bytes(m.SerializeToString())
-    with pytest.raises(kiln.onnx.GraphError, match="INT32"):
+    assert e.value.initializer == "fc2.weight"
+    w2.dims[:] = [10, 32]
+    w2.data_type = TP.INT32  # the same width, another type
+    write_graph(graph, m)
+    with pytest.raises(kiln.onnx.GraphError, match=r"is i32 \[10, 32\]; the Kiln tensor is f32"):
         kiln.onnx.session(graph, providers=CPU)
+
     for loc in ("../digits.kiln", "sub/digits.kiln", "/etc/passwd", str(converted), "C:\\digits.kiln"):
         graph.write_bytes(original)
-        edit_graph(graph, "fc1.bias", location=loc)
+        edit_graph(graph, "fc1.weight", location=loc)
         with pytest.raises(kiln.onnx.GraphError, match="location"):
             kiln.onnx.session(graph, providers=CPU)
 
 
-def test_session_refuses_inline_initializers(monkeypatch: Any) -> None:
-    """The original model: its weights are in the graph, so no Kiln file vouches for them."""
+def test_session_refuses_a_graph_without_its_kiln_model(monkeypatch: Any) -> None:
+    """The original model: no kiln.model (R2), so no Kiln file vouches for its weights."""
     no_session(monkeypatch)
-    with pytest.raises(kiln.onnx.GraphError, match="not external data") as e:
+    with pytest.raises(kiln.onnx.GraphError, match=r"the graph names no Kiln model \(metadata_props kiln.model\)"):
         kiln.onnx.session(DIGITS_ONNX, providers=CPU)
+
+
+def test_session_refuses_an_inline_initializer_r1_puts_in_kiln(converted: Path, monkeypatch: Any) -> None:
+    """fc1.weight (8,192 bytes) back inline in the converted graph, its digest recorded: refused
+    by name (R1); fc1.bias (128 bytes) inline is what the conversion writes, and passes."""
+    graph = converted.with_name("digits.kiln.onnx")
+    m = onnx.load(str(graph), load_external_data=False)
+    assert [t.data_location == TP.EXTERNAL for t in m.graph.initializer] == [True, False, True, False]
+    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(digits()["fc1.weight"], "fc1.weight"))
+    write_graph(graph, m)
+    no_session(monkeypatch)
+    with pytest.raises(kiln.onnx.GraphError) as e:
+        kiln.onnx.session(graph, providers=CPU)
     assert e.value.initializer == "fc1.weight"
+    assert str(e.value) == ('initializer "fc1.weight" is stored in the graph (8192 bytes): only initializers under '
+                            "1,024 bytes, or of a type Kiln cannot hold, stay in the graph; the rest must be external "
+                            "data in the Kiln file")
+
+
+def test_session_refuses_a_changed_inline_bias(converted: Path, monkeypatch: Any) -> None:
+    """One bit of an inline initializer changed: the graph's SHA-256 is not the one the Kiln
+    model records (R2), so the change is refused though no Kiln tensor is involved."""
+    graph = converted.with_name("digits.kiln.onnx")
+    m = onnx.load(str(graph), load_external_data=False)
+    bias = m.graph.initializer[1]
+    assert bias.name == "fc1.bias" and bias.data_location != TP.EXTERNAL and len(bias.raw_data) == 128
+    before = hashlib.sha256(graph.read_bytes()).hexdigest()
+    raw = bytearray(bias.raw_data)
+    raw[3] ^= 0x01
+    bias.raw_data = bytes(raw)
+    graph.write_bytes(m.SerializeToString())
+    after = hashlib.sha256(graph.read_bytes()).hexdigest()
+    no_session(monkeypatch)
+    with pytest.raises(kiln.onnx.GraphError) as e:
+        kiln.onnx.session(graph, providers=CPU)
+    assert str(e.value).startswith(f"the graph's SHA-256 is {after}; digits.kiln records {before}: the graph was changed")
+    assert e.value.file == "digits.kiln"
 
 
 def test_session_refuses_a_kiln_file_without_digests(tmp_path: Path, monkeypatch: Any) -> None:
@@ -490,12 +569,17 @@ def test_session_refuses_a_kiln_file_without_digests(tmp_path: Path, monkeypatch
         e.key, e.value = k, v
     m = model_of([t], [helper.make_node("Identity", ["w"], ["y"])], [],
                  [helper.make_tensor_value_info("y", TP.FLOAT, [2, 3])])
+    helper.set_model_props(m, {"kiln.model": "m.kiln"})
     (tmp_path / "m.kiln.onnx").write_bytes(m.SerializeToString())
+    sha = hashlib.sha256(m.SerializeToString()).hexdigest()
+    kiln.numpy.save_file({"w": w}, str(tmp_path / "m.kiln"), metadata={kiln.onnx.GRAPH_DIGEST_KEY: sha},
+                         digests=False)
     no_session(monkeypatch)
     with pytest.raises(kiln.onnx.GraphError, match="digests"):
         kiln.onnx.session(tmp_path / "m.kiln", providers=CPU)
     monkeypatch.undo()
-    kiln.numpy.save_file({"w": w}, str(tmp_path / "m.kiln"))  # with digests: the same graph runs
+    # With digests: the same graph runs (a small initializer may be external data too).
+    kiln.numpy.save_file({"w": w}, str(tmp_path / "m.kiln"), metadata={kiln.onnx.GRAPH_DIGEST_KEY: sha})
     info2 = kiln.safe_open(tmp_path / "m.kiln").tensor_info("w")
     assert (info2.offset, info2.byte_length) == (info.offset, info.byte_length)
     (y,) = kiln.onnx.session(tmp_path / "m.kiln", providers=CPU).run(None, {})
@@ -531,6 +615,75 @@ def test_session_with_4_bit_initializers(kiln_cli: str, tmp_path: Path) -> None:
     graph = convert(kiln_cli, src, out)
     assert np.array_equal(ort.InferenceSession(str(graph), providers=CPU).run(None, {})[0], want)
     assert np.array_equal(kiln.onnx.session(out, providers=CPU).run(None, {})[0], want)
+
+
+def if_model(n: int = 300) -> Any:
+    """y = If(cond, then: x + a, else: x * b), a and b initializers of the branches ([n] f32:
+    1,024 bytes or more for n >= 256), x an outer-scope value."""
+    rng = np.random.default_rng(5)
+    a = numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "then.a")
+    b = numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "else.b")
+    out = [helper.make_tensor_value_info("y", TP.FLOAT, [n])]
+    then = helper.make_graph([helper.make_node("Add", ["x", "then.a"], ["ya"])], "then", [],
+                             [helper.make_tensor_value_info("ya", TP.FLOAT, [n])], [a])
+    other = helper.make_graph([helper.make_node("Mul", ["x", "else.b"], ["yb"])], "else", [],
+                              [helper.make_tensor_value_info("yb", TP.FLOAT, [n])], [b])
+    node = helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then, else_branch=other)
+    inputs = [helper.make_tensor_value_info("cond", TP.BOOL, []), helper.make_tensor_value_info("x", TP.FLOAT, [n])]
+    return model_of([], [node], inputs, out)
+
+
+def test_subgraph_initializers_external_where_they_stand_run(kiln_cli: str, tmp_path: Path) -> None:
+    """Branch initializers of 1,200 bytes: external data in their own subgraph (not moved to the
+    main graph), listed in R3's order, and the session's results bit-identical to the original's."""
+    src = tmp_path / "if.onnx"
+    onnx.save(if_model(), str(src))
+    graph = convert(kiln_cli, src, tmp_path / "if.kiln")
+    bare = onnx.load(str(graph), load_external_data=False)
+    assert len(bare.graph.initializer) == 0
+    branches = {a.name: a.g for a in bare.graph.node[0].attribute}
+    for attr, name in (("then_branch", "then.a"), ("else_branch", "else.b")):
+        (t,) = branches[attr].initializer
+        assert t.name == name and t.data_location == TP.EXTERNAL
+    checked = kiln.onnx.check_graph(graph)
+    assert checked.checked == [("else.b", "kiln"), ("then.a", "kiln")]  # attributes sorted by name (onnx.helper)
+    assert sorted(checked.in_subgraphs) == ["else.b", "then.a"]
+    original = ort.InferenceSession(str(src), providers=CPU)
+    sess = kiln.onnx.session(graph, providers=CPU)
+    x = np.random.default_rng(9).standard_normal(300).astype(np.float32)
+    for cond in (True, False):
+        feed = {"cond": np.array(cond), "x": x}
+        want = original.run(None, feed)[0]
+        assert sess.run(None, feed)[0].tobytes() == want.tobytes(), cond
+
+
+def test_constant_weights_are_lifted_and_run(kiln_cli: str, tmp_path: Path) -> None:
+    """A Constant of 2,048 bytes becomes an initializer of its output's name, external data
+    into the Kiln file; a Constant of 16 bytes stays a node. Results bit-identical."""
+    rng = np.random.default_rng(3)
+    big = numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "big")
+    small = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "small")
+    nodes = [helper.make_node("Constant", [], ["w"], name="cw", value=big),
+             helper.make_node("Constant", [], ["s"], name="cs", value=small),
+             helper.make_node("MatMul", ["x", "w"], ["h"]),
+             helper.make_node("Reshape", ["h", "shape"], ["h4"]),
+             helper.make_node("Add", ["h4", "s"], ["y"])]
+    shape = numpy_helper.from_array(np.array([8, 4], np.int64), "shape")
+    m = model_of([shape], nodes, [helper.make_tensor_value_info("x", TP.FLOAT, [1, 16])],
+                 [helper.make_tensor_value_info("y", TP.FLOAT, [8, 4])])
+    src = tmp_path / "const.onnx"
+    onnx.save(m, str(src))
+    out = tmp_path / "const.kiln"
+    graph = convert(kiln_cli, src, out)
+    bare = onnx.load(str(graph), load_external_data=False)
+    assert [n.op_type for n in bare.graph.node] == ["Constant", "MatMul", "Reshape", "Add"]
+    assert [(t.name, t.data_location == TP.EXTERNAL) for t in bare.graph.initializer] == [("shape", False), ("w", True)]
+    with kiln.safe_open(out) as f:
+        assert np.array_equal(f.get_tensor("w"), numpy_helper.to_array(big))
+    assert kiln.onnx.check_graph(graph).checked == [("shape", "inline"), ("w", "kiln")]
+    x = rng.standard_normal((1, 16)).astype(np.float32)
+    want = ort.InferenceSession(str(src), providers=CPU).run(None, {"x": x})[0]
+    assert kiln.onnx.session(graph, providers=CPU).run(None, {"x": x})[0].tobytes() == want.tobytes()
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

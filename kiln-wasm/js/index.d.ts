@@ -538,7 +538,8 @@ export interface OnnxGraphCheck {
 /**
  * Checks a graph written by `kiln convert model.onnx -o model.kiln --onnx-graph model.kiln.onnx` against its Kiln
  * model as createOnnxSession does, without a runtime: initializers in the graph only under 1,024 bytes or of a
- * type Kiln cannot hold (others refused by name), external data only on the main graph's initializers; the Kiln
+ * type Kiln cannot hold (others refused by name), external data only on the initializers of the main graph and its
+ * subgraphs (docs/onnx.md; the same verdicts as Python's kiln.onnx.check_graph); the Kiln
  * model the graph names (metadata_props `kiln.model`) checked whole, digests included, its metadata's
  * `kiln.convert.onnx_graph_sha256` the SHA-256 of the graph's bytes; every external initializer the Kiln tensor of
  * its name (offset, length, ONNX type and shape). Rejects with the Kiln file's KilnError or an Error naming what

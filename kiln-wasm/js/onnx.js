@@ -1,11 +1,12 @@
 // ONNX: a graph written by `kiln convert model.onnx -o model.kiln
 // --onnx-graph model.kiln.onnx`, run with the caller's onnxruntime-web once
 // the graph and its Kiln model have passed the hand-off rules of
-// docs/conversion.md ("The graph, runnable"), the same rules Python's
-// kiln.onnx.session applies:
+// docs/onnx.md, the same rules (and the same verdicts) as Python's
+// kiln.onnx.session, which checks through kiln-onnx's Rust:
 //   R1 an initializer stays inline in the graph only when it is under 1,024
-//      bytes or of a type Kiln cannot hold; external data only on the main
-//      graph's initializers, each the Kiln tensor of its name;
+//      bytes or of a type Kiln cannot hold; external data only on the
+//      initializers of the main graph and its subgraphs, each the Kiln
+//      tensor of its name;
 //   R2 the graph names its Kiln model (metadata_props kiln.model), whose
 //      metadata records the graph's SHA-256 (kiln.convert.onnx_graph_sha256);
 //   R3 the checked list: every initializer, main graph then subgraphs
@@ -17,6 +18,8 @@ import { Directory, INTERNAL } from './directory.js';
 import { loadDirectory } from './loader.js';
 import { openRemote, shardCheck } from './remote.js';
 import { hex } from './cache.js';
+import { is_plain_file_name } from './wasm/kiln_wasm.js';
+import { assertReady } from './ready.js';
 
 /**
  * ONNX TensorProto.DataType code -> [Kiln dtype with the same bytes, bits
@@ -29,15 +32,36 @@ const ONNX_TYPES = new Map([
   [24, ['e8m0', 8]],
 ]);
 
-/** R1: an initializer of a Kiln dtype stays inline only below this many payload bytes. */
-export const INLINE_LIMIT = 1024;
+/**
+ * R1 (docs/onnx.md; kiln-onnx's rule.rs is the reference, and a test holds
+ * this copy to it): a tensor of a Kiln dtype stays inline only when a node
+ * reads it as data while the graph is resolved, under INLINE_LIMIT payload
+ * bytes: an input at a position READS_DATA lists of a standard-domain node,
+ * or an int32/int64 tensor of rank 0 or 1 any standard-domain node takes
+ * (shape data propagates through it); or, under OTHER_DOMAIN_LIMIT bytes, an
+ * input of a node of another domain.
+ */
+export const INLINE_LIMIT = 65536;
+/** R1: an input of another domain's operator stays inline under this many bytes. */
+export const OTHER_DOMAIN_LIMIT = 1024;
+/** R1: operator -> the input positions whose values shape inference reads. */
+export const READS_DATA = new Map([
+  ['AffineGrid', [1]], ['BlackmanWindow', [0]], ['CenterCropPad', [1]], ['Col2Im', [1, 2]], ['ConstantOfShape', [0]],
+  ['DFT', [1, 2]], ['Dropout', [1, 2]], ['Expand', [1]], ['HammingWindow', [0]], ['HannWindow', [0]],
+  ['MelWeightMatrix', [0, 1, 2, 3, 4]], ['OneHot', [1]], ['Pad', [1, 2, 3]], ['Range', [0, 1, 2]], ['ReduceL1', [1]],
+  ['ReduceL2', [1]], ['ReduceLogSum', [1]], ['ReduceLogSumExp', [1]], ['ReduceMax', [1]], ['ReduceMean', [1]],
+  ['ReduceMin', [1]], ['ReduceProd', [1]], ['ReduceSum', [1]], ['ReduceSumSquare', [1]], ['Reshape', [1]],
+  ['Resize', [1, 2, 3]], ['STFT', [1, 3]], ['Slice', [1, 2, 3, 4]], ['Split', [1]], ['SplitToSequence', [1]],
+  ['Squeeze', [1]], ['Tile', [1]], ['TopK', [1]], ['Unsqueeze', [1]], ['Upsample', [1]],
+]);
 /** R2: the graph's metadata_props key naming its Kiln model. */
 const MODEL_KEY = 'kiln.model';
 /** R2: the Kiln model's metadata key recording the graph's SHA-256. */
 const DIGEST_KEY = 'kiln.convert.onnx_graph_sha256';
-// Subgraphs nested deeper are refused: the recursion stays bounded, and
-// protobuf's own parsers (100 message levels, 3 per subgraph) stop near here too.
-const MAX_DEPTH = 32;
+// Subgraphs nested deeper are refused (kiln-onnx too): the recursion stays
+// bounded, below protobuf parsers' 100 message levels (3 per subgraph, and a
+// subgraph's own types take 5 or more).
+const MAX_DEPTH = 30;
 const SATURATED = 1n << 64n;
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
@@ -127,6 +151,9 @@ function entry(bytes, f) {
   return [key, value];
 }
 
+// An int32 (an enum) read as protobuf's parsers read it: the varint's low 32 bits, signed.
+const int32 = (bytes, f) => Number(BigInt.asIntN(32, int64(bytes, f.start, f.end)[0]));
+
 // TensorProto's typed data fields: float_data 4, int32_data 5, string_data 6,
 // int64_data 7, double_data 10, uint64_data 11 (raw_data 9 apart).
 const TYPED_DATA = new Set([4, 5, 6, 7, 10, 11]);
@@ -136,10 +163,10 @@ const TYPED_DATA = new Set([4, 5, 6, 7, 10, 11]);
  * (its external_data entries) and whether it holds data in the graph.
  */
 function tensorOf(bytes, from, to) {
-  const t = { name: '', dataType: 0, dims: [], external: false, entries: [], raw: 0, typed: false };
+  const t = { name: '', dataType: 0, dims: [], external: false, entries: [], raw: false, typed: false, start: from, end: to };
   for (const f of fields(bytes, from, to)) {
     if (f.field === 8 && f.wire === 2) t.name = text(bytes, f);
-    else if (f.field === 2 && f.wire === 0) t.dataType = f.value;
+    else if (f.field === 2 && f.wire === 0) t.dataType = int32(bytes, f);
     else if (f.field === 1 && f.wire === 0) t.dims.push(int64(bytes, f.start, f.end)[0]);
     else if (f.field === 1 && f.wire === 2) {
       for (let at = f.start; at < f.end; ) {
@@ -147,9 +174,9 @@ function tensorOf(bytes, from, to) {
         [v, at] = int64(bytes, at, f.end);
         t.dims.push(v);
       }
-    } else if (f.field === 14 && f.wire === 0) t.external = f.value === 1;
+    } else if (f.field === 14 && f.wire === 0) t.external = int32(bytes, f) === 1;
     else if (f.field === 13 && f.wire === 2) t.entries.push(entry(bytes, f));
-    else if (f.field === 9 && f.wire === 2) t.raw = f.end - f.start; // bytes: the last one counts
+    else if (f.field === 9 && f.wire === 2) t.raw = true; // present, even empty: protobuf's has_raw_data
     else if (TYPED_DATA.has(f.field) && (f.field === 6 || f.wire !== 2 || f.end > f.start)) t.typed = true;
   }
   return t;
@@ -158,25 +185,34 @@ function tensorOf(bytes, from, to) {
 // Where a tensor is, for messages: '' in the main graph, else ' of subgraph "b" (node "n", attribute "body")'.
 const placeOf = (where) => (where === null ? '' : ` of ${where}`);
 
-// A plain file name in the graph's folder (what `location` and kiln.model must be), or why not.
-function notPlain(name) {
-  if (name === '') return 'is empty';
-  if (/[/\\:\0]/.test(name)) return 'holds a path separator, a drive or a NUL';
-  if (name === '.' || name.startsWith('..')) return 'leads out of the folder';
+// A plain file name in the graph's folder (what `location` and kiln.model
+// must be): the core's rule for a shard name (kiln_nostd::model::ShardName).
+function isPlainFileName(name) {
+  assertReady();
+  return is_plain_file_name(name);
+}
+
+// An external_data offset or length: 1 to 20 decimal digits, at most 2^64 - 1 (kiln-onnx's rule), as a BigInt.
+function decimal(v, what, name) {
+  const n = /^[0-9]{1,20}$/.test(v ?? '') ? BigInt(v) : null;
+  if (n === null || n >= SATURATED) {
+    throw graphError(`initializer ${JSON.stringify(name)}: external data ${what} ${JSON.stringify(v)} is not a decimal number`, name);
+  }
+  return n;
+}
+
+// R1's payload limit for tensor `t` (null: no node reads it as data).
+function readLimit(t, reads) {
+  if (reads.standard.has(t.name)) return INLINE_LIMIT;
+  if ((t.dataType === 6 || t.dataType === 7) && t.dims.length <= 1 && reads.any.has(t.name)) return INLINE_LIMIT;
+  if (reads.other.has(t.name)) return OTHER_DOMAIN_LIMIT;
   return null;
 }
 
-function decimal(v, what, name) {
-  if (!/^(0|[1-9][0-9]*)$/.test(v) || !Number.isSafeInteger(Number(v))) {
-    throw graphError(`initializer ${JSON.stringify(name)}: external data ${what} ${JSON.stringify(v)} is not a decimal byte count`, name);
-  }
-  return Number(v);
-}
-
-// R1 for an initializer held in the graph: under INLINE_LIMIT payload bytes
-// (product of dims x width, 4-bit types rounded up; a scalar is one
-// element), or of a type Kiln cannot hold.
-function checkInline(t, where) {
+// R1 for an initializer held in the graph: a node reads it as data and its
+// payload (product of dims x width, 4-bit types rounded up; a scalar is one
+// element) is under that read's limit, or it is of a type Kiln cannot hold.
+function checkInline(t, where, reads) {
   const type = ONNX_TYPES.get(t.dataType);
   if (type === undefined) return;
   // The element count, held at 2^64 once past it (a hostile list of dims
@@ -184,11 +220,14 @@ function checkInline(t, where) {
   let n = t.dims.includes(0n) ? 0n : 1n;
   for (let i = 0; i < t.dims.length && n > 0n && n < SATURATED; i++) n *= t.dims[i];
   const bytes = n >= SATURATED ? SATURATED : (n * BigInt(type[1]) + 7n) / 8n;
-  if (bytes >= BigInt(INLINE_LIMIT)) {
+  const limit = readLimit(t, reads);
+  if (limit === null || bytes >= BigInt(limit)) {
     const size = bytes >= SATURATED ? 'over 2^64 bytes' : `${bytes} bytes`;
+    const why = limit === null ? 'no node reads it as data while the graph is resolved' : `a node reads it as data, but only under ${limit} bytes may stay`;
     throw graphError(
-      `initializer ${JSON.stringify(t.name)}${placeOf(where)} is stored in the graph (${size}): only initializers under ` +
-        `1,024 bytes, or of a type Kiln cannot hold, stay in the graph; the rest must be external data in the Kiln file`,
+      `initializer ${JSON.stringify(t.name)}${placeOf(where)} is stored in the graph (${size}; ${why}): only what shape ` +
+        'inference reads (a shape, axes, scales, ...) or a type Kiln cannot hold stays in the graph; the rest must be ' +
+        'external data in the Kiln file',
       t.name,
     );
   }
@@ -206,74 +245,88 @@ function externalRef(t) {
   if (keys.join() !== 'length,location,offset') {
     throw graphError(`initializer ${JSON.stringify(name)}: external_data keys [${keys.map((k) => JSON.stringify(k))}]; exactly location, offset and length are expected`, name);
   }
-  if (t.raw > 0 || t.typed) throw graphError(`initializer ${JSON.stringify(name)} is external data and also holds data in the graph`, name);
+  if (t.raw || t.typed) throw graphError(`initializer ${JSON.stringify(name)} is external data and also holds data in the graph`, name);
   const location = got.get('location');
-  const why = notPlain(location);
-  if (why !== null) {
-    throw graphError(`initializer ${JSON.stringify(name)}: external data location ${JSON.stringify(location)} ${why}; it must be a file in the graph's own folder`, name);
+  if (!isPlainFileName(location)) {
+    throw graphError(`initializer ${JSON.stringify(name)}: external data location ${JSON.stringify(location)} is not a plain file name; it must be a file in the graph's own folder`, name);
   }
-  return {
-    name,
-    location,
-    offset: decimal(got.get('offset'), 'offset', name),
-    length: decimal(got.get('length'), 'length', name),
-    dataType: t.dataType,
-    dims: t.dims.map(Number),
-  };
+  const offset = decimal(got.get('offset'), 'offset', name);
+  const length = decimal(got.get('length'), 'length', name);
+  if (!ONNX_TYPES.has(t.dataType)) {
+    throw graphError(`initializer ${JSON.stringify(name)} is external data of ONNX type ${t.dataType}, which no Kiln tensor holds`, name);
+  }
+  return { name, location, offset, length, dataType: t.dataType, dims: t.dims };
 }
 
-// A tensor anywhere but among the main graph's initializers must not be external data.
-function notExternal(bytes, f, what) {
-  if (tensorOf(bytes, f.start, f.end).external) {
-    throw graphError(`${what} is external data: only the main graph's initializers may be (their Kiln files are checked; this would be read unchecked)`);
-  }
+// A refusal of external data found while walking: the first in walk order
+// is thrown once the walk has checked the nesting (kiln-onnx's order).
+function note(ctx, e) {
+  if (ctx.otherExternal === null) ctx.otherExternal = e;
 }
 
-// A SparseTensorProto's values (1) and indices (2) must not be external data.
-function sparseNotExternal(bytes, f, what) {
-  for (const g of fields(bytes, f.start, f.end)) {
-    if ((g.field === 1 || g.field === 2) && g.wire === 2) notExternal(bytes, g, what);
-  }
+const ONLY_INITIALIZERS = "only the initializers of the model's graphs may be (their Kiln files are checked; this would be read unchecked)";
+
+// A tensor that is not an initializer of a graph must not be external data.
+function notExternal(bytes, f, what, ctx, initializer) {
+  if (tensorOf(bytes, f.start, f.end).external) note(ctx, graphError(`${what} is external data: ${ONLY_INITIALIZERS}`, initializer));
+}
+
+// A SparseTensorProto's values (1) and indices (2) must not be external data;
+// a sparse initializer is named by its values' name.
+function sparseNotExternal(bytes, f, what, ctx, named) {
+  const parts = [...fields(bytes, f.start, f.end)].filter((g) => (g.field === 1 || g.field === 2) && g.wire === 2);
+  const values = parts.filter((g) => g.field === 1).pop();
+  const name = named ? (values === undefined ? '' : tensorOf(bytes, values.start, values.end).name) : undefined;
+  for (const g of parts) notExternal(bytes, g, named ? `${what} ${JSON.stringify(name)}` : what, ctx, name);
 }
 
 /**
  * Walks a GraphProto (`where` null for the main graph, else a description
- * of the subgraph): its initializers (R1; the main graph's external ones
- * into `out.refs`), then each node's attributes in order, each attribute's
- * `g` then its `graphs`, pre-order; `out.checked` gets R3's entries (null:
- * a function's subgraphs, checked but not listed).
+ * of the subgraph): external data on its sparse initializers (and, in a
+ * function, on its initializers) noted in `ctx.otherExternal`; its
+ * initializers (not a function's) into `ctx.inits` for R1 and R3; then each
+ * node's attributes in order, each attribute's `g` then its `graphs`,
+ * pre-order (R3's order).
  */
-function walkGraph(bytes, from, to, where, depth, out) {
+function walkGraph(bytes, from, to, where, depth, ctx) {
+  const inits = [];
+  const sparse = [];
   for (const f of fields(bytes, from, to)) {
-    if (f.wire !== 2) continue;
-    if (f.field === 5) {
-      const t = tensorOf(bytes, f.start, f.end);
-      if (t.dims.some((d) => d < 0n)) throw graphError(`initializer ${JSON.stringify(t.name)}${placeOf(where)} has a negative dim`, t.name);
-      if (t.external) {
-        if (where !== null) {
-          throw graphError(`initializer ${JSON.stringify(t.name)}${placeOf(where)} is external data: only the main graph's initializers may be (their Kiln files are checked; this would be read unchecked)`, t.name);
-        }
-        out.refs.push(externalRef(t));
-        out.checked?.push([t.name, 'kiln']);
-      } else {
-        checkInline(t, where);
-        out.checked?.push([t.name, 'inline']);
-      }
-    } else if (f.field === 15) sparseNotExternal(bytes, f, `a sparse initializer${placeOf(where)}`);
+    if (f.wire === 2 && f.field === 5) inits.push(tensorOf(bytes, f.start, f.end));
+    else if (f.wire === 2 && f.field === 15) sparse.push(f);
   }
-  for (const f of messages(bytes, from, to, 1)) walkNode(bytes, f, depth, out);
+  if (ctx.inFunction) {
+    // A function's subgraphs hold no weights of the conversion: nothing of theirs is external data.
+    for (const t of inits) {
+      if (t.external) note(ctx, graphError(`initializer ${JSON.stringify(t.name)}${placeOf(where)} of a function is external data: ${ONLY_INITIALIZERS}`, t.name));
+    }
+  }
+  for (const f of sparse) sparseNotExternal(bytes, f, `sparse initializer${placeOf(where)}`, ctx, true);
+  if (!ctx.inFunction) for (const t of inits) ctx.inits.push({ t, where });
+  for (const f of messages(bytes, from, to, 1)) walkNode(bytes, f, depth, ctx);
 }
 
 // A NodeProto's attributes: tensors that must not be external, subgraphs walked in order.
-function walkNode(bytes, nodeField, depth, out) {
+function walkNode(bytes, nodeField, depth, ctx) {
   let name = '';
   let op = '';
+  let domain = '';
+  const inputs = [];
   const attributes = [];
   for (const f of fields(bytes, nodeField.start, nodeField.end)) {
     if (f.wire !== 2) continue;
-    if (f.field === 3) name = text(bytes, f);
+    if (f.field === 1) inputs.push(text(bytes, f));
+    else if (f.field === 3) name = text(bytes, f);
     else if (f.field === 4) op = text(bytes, f);
+    else if (f.field === 7) domain = text(bytes, f);
     else if (f.field === 5) attributes.push(f);
+  }
+  // R1's reads: what this node takes as data while the graph is resolved.
+  if (domain === '' || domain === 'ai.onnx') {
+    for (const i of inputs) if (i !== '') ctx.reads.any.add(i);
+    for (const i of READS_DATA.get(op) ?? []) if (inputs[i]) ctx.reads.standard.add(inputs[i]);
+  } else {
+    for (const i of inputs) if (i !== '') ctx.reads.other.add(i);
   }
   for (const a of attributes) {
     let attr = '';
@@ -290,55 +343,70 @@ function walkNode(bytes, nodeField, depth, out) {
       else if (f.field === 22 || f.field === 23) sparse.push(f);
     }
     const what = `attribute ${JSON.stringify(attr)} of node ${JSON.stringify(name)} (${op})`;
-    for (const t of tensors) notExternal(bytes, t, what);
-    for (const s of sparse) sparseNotExternal(bytes, s, what);
+    for (const t of tensors) notExternal(bytes, t, what, ctx);
+    for (const s of sparse) sparseNotExternal(bytes, s, what, ctx, false);
     // A second `g` would be merged into the first by protobuf's parsers: refused rather than read another way.
     if (g.length > 1) throw graphError(`${what} gives its graph (g) ${g.length} times`);
     for (const s of [...g, ...graphs]) {
       if (depth >= MAX_DEPTH) throw graphError(`subgraphs nested more than ${MAX_DEPTH} deep (at ${what})`);
       let graphName = '';
       for (const f of fields(bytes, s.start, s.end)) if (f.field === 2 && f.wire === 2) graphName = text(bytes, f);
-      walkGraph(bytes, s.start, s.end, `subgraph ${JSON.stringify(graphName)} (${what})`, depth + 1, out);
+      walkGraph(bytes, s.start, s.end, `subgraph ${JSON.stringify(graphName)} (${what})`, depth + 1, ctx);
     }
   }
 }
 
 /**
- * The graph read and held to R1 and R2's first half: {refs (the main
- * graph's external initializers, in order), checked (R3's list), model (the
- * kiln.model entry)}. Throws an Error naming what is refused.
+ * The graph read and held to R1 and R2's first half, in kiln-onnx's order
+ * (one graph, nesting, external data elsewhere than on initializers, the
+ * Kiln model named, then each initializer in R3's order): {refs (the
+ * external initializers of every graph, in R3's order), checked (R3's
+ * list), model (the kiln.model entry; null with `needModel` false)}.
+ * Throws an Error naming what is refused.
  */
-function readGraph(bytes) {
+function readGraph(bytes, needModel = true) {
   const top = [...fields(bytes)];
   const graphs = top.filter((f) => f.field === 7 && f.wire === 2);
   if (graphs.length !== 1) throw graphError(`${graphs.length} graph fields (a model has one)`);
-  const out = { refs: [], checked: [] };
-  walkGraph(bytes, graphs[0].start, graphs[0].end, null, 0, out);
-  // Functions (ModelProto.functions 25): their nodes' subgraphs are held to the same rules, not listed.
+  const ctx = { inits: [], otherExternal: null, inFunction: false, reads: { standard: new Set(), any: new Set(), other: new Set() } };
+  walkGraph(bytes, graphs[0].start, graphs[0].end, null, 0, ctx);
+  // Functions (ModelProto.functions 25, their nodes 7): nesting and external data checked, nothing listed.
+  ctx.inFunction = true;
   for (const fn of top.filter((f) => f.field === 25 && f.wire === 2)) {
-    for (const node of messages(bytes, fn.start, fn.end, 7)) walkNode(bytes, node, 1, { refs: out.refs, checked: null });
+    for (const node of messages(bytes, fn.start, fn.end, 7)) walkNode(bytes, node, 0, ctx);
   }
-  const models = top.filter((f) => f.field === 14 && f.wire === 2).map((f) => entry(bytes, f)).filter(([k]) => k === MODEL_KEY);
-  if (models.length === 0) throw graphError('the graph names no Kiln model (metadata_props kiln.model): convert it again with kiln convert --onnx-graph');
-  if (models.length > 1) throw graphError(`metadata_props gives ${MODEL_KEY} ${models.length} times`);
-  const model = models[0][1];
-  const why = notPlain(model);
-  if (why !== null) throw graphError(`metadata_props ${MODEL_KEY} ${JSON.stringify(model)} ${why}; it must be a Kiln file in the graph's own folder`);
-  return { refs: out.refs, checked: out.checked, model };
+  if (ctx.otherExternal !== null) throw ctx.otherExternal;
+  let model = null;
+  if (needModel) {
+    const models = top.filter((f) => f.field === 14 && f.wire === 2).map((f) => entry(bytes, f)).filter(([k]) => k === MODEL_KEY);
+    if (models.length === 0) throw graphError('the graph names no Kiln model (metadata_props kiln.model): convert it again with kiln convert --onnx-graph');
+    if (models.length > 1) throw graphError(`metadata_props ${MODEL_KEY} is given twice`);
+    model = models[0][1];
+    if (!isPlainFileName(model)) throw graphError(`metadata_props ${MODEL_KEY} ${JSON.stringify(model)} is not a plain file name in the graph's folder`);
+  }
+  const refs = [];
+  const checked = [];
+  for (const { t, where } of ctx.inits) {
+    if (t.dims.some((d) => d < 0n)) throw graphError(`initializer ${JSON.stringify(t.name)}${placeOf(where)} has a negative dimension`, t.name);
+    if (t.external) {
+      refs.push({ ...externalRef(t), subgraph: where !== null, start: t.start, end: t.end });
+      checked.push([t.name, 'kiln']);
+    } else {
+      checkInline(t, where, ctx.reads);
+      checked.push([t.name, 'inline']);
+    }
+  }
+  return { refs, checked, model };
 }
 
 /**
- * The main graph's initializers stored as external data:
- * [{name, location, offset, length, dataType, dims}], after R1's checks of
- * the whole graph (throws an Error for a graph it refuses). Exported for tests.
+ * The external initializers of every graph (main and subgraphs, R3's
+ * order): [{name, location, offset, length (BigInt), dataType, dims}],
+ * after R1's checks of the whole graph (throws an Error for a graph it
+ * refuses; kiln.model is not required). Exported for tests.
  */
 export function externalInitializers(graph) {
-  const bytes = asBytes(graph, 'externalInitializers');
-  const top = [...fields(bytes)].filter((f) => f.field === 7 && f.wire === 2);
-  if (top.length !== 1) throw graphError(`${top.length} graph fields (a model has one)`);
-  const out = { refs: [], checked: null };
-  walkGraph(bytes, top[0].start, top[0].end, null, 0, out);
-  return out.refs;
+  return readGraph(asBytes(graph, 'externalInitializers'), false).refs;
 }
 
 async function fetchBytes(url, options, what) {
@@ -478,28 +546,99 @@ async function openKiln(options, model, sha) {
   return files;
 }
 
-function sameDims(a, b) {
-  return a.length === b.length && a.every((x, i) => x === b[i]);
+// The graph's dims (BigInt) and a Kiln tensor's shape are equal.
+function sameDims(dims, shape) {
+  return dims.length === shape.length && dims.every((d, i) => d === BigInt(shape[i]));
 }
 
 // Every external initializer is the Kiln tensor of its name in the file it
-// names: the same bytes (offset, length), dtype and shape.
+// names: the same bytes (offset, length), dtype and shape. A mismatch is an
+// Error naming the initializer (`initializer`) and the file (`file`).
 function match(refs, files) {
   for (const r of refs) {
+    const fail = (message) => Object.assign(new Error(`kiln: the graph's ${message}`), { initializer: r.name, file: r.location });
     const f = files.get(r.location);
-    if (f === undefined) {
-      throw new Error(`kiln: the graph reads ${JSON.stringify(r.location)}, which is not among the Kiln files given (${[...files.keys()].join(', ')})`);
-    }
+    if (f === undefined) throw fail(`initializer ${JSON.stringify(r.name)} reads ${JSON.stringify(r.location)}, which is not among the Kiln files given (${[...files.keys()].join(', ')})`);
     const t = f.directory.get(r.name);
     const where = `initializer ${JSON.stringify(r.name)} (${r.location}, offset ${r.offset}, length ${r.length})`;
-    if (t === undefined) throw new Error(`kiln: the graph's ${where}: ${r.location} has no tensor of that name`);
-    if (r.offset !== t.byteOffset || r.length !== t.byteLength) {
-      throw new Error(`kiln: the graph's ${where} is not that tensor's payload (offset ${t.byteOffset}, length ${t.byteLength})`);
+    if (t === undefined) throw fail(`${where}: ${r.location} has no tensor of that name`);
+    if (r.offset !== BigInt(t.byteOffset) || r.length !== BigInt(t.byteLength)) {
+      throw fail(`${where} is not that tensor's payload (offset ${t.byteOffset}, length ${t.byteLength})`);
     }
-    if (ONNX_TYPES.get(r.dataType)?.[0] !== t.dtype || !sameDims(r.dims, t.shape)) {
-      throw new Error(`kiln: the graph's ${where} is ONNX type ${r.dataType} [${r.dims}], the tensor ${t.dtype} [${t.shape}]`);
+    if (ONNX_TYPES.get(r.dataType)[0] !== t.dtype || !sameDims(r.dims, t.shape)) {
+      throw fail(`${where} is ONNX type ${r.dataType} [${r.dims}], the tensor ${t.dtype} [${t.shape}]`);
     }
   }
+}
+
+// A length-delimited field's key and length, then `payload`.
+function lengthDelimited(field, payload) {
+  const head = [];
+  for (let v = field * 8 + 2, first = true; first || v > 0; first = false) {
+    head.push((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+    v = Math.floor(v / 128);
+  }
+  for (let v = payload.length, first = true; first || v > 0; first = false) {
+    head.push((v % 128) | (v >= 0x80 ? 0x80 : 0));
+    v = Math.floor(v / 128);
+  }
+  const out = new Uint8Array(head.length + payload.length);
+  out.set(head);
+  out.set(payload, head.length);
+  return out;
+}
+
+const concat = (parts) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+};
+
+// The message bytes[from, to) with each length-delimited field whose range is
+// a key of `replaced` (start -> [end, bytes]) replaced by those bytes, and the
+// fields holding one re-encoded around it; every other byte is copied as it is.
+function splice(bytes, from, to, replaced) {
+  const parts = [];
+  let copied = from;
+  let key = from; // fields are contiguous: each one's key starts where the one before ended
+  for (const f of fields(bytes, from, to)) {
+    const start = key;
+    key = f.end;
+    if (f.wire !== 2 || ![...replaced.keys()].some((s) => s >= f.start && s < f.end)) continue;
+    const [end, payload] = replaced.get(f.start) ?? [];
+    const body = end === f.end ? payload : splice(bytes, f.start, f.end, replaced);
+    parts.push(bytes.subarray(copied, start), lengthDelimited(f.field, body));
+    copied = f.end;
+  }
+  parts.push(bytes.subarray(copied, to));
+  return concat(parts);
+}
+
+// The graph for the runtime: the checked bytes, or, when subgraphs hold
+// external initializers (which ONNX Runtime reads only from files, never from
+// externalData), the same graph with those inline in their subgraph, their
+// raw_data the checked Kiln payload (what the original model held there).
+function forRuntime(checked) {
+  const sub = checked.refs.filter((r) => r.subgraph);
+  if (sub.length === 0) return checked.graph;
+  const bytes = checked.graph;
+  const replaced = new Map();
+  for (const r of sub) {
+    // The tensor's own fields but external_data (13) and data_location (14), then raw_data (9).
+    const kept = [];
+    let key = r.start;
+    for (const f of fields(bytes, r.start, r.end)) {
+      if (f.field !== 13 && f.field !== 14) kept.push(bytes.subarray(key, f.end));
+      key = f.end;
+    }
+    const data = checked.opened.get(r.location).bytes.subarray(Number(r.offset), Number(r.offset + r.length));
+    replaced.set(r.start, [r.end, concat([...kept, lengthDelimited(9, data)])]);
+  }
+  return splice(bytes, 0, bytes.length, replaced);
 }
 
 // checkOnnxGraph's work; `beforeOpen(locations)` runs once the graph has
@@ -512,7 +651,7 @@ async function check(graph, options, beforeOpen = null) {
   const sha256 = hex(sha256Of(graphBytes));
   const files = await openKiln(options, model, sha256);
   match(refs, files);
-  return { graph: graphBytes, model, sha256, checked, files: locations.map((path) => ({ path, data: files.get(path).bytes })) };
+  return { graph: graphBytes, model, sha256, checked, files: locations.map((path) => ({ path, data: files.get(path).bytes })), refs, opened: files };
 }
 
 /**
@@ -522,10 +661,11 @@ async function check(graph, options, beforeOpen = null) {
  *
  * - R1: each initializer held in the graph (main graph or subgraph) is under
  *   1,024 payload bytes or of a type Kiln cannot hold, else it is refused by
- *   name; external data only on the main graph's initializers (`location`,
- *   `offset`, `length`, nothing else; a plain file name), nowhere else
- *   (a subgraph's initializer, a Constant's or any attribute's tensor, a
- *   sparse tensor, a function's subgraph).
+ *   name; external data only on the initializers of the main graph and its
+ *   subgraphs (`location`, `offset`, `length`, nothing else; a plain file
+ *   name), nowhere else (a Constant's or any attribute's tensor, a sparse
+ *   tensor, a function's subgraph). A negative dimension, a second `g` in
+ *   one attribute and subgraphs nested more than 30 deep are refused.
  * - R2: the graph's metadata_props name its Kiln model (`kiln.model`); that
  *   file (`options.model`, or the entry of `options.files` of that name) is
  *   checked whole, digests included (a manifest: with every shard held
@@ -546,7 +686,8 @@ export async function checkOnnxGraph(graph, options = {}) {
   if (options.files === undefined && (options.model === undefined || options.model === null)) {
     throw new TypeError('kiln: checkOnnxGraph needs options.model or options.files');
   }
-  return check(graph, options);
+  const { refs, opened, ...result } = await check(graph, options);
+  return result;
 }
 
 /**
@@ -603,5 +744,5 @@ export async function createOnnxSession(ort, graph, options = {}) {
       if (locations.includes(path)) throw new TypeError(`kiln: sessionOptions.externalData names ${path}, a Kiln file of the graph`);
     }
   });
-  return ort.InferenceSession.create(checked.graph, { ...sessionOptions, externalData: [...given, ...checked.files] });
+  return ort.InferenceSession.create(forRuntime(checked), { ...sessionOptions, externalData: [...given, ...checked.files] });
 }

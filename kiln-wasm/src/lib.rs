@@ -666,6 +666,15 @@ pub fn is_model_file(head: &[u8]) -> bool {
     kiln_nostd::model::is_model_file(head)
 }
 
+/// True when `name` is a plain file name in its folder (`kiln_nostd::model::ShardName`:
+/// 1 to 255 bytes, not `.` or `..`, no `/`, `\\`, `:` or control character), the rule a
+/// manifest's shard names follow and, in js/onnx.js, an ONNX graph's `kiln.model` and
+/// external-data `location` (as kiln-onnx checks them for the CLI and Python).
+#[wasm_bindgen]
+pub fn is_plain_file_name(name: &str) -> bool {
+    kiln_nostd::model::ShardName::new(name).is_some()
+}
+
 /// The module's linear memory (for copying bytes in; never handed to users).
 #[wasm_bindgen]
 pub fn wasm_memory() -> JsValue {

@@ -34,7 +34,8 @@ export const cat = (parts) => {
   return out;
 };
 const int = (field, v) => Uint8Array.from([...varint(field * 8), ...varint(v)]);
-const bytes = (field, b) => cat([Uint8Array.from([...varint(field * 8 + 2), ...varint(b.length)]), b]);
+/** A length-delimited field. */
+export const bytes = (field, b) => cat([Uint8Array.from([...varint(field * 8 + 2), ...varint(b.length)]), b]);
 const str = (field, s) => bytes(field, enc.encode(s));
 const entry = (field, k, v) => bytes(field, cat([str(1, k), str(2, v)]));
 
@@ -84,21 +85,21 @@ export function node({ op, name = '', inputs = [], outputs = [], attributes = []
 }
 
 // ValueInfoProto: name 1, type 2 (TypeProto.tensor_type 1: elem_type 1, shape 2 (dim 1: dim_value 1, dim_param 2)).
-const value = (field, name, dims) =>
-  bytes(field, cat([str(1, name), bytes(2, bytes(1, cat([int(1, 1), bytes(2, cat(dims.map((d) => bytes(1, typeof d === 'string' ? str(2, d) : int(1, d)))))])))]));
+const value = (field, name, dims, elemType = 1) =>
+  bytes(field, cat([str(1, name), bytes(2, bytes(1, cat([int(1, elemType), bytes(2, cat(dims.map((d) => bytes(1, typeof d === 'string' ? str(2, d) : int(1, d)))))])))]));
 
 /**
  * A GraphProto: node 1, name 2, initializer 5, input 11, output 12
- * (`inputs`/`outputs`: [name, dims] of f32 tensors, a dim a number or a
- * symbolic name).
+ * (`inputs`/`outputs`: [name, dims, elemType (default 1, FLOAT)], a dim a
+ * number or a symbolic name).
  */
 export function graph({ name = '', nodes = [], initializers = [], inputs = [], outputs = [] }) {
   return cat([
     ...nodes.map((n) => bytes(1, n)),
     str(2, name),
     ...initializers.map((t) => bytes(5, t)),
-    ...inputs.map(([n, d]) => value(11, n, d)),
-    ...outputs.map(([n, d]) => value(12, n, d)),
+    ...inputs.map(([n, d, e]) => value(11, n, d, e)),
+    ...outputs.map(([n, d, e]) => value(12, n, d, e)),
   ]);
 }
 

@@ -1,9 +1,9 @@
 """Running a converted model with onnxruntime, the Kiln files checked first.
 
 ``kiln convert model.onnx -o model.kiln --onnx-graph model.kiln.onnx`` writes
-the graph with every initializer as ONNX external data pointing into the
-Kiln file (``location`` the Kiln file, or for a sharded output its shard;
-``offset``/``length`` the tensor's payload bytes there). :func:`session`
+the graph with its weights as ONNX external data pointing into the Kiln
+file (``location`` the Kiln file, or for a sharded output its shard;
+``offset``/``length`` the tensor's payload bytes there; docs/onnx.md). :func:`session`
 opens such a graph for onnxruntime only after checking the pair:
 
 >>> import numpy as np, kiln.onnx
@@ -56,7 +56,8 @@ A fault in a Kiln file raises :class:`kiln.KilnError` (as
 
 onnxruntime and onnx are optional dependencies (``pip install kiln[onnx]``);
 ``import kiln`` never needs them, and this module imports them only when
-:func:`session` runs (onnx only for :attr:`CheckedGraph.model`).
+:func:`session` runs (onnx only for :attr:`CheckedGraph.model` and for a
+graph with weights in subgraphs).
 """
 
 from __future__ import annotations
@@ -249,7 +250,7 @@ def check_graph(path: Union[str, "os.PathLike[str]"], *, copy: bool = False) -> 
         code, shape, _, _ = tables[location][name]
         bindings.append((name, location, offset, length, DTYPE_NAMES[code], tuple(shape)))
     return CheckedGraph(graph=graph, folder=folder, files=files, bindings=bindings,
-                        checked=[tuple(c) for c in checked], in_subgraphs=[e[0] for e in externals if e[4]],
+                        checked=[(str(n), str(how)) for n, how in checked], in_subgraphs=[e[0] for e in externals if e[4]],
                         unused=[e[0] for e in externals if not e[5]])
 
 

@@ -166,9 +166,25 @@ pub fn write(input: &Input, out: &Path, graph: &Path, fsync: bool) -> anyhow::Re
     let g = onnx.graph.as_mut().ok_or_else(|| anyhow!("the model has no graph"))?;
     let mut written = Written { lifted, ..Written::default() };
     let mut fault = None;
+    let mut opened: HashMap<String, Input> = HashMap::new();
+    // A tensor's payload as the Kiln output holds it (for one R1 keeps inline
+    // that the input held as external data).
+    let mut payload = |spot: &Spot| -> anyhow::Result<prost::bytes::Bytes> {
+        if !opened.contains_key(&spot.file) {
+            opened.insert(spot.file.clone(), crate::convert::open(&out.with_file_name(&spot.file))?);
+        }
+        let bytes = opened.get(&spot.file).map(Input::bytes).unwrap_or_default();
+        let start = usize::try_from(spot.tensor.offset).ok();
+        let end = start.zip(usize::try_from(spot.tensor.len).ok()).and_then(|(s, n)| s.checked_add(n));
+        start
+            .zip(end)
+            .and_then(|(s, e)| bytes.get(s..e))
+            .map(prost::bytes::Bytes::copy_from_slice)
+            .ok_or_else(|| anyhow!("{}: the payload range is past its end", spot.file))
+    };
     each_initializer(g, &mut |t| {
         if fault.is_none() {
-            fault = point(t, &read, &places, &mut written).err();
+            fault = point(t, &read, &places, &mut written, &mut payload).err();
         }
     });
     if let Some(e) = fault {
@@ -206,14 +222,31 @@ fn each_initializer(g: &mut GraphProto, f: &mut dyn FnMut(&mut TensorProto)) {
 }
 
 /// Rule R1 for one initializer: left inline (counted), or made external
-/// data pointing at its tensor in the Kiln output.
+/// data pointing at its tensor in the Kiln output. One that R1 keeps inline
+/// but the input held as external data (in a side file) is made inline, its
+/// bytes the Kiln tensor's (`payload`): the graph points at no side file.
 fn point(
     t: &mut TensorProto,
     read: &kiln_onnx::DataRead,
     places: &HashMap<String, Spot>,
     written: &mut Written,
+    payload: &mut dyn FnMut(&Spot) -> anyhow::Result<prost::bytes::Bytes>,
 ) -> anyhow::Result<()> {
     if kiln_onnx::place(read, t.name(), t.data_type(), &t.dims) == Place::Inline {
+        if t.data_location == Some(i32::from(DataLocation::External)) {
+            let spot = places.get(t.name()).ok_or_else(|| {
+                anyhow!(
+                    "initializer {:?} is external data of type {}, which the Kiln output does not hold",
+                    t.name(),
+                    kiln_onnx::dtype::type_name(t.data_type())
+                )
+            })?;
+            let bytes = payload(spot)?;
+            clear_data(t);
+            t.external_data.clear();
+            t.data_location = None;
+            t.raw_data = Some(bytes);
+        }
         written.inline = written.inline.saturating_add(1);
         let size = kiln_onnx::dtype::kiln_dtype(t.data_type()).and_then(|d: DType| payload_len(d, &t.dims));
         let bytes = size.unwrap_or_else(|| t.raw_data.as_ref().map_or(0, |r| u64_from(r.len())));
@@ -221,12 +254,7 @@ fn point(
         return Ok(());
     }
     let spot = places.get(t.name()).ok_or_else(|| anyhow!("initializer {:?} is not in it", t.name()))?;
-    t.raw_data = None;
-    t.float_data.clear();
-    t.int32_data.clear();
-    t.int64_data.clear();
-    t.double_data.clear();
-    t.uint64_data.clear();
+    clear_data(t);
     t.data_location = Some(i32::from(DataLocation::External));
     let entry = |k: &str, v: String| StringStringEntryProto { key: Some(k.to_string()), value: Some(v) };
     t.external_data = vec![
@@ -236,6 +264,16 @@ fn point(
     ];
     written.external = written.external.saturating_add(1);
     Ok(())
+}
+
+/// Takes the tensor's data out of the graph (raw and typed fields).
+fn clear_data(t: &mut TensorProto) {
+    t.raw_data = None;
+    t.float_data.clear();
+    t.int32_data.clear();
+    t.int64_data.clear();
+    t.double_data.clear();
+    t.uint64_data.clear();
 }
 
 /// Sets the digest in OUT, where the reader left a placeholder of the same length.
