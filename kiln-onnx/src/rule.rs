@@ -11,10 +11,11 @@
 //! of the weights of the Paddle2ONNX and int8 models in the graph (biases,
 //! quantization scales), against under 0.1% with this rule.
 //!
-//! Shape inference also propagates integer data through any operator
-//! (Gather's indices into a shape, a Concat of shapes): ONNX Runtime reads
-//! every int32 or int64 tensor of rank 0 or 1 a node takes for that (seen:
-//! a Gather's `[1]` indices in a PyTorch export), so those stay inline too.
+//! Shape inference also propagates shape data through the operators of
+//! [`PROPAGATES`] (Gather's indices into a shape, a Concat of shapes): ONNX
+//! Runtime reads every int32 or int64 tensor of rank 0 or 1 such a node
+//! takes (seen: a Gather's `[1]` indices in a PyTorch export), so those
+//! stay inline too.
 //!
 //! [`data_read`] gives the names a model's nodes read as data;
 //! [`place`] decides one tensor with it.
@@ -77,6 +78,28 @@ pub const READS_DATA: &[(&str, &[usize])] = &[
     ("Upsample", &[1]),
 ];
 
+/// The operators whose shape inference propagates shape data (ONNX's data
+/// propagation functions, and the neighbours ONNX Runtime may add): an
+/// int32 or int64 tensor of rank 0 or 1 they take stays inline.
+pub const PROPAGATES: &[&str] = &[
+    "Add",
+    "Cast",
+    "Concat",
+    "Div",
+    "Gather",
+    "Identity",
+    "Max",
+    "Min",
+    "Mul",
+    "Neg",
+    "Shape",
+    "Size",
+    "Slice",
+    "Squeeze",
+    "Sub",
+    "Unsqueeze",
+];
+
 /// Where rule R1 puts a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Place {
@@ -89,7 +112,8 @@ pub enum Place {
 /// The names a model's nodes read as data while the graph is resolved, with
 /// the largest payload each may have to stay inline: every input
 /// [`READS_DATA`] lists of a standard-domain node, and every int32 or int64
-/// tensor of rank 0 or 1 any standard-domain node takes ([`INLINE_LIMIT`]);
+/// tensor of rank 0 or 1 a standard-domain node of [`PROPAGATES`] takes
+/// ([`INLINE_LIMIT`]);
 /// every input of a node of another domain ([`OTHER_DOMAIN_LIMIT`]); in
 /// every graph and subgraph and function body. Names are the model's own (ONNX
 /// names are unique across a model), so one set serves every graph.
@@ -97,7 +121,7 @@ pub enum Place {
 pub struct DataRead {
     standard: HashSet<String>,
     other: HashSet<String>,
-    /// Every input of a standard-domain node (for integer vectors).
+    /// Every input of a standard-domain node of [`PROPAGATES`] (for integer vectors).
     any: HashSet<String>,
 }
 
@@ -134,7 +158,9 @@ fn graph(g: &GraphProto, out: &mut DataRead) {
 
 fn node(n: &crate::proto::NodeProto, out: &mut DataRead) {
     if matches!(n.domain(), "" | "ai.onnx") {
-        out.any.extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
+        if PROPAGATES.contains(&n.op_type()) {
+            out.any.extend(n.input.iter().filter(|s| !s.is_empty()).cloned());
+        }
         if let Some((_, inputs)) = READS_DATA.iter().find(|(op, _)| *op == n.op_type()) {
             for &i in *inputs {
                 if let Some(name) = n.input.get(i).filter(|s| !s.is_empty()) {
@@ -211,12 +237,15 @@ mod tests {
     }
 
     #[test]
-    fn integer_vectors_any_node_takes_stay_inline() {
-        let read = data_read(&model());
-        assert_eq!(place(&read, "bias", 7, &[4]), Place::Inline, "int64, rank 1: shape data propagates through it");
-        assert_eq!(place(&read, "bias", 6, &[]), Place::Inline, "int32 scalar");
-        assert_eq!(place(&read, "bias", 7, &[2, 2]), Place::Kiln, "rank 2 is no shape");
-        assert_eq!(place(&read, "bias", 3, &[4]), Place::Kiln, "int8 is no shape");
+    fn integer_vectors_that_shape_data_propagates_through_stay_inline() {
+        let mut m = model();
+        m.graph.as_mut().unwrap().node.push(node("Gather", "", &["dims", "index"]));
+        let read = data_read(&m);
+        assert_eq!(place(&read, "index", 7, &[1]), Place::Inline, "int64, rank 1, taken by a Gather");
+        assert_eq!(place(&read, "index", 6, &[]), Place::Inline, "int32 scalar");
+        assert_eq!(place(&read, "index", 7, &[2, 2]), Place::Kiln, "rank 2 is no shape");
+        assert_eq!(place(&read, "index", 3, &[4]), Place::Kiln, "int8 is no shape");
+        assert_eq!(place(&read, "bias", 7, &[4]), Place::Kiln, "a Conv propagates no shape data");
         assert_eq!(place(&read, "unread", 7, &[4]), Place::Kiln, "no node takes it");
     }
 

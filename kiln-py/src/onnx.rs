@@ -65,9 +65,12 @@ pub(crate) fn onnx_with_inline(graph: &[u8], data: HashMap<String, Vec<u8>>) -> 
 }
 
 /// The operators whose inputs shape inference reads as data (rule R1), by
-/// input position, and the payload limits (standard domain, other domains).
+/// input position, the payload limits (standard domain, other domains), and
+/// the operators shape data propagates through.
 #[pyfunction]
-pub(crate) fn onnx_reads_data() -> (Vec<(&'static str, Vec<usize>)>, u64, u64) {
+#[allow(clippy::type_complexity)]
+pub(crate) fn onnx_reads_data() -> (Vec<(&'static str, Vec<usize>)>, u64, u64, Vec<&'static str>) {
     let table = kiln_onnx::rule::READS_DATA.iter().map(|&(op, inputs)| (op, inputs.to_vec())).collect();
-    (table, kiln_onnx::rule::INLINE_LIMIT, kiln_onnx::rule::OTHER_DOMAIN_LIMIT)
+    let propagates = kiln_onnx::rule::PROPAGATES.to_vec();
+    (table, kiln_onnx::rule::INLINE_LIMIT, kiln_onnx::rule::OTHER_DOMAIN_LIMIT, propagates)
 }

@@ -37,13 +37,18 @@ const ONNX_TYPES = new Map([
  * this copy to it): a tensor of a Kiln dtype stays inline only when a node
  * reads it as data while the graph is resolved, under INLINE_LIMIT payload
  * bytes: an input at a position READS_DATA lists of a standard-domain node,
- * or an int32/int64 tensor of rank 0 or 1 any standard-domain node takes
- * (shape data propagates through it); or, under OTHER_DOMAIN_LIMIT bytes, an
- * input of a node of another domain.
+ * or an int32/int64 tensor of rank 0 or 1 a standard-domain node of
+ * PROPAGATES takes (shape data propagates through it); or, under
+ * OTHER_DOMAIN_LIMIT bytes, an input of a node of another domain.
  */
 export const INLINE_LIMIT = 65536;
 /** R1: an input of another domain's operator stays inline under this many bytes. */
 export const OTHER_DOMAIN_LIMIT = 1024;
+/** R1: the operators whose shape inference propagates shape data. */
+export const PROPAGATES = new Set([
+  'Add', 'Cast', 'Concat', 'Div', 'Gather', 'Identity', 'Max', 'Min', 'Mul', 'Neg', 'Shape', 'Size', 'Slice',
+  'Squeeze', 'Sub', 'Unsqueeze',
+]);
 /** R1: operator -> the input positions whose values shape inference reads. */
 export const READS_DATA = new Map([
   ['AffineGrid', [1]], ['BlackmanWindow', [0]], ['CenterCropPad', [1]], ['Col2Im', [1, 2]], ['ConstantOfShape', [0]],
@@ -323,7 +328,7 @@ function walkNode(bytes, nodeField, depth, ctx) {
   }
   // R1's reads: what this node takes as data while the graph is resolved.
   if (domain === '' || domain === 'ai.onnx') {
-    for (const i of inputs) if (i !== '') ctx.reads.any.add(i);
+    if (PROPAGATES.has(op)) for (const i of inputs) if (i !== '') ctx.reads.any.add(i);
     for (const i of READS_DATA.get(op) ?? []) if (inputs[i]) ctx.reads.standard.add(inputs[i]);
   } else {
     for (const i of inputs) if (i !== '') ctx.reads.other.add(i);

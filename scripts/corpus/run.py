@@ -67,18 +67,19 @@ def read_as_data(model: Any) -> Tuple[Dict[str, int], int, set]:
     """Rule R1's reads: (name -> the payload limit under which it stays inline, for every input
     that shape inference reads as data (the operator table from kiln-onnx, walked here over
     every graph, subgraph and function) and every input of a node of another domain; the
-    standard limit; every input of a standard-domain node, where int32/int64 tensors of rank 0
-    or 1 stay inline too)."""
+    standard limit; every input of a standard-domain node that shape data propagates through,
+    where int32/int64 tensors of rank 0 or 1 stay inline too)."""
     from kiln import _kiln
 
-    table, standard, other = _kiln.onnx_reads_data()
+    table, standard, other, propagates = _kiln.onnx_reads_data()
     ops = dict(table)
     out: Dict[str, int] = {}
     anything: set = set()
 
     def node(n: Any) -> None:
         if n.domain in ("", "ai.onnx"):
-            anything.update(i for i in n.input if i)
+            if n.op_type in propagates:
+                anything.update(i for i in n.input if i)
             for i in ops.get(n.op_type, []):
                 if i < len(n.input) and n.input[i]:
                     out[n.input[i]] = standard
