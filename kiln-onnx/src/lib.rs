@@ -20,7 +20,7 @@ pub mod weights;
 pub use check::{pair, requirements, sha256_hex, Checked, External, KilnTensor, Requirements};
 pub use error::GraphError;
 pub use rule::{data_read, place, DataRead, Place, INLINE_LIMIT};
-pub use weights::{lift, weights, Origin, Weight};
+pub use weights::{each_weight_mut, lift, weights, Origin, Weight};
 
 /// The graph's `metadata_props` key naming its Kiln model (rule R2): the
 /// plain file name of the model file, or of a sharded model's manifest.

@@ -48,15 +48,59 @@ pub struct Weight<'m> {
 /// else (`value_float`, `sparse_value`, a value read as data or of a type
 /// Kiln cannot hold) stays a node.
 pub fn constant_weight<'n>(node: &'n NodeProto, graph: &GraphProto, read: &DataRead) -> Option<&'n TensorProto> {
+    let is_output = |name: &str| graph.output.iter().any(|o| o.name() == name);
+    is_constant_weight(node, &is_output, read).then(|| node.attribute.first()?.t.as_ref()).flatten()
+}
+
+/// [`constant_weight`]'s test, with the graph's outputs as a predicate.
+fn is_constant_weight(node: &NodeProto, is_output: &dyn Fn(&str) -> bool, read: &DataRead) -> bool {
     let standard = matches!(node.domain(), "" | "ai.onnx");
     if node.op_type() != "Constant" || !standard || node.output.len() != 1 || node.attribute.len() != 1 {
-        return None;
+        return false;
     }
-    let out = node.output.first()?;
-    let attr = node.attribute.first()?;
-    let t = attr.t.as_ref().filter(|_| attr.name() == "value")?;
-    let is_output = graph.output.iter().any(|o| o.name() == out);
-    (!out.is_empty() && !is_output && place(read, out, t.data_type(), &t.dims) == Place::Kiln).then_some(t)
+    let (Some(out), Some(attr)) = (node.output.first(), node.attribute.first()) else { return false };
+    let Some(t) = attr.t.as_ref().filter(|_| attr.name() == "value") else { return false };
+    !out.is_empty() && !is_output(out) && place(read, out, t.data_type(), &t.dims) == Place::Kiln
+}
+
+/// Calls `f` on every weight of `model` as [`weights`] lists them, in the
+/// same order, with the tensor mutable: the converter's reader takes each
+/// one's typed fields (`float_data`, ...) out once it has its bytes, so the
+/// decoded model and the converted bytes are never both whole in memory.
+pub fn each_weight_mut(model: &mut ModelProto, f: &mut dyn FnMut(&str, Origin, &mut TensorProto)) {
+    let read = data_read(model);
+    if let Some(g) = model.graph.as_mut() {
+        walk_mut(g, None, &read, f);
+    }
+}
+
+fn walk_mut(
+    graph: &mut GraphProto,
+    holder: Option<&str>,
+    read: &DataRead,
+    f: &mut dyn FnMut(&str, Origin, &mut TensorProto),
+) {
+    for t in &mut graph.initializer {
+        let origin = holder.map_or(Origin::Initializer, |n| Origin::Subgraph { node: n.to_string() });
+        let name = t.name().to_string();
+        f(&name, origin, t);
+    }
+    let outputs: std::collections::HashSet<String> = graph.output.iter().map(|o| o.name().to_string()).collect();
+    let is_output = |name: &str| outputs.contains(name);
+    for node in &mut graph.node {
+        let label = node_label(node);
+        if is_constant_weight(node, &is_output, read) {
+            let name = node.output.first().cloned().unwrap_or_default();
+            if let Some(t) = node.attribute.first_mut().and_then(|a| a.t.as_mut()) {
+                f(&name, Origin::Constant { node: label.clone() }, t);
+            }
+        }
+        for attr in &mut node.attribute {
+            for sub in attr.g.iter_mut().chain(attr.graphs.iter_mut()) {
+                walk_mut(sub, Some(&label), read, f);
+            }
+        }
+    }
 }
 
 fn node_label(node: &NodeProto) -> String {
@@ -240,6 +284,16 @@ mod tests {
         lifted.sort_unstable();
         listed.sort_unstable();
         assert_eq!(lifted, listed);
+    }
+
+    #[test]
+    fn each_weight_mut_visits_what_weights_lists_in_the_same_order() {
+        let mut m = model();
+        let listed: Vec<(String, Origin)> =
+            weights(&m).iter().map(|w| (w.name.to_string(), w.origin.clone())).collect();
+        let mut visited = Vec::new();
+        each_weight_mut(&mut m, &mut |name, origin, _| visited.push((name.to_string(), origin)));
+        assert_eq!(visited, listed);
     }
 
     #[test]

@@ -37,7 +37,7 @@ use super::meta::Dups;
 use super::model::{Format, Model, ReadOptions, Source, TensorOut};
 use super::Input;
 use kiln_onnx::dtype::kiln_dtype;
-use kiln_onnx::{Origin, Weight};
+use kiln_onnx::Origin;
 use proto::tensor_proto::DataLocation;
 use proto::{GraphProto, ModelProto, TensorProto};
 
@@ -113,7 +113,7 @@ pub fn map_shared(input: &Input) -> anyhow::Result<Bytes> {
 pub fn read(input: &Input, path: &Path, opts: &ReadOptions) -> anyhow::Result<Model> {
     let shared = map_shared(input)?;
     let base = shared.as_ptr().addr();
-    let onnx = decode(shared)?;
+    let mut onnx = decode(shared)?;
     let graph = onnx.graph.as_ref().ok_or_else(|| anyhow!("the model has no graph"))?;
     let mut model = Model::new(Format::Onnx, opts);
     metadata(&onnx, &mut model)?;
@@ -123,29 +123,48 @@ pub fn read(input: &Input, path: &Path, opts: &ReadOptions) -> anyhow::Result<Mo
     let mut left = sparse(graph, opts.onnx_graph)?;
     let mut sides = Sides::new(path);
     let mut seen = HashSet::new();
-    let all = kiln_onnx::weights(&onnx);
-    model.tensors.try_reserve_exact(all.len()).ok();
     let (mut lifted, mut nested) = (0usize, 0usize);
-    for w in &all {
-        let name = w.name;
-        let what = describe(w);
-        if name.is_empty() {
-            bail!("{what} has no name (Kiln tensors are found by name)");
+    let mut fault = None;
+    // Each weight's typed fields are taken out of the decoded model once its
+    // bytes are made: the two copies are never both whole in memory.
+    kiln_onnx::each_weight_mut(&mut onnx, &mut |name, origin, t| {
+        if fault.is_some() {
+            return;
         }
-        if !seen.insert(name) {
-            bail!("{what}: the name {name:?} is taken twice in the model (Kiln tensor names are unique)");
+        let what = describe(name, &origin);
+        let mut step = || -> anyhow::Result<Option<TensorOut>> {
+            if name.is_empty() {
+                bail!("{what} has no name (Kiln tensors are found by name)");
+            }
+            if !seen.insert(name.to_string()) {
+                bail!("{what}: the name {name:?} is taken twice in the model (Kiln tensor names are unique)");
+            }
+            if opts.onnx_graph && kiln_dtype(t.data_type()).is_none() {
+                left.push(format!("{name} ({})", type_name(t.data_type())));
+                return Ok(None);
+            }
+            tensor(t, name, base, &mut sides).with_context(|| what.clone()).map(Some)
+        };
+        match step() {
+            Ok(Some(out)) => {
+                free_typed(t);
+                match origin {
+                    Origin::Constant { .. } => lifted = lifted.saturating_add(1),
+                    Origin::Subgraph { .. } => nested = nested.saturating_add(1),
+                    Origin::Initializer => {}
+                }
+                if model.tensors.try_reserve(1).is_err() {
+                    fault = Some(anyhow!("the tensor list does not fit in memory"));
+                    return;
+                }
+                model.tensors.push(out);
+            }
+            Ok(None) => {}
+            Err(e) => fault = Some(e),
         }
-        if opts.onnx_graph && kiln_dtype(w.tensor.data_type()).is_none() {
-            left.push(format!("{name} ({})", type_name(w.tensor.data_type())));
-            continue;
-        }
-        let out = tensor(w.tensor, name, base, &mut sides).with_context(|| what.clone())?;
-        match w.origin {
-            Origin::Constant { .. } => lifted = lifted.saturating_add(1),
-            Origin::Subgraph { .. } => nested = nested.saturating_add(1),
-            Origin::Initializer => {}
-        }
-        model.tensors.push(out);
+    });
+    if let Some(e) = fault {
+        return Err(e);
     }
     if lifted > 0 || nested > 0 {
         model.notes.push(format!(
@@ -168,12 +187,22 @@ pub fn read(input: &Input, path: &Path, opts: &ReadOptions) -> anyhow::Result<Mo
 pub const GRAPH_DIGEST_PLACEHOLDER: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// A weight, for messages.
-fn describe(w: &Weight<'_>) -> String {
-    match &w.origin {
-        Origin::Initializer => format!("initializer {:?}", w.name),
-        Origin::Subgraph { node } => format!("initializer {:?} of a subgraph of node {node}", w.name),
-        Origin::Constant { node } => format!("Constant node {node} (output {:?})", w.name),
+fn describe(name: &str, origin: &Origin) -> String {
+    match origin {
+        Origin::Initializer => format!("initializer {name:?}"),
+        Origin::Subgraph { node } => format!("initializer {name:?} of a subgraph of node {node}"),
+        Origin::Constant { node } => format!("Constant node {node} (output {name:?})"),
     }
+}
+
+/// Drops a tensor's typed fields once its bytes are made (their memory goes
+/// back while the rest of the model is read).
+fn free_typed(t: &mut TensorProto) {
+    t.float_data = Vec::new();
+    t.int32_data = Vec::new();
+    t.int64_data = Vec::new();
+    t.double_data = Vec::new();
+    t.uint64_data = Vec::new();
 }
 
 /// Sparse initializers (of any graph): Kiln has no sparse tensors, so
