@@ -244,7 +244,8 @@ fn reading(mut m: ModelProto, shape: &str) -> ModelProto {
 }
 
 /// Each case, and the same bytes repeated to 1,024 bytes or more (a leading
-/// dimension of copies), so both sides of rule R1's threshold are seen.
+/// dimension of copies): small and large tensors alike go to the Kiln file
+/// when no node reads them as data (rule R1).
 fn small_and_large() -> Vec<(String, DataType, Vec<i64>, Vec<u8>)> {
     let mut out = Vec::new();
     for (i, c) in cases().iter().enumerate() {
@@ -718,8 +719,17 @@ fn the_session_check_refuses_what_the_npm_session_refuses() {
         ..Default::default()
     };
     let nested = |depth: usize| {
-        let mut body =
-            GraphProto { initializer: vec![raw("leaf", DataType::Float, &[4], &[0; 16])], ..Default::default() };
+        // At the bottom, a shape its Reshape reads as data: inline (rule R1).
+        let mut body = GraphProto {
+            initializer: vec![raw("leaf", DataType::Int64, &[2], &[0; 16])],
+            node: vec![NodeProto {
+                op_type: Some("Reshape".into()),
+                input: vec!["x".into(), "leaf".into()],
+                output: vec!["y".into()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
         for _ in 1..depth {
             body = GraphProto { node: vec![branch(body)], ..Default::default() };
         }

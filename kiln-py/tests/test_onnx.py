@@ -76,14 +76,22 @@ def values(ty: int, shape: Tuple[int, ...], seed: int) -> np.ndarray:
     return a.reshape(shape)
 
 
+# The nodes of the round-trip model: they read READ_AS_DATA's tensors as data (a Reshape's shape,
+# a Gather's int32 index), which R1 keeps inline in the graph written; they take nothing else.
+READERS = [helper.make_node("Reshape", ["x", "shape.i64"], ["y"]), helper.make_node("Gather", ["x", "index.i32"], ["z"])]
+READ_AS_DATA = {"shape.i64", "index.i32"}
+
+
 def initializers(typed: bool) -> List[Any]:
-    """Every dtype of the table at [3, 5] (15 elements: odd, for the 4-bit types; inline in
-    the graph written, R1) and at [64, 32] (1,024 bytes or more: external data), plus
-    scalars (rank 0) and empty tensors; inline raw_data, or the typed fields."""
+    """Every dtype of the table at [3, 5] (15 elements: odd, for the 4-bit types) and at
+    [64, 32], plus scalars (rank 0) and empty tensors, all external data in the graph written
+    (R1: no node reads them as data, whatever their size), and READ_AS_DATA's two, inline;
+    inline raw_data, or the typed fields."""
     cases: List[Tuple[str, int, Tuple[int, ...]]] = [(f"t.{k}", ty, (3, 5)) for ty, k in TABLE]
-    cases += [(f"big.{k}", ty, (64, 32)) for ty, k in TABLE]  # 1,024 bytes or more: external data (R1)
+    cases += [(f"big.{k}", ty, (64, 32)) for ty, k in TABLE]
     cases += [("scalar.f32", TP.FLOAT, ()), ("scalar.i4", TP.INT4, ()), ("scalar.bf16", TP.BFLOAT16, ()),
               ("empty.f32", TP.FLOAT, (0, 4)), ("empty.u4", TP.UINT4, (0,)), ("odd.e2m1", TP.FLOAT4E2M1, (7,))]
+    cases += [("shape.i64", TP.INT64, (2,)), ("index.i32", TP.INT32, ())]
     out = []
     for i, (name, ty, shape) in enumerate(cases):
         a = values(ty, shape, seed=1000 + i)
@@ -154,30 +162,18 @@ def check_kiln_holds(kiln_path: Path, originals: List[Any]) -> None:
         assert data == want, f"{t.name} ({info.dtype}): the Kiln bytes differ from onnx's to_array"
 
 
-INLINE_LIMIT = 1024  # docs/onnx.md, R1
-WIDTH_BITS = {TP.FLOAT: 32, TP.FLOAT16: 16, TP.BFLOAT16: 16, TP.DOUBLE: 64, TP.INT8: 8, TP.INT16: 16,
-              TP.INT32: 32, TP.INT64: 64, TP.UINT8: 8, TP.UINT16: 16, TP.UINT32: 32, TP.UINT64: 64, TP.BOOL: 8,
-              TP.FLOAT8E4M3FN: 8, TP.FLOAT8E5M2: 8, TP.INT4: 4, TP.UINT4: 4, TP.FLOAT4E2M1: 4,
-              TP.FLOAT8E8M0: 8}
-
-
-def stays_inline(t: Any) -> bool:
-    """Rule R1: under 1,024 payload bytes (4-bit types rounded up; a scalar is one element)."""
-    n = int(np.prod(t.dims)) if len(t.dims) else 1
-    return (n * WIDTH_BITS[t.data_type] + 7) // 8 < INLINE_LIMIT
-
-
-def check_graph_holds(graph: Path, originals: List[Any], kiln_name: str) -> None:
+def check_graph_holds(graph: Path, originals: List[Any], kiln_name: str, inline: Any) -> None:
     """The written graph, loaded by onnx with its external data, holds every initializer as the
-    original: the small ones inline (R1), the rest external data in the Kiln file; it names
-    that file (kiln.model), whose metadata records the graph's SHA-256 (R2)."""
+    original: those named in `inline` inline (R1: a node reads them as data), the rest external
+    data in the Kiln file; it names that file (kiln.model), whose metadata records the graph's
+    SHA-256 (R2)."""
     bare = onnx.load(str(graph), load_external_data=False)
     assert {p.key: p.value for p in bare.metadata_props}["kiln.model"] == kiln_name
     meta = kiln.safe_open(graph.with_name(kiln_name)).metadata() or {}
     assert meta[kiln.onnx.GRAPH_DIGEST_KEY] == hashlib.sha256(graph.read_bytes()).hexdigest()
     for t in bare.graph.initializer:
         keys = {e.key: e.value for e in t.external_data}
-        if stays_inline(t):
+        if t.name in inline:
             assert t.data_location != TP.EXTERNAL and not keys, t.name
         else:
             assert t.data_location == TP.EXTERNAL and keys["location"] == kiln_name, t.name
@@ -193,7 +189,7 @@ def check_graph_holds(graph: Path, originals: List[Any], kiln_name: str) -> None
 @pytest.mark.parametrize("form", ["raw", "typed", "external"])
 def test_every_dtype_round_trips(kiln_cli: str, tmp_path: Path, form: str) -> None:
     inits = initializers(typed=form == "typed")
-    m = model_of(inits)
+    m = model_of(inits, READERS)
     src = tmp_path / "model.onnx"
     if form == "external":
         onnx.save(m, str(src), save_as_external_data=True, all_tensors_to_one_file=True,
@@ -216,7 +212,7 @@ def test_every_dtype_round_trips(kiln_cli: str, tmp_path: Path, form: str) -> No
     meta = kiln.safe_open(out).metadata() or {}
     assert meta["onnx.ir_version"] == "10" and meta["onnx.opset_import"] == "ai.onnx:21"
     assert meta["onnx.producer_name"] == "kiln-tests"
-    check_graph_holds(graph, originals, "model.kiln")
+    check_graph_holds(graph, originals, "model.kiln", READ_AS_DATA)
     # kiln validate / inspect read the original too.
     assert run(kiln_cli, "validate", src).returncode == 0
     r = run(kiln_cli, "inspect", "--json", src)
@@ -521,40 +517,77 @@ def test_session_refuses_a_graph_without_its_kiln_model(monkeypatch: Any) -> Non
 
 
 def test_session_refuses_an_inline_initializer_r1_puts_in_kiln(converted: Path, monkeypatch: Any) -> None:
-    """fc1.weight (8,192 bytes) back inline in the converted graph, its digest recorded: refused
-    by name (R1); fc1.bias (128 bytes) inline is what the conversion writes, and passes."""
+    """The conversion writes every weight of the digits MLP as external data, the biases too (no
+    node reads them as data). fc1.weight (8,192 bytes) or fc1.bias (128 bytes) back inline in the
+    converted graph, its digest recorded: refused by name (R1), whatever the size."""
     graph = converted.with_name("digits.kiln.onnx")
-    m = onnx.load(str(graph), load_external_data=False)
-    assert [t.data_location == TP.EXTERNAL for t in m.graph.initializer] == [True, False, True, False]
-    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(digits()["fc1.weight"], "fc1.weight"))
-    write_graph(graph, m)
+    original = onnx.load(str(graph), load_external_data=False)
+    assert [t.data_location == TP.EXTERNAL for t in original.graph.initializer] == [True] * 4
     no_session(monkeypatch)
-    with pytest.raises(kiln.onnx.GraphError) as e:
-        kiln.onnx.session(graph, providers=CPU)
-    assert e.value.initializer == "fc1.weight"
-    assert str(e.value) == ('initializer "fc1.weight" is stored in the graph (8192 bytes): only initializers under '
-                            "1,024 bytes, or of a type Kiln cannot hold, stay in the graph; the rest must be external "
-                            "data in the Kiln file")
+    for i, (name, size) in enumerate((("fc1.weight", 8192), ("fc1.bias", 128))):
+        m = type(original)()
+        m.CopyFrom(original)
+        assert m.graph.initializer[i].name == name
+        m.graph.initializer[i].CopyFrom(numpy_helper.from_array(digits()[name], name))
+        write_graph(graph, m)
+        with pytest.raises(kiln.onnx.GraphError) as e:
+            kiln.onnx.session(graph, providers=CPU)
+        assert e.value.initializer == name
+        assert str(e.value) == (f'initializer "{name}" is stored in the graph ({size} bytes; no node reads it as data '
+                                "while the graph is resolved): only what shape inference reads (a shape, axes, "
+                                "scales, ...) or a type Kiln cannot hold stays in the graph; the rest must be "
+                                "external data in the Kiln file")
 
 
-def test_session_refuses_a_changed_inline_bias(converted: Path, monkeypatch: Any) -> None:
-    """One bit of an inline initializer changed: the graph's SHA-256 is not the one the Kiln
-    model records (R2), so the change is refused though no Kiln tensor is involved."""
-    graph = converted.with_name("digits.kiln.onnx")
+def reshape_model() -> Any:
+    """y = Reshape(x @ w, shape) + b: w [16, 32] and b [4] (16 bytes) f32 weights, external data
+    once converted; shape int64 [2] = [8, 4], which a Reshape reads as data: inline (R1)."""
+    rng = np.random.default_rng(11)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.array([8, 4], np.int64), "shape"),
+             numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Reshape", ["h", "shape"], ["h4"]),
+             helper.make_node("Add", ["h4", "b"], ["y"])]
+    return model_of(inits, nodes, [helper.make_tensor_value_info("x", TP.FLOAT, [1, 16])],
+                    [helper.make_tensor_value_info("y", TP.FLOAT, [8, 4])])
+
+
+def test_shapes_stay_inline_and_run(kiln_cli: str, tmp_path: Path) -> None:
+    """The converted reshape_model: the shape inline, w and the 16-byte b external data; the
+    session's result bit-identical to the original's."""
+    src = tmp_path / "reshape.onnx"
+    onnx.save(reshape_model(), str(src))
+    graph = convert(kiln_cli, src, tmp_path / "reshape.kiln")
+    bare = onnx.load(str(graph), load_external_data=False)
+    assert [(t.name, t.data_location == TP.EXTERNAL) for t in bare.graph.initializer] == [
+        ("w", True), ("shape", False), ("b", True)]
+    assert kiln.onnx.check_graph(graph).checked == [("w", "kiln"), ("shape", "inline"), ("b", "kiln")]
+    x = np.random.default_rng(12).standard_normal((1, 16)).astype(np.float32)
+    want = ort.InferenceSession(str(src), providers=CPU).run(None, {"x": x})[0]
+    assert kiln.onnx.session(graph, providers=CPU).run(None, {"x": x})[0].tobytes() == want.tobytes()
+
+
+def test_session_refuses_a_changed_inline_shape(kiln_cli: str, tmp_path: Path, monkeypatch: Any) -> None:
+    """One bit of an inline initializer (the shape a Reshape reads) changed: the graph's SHA-256
+    is not the one the Kiln model records (R2), so the change is refused though no Kiln tensor
+    is involved."""
+    src = tmp_path / "reshape.onnx"
+    onnx.save(reshape_model(), str(src))
+    graph = convert(kiln_cli, src, tmp_path / "reshape.kiln")
     m = onnx.load(str(graph), load_external_data=False)
-    bias = m.graph.initializer[1]
-    assert bias.name == "fc1.bias" and bias.data_location != TP.EXTERNAL and len(bias.raw_data) == 128
+    shape = m.graph.initializer[1]
+    assert shape.name == "shape" and shape.data_location != TP.EXTERNAL and len(shape.raw_data) == 16
     before = hashlib.sha256(graph.read_bytes()).hexdigest()
-    raw = bytearray(bias.raw_data)
-    raw[3] ^= 0x01
-    bias.raw_data = bytes(raw)
+    raw = bytearray(shape.raw_data)
+    raw[0] ^= 0x01
+    shape.raw_data = bytes(raw)
     graph.write_bytes(m.SerializeToString())
     after = hashlib.sha256(graph.read_bytes()).hexdigest()
     no_session(monkeypatch)
     with pytest.raises(kiln.onnx.GraphError) as e:
         kiln.onnx.session(graph, providers=CPU)
-    assert str(e.value).startswith(f"the graph's SHA-256 is {after}; digits.kiln records {before}: the graph was changed")
-    assert e.value.file == "digits.kiln"
+    assert str(e.value).startswith(f"the graph's SHA-256 is {after}; reshape.kiln records {before}: the graph was changed")
+    assert e.value.file == "reshape.kiln"
 
 
 def test_session_refuses_a_kiln_file_without_digests(tmp_path: Path, monkeypatch: Any) -> None:
@@ -619,7 +652,7 @@ def test_session_with_4_bit_initializers(kiln_cli: str, tmp_path: Path) -> None:
 
 def if_model(n: int = 300) -> Any:
     """y = If(cond, then: x + a, else: x * b), a and b initializers of the branches ([n] f32:
-    1,024 bytes or more for n >= 256), x an outer-scope value."""
+    external data once converted, whatever n), x an outer-scope value."""
     rng = np.random.default_rng(5)
     a = numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "then.a")
     b = numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), "else.b")
@@ -658,29 +691,36 @@ def test_subgraph_initializers_external_where_they_stand_run(kiln_cli: str, tmp_
 
 
 def test_constant_weights_are_lifted_and_run(kiln_cli: str, tmp_path: Path) -> None:
-    """A Constant of 2,048 bytes becomes an initializer of its output's name, external data
-    into the Kiln file; a Constant of 16 bytes stays a node. Results bit-identical."""
+    """Every Constant that no node reads as data becomes an initializer of its output's name,
+    external data into the Kiln file, whatever its size (2,048 bytes, 16 bytes); a Constant a
+    Reshape reads as its shape stays a node. Results bit-identical."""
     rng = np.random.default_rng(3)
     big = numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "big")
     small = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "small")
+    flat = numpy_helper.from_array(np.array([1, 32], np.int64), "flat")
     nodes = [helper.make_node("Constant", [], ["w"], name="cw", value=big),
              helper.make_node("Constant", [], ["s"], name="cs", value=small),
+             helper.make_node("Constant", [], ["f"], name="cf", value=flat),
              helper.make_node("MatMul", ["x", "w"], ["h"]),
              helper.make_node("Reshape", ["h", "shape"], ["h4"]),
-             helper.make_node("Add", ["h4", "s"], ["y"])]
+             helper.make_node("Add", ["h4", "s"], ["a"]),
+             helper.make_node("Reshape", ["a", "f"], ["y"])]
     shape = numpy_helper.from_array(np.array([8, 4], np.int64), "shape")
     m = model_of([shape], nodes, [helper.make_tensor_value_info("x", TP.FLOAT, [1, 16])],
-                 [helper.make_tensor_value_info("y", TP.FLOAT, [8, 4])])
+                 [helper.make_tensor_value_info("y", TP.FLOAT, [1, 32])])
     src = tmp_path / "const.onnx"
     onnx.save(m, str(src))
     out = tmp_path / "const.kiln"
     graph = convert(kiln_cli, src, out)
     bare = onnx.load(str(graph), load_external_data=False)
-    assert [n.op_type for n in bare.graph.node] == ["Constant", "MatMul", "Reshape", "Add"]
-    assert [(t.name, t.data_location == TP.EXTERNAL) for t in bare.graph.initializer] == [("shape", False), ("w", True)]
+    assert [n.op_type for n in bare.graph.node] == ["Constant", "MatMul", "Reshape", "Add", "Reshape"]
+    assert bare.graph.node[0].output == ["f"]
+    assert [(t.name, t.data_location == TP.EXTERNAL) for t in bare.graph.initializer] == [
+        ("shape", False), ("w", True), ("s", True)]
     with kiln.safe_open(out) as f:
         assert np.array_equal(f.get_tensor("w"), numpy_helper.to_array(big))
-    assert kiln.onnx.check_graph(graph).checked == [("shape", "inline"), ("w", "kiln")]
+        assert np.array_equal(f.get_tensor("s"), numpy_helper.to_array(small))
+    assert kiln.onnx.check_graph(graph).checked == [("shape", "inline"), ("w", "kiln"), ("s", "kiln")]
     x = rng.standard_normal((1, 16)).astype(np.float32)
     want = ort.InferenceSession(str(src), providers=CPU).run(None, {"x": x})[0]
     assert kiln.onnx.session(graph, providers=CPU).run(None, {"x": x})[0].tobytes() == want.tobytes()

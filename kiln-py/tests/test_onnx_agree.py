@@ -3,11 +3,13 @@
 (``kiln-wasm/test-support/onnx-check.mjs``) get the same verdict (accepted, or refused:
 by the graph's check naming the same initializer, or by a Kiln file's check) and, when
 accepted, the same R3 list. Each case also has its expected verdict, so that both
-accepting (or refusing) the same wrong thing fails too.
+accepting (or refusing) the same wrong thing fails too. Rule R1's table (what each operator
+reads as data, the two limits) is the same on both sides.
 
 Inputs: graphs converted by the CLI from small models built here (plain, Constant
-weights, subgraph weights, a sharded output), the same graphs changed (a tampered
-inline bias, an oversize inline weight, and the other refusals of R1 to R3), and,
+weights, subgraph weights, a sharded output, an inline shape), the same graphs changed (a
+tampered inline shape, an inline weight or bias, tensors read as data at and past each limit
+of R1, and the other refusals of R1 to R3), and,
 when the folder exists, each ``.onnx`` of the real-model corpus (tests/corpus or
 spec/corpus) converted. Without node or kiln-wasm/pkg this skips, unless
 KILN_REQUIRE_NPM is set (scripts/python-package.sh sets it): then it fails."""
@@ -29,7 +31,7 @@ pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto as TP  # noqa: E402
 from onnx import helper, numpy_helper  # noqa: E402
-from test_onnx import DIGITS_ONNX, convert, digits, field, if_model, model_of, record_graph  # noqa: E402
+from test_onnx import DIGITS_ONNX, convert, digits, field, if_model, model_of, record_graph, reshape_model  # noqa: E402
 
 import kiln  # noqa: E402
 import kiln.onnx  # noqa: E402
@@ -164,7 +166,8 @@ def g_twice(m: Any) -> bytes:
 def cases(tmp: Path) -> Dict[str, Tuple[Path, Any]]:
     """name -> (graph, the expected verdict: ("ok", R3 list) or a refusal)."""
     out: Dict[str, Tuple[Path, Any]] = {}
-    digits_list = [["fc1.weight", "kiln"], ["fc1.bias", "inline"], ["fc2.weight", "kiln"], ["fc2.bias", "inline"]]
+    digits_list = [["fc1.weight", "kiln"], ["fc1.bias", "kiln"], ["fc2.weight", "kiln"], ["fc2.bias", "kiln"]]
+    reshape_list = [["w", "kiln"], ["shape", "inline"], ["b", "kiln"]]
 
     def digits_graph(name: str) -> Path:
         return converted(tmp, name, DIGITS_ONNX)
@@ -173,23 +176,57 @@ def cases(tmp: Path) -> Dict[str, Tuple[Path, Any]]:
     out["constant-weights"] = (converted(tmp, "constant", constant_model()), (OK, [["w", "kiln"]]))
     out["subgraph-weights"] = (converted(tmp, "subgraph", if_model()), (OK, [["else.b", "kiln"], ["then.a", "kiln"]]))
     out["sharded"] = (converted(tmp, "sharded", DIGITS_ONNX, "--max-shard-size", "4096"), (OK, digits_list))
-    out["nested-30"] = (converted(tmp, "nested30", nested(30)), (OK, [["leaf.w", "inline"]]))
+    out["nested-30"] = (converted(tmp, "nested30", nested(30)), (OK, [["leaf.w", "kiln"]]))
+    out["inline-shape"] = (converted(tmp, "reshape", reshape_model()), (OK, reshape_list))
 
-    # R2: an inline bias changed, the digest not recorded again.
-    g = digits_graph("tampered")
+    # R2: an inline shape changed, the digest not recorded again.
+    g = converted(tmp, "tampered", reshape_model())
     m = bare(g)
     m.graph.initializer[1].raw_data = bytes([m.graph.initializer[1].raw_data[0] ^ 1]) + m.graph.initializer[1].raw_data[1:]
     out["tampered-digest"] = (rewrite(g, m, record=False), ("graph", None))
-    # R1: fc1.weight (8,192 bytes) inline, recorded.
-    g = digits_graph("oversize")
+    # R1: fc1.weight (8,192 bytes) or fc1.bias (128 bytes) inline, recorded: no node reads them as data.
+    for i, name in enumerate(("fc1.weight", "fc1.bias")):
+        g = digits_graph(f"inline-{name}")
+        m = bare(g)
+        m.graph.initializer[i].CopyFrom(numpy_helper.from_array(digits()[name], name))
+        out[f"inline-{name}"] = (rewrite(g, m), ("graph", name))
+
+    def read_as_data(name: str, extra: Any, node: Any, listed: bool = True) -> None:
+        """The digits graph with `extra` inline and `node` (reading it) added: accepted when listed."""
+        g = digits_graph(name)
+        m = bare(g)
+        m.graph.initializer.append(extra)
+        m.graph.node.append(node)
+        out[name] = (rewrite(g, m), (OK, digits_list + [[extra.name, "inline"]]) if listed else ("graph", extra.name))
+
+    # Read as data by a standard operator (by the table: a Reshape's shape, a Resize's scales): under 65,536 bytes.
+    def i64(n: int) -> Any:
+        return numpy_helper.from_array(np.zeros(n, np.int64), "extra")
+
+    reshape = helper.make_node("Reshape", ["logits", "extra"], ["r"])
+    read_as_data("shape-65528-bytes", i64(8191), reshape)
+    read_as_data("shape-65536-bytes", i64(8192), reshape, listed=False)
+    read_as_data("scales-f32", numpy_helper.from_array(np.ones(4, np.float32), "extra"),
+                 helper.make_node("Resize", ["logits", "", "extra"], ["r"]))
+    read_as_data("shape-ai-onnx", i64(200), helper.make_node("Reshape", ["logits", "extra"], ["r"], domain="ai.onnx"))
+    read_as_data("reshape-data", numpy_helper.from_array(np.ones(4, np.float32), "extra"),
+                 helper.make_node("Reshape", ["extra", "logits"], ["r"]), listed=False)
+    # An int32/int64 tensor of rank 0 or 1 taken by any standard operator (a Gather's indices); not of rank 2.
+    gather = helper.make_node("Gather", ["logits", "extra"], ["r"])
+    read_as_data("gather-indices", numpy_helper.from_array(np.array([1], np.int64), "extra"), gather)
+    read_as_data("gather-int32-scalar", numpy_helper.from_array(np.array(1, np.int32), "extra"), gather)
+    read_as_data("gather-rank-2", numpy_helper.from_array(np.array([[1]], np.int64), "extra"), gather, listed=False)
+    # An input of another domain's operator: under 1,024 bytes.
+    ms = helper.make_node("MatMulNBits", ["logits", "q", "extra"], ["r"], domain="com.microsoft")
+    read_as_data("other-domain-1020-bytes", numpy_helper.from_array(np.zeros(255, np.float32), "extra"), ms)
+    read_as_data("other-domain-1024-bytes", numpy_helper.from_array(np.zeros(256, np.float32), "extra"), ms, listed=False)
+    # A read in a function's body counts (names are the model's).
+    g = digits_graph("read-in-function")
     m = bare(g)
-    m.graph.initializer[0].CopyFrom(numpy_helper.from_array(digits()["fc1.weight"], "fc1.weight"))
-    out["oversize-inline"] = (rewrite(g, m), ("graph", "fc1.weight"))
-    # The same at 1,020 bytes (255 floats, one under the limit) is accepted inline.
-    g = digits_graph("under-limit")
-    m = bare(g)
-    m.graph.initializer.append(numpy_helper.from_array(np.zeros(255, np.float32), "extra"))
-    out["inline-1020-bytes"] = (rewrite(g, m), (OK, digits_list + [["extra", "inline"]]))
+    m.graph.initializer.append(i64(2))
+    m.functions.append(helper.make_function("local", "F", ["a"], ["o"], [helper.make_node("Reshape", ["a", "extra"], ["o"])],
+                                            [helper.make_opsetid("", 21)]))
+    out["read-in-function"] = (rewrite(g, m), (OK, digits_list + [["extra", "inline"]]))
     # Offsets with leading zeros: the same number, accepted by both.
     g = digits_graph("zeros")
     m = bare(g)
@@ -300,6 +337,21 @@ def corpus_cases(tmp: Path) -> Dict[str, Tuple[Path, Any]]:
         for src in sorted(folder.glob("**/*.onnx")) if folder.is_dir() else []:
             out[f"corpus:{src.relative_to(REPO)}"] = (converted(tmp, f"corpus-{len(out)}", src), OK)
     return out
+
+
+def test_the_table_is_the_same(node: str) -> None:
+    """R1's table (operator -> the input positions read as data) and its two limits: kiln-onnx's
+    (through kiln-py) and the npm package's (its onnx module's READS_DATA, INLINE_LIMIT,
+    OTHER_DOMAIN_LIMIT)."""
+    r = subprocess.run([node, str(CHECKER), "--table"], capture_output=True, text=True,
+                       env={**os.environ, "KILN_WASM_PKG": str(PKG)})
+    assert r.returncode == 0, r.stderr
+    js = json.loads(r.stdout)
+    table, inline_limit, other_limit = kiln._kiln.onnx_reads_data()
+    assert (inline_limit, other_limit) == (65536, 1024)  # docs/onnx.md
+    assert [[op, list(positions)] for op, positions in table] == js["reads_data"]
+    assert (js["inline_limit"], js["other_domain_limit"]) == (inline_limit, other_limit)
+    assert len(table) >= 30 and ("Reshape", [1]) in [(op, list(p)) for op, p in table]
 
 
 def test_python_and_npm_sessions_agree(kiln_cli: str, node: str, tmp_path: Path) -> None:

@@ -528,7 +528,8 @@ export interface OnnxGraphCheck {
   /**
    * Every initializer of the graph, the main graph's in order, then for each node in order each attribute's `g`
    * then `graphs`, each subgraph pre-order: `'kiln'` for external data checked against its Kiln tensor,
-   * `'inline'` for one held in the graph (under 1,024 bytes, or of a type Kiln cannot hold).
+   * `'inline'` for one held in the graph (read as data by a node while the graph is resolved, or of a type Kiln
+   * cannot hold).
    */
   checked: [name: string, how: 'kiln' | 'inline'][];
   /** The checked bytes of each Kiln file the graph reads, named as the graph names it (onnxruntime's `externalData`). */
@@ -537,8 +538,8 @@ export interface OnnxGraphCheck {
 
 /**
  * Checks a graph written by `kiln convert model.onnx -o model.kiln --onnx-graph model.kiln.onnx` against its Kiln
- * model as createOnnxSession does, without a runtime: initializers in the graph only under 1,024 bytes or of a
- * type Kiln cannot hold (others refused by name), external data only on the initializers of the main graph and its
+ * model as createOnnxSession does, without a runtime: initializers in the graph only what a node reads as data
+ * while the graph is resolved (a shape, axes, scales, ...) or of a type Kiln cannot hold (others refused by name), external data only on the initializers of the main graph and its
  * subgraphs (docs/onnx.md; the same verdicts as Python's kiln.onnx.check_graph); the Kiln
  * model the graph names (metadata_props `kiln.model`) checked whole, digests included, its metadata's
  * `kiln.convert.onnx_graph_sha256` the SHA-256 of the graph's bytes; every external initializer the Kiln tensor of

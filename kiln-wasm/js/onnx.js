@@ -3,8 +3,10 @@
 // the graph and its Kiln model have passed the hand-off rules of
 // docs/onnx.md, the same rules (and the same verdicts) as Python's
 // kiln.onnx.session, which checks through kiln-onnx's Rust:
-//   R1 an initializer stays inline in the graph only when it is under 1,024
-//      bytes or of a type Kiln cannot hold; external data only on the
+//   R1 an initializer stays inline in the graph only when a node reads it as
+//      data while the graph is resolved (a shape, axes, scales, ...: under
+//      64 KiB; an input of another domain's operator: under 1,024 bytes) or
+//      it is of a type Kiln cannot hold; external data only on the
 //      initializers of the main graph and its subgraphs, each the Kiln
 //      tensor of its name;
 //   R2 the graph names its Kiln model (metadata_props kiln.model), whose
@@ -664,12 +666,13 @@ async function check(graph, options, beforeOpen = null) {
  * --onnx-graph model.kiln.onnx` against its Kiln model, as createOnnxSession
  * does, without creating a session:
  *
- * - R1: each initializer held in the graph (main graph or subgraph) is under
- *   1,024 payload bytes or of a type Kiln cannot hold, else it is refused by
- *   name; external data only on the initializers of the main graph and its
- *   subgraphs (`location`, `offset`, `length`, nothing else; a plain file
- *   name), nowhere else (a Constant's or any attribute's tensor, a sparse
- *   tensor, a function's subgraph). A negative dimension, a second `g` in
+ * - R1: each initializer held in the graph (main graph or subgraph) is one a
+ *   node reads as data while the graph is resolved, under that read's limit
+ *   (READS_DATA, INLINE_LIMIT, OTHER_DOMAIN_LIMIT), or of a type Kiln cannot
+ *   hold, else it is refused by name; external data only on the
+ *   initializers of the main graph and its subgraphs (`location`, `offset`,
+ *   `length`, nothing else; a plain file name), nowhere else (a Constant's
+ *   or any attribute's tensor, a sparse tensor, a function's subgraph). A negative dimension, a second `g` in
  *   one attribute and subgraphs nested more than 30 deep are refused.
  * - R2: the graph's metadata_props name its Kiln model (`kiln.model`); that
  *   file (`options.model`, or the entry of `options.files` of that name) is
@@ -700,7 +703,7 @@ export async function checkOnnxGraph(graph, options = {}) {
  * `kiln convert model.onnx -o model.kiln --onnx-graph model.kiln.onnx`,
  * once the graph and its Kiln model have passed every check of
  * checkOnnxGraph: initializers inline only as the conversion leaves them
- * (under 1,024 bytes, or of a type Kiln cannot hold), the Kiln model the
+ * (what a node reads as data, or of a type Kiln cannot hold), the Kiln model the
  * graph names checked whole, digests included, and recording the graph's
  * SHA-256, and every external initializer the Kiln tensor of its name (same
  * offset, length, ONNX type and shape). Only then is

@@ -40,7 +40,7 @@ const str = (field, s) => bytes(field, enc.encode(s));
 const entry = (field, k, v) => bytes(field, cat([str(1, k), str(2, v)]));
 
 /** ONNX TensorProto.DataType codes used by the tests. */
-export const ONNX = { FLOAT: 1, UINT8: 2, STRING: 8, DOUBLE: 11, COMPLEX64: 14, FLOAT8E4M3FNUZ: 18, UINT4: 21 };
+export const ONNX = { FLOAT: 1, UINT8: 2, INT8: 3, INT32: 6, INT64: 7, STRING: 8, DOUBLE: 11, COMPLEX64: 14, FLOAT8E4M3FNUZ: 18, UINT4: 21 };
 
 /**
  * A TensorProto (its bytes, without a field key): dims 1, data_type 2,
@@ -79,9 +79,16 @@ export function attribute({ name, i = null, t = null, g = null, graphs = null })
   ]);
 }
 
-/** A NodeProto: input 1, output 2, name 3, op_type 4, attribute 5 (attributes' bytes). */
-export function node({ op, name = '', inputs = [], outputs = [], attributes = [] }) {
-  return cat([...inputs.map((s) => str(1, s)), ...outputs.map((s) => str(2, s)), str(3, name), str(4, op), ...attributes.map((a) => bytes(5, a))]);
+/** A NodeProto: input 1, output 2, name 3, op_type 4, attribute 5 (attributes' bytes), domain 7 (when given). */
+export function node({ op, name = '', inputs = [], outputs = [], attributes = [], domain = null }) {
+  return cat([
+    ...inputs.map((s) => str(1, s)),
+    ...outputs.map((s) => str(2, s)),
+    str(3, name),
+    str(4, op),
+    ...attributes.map((a) => bytes(5, a)),
+    ...(domain !== null ? [str(7, domain)] : []),
+  ]);
 }
 
 // ValueInfoProto: name 1, type 2 (TypeProto.tensor_type 1: elem_type 1, shape 2 (dim 1: dim_value 1, dim_param 2)).

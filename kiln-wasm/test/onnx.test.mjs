@@ -349,24 +349,60 @@ async function inlineVerdict(initializers, nodes = []) {
   }
 }
 
-test('R1: an inline initializer under 1,024 payload bytes is accepted, one of 1,024 refused by name', async () => {
-  const ok = await inlineVerdict([tensor({ name: 'w', dims: [255], rawLength: 1020 }), tensor({ name: 's', dataType: ONNX.DOUBLE, rawLength: 8 })]);
-  assert.deepEqual(ok, [['w', 'inline'], ['s', 'inline']]); // a scalar is one element
-  const big = await inlineVerdict([tensor({ name: 'w', dims: [256], rawLength: 1024 })]);
-  assert.ok(big instanceof Error && !(big instanceof kiln.KilnError), String(big));
-  assert.match(big.message, /initializer "w" is stored in the graph \(1024 bytes\): only initializers under 1,024 bytes, or of a type Kiln cannot hold, stay in the graph; the rest must be external data in the Kiln file/);
-  assert.equal(big.initializer, 'w');
+// A standard-domain node (or one of `domain`) taking `inputs`.
+const takes = (op, inputs, domain = null) => node({ op, name: op.toLowerCase(), inputs, outputs: [`${op}.out`], domain });
+// An int64 vector of n elements (a shape, axes, indices), zeros.
+const i64 = (name, n) => tensor({ name, dataType: ONNX.INT64, dims: [n], rawLength: 8 * n });
+
+test('R1: what a node reads as data stays inline (under 64 KiB); any other inline initializer is refused by name, whatever its size', async () => {
+  // A Reshape's shape, a Resize's scales (by position in the table, whatever the type), Range's scalars (one element each).
+  const ok = await inlineVerdict(
+    [i64('shape', 2), tensor({ name: 'scales', dims: [4], rawLength: 16 }), tensor({ name: 's', dataType: ONNX.DOUBLE, rawLength: 8 })],
+    [takes('Reshape', ['x', 'shape']), takes('Resize', ['x', '', 'scales']), takes('Range', ['s', 's', 's'])],
+  );
+  assert.deepEqual(ok, [['shape', 'inline'], ['scales', 'inline'], ['s', 'inline']]);
+  // ai.onnx is the standard domain too (1,600 bytes: past another domain's limit).
+  assert.deepEqual(await inlineVerdict([i64('shape', 200)], [takes('Reshape', ['x', 'shape'], 'ai.onnx')]), [['shape', 'inline']]);
+  // A float bias that no node reads as data: refused by name, at 16 bytes as at 16 KiB, and with no node at all.
+  const bias = await inlineVerdict([tensor({ name: 'b', dims: [4], rawLength: 16 })], [takes('Add', ['x', 'b'])]);
+  assert.ok(bias instanceof Error && !(bias instanceof kiln.KilnError), String(bias));
+  assert.match(bias.message, /initializer "b" is stored in the graph \(16 bytes; no node reads it as data while the graph is resolved\): only what shape inference reads \(a shape, axes, scales, \.\.\.\) or a type Kiln cannot hold stays in the graph; the rest must be external data in the Kiln file/);
+  assert.equal(bias.initializer, 'b');
+  assert.equal((await inlineVerdict([tensor({ name: 'b', dims: [4096], rawLength: 16384 })], [takes('Add', ['x', 'b'])])).initializer, 'b');
+  assert.equal((await inlineVerdict([tensor({ name: 'b', dims: [4], rawLength: 16 })])).initializer, 'b');
+  // The position counts: a Reshape's data input is a weight.
+  assert.equal((await inlineVerdict([tensor({ name: 'w', dims: [2], rawLength: 8 })], [takes('Reshape', ['w', 'shape'])])).initializer, 'w');
+  // Read as data: under 65,536 payload bytes.
+  assert.deepEqual(await inlineVerdict([i64('shape', 8191)], [takes('Reshape', ['x', 'shape'])]), [['shape', 'inline']]);
+  const long = await inlineVerdict([i64('shape', 8192)], [takes('Reshape', ['x', 'shape'])]);
+  assert.match(long.message, /initializer "shape" is stored in the graph \(65536 bytes; a node reads it as data, but only under 65536 bytes may stay\)/);
+  assert.equal(long.initializer, 'shape');
+  // An int32/int64 tensor of rank 0 or 1 that any standard node takes (shape data propagates through it: a Gather's indices).
+  const gathered = (t) => inlineVerdict([t], [takes('Gather', ['x', 'i'])]);
+  assert.deepEqual(await gathered(i64('i', 1)), [['i', 'inline']]);
+  assert.deepEqual(await gathered(tensor({ name: 'i', dataType: ONNX.INT32, rawLength: 4 })), [['i', 'inline']]);
+  assert.equal((await gathered(tensor({ name: 'i', dataType: ONNX.INT64, dims: [1, 1], rawLength: 8 }))).initializer, 'i', 'rank 2');
+  assert.equal((await gathered(tensor({ name: 'i', dataType: ONNX.INT8, dims: [4], rawLength: 4 }))).initializer, 'i', 'int8');
+  assert.match((await gathered(i64('i', 8192))).message, /"i" is stored in the graph \(65536 bytes; a node reads it as data/);
+  // An input of another domain's operator (whose shape inference the table does not know): under 1,024 bytes.
+  const other = (t) => inlineVerdict([t], [takes('MatMulNBits', ['x', 'q', 'scales'], 'com.microsoft')]);
+  assert.deepEqual(await other(tensor({ name: 'scales', dims: [255], rawLength: 1020 })), [['scales', 'inline']]);
+  const big = await other(tensor({ name: 'scales', dims: [256], rawLength: 1024 }));
+  assert.match(big.message, /initializer "scales" is stored in the graph \(1024 bytes; a node reads it as data, but only under 1024 bytes may stay\)/);
+  assert.equal(big.initializer, 'scales');
   // The size is the dims' (times the width), not the bytes present; 4-bit types round up.
-  assert.ok((await inlineVerdict([tensor({ name: 'w', dims: [16, 16], rawLength: 4 })])) instanceof Error);
-  assert.deepEqual(await inlineVerdict([tensor({ name: 'q', dataType: ONNX.UINT4, dims: [2046], rawLength: 1023 })]), [['q', 'inline']]);
-  assert.match((await inlineVerdict([tensor({ name: 'q', dataType: ONNX.UINT4, dims: [2047], rawLength: 1024 })])).message, /"q" is stored in the graph \(1024 bytes\)/);
+  assert.equal((await other(tensor({ name: 'scales', dims: [16, 16], rawLength: 4 }))).initializer, 'scales');
+  assert.deepEqual(await other(tensor({ name: 'q', dataType: ONNX.UINT4, dims: [2046], rawLength: 1023 })), [['q', 'inline']]);
+  assert.match((await other(tensor({ name: 'q', dataType: ONNX.UINT4, dims: [2047], rawLength: 1024 }))).message, /"q" is stored in the graph \(1024 bytes;/);
   assert.match((await inlineVerdict([tensor({ name: 'n', dims: [-1, 4], rawLength: 0 })])).message, /initializer "n" has a negative dimension/);
   // Whatever its type (kiln-onnx refuses it too).
   assert.equal((await inlineVerdict([tensor({ name: 'n', dataType: ONNX.STRING, dims: [-1], strings: [] })])).initializer, 'n');
-  // Empty and zero-size tensors are inline; dims whose product passes 2^64 are refused without computing it.
-  assert.deepEqual(await inlineVerdict([tensor({ name: 'e', dims: [0, 100000], rawLength: 0 })]), [['e', 'inline']]);
-  assert.deepEqual(await inlineVerdict([tensor({ name: 'e', dims: [...Array(5000).fill(2 ** 40), 0], rawLength: 0 })]), [['e', 'inline']]);
-  assert.match((await inlineVerdict([tensor({ name: 'h', dims: Array(100000).fill(2 ** 40), rawLength: 0 })])).message, /"h" is stored in the graph \(over 2\^64 bytes\)/);
+  // Empty and zero-size tensors read as data are inline (unread, they go to Kiln like any other); dims whose
+  // product passes 2^64 are refused without computing it.
+  assert.deepEqual(await inlineVerdict([tensor({ name: 'e', dims: [0, 100000], rawLength: 0 })], [takes('Slice', ['x', 'e'])]), [['e', 'inline']]);
+  assert.equal((await inlineVerdict([tensor({ name: 'e', dims: [0, 100000], rawLength: 0 })])).initializer, 'e');
+  assert.deepEqual(await inlineVerdict([tensor({ name: 'e', dims: [...Array(5000).fill(2 ** 40), 0], rawLength: 0 })], [takes('Slice', ['x', 'e'])]), [['e', 'inline']]);
+  assert.match((await inlineVerdict([tensor({ name: 'h', dims: Array(100000).fill(2 ** 40), rawLength: 0 })], [takes('Slice', ['x', 'h'])])).message, /"h" is stored in the graph \(over 2\^64 bytes; a node reads it as data/);
 });
 
 test('R1: initializers of a type Kiln cannot hold stay inline whatever their size', async () => {
@@ -380,30 +416,38 @@ test('R1: initializers of a type Kiln cannot hold stay inline whatever their siz
   assert.deepEqual(got, [['vocab', 'inline'], ['c', 'inline'], ['fnuz', 'inline'], ['future', 'inline']]);
 });
 
-// If(cond) whose then_branch holds `thenInits` and else_branch `elseInits`.
-const ifNode = (thenInits, elseInits = [], name = 'if') =>
+// If(cond) whose then_branch holds `thenInits` (and the nodes `thenNodes`) and else_branch `elseInits`.
+const ifNode = (thenInits, elseInits = [], name = 'if', thenNodes = []) =>
   node({
     op: 'If',
     name,
     inputs: ['cond'],
     outputs: ['y'],
     attributes: [
-      attribute({ name: 'then_branch', g: graphOf({ name: 'then', initializers: thenInits }) }),
+      attribute({ name: 'then_branch', g: graphOf({ name: 'then', nodes: thenNodes, initializers: thenInits }) }),
       attribute({ name: 'else_branch', g: graphOf({ name: 'else', initializers: elseInits }) }),
     ],
   });
 
-test("R1 in subgraphs: the same threshold; external data on any graph's initializers, nowhere else", async () => {
-  const small = tensor({ name: 't', dims: [255], rawLength: 1020 });
-  assert.deepEqual(await inlineVerdict([], [ifNode([small])]), [['t', 'inline']]);
+test("R1 in subgraphs: the same rule, a read in any graph counting; external data on any graph's initializers, nowhere else", async () => {
+  // A shape read by a Reshape in its own subgraph, or by one in the main graph (ONNX names are the model's): inline.
+  const small = i64('t', 2);
+  const reshape = takes('Reshape', ['x', 't']);
+  assert.deepEqual(await inlineVerdict([], [ifNode([small], [], 'if', [reshape])]), [['t', 'inline']]);
+  assert.deepEqual(await inlineVerdict([], [reshape, ifNode([small])]), [['t', 'inline']]);
+  // ... or by a node of a function's body.
+  const inFunction = pair([], () => cat([onnxWith({ nodes: [ifNode([small])] }), bytesField(25, bytesField(7, reshape))]));
+  assert.deepEqual((await kiln.checkOnnxGraph(inFunction.graph, { model: inFunction.model })).checked, [['t', 'inline']]);
+  // Read by nothing: refused, named with its subgraph.
+  assert.equal((await inlineVerdict([], [ifNode([small])])).initializer, 't');
   const big = await inlineVerdict([], [ifNode([], [tensor({ name: 'e', dims: [300], rawLength: 1200 })])]);
-  assert.match(big.message, /initializer "e" of subgraph "else" \(attribute "else_branch" of node "if" \(If\)\) is stored in the graph \(1200 bytes\)/);
+  assert.match(big.message, /initializer "e" of subgraph "else" \(attribute "else_branch" of node "if" \(If\)\) is stored in the graph \(1200 bytes; no node reads it as data while the graph is resolved\)/);
   assert.equal(big.initializer, 'e');
   // External data on a subgraph's initializer: listed in R3's order, held against its Kiln tensor.
   const tensors = [{ name: 'a', dtype: 'f32', shape: [300], data: f32(300) }, { name: 'x', dtype: 'f32', shape: [300], data: f32(300) }];
   const sub = pair(tensors, (place) => onnxWith({
     initializers: [tensor({ name: 'a', dims: [300], external: place('a') })],
-    nodes: [ifNode([tensor({ name: 'x', dims: [300], external: place('x') })], [small])],
+    nodes: [reshape, ifNode([tensor({ name: 'x', dims: [300], external: place('x') })], [small])],
   }));
   assert.deepEqual((await kiln.checkOnnxGraph(sub.graph, { model: sub.model })).checked, [['a', 'kiln'], ['x', 'kiln'], ['t', 'inline']]);
   assert.deepEqual(externalInitializers(sub.graph).map((r) => r.name), ['a', 'x']);
@@ -430,7 +474,7 @@ test("R1 in subgraphs: the same threshold; external data on any graph's initiali
   assert.deepEqual(await inlineVerdict([], [constant(tensor({ name: 'k', dims: [300], rawLength: 1200 }))]), []);
   // Nested 30 deep: accepted; 31: refused, not a stack overflow (kiln-onnx's bound too).
   const nested = (depth) => {
-    let g = graphOf({ name: 'leaf', initializers: [tensor({ name: 'leaf', dims: [1], rawLength: 4 })] });
+    let g = graphOf({ name: 'leaf', nodes: [takes('Unsqueeze', ['x', 'leaf'])], initializers: [i64('leaf', 1)] });
     for (let i = 1; i < depth; i++) g = graphOf({ name: `g${i}`, nodes: [node({ op: 'If', name: `n${i}`, attributes: [attribute({ name: 'then_branch', g })] })] });
     return node({ op: 'If', name: 'top', attributes: [attribute({ name: 'then_branch', g })] });
   };
@@ -501,9 +545,9 @@ test('R2: the graph names its Kiln model, which records the graph\'s SHA-256', a
   const changed = good.graph.slice();
   changed[changed.indexOf(0x6b /* k of 'kiln-wasm tests' */)] ^= 0x20;
   await assert.rejects(kiln.createOnnxSession(spy, changed, { model: good.model }), new RegExp(`the graph's SHA-256 is ${sha256(changed)}; m\\.kiln records ${good.sha}`));
-  // A graph whose initializers are all inline is valid, its model checked all the same.
-  const inline = pair(tensors, () => onnxWith({ initializers: [tensor({ name: 'b', dims: [4], raw: f32(4) })] }));
-  assert.deepEqual((await kiln.checkOnnxGraph(inline.graph, { model: inline.model })).checked, [['b', 'inline']]);
+  // A graph whose initializers are all inline (a shape a Reshape reads) is valid, its model checked all the same.
+  const inline = pair(tensors, () => onnxWith({ initializers: [i64('shape', 2)], nodes: [takes('Reshape', ['x', 'shape'])] }));
+  assert.deepEqual((await kiln.checkOnnxGraph(inline.graph, { model: inline.model })).checked, [['shape', 'inline']]);
   await kiln.createOnnxSession(spy, inline.graph, { model: inline.model, sessionOptions: { executionProviders: ['wasm'] } });
   assert.deepEqual(spy.calls.at(-1)[1], { executionProviders: ['wasm'], externalData: [] });
   await assert.rejects(kiln.createOnnxSession(spy, inline.graph, { model: pair(tensors, build).model }), /the graph's SHA-256 is/);
@@ -523,7 +567,7 @@ test('R2: the graph names its Kiln model, which records the graph\'s SHA-256', a
 test('R3: the checked list, main graph first, then each node\'s subgraphs pre-order', async () => {
   const data = (n) => ({ dtype: 'f32', shape: [n], data: f32(n, n) });
   const tensors = [{ name: 'a', ...data(400) }, { name: 'z', ...data(300) }];
-  const small = (name) => tensor({ name, dims: [2], raw: f32(2) });
+  const small = (name) => i64(name, 2); // inline: the Concat below takes every one (shape data)
   const loop = node({
     op: 'Loop',
     name: 'loop',
@@ -533,6 +577,7 @@ test('R3: the checked list, main graph first, then each node\'s subgraphs pre-or
     onnxWith({
       // ONNX writes a graph's nodes first: the list still starts with the main graph's initializers.
       nodes: [
+        takes('Concat', ['b', 'c', 'd1', 'd2', 'e', 'f', 'g', 'h', 'i']),
         node({
           op: 'If',
           name: 'if',
@@ -600,10 +645,11 @@ test('R2 for a sharded model: the manifest records the SHA-256 (a URL, or bytes 
   await assert.rejects(kiln.checkOnnxGraph(graph, { model: m.files.get('onnx.kiln') }), /onnx\.kiln is a sharded model's manifest, given as bytes: pass its URL/);
 });
 
-test('Node: a graph built here (weights external, biases inline) runs on its Kiln file, bit-identical to the inline graph', { skip: ort === null && 'onnxruntime-web not installed' }, async () => {
+test('Node: graphs built here run on their Kiln file, bit-identical to the inline graph (every weight external however small; a shape inline)', { skip: ort === null && 'onnxruntime-web not installed' }, async () => {
   ort.env.wasm.numThreads = 1;
   if (ortDist) ort.env.wasm.wasmPaths = ortDist;
   const floats = (n, seed) => new Float32Array(f32(n, seed).buffer);
+  const bits = (t) => new Uint32Array(t.buffer, t.byteOffset, t.length);
   const w = { w1: floats(2048, 1), b1: floats(32, 2), w2: floats(320, 3), b2: floats(10, 4) };
   const tensors = [
     { name: 'fc1.weight', dtype: 'f32', shape: [32, 64], data: le(w.w1) },
@@ -611,14 +657,53 @@ test('Node: a graph built here (weights external, biases inline) runs on its Kil
     { name: 'fc2.weight', dtype: 'f32', shape: [10, 32], data: le(w.w2) },
     { name: 'fc2.bias', dtype: 'f32', shape: [10], data: le(w.b2) },
   ];
-  const { graph, model } = pair(tensors, (place) => digitsOnnx(w, { external: { 'fc1.weight': place('fc1.weight'), 'fc2.weight': place('fc2.weight') }, metadata: [['kiln.model', 'm.kiln']] }));
-  assert.deepEqual((await kiln.checkOnnxGraph(graph, { model })).checked, [['fc1.weight', 'kiln'], ['fc1.bias', 'inline'], ['fc2.weight', 'kiln'], ['fc2.bias', 'inline']]);
+  const names = tensors.map((t) => t.name);
+  const externalAll = (place) => Object.fromEntries(names.map((n) => [n, place(n)]));
+  const { graph, model } = pair(tensors, (place) => digitsOnnx(w, { external: externalAll(place), metadata: [['kiln.model', 'm.kiln']] }));
+  assert.deepEqual((await kiln.checkOnnxGraph(graph, { model })).checked, names.map((n) => [n, 'kiln']));
   const input = new ort.Tensor('float32', Float32Array.from({ length: 4 * 64 }, (_, i) => (i % 17) / 8), [4, 64]);
   const session = await kiln.createOnnxSession(ort, graph, { model, sessionOptions: { executionProviders: ['wasm'] } });
   const got = (await session.run({ x: input })).logits.data;
   const inline = await ort.InferenceSession.create(digitsOnnx(w), { executionProviders: ['wasm'] });
   const want = (await inline.run({ x: input })).logits.data;
-  assert.deepEqual(new Uint32Array(got.buffer, got.byteOffset, got.length), new Uint32Array(want.buffer, want.byteOffset, want.length));
+  assert.deepEqual(bits(got), bits(want));
+  // The biases left inline (128 and 40 bytes; no node reads them as data): refused, the first by name, before the runtime.
+  const spy = spyRuntime();
+  const weights = (place) => ({ 'fc1.weight': place('fc1.weight'), 'fc2.weight': place('fc2.weight') });
+  const biases = pair(tensors, (place) => digitsOnnx(w, { external: weights(place), metadata: [['kiln.model', 'm.kiln']] }));
+  await assert.rejects(kiln.createOnnxSession(spy, biases.graph, { model: biases.model }), (e) => e.initializer === 'fc1.bias' && /\(128 bytes; no node reads it as data/.test(e.message));
+  assert.equal(spy.calls.length, 0);
+
+  // y = Reshape(x @ w, shape) + b: the shape (read as data while the graph resolves) inline, w and a 16-byte b external.
+  const shapeOf = le(BigInt64Array.from([8n, 4n]));
+  const mw = floats(512, 5);
+  const mb = floats(4, 6);
+  const reshaped = (place) =>
+    modelOf({
+      graph: graphOf({
+        name: 'main',
+        nodes: [
+          node({ op: 'MatMul', inputs: ['x', 'w'], outputs: ['h'] }),
+          node({ op: 'Reshape', inputs: ['h', 'shape'], outputs: ['h4'] }),
+          node({ op: 'Add', inputs: ['h4', 'b'], outputs: ['y'] }),
+        ],
+        initializers: [
+          tensor({ name: 'w', dims: [16, 32], ...(place ? { external: place('w') } : { raw: le(mw) }) }),
+          tensor({ name: 'shape', dataType: ONNX.INT64, dims: [2], raw: shapeOf }),
+          tensor({ name: 'b', dims: [4], ...(place ? { external: place('b') } : { raw: le(mb) }) }),
+        ],
+        inputs: [['x', [1, 16]]],
+        outputs: [['y', [8, 4]]],
+      }),
+      metadata: place ? [['kiln.model', 'm.kiln']] : [],
+    });
+  const m = pair([{ name: 'w', dtype: 'f32', shape: [16, 32], data: le(mw) }, { name: 'b', dtype: 'f32', shape: [4], data: le(mb) }], reshaped);
+  assert.deepEqual((await kiln.checkOnnxGraph(m.graph, { model: m.model })).checked, [['w', 'kiln'], ['shape', 'inline'], ['b', 'kiln']]);
+  const x16 = new ort.Tensor('float32', Float32Array.from({ length: 16 }, (_, i) => (i % 5) / 4 - 0.5), [1, 16]);
+  const y = (await (await kiln.createOnnxSession(ort, m.graph, { model: m.model, sessionOptions: { executionProviders: ['wasm'] } })).run({ x: x16 })).y;
+  const yWant = (await (await ort.InferenceSession.create(reshaped(null), { executionProviders: ['wasm'] })).run({ x: x16 })).y;
+  assert.deepEqual(y.dims, [8, 4]);
+  assert.deepEqual(bits(y.data), bits(yWant.data));
 });
 
 test('Node: weights in subgraphs, external data where they stand, run bit-identical to the original (handed to the runtime inline)', { skip }, async () => {
