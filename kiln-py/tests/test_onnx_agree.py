@@ -340,17 +340,18 @@ def corpus_cases(tmp: Path) -> Dict[str, Tuple[Path, Any]]:
 
 
 def test_the_table_is_the_same(node: str) -> None:
-    """R1's table (operator -> the input positions read as data) and its two limits: kiln-onnx's
-    (through kiln-py) and the npm package's (its onnx module's READS_DATA, INLINE_LIMIT,
-    OTHER_DOMAIN_LIMIT)."""
+    """R1's tables (operator -> the input positions read as data; the operators shape data
+    propagates through) and its two limits: kiln-onnx's (through kiln-py) and the npm
+    package's (its onnx module's READS_DATA, PROPAGATES, INLINE_LIMIT, OTHER_DOMAIN_LIMIT)."""
     r = subprocess.run([node, str(CHECKER), "--table"], capture_output=True, text=True,
                        env={**os.environ, "KILN_WASM_PKG": str(PKG)})
     assert r.returncode == 0, r.stderr
     js = json.loads(r.stdout)
-    table, inline_limit, other_limit = kiln._kiln.onnx_reads_data()
+    table, inline_limit, other_limit, propagates = kiln._kiln.onnx_reads_data()
     assert (inline_limit, other_limit) == (65536, 1024)  # docs/onnx.md
     assert [[op, list(positions)] for op, positions in table] == js["reads_data"]
     assert (js["inline_limit"], js["other_domain_limit"]) == (inline_limit, other_limit)
+    assert sorted(propagates) == sorted(js["propagates"]) and "Gather" in propagates
     assert len(table) >= 30 and ("Reshape", [1]) in [(op, list(p)) for op, p in table]
 
 

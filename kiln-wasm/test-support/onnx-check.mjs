@@ -7,7 +7,7 @@
 // {"ok": false, "kind": "graph" | "kiln", "initializer": name | null, "message"}.
 //   node kiln-wasm/test-support/onnx-check.mjs --table
 // prints rule R1's table as the package's onnx module holds it:
-// {"reads_data": [[op, [position, ...]], ...], "inline_limit", "other_domain_limit"}.
+// {"reads_data": [[op, [position, ...]], ...], "propagates": [op, ...], "inline_limit", "other_domain_limit"}.
 // The package is ../pkg (kiln-wasm/build.sh), or KILN_WASM_PKG.
 import { readFileSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
@@ -17,8 +17,15 @@ const pkg = process.env.KILN_WASM_PKG ?? new URL('../pkg/', import.meta.url).pat
 const kiln = await import(pathToFileURL(resolve(pkg, 'index.js')).href);
 
 if (process.argv[2] === '--table') {
-  const { READS_DATA, INLINE_LIMIT, OTHER_DOMAIN_LIMIT } = await import(pathToFileURL(resolve(pkg, 'onnx.js')).href);
-  console.log(JSON.stringify({ reads_data: [...READS_DATA], inline_limit: INLINE_LIMIT, other_domain_limit: OTHER_DOMAIN_LIMIT }));
+  const { READS_DATA, PROPAGATES, INLINE_LIMIT, OTHER_DOMAIN_LIMIT } = await import(pathToFileURL(resolve(pkg, 'onnx.js')).href);
+  console.log(
+    JSON.stringify({
+      reads_data: [...READS_DATA],
+      propagates: [...PROPAGATES],
+      inline_limit: INLINE_LIMIT,
+      other_domain_limit: OTHER_DOMAIN_LIMIT,
+    }),
+  );
   process.exit(0);
 }
 
