@@ -97,7 +97,17 @@ tensor = varint(2 << 3) + varint(1) + ld(8, b"w")
 nested = ld(5, tensor)
 for _ in range(5000):  # GraphProto.node -> NodeProto.attribute -> AttributeProto.g -> GraphProto ...
     nested = ld(1, ld(5, ld(6, nested)))
+def node(op, outputs, attrs=b""):  # NodeProto: output 2, op_type 4, attribute 5
+    return b"".join(ld(2, o) for o in outputs) + ld(4, op) + attrs
+# A Constant whose value claims 2^20 x 2^20 floats and holds none (AttributeProto: name 1, t 5).
+huge = ld(1, varint(1 << 20) + varint(1 << 20)) + varint(2 << 3) + varint(1)
+constant = ld(1, node(b"Constant", [b"c"], ld(5, ld(1, b"value") + ld(5, huge))))
+# A subgraph initializer whose external data lies outside the model's folder.
+outside = varint(2 << 3) + varint(1) + ld(8, b"w") + ld(1, varint(4)) + varint(14 << 3) + varint(1) + ld(13, ld(1, b"location") + ld(2, b"../../etc/passwd"))
+branch = ld(1, node(b"If", [b"y"], ld(5, ld(1, b"then_branch") + ld(6, ld(5, outside)))))
 files = {
+    "onnx-constant-4TiB": model(constant),
+    "onnx-subgraph-outside": model(branch),
     "onnx-packed-2^40": model(ld(5, tensor + ld(4, b"\0" * 8, claim=1 << 40))),
     "onnx-raw-2^31": model(ld(5, tensor + ld(9, b"\0" * 8, claim=(1 << 31) - 1))),
     "onnx-dims-2^40": model(ld(5, ld(1, b"\1" * 8, claim=1 << 40) + tensor)),
