@@ -769,6 +769,7 @@ fn peak_anon(dir: &Path, args: &[&str]) -> Option<(u64, u64, i32, String)> {
 /// A safetensors file of `n` one-element f32 tensors named like a
 /// mixture-of-experts model's, written here (the header's JSON by hand):
 /// returns the header's length.
+#[cfg(target_os = "linux")]
 fn many_tensor_safetensors(path: &Path, n: usize) -> u64 {
     let mut head = String::from("{");
     for i in 0..n {
