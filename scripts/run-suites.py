@@ -45,6 +45,11 @@ WARM_MARK = CACHE / "last-run"
 # running the whole run into CI's 90-minute stop with nothing reported.
 JOB_LIMIT = int(os.environ.get("KILN_JOB_LIMIT", str(30 * 60)))
 
+# The core's optional features that no workspace member turns on (defmt aside).
+CORE_EXTRA_FEATURES = ",".join(f"kiln-nostd/{f}" for f in (
+    "derive", "embedded-storage", "embedded-io", "embedded-storage-async", "embedded-io-async"))
+FOREIGN_TARGETS = ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")
+
 MIRI_SECONDS = os.environ.get("KILN_MIRI_SECONDS", "210")
 BE_SECONDS = os.environ.get("KILN_BE_SECONDS", "90")
 FUZZ_SECONDS = os.environ.get("KILN_FUZZ_SECONDS", "150")
@@ -74,10 +79,12 @@ def jobs():
     miri = lambda arch, order, after=(): Job(  # noqa: E731
         f"miri-{arch}", f"scripts/budget.py miri {arch}-unknown-linux-gnu --seconds {MIRI_SECONDS}", ["setup-rust"],
         cpu=1, env=cache(f"target-miri-{arch}"), note=f"Miri, {order}, a {MIRI_SECONDS} s sample", after=after)
-    check = lambda t: Job(  # noqa: E731
-        f"check-{t}", f"cargo clippy --workspace --exclude kiln-wasm --all-targets --locked --target {t} -- -D warnings"
-        f" && cargo clippy -p kiln-nostd --all-targets --all-features --locked --target {t} -- -D warnings",
-        ["setup-rust"], note="checked and linted, not linked")
+    # The three foreign targets in one cargo run, which shares the host's build scripts and macros.
+    targets = " ".join(f"--target {t}" for t in FOREIGN_TARGETS)
+    check = Job(
+        "check-foreign", f"cargo clippy --workspace --exclude kiln-wasm --all-targets --locked {targets} -- -D warnings"
+        f" && cargo clippy -p kiln-nostd --all-targets --all-features --locked {targets} -- -D warnings",
+        ["setup-rust"], note=f"checked and linted for {', '.join(FOREIGN_TARGETS)}, not linked")
     return [
         Job("setup-apt", "scripts/setup.sh apt", cpu=0, note="Debian packages"),
         Job("setup-rust", "scripts/setup.sh rust", cpu=0, note="targets, components, nightly Miri"),
@@ -98,8 +105,12 @@ def jobs():
             note="the workspace, -D warnings"),
         # After the main test build: two Miri runs at once would keep the builds waiting.
         miri("s390x", "big-endian", after=["cargo-test"]),
-        Job("cargo-test", "cargo test --workspace --locked", ["setup-rust", "setup-python", "setup-apt"],
-            note="unit, integration, doc and CLI tests; the differential test"),
+        # The core's optional features no member turns on go into the one workspace build, so the
+        # core's suite runs with every feature without a second build (defmt: see no_std, clippy-features;
+        # its linker script cannot link the host's cdylibs).
+        Job("cargo-test", f"cargo test --workspace --locked --features {CORE_EXTRA_FEATURES}",
+            ["setup-rust", "setup-python", "setup-apt"],
+            note="unit, integration, doc and CLI tests; the differential test; the core with every feature but defmt"),
         Job("wasm-and-web", "kiln-wasm/ci.sh", ["setup-rust", "setup-apt", "setup-wasm-bindgen"],
             note="the npm package under Node, the page in headless Chromium"),
         # The interop tests read files with the npm package, so they come after it.
@@ -115,8 +126,6 @@ def jobs():
             note="kiln.h current, libkiln.a, the C and C++ tests (ASan, UBSan), CMake"),
         Job("clippy-features", "cargo clippy -p kiln-nostd --all-targets --all-features --locked -- -D warnings",
             ["setup-rust"], note="the core with every feature"),
-        Job("cargo-test-features", "cargo test -p kiln-nostd --all-features --locked", ["setup-rust"],
-            note="the core's suite with every feature"),
         # The published crates alone (default features, then every feature, as docs.rs builds
         # them), then the workspace, whose members turn on some of the core's features.
         Job("docs", "export RUSTDOCFLAGS='-D warnings'"
@@ -126,7 +135,8 @@ def jobs():
             ["setup-rust"], limit=5 * 60, note="rustdoc -D warnings: the published crates, the workspace"),
         Job("publish-dry-run", "cargo publish --dry-run --locked -p kiln-derive -p kiln-nostd", ["setup-rust"],
             limit=5 * 60, note="the two crates packaged and built as crates.io would"),
-        Job("i686", "cargo test -p kiln-nostd --features alloc,derive,sha2,std --locked"
+        # The mutation test's 100,000 cases run in cargo-test; here a fifth of them.
+        Job("i686", "KILN_INCR_CASES=20000 cargo test -p kiln-nostd --features alloc,derive,sha2,std --locked"
             " --target i686-unknown-linux-gnu", ["setup-rust", "setup-apt"],
             note="the core's suite where usize is 32 bits"),
         Job("no_std", "for t in thumbv7em-none-eabihf thumbv6m-none-eabi riscv32imc-unknown-none-elf"
@@ -143,7 +153,7 @@ def jobs():
         Job("firmware-c", "firmware-c/ci.sh", ["setup-rust", "setup-apt"], note="the C firmware demo under QEMU"),
         Job("firmware-riscv", "firmware-riscv/ci.sh", ["setup-rust", "setup-apt"], limit=5 * 60,
             note="the RISC-V demo (riscv32imc) under QEMU virt"),
-        *[check(t) for t in ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")],
+        check,
         Job("rss", "scripts/rss.sh", ["setup-apt"], note="peak RSS on hostile files"),
         # The release kiln rss.sh built, the Python package python-package installed (after the npm
         # package), the kiln-cli test build cargo-test made, openssl (setup-apt): each doc block runs

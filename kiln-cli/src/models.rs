@@ -236,7 +236,7 @@ pub(crate) fn tensor_of_shard(
         Rule::ShardTensorDigest => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
         _ => return None,
     };
-    let name = manifest.shard_tensors(entry.index).nth(index).map(|t| t.name.to_owned());
+    let name = manifest.shard_tensors_of(entry).nth(index).map(|t| t.name.to_owned());
     Some(format!("{} (index {index})", name.or_else(|| dir.get(index)?.name().map(str::to_owned))?))
 }
 

@@ -125,9 +125,31 @@ for f in ["config.json", "generation_config.json", "tokenizer.json", "tokenizer_
 "#;
 
 fn checkpoint() -> tempfile::TempDir {
+    // Written by Python once per test binary (its start-up is most of a test's time), then
+    // copied: each test edits a checkpoint of its own.
+    static WRITTEN: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let template = WRITTEN.get_or_init(|| {
+        let d = tempfile::tempdir().unwrap();
+        py(d.path(), CHECKPOINT);
+        d
+    });
     let d = tempfile::tempdir().unwrap();
-    py(d.path(), CHECKPOINT);
+    copy_tree(template.path(), d.path());
     d
+}
+
+/// Copies the files and folders under `from` into `to`.
+fn copy_tree(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            std::fs::create_dir(&dest).unwrap();
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
 }
 
 /// Rewrites the index with `edit` (Python, on `index`).

@@ -89,6 +89,14 @@ impl<'s> Parser<'s> {
         self.limits
     }
 
+    /// A parser with the same settings that borrows this one's scratch, for
+    /// a caller that parses the same buffer twice (a shard's prefix, then
+    /// its whole block) with one name table's room.
+    #[cfg(feature = "sha2")]
+    pub(crate) fn reborrow(&mut self) -> Parser<'_> {
+        Parser { scratch: self.scratch.as_deref_mut(), ..*self }
+    }
+
     /// What [`steps`](crate::steps) checks with: `walk` is the accepting
     /// walk (with the plain fast path or not) where it is linked, else the
     /// step-by-step checks alone.

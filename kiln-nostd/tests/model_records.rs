@@ -268,6 +268,12 @@ fn a_sharded_model_round_trips() {
     assert_eq!(q.quant.map(|q| (q.scheme, q.scale, q.outer)), Some((2, "q.scale", "q.outer")));
     assert_eq!(m.find("scalar").unwrap().0.rank(), 0);
     assert_eq!(m.shard_tensors(3).map(|t| t.name).collect::<Vec<_>>(), ["b", "empty"]);
+    // Each shard entry starts its tensors where the walk from the table's start finds them.
+    for e in m.shards() {
+        let from_start: Vec<_> = m.shard_tensors(e.index).map(|t| (t.index, t.name)).collect();
+        assert!(!from_start.is_empty());
+        assert_eq!(m.shard_tensors_of(&e).map(|t| (t.index, t.name)).collect::<Vec<_>>(), from_start);
+    }
     let (opaque, _) = m.find("opaque").unwrap();
     assert_eq!((opaque.layout, opaque.block_size), ("Q4_K", 4));
     // Every shard records the model id and its place.

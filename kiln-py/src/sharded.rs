@@ -368,6 +368,6 @@ fn tensor_of_shard(manifest: &Manifest<'_>, entry: &ShardEntry<'_>, file: &[u8],
         Rule::ShardTensorDigest => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
         _ => return None,
     };
-    let name = manifest.shard_tensors(entry.index).nth(index).map(|t| t.name.to_owned());
+    let name = manifest.shard_tensors_of(entry).nth(index).map(|t| t.name.to_owned());
     name.or_else(|| dir.get(index)?.name().map(str::to_owned))
 }

@@ -160,6 +160,17 @@ pub struct ShardEntry<'a> {
     pub length: u64,
     /// SHA-256 of its bytes before the payload region.
     pub prefix_digest: &'a [u8; DIGEST_LEN],
+    /// Where its first tensor entry is in the tensor table, found in the
+    /// one walk [`Manifest::shards`] makes, so that a shard's tensors are
+    /// reached without walking the entries of the shards before it.
+    first: TensorAt,
+}
+
+/// A position in the manifest's tensor table: an entry's offset and index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TensorAt {
+    at: usize,
+    index: usize,
 }
 
 /// A shard file name that passed step M2: 1 to 255 bytes of UTF-8 without
@@ -596,16 +607,32 @@ impl<'a> Manifest<'a> {
         self.layout.shard_count
     }
 
-    /// The shards, in order.
+    /// The shards, in order. The walk also passes over the tensor table
+    /// once, so each entry knows where its tensors start
+    /// ([`shard_tensors_of`](Self::shard_tensors_of)).
     pub fn shards(&self) -> impl Iterator<Item = ShardEntry<'a>> + 'a {
         let mut c = Cursor { buf: self.buf, at: self.layout.shards_at.saturating_add(4) };
+        let mut t = Cursor { buf: self.buf, at: self.layout.tensors_at.saturating_add(4) };
+        let mut next = 0usize;
+        let tensor_count = self.layout.tensor_count;
         (1..=self.layout.shard_count).filter_map(move |index| {
             let s = read_shard(&mut c);
+            let index = u32::try_from(index).ok()?;
+            // The table is grouped by shard in order (M3): skip the entries of earlier shards.
+            while next < tensor_count {
+                let mut peek = Cursor { ..t };
+                if read_tensor(&mut peek).shard.0 >= index {
+                    break;
+                }
+                t = peek;
+                next = next.saturating_add(1);
+            }
             Some(ShardEntry {
-                index: u32::try_from(index).ok()?,
+                index,
                 name: ShardName(s.name.0),
                 length: s.length,
                 prefix_digest: s.digest.0.try_into().ok()?,
+                first: TensorAt { at: t.at, index: next },
             })
         })
     }
@@ -623,9 +650,14 @@ impl<'a> Manifest<'a> {
 
     /// The tensors, in table order (grouped by shard, each shard's in its descriptor order).
     pub fn tensors(&self) -> impl Iterator<Item = ManifestTensor<'a>> + 'a {
-        let mut c = Cursor { buf: self.buf, at: self.layout.tensors_at.saturating_add(4) };
+        self.tensors_from(TensorAt { at: self.layout.tensors_at.saturating_add(4), index: 0 })
+    }
+
+    /// The tensors from the entry at `from` to the end of the table.
+    fn tensors_from(&self, from: TensorAt) -> impl Iterator<Item = ManifestTensor<'a>> + 'a {
+        let mut c = Cursor { buf: self.buf, at: from.at };
         let digests = self.digests;
-        (0..self.layout.tensor_count).filter_map(move |index| {
+        (from.index..self.layout.tensor_count).filter_map(move |index| {
             let t = read_tensor(&mut c);
             Some(ManifestTensor {
                 index,
@@ -665,9 +697,19 @@ impl<'a> Manifest<'a> {
         None
     }
 
-    /// The tensors shard `index` holds, in its descriptor order.
+    /// The tensors shard `index` holds, in its descriptor order (a walk
+    /// from the start of the table: for each shard in turn, use
+    /// [`shard_tensors_of`](Self::shard_tensors_of)).
     pub fn shard_tensors(&self, index: u32) -> impl Iterator<Item = ManifestTensor<'a>> + 'a {
         self.tensors().skip_while(move |t| t.shard < index).take_while(move |t| t.shard == index)
+    }
+
+    /// The tensors of `shard`, an entry of this manifest's
+    /// [`shards`](Self::shards), in its descriptor order, starting where
+    /// they are in the table.
+    pub fn shard_tensors_of(&self, shard: &ShardEntry<'_>) -> impl Iterator<Item = ManifestTensor<'a>> + 'a {
+        let index = shard.index;
+        self.tensors_from(shard.first).take_while(move |t| t.shard == index)
     }
 
     /// The digests of the tensor table.
@@ -689,20 +731,20 @@ impl<'a> Manifest<'a> {
 
     /// Steps 4 to 6 of "Opening a shard of a manifest" for `shard`, a shard
     /// file [`Model::parse`](super::Model::parse) accepted (steps 1 to 3
-    /// and the file's length are the caller's, who opened it), at position
-    /// `index`: its model id, index and count, its tensors against their
-    /// entries, then its prefix digest. `model_id` is
-    /// [`model_id`](Self::model_id), computed once for all shards. Offsets
-    /// are in the shard's file.
+    /// and the file's length are the caller's, who opened it), at the
+    /// position of `entry` (one of this manifest's [`shards`](Self::shards)):
+    /// its model id, index and count, its tensors against their entries,
+    /// then its prefix digest. `model_id` is [`model_id`](Self::model_id),
+    /// computed once for all shards. Offsets are in the shard's file.
     #[cfg(feature = "sha2")]
     pub fn check_shard(
         &self,
-        index: u32,
+        entry: &ShardEntry<'_>,
         model_id: &[u8; DIGEST_LEN],
         file: &[u8],
         shard: &super::Model<'_>,
     ) -> Result<()> {
-        let Some(entry) = self.shard(index) else { return fail(Rule::ShardIndex, 0) };
+        let index = entry.index;
         let Some(id) = shard.shard() else { return fail(Rule::SchemaHash, 8) };
         if id.model != model_id {
             return fail(Rule::ShardModel, id.model_offset());
@@ -713,7 +755,7 @@ impl<'a> Manifest<'a> {
         if usize_from_u32(id.count) != self.layout.shard_count {
             return fail(Rule::ShardCount, id.count_offset());
         }
-        self.check_shard_tensors(index, shard)?;
+        self.check_shard_tensors(entry, shard)?;
         let prefix = file.get(..shard.payload_start()).unwrap_or(&[]);
         if crate::digest::sha256(prefix) != *entry.prefix_digest {
             return fail(Rule::ShardPrefixDigest, 0);
@@ -723,13 +765,13 @@ impl<'a> Manifest<'a> {
 
     /// Step 5: the shard's tensors against the manifest's entries for it.
     #[cfg(feature = "sha2")]
-    fn check_shard_tensors(&self, index: u32, shard: &super::Model<'_>) -> Result<()> {
+    fn check_shard_tensors(&self, shard_entry: &ShardEntry<'_>, shard: &super::Model<'_>) -> Result<()> {
         let dir = shard.directory();
         let table = shard.digests();
-        if self.shard_tensors(index).count() != dir.len() {
+        if self.shard_tensors_of(shard_entry).count() != dir.len() {
             return fail(Rule::ShardTensorCount, dir.start().saturating_add(8));
         }
-        for (i, (entry, t)) in self.shard_tensors(index).zip(dir.iter()).enumerate() {
+        for (i, (entry, t)) in self.shard_tensors_of(shard_entry).zip(dir.iter()).enumerate() {
             if !same_tensor(&entry, &t) {
                 return fail(Rule::ShardTensor, dir.start().saturating_add(crate::layout::descriptor_at(i)));
             }

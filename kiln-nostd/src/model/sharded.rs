@@ -31,7 +31,7 @@ pub fn check_shard(
     entry: &ShardEntry<'_>,
     file: Option<&[u8]>,
     verify: bool,
-    parser: Parser<'_>,
+    mut parser: Parser<'_>,
 ) -> Result<()> {
     let Some(file) = file else { return crate::error::fail(Rule::ShardMissing, 0) };
     let len = u64::try_from(file.len()).unwrap_or(u64::MAX);
@@ -43,11 +43,11 @@ pub fn check_shard(
     crate::frozen::check_frame(file, super::SHARD_HASH)?;
     let head = super::Head::check(file, &caps)?;
     let block = head.block;
-    let model = head.model(parser.parse_prefix_at(file, block, len)?);
-    manifest.check_shard(entry.index, model_id, file, &model)?;
-    // Steps 9d to 12: the whole-buffer verdict, whose steps 1 to 9 the prefix passed.
-    // No name scratch: the names are checked already, and the fast path rechecks them only on a fault.
-    let again = Parser::new().limits(caps);
+    let model = head.model(parser.reborrow().parse_prefix_at(file, block, len)?);
+    manifest.check_shard(entry, model_id, file, &model)?;
+    // Steps 9d to 12: the whole-buffer verdict, whose steps 1 to 9 the prefix passed. The
+    // same name scratch: without it the names would be compared pairwise again.
+    let again = parser;
     let dir = match (verify, model.digests()) {
         (true, Some(table)) => check_block_digests(file, block, again, &table)?,
         _ => again.parse_at(file, block)?,
@@ -86,7 +86,7 @@ pub fn check_shard_prefix<'a>(
     let head = super::Head::check(file, &parser.caps())?;
     let block = head.block;
     let model = head.model(parser.parse_prefix_at(file, block, file_len)?);
-    manifest.check_shard(entry.index, model_id, file, &model)?;
+    manifest.check_shard(entry, model_id, file, &model)?;
     Ok(model)
 }
 
