@@ -422,7 +422,10 @@ export declare class RemoteDirectory extends Directory {
  * server that ignores Range answers 200: its body is cancelled, not downloaded), or a 206 whose
  * Content-Range cannot be read (a cross-origin server must send `Access-Control-Expose-Headers: Content-Range`).
  */
-export function openRemote(url: string | URL, options?: RemoteOptions): Promise<RemoteDirectory | RemoteModel>;
+export function openRemote(url: string | URL, options?: RemoteOptions): Promise<RemoteFile>;
+
+/** What openRemote opens: one file, or a sharded model through its manifest (`sharded` tells them apart). */
+export type RemoteFile = RemoteDirectory | RemoteModel;
 
 /** A shard file of a sharded model. */
 export interface ShardInfo {

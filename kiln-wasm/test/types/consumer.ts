@@ -5,7 +5,7 @@
 import {
   parseDirectory, parseModel, isModelFile, init, KilnError, DirectoryLoader, RemoteDirectory, loadTensor, openRemote,
   dequantize, decodeValue, decodeFrame, Directory, Tensor, createOnnxSession, toGPUBuffer, loadDirectoryToGPU, type GPUDeviceLike, type ProgressInfo, type GPUBufferLike,
-  type AnyTensor, type DType, type KilnErrorCode, type FrozenValue, type Model, type ViewOf, type TensorView,
+  type AnyTensor, type DType, type KilnErrorCode, type RemoteFile, type FrozenValue, type Model, type ViewOf, type TensorView,
 } from 'kiln-wasm';
 
 // The caching API, imported on its own.
@@ -126,7 +126,10 @@ async function remote(): Promise<number> {
   await init({ wasm: new Uint8Array(8) });
   await init({ wasm: await WebAssembly.compile(new Uint8Array(8)) });
   const x = await loadTensor('https://h/m.kiln', 'w', { firstRequestBytes: 4096 });
-  const r = await openRemote('https://h/m.kiln');
+  const r: RemoteFile = await openRemote('https://h/m.kiln');
+  // @ts-expect-error: a RemoteFile may be one file, which has no shards
+  void r.shards;
+  if (r.sharded) { const n: number = r.shards.length; void n; } else { const one: RemoteDirectory = r; void one; }
   const l = await r.load(0);
   const meta2 = r.metadata?.get('source');
   if (x.dtype === 'f32') { const f: Float32Array = x.view(); void f; }
