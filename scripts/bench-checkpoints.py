@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checkpoint conversion, side by side in one run (issues: real checkpoints, 41).
 
-    python3 scripts/bench-checkpoints.py                 # 4 GiB, 4 shards (the README's figures)
+    python3 scripts/bench-checkpoints.py                 # 4 GiB, 4 shards (docs/performance.md's figures)
     python3 scripts/bench-checkpoints.py --single --gib 1   # one file + 200,000 tensors (docs/conversion.md)
     python3 scripts/bench-checkpoints.py --mib 64 --runs 1 --check   # the smoke size CI runs
     python3 scripts/bench-checkpoints.py --single --mib 64 --tensors 2000 --runs 1   # its --single part

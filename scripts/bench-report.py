@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Prints criterion results as the README's tables: time per item and the
+"""Prints criterion results as docs/performance.md's tables: time per item and the
 ratio against the baseline measured in the same run.
 
     cargo bench -p kiln-nostd --bench directory && scripts/bench-report.py directory

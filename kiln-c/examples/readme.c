@@ -4,7 +4,7 @@
 int check_model(const uint8_t *data, size_t len) {
     kiln_error err;
     kiln_dir dir;                       /* plain memory: no allocation, nothing to free */
-    if (kiln_parse(data, len, &dir, &err) != KILN_OK) {   /* same verdict as `kiln validate` */
+    if (kiln_parse(data, len, &dir, &err) != KILN_OK) {   /* every rule `kiln validate` checks but the digests */
         printf("%s at byte %llu: %s\n", kiln_code_name(err.code),
                (unsigned long long)err.offset, err.description);
         return err.code;

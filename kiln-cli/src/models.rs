@@ -263,6 +263,14 @@ impl ModelReport {
         }
     }
 
+    /// Whether every digest the model carries was hashed and matched: asked
+    /// for (`verify`), present (not a plain record) and no fault anywhere.
+    /// A rejected file never says so, since its check stopped before (or at)
+    /// a digest, and a truncated file's last tensors were never hashed.
+    pub fn digests_verified(&self) -> bool {
+        self.verified && self.kind != Kind::Plain && self.fault.is_none()
+    }
+
     /// What was checked, for the ok line.
     fn what(&self) -> String {
         let digests = match (self.kind, self.verified) {
@@ -343,7 +351,7 @@ impl ModelReport {
             shard_file: f.and_then(|f| f.file.as_deref()),
             tensor: f.and_then(|f| f.tensor.as_deref()),
             kind: self.kind.name(),
-            digests_verified: self.verified && self.kind != Kind::Plain,
+            digests_verified: self.digests_verified(),
             shard: self.shard_of.map(|(index, count, id)| ShardOf {
                 index,
                 count,

@@ -11,7 +11,7 @@ the figure is the median of the runs, and the ratio is safetensors / kiln
 for load (higher: Kiln faster) and kiln / safetensors for save (lower: Kiln
 faster).
 
-    python3 kiln-py/bench/load_vs_safetensors.py            # the README's three cases
+    python3 kiln-py/bench/load_vs_safetensors.py            # docs/performance.md's three cases
     python3 kiln-py/bench/load_vs_safetensors.py --quick    # small sizes (a smoke run)
 """
 

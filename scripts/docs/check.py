@@ -539,13 +539,14 @@ def check_tested_by(block):
     return True, f"run by {path}"
 
 
-def parse_commands(blocks):
-    """Every kiln command line through the CLI's parser (kiln-cli/tests/doc_commands.rs, which
-    reads `--kiln-commands`): {file:line: error or None}."""
+def parse_commands(files):
+    """Every kiln command line of `files`, in blocks and in the prose, through the CLI's parser
+    (kiln-cli/tests/doc_commands.rs, which reads `--kiln-commands`): {file:line: error or None}.
+    Every file is named, not only those with blocks: a doc may hold commands in its prose alone."""
     # --workspace: the features cargo-test's build resolved, so its artefacts are reused.
     p = subprocess.run(["cargo", "test", "--quiet", "--locked", "--workspace", "--test", "doc_commands", "--", "--nocapture"],
                        cwd=ROOT, capture_output=True, text=True,
-                       env={**os.environ, "KILN_DOC_FILES": "\n".join(sorted({b.file for b in blocks}))})
+                       env={**os.environ, "KILN_DOC_FILES": "\n".join(sorted(files))})
     verdicts = {}
     for line in (p.stdout + p.stderr).splitlines():
         m = re.search(r"doc-command (ok|FAIL) (\S+)(?: (.*))?$", line)  # after cargo -q's progress dots
@@ -710,7 +711,7 @@ def main():
         return 0
 
     t0 = time.monotonic()
-    verdicts = None if a.no_parse else parse_commands(blocks)
+    verdicts = None if a.no_parse else parse_commands(files)
     scratch = Path(tempfile.mkdtemp(prefix="kiln-docs-"))
     env = Env(scratch)
     passed = failed = 0
