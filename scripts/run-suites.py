@@ -101,7 +101,7 @@ def jobs():
             note="fuzz seeds, regression cases, goldens and digits-mlp.onnx are current"),
         Job("fmt", "cargo fmt --all --check", ["setup-rust"], cpu=1, note="cargo fmt --check"),
         Job("module-cycles", "python3 scripts/module-cycles.py --self-test", cpu=1,
-            note="no module of the core imports one that imports it back"),
+            note="no module imports one that imports it back, in any crate (Cargo.toml targets)"),
         miri("x86_64", "little-endian"),
         Job("clippy", "cargo clippy --workspace --all-targets --locked -- -D warnings", ["setup-rust"],
             note="the workspace, -D warnings"),

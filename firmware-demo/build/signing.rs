@@ -169,7 +169,8 @@ fn retrain_fc2(factory: &[u8]) -> (Vec<u8>, usize, f64) {
     (f, correct, min_gap)
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// `bytes` as the elements of a Rust array literal (`0x1f, 0x8b, `), for the generated source.
+fn byte_literals(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:#04x}, ")).collect()
 }
 
@@ -228,7 +229,7 @@ pub fn signed_updates(out: &Path) {
          /// The demo signing key's public half: the only key the device trusts (the seed, a demo key\n\
          /// only, is in build/signing.rs; a product's device gets its own public key).\n",
     );
-    writeln!(src, "pub const PUBKEY: [u8; 32] = [{}];", hex(&public)).unwrap();
+    writeln!(src, "pub const PUBKEY: [u8; 32] = [{}];", byte_literals(&public)).unwrap();
     writeln!(src, "/// The device's target name: a release for another is refused.").unwrap();
     writeln!(src, "pub const TARGET: &str = {TARGET:?};").unwrap();
     writeln!(src, "/// The factory image's version (kept by the device: the image is a digests record).").unwrap();
@@ -238,7 +239,7 @@ pub fn signed_updates(out: &Path) {
     writeln!(src, "pub const NEW_VERSION: u64 = {NEW_VERSION};").unwrap();
     writeln!(src, "/// NEW's length and SHA-256 (of the whole file): the rebuilt slot must equal them.").unwrap();
     writeln!(src, "pub const NEW_LEN: usize = {};", new.len()).unwrap();
-    writeln!(src, "pub const NEW_SHA256: [u8; 32] = [{}];", hex(&sha256(&new))).unwrap();
+    writeln!(src, "pub const NEW_SHA256: [u8; 32] = [{}];", byte_literals(&sha256(&new))).unwrap();
     writeln!(src, "/// The bad updates, as their differences from the good one.").unwrap();
     writeln!(src, "pub static BAD: [Bad; 6] = [").unwrap();
     let cases: [(&str, Fault, &[u8]); 6] = [
@@ -256,7 +257,7 @@ pub fn signed_updates(out: &Path) {
             patched[*at..at + bytes.len()].copy_from_slice(bytes);
         }
         assert_eq!(patched, bad, "{what}: the differences give the bad file");
-        let diff: String = diff.iter().map(|(at, b)| format!("({at}, &[{}]), ", hex(b))).collect();
+        let diff: String = diff.iter().map(|(at, b)| format!("({at}, &[{}]), ", byte_literals(b))).collect();
         writeln!(src, "    Bad {{ what: {what:?}, fault: Fault::{fault:?}, len: {}, runs: &[{diff}] }},", bad.len())
             .unwrap();
     }

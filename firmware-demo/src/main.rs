@@ -358,7 +358,14 @@ fn run() -> bool {
     // arrives (slot A = the factory model file, slots B and C in RAM)
     #[cfg(feature = "signed")]
     if model_file_ok {
-        signed::run(&MODEL_FILE.0, ram, as_bytes(pool_mem), &mut ticks, cyccnt, &mut chk);
+        let slot_b = signed::run(&MODEL_FILE.0, ram, as_bytes(pool_mem), &mut ticks, cyccnt, &mut chk);
+        // Then the delta to NEW, sent to the device that runs slot B.
+        #[cfg(feature = "delta")]
+        if let Some(b) = slot_b {
+            delta::run(b.running.image, &MODEL_FILE.0, b.slot_c, b.trusted, &b.running, &mut ticks, &mut chk);
+        }
+        #[cfg(not(feature = "delta"))]
+        let _ = slot_b;
     }
 
     if chk.failed != 0 {

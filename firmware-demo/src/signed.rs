@@ -28,8 +28,9 @@
 //! signed as version [`UPDATE_VERSION`] for [`TARGET`], and six bad ones,
 //! which the server stores as their differences from the good one (the
 //! demo applies them as the packets pass, so the device receives exactly
-//! the bad file's bytes). Then (feature `delta`, src/delta.rs) a delta to
-//! NEW, version [`NEW_VERSION`], rebuilt in slot C.
+//! the bad file's bytes). Then (feature `delta`, src/delta.rs, which main
+//! runs with the [`SlotB`] this step hands over) a delta to NEW, version
+//! [`NEW_VERSION`], rebuilt in slot C.
 // Slot C, NEW's figures and the programmer's view serve the delta step.
 #![cfg_attr(not(feature = "delta"), allow(dead_code))]
 
@@ -373,27 +374,39 @@ fn hex4(k: &[u8]) -> [u8; 4] {
     out
 }
 
-/// Step 9: the bad updates, the good one, the costs, then the delta.
-pub fn run(
+/// Slot B running the accepted signed update, and what the delta step
+/// (src/delta.rs, run after this one by main) rebuilds NEW with.
+pub struct SlotB<'a> {
+    /// The model the device now runs: the update, in slot B.
+    pub running: Running<'a>,
+    /// The inactive slot the delta rebuilds NEW in.
+    pub slot_c: &'a mut [u8],
+    /// The vendor's key and target.
+    pub trusted: Trust<'a>,
+}
+
+/// Step 9: the bad updates, the good one, the costs; `None` when the good
+/// update was not activated (a failed check says why).
+pub fn run<'a>(
     factory: &'static [u8],
-    slot_b: &mut [u8],
-    slot_c: &mut [u8],
+    slot_b: &'a mut [u8],
+    slot_c: &'a mut [u8],
     ticks: &mut Ticks,
     cyccnt: (u32, u32),
     chk: &mut Checks,
-) {
+) -> Option<SlotB<'a>> {
     let Some(trusted) = Trust::new(&PUBKEY).map(|t| t.target(TARGET)) else {
         chk.expect(false, "the demo's public key is a usable Ed25519 key");
-        return;
+        return None;
     };
     let (Some(slot_b), Some(slot_c)) = (slot_b.get_mut(..SLOT_LEN), slot_c.get_mut(..SLOT_LEN)) else {
         chk.expect(false, "slots B and C are SLOT_LEN bytes");
-        return;
+        return None;
     };
     let good: &[u8] = &UPDATE;
     let Ok(good_model) = Model::parse(good) else {
         chk.expect(false, "the signed update parses");
-        return;
+        return None;
     };
     let n = good.len().div_ceil(PACKET);
     let k = hex4(&PUBKEY);
@@ -487,7 +500,7 @@ pub fn run(
 
     hprintln!("  update (g) intact, version {}: {} bytes in {} packets", UPDATE_VERSION, good.len(), n);
     let trust = trusted.newer_than(running.version);
-    let b_image = match receive(good, &[], slot_b, trust, &mut stack) {
+    match receive(good, &[], slot_b, trust, &mut stack) {
         Outcome::Accepted { summary, image } => {
             hprintln!(
                 "    accepted after packet {} of {}: version {}, block at +{}, payload at +{} (image at slot offset {}: the block on a 64-byte boundary); slot B activated",
@@ -505,19 +518,18 @@ pub fn run(
                 "the block sits on a 64-byte boundary in slot B",
             );
             running = Running { slot: SlotId::B, image, version: summary.version };
-            image
         }
         Outcome::Rejected { packet, error: e, .. } => {
             hprintln!("    REJECTED at packet {}: {}", packet, e);
             chk.expect(false, "the signed update is accepted");
-            return;
+            return None;
         }
         Outcome::NoRoom { packet } => {
             hprintln!("    refused at packet {}: does not fit slot B", packet);
             chk.expect(false, "the signed update fits slot B");
-            return;
+            return None;
         }
-    };
+    }
     check_running(&running, "    ", chk);
     hprintln!(
         "  stack used by UpdateCheck::feed: {} bytes at packet {} (the packet that completes the signed prefix: the Ed25519 check), {} bytes at most for every other packet (packet {}); finish: {} bytes",
@@ -529,11 +541,7 @@ pub fn run(
     );
 
     costs(good, &good_model, trusted, ticks, cyccnt, &stack, chk);
-
-    #[cfg(feature = "delta")]
-    crate::delta::run(b_image, factory, slot_c, trusted, &running, ticks, chk);
-    #[cfg(not(feature = "delta"))]
-    let _ = (b_image, slot_c);
+    Some(SlotB { running, slot_c, trusted })
 }
 
 /// The stack and instruction counts of the signature check and the hashing.

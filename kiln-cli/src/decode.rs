@@ -128,20 +128,6 @@ fn float_text<F: Into<f64> + std::fmt::Debug + Copy>(x: F) -> String {
     }
 }
 
-/// Lowercase hex of a byte run.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len().saturating_mul(2).saturating_add(2));
-    s.push('"');
-    let digit = |n: u8| char::from(DIGITS.get(usize::from(n & 15)).copied().unwrap_or(b'0'));
-    for b in bytes {
-        s.push(digit(b >> 4));
-        s.push(digit(*b));
-    }
-    s.push('"');
-    s
-}
-
 /// A kind whose JSON is one token (so a list of it fills lines).
 fn is_token(kind: Kind) -> bool {
     !kind.is_container() && kind != Kind::Tensors
@@ -304,7 +290,7 @@ impl<W: Write> JsonWriter<W> {
             },
             Kind::List => {
                 if let Some(bytes) = v.as_bytes() {
-                    return self.raw(&hex(bytes));
+                    return self.raw(&format!("\"{}\"", hex::encode(bytes)));
                 }
                 let Some(list) = v.as_list() else { return self.raw("[]") };
                 if is_token(list.elem().kind()) {

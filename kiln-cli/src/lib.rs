@@ -29,6 +29,7 @@ mod input;
 mod inspect;
 pub mod models;
 mod output;
+mod paths;
 mod platform;
 mod schema;
 mod sign;

@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::model::{self, Kind, Manifest, Model, ShardEntry, ShardName};
@@ -14,6 +14,7 @@ use memmap2::Mmap;
 use serde::Serialize;
 
 use crate::output::ErrorFields;
+use crate::paths;
 use kiln_nostd::host;
 
 /// A mapped shard file (`None` when it is empty).
@@ -34,10 +35,7 @@ impl AsRef<[u8]> for Mapped {
 pub fn open_shard(folder: &Path, name: ShardName<'_>) -> io::Result<Option<Mapped>> {
     // M2 made the name a plain file name: joining it stays in the folder.
     let path = folder.join(name.as_str());
-    let Ok(meta) = std::fs::symlink_metadata(&path) else { return Ok(None) };
-    if meta.file_type().is_symlink() && !stays_inside(folder, &path) {
-        return Ok(None);
-    }
+    let Ok(true) = paths::may_open(folder, &path) else { return Ok(None) };
     let Ok(file) = File::open(&path) else { return Ok(None) };
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -50,20 +48,6 @@ pub fn open_shard(folder: &Path, name: ShardName<'_>) -> io::Result<Option<Mappe
     // (SIGBUS) as with any mapped reader.
     let map = unsafe { Mmap::map(&file) }?;
     Ok(Some(Mapped { map: Some(map) }))
-}
-
-/// True when the link at `path` resolves to a file inside `folder`.
-pub(crate) fn stays_inside(folder: &Path, path: &Path) -> bool {
-    let (Ok(dir), Ok(target)) = (folder.canonicalize(), path.canonicalize()) else { return false };
-    target.parent() == Some(dir.as_path())
-}
-
-/// The folder a manifest's shard names are resolved in.
-pub fn folder_of(manifest: &Path) -> PathBuf {
-    match manifest.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
 }
 
 /// One shard's line in a model's report.
@@ -171,7 +155,7 @@ fn check_sharded(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io:
             });
         }
     };
-    let folder = folder_of(path);
+    let folder = paths::folder_of(path);
     let id = manifest.model_id();
     let mut shards = Vec::new();
     let mut fault = None;
@@ -240,9 +224,9 @@ pub(crate) fn tensor_of_shard(
     Some(format!("{} (index {index})", name.or_else(|| dir.get(index)?.name().map(str::to_owned))?))
 }
 
-/// The short form of a model id in messages: its first 8 bytes in hex.
+/// The short form of a model id or payload digest in messages: its first 8 bytes in hex.
 pub fn short_id(id: &[u8; DIGEST_LEN]) -> String {
-    id.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    hex::encode(id.split_at(8).0)
 }
 
 impl ModelReport {
@@ -283,7 +267,7 @@ impl ModelReport {
                 let signed = self.signed.as_ref().map(|(key, version, target)| {
                     format!(
                         ", release {version} for {target}, signed by key {}; signature not checked (kiln verify --pubkey)",
-                        crate::sign::hex(key)
+                        hex::encode(key)
                     )
                 });
                 format!(
@@ -301,7 +285,7 @@ impl ModelReport {
                     "signed model, {} tensors, {digests}, release {version} for {target}, signed by key {}; \
                      signature not checked (kiln verify --pubkey)",
                     self.tensors,
-                    crate::sign::hex(key)
+                    hex::encode(key)
                 ),
                 None => format!("model file, {} tensors, {digests}", self.tensors),
             },
@@ -352,14 +336,10 @@ impl ModelReport {
             tensor: f.and_then(|f| f.tensor.as_deref()),
             kind: self.kind.name(),
             digests_verified: self.digests_verified(),
-            shard: self.shard_of.map(|(index, count, id)| ShardOf {
-                index,
-                count,
-                model: id.iter().map(|b| format!("{b:02x}")).collect(),
-            }),
+            shard: self.shard_of.map(|(index, count, id)| ShardOf { index, count, model: hex::encode(id) }),
             shards: (self.kind == Kind::Manifest && !self.shards.is_empty()).then_some(self.shards.as_slice()),
             signed: self.signed.as_ref().map(|(key, version, target)| Signed {
-                key: crate::sign::hex(key),
+                key: hex::encode(key),
                 version: *version,
                 target,
                 signature_checked: false,
@@ -427,7 +407,7 @@ pub fn inspect_manifest(file: &str, bytes: &[u8], json: bool) -> Result<String, 
                 let outer = if q.outer.is_empty() { String::new() } else { format!(",outer={}", q.outer) };
                 format!("scheme {}(axis={},group={},scale={}{outer})", q.scheme, q.axis, q.group_size, q.scale)
             }),
-            digest: t.digest.iter().map(|b| format!("{b:02x}")).collect(),
+            digest: hex::encode(t.digest),
         })
         .collect();
     let metadata: Vec<(&str, &str)> = m.metadata().iter().collect();
@@ -442,14 +422,14 @@ pub fn inspect_manifest(file: &str, bytes: &[u8], json: bool) -> Result<String, 
             shards: &'a [ShardRow<'a>],
             tensors: &'a [ManifestRow<'a>],
         }
-        let model = id.iter().map(|b| format!("{b:02x}")).collect();
+        let model = hex::encode(id);
         let doc = Doc { file, kind: "manifest", model, metadata: &metadata, shards: &shards, tensors: &rows };
         return Ok(serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n");
     }
     let payload: u64 = rows.iter().map(|r| r.byte_length).fold(0, u64::saturating_add);
     let mut out = format!(
         "file:            {file}\nkind:            sharded model (manifest)\nmodel id:        {}\nshards:          {}\ntensors:         {}\npayload bytes:   {payload}\n\n",
-        id.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        hex::encode(id),
         shards.len(),
         rows.len()
     );

@@ -17,6 +17,7 @@ use crate::convert::error::{io_fail, Usage};
 use crate::convert::outfile::{self, Target};
 use crate::input::Input;
 use crate::output::ErrorFields;
+use crate::paths;
 
 /// `kiln sign`.
 #[derive(Args, Debug)]
@@ -98,11 +99,6 @@ pub fn verifying_key(path: &Path) -> anyhow::Result<VerifyingKey> {
         .map_err(|e| Usage(format!("{} is not an Ed25519 public key in SPKI PEM ({e})", path.display())).into())
 }
 
-/// Hex of a key or digest.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Writes `parts` to OUT through a temporary file beside it, checks the
 /// written bytes with `check`, and renames it into place.
 fn write_out(
@@ -176,7 +172,7 @@ fn sign(args: &SignArgs) -> anyhow::Result<()> {
         args.output.display(),
         args.version,
         args.target,
-        hex(&public)
+        hex::encode(public)
     );
     Ok(())
 }
@@ -190,7 +186,7 @@ fn sign_manifest(args: &SignArgs, key: &SigningKey, file: &std::fs::File, bytes:
     let n = write_out(&args.output, file, &[&signed], !args.no_fsync, |written| {
         (written == signed.as_slice()).then_some(()).ok_or_else(|| anyhow!("the written manifest differs"))
     })?;
-    let (from, to) = (crate::models::folder_of(&args.input), crate::models::folder_of(&args.output));
+    let (from, to) = (paths::folder_of(&args.input), paths::folder_of(&args.output));
     if from.canonicalize().ok() != to.canonicalize().ok() {
         eprintln!(
             "kiln sign: note: the shards are in {}; a signed manifest finds them only in its own folder",
@@ -203,7 +199,7 @@ fn sign_manifest(args: &SignArgs, key: &SigningKey, file: &std::fs::File, bytes:
         args.output.display(),
         args.version,
         args.target,
-        hex(&public)
+        hex::encode(public)
     );
     Ok(())
 }
@@ -318,7 +314,7 @@ pub fn run_verify(args: &VerifyArgs) -> anyhow::Result<u8> {
             (Ok((tensors, version, target)), false) => {
                 format!(
                     "{file}: ok ({what}, {tensors} tensors, release {version} for {target}, key {}, signature and digests verified)",
-                    hex(&key)
+                    hex::encode(key)
                 )
             }
             (Err(e), false) => {
@@ -344,7 +340,7 @@ pub fn run_verify(args: &VerifyArgs) -> anyhow::Result<u8> {
                     error: v.as_ref().err().map(ErrorFields::from),
                     version: release.map(|r| r.1),
                     target: release.map(|r| r.2.as_str()),
-                    key: hex(&key),
+                    key: hex::encode(key),
                 })
                 .unwrap_or_default()
             }

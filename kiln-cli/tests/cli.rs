@@ -816,15 +816,8 @@ fn validate_without_flags_is_parse_any() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
     let goldens: Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("spec/kiln-v2-cases.json")).unwrap()).unwrap();
-    let mut inputs: Vec<Vec<u8>> = goldens["cases"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| {
-            let h = c["hex"].as_str().unwrap();
-            (0..h.len()).step_by(2).map(|i| u8::from_str_radix(&h[i..i + 2], 16).unwrap()).collect()
-        })
-        .collect();
+    let mut inputs: Vec<Vec<u8>> =
+        goldens["cases"].as_array().unwrap().iter().map(|c| hex::decode(c["hex"].as_str().unwrap()).unwrap()).collect();
     let model = model_file();
     for at in (0..model.len()).step_by(29) {
         let mut m = model.clone();

@@ -115,10 +115,6 @@ fn read_record_aligned(path: &Path, align: usize) -> (Vec<String>, BTreeMap<Stri
     (order, tensors_of(&dir), meta)
 }
 
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-}
-
 /// `expect.json`: {name: {"dtype", "shape", "hex", ["layout", "block_size", "code"]}}.
 fn check_expected(dir: &Path, got: &BTreeMap<String, Got>) {
     let text = std::fs::read_to_string(dir.join("expect.json")).unwrap();
@@ -132,7 +128,7 @@ fn check_expected(dir: &Path, got: &BTreeMap<String, Got>) {
         assert_eq!(g.dtype, w["dtype"].as_str().unwrap(), "{name} dtype");
         let shape: Vec<u64> = w["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
         assert_eq!(g.shape, shape, "{name} shape");
-        assert!(g.bytes == hex(w["hex"].as_str().unwrap()), "{name} payload bytes differ");
+        assert!(g.bytes == hex::decode(w["hex"].as_str().unwrap()).unwrap(), "{name} payload bytes differ");
         if let Some(l) = w.get("layout") {
             assert_eq!(g.layout.as_deref(), l.as_str(), "{name} layout");
             assert_eq!(u64::from(g.block_size), w["block_size"].as_u64().unwrap(), "{name} block size");

@@ -65,7 +65,7 @@ fn expected(dir: &Path) -> Vec<Expected> {
         .map(|l| {
             let f: Vec<&str> = l.split('\t').collect();
             let shape = if f[2].is_empty() { vec![] } else { f[2].split(',').map(|d| d.parse().unwrap()).collect() };
-            let bytes = (0..f[3].len()).step_by(2).map(|i| u8::from_str_radix(&f[3][i..i + 2], 16).unwrap()).collect();
+            let bytes = hex::decode(f[3]).unwrap();
             (f[0].to_string(), f[1].to_string(), shape, bytes, f[4].parse().unwrap())
         })
         .collect()

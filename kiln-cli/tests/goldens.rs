@@ -13,10 +13,6 @@ fn cases() -> Vec<Value> {
     v["cases"].as_array().unwrap().clone()
 }
 
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-}
-
 #[test]
 fn every_golden_through_kiln_validate_json() {
     let dir = tempfile::tempdir().unwrap();
@@ -27,7 +23,7 @@ fn every_golden_through_kiln_validate_json() {
         let framed = case["framed"].as_bool().unwrap();
         let expect = case["expect"].as_str().unwrap();
         let path = dir.path().join(format!("{name}.kiln"));
-        std::fs::write(&path, unhex(case["hex"].as_str().unwrap())).unwrap();
+        std::fs::write(&path, hex::decode(case["hex"].as_str().unwrap()).unwrap()).unwrap();
 
         let mut cmd = Command::cargo_bin("kiln").unwrap();
         cmd.arg("validate").arg("--json").arg("--type").arg(ty);

@@ -106,7 +106,7 @@ fn names_past_one_block_make_a_sharded_model_that_round_trips() {
     assert_eq!(v["shards"][1]["file"], "m-00002-of-00002.kiln");
     // A shard alone says which model and position it is.
     let out = kiln().args(["validate", s(&shards[1])]).assert().code(0).get_output().stdout.clone();
-    let id: String = manifest.model_id().iter().take(8).map(|b| format!("{b:02x}")).collect();
+    let id = hex::encode(&manifest.model_id()[..8]);
     assert!(String::from_utf8(out).unwrap().contains(&format!("ok (shard 2 of 2 of model {id}, digests verified)")));
     // inspect: every tensor with its shard, from the manifest alone.
     let out = kiln().args(["inspect", "--json", s(&m.manifest)]).assert().code(0).get_output().stdout.clone();

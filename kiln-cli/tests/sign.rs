@@ -91,7 +91,7 @@ fn sign_then_verify_with_openssl_keys_and_every_changed_byte_fails() {
 /// The 32 raw bytes of an SPKI PEM public key, in hex (its DER's last 32 bytes).
 fn raw_key(public: &Path) -> String {
     let der = openssl(&["pkey", "-pubin", "-in", public.to_str().unwrap(), "-outform", "DER"]).stdout;
-    der[der.len() - 32..].iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(&der[der.len() - 32..])
 }
 
 #[test]

@@ -19,10 +19,6 @@ fn example_model() -> Vec<u8> {
     std::fs::read(repo_root().join("spec/examples/digits-mlp.kiln")).expect("the example model")
 }
 
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
-}
-
 /// (name, type, framed, bytes) of every golden case.
 fn goldens() -> Vec<(String, String, bool, Vec<u8>)> {
     let text = std::fs::read_to_string(repo_root().join("spec/kiln-v2-cases.json")).expect("goldens");
@@ -34,7 +30,12 @@ fn goldens() -> Vec<(String, String, bool, Vec<u8>)> {
         .map(|c| {
             let name = c["name"].as_str().expect("name").to_owned();
             let ty = c["type"].as_str().expect("type").to_owned();
-            (name, ty, c["framed"].as_bool().expect("framed"), unhex(c["hex"].as_str().expect("hex")))
+            (
+                name,
+                ty,
+                c["framed"].as_bool().expect("framed"),
+                hex::decode(c["hex"].as_str().expect("hex")).expect("hex"),
+            )
         })
         .collect()
 }

@@ -321,9 +321,7 @@ fn model_file_cases() {
     let mut files = 0;
     for c in v.as_array().expect("cases") {
         for (name, hx) in c["files"].as_object().expect("files") {
-            let hx = hx.as_str().expect("hex");
-            let bytes: Vec<u8> =
-                (0..hx.len()).step_by(2).map(|i| u8::from_str_radix(&hx[i..i + 2], 16).expect("hex")).collect();
+            let bytes = hex::decode(hx.as_str().expect("hex")).expect("hex");
             let what = format!("{} / {name}", c["name"]);
             compare_model(&bytes, true, &what);
             files += 1;

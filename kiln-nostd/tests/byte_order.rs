@@ -24,8 +24,7 @@ fn cases() -> &'static serde_json::Value {
 
 fn golden(name: &str) -> Vec<u8> {
     let case = cases()["cases"].as_array().unwrap().iter().find(|c| c["name"] == name).expect("case");
-    let hex = case["hex"].as_str().unwrap();
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+    hex::decode(case["hex"].as_str().unwrap()).unwrap()
 }
 
 fn write(specs: &[TensorSpec<'_>]) -> Vec<u8> {

@@ -86,8 +86,16 @@ impl Reference {
             s.spawn(|| {
                 let mut w = std::io::BufWriter::with_capacity(1 << 16, stdin);
                 for c in cases {
-                    writeln!(w, "{} {} {} {} {}", c.ty, u8::from(c.framed), c.count_cap, c.byte_cap, hex(&c.bytes))
-                        .expect("write to python");
+                    writeln!(
+                        w,
+                        "{} {} {} {} {}",
+                        c.ty,
+                        u8::from(c.framed),
+                        c.count_cap,
+                        c.byte_cap,
+                        hex::encode(&c.bytes)
+                    )
+                    .expect("write to python");
                 }
                 writeln!(w, "flush").expect("write to python");
                 w.flush().expect("flush to python");
@@ -186,18 +194,18 @@ fn rust_check(c: &Case) -> Result<(), Error> {
     }
     if c.ty == "tensors" && !c.framed {
         let plain = Parser::new().limits(limits).parse(&c.bytes).map(|_| ());
-        assert_eq!(plain, got, "{}: Parser and frozen::validate disagree on {}", c.origin, hex(&c.bytes));
+        assert_eq!(plain, got, "{}: Parser and frozen::validate disagree on {}", c.origin, hex::encode(&c.bytes));
         let count = kiln_nostd::Header::peek_count(&c.bytes).unwrap_or(0).min(1 << 16);
         let mut scratch = vec![0u32; kiln_nostd::scratch_len(count)];
         let hashed = Parser::new().limits(limits).scratch(&mut scratch).hash_seed(0x5eed).parse(&c.bytes).map(|_| ());
-        assert_eq!(hashed, got, "{}: hashed name check disagrees on {}", c.origin, hex(&c.bytes));
+        assert_eq!(hashed, got, "{}: hashed name check disagrees on {}", c.origin, hex::encode(&c.bytes));
     }
     if c.ty == "struct{id:i64,batch:tensors,}" && !c.framed && c.bytes.len() >= 8 {
         // The same block through parse_at: an error there is the frozen error
         // unless the frozen walk got past the block (then only TRAILING remains).
         let at = Parser::new().limits(limits).parse_at(&c.bytes, 8);
         match (&at, &got) {
-            (Err(a), Err(g)) => assert_eq!(a, g, "{}: parse_at disagrees on {}", c.origin, hex(&c.bytes)),
+            (Err(a), Err(g)) => assert_eq!(a, g, "{}: parse_at disagrees on {}", c.origin, hex::encode(&c.bytes)),
             (Err(a), Ok(())) => panic!("{}: parse_at rejects ({a}) what frozen accepts", c.origin),
             (Ok(d), Err(g)) => assert!(g.offset() >= d.end(), "{}: parse_at accepts, frozen {g}", c.origin),
             (Ok(_), Ok(())) => {}
@@ -235,19 +243,6 @@ impl Rng {
     fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.next() as u8).collect()
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(b.len() * 2);
-    for x in b {
-        let _ = write!(s, "{x:02x}");
-    }
-    s
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
 }
 
 // ---------------------------------------------------------------- writer-made blocks
@@ -1225,7 +1220,7 @@ fn generate(rng: &mut Rng, n: usize, gold: &[CaseEntry]) -> Vec<Case> {
         let mut base = match rng.below(10) {
             0..=2 => {
                 let g = rng.pick(gold);
-                Case::new(&g.ty, g.framed, unhex(&g.hex), format!("golden {}", g.name))
+                Case::new(&g.ty, g.framed, hex::decode(&g.hex).expect("hex"), format!("golden {}", g.name))
             }
             3..=6 => {
                 let ts = tensor_set(rng, 5);
@@ -1396,7 +1391,7 @@ fn write_disagreements(tally: &Tally) -> PathBuf {
             name: format!("diff-{i}"),
             ty: d.case.ty.clone(),
             framed: d.case.framed,
-            hex: hex(&d.case.bytes),
+            hex: hex::encode(&d.case.bytes),
             expect: "?".into(),
             note: d.case.origin.clone(),
             reason: Some(format!("{} disagreement; rust: {}; python: {}", d.kind, d.rust, d.python)),
@@ -1423,8 +1418,10 @@ fn rust_core_and_python_reference_agree() {
     let mut tally = Tally::default();
 
     // The goldens themselves first, then generated cases in batches.
-    let exact: Vec<Case> =
-        gold.iter().map(|g| Case::new(&g.ty, g.framed, unhex(&g.hex), format!("golden {}", g.name))).collect();
+    let exact: Vec<Case> = gold
+        .iter()
+        .map(|g| Case::new(&g.ty, g.framed, hex::decode(&g.hex).expect("hex"), format!("golden {}", g.name)))
+        .collect();
     let answers = reference.run(&exact);
     compare(&exact, &answers, &mut tally);
 
@@ -1504,7 +1501,7 @@ fn rust_core_and_python_reference_agree() {
                 c.origin,
                 d.rust,
                 d.python,
-                hex(&c.bytes)
+                hex::encode(&c.bytes)
             );
         }
         panic!("{msg}");
@@ -1542,7 +1539,7 @@ fn regression_cases_replay_on_both() {
             framed: e.framed,
             count_cap: e.count_cap.unwrap_or(DEFAULT_CAP),
             byte_cap: e.byte_cap.unwrap_or(DEFAULT_CAP),
-            bytes: unhex(&e.hex),
+            bytes: hex::decode(&e.hex).expect("hex"),
             origin: format!("{file}: {}", e.name),
             block_at: None,
         })

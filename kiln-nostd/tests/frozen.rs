@@ -10,8 +10,7 @@ use kiln_nostd::frozen::{
 use kiln_nostd::{DType, Directory, Error, ErrorCode, Limits, Rule, TensorSpec, EMPTY_BLOCK};
 
 fn hex(s: &str) -> Vec<u8> {
-    let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    hex::decode(s.split_whitespace().collect::<String>()).unwrap()
 }
 
 fn check_with(ty: &str, buf: &[u8], limits: Limits, framed: bool) -> Result<(), Error> {

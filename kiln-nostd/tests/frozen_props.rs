@@ -350,8 +350,7 @@ fn agrees_with_the_python_reference() {
             .unwrap();
         let mut stdin = child.stdin.take().unwrap();
         for b in &inputs {
-            let line: String = b.iter().map(|x| format!("{x:02x}")).collect();
-            writeln!(stdin, "{line}").unwrap();
+            writeln!(stdin, "{}", hex::encode(b)).unwrap();
         }
         drop(stdin);
         let out = child.wait_with_output().unwrap();
@@ -367,12 +366,7 @@ fn agrees_with_the_python_reference() {
                 Err(e) => (format!("reject {} {}", e.code(), e.offset()), 3),
             };
             let want_short: String = want.split(' ').take(words).collect::<Vec<_>>().join(" ");
-            assert_eq!(
-                got,
-                want_short,
-                "type {text}, input {}",
-                b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-            );
+            assert_eq!(got, want_short, "type {text}, input {}", hex::encode(b));
             compared += 1;
         }
     }

@@ -511,8 +511,7 @@ fn sha256(msg: &[u8]) -> [u8; 32] {
 
 #[test]
 fn sha256_self_check() {
-    let hex: String = sha256(b"abc").iter().map(|b| format!("{b:02x}")).collect();
-    assert_eq!(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    assert_eq!(hex::encode(sha256(b"abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 /// A file from the Python writer (spec/reference/hk_writer.py), a second,

@@ -79,11 +79,7 @@ fn fixtures_are_valid_and_the_f32_block_is_the_spec_example() {
     let b = f32_block();
     assert_eq!(b.len(), 200);
     assert_eq!(&b[192..], &F32_DATA);
-    assert_eq!(hex(&EMPTY_BLOCK), "4b4c4e5402020000".to_owned() + &"0".repeat(112));
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    assert_eq!(hex::encode(EMPTY_BLOCK), "4b4c4e5402020000".to_owned() + &"0".repeat(112));
 }
 
 // Steps 1 and 2.

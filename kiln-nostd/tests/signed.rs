@@ -79,12 +79,10 @@ fn rfc8032_vectors_pass_through_the_check_as_we_call_it() {
             "6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a",
         ),
     ];
-    let hex =
-        |s: &str| (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect::<Vec<u8>>();
     for (pk, msg, sig) in vectors {
-        let pk: [u8; 32] = hex(pk).try_into().unwrap();
-        let sig: [u8; 64] = hex(sig).try_into().unwrap();
-        let msg = hex(msg);
+        let pk: [u8; 32] = hex::decode(pk).unwrap().try_into().unwrap();
+        let sig: [u8; 64] = hex::decode(sig).unwrap().try_into().unwrap();
+        let msg = hex::decode(msg).unwrap();
         let trust = Trust::new(&pk).unwrap();
         // The message in every split into two pieces, as a signed file's message is.
         for cut in 0..=msg.len() {

@@ -92,11 +92,7 @@ pub struct KilnTensor {
 
 /// SHA-256 of `bytes` as 64 lowercase hex digits.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    Sha256::digest(bytes).iter().fold(String::with_capacity(64), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// Reads `graph` (a serialized `ModelProto`) and says what it needs, or why it

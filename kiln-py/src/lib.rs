@@ -19,6 +19,11 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 mod buffer;
 mod frozen;
 mod onnx;
+// The path policy (folders, plain names, links), one file for the CLI and this
+// package until issue 42's host crate holds it; not all of it is used here.
+#[allow(dead_code)]
+#[path = "../../kiln-cli/src/paths.rs"]
+mod paths;
 mod sharded;
 
 use buffer::Held;

@@ -5,9 +5,10 @@
 //! Shard names come only from a manifest that passed steps M1 to M5 (so
 //! each is a plain file name), are joined only to the manifest's own folder,
 //! and a symbolic link leading out of that folder is refused (the shard is
-//! then missing), as in the CLI (`kiln-cli/src/models.rs`). The Python half
-//! opens the path [`Sharded::resolve`] gives without following links and
-//! maps it; the bytes checked are the bytes mapped.
+//! then missing): the CLI's path policy (`kiln-cli/src/paths.rs`, compiled
+//! into this crate too). The Python half opens the path [`Sharded::resolve`]
+//! gives without following links and maps it; the bytes checked are the
+//! bytes mapped.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::buffer::Held;
+use crate::paths::{self, folder_of};
 use crate::{kiln_error, kiln_error_in, manifest_scratch, open_checked, write_error, write_file, WriteError};
 
 /// Heap bytes (names and layout names) one shard's block may hold: every
@@ -115,14 +117,6 @@ fn stem_of(path: &Path) -> PyResult<String> {
 /// `STEM-00001-of-0000N.kiln`, the names `kiln convert` writes.
 fn shard_name(stem: &str, index: usize, count: usize) -> String {
     format!("{stem}-{index:05}-of-{count:05}.kiln")
-}
-
-/// The folder a manifest's shard names are resolved in.
-pub(crate) fn folder_of(manifest: &Path) -> PathBuf {
-    match manifest.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
 }
 
 /// Writes the sharded model `plan` makes of `specs`: the core's
@@ -317,9 +311,8 @@ impl Sharded {
         if !meta.file_type().is_symlink() {
             return Ok(meta.is_file().then_some(path.into_os_string()));
         }
-        let (Ok(dir), Ok(target)) = (self.folder.canonicalize(), path.canonicalize()) else { return Ok(None) };
-        let inside = target.parent() == Some(dir.as_path()) && target.is_file();
-        Ok(inside.then_some(target.into_os_string()))
+        let target = paths::inside(&self.folder, &path).filter(|t| t.is_file());
+        Ok(target.map(PathBuf::into_os_string))
     }
 
     /// Checks shard `index` whose file's bytes are `data` (None: it is

@@ -8,10 +8,6 @@ use kiln_nostd::Limits;
 use kiln_wasm::frozen::{self, kind_code, NODES};
 use kiln_wasm::{ErrorInfo, FrozenCore};
 
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
-}
-
 fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -31,7 +27,7 @@ fn cases() -> Vec<(String, String, bool, Vec<u8>, String)> {
                 c["name"].as_str().unwrap().to_owned(),
                 c["type"].as_str().unwrap().to_owned(),
                 c["framed"].as_bool().unwrap(),
-                hex(c["hex"].as_str().unwrap()),
+                hex::decode(c["hex"].as_str().unwrap()).unwrap(),
                 c["expect"].as_str().unwrap().to_owned(),
             ));
         }

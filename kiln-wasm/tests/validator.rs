@@ -10,10 +10,6 @@ use kiln_wasm::table::{self, extra, meta, slot, EXTRA_SLOTS, META, SLOTS};
 use kiln_wasm::validator::{need, Session};
 use kiln_wasm::{ErrorInfo, WINDOW};
 
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len() / 2).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect()
-}
-
 fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -30,7 +26,7 @@ fn goldens() -> Vec<(String, Vec<u8>, String)> {
         .map(|c| {
             (
                 c["name"].as_str().unwrap().to_owned(),
-                hex(c["hex"].as_str().unwrap()),
+                hex::decode(c["hex"].as_str().unwrap()).unwrap(),
                 c["expect"].as_str().unwrap().to_owned(),
             )
         })

@@ -24,7 +24,7 @@ pub struct Case {
 impl Case {
     /// The case's bytes.
     pub fn bytes(&self) -> Vec<u8> {
-        (0..self.hex.len()).step_by(2).map(|i| u8::from_str_radix(&self.hex[i..i + 2], 16).expect("hex")).collect()
+        hex::decode(&self.hex).expect("hex")
     }
 
     /// True for a standalone, unframed tensor directory.

@@ -62,17 +62,13 @@ fn matrix() -> Matrix {
     m
 }
 
-fn bytes(hex: &str) -> Vec<u8> {
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")).collect()
-}
-
 fn is_directory(c: &Case) -> bool {
     c.ty == "tensors" && !c.framed
 }
 
 /// Every way the case is checked: (API, result).
 fn run(c: &Case) -> Vec<(&'static str, Result<(), Error>)> {
-    let buf = bytes(&c.hex);
+    let buf = hex::decode(&c.hex).expect("hex");
     if is_directory(c) {
         // Scratch sized from the header's count (bounded: a count-cap case claims 16 million).
         let count = Header::peek_count(&buf).unwrap_or(0).min(1 << 16);

@@ -31,10 +31,6 @@ fn cases() -> Vec<Case> {
     serde_json::from_str::<File>(&text).expect("parse").cases
 }
 
-fn bytes(hex: &str) -> Vec<u8> {
-    (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex")).collect()
-}
-
 fn same(got: f32, want: u32) -> bool {
     if f32::from_bits(want).is_nan() {
         got.is_nan()
@@ -48,7 +44,7 @@ fn every_case_gives_the_reference_bits_or_is_refused() {
     let cases = cases();
     assert!(cases.len() >= 50, "{} cases", cases.len());
     for c in &cases {
-        let buf = bytes(&c.hex);
+        let buf = hex::decode(&c.hex).expect("hex");
         let dir = Directory::parse(&buf).unwrap_or_else(|e| panic!("{}: {e}", c.name));
         let t = dir.get(c.tensor).expect("tensor");
         let mut out = vec![f32::from_bits(0x7F80_0001); usize::try_from(t.element_count()).unwrap()];
@@ -88,7 +84,7 @@ fn the_cases_cover_the_rules_of_the_section() {
     let (mut plain, mut quantized, mut scale_dtypes) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
     let (mut axes, mut short_group, mut scheme2, mut refusals) = (BTreeSet::new(), false, false, BTreeSet::new());
     for c in cases() {
-        let buf = bytes(&c.hex);
+        let buf = hex::decode(&c.hex).expect("hex");
         let dir = Directory::parse(&buf).unwrap();
         let t = dir.get(c.tensor).unwrap();
         if let Some(r) = &c.refused {

@@ -33,10 +33,6 @@ fn rule_names() -> HashMap<String, String> {
     map
 }
 
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-}
-
 /// A model file (not a manifest) as a reader with `trust`, or without a key
 /// by its content.
 fn model_verdict(bytes: &[u8], verify: bool, trust: Option<&Trust<'_>>) -> Result<(), Error> {
@@ -101,7 +97,7 @@ fn delta_verdict(
 }
 
 fn key(t: &Value) -> [u8; 32] {
-    hex(t["key"].as_str().unwrap()).try_into().unwrap()
+    hex::decode(t["key"].as_str().unwrap()).unwrap().try_into().unwrap()
 }
 
 #[test]
@@ -113,8 +109,12 @@ fn every_model_case_gives_the_references_verdict() {
     let mut failures = Vec::new();
     for c in &cases {
         let name = c["name"].as_str().unwrap();
-        let files: BTreeMap<String, Vec<u8>> =
-            c["files"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), hex(v.as_str().unwrap()))).collect();
+        let files: BTreeMap<String, Vec<u8>> = c["files"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), hex::decode(v.as_str().unwrap()).unwrap()))
+            .collect();
         let (open, verify) = (c["open"].as_str().unwrap(), c["verify"].as_bool().unwrap());
         let t = &c["trust"];
         let key = (!t.is_null()).then(|| key(t));

@@ -250,10 +250,6 @@ fn check_all(buf: &[u8], what: &str) -> Verdict {
     want
 }
 
-fn hex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-}
-
 /// (name, bytes, the recorded expectation: "accept" or a code, for cases that have one)
 fn inputs() -> Vec<(String, Vec<u8>, Option<String>)> {
     let mut out = Vec::new();
@@ -274,7 +270,7 @@ fn inputs() -> Vec<(String, Vec<u8>, Option<String>)> {
         let expect = case["expect"].as_str().unwrap().to_owned();
         out.push((
             format!("check-order/{}", case["name"].as_str().unwrap()),
-            hex(case["hex"].as_str().unwrap()),
+            hex::decode(case["hex"].as_str().unwrap()).unwrap(),
             Some(expect),
         ));
     }
@@ -287,7 +283,7 @@ fn inputs() -> Vec<(String, Vec<u8>, Option<String>)> {
                     let expect = case["expect"].as_str().unwrap().to_owned();
                     out.push((
                         format!("regression/{}", case["name"].as_str().unwrap()),
-                        hex(case["hex"].as_str().unwrap()),
+                        hex::decode(case["hex"].as_str().unwrap()).unwrap(),
                         Some(expect),
                     ));
                 }
@@ -842,7 +838,7 @@ fn write_vectors_for_the_c_test() {
         let v = rust_verdict(&bytes);
         let d = rust_verified_verdict(&bytes);
         let drule = if d.rule.is_empty() { "-" } else { &d.rule };
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let hex = hex::encode(&bytes);
         let rule = if v.rule.is_empty() { "-" } else { &v.rule };
         let expect = expect.as_deref().unwrap_or("-");
         let hex = if hex.is_empty() { "-" } else { &hex };

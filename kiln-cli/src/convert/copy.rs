@@ -139,13 +139,12 @@ impl<'a> Pump<'a> {
                 })?;
                 let got: [u8; 32] = sha2::Digest::finalize(hash).into();
                 if got != **digest {
-                    let hex = |d: &[u8; 32]| d.iter().take(8).map(|b| format!("{b:02x}")).collect::<String>();
                     anyhow::bail!(
                         "DIGEST: the SHA-256 of its {len} payload bytes at byte {offset} of {} is {}..., its digest says {}...: \
                          the input is corrupt (kiln validate names it too); nothing was written",
                         self.input_name,
-                        hex(&got),
-                        hex(digest)
+                        crate::models::short_id(&got),
+                        crate::models::short_id(digest)
                     );
                 }
             }

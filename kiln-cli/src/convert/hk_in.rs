@@ -251,8 +251,9 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
                 MetaValue::Json(s) => w.push_str(s)?,
                 MetaValue::Bytes(b) => {
                     w.push('"')?;
-                    for byte in b {
-                        w.push_str(&format!("{byte:02x}"))?;
+                    // In pieces: the writer refuses what passes its bound before all of it is made.
+                    for piece in b.chunks(512) {
+                        w.push_str(&hex::encode(piece))?;
                     }
                     w.push('"')?;
                 }
@@ -326,7 +327,7 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
         let header = serde_json::json!({
             "entry_type": r.entry_type, "entry_type_name": r.entry_type_name(), "flags": r.flags,
             "generation": r.generation, "timestamp": r.timestamp,
-            "parent_hash": json::hex(&r.parent_hash),
+            "parent_hash": hex::encode(r.parent_hash),
             "metrics": r.metrics.iter().map(|m| m.to_string()).collect::<Vec<_>>(),
             "data_crc32": r.data_crc32, "name": r.name, "target": r.target,
             "data_tensor": data_name,

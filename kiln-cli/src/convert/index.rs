@@ -21,8 +21,8 @@ use anyhow::{anyhow, bail};
 use serde::de::{self, DeserializeSeed, Deserializer as _, IgnoredAny, MapAccess, Visitor};
 
 use super::error::io_fail;
-use super::inputs::plain_file_name;
 use super::model::Model;
+use crate::paths::plain_file_name;
 
 /// What the first pass over an index found.
 #[derive(Debug, Default)]

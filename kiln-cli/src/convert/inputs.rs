@@ -22,6 +22,7 @@ use super::kiln_in;
 use super::meta::Dups;
 use super::model::{Format, Model, ReadOptions, Split};
 use super::{format_of, open, read_model, Input};
+use crate::paths;
 
 /// Files beside a model's tensors in a Hugging Face folder that are not
 /// tensors (configuration, tokenizer); `kiln convert` does not carry them.
@@ -90,32 +91,6 @@ impl Opened {
     }
 }
 
-/// Why `name` is not a plain file name in its folder (spec/model-file.md,
-/// rule 9 of the model decisions): 1 to 255 bytes, no `/`, `\`, `:`, NUL or
-/// control character, not `.` or `..`. Checked before any file is opened.
-pub fn plain_file_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 255 {
-        return Err(format!("{name:?} is not a plain file name (1 to 255 bytes)"));
-    }
-    if name == "." || name == ".." {
-        return Err(format!("{name:?} is not a file name"));
-    }
-    if let Some(c) = name.chars().find(|&c| matches!(c, '/' | '\\' | ':') || c.is_control()) {
-        return Err(format!(
-            "{name:?} holds {c:?}: a shard must be a plain file name in the index's folder (no path, no drive)"
-        ));
-    }
-    Ok(())
-}
-
-/// The folder a file is in ("." for a bare name), to list it.
-fn folder_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
 /// `name` in the folder of `path` (a bare name stays bare, for messages).
 fn beside(path: &Path, name: &str) -> PathBuf {
     path.with_file_name(name)
@@ -161,16 +136,19 @@ fn parse_manifest<'b>(path: &Path, bytes: &'b [u8], scratch: &'b mut [u32]) -> a
 fn open_manifest(path: &Path, manifest: Input) -> anyhow::Result<Opened> {
     let mut scratch = kiln_nostd::host::manifest_scratch(manifest.bytes(), &Limits::MAX);
     let m = parse_manifest(path, manifest.bytes(), &mut scratch)?;
-    let folder = folder_of(path);
+    let folder = paths::folder_of(path);
     let mut files = Vec::with_capacity(m.shard_count().saturating_add(1));
     for entry in m.shards() {
         let name = entry.name.as_str();
         let shard = beside(path, name);
-        let Ok(meta) = std::fs::symlink_metadata(&shard) else {
-            bail!("{}: shard {name} is missing (the manifest names it; never a partial model)", path.display());
-        };
-        if meta.file_type().is_symlink() && !crate::models::stays_inside(&folder, &shard) {
-            bail!("{}: shard {name} is a symbolic link out of the manifest's folder; not followed", path.display());
+        match paths::may_open(&folder, &shard) {
+            Ok(true) => {}
+            Ok(false) => {
+                bail!("{}: shard {name} is a symbolic link out of the manifest's folder; not followed", path.display())
+            }
+            Err(_) => {
+                bail!("{}: shard {name} is missing (the manifest names it; never a partial model)", path.display())
+            }
         }
         files.push(open(&shard).with_context(|| format!("{}: shard {name}", path.display()))?);
     }
@@ -321,7 +299,7 @@ fn split_file(prefix: &str, no: u64, count: u64) -> String {
 
 /// A gguf-split set: every sibling `PREFIX-0000K-of-0000N.gguf`, none missing, none extra.
 fn open_split(path: &Path, prefix: &str, no: u64, count: u64) -> anyhow::Result<Opened> {
-    let dir = folder_of(path);
+    let dir = paths::folder_of(path);
     if no == 0 || no > count {
         bail!("{}: file {no} of a gguf-split set of {count} (positions run from 1 to {count})", path.display());
     }

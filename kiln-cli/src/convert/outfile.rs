@@ -118,10 +118,7 @@ impl Target {
 
     /// A new temporary file beside the target, registered for removal on a signal.
     pub fn temp(&self) -> anyhow::Result<Temp> {
-        let dir = match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir = crate::paths::folder_of(&self.path);
         let name = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let mode = platform::mode_of(self.existing.as_ref());
         let mut list = pending();

@@ -283,10 +283,7 @@ fn stale_shards(out: &Path, count: usize, inputs: &[Input]) -> Vec<PathBuf> {
 /// is one of the `inputs` (a manifest may give its shards any names) is
 /// never one of them.
 pub(super) fn stale_beside(out: &Path, stem: &str, ext: &str, count: usize, inputs: &[Input]) -> Vec<PathBuf> {
-    let dir = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = crate::paths::folder_of(out);
     let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
     let ours = format!("-of-{count:05}{ext}");
     entries

@@ -45,7 +45,7 @@ pub fn hex(b: &[u8]) -> String {
     if b.len() > 2048 {
         return format!("({} bytes)", b.len());
     }
-    b.iter().map(|x| format!("{x:02x}")).collect()
+    hex::encode(b)
 }
 
 /// Directory cases from a JSON file shaped like the goldens.
@@ -58,8 +58,7 @@ pub fn json_cases(path: &Path) -> Vec<(String, Vec<u8>)> {
         .iter()
         .filter(|c| c["type"] == "tensors" && c["framed"] != true)
         .map(|c| {
-            let hx = c["hex"].as_str().expect("hex");
-            let bytes = (0..hx.len()).step_by(2).map(|i| u8::from_str_radix(&hx[i..i + 2], 16).expect("hex")).collect();
+            let bytes = hex::decode(c["hex"].as_str().expect("hex")).expect("hex");
             (c["name"].as_str().unwrap_or("?").to_string(), bytes)
         })
         .collect()

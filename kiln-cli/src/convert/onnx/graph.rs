@@ -62,7 +62,7 @@ pub struct Written {
 
 /// The folder of `path` ("." for a bare name), canonicalized where it exists.
 fn folder(path: &Path) -> PathBuf {
-    let dir = crate::models::folder_of(path);
+    let dir = crate::paths::folder_of(path);
     dir.canonicalize().unwrap_or(dir)
 }
 

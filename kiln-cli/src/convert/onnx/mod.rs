@@ -32,10 +32,10 @@ use kiln_nostd::DType;
 use prost::Message;
 
 use super::error::{io_fail, limit};
-use super::inputs::plain_file_name;
 use super::meta::Dups;
 use super::model::{Format, Model, ReadOptions, Source, TensorOut};
 use super::Input;
+use crate::paths::{self, plain_file_name};
 use kiln_onnx::dtype::kiln_dtype;
 use kiln_onnx::Origin;
 use proto::tensor_proto::DataLocation;
@@ -469,10 +469,10 @@ impl<'p> Sides<'p> {
             return Ok(i);
         }
         let path = self.model.with_file_name(name);
-        let folder = crate::models::folder_of(self.model);
-        let meta = std::fs::symlink_metadata(&path)
+        let folder = paths::folder_of(self.model);
+        let followed = paths::may_open(&folder, &path)
             .map_err(|e| anyhow!("external data file {name} is missing ({e}); never a partial model"))?;
-        if meta.file_type().is_symlink() && !crate::models::stays_inside(&folder, &path) {
+        if !followed {
             bail!("external data file {name} is a symbolic link out of the model's folder; not followed");
         }
         let input = super::open(&path)?;
