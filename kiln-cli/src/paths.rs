@@ -53,9 +53,7 @@ pub fn plain_file_name(name: &str) -> Result<(), String> {
         return Err(format!("{name:?} is not a file name"));
     }
     match name.chars().find(|&c| matches!(c, '/' | '\\' | ':') || c.is_control()) {
-        Some(c) => Err(format!(
-            "{name:?} holds {c:?}: a shard must be a plain file name in the index's folder (no path, no drive)"
-        )),
+        Some(c) => Err(format!("{name:?} holds {c:?}: not a plain file name (no path, no drive)")),
         None => Err(format!("{name:?} is not a plain file name")),
     }
 }
