@@ -126,29 +126,31 @@ def jobs():
         Job("setup-cbindgen", "scripts/setup.sh cbindgen", note="cargo install cbindgen 0.29.4"),
         Job("c-api", "kiln-c/ci.sh", ["setup-rust", "setup-apt", "setup-cbindgen"],
             note="kiln.h current, libkiln.a, the C and C++ tests (ASan, UBSan), CMake"),
-        Job("clippy-features", "cargo clippy -p kiln-nostd --all-targets --all-features --locked -- -D warnings",
-            ["setup-rust"], note="the core with every feature"),
+        Job("clippy-features",
+            "cargo clippy -p kiln-nostd -p kiln-hk --all-targets --all-features --locked -- -D warnings",
+            ["setup-rust"], note="the core and the HK reader with every feature"),
         # The published crates alone (default features, then every feature, as docs.rs builds
         # them), then the workspace, whose members turn on some of the core's features.
         Job("docs", "export RUSTDOCFLAGS='-D warnings'"
-            " && cargo doc --no-deps --locked -p kiln-nostd -p kiln-derive"
+            " && cargo doc --no-deps --locked -p kiln-nostd -p kiln-derive -p kiln-hk"
             " && cargo doc --no-deps --locked -p kiln-nostd --all-features"
             " && cargo doc --no-deps --locked --workspace",
             ["setup-rust"], limit=5 * 60, note="rustdoc -D warnings: the published crates, the workspace"),
-        Job("publish-dry-run", "cargo publish --dry-run --locked -p kiln-derive -p kiln-nostd", ["setup-rust"],
-            limit=5 * 60, note="the two crates packaged and built as crates.io would"),
+        Job("publish-dry-run", "cargo publish --dry-run --locked -p kiln-derive -p kiln-nostd -p kiln-hk",
+            ["setup-rust"], limit=5 * 60, note="the three crates packaged and built as crates.io would"),
         # The mutation test's 100,000 cases run in cargo-test; here a fifth of them.
         Job("i686", "KILN_INCR_CASES=20000 cargo test -p kiln-nostd --features alloc,derive,sha2,std --locked"
-            " --target i686-unknown-linux-gnu", ["setup-rust", "setup-apt"],
-            note="the core's suite where usize is 32 bits"),
+            " --target i686-unknown-linux-gnu && cargo test -p kiln-hk --locked --target i686-unknown-linux-gnu",
+            ["setup-rust", "setup-apt"], note="the core's and the HK reader's suites where usize is 32 bits"),
         Job("no_std", "for t in thumbv7em-none-eabihf thumbv6m-none-eabi riscv32imc-unknown-none-elf"
             " wasm32-unknown-unknown; do"
-            " cargo build -p kiln-nostd --release --locked --target $t || exit 1; done &&"
+            " cargo build -p kiln-nostd -p kiln-hk --release --locked --target $t || exit 1; done &&"
             " cargo build -p kiln-nostd --release --locked --target thumbv7em-none-eabihf --features defmt &&"
             " for t in thumbv6m-none-eabi riscv32imc-unknown-none-elf; do"
             " cargo build -p kiln-nostd --release --locked --target $t"
             " --features embedded-storage,embedded-io,embedded-storage-async,embedded-io-async,sha2 || exit 1; done",
-            ["setup-rust"], note="the core for the card's four targets, with defmt, and with the source adapters"),
+            ["setup-rust"], note="the core (and the HK reader) for the card's four targets, with defmt, and with the"
+            " source adapters"),
         Job("setup-defmt-print", "scripts/setup.sh defmt-print", note="cargo install defmt-print 1.2.0"),
         Job("firmware", "firmware-demo/ci.sh", ["setup-rust", "setup-apt", "setup-defmt-print"],
             note="the QEMU demo, the defmt log, the no-panic link proof"),

@@ -7,8 +7,8 @@
 //! name, and references resolve to entries of the same file.
 #![no_main]
 
-use kiln_fuzz::check_error;
-use kiln_nostd::hk::HkFile;
+use kiln_fuzz::check_offset;
+use kiln_hk::HkFile;
 use libfuzzer_sys::fuzz_target;
 
 fn inside(buf: &[u8], s: &[u8]) {
@@ -18,7 +18,7 @@ fn inside(buf: &[u8], s: &[u8]) {
 
 fuzz_target!(|data: &[u8]| {
     let hk = match HkFile::parse(data) {
-        Err(e) => return check_error(&e, data.len()),
+        Err(e) => return check_offset(e.offset(), e.code(), data.len(), &e),
         Ok(hk) => hk,
     };
     assert_eq!(hk.bytes().len(), data.len());

@@ -12,10 +12,14 @@ use kiln_nostd::{DType, Directory, Error, ErrorCode, Tensor, TensorSpec, Writer}
 /// A rejected input: the offset is inside the buffer, or equals its length
 /// for EOF (the bytes that would have been needed start there).
 pub fn check_error(e: &Error, len: usize) {
+    check_offset(e.offset(), e.code(), len, e);
+}
+
+/// [`check_error`] for any reader's error (the HK reader's has its own type).
+pub fn check_offset(offset: usize, code: ErrorCode, len: usize, e: &dyn core::fmt::Display) {
     assert!(
-        e.offset() < len || (e.offset() == len && e.code() == ErrorCode::Eof),
-        "error offset {} outside the buffer ({len} bytes): {e}",
-        e.offset()
+        offset < len || (offset == len && code == ErrorCode::Eof),
+        "error offset {offset} outside the buffer ({len} bytes): {e}"
     );
 }
 

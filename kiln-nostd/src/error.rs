@@ -128,8 +128,6 @@ pub enum Step {
     Manifest(u8),
     /// A step of opening a shard of a manifest, 1 to 7.
     Shard(u8),
-    /// The HK reader's order (`kiln_nostd::hk`, a foreign format).
-    Hk,
     /// Not a rule of the input: the caller's memory, or what a program asked
     /// a writer or an encoder to write, or a schema's type text.
     Caller,
@@ -484,87 +482,6 @@ rules! {
     ShardTensorDigest => Shard, Step::Shard(5), "a tensor's digest in the shard differs from the manifest's";
     /// A shard's prefix digest differs from the manifest's.
     ShardPrefixDigest => Shard, Step::Shard(6), "the shard's bytes before its payloads do not match the manifest's digest";
-    // --- HK model container (kiln_nostd::hk)
-    /// Fewer than 4 bytes, or fewer than 128 once the magic matched.
-    HkHeaderTruncated => Eof, Step::Hk, "the buffer ends inside the 128-byte HK header";
-    /// The first four bytes are not `HKNT`.
-    HkMagic => Frame, Step::Hk, "the HK magic is not HKNT";
-    /// version_major is not 1.
-    HkVersion => Frame, Step::Hk, "the HK version_major is not 1";
-    /// The little-endian flag is clear or an undefined flag bit is set.
-    HkFlags => Frame, Step::Hk, "the HK flags have an undefined bit set or the little-endian bit clear";
-    /// HAS_APPENDIX disagrees with appendix_offset.
-    HkAppendixFlag => Frame, Step::Hk, "the HK HAS_APPENDIX flag disagrees with appendix_offset";
-    /// A byte of the reserved header tail is nonzero.
-    HkReserved => Frame, Step::Hk, "a reserved HK header byte is nonzero";
-    /// split_count is 0 or split_index is not below it.
-    HkSplit => Type, Step::Hk, "split_count is 0 or split_index is not below it";
-    /// A section's offset + size overflows a u64.
-    HkSectionOverflow => Limit, Step::Hk, "an HK section's offset + size overflows";
-    /// A section runs past the end of the file.
-    HkSectionPastEnd => Eof, Step::Hk, "an HK section runs past the end of the file";
-    /// A section starts inside the header or ends after the tensor data starts.
-    HkSectionPlacement => Type, Step::Hk, "an HK section overlaps the header or the tensor data";
-    /// count * minimum entry size overflows a u64.
-    HkCountOverflow => Limit, Step::Hk, "an HK count * minimum entry size overflows";
-    /// count * minimum entry size is more than the section holds.
-    HkCountPastSection => Eof, Step::Hk, "an HK count needs more bytes than its section holds";
-    /// A metadata pair runs past the end of the metadata section.
-    HkMetaTruncated => Eof, Step::Hk, "an HK metadata pair runs past the end of its section";
-    /// A metadata key is not UTF-8.
-    HkMetaKeyUtf8 => Utf8, Step::Hk, "an HK metadata key is not valid UTF-8";
-    /// A metadata value type tag is not 1..=6.
-    HkMetaType => Type, Step::Hk, "an HK metadata value type is not 1..=6";
-    /// An int64/float64 value is not 8 bytes, or a bool is not one byte 0 or 1.
-    HkMetaValue => Type, Step::Hk, "an HK metadata value has the wrong length or an invalid bool byte";
-    /// A string or json value is not UTF-8.
-    HkMetaValueUtf8 => Utf8, Step::Hk, "an HK metadata string or json value is not valid UTF-8";
-    /// Bytes are left in the metadata or TOC section after its last entry.
-    HkSectionTrailing => Type, Step::Hk, "an HK section continues past its last entry";
-    /// A TOC entry runs past the end of the TOC section.
-    HkTocTruncated => Eof, Step::Hk, "an HK TOC entry runs past the end of the TOC section";
-    /// A tensor name is longer than 128 bytes.
-    HkNameTooLong => Limit, Step::Hk, "an HK tensor name is longer than 128 bytes";
-    /// A tensor name is not UTF-8.
-    HkNameUtf8 => Utf8, Step::Hk, "an HK tensor name is not valid UTF-8";
-    /// storage_type is not a defined code.
-    HkStorageType => Type, Step::Hk, "an HK storage_type is not a defined code";
-    /// tile_layout is not a defined code.
-    HkTileLayout => Type, Step::Hk, "an HK tile_layout is not a defined code";
-    /// sparsity_type is not a defined code.
-    HkSparsityType => Type, Step::Hk, "an HK sparsity_type is not a defined code";
-    /// ndim is above 8.
-    HkRankTooLarge => Type, Step::Hk, "an HK tensor has ndim above 8";
-    /// The product of the shape overflows a u64.
-    HkShapeOverflow => Limit, Step::Hk, "an HK tensor's shape product overflows";
-    /// A data, scale or residual offset + size overflows a u64.
-    HkRangeOverflow => Limit, Step::Hk, "an HK payload offset + size overflows";
-    /// A data, scale or residual range runs past the end of the file.
-    HkRangePastEnd => Eof, Step::Hk, "an HK payload range runs past the end of the file";
-    /// A payload range starts before tensor_data_offset or runs into the appendix.
-    HkRangeOutsidePayload => Type, Step::Hk, "an HK payload range lies outside the tensor data region";
-    /// An absent (offset 0) scale or residual range has a nonzero size.
-    HkAbsentRange => Type, Step::Hk, "an HK scale or residual with offset 0 has a nonzero size";
-    /// A dense tensor's data_size is not element count times width.
-    HkDenseSize => Type, Step::Hk, "an HK dense tensor's data_size is not its element count times its width";
-    /// A null_ref carries an offset or bytes.
-    HkNullRef => Type, Step::Hk, "an HK null_ref has a nonzero offset or size";
-    /// A shared_ref does not point at the bytes of an earlier tensor.
-    HkSharedRef => Type, Step::Hk, "an HK shared_ref does not match an earlier tensor's bytes";
-    /// appendix_offset lies inside the header, the sections, or past the end.
-    HkAppendixOffset => Type, Step::Hk, "the HK appendix_offset is not after the header and sections";
-    /// An appendix record runs past the end of the file.
-    HkAppendixTruncated => Eof, Step::Hk, "an HK appendix record runs past the end of the file";
-    /// An appendix entry_type is not 1..=6.
-    HkAppendixType => Type, Step::Hk, "an HK appendix entry_type is not 1..=6";
-    /// An appendix record has undefined flag bits or a nonzero reserved field.
-    HkAppendixReserved => Frame, Step::Hk, "an HK appendix record has undefined flags or a nonzero reserved field";
-    /// An appendix name or target is not UTF-8.
-    HkAppendixUtf8 => Utf8, Step::Hk, "an HK appendix name or target is not valid UTF-8";
-    /// An appendix record's padding is nonzero.
-    HkAppendixPadding => Type, Step::Hk, "an HK appendix record's padding is nonzero";
-    /// A parent_hash is neither SHA-256 form of the previous record.
-    HkLineageHash => Type, Step::Hk, "an HK appendix parent_hash does not match the previous record";
 }
 
 /// A rejected input: code, absolute byte offset, and the rule that failed.

@@ -73,8 +73,6 @@ mod error;
 mod fixed;
 pub mod frozen;
 pub mod header;
-#[cfg(feature = "hk")]
-pub mod hk;
 #[cfg(feature = "std")]
 pub mod host;
 pub mod incremental;

@@ -1,6 +1,7 @@
 //! Named regression tests, one per bug class from the history of GGUF
 //! readers (llama.cpp / ggml CVEs and fuzzing reports), each against the
-//! Kiln tensor directory, the Frozen reader and the HK reader:
+//! Kiln tensor directory and the Frozen reader (the HK reader's are in
+//! kiln-hk/tests/hk_regressions.rs):
 //!
 //! 1. element-count product overflow (n_elements wrapping to a small number),
 //! 2. offset + length overflow (a range that wraps below the buffer end),
@@ -14,7 +15,6 @@
 //! reject it with the stated code (never accept a wrapped value, never panic).
 
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::hk::HkFile;
 use kiln_nostd::{DType, Directory, ErrorCode, Limits, Parser, Rule, TensorSpec, ViewError, Writer};
 
 const F32: [u8; 8] = [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0];
@@ -56,40 +56,6 @@ fn frozen_reject(ty: &str, b: &[u8], limits: Limits) -> (ErrorCode, Rule) {
     let e = frozen::validate(b, &s, &limits, false).expect_err("hostile value accepted");
     assert!(e.offset() <= b.len());
     (e.code(), e.rule())
-}
-
-// ---------------------------------------------------------------- HK inputs
-
-/// The HK doc example file with its one TOC entry replaced: `storage`,
-/// `dims`, data range. The entry stays at 158 (ending before the data at 256).
-fn hk_file(storage: u8, dims: &[u64], data_off: u64, data_size: u64) -> Vec<u8> {
-    let mut f =
-        include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk")).to_vec();
-    let mut e = vec![1, 0, b'w', storage, 0, 0, dims.len() as u8];
-    for d in dims {
-        e.extend(d.to_le_bytes());
-    }
-    e.extend(data_off.to_le_bytes());
-    e.extend(data_size.to_le_bytes());
-    e.extend([0u8; 32]); // scale and residual: absent
-    e.extend(32u16.to_le_bytes());
-    e.extend(0u32.to_le_bytes());
-    assert!(158 + e.len() <= 256);
-    f[158..158 + e.len()].copy_from_slice(&e);
-    f[56..64].copy_from_slice(&(e.len() as u64).to_le_bytes());
-    f
-}
-
-fn hk_reject(f: &[u8]) -> (ErrorCode, Rule) {
-    let e = HkFile::parse(f).expect_err("hostile HK file accepted");
-    assert!(e.offset() <= f.len());
-    (e.code(), e.rule())
-}
-
-#[test]
-fn hk_builder_makes_valid_files() {
-    assert!(HkFile::parse(&hk_file(0, &[2], 256, 8)).is_ok());
-    assert!(HkFile::parse(&hk_file(0, &[1, 2], 256, 8)).is_ok());
 }
 
 // ---------------------------------------------------------------- 1
@@ -140,12 +106,6 @@ fn element_count_product_overflow_in_a_quant_scale_count_is_not_wrapped() {
     assert_eq!(reject(&b).0, ErrorCode::Limit);
 }
 
-#[test]
-fn element_count_product_overflow_hk() {
-    assert_eq!(hk_reject(&hk_file(0, &[1 << 32, 1 << 32], 256, 0)), (ErrorCode::Limit, Rule::HkShapeOverflow));
-    assert_eq!(hk_reject(&hk_file(0, &[u64::MAX, 2, 1], 256, 8)), (ErrorCode::Limit, Rule::HkShapeOverflow));
-}
-
 // ---------------------------------------------------------------- 2
 
 #[test]
@@ -175,15 +135,6 @@ fn offset_plus_length_overflow_in_a_struct_field_reports_absolute_offsets() {
     assert_eq!((e.code(), e.rule(), e.offset()), (ErrorCode::Limit, Rule::RangeOverflow, 8 + AT_OFFSET));
     let s: Schema<'_> = Schema::parse("struct{id:i64,batch:tensors,}").unwrap();
     assert_eq!(frozen::validate(&rec, &s, &Limits::DEFAULT, false), Err(e));
-}
-
-#[test]
-fn offset_plus_length_overflow_hk() {
-    assert_eq!(hk_reject(&hk_file(0, &[2], u64::MAX - 3, 8)), (ErrorCode::Limit, Rule::HkRangeOverflow));
-    // A section whose offset + size wraps.
-    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
-    f[40..48].copy_from_slice(&(u64::MAX - 64).to_le_bytes());
-    assert_eq!(hk_reject(&f), (ErrorCode::Limit, Rule::HkSectionOverflow));
 }
 
 // ---------------------------------------------------------------- 3
@@ -238,20 +189,6 @@ fn alignment_padding_arithmetic_writer_rounds_at_64_byte_boundaries() {
     }
 }
 
-#[test]
-fn alignment_padding_arithmetic_that_wraps_hk() {
-    // appendix_offset 8-aligned just below 2^64 with the appendix flag set.
-    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
-    let flags = u32::from_le_bytes(f[8..12].try_into().unwrap()) | 2;
-    f[8..12].copy_from_slice(&flags.to_le_bytes());
-    f[80..88].copy_from_slice(&(u64::MAX - 7).to_le_bytes());
-    assert!(HkFile::parse(&f).is_err());
-    // tensor_data_offset near 2^64.
-    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
-    f[64..72].copy_from_slice(&(u64::MAX - 127).to_le_bytes());
-    assert!(HkFile::parse(&f).is_err());
-}
-
 // ---------------------------------------------------------------- 4
 
 #[test]
@@ -279,19 +216,13 @@ fn count_times_element_size_overflow_is_limit() {
 }
 
 #[test]
-fn count_times_element_size_overflow_frozen_and_hk() {
+fn count_times_element_size_overflow_tensor_count() {
     // tensor_count * 128 cannot overflow a u64, but tensor_count is capped:
     let mut h = kiln_nostd::EMPTY_BLOCK;
     put_u32(&mut h, 8, u32::MAX);
     put_u64(&mut h, 24, u64::from(u32::MAX) * 128);
     assert_eq!(reject(&h), (ErrorCode::Limit, Rule::TensorCountCap));
     assert_eq!(Parser::new().limits(Limits::MAX).parse(&h).unwrap_err().code(), ErrorCode::Eof);
-    // HK: tensor_count * 60 (minimum entry) overflows.
-    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
-    f[16..24].copy_from_slice(&(1u64 << 62).to_le_bytes());
-    assert_eq!(hk_reject(&f), (ErrorCode::Limit, Rule::HkCountOverflow));
-    // HK dense size: 2^62 f32 elements times 4 bytes wraps to 0.
-    assert!(matches!(hk_reject(&hk_file(0, &[1 << 62], 256, 0)).0, ErrorCode::Limit | ErrorCode::Type));
 }
 
 // ---------------------------------------------------------------- 5
@@ -329,20 +260,6 @@ fn count_larger_than_the_remaining_bytes_frozen() {
     // Above the cap: LIMIT before the byte check.
     let over = [1, 0, 0, 1, 0, 0, 0, 0];
     assert_eq!(frozen_reject("list<u64>", &over, Limits::DEFAULT), (ErrorCode::Limit, Rule::CountCap));
-}
-
-#[test]
-fn count_larger_than_the_remaining_bytes_hk() {
-    // Two TOC entries claimed, one present.
-    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
-    f[16..24].copy_from_slice(&2u64.to_le_bytes());
-    assert_eq!(hk_reject(&f).0, ErrorCode::Eof);
-    // 2^40 metadata pairs in a 30-byte section.
-    let mut f = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
-    f[24..32].copy_from_slice(&(1u64 << 40).to_le_bytes());
-    assert_eq!(hk_reject(&f), (ErrorCode::Eof, Rule::HkCountPastSection));
-    // A data range past the end of the file.
-    assert_eq!(hk_reject(&hk_file(0, &[2], 256, 1 << 20)).0, ErrorCode::Eof);
 }
 
 // ---------------------------------------------------------------- 6
@@ -386,14 +303,4 @@ fn type_confusion_typed_access_refuses_other_element_types() {
     assert_eq!(t.copy_to(&mut out), Ok(2));
     assert_eq!(out, [1.0, -2.0]);
     assert_eq!(t.copy_to(&mut [0f32; 1]), Err(ViewError::OutputTooShort { needed: 2 }));
-}
-
-#[test]
-fn type_confusion_between_storage_type_and_data_size_hk() {
-    // f32 storage with 6 bytes of data for 2 elements.
-    assert_eq!(hk_reject(&hk_file(0, &[2], 256, 6)), (ErrorCode::Type, Rule::HkDenseSize));
-    // f16 storage (code 1) over the 8 bytes of 2 f32 elements.
-    assert_eq!(hk_reject(&hk_file(1, &[2], 256, 8)), (ErrorCode::Type, Rule::HkDenseSize));
-    // An undefined storage code.
-    assert_eq!(hk_reject(&hk_file(0xEE, &[2], 256, 8)).1, Rule::HkStorageType);
 }

@@ -2,7 +2,7 @@
 """An HK (.hk, magic HKNT, version 1.0) writer: Python 3.11, standard library only.
 
 Written from the HK format text, for test inputs of the Rust HK
-reader (kiln_nostd::hk) and of `kiln convert`. It writes what the format's
+reader (the kiln-hk crate) and of `kiln convert`. It writes what the format's
 writer writes: the 128-byte header, metadata directly after it, the TOC,
 zero padding to `alignment`, then each tensor's data, scales and residual,
 each at its own aligned offset. Appendix records are appended afterwards

@@ -2,7 +2,7 @@
 //! docs/conversion.md prints the same tables; `tables_are_consistent` below
 //! keeps the code ranges from colliding.
 
-use kiln_nostd::hk::StorageType;
+use kiln_hk::StorageType;
 use kiln_nostd::DType;
 
 /// Opaque code of ggml type `id`: 4096 + id (ids 0..=255).

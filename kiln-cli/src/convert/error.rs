@@ -54,7 +54,7 @@ pub fn io_fail(what: impl Into<String>) -> impl FnOnce(io::Error) -> anyhow::Err
 pub struct At {
     /// Absolute byte offset in the input file.
     pub offset: u64,
-    /// The spec's code, when the reader is one of the core's (HK).
+    /// The spec's code, when the reader reports one (HK).
     pub code: Option<&'static str>,
     /// A stable rule identifier, when the reader has one.
     pub rule: Option<&'static str>,
@@ -80,8 +80,8 @@ pub fn at(offset: impl TryInto<u64>, message: impl fmt::Display) -> anyhow::Erro
     anyhow::Error::new(At { offset, code: None, rule: None, message: message.to_string() })
 }
 
-/// A core reader's error (HK) at its offset, with its code and rule.
-pub fn core(err: kiln_nostd::Error) -> anyhow::Error {
+/// The HK reader's error at its offset, with its code and rule.
+pub fn hk_error(err: kiln_hk::Error) -> anyhow::Error {
     anyhow::Error::new(At {
         offset: err.offset_u64(),
         code: Some(err.code().as_str()),

@@ -1,4 +1,4 @@
-//! HK input, through the no_std reader `kiln_nostd::hk`, made strict by the
+//! HK input, through the no_std reader `kiln_hk`, made strict by the
 //! project's HK rulings (summarized in `docs/conversion.md`): on top of what
 //! `HkFile::parse` checks, [`strict`] rejects flags that contradict
 //! `alignment`, misaligned payloads and `tensor_data_offset`, overlapping
@@ -13,7 +13,7 @@
 use std::collections::HashSet;
 
 use anyhow::{anyhow, Context};
-use kiln_nostd::hk::{
+use kiln_hk::{
     sparsity_name, tile_layout_name, Family, HkFile, MetaValue, Span, StorageType, TocEntry, FLAG_FLEXIBLE_ALIGNMENT,
     FLAG_TILE_ALIGNED, FLAG_UNIVERSAL_PAGE_ALIGNED,
 };
@@ -21,7 +21,7 @@ use kiln_nostd::int::u64_from;
 use kiln_nostd::DType;
 
 use super::codes::{ggml_block, ggml_code, hk_code};
-use super::error::{core, limit_at};
+use super::error::{hk_error, limit_at};
 use super::json;
 use super::meta::Dups;
 use super::model::{Format, Model, ReadOptions, Source, TensorOut, KEY_SOURCE_TYPES, KEY_VALUE_ENCODING};
@@ -207,13 +207,13 @@ pub fn strict(hk: &HkFile<'_>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Parses and checks an HK file: the core reader, the strict rulings, the lineage.
+/// Parses and checks an HK file: the no_std reader, the strict rulings, the lineage.
 pub fn check<'a>(bytes: &'a [u8], opts: &ReadOptions, notes: &mut Vec<String>) -> anyhow::Result<HkFile<'a>> {
-    let hk = HkFile::parse(bytes).map_err(core).context("not a valid HK file")?;
+    let hk = HkFile::parse(bytes).map_err(hk_error).context("not a valid HK file")?;
     strict(&hk).context("not a valid HK file")?;
     let records = hk.appendix().count();
     if opts.verify_lineage {
-        let lineage = hk.verify_lineage().map_err(core).context("HK appendix lineage does not verify")?;
+        let lineage = hk.verify_lineage().map_err(hk_error).context("HK appendix lineage does not verify")?;
         if lineage.payload_only > 0 {
             notes.push(format!("{} appendix link(s) use the older payload-only lineage hash", lineage.payload_only));
         }

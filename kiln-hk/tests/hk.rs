@@ -1,9 +1,11 @@
-//! The HK container reader (`kiln_nostd::hk`): valid files covering every
+//! The HK container reader (`kiln_hk`): valid files covering every
 //! storage-type family, and hostile ones, built by a small writer below
-//! (independent of the reader) and by spec/reference/hk_writer.py.
+//! (independent of the reader) and by spec/reference/hk_writer.py; and the
+//! small example `spec/examples/small/f32-vector-named.hk`.
 
-use kiln_nostd::hk::{tag, Family, HkFile, MetaValue, StorageType};
-use kiln_nostd::{ErrorCode, Rule};
+use kiln_hk::{
+    tag, ErrorCode, Family, HkFile, MetaValue, Rule, StorageType, FLAG_LITTLE_ENDIAN, FLAG_TILE_ALIGNED, HK_MAGIC,
+};
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------- writer
@@ -437,7 +439,7 @@ fn appendix_records_and_lineage() {
 
 #[cfg(feature = "sha2")]
 fn lineage_checks(f: &[u8], second_parent_at: usize) {
-    use kiln_nostd::hk::Lineage;
+    use kiln_hk::Lineage;
     let hk = HkFile::parse(f).unwrap();
     assert_eq!(hk.verify_lineage(), Ok(Lineage { records: 3, full: 1, payload_only: 1 }));
     let mut bad = f.to_vec();
@@ -911,4 +913,56 @@ proptest! {
             if let Ok(hk) = HkFile::parse(&f) { touch(&hk); }
         }
     }
+}
+
+// ---------------------------------------------------------------- the small example
+
+/// The f32 vector [1.0, -2.0] as little-endian bytes.
+const DATA: [u8; 8] = [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0];
+
+/// Writes `bytes` at `at` in `f`.
+fn put(f: &mut [u8], at: usize, bytes: &[u8]) {
+    f[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+/// Metadata `general.architecture = "mlp"` and one f32 tensor `w` = [1.0, -2.0] at offset 256.
+fn example_file() -> Vec<u8> {
+    let mut f = vec![0u8; 264];
+    put(&mut f, 0, &HK_MAGIC);
+    put(&mut f, 4, &1u16.to_le_bytes());
+    put(&mut f, 8, &(FLAG_LITTLE_ENDIAN | FLAG_TILE_ALIGNED).to_le_bytes());
+    put(&mut f, 12, &128u16.to_le_bytes());
+    put(&mut f, 16, &1u64.to_le_bytes()); // tensor_count
+    put(&mut f, 24, &1u64.to_le_bytes()); // kv count
+    put(&mut f, 32, &128u64.to_le_bytes()); // metadata offset
+    put(&mut f, 40, &30u64.to_le_bytes()); // metadata size: 2 + 20 + 1 + 4 + 3
+    put(&mut f, 48, &158u64.to_le_bytes()); // toc offset
+    put(&mut f, 56, &(2 + 1 + 4 + 8 + 48 + 6u64).to_le_bytes()); // toc size: 69
+    put(&mut f, 64, &256u64.to_le_bytes()); // data offset
+    put(&mut f, 88, &1u16.to_le_bytes()); // split_count
+    put(&mut f, 128, &20u16.to_le_bytes()); // metadata
+    put(&mut f, 130, b"general.architecture");
+    put(&mut f, 150, &[tag::STRING]);
+    put(&mut f, 151, &3u32.to_le_bytes());
+    put(&mut f, 155, b"mlp");
+    put(&mut f, 158, &1u16.to_le_bytes()); // toc
+    put(&mut f, 160, b"w");
+    put(&mut f, 161, &[0, 0, 0, 1]);
+    put(&mut f, 165, &2u64.to_le_bytes());
+    put(&mut f, 173, &256u64.to_le_bytes());
+    put(&mut f, 181, &8u64.to_le_bytes());
+    put(&mut f, 221, &32u16.to_le_bytes());
+    put(&mut f, 256, &DATA); // data
+    f
+}
+
+/// The example the doc examples read: rebuilt from its description, it must
+/// match the committed bytes (as kiln-nostd/tests/small_examples.rs does for
+/// the Kiln examples beside it).
+#[test]
+fn the_small_example_is_current() {
+    let committed = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
+    assert_eq!(committed[..], example_file()[..]);
+    let hk = HkFile::parse(committed).unwrap();
+    assert_eq!(hk.find("w").map(|t| t.data()), Some(&DATA[..]));
 }

@@ -4,7 +4,7 @@ use crate::error::{fail, Error, Result, Rule};
 
 use super::cursor::Cursor;
 use super::storage::{StorageType, SPARSITY_TYPES, TILE_LAYOUTS};
-use crate::bytes::usize_sat;
+use kiln_nostd::int::usize_sat;
 
 /// Longest tensor name, in bytes.
 pub const MAX_NAME_LEN: usize = 128;

@@ -1,6 +1,6 @@
 //! HK storage types (`storage_type`), tile layouts and sparsity types.
 
-use crate::dtype::DType;
+use kiln_nostd::DType;
 
 macro_rules! storage_types {
     ($( $(#[$doc:meta])* $name:ident = $code:literal, $text:literal, $family:ident; )*) => {
@@ -199,7 +199,7 @@ impl StorageType {
     pub const fn dense_width(self) -> Option<u8> {
         match self.kiln_dtype() {
             Some(d) => match d.width() {
-                crate::dtype::Width::Bytes(w) => Some(w),
+                kiln_nostd::Width::Bytes(w) => Some(w),
                 _ => None,
             },
             None => None,

@@ -1,15 +1,18 @@
-//! A reader for HK model containers (`.hk`, magic `HKNT`, version 1.x):
-//! no_std, no allocation, every offset and size checked before a slice of
-//! the caller's buffer is handed out.
+//! # kiln-hk
+//!
+//! A reader for HK model containers (`.hk`, magic `HKNT`, version 1.x), the
+//! input side of `kiln convert`: no_std, no allocation, every offset and size
+//! checked before a slice of the caller's buffer is handed out. It is not
+//! part of the Kiln format; it lives beside the core (`kiln-nostd`), whose
+//! [`ErrorCode`] table and dtypes it shares.
 //!
 //! [`HkFile::parse`] checks the whole file once — header, metadata pairs,
 //! every TOC entry, every appendix record — and then the iterators and
-//! accessors cannot fail. A hostile file gets an [`Error`](crate::Error)
-//! with a code, the absolute byte offset and an `Hk*` [`Rule`];
-//! never a panic.
+//! accessors cannot fail. A hostile file gets an [`Error`] with a code, the
+//! absolute byte offset and an `Hk*` [`Rule`]; never a panic.
 //!
 //! ```
-//! use kiln_nostd::hk::{HkFile, MetaValue, StorageType};
+//! use kiln_hk::{HkFile, MetaValue, StorageType};
 //! # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.hk"));
 //! let hk = HkFile::parse(&bytes)?;
 //! for pair in hk.metadata() {
@@ -21,7 +24,7 @@
 //! assert_eq!(w.storage(), StorageType::F32);
 //! assert_eq!(w.shape(), &[2]);
 //! assert_eq!(w.data(), &[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
-//! # Ok::<(), kiln_nostd::Error>(())
+//! # Ok::<(), kiln_hk::Error>(())
 //! ```
 //!
 //! What is checked, in this order:
@@ -65,9 +68,28 @@
 #![cfg_attr(feature = "sha2", doc = "[`HkFile::verify_lineage`]")]
 #![cfg_attr(not(feature = "sha2"), doc = "`HkFile::verify_lineage`")]
 //! (feature `sha2`).
+#![no_std]
+#![forbid(unsafe_code)]
+// A published crate: every public item is documented (the workspace only warns).
+#![deny(missing_docs)]
+// The core's discipline for hostile input: offsets saturate, no indexing,
+// no panics; each `unwrap_or` says on the line above why its fallback is
+// never taken.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::as_conversions
+    )
+)]
 
 mod appendix;
 mod cursor;
+mod error;
 mod header;
 mod meta;
 mod storage;
@@ -76,6 +98,7 @@ mod toc;
 #[cfg(feature = "sha2")]
 pub use appendix::{link_form, payload_hash, record_hash};
 pub use appendix::{AppendixIter, AppendixRecord, Lineage, LinkForm, ENTRY_TYPES, RECORD_HEADER_LEN};
+pub use error::{Error, ErrorCode, Result, Rule};
 pub use header::{
     HkHeader, FLAGS_DEFINED, FLAG_FLEXIBLE_ALIGNMENT, FLAG_HAS_APPENDIX, FLAG_HAS_QUANT_TABLE, FLAG_IS_SHARDED,
     FLAG_LITTLE_ENDIAN, FLAG_RAW_WEIGHT_STORAGE, FLAG_SPARSITY_2_4, FLAG_TILE_ALIGNED, FLAG_UNIVERSAL_PAGE_ALIGNED,
@@ -85,11 +108,16 @@ pub use meta::{tag, MetaIter, MetaPair, MetaValue};
 pub use storage::{sparsity_name, tile_layout_name, Family, StorageType, SPARSITY_TYPES, TILE_LAYOUTS};
 pub use toc::{Span, TocEntry, TocIter, MAX_NAME_LEN, MAX_NDIM};
 
-use crate::bytes::{u64_from, usize_sat};
-use crate::error::{fail, Result, Rule};
 use cursor::Cursor;
+use error::fail;
 use header::{AT_APPENDIX_OFFSET, AT_KV_COUNT, AT_METADATA_OFFSET, AT_TENSOR_COUNT, AT_TOC_OFFSET};
+use kiln_nostd::int::{u64_from, usize_sat};
 use toc::PayloadRegion;
+
+// The README's example runs as a doctest, so the crate's page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
 
 /// A checked HK file borrowed from the caller's buffer.
 #[derive(Clone, Copy, Debug)]
