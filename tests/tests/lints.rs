@@ -67,6 +67,12 @@ fn strict_block(source: &str) -> Option<&str> {
     let mut from = 0;
     while let Some(at) = source[from..].find("#![cfg_attr(") {
         let start = from + at;
+        // A one-line attribute (`#![cfg_attr(feature = "x", doc = "...")]`) is not the block.
+        let line_end = source[start..].find('\n').map_or(source.len(), |i| start + i);
+        if source[start..line_end].trim_end().ends_with(")]") {
+            from = line_end;
+            continue;
+        }
         let end = start + source[start..].find("\n)]")? + 3;
         if source[start..end].contains("clippy::indexing_slicing") {
             return Some(&source[start..end]);
