@@ -74,18 +74,7 @@ await page.evaluate(async () => {
     device.queue.writeBuffer(buf, 0, ab, huge.byteOffset, Math.floor(huge.byteLength / 4) * 4);
     return [buf];
   }
-  // The Cache Storage baseline's entry. Cache.put has failed once on a loaded CI machine with
-  // "encountered a network error" (the body read from the local server): a benchmark measures
-  // the paths, it does not test Chromium's cache, so the fill is tried up to three times.
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await (await caches.open('bench')).put(url, await fetch(url));
-      break;
-    } catch (e) {
-      if (attempt === 3) throw e;
-      console.warn(`Cache.put, attempt ${attempt}: ${e}`);
-    }
-  }
+  await (await caches.open('bench')).put(url, await fetch(url));
   window.__bench = async (name) => {
     globalThis.gc?.();
     await new Promise((r) => setTimeout(r, 100));
