@@ -47,10 +47,9 @@ pub fn check_shard(
     manifest.check_shard(entry, model_id, file, &model)?;
     // Steps 9d to 12: the whole-buffer verdict, whose steps 1 to 9 the prefix passed. The
     // same name scratch: without it the names would be compared pairwise again.
-    let again = parser;
     let dir = match (verify, model.digests()) {
-        (true, Some(table)) => check_block_digests(file, block, again, &table)?,
-        _ => again.parse_at(file, block)?,
+        (true, Some(table)) => check_block_digests(file, block, parser, &table)?,
+        _ => parser.parse_at(file, block)?,
     };
     if dir.end() != file.len() {
         return crate::error::fail(Rule::TrailingBytes, dir.end());
