@@ -29,7 +29,8 @@ mod input;
 mod inspect;
 pub mod models;
 mod output;
-mod paths;
+/// The path policy, the host crate's (`crate::paths` in the modules that use it).
+use kiln_host::paths;
 mod platform;
 mod schema;
 mod sign;

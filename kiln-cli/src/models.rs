@@ -3,52 +3,17 @@
 //! converter's own check of what it wrote. Shards are opened only inside
 //! the manifest's folder.
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 
+use kiln_host::{Fault, Shards};
 use kiln_nostd::digest::DIGEST_LEN;
-use kiln_nostd::model::{self, Kind, Manifest, Model, ShardEntry, ShardName};
+use kiln_nostd::model::{Kind, Manifest};
 use kiln_nostd::{Error, Limits};
-use memmap2::Mmap;
 use serde::Serialize;
 
 use crate::output::ErrorFields;
-use crate::paths;
 use kiln_nostd::host;
-
-/// A mapped shard file (`None` when it is empty).
-pub struct Mapped {
-    /// Its bytes.
-    pub map: Option<Mmap>,
-}
-
-impl AsRef<[u8]> for Mapped {
-    fn as_ref(&self) -> &[u8] {
-        self.map.as_deref().unwrap_or(&[])
-    }
-}
-
-/// Opens shard `name` in `folder` and maps it. `Ok(None)`: it does not
-/// exist, is not a regular file, or is a symbolic link that leads out of the
-/// folder (the manifest can only name files inside it).
-pub fn open_shard(folder: &Path, name: ShardName<'_>) -> io::Result<Option<Mapped>> {
-    // M2 made the name a plain file name: joining it stays in the folder.
-    let path = folder.join(name.as_str());
-    let Ok(true) = paths::may_open(folder, &path) else { return Ok(None) };
-    let Ok(file) = File::open(&path) else { return Ok(None) };
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Ok(None);
-    }
-    if meta.len() == 0 {
-        return Ok(Some(Mapped { map: None }));
-    }
-    // SAFETY: read-only map of a regular file; a concurrent truncation faults
-    // (SIGBUS) as with any mapped reader.
-    let map = unsafe { Mmap::map(&file) }?;
-    Ok(Some(Mapped { map: Some(map) }))
-}
 
 /// One shard's line in a model's report.
 #[derive(Debug, Serialize)]
@@ -71,7 +36,8 @@ pub struct ShardLine {
 pub struct ModelReport {
     /// The record type.
     pub kind: Kind,
-    /// The verdict; for a sharded model, the first fault in shard order.
+    /// The verdict; for a sharded model, the first fault in shard order,
+    /// with the shard's file name (`None`: the file given) and the tensor.
     pub fault: Option<Fault>,
     /// A shard given alone: which position of which model it is.
     pub shard_of: Option<(u32, u32, [u8; DIGEST_LEN])>,
@@ -85,18 +51,6 @@ pub struct ModelReport {
     pub signed: Option<([u8; 32], u64, String)>,
 }
 
-/// A fault, with the file it is in (a shard's name; `None` for the file
-/// given) and the tensor it concerns.
-#[derive(Debug, Clone)]
-pub struct Fault {
-    /// The error; its offset is in `file`.
-    pub error: Error,
-    /// The shard file, for a fault in a shard.
-    pub file: Option<String>,
-    /// The tensor at fault (its name), where one is.
-    pub tensor: Option<String>,
-}
-
 /// Checks the model file or manifest at `path` whose bytes are `bytes`.
 /// `verify`: compare digests (step 9d).
 pub fn check(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io::Result<ModelReport> {
@@ -107,30 +61,16 @@ pub fn check(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io::Res
 }
 
 fn check_file(bytes: &[u8], kind: Kind, limits: Limits, verify: bool) -> ModelReport {
-    let mut scratch = host::scratch_for(bytes, &limits);
-    let parser = host::parser(limits, &mut scratch);
-    let parsed = if verify { Model::parse_verified_with(bytes, parser) } else { Model::parse_with(bytes, parser) };
-    let (fault, shard_of, tensors, signed) = match parsed {
+    let (fault, shard_of, tensors, signed) = match kiln_host::check_model(bytes, limits, verify) {
         Ok(m) => (
             None,
             m.shard().map(|s| (s.index, s.count, *s.model)),
             m.directory().len(),
             m.signature().map(|s| (*s.key, s.release.version, s.release.target.to_owned())),
         ),
-        Err(error) => {
-            let tensor = tensor_at(bytes, &error);
-            (Some(Fault { error, file: None, tensor }), None, 0, None)
-        }
+        Err(fault) => (Some(fault), None, 0, None),
     };
     ModelReport { kind, fault, shard_of, shards: Vec::new(), tensors, verified: verify, signed }
-}
-
-/// The name of the tensor a DIGEST or shard fault concerns.
-fn tensor_at(file: &[u8], error: &Error) -> Option<String> {
-    use kiln_nostd::Rule;
-    let m = Model::parse(file).ok().filter(|_| error.rule() == Rule::PayloadDigest)?;
-    let t = m.directory().iter().find(|t| t.absolute_offset() == error.offset())?;
-    Some(format!("{} (index {})", t.name().unwrap_or("-"), t.index()))
 }
 
 fn check_sharded(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io::Result<ModelReport> {
@@ -139,24 +79,24 @@ fn check_sharded(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io:
             "a manifest read from standard input has no folder to find its shards in; give its path",
         ));
     }
-    let mut scratch = host::manifest_scratch(bytes, &limits);
-    let manifest = match Manifest::parse_with(bytes, &limits, Some(&mut scratch)) {
-        Ok(m) => m,
-        Err(error) => {
-            let fault = Some(Fault { error, file: None, tensor: None });
-            return Ok(ModelReport {
-                kind: Kind::Manifest,
-                fault,
-                shard_of: None,
-                shards: Vec::new(),
-                tensors: 0,
-                verified: verify,
-                signed: None,
-            });
-        }
+    let report = |fault, shards, tensors, signed| ModelReport {
+        kind: Kind::Manifest,
+        fault,
+        shard_of: None,
+        shards,
+        tensors,
+        verified: verify,
+        signed,
     };
-    let folder = paths::folder_of(path);
-    let id = manifest.model_id();
+    let sharded = match Shards::new(path, bytes, limits) {
+        Ok(s) => s,
+        Err(fault) => return Ok(report(Some(fault), Vec::new(), 0, None)),
+    };
+    // Checked by `Shards::new` already; an error here is the same verdict.
+    let manifest = match sharded.manifest() {
+        Ok(m) => m,
+        Err(e) => return Ok(report(Some(e.into()), Vec::new(), 0, None)),
+    };
     let mut shards = Vec::new();
     let mut fault = None;
     for entry in manifest.shards() {
@@ -165,63 +105,17 @@ fn check_sharded(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io:
             shards.push(ShardLine { file: name, ok: false, error: None, tensor: None });
             continue;
         }
-        let file = open_shard(&folder, entry.name)?;
-        let bytes = file.as_ref().map(AsRef::as_ref);
-        let result = check_one(&manifest, &id, &entry, bytes, verify, limits);
-        let tensor = result.as_ref().err().and_then(|e| bytes.and_then(|b| tensor_of_shard(&manifest, &entry, b, e)));
-        shards.push(ShardLine {
-            file: name.clone(),
-            ok: result.is_ok(),
-            error: result.as_ref().err().map(ErrorFields::from),
-            tensor: tensor.clone(),
-        });
-        if let Err(error) = result {
-            fault = Some(Fault { error, file: Some(name), tensor });
-        }
+        let file = sharded.open_shard(entry.name)?;
+        let result = sharded.check_shard(&manifest, &entry, file.as_deref(), verify);
+        let (error, tensor) = match &result {
+            Ok(()) => (None, None),
+            Err(f) => (Some(ErrorFields::from(&f.error)), f.tensor.as_ref().map(ToString::to_string)),
+        };
+        shards.push(ShardLine { file: name, ok: result.is_ok(), error, tensor });
+        fault = result.err();
     }
-    Ok(ModelReport {
-        kind: Kind::Manifest,
-        fault,
-        shard_of: None,
-        shards,
-        tensors: manifest.tensor_count(),
-        verified: verify,
-        signed: manifest.signature().map(|s| (*s.key, s.release.version, s.release.target.to_owned())),
-    })
-}
-
-fn check_one(
-    manifest: &Manifest<'_>,
-    id: &[u8; DIGEST_LEN],
-    entry: &ShardEntry<'_>,
-    bytes: Option<&[u8]>,
-    verify: bool,
-    limits: Limits,
-) -> Result<(), Error> {
-    let mut scratch = host::scratch_for(bytes.unwrap_or(&[]), &limits);
-    let parser = host::parser(limits, &mut scratch);
-    model::check_shard(manifest, id, entry, bytes, verify, parser)
-}
-
-/// The tensor a shard's fault concerns: a DIGEST at its payload, or a
-/// mismatch at its descriptor or digest.
-pub(crate) fn tensor_of_shard(
-    manifest: &Manifest<'_>,
-    entry: &ShardEntry<'_>,
-    file: &[u8],
-    error: &Error,
-) -> Option<String> {
-    use kiln_nostd::Rule;
-    let m = Model::parse(file).ok()?;
-    let dir = m.directory();
-    let index = match error.rule() {
-        Rule::PayloadDigest => dir.iter().position(|t| t.absolute_offset() == error.offset())?,
-        Rule::ShardTensor => error.offset().checked_sub(dir.start().saturating_add(64))? / 128,
-        Rule::ShardTensorDigest => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
-        _ => return None,
-    };
-    let name = manifest.shard_tensors_of(entry).nth(index).map(|t| t.name.to_owned());
-    Some(format!("{} (index {index})", name.or_else(|| dir.get(index)?.name().map(str::to_owned))?))
+    let signed = manifest.signature().map(|s| (*s.key, s.release.version, s.release.target.to_owned()));
+    Ok(report(fault, shards, manifest.tensor_count(), signed))
 }
 
 /// The short form of a model id or payload digest in messages: its first 8 bytes in hex.
@@ -234,16 +128,8 @@ impl ModelReport {
     pub fn human(&self, file: &str) -> String {
         match &self.fault {
             None => format!("{file}: ok ({})", self.what()),
-            Some(f) => {
-                let whose = f.file.as_deref().map(|s| format!(" of {s}")).unwrap_or_default();
-                let tensor = f.tensor.as_deref().map(|t| format!(" (tensor {t})")).unwrap_or_default();
-                format!(
-                    "{file}: {} at byte {}{whose}{tensor}: {}",
-                    f.error.code(),
-                    f.error.offset_u64(),
-                    f.error.rule().description()
-                )
-            }
+            // `CODE at byte N[ of SHARD][ (tensor T)]: TEXT`: the host crate's words.
+            Some(f) => format!("{file}: {f}"),
         }
     }
 
@@ -303,7 +189,7 @@ impl ModelReport {
             #[serde(skip_serializing_if = "Option::is_none")]
             shard_file: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
-            tensor: Option<&'a str>,
+            tensor: Option<String>,
             kind: &'static str,
             digests_verified: bool,
             #[serde(skip_serializing_if = "Option::is_none")]
@@ -333,7 +219,7 @@ impl ModelReport {
             ok: f.is_none(),
             error: f.map(|f| ErrorFields::from(&f.error)),
             shard_file: f.and_then(|f| f.file.as_deref()),
-            tensor: f.and_then(|f| f.tensor.as_deref()),
+            tensor: f.and_then(|f| f.tensor.as_ref()).map(ToString::to_string),
             kind: self.kind.name(),
             digests_verified: self.digests_verified(),
             shard: self.shard_of.map(|(index, count, id)| ShardOf { index, count, model: hex::encode(id) }),

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use kiln_host::Fault;
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::model::{self, Kind, Manifest, Metadata, Model, ModelWriter, Trust, PAD_KEY};
 use kiln_nostd::{
@@ -19,11 +20,6 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 mod buffer;
 mod frozen;
 mod onnx;
-// The path policy (folders, plain names, links), one file for the CLI and this
-// package until issue 42's host crate holds it; not all of it is used here.
-#[allow(dead_code)]
-#[path = "../../kiln-cli/src/paths.rs"]
-mod paths;
 mod sharded;
 
 use buffer::Held;
@@ -68,19 +64,17 @@ pub(crate) fn kiln_error_in(py: Python<'_>, e: Error, file: Option<&str>, tensor
     }
 }
 
-/// The name of the tensor a DIGEST fault of model file `buf` concerns.
-pub(crate) fn digest_tensor(buf: &[u8], e: &Error) -> Option<String> {
-    if e.rule() != kiln_nostd::Rule::PayloadDigest {
-        return None;
-    }
-    let m = Model::parse(buf).ok()?;
-    let t = m.directory().iter().find(|t| t.absolute_offset() == e.offset())?;
-    Some(key_of(&t))
+/// `KilnError` for a fault the host crate named: its shard file and the
+/// tensor, by its name (its index when it has none).
+pub(crate) fn fault_error(py: Python<'_>, f: Fault) -> PyErr {
+    let tensor = f.tensor.map(|t| t.name.unwrap_or_else(|| t.index.to_string()));
+    kiln_error_in(py, f.error, f.file.as_deref(), tensor.as_deref())
 }
 
-/// `KilnError` for a fault in the model file or directory `buf`.
+/// `KilnError` for a fault in the model file or directory `buf` (a DIGEST
+/// error names its tensor).
 pub(crate) fn file_error(py: Python<'_>, buf: &[u8], e: Error) -> PyErr {
-    kiln_error_in(py, e, None, digest_tensor(buf, &e).as_deref())
+    fault_error(py, Fault::in_file(buf, e))
 }
 
 pub(crate) fn type_text_error(py: Python<'_>, text: &str, e: Error) -> PyErr {
@@ -113,27 +107,15 @@ fn limits(count_cap: u32, byte_cap: u32) -> Limits {
     Limits::DEFAULT.with_count_cap(count_cap).with_byte_cap(byte_cap)
 }
 
-/// Name scratch for the model file or directory `buf` (empty when its
-/// claimed tensor count could not fit in it).
-pub(crate) fn name_scratch_for(buf: &[u8]) -> Vec<u32> {
-    host::scratch_for(buf, &Limits::DEFAULT)
-}
-
-/// `kiln_nostd::model::parse_any` with the CLI's configuration (a model
-/// file by content, else a plain directory; name scratch and a random seed),
-/// and with `verify` step 9d (every digest compared) for a model file that
-/// carries digests.
+/// A model file by content, else a plain directory, checked by the host
+/// crate (name scratch, a random seed; `verify`: step 9d for a model file
+/// that carries digests): `kiln validate`'s check of one file.
 pub(crate) fn open_checked(
     buf: &[u8],
     limits: Limits,
     verify: bool,
-) -> Result<(Option<Metadata<'_>>, Directory<'_>), Error> {
-    let mut scratch = host::scratch_for(buf, &limits);
-    let parser = host::parser(limits, &mut scratch);
-    if model::is_model_file(buf) && verify {
-        return Model::parse_verified_with(buf, parser).map(|m| (Some(m.metadata()), m.directory()));
-    }
-    model::parse_any_with(buf, parser)
+) -> Result<(Option<Metadata<'_>>, Directory<'_>), Fault> {
+    kiln_host::check_file(buf, limits, verify)
 }
 
 /// Scratch for a manifest of `buf.len()` bytes (its entries take at least
@@ -184,7 +166,7 @@ fn validate(
         }),
         (None, false) => {
             let verdict = with_bytes(py, &held, |b| open_checked(b, limits, verify).map(|_| ()));
-            return verdict.map_err(|e| file_error(py, held.bytes(), e));
+            return verdict.map_err(|f| fault_error(py, f));
         }
         (Some("tensors"), false) => with_bytes(py, &held, |b| open_tensors(b, limits).map(|_| ())),
         (text, framed) => {
@@ -278,8 +260,8 @@ type Inspection<'py> = (Option<Bound<'py, PyDict>>, usize, usize, Bound<'py, PyL
 #[pyo3(signature = (data, verify=false))]
 fn inspect<'py>(py: Python<'py>, data: &Bound<'py, PyAny>, verify: bool) -> PyResult<Inspection<'py>> {
     let held = Held::new(data)?;
-    let (meta, dir) = with_bytes(py, &held, |b| open_checked(b, Limits::DEFAULT, verify))
-        .map_err(|e| file_error(py, held.bytes(), e))?;
+    let (meta, dir) =
+        with_bytes(py, &held, |b| open_checked(b, Limits::DEFAULT, verify)).map_err(|f| fault_error(py, f))?;
     let padding = meta.map_or(0, |m| m.padding());
     let meta = meta.map(|m| metadata_dict(py, &m)).transpose()?;
     Ok((meta, padding, dir.start(), table(py, &dir)?))
@@ -421,8 +403,8 @@ fn load_arrays<'py>(
 ) -> PyResult<(Option<Bound<'py, PyDict>>, Bound<'py, PyDict>)> {
     let maker = ArrayMaker::new(py, dtypes)?;
     let held = Held::new(data)?;
-    let (meta, dir) = with_bytes(py, &held, |b| open_checked(b, Limits::DEFAULT, verify))
-        .map_err(|e| file_error(py, held.bytes(), e))?;
+    let (meta, dir) =
+        with_bytes(py, &held, |b| open_checked(b, Limits::DEFAULT, verify)).map_err(|f| fault_error(py, f))?;
     let out = PyDict::new(py);
     for t in dir.iter() {
         let arr = maker.array(py, data, held.address(), !held.readonly(), &t)?;
@@ -667,6 +649,15 @@ fn kind(data: &Bound<'_, PyAny>) -> PyResult<Option<&'static str>> {
     Ok(Kind::of(held.bytes()).map(Kind::name))
 }
 
+/// The format of a foreign file `data` (the bytes of the file at `path`)
+/// and what to do with it: the host crate's table, as `kiln validate` names
+/// it; None for Kiln (and for bytes no entry matches).
+#[pyfunction]
+fn foreign(path: PathBuf, data: &Bound<'_, PyAny>) -> PyResult<Option<(&'static str, String)>> {
+    let held = Held::new(data)?;
+    Ok(kiln_host::foreign::refusal(&path, held.bytes()))
+}
+
 /// safetensors' spelling of a dtype, where safetensors has one (the
 /// strings of its `Dtype`; `get_slice(...).get_dtype()` answers with them).
 /// The match has no wildcard: a dtype added to the core must be given its
@@ -731,6 +722,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(save, m)?)?;
     m.add_function(wrap_pyfunction!(default_cap, m)?)?;
     m.add_function(wrap_pyfunction!(kind, m)?)?;
+    m.add_function(wrap_pyfunction!(foreign, m)?)?;
     m.add_function(wrap_pyfunction!(dtype_table, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::onnx_requirements, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::onnx_pair, m)?)?;

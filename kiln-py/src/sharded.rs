@@ -2,27 +2,27 @@
 //! manifest and its shards with the core's `write_sharded`, and reading
 //! one shard at a time with the core's `check_shard`.
 //!
-//! Shard names come only from a manifest that passed steps M1 to M5 (so
+//! Opening them is the host crate's (`kiln_host::Shards`, as for the CLI):
+//! shard names come only from a manifest that passed steps M1 to M5 (so
 //! each is a plain file name), are joined only to the manifest's own folder,
 //! and a symbolic link leading out of that folder is refused (the shard is
-//! then missing): the CLI's path policy (`kiln-cli/src/paths.rs`, compiled
-//! into this crate too). The Python half opens the path [`Sharded::resolve`]
-//! gives without following links and maps it; the bytes checked are the
-//! bytes mapped.
+//! then missing); a fault names the shard and the tensor. The Python half
+//! opens the path [`Sharded::resolve`] gives without following links and
+//! maps it; the bytes checked are the bytes mapped.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use kiln_nostd::digest::DIGEST_LEN;
-use kiln_nostd::model::{self, Manifest, Model, ShardEntry};
-use kiln_nostd::{Error, Limits, QuantSpec, Rule, TensorRef, TensorSpec};
+use kiln_host::paths::folder_of;
+use kiln_host::{Fault, Shards};
+use kiln_nostd::model::{self, Manifest, ShardEntry, ShardName};
+use kiln_nostd::{Limits, QuantSpec, TensorRef, TensorSpec};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::buffer::Held;
-use crate::paths::{self, folder_of};
-use crate::{kiln_error, kiln_error_in, manifest_scratch, open_checked, write_error, write_file, WriteError};
+use crate::{fault_error, kiln_error, open_checked, write_error, write_file, WriteError};
 
 /// Heap bytes (names and layout names) one shard's block may hold: every
 /// heap offset is a u16 below 0xFFFF (`spec/kiln-v2.md`, section 9).
@@ -205,28 +205,24 @@ pub(crate) fn remove_stale_shards(manifest: &Path, keep: Option<u32>) -> std::io
 }
 
 /// A checked manifest and the folder its shards are in: the native half of
-/// `kiln.safe_open` and `kiln.numpy.load_file` on a sharded model.
+/// `kiln.open`, `kiln.safe_open` and `kiln.numpy.load_file` on a sharded model.
 #[pyclass(frozen, module = "kiln._kiln")]
 pub(crate) struct Sharded {
-    /// The manifest's bytes (a copy: manifests hold no payload).
-    bytes: Vec<u8>,
-    /// Its model id, which every shard records.
-    id: [u8; DIGEST_LEN],
-    /// Where its shard names are resolved.
-    folder: PathBuf,
+    /// The manifest (its bytes a copy: manifests hold no payload), its model
+    /// id and folder: the host crate's.
+    shards: Shards<Vec<u8>>,
     /// The shard list (names that passed M2, lengths), read once.
-    shards: Vec<(String, u64)>,
+    list: Vec<(String, u64)>,
 }
 
 impl Sharded {
     /// The manifest, checked again (the bytes passed once; name scratch keeps it linear).
-    fn manifest(&self) -> Result<Manifest<'_>, Error> {
-        let mut scratch = manifest_scratch(&self.bytes, Limits::DEFAULT);
-        Manifest::parse_with(&self.bytes, &Limits::DEFAULT, Some(&mut scratch))
+    fn manifest(&self, py: Python<'_>) -> PyResult<Manifest<'_>> {
+        self.shards.manifest().map_err(|e| kiln_error(py, e))
     }
 
     fn entry(&self, index: u32) -> PyResult<(Manifest<'_>, ShardEntry<'_>)> {
-        let m = self.manifest().map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let m = self.shards.manifest().map_err(|e| PyValueError::new_err(e.to_string()))?;
         let entry = m.shard(index).ok_or_else(|| PyValueError::new_err(format!("no shard {index}")))?;
         Ok((m, entry))
     }
@@ -245,20 +241,17 @@ impl Sharded {
     #[new]
     fn new(py: Python<'_>, path: PathBuf, data: &Bound<'_, PyAny>) -> PyResult<Sharded> {
         let held = Held::new(data)?;
-        let bytes = held.bytes().to_vec();
-        let id = {
-            let mut scratch = manifest_scratch(&bytes, Limits::DEFAULT);
-            let m =
-                Manifest::parse_with(&bytes, &Limits::DEFAULT, Some(&mut scratch)).map_err(|e| kiln_error(py, e))?;
-            (m.model_id(), m.shards().map(|s| (s.name.as_str().to_owned(), s.length)).collect())
+        let shards = Shards::new(&path, held.bytes().to_vec(), Limits::DEFAULT).map_err(|f| fault_error(py, f))?;
+        let list = {
+            let m = shards.manifest().map_err(|e| kiln_error(py, e))?;
+            m.shards().map(|s| (s.name.as_str().to_owned(), s.length)).collect()
         };
-        let (id, shards) = id;
-        Ok(Sharded { bytes, id, folder: folder_of(&path), shards })
+        Ok(Sharded { shards, list })
     }
 
     /// The model's metadata (without the padding key).
     fn metadata<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let m = self.manifest().map_err(|e| kiln_error(py, e))?;
+        let m = self.manifest(py)?;
         let d = PyDict::new(py);
         for (k, v) in m.metadata().iter() {
             d.set_item(k, v)?;
@@ -268,17 +261,17 @@ impl Sharded {
 
     /// The model id (32 bytes).
     fn model_id<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
-        PyBytes::new(py, &self.id)
+        PyBytes::new(py, self.shards.model_id())
     }
 
     /// The shards in order: (file name, byte length).
     fn shards(&self) -> Vec<(String, u64)> {
-        self.shards.clone()
+        self.list.clone()
     }
 
     /// The tensor table, in manifest order (rows as [`ManifestRow`]).
     fn table<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let m = self.manifest().map_err(|e| kiln_error(py, e))?;
+        let m = self.manifest(py)?;
         let rows = PyList::empty(py);
         for t in m.tensors() {
             let quant =
@@ -304,19 +297,13 @@ impl Sharded {
     fn resolve(&self, index: u32) -> PyResult<Option<std::ffi::OsString>> {
         let at = usize::try_from(index).ok().and_then(|i| i.checked_sub(1));
         let (name, _) =
-            at.and_then(|i| self.shards.get(i)).ok_or_else(|| PyValueError::new_err(format!("no shard {index}")))?;
-        // M2 made the name a plain file name: joining it stays in the folder.
-        let path = self.folder.join(name);
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { return Ok(None) };
-        if !meta.file_type().is_symlink() {
-            return Ok(meta.is_file().then_some(path.into_os_string()));
-        }
-        let target = paths::inside(&self.folder, &path).filter(|t| t.is_file());
-        Ok(target.map(PathBuf::into_os_string))
+            at.and_then(|i| self.list.get(i)).ok_or_else(|| PyValueError::new_err(format!("no shard {index}")))?;
+        let path = ShardName::new(name).and_then(|n| self.shards.resolve(n));
+        Ok(path.map(PathBuf::into_os_string))
     }
 
     /// Checks shard `index` whose file's bytes are `data` (None: it is
-    /// missing) against the manifest with the core's `check_shard`
+    /// missing) against the manifest with the host crate's `check_shard`
     /// (`verify`: its digests too), and returns its tensor table as
     /// `inspect` does (offsets in the shard's file). A fault raises
     /// `KilnError` with `file` the shard's name and `tensor` the tensor at
@@ -333,34 +320,13 @@ impl Sharded {
         let held = data.map(Held::new).transpose()?;
         let bytes = held.as_ref().map(Held::bytes);
         let readonly = held.as_ref().is_none_or(Held::readonly);
-        let run = || -> Result<(), Error> {
-            let mut scratch = crate::name_scratch_for(bytes.unwrap_or(&[]));
-            let parser = kiln_nostd::host::parser(Limits::DEFAULT, &mut scratch);
-            model::check_shard(&m, &self.id, &entry, bytes, verify, parser)
-        };
+        let run = || self.shards.check_shard(&m, &entry, bytes, verify);
         let verdict = if readonly { py.detach(run) } else { run() };
-        if let Err(e) = verdict {
-            let tensor = bytes.and_then(|b| tensor_of_shard(&m, &entry, b, &e));
-            return Err(kiln_error_in(py, e, Some(entry.name.as_str()), tensor.as_deref()));
-        }
+        verdict.map_err(|f| fault_error(py, f))?;
         let bytes = bytes.unwrap_or(&[]);
-        let (meta, dir) = open_checked(bytes, Limits::DEFAULT, false)
-            .map_err(|e| kiln_error_in(py, e, Some(entry.name.as_str()), None))?;
+        let in_shard =
+            |f: Fault| fault_error(py, Fault { file: Some(entry.name.as_str().to_owned()), tensor: None, ..f });
+        let (meta, dir) = open_checked(bytes, Limits::DEFAULT, false).map_err(in_shard)?;
         Ok((meta.map_or(0, |m| m.padding()), dir.start(), crate::table(py, &dir)?))
     }
-}
-
-/// The tensor a shard's fault concerns: a DIGEST at its payload, or a
-/// mismatch at its descriptor or digest (as the CLI names it).
-fn tensor_of_shard(manifest: &Manifest<'_>, entry: &ShardEntry<'_>, file: &[u8], error: &Error) -> Option<String> {
-    let m = Model::parse(file).ok()?;
-    let dir = m.directory();
-    let index = match error.rule() {
-        Rule::PayloadDigest => dir.iter().position(|t| t.absolute_offset() == error.offset())?,
-        Rule::ShardTensor => error.offset().checked_sub(dir.start().saturating_add(64))? / 128,
-        Rule::ShardTensorDigest => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
-        _ => return None,
-    };
-    let name = manifest.shard_tensors_of(entry).nth(index).map(|t| t.name.to_owned());
-    name.or_else(|| dir.get(index)?.name().map(str::to_owned))
 }

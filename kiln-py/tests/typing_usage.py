@@ -26,6 +26,16 @@ def roundtrip(path: Path) -> Dict[str, npt.NDArray[np.float32]]:
     return {k: v.astype(np.float32) for k, v in loaded.items()}
 
 
+def front_door(path: Path) -> Optional[str]:
+    try:
+        with kiln.open(path, verify=True) as f:
+            opened: kiln.SafeOpen = f
+            return opened.keys()[0] if opened.keys() else None
+    except kiln.KilnError as e:
+        foreign: Optional[str] = e.foreign
+        return foreign
+
+
 def describe(path: Path) -> Optional[str]:
     try:
         with kiln.safe_open(path, framework="numpy") as f:

@@ -177,7 +177,7 @@ fn read_manifest(path: &Path, mut files: Vec<Input>, opts: &ReadOptions) -> anyh
         let name = entry.name.as_str();
         let bytes = input.bytes();
         let fault = |e: kiln_nostd::Error| {
-            let tensor = crate::models::tensor_of_shard(&m, &entry, bytes, &e)
+            let tensor = kiln_host::fault::tensor_of_shard(&m, &entry, bytes, &e)
                 .map(|t| format!(" (tensor {t})"))
                 .unwrap_or_default();
             anyhow!(

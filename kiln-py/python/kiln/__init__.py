@@ -5,13 +5,13 @@ checked by the Rust core (``kiln_nostd``) before an array is handed out.
 >>> kiln.numpy.save_file({"w": np.ones((2, 3), np.float32)}, "m.kiln", {"author": "me"})
 >>> kiln.validate("m.kiln")                       # None, or raises kiln.KilnError
 >>> w = kiln.numpy.load_file("m.kiln")["w"]       # a read-only view of the memory map
->>> with kiln.safe_open("m.kiln") as f:
+>>> with kiln.open("m.kiln") as f:                # the front door: any Kiln file by content
 ...     f.metadata(), f.tensor_info("w").shape, f.get_slice("w")[1:]
 
 Sharded models (a manifest ``NAME.kiln`` and shards ``NAME-00001-of-0000N.kiln``
 beside it) are written by ``kiln.numpy.save_file(..., max_shard_size="500MB")``
-and open with the same calls: ``load_file`` and ``safe_open`` take the
-manifest's path, check the manifest, and map and check each shard against it
+and open with the same calls: ``open``, ``load_file`` and ``safe_open`` take
+the manifest's path, check the manifest, and map and check each shard against it
 (the core's ``check_shard``) before any tensor of it is handed out.
 
 Errors from the format are :class:`KilnError` with ``code`` (``FRAME``,
@@ -25,6 +25,7 @@ tensor at fault, where one is.
 from __future__ import annotations
 
 import base64
+import builtins
 import mmap
 import os
 import stat
@@ -50,6 +51,7 @@ __all__ = [
     "Release",
     "decode",
     "encode",
+    "open",
     "safe_open",
     "DTYPE_NAMES",
     "SAFETENSORS_DTYPES",
@@ -80,7 +82,7 @@ def _is_path(data: object) -> bool:
 def _map(path: Union[str, "os.PathLike[str]"]) -> Union[mmap.mmap, bytes]:
     """A read-only memory map of the file (``b""`` for an empty file, which
     cannot be mapped). The map stays open as long as any view of it lives."""
-    with open(os.fspath(path), "rb") as f:
+    with builtins.open(os.fspath(path), "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return b""
@@ -429,8 +431,15 @@ class TensorSlice:
         return self._handle.get_tensor(self._info.name)[index]
 
 
+def _check_target(framework: str, device: str) -> None:
+    if framework not in ("numpy", "np"):
+        raise ValueError(f"framework {framework!r} is not supported (only 'numpy')")
+    if device != "cpu":
+        raise ValueError(f"device {device!r} is not supported (only 'cpu')")
+
+
 class SafeOpen:
-    """A checked, memory-mapped Kiln file or sharded model (see :func:`safe_open`)."""
+    """A checked, memory-mapped Kiln file or sharded model (see :func:`open`)."""
 
     def __init__(
         self,
@@ -440,10 +449,7 @@ class SafeOpen:
         *,
         verify: bool = False,
     ) -> None:
-        if framework not in ("numpy", "np"):
-            raise ValueError(f"framework {framework!r} is not supported (only 'numpy')")
-        if device != "cpu":
-            raise ValueError(f"device {device!r} is not supported (only 'cpu')")
+        _check_target(framework, device)
         self._verify = bool(verify)
         self._mm: Any = _map(filename)
         self._view: Any = _owner(self._mm)
@@ -550,6 +556,49 @@ class SafeOpen:
         return TensorSlice(self, name)
 
 
+def open(path: Union[str, "os.PathLike[str]"], *, verify: bool = False) -> SafeOpen:
+    """The front door: opens the Kiln file at ``path`` by memory map, whatever
+    ``kiln convert`` or the writers made of it (a model file, signed model,
+    plain directory, or the manifest of a sharded model), and checks every
+    rule before returning; use as a context manager. Raises
+    :class:`KilnError` for a rejected file.
+
+    A manifest opens the sharded model: the manifest is checked whole here;
+    each shard, looked up in the manifest's folder only (a symbolic link out
+    of it is never followed), is mapped and checked against it (the core's
+    ``check_shard``: length, model id, position, tensors, prefix digest, its
+    own rules) the first time one of its tensors is asked for, so a missing
+    or foreign shard raises then, with ``file`` naming it and ``tensor`` the
+    tensor at fault. ``verify=True`` also hashes every payload against its
+    digest (the file's, or each shard's as it is opened); a memory map reads
+    no payload otherwise, so it is off by default (ruling 6:
+    ``docs/verification.md``).
+
+    A format ``kiln convert`` reads (safetensors, GGUF, ONNX, ...) is
+    refused with the Kiln verdict (``FRAME`` at byte 0), its ``foreign``
+    attribute the format's name and, from Python 3.11, a note with the
+    command that converts it. The checks are the host crate's
+    (``kiln-host``), the same the CLI runs."""
+    try:
+        return SafeOpen(path, verify=verify)
+    except KilnError as err:
+        _name_foreign(err, path)
+        raise
+
+
+def _name_foreign(err: KilnError, path: Union[str, "os.PathLike[str]"]) -> None:
+    """Sets ``err.foreign`` (None for a Kiln file) and notes the converting command."""
+    found = None
+    if err.file is None and err.offset == 0:
+        try:
+            found = _kiln.foreign(os.fspath(path), _owner(_map(path)))
+        except OSError:
+            found = None
+    err.foreign = None if found is None else found[0]
+    if found is not None and hasattr(err, "add_note"):
+        err.add_note(found[1])
+
+
 def safe_open(
     filename: Union[str, "os.PathLike[str]"],
     framework: str = "numpy",
@@ -557,17 +606,9 @@ def safe_open(
     *,
     verify: bool = False,
 ) -> SafeOpen:
-    """Opens a Kiln file (model file or plain directory) by memory map and
-    checks every rule before returning; use as a context manager. Raises
-    :class:`KilnError` for a rejected file.
-
-    A manifest opens the sharded model: the manifest is checked whole here;
-    each shard is mapped and checked against it (the core's ``check_shard``:
-    length, model id, position, tensors, prefix digest, its own rules) the
-    first time one of its tensors is asked for, so a missing or foreign
-    shard raises then, with ``file`` naming it. ``verify=True`` also hashes
-    every payload against its digest (the file's, or each shard's as it is
-    opened); a memory map reads no payload otherwise, so it is off by
-    default (``spec/model-file.md``: one flag where the reader would read
-    nothing)."""
-    return SafeOpen(filename, framework, device, verify=verify)
+    """safetensors' ``safe_open`` for Kiln files: :func:`open` (every rule
+    checked at open, by memory map; a sharded model through its manifest;
+    ``verify=True`` hashes the payloads) after checking that ``framework``
+    is NumPy and ``device`` the CPU, the only ones Kiln serves."""
+    _check_target(framework, device)
+    return open(filename, verify=verify)

@@ -20,6 +20,8 @@ class KilnError(ValueError):
     description: str
     file: Optional[str]
     tensor: Optional[str]
+    #: Set by ``kiln.open``: the foreign format the file is (``"safetensors"``, ``"gguf"``, ...), or None.
+    foreign: Optional[str]
 
 class TypeTextError(ValueError):
     """Type text that is not canonical Kiln type text."""
@@ -52,6 +54,7 @@ class Sharded:
 
 def default_cap() -> int: ...
 def kind(data: Any) -> Optional[str]: ...
+def foreign(path: str, data: Any) -> Optional[Tuple[str, str]]: ...
 def dtype_table() -> List[Tuple[int, str, Optional[str]]]: ...
 def onnx_requirements(
     graph: bytes,

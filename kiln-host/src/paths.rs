@@ -4,9 +4,8 @@
 //! up in, and which symbolic links are followed (only those that stay in
 //! that folder).
 //!
-//! It depends on nothing of the CLI (std and the core only): the Python
-//! package compiles this same file (`kiln-py/src/lib.rs`, `#[path]`), and
-//! the host crate of issue 42 takes it over as it is.
+//! The CLI (`kiln validate`, `kiln convert`, `kiln sign`) and the Python
+//! package (`kiln.open`, `kiln.safe_open`) both call it.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -35,6 +34,21 @@ pub fn inside(folder: &Path, path: &Path) -> Option<PathBuf> {
 pub fn may_open(folder: &Path, path: &Path) -> io::Result<bool> {
     let meta = std::fs::symlink_metadata(path)?;
     Ok(!meta.file_type().is_symlink() || inside(folder, path).is_some())
+}
+
+/// The file to open for `name` (a plain file name, step M2) looked up in
+/// `folder`: `folder/name` when it is a regular file, the file a symbolic
+/// link there leads to when that is a regular file directly inside `folder`
+/// (canonicalized), else `None` (missing, not a regular file, or a link out
+/// of the folder, which is never followed).
+pub fn resolve(folder: &Path, name: &str) -> Option<PathBuf> {
+    // M2 made the name a plain file name: joining it stays in the folder.
+    let path = folder.join(name);
+    let meta = std::fs::symlink_metadata(&path).ok()?;
+    if !meta.file_type().is_symlink() {
+        return meta.is_file().then_some(path);
+    }
+    inside(folder, &path).filter(|t| t.is_file())
 }
 
 /// Why `name` is not a plain file name in its folder (spec/model-file.md,
@@ -87,7 +101,6 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn only_links_that_stay_in_the_folder_are_followed() {
-        // No tempfile: kiln-py compiles this file too, without that dev-dependency.
         let dir = std::env::temp_dir().join(format!("kiln-paths-{}", std::process::id()));
         let (folder, other) = (dir.join("m"), dir.join("other"));
         let _ = std::fs::remove_dir_all(&dir);
@@ -104,6 +117,11 @@ mod tests {
         let target = inside(&folder, &folder.join("in.kiln")).unwrap();
         assert_eq!(target, folder.canonicalize().unwrap().join("a.kiln"));
         assert_eq!(inside(&folder, &folder.join("out.kiln")), None);
+        assert_eq!(resolve(&folder, "a.kiln"), Some(folder.join("a.kiln")));
+        assert_eq!(resolve(&folder, "in.kiln"), Some(target));
+        assert_eq!(resolve(&folder, "out.kiln"), None);
+        assert_eq!(resolve(&folder, "missing.kiln"), None);
+        assert_eq!(resolve(&dir, "m"), None, "a folder is not a shard");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
