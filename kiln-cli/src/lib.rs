@@ -29,7 +29,7 @@ mod input;
 mod inspect;
 pub mod models;
 mod output;
-/// The path policy, the host crate's (`crate::paths` in the modules that use it).
+// The path policy is the host crate's (`crate::paths` in the modules that use it).
 use kiln_host::paths;
 mod platform;
 mod schema;

@@ -139,6 +139,10 @@ impl LegacyGgml {
 /// for Kiln and for bytes no table entry matches (a Kiln reader then says
 /// why it refuses them).
 pub fn refusal(path: &Path, bytes: &[u8]) -> Option<(&'static str, String)> {
+    // Kiln's magic first: a Kiln file named `.onnx` is still Kiln.
+    if Format::detect(bytes) == Some(Format::Kiln) {
+        return None;
+    }
     match Format::detect_file(bytes, path) {
         Some(Format::Kiln) => None,
         Some(format) => {
@@ -189,6 +193,8 @@ mod tests {
         assert_eq!(format, "ggjt");
         assert!(why.starts_with("old.bin (ggjt): a ggml model (GGJT, pre-GGUF): kiln reads GGUF"), "{why}");
         assert_eq!(refusal(Path::new("m.kiln"), b"KLN0"), None);
+        assert_eq!(refusal(Path::new("m.onnx"), b"KLNT"), None, "Kiln's magic wins over the extension");
+        assert_eq!(refusal(Path::new("m.onnx"), b"\x08\x07").map(|r| r.0), Some("onnx"));
         assert_eq!(refusal(Path::new("m.kiln"), b"????"), None);
     }
 }
