@@ -6,9 +6,9 @@ use ed25519_candidates::vectors::{DEVICE_CUTS, DEVICE_KEY, DEVICE_MSG_LEN, DEVIC
 use rt::entry;
 
 #[cfg(any(
-    all(feature = "dalek", feature = "compact"),
-    all(feature = "dalek", feature = "salty"),
-    all(feature = "compact", feature = "salty")
+    all(feature = "dalek", any(feature = "compact", feature = "salty", feature = "dalek-small")),
+    all(feature = "compact", any(feature = "salty", feature = "dalek-small")),
+    all(feature = "salty", feature = "dalek-small")
 ))]
 compile_error!("one backend per device build");
 
@@ -16,11 +16,13 @@ compile_error!("one backend per device build");
 use ed25519_candidates::compact as backend;
 #[cfg(feature = "dalek")]
 use ed25519_candidates::dalek as backend;
+#[cfg(feature = "dalek-small")]
+use ed25519_candidates::dalek_small as backend;
 #[cfg(feature = "salty")]
 use ed25519_candidates::salty as backend;
 
 /// The baseline: the inputs folded into a value, no cryptography.
-#[cfg(not(any(feature = "dalek", feature = "compact", feature = "salty")))]
+#[cfg(not(any(feature = "dalek", feature = "dalek-small", feature = "compact", feature = "salty")))]
 mod backend {
     pub const STREAMS: bool = true;
     pub fn verify(k: &[u8; 32], sig: &[u8; 64], pieces: &[&[u8]]) -> bool {
@@ -33,7 +35,8 @@ mod backend {
         x & 1 == 0
     }
 }
-const BASELINE: bool = cfg!(not(any(feature = "dalek", feature = "compact", feature = "salty")));
+const BASELINE: bool =
+    cfg!(not(any(feature = "dalek", feature = "dalek-small", feature = "compact", feature = "salty")));
 
 #[cfg(not(feature = "locate-panics"))]
 #[panic_handler]
@@ -81,6 +84,39 @@ mod rt {
         unsafe { core::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
         sp
     }
+
+    /// SysTick's control, reload and current-value registers.
+    const SYST_CSR: *mut u32 = 0xE000_E010 as *mut u32;
+    const SYST_RVR: *mut u32 = 0xE000_E014 as *mut u32;
+    const SYST_CVR: *mut u32 = 0xE000_E018 as *mut u32;
+    /// SysTick counts 24 bits.
+    pub const TIMER_MASK: u32 = 0x00FF_FFFF;
+
+    /// SysTick free-running on the core clock, no interrupt.
+    pub fn timer_start() {
+        // SAFETY: the architecture's SysTick registers; 32-bit stores.
+        unsafe {
+            core::ptr::write_volatile(SYST_RVR, TIMER_MASK);
+            core::ptr::write_volatile(SYST_CVR, 0);
+            core::ptr::write_volatile(SYST_CSR, 0b101); // enable, core clock
+        }
+    }
+
+    /// Ticks, counting up (SysTick counts down).
+    #[inline(always)]
+    pub fn now() -> u32 {
+        // SAFETY: SysTick's current-value register; a 32-bit load.
+        TIMER_MASK - unsafe { core::ptr::read_volatile(SYST_CVR) }
+    }
+
+    /// [`super::CAL_ITERS`] iterations of two instructions.
+    #[inline(never)]
+    pub fn cal_loop() {
+        // SAFETY: a register countdown loop; no memory, no stack.
+        unsafe {
+            core::arch::asm!("2:", "subs r0, #1", "bne 2b", inout("r0") super::CAL_ITERS => _, options(nomem, nostack))
+        };
+    }
 }
 
 /// RISC-V: QEMU `virt` (`-bios none`): its 16550 UART and sifive_test device.
@@ -115,6 +151,28 @@ mod rt {
         unsafe { core::arch::asm!("mv {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
         sp
     }
+
+    /// The CLINT's `mtime` (10 MHz), low word.
+    const MTIME: *const u32 = 0x0200_BFF8 as *const u32;
+    pub const TIMER_MASK: u32 = u32::MAX;
+
+    /// `mtime` runs from reset.
+    pub fn timer_start() {}
+
+    #[inline(always)]
+    pub fn now() -> u32 {
+        // SAFETY: the machine's timer register; a 32-bit load.
+        unsafe { core::ptr::read_volatile(MTIME) }
+    }
+
+    /// [`super::CAL_ITERS`] iterations of two instructions.
+    #[inline(never)]
+    pub fn cal_loop() {
+        // SAFETY: a register countdown loop; no memory, no stack.
+        unsafe {
+            core::arch::asm!("2:", "addi {0}, {0}, -1", "bnez {0}, 2b", inout(reg) super::CAL_ITERS => _, options(nomem, nostack))
+        };
+    }
 }
 
 /// A value the optimiser must treat as unknown.
@@ -131,24 +189,24 @@ static CUTS: [usize; 2] = DEVICE_CUTS;
 /// Which signature byte the negative check flips.
 static FLIP: usize = 7;
 static mut SINK: u32 = 0;
-/// Written by the markers: distinct stores keep the linker from folding them into one.
-static mut MARK: u32 = 0;
 
-/// The instruction count's brackets: measure.sh counts the instructions QEMU
-/// executes from the first entry into `mark_begin` to the first into `mark_end`.
-#[no_mangle]
+/// The instruction count: ticks of the machine's timer, converted with a
+/// calibration loop of known length. Under QEMU `-icount shift=0` every
+/// instruction takes one virtual nanosecond and the timers follow virtual
+/// time, so the figure is an instruction count (firmware-demo's ticks.rs).
+const CAL_ITERS: u32 = 100_000;
+
+/// Ticks of `f`, and its result.
 #[inline(never)]
-extern "C" fn mark_begin() {
-    // SAFETY: single-threaded; a volatile store to a static.
-    unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!(MARK), 1) };
+fn time<R>(f: impl FnOnce() -> R) -> (R, u32) {
+    let a = rt::now();
+    let r = f();
+    (r, rt::now().wrapping_sub(a) & rt::TIMER_MASK)
 }
 
-/// See [`mark_begin`].
-#[no_mangle]
-#[inline(never)]
-extern "C" fn mark_end() {
-    // SAFETY: as in `mark_begin`.
-    unsafe { core::ptr::write_volatile(core::ptr::addr_of_mut!(MARK), 2) };
+/// Instructions for `ticks`, from the calibration's ticks per instruction.
+fn instructions(ticks: u32, cal: u32) -> u64 {
+    (u64::from(ticks) * u64::from(CAL_ITERS) * 2).checked_div(u64::from(cal)).unwrap_or(0)
 }
 
 const PAINT: u32 = 0xC0DE_5AFE;
@@ -243,12 +301,9 @@ fn main() -> ! {
     let model: &[u8] = opaque(&MODEL);
     let msg = model.get(..opaque(&MSG_LEN)).unwrap_or(model);
 
-    let (good, stack) = measure_stack(|| {
-        mark_begin();
-        let r = check(&key, &sig, msg);
-        mark_end();
-        r
-    });
+    rt::timer_start();
+    let cal = time(rt::cal_loop).1;
+    let ((good, ticks), stack) = measure_stack(|| time(|| check(&key, &sig, msg)));
     let mut bad_sig = sig;
     if let Some(b) = bad_sig.get_mut(opaque(&FLIP)) {
         *b ^= 1;
@@ -273,6 +328,12 @@ fn main() -> ! {
 
     rt::print(b"stack ");
     print_num(stack);
+    rt::print(b"\ninstructions ");
+    print_num(instructions(ticks, cal) as usize);
+    rt::print(b"\nticks ");
+    print_num(ticks as usize);
+    rt::print(b" calibration ");
+    print_num(cal as usize);
     rt::print(b"\n");
     let ok = BASELINE || (good && !flipped && rfc);
     rt::print(if ok { b"verdicts ok\n" } else { b"verdicts WRONG\n" });

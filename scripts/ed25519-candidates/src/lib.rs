@@ -44,6 +44,145 @@ pub mod dalek {
     }
 }
 
+/// ed25519-dalek's checks (as in `dalek`) on curve25519-dalek's point
+/// arithmetic, without its window tables: `[s]B - [k]A` by Shamir's trick,
+/// one doubling per bit and at most one addition of B, -A or B - A.
+/// Variable time, as every verifier here (the inputs are public).
+#[cfg(feature = "dalek-small")]
+pub mod dalek_small {
+    use curve25519_dalek::constants::ED25519_BASEPOINT_POINT as B;
+    use curve25519_dalek::edwards::{CompressedEdwardsY, EdwardsPoint};
+    use curve25519_dalek::scalar::Scalar;
+    use curve25519_dalek::traits::Identity;
+    use group::Group;
+    use sha2::{Digest, Sha512};
+
+    /// The backend takes the message in pieces.
+    pub const STREAMS: bool = true;
+
+    // Each step below is a function of its own (`inline(never)`): their
+    // frames follow one another on the stack instead of adding up in one
+    // (LTO would otherwise merge the whole check into a 2-3 KB frame).
+
+    #[inline(never)]
+    fn decompress(k: &[u8; 32]) -> Option<EdwardsPoint> {
+        CompressedEdwardsY(*k).decompress()
+    }
+
+    #[inline(never)]
+    fn small_order(p: &EdwardsPoint) -> bool {
+        p.is_small_order()
+    }
+
+    #[inline(never)]
+    fn encode(p: &EdwardsPoint) -> [u8; 32] {
+        p.compress().to_bytes()
+    }
+
+    /// The point, when `k` is the canonical encoding of one not of small order.
+    #[inline(never)]
+    fn key(k: &[u8; 32]) -> Option<EdwardsPoint> {
+        let p = decompress(k)?;
+        (!small_order(&p) && encode(&p) == *k).then_some(p)
+    }
+
+    /// Whether `key` is usable (a point, canonically encoded, not of small order).
+    pub fn key_ok(k: &[u8; 32]) -> bool {
+        key(k).is_some()
+    }
+
+    /// Bit `i` of a little-endian scalar.
+    fn bit(s: &[u8; 32], i: usize) -> bool {
+        s.get(i / 8).is_some_and(|b| b >> (i % 8) & 1 == 1)
+    }
+
+    /// SHA-512(R || A || M) into `out`, M the concatenation of `pieces`
+    /// (`finalize_into_reset`: no copy of the hasher's state on the stack).
+    #[inline(never)]
+    fn hash(r: &[u8; 32], k: &[u8; 32], pieces: &[&[u8]], out: &mut [u8; 64]) {
+        let mut h = Sha512::new();
+        h.update(r);
+        h.update(k);
+        for p in pieces {
+            h.update(p);
+        }
+        h.finalize_into_reset(out.into());
+    }
+
+    #[inline(never)]
+    fn reduce(wide: &[u8; 64]) -> [u8; 32] {
+        Scalar::from_bytes_mod_order_wide(wide).to_bytes()
+    }
+
+    /// H(R || A || M) mod L.
+    #[inline(never)]
+    fn challenge(r: &[u8; 32], k: &[u8; 32], pieces: &[&[u8]]) -> [u8; 32] {
+        let mut wide = [0u8; 64];
+        hash(r, k, pieces, &mut wide);
+        reduce(&wide)
+    }
+
+    /// L, the order of the base point, little-endian.
+    const L: [u8; 32] = [
+        0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde, 0x14, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+    ];
+
+    /// S < L, compared as little-endian numbers (RFC 8032 section 5.1.7's
+    /// check; `Scalar::from_canonical_bytes` makes the same one through
+    /// Montgomery reduction, 2.4 KB of code on a Cortex-M3).
+    fn canonical(s: &[u8; 32]) -> bool {
+        // The most significant differing byte decides; equal is not below.
+        s.iter().zip(L.iter()).rev().find(|(a, b)| a != b).is_some_and(|(a, b)| a < b)
+    }
+
+    /// `[s]B + [h](-A)` (both scalars below L < 2^253). No B - A entry:
+    /// one point less on the stack for about 60 more additions.
+    // By reference: the by-value `+=` took a 120-byte larger frame.
+    #[allow(clippy::op_ref)]
+    #[inline(never)]
+    fn combine(s: &[u8; 32], h: &[u8; 32], a: &EdwardsPoint) -> EdwardsPoint {
+        let minus_a = -a;
+        let mut acc = <EdwardsPoint as Identity>::identity();
+        for i in (0..253).rev() {
+            acc = <EdwardsPoint as Group>::double(&acc);
+            if bit(s, i) {
+                acc = &acc + &B;
+            }
+            if bit(h, i) {
+                acc = &acc + &minus_a;
+            }
+        }
+        acc
+    }
+
+    /// The signature `sig` by `k` over the concatenation of `pieces`:
+    /// S < L, then the encoding of `[S]B - [H(R || A || M)]A` equals R's
+    /// bytes (cofactorless; a non-canonical R can never match).
+    #[inline(never)]
+    pub fn verify(k: &[u8; 32], sig: &[u8; 64], pieces: &[&[u8]]) -> bool {
+        key(k).is_some_and(|a| verify_with(&a, k, sig, pieces))
+    }
+
+    /// [`verify`] with the key decoded (as a trust made once would hold it).
+    #[inline(never)]
+    fn verify_with(a: &EdwardsPoint, k: &[u8; 32], sig: &[u8; 64], pieces: &[&[u8]]) -> bool {
+        let (Some(r), Some(s)) = (sig.first_chunk::<32>(), sig.last_chunk::<32>()) else { return false };
+        if !canonical(s) {
+            return false;
+        }
+        let h = challenge(r, k, pieces);
+        equation(a, r, s, &h)
+    }
+
+    /// The encoding of `[s]B - [h]A` equals `r`. Apart from `verify_with`,
+    /// so that its points are not on the stack under the hash.
+    #[inline(never)]
+    fn equation(a: &EdwardsPoint, r: &[u8; 32], s: &[u8; 32], h: &[u8; 32]) -> bool {
+        encode(&combine(s, h, a)) == *r
+    }
+}
+
 /// ed25519-compact 2: `PublicKey::validate` and the incremental verifier.
 #[cfg(feature = "compact")]
 pub mod compact {

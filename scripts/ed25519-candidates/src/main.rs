@@ -1,7 +1,7 @@
 //! The device harness: one build per candidate (measure.sh). It verifies
 //! the device message (vectors::DEVICE_*) in three pieces (one for a
 //! backend that does not stream), measures that call's stack by painting,
-//! brackets it with two marker functions for the instruction count, then
+//! times it (the instruction count, see `time` in device.rs), then
 //! checks RFC 8032's short vectors and a flipped byte, and computes the
 //! SHA-256 the digests need. It prints `stack N` and exits 0 when every
 //! verdict was right (QEMU: semihosting on Arm, sifive_test on `virt`).
