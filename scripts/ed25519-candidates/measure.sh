@@ -11,7 +11,8 @@
 #            feature locate-panics (a handler that links; same code otherwise), its
 #            figures are taken from that build and the functions calling core's panic
 #            machinery are listed
-#   stack    bytes of stack the verify call used (painted before, read after, under QEMU)
+#   stack    bytes of stack the verify call used (painted before, read after, under QEMU;
+#            the key checks included); key = the key checks alone (a trust made at start-up)
 #   instr    instructions of the verify call (a 1,024-byte message in three pieces, key
 #            checks included) under QEMU -icount shift=0, where each instruction takes one
 #            virtual nanosecond: the machine's timer (SysTick; mtime on virt) over the call,
@@ -100,36 +101,38 @@ build() {
     echo "$out"
 }
 
-# run TARGET ELF: "stack instr status" (status 0 = every verdict right).
+# run TARGET ELF: "stack key-stack instr status" (status 0 = every verdict right).
 run() {
     local status=0
     # shellcheck disable=SC2046
     timeout 600 nice -n 15 $(qemu "$1") -icount shift=0 -kernel "$2" >"$work/out" 2>/dev/null || status=$?
-    local stack instr
+    local stack key instr
     stack=$(awk '$1 == "stack" { print $2 }' "$work/out")
+    key=$(awk '$1 == "key" && $2 == "stack" { print $3 }' "$work/out")
     instr=$(awk '$1 == "instructions" { print $2 }' "$work/out")
-    echo "${stack:-?} ${instr:-?} $status"
+    echo "${stack:-?} ${key:-?} ${instr:-?} $status"
 }
 
-printf '%-22s %-17s %8s %8s %8s %7s %11s %-6s %-8s\n' target candidate flash "+base" verify stack instr device no-panic
+printf '%-27s %-17s %7s %7s %7s %6s %6s %10s %-6s %-8s\n' target candidate flash "+base" verify stack key instr device no-panic
 for target in $TARGETS; do
     base_flash=0 sha_flash=0
     for name in $CANDIDATES; do
-        elf=$(build "$name" "$target" "${FEATS[$name]}") || { printf '%-22s %-17s build failed (see above)\n' "$target" "$name"; continue; }
+        elf=$(build "$name" "$target" "${FEATS[$name]}") || { printf '%-27s %-17s build failed (see above)\n' "$target" "$name"; continue; }
         nopanic=$(cat "$work/panics")
         f=$(flash "$elf")
         [ "$name" = baseline ] && base_flash=$f
         [ "$name" = sha256 ] && sha_flash=$f
-        read -r stack instr status < <(run "$target" "$elf")
+        read -r stack key instr status < <(run "$target" "$elf")
         device=$([ "$status" = 0 ] && echo ok || echo "FAIL($status)")
         verify=$([ "$sha_flash" -gt 0 ] && [ "$name" != baseline ] && [ "$name" != sha256 ] && echo $((f - sha_flash)) || echo -)
-        printf '%-22s %-17s %8d %8d %8s %7s %11s %-6s %-8s\n' "$target" "$name" "$f" $((f - base_flash)) "$verify" "$stack" "$instr" "$device" "$nopanic"
+        printf '%-27s %-17s %7d %7d %7s %6s %6s %10s %-6s %-8s\n' "$target" "$name" "$f" $((f - base_flash)) "$verify" "$stack" "$key" "$instr" "$device" "$nopanic"
         [ -s "$work/sites-$name-$target" ] && cat "$work/sites-$name-$target"
     done
 done
 echo "(flash = .text + .rodata of the whole binary, bytes; +base = over the baseline (same inputs, no"
 echo " cryptography), i.e. the signature check and SHA-256; verify = over the sha256 build, the signature"
-echo " check alone; stack = bytes used by the verify call (painting; the baseline's is the harness's own"
-echo " frames); instr = its instructions under QEMU -icount shift=0; device = exit status under QEMU;"
+echo " check alone; stack = bytes used by the verify call, key checks included (painting; the baseline's"
+echo " is the harness's own frames); key = the key checks alone; instr = the verify call's instructions"
+echo " under QEMU -icount shift=0; device = exit status under QEMU;"
 echo " no-panic = whether the build links with the undefined panic handler (no: the functions calling"
 echo " panic code are listed, the figures are those of the locate-panics build))"

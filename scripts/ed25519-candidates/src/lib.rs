@@ -64,9 +64,10 @@ pub mod dalek_small {
     // frames follow one another on the stack instead of adding up in one
     // (LTO would otherwise merge the whole check into a 2-3 KB frame).
 
+    /// Writes the point `k` encodes into `out` (no copy of it in between).
     #[inline(never)]
-    fn decompress(k: &[u8; 32]) -> Option<EdwardsPoint> {
-        CompressedEdwardsY(*k).decompress()
+    fn decompress(k: &[u8; 32], out: &mut EdwardsPoint) -> bool {
+        CompressedEdwardsY(*k).decompress().map(|p| *out = p).is_some()
     }
 
     #[inline(never)]
@@ -79,16 +80,16 @@ pub mod dalek_small {
         p.compress().to_bytes()
     }
 
-    /// The point, when `k` is the canonical encoding of one not of small order.
+    /// Decodes `k` into `out`: false unless `k` is the canonical encoding
+    /// of a point not of small order. The point lives in the caller's frame.
     #[inline(never)]
-    fn key(k: &[u8; 32]) -> Option<EdwardsPoint> {
-        let p = decompress(k)?;
-        (!small_order(&p) && encode(&p) == *k).then_some(p)
+    fn key_into(k: &[u8; 32], out: &mut EdwardsPoint) -> bool {
+        decompress(k, out) && !small_order(out) && encode(out) == *k
     }
 
     /// Whether `key` is usable (a point, canonically encoded, not of small order).
     pub fn key_ok(k: &[u8; 32]) -> bool {
-        key(k).is_some()
+        key_into(k, &mut <EdwardsPoint as Identity>::identity())
     }
 
     /// Bit `i` of a little-endian scalar.
@@ -161,7 +162,8 @@ pub mod dalek_small {
     /// bytes (cofactorless; a non-canonical R can never match).
     #[inline(never)]
     pub fn verify(k: &[u8; 32], sig: &[u8; 64], pieces: &[&[u8]]) -> bool {
-        key(k).is_some_and(|a| verify_with(&a, k, sig, pieces))
+        let mut a = <EdwardsPoint as Identity>::identity();
+        key_into(k, &mut a) && verify_with(&a, k, sig, pieces)
     }
 
     /// [`verify`] with the key decoded (as a trust made once would hold it).

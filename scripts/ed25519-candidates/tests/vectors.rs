@@ -174,9 +174,9 @@ fn edge_inputs() -> Vec<Edge> {
     ]
 }
 
+// Each push is behind its backend's feature (none: empty, not mutated).
+#[allow(unused_mut, clippy::vec_init_then_push)]
 fn backends() -> Vec<Backend> {
-    // Each push is behind its backend's feature (none: empty, not mutated).
-    #[allow(unused_mut, clippy::vec_init_then_push)]
     let mut v = Vec::new();
     #[cfg(feature = "dalek")]
     v.push(Backend {
