@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds the npm package kiln-wasm/pkg/ from a fresh clone:
 #   1. the wasm32 target and the pinned wasm-bindgen CLI (installed only if missing),
-#   2. cargo build (profile wasm: release-size, LTO, one codegen unit, panic=abort; sha2 at opt-level 3),
+#   2. cargo build of one module per feature set (profile wasm: release-size, LTO, one codegen
+#      unit, panic=abort; the validator at opt-level 2, sha2 at 3): open, remote, frozen, and the
+#      test-only module into pkg-testing/ (never packed),
 #   3. wasm-bindgen --target web (its default `new URL(..., import.meta.url)` fetch taken out:
 #      the entries always pass the module), 4. wasm-opt -Oz from binaryen@132 (npm, NOT Debian's),
-#   5. the module embedded as base64 (wasm/kiln_wasm_inline.js) for the default entry,
+#   5. each module embedded once as base64 (wasm/*_inline.js) for the default ES module entry,
 #   6. the hand-written JS API, types and README from js/, the licenses from the repository
-#      root (the one copy; the crates link to it too); index.cjs (the CommonJS entry) bundled
-#      from index.js by esbuild (pinned in package-lock.json).
-# Prints the .wasm size raw and gzipped. Usage: kiln-wasm/build.sh [--quiet]
+#      root (the one copy; the crates link to it too); index.cjs (the CommonJS entry, reading
+#      the .wasm files) bundled from js/node-entry.mjs by esbuild (pinned in package-lock.json).
+# Prints and enforces the sizes (each module, the pages, the tarball). Usage: kiln-wasm/build.sh [--quiet]
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,66 +36,109 @@ if [ ! -x "$HERE/node_modules/.bin/wasm-opt" ] || [ ! -x "$HERE/node_modules/.bi
   (cd "$HERE" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-# 2. Build.
-say "cargo build (wasm32, profile wasm: release-size with SHA-256 at opt-level 3)"
-(cd "$ROOT" && cargo build -p kiln-wasm --target wasm32-unknown-unknown --profile wasm ${QUIET:+--quiet})
-WASM="$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm/kiln_wasm.wasm"
-
-# 3. Bindings.
+# 2. Build: one module per feature set (src/lib.rs, Cargo.toml "features"):
+#    open (kiln_wasm: directories, model files, digests), remote (kiln_remote:
+#    a sharded model's manifest), frozen (kiln_frozen: Frozen values), and the
+#    test-only module (kiln_testing: all three plus check_direct, table_layout,
+#    dtype_bits) into pkg-testing/, which is never packed.
 PKG="$HERE/pkg"
-rm -rf "$PKG"
-mkdir -p "$PKG/wasm"
-wasm-bindgen --target web --out-dir "$PKG/wasm" --no-typescript \
-  --remove-name-section --remove-producers-section "$WASM"
-rm -f "$PKG/wasm/.gitignore" "$PKG/wasm/package.json"
-# No fallback fetch of a file next to the glue: bundlers would try to emit it
-# (webpack, vite) or leave a URL that 404s (esbuild). slim.js passes its own URL.
-GLUE="$PKG/wasm/kiln_wasm.js"
-DEFAULT_URL="module_or_path = new URL('kiln_wasm_bg.wasm', import.meta.url);"
-if ! grep -qF "$DEFAULT_URL" "$GLUE"; then
-  echo "kiln-wasm: wasm-bindgen's glue changed: no default module URL to take out of $GLUE" >&2
-  exit 1
-fi
-sed -i "s|$DEFAULT_URL|throw new Error('kiln-wasm: no WebAssembly module given');|" "$GLUE"
-if grep -q "import\.meta" "$GLUE"; then
-  echo "kiln-wasm: $GLUE still refers to import.meta" >&2
-  exit 1
-fi
+TESTING="$HERE/pkg-testing"
+rm -rf "$PKG" "$TESTING"
+mkdir -p "$PKG/wasm" "$TESTING"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+MODULES="kiln_wasm:open kiln_remote:remote kiln_frozen:frozen kiln_testing:testing"
+for m in $MODULES; do
+  name="${m%%:*}"
+  feature="${m##*:}"
+  say "cargo build --features $feature (wasm32, profile wasm: release-size with the validator at opt-level 2, SHA-256 at 3)"
+  (cd "$ROOT" && cargo build -p kiln-wasm --target wasm32-unknown-unknown --profile wasm \
+    --no-default-features --features "$feature" ${QUIET:+--quiet})
+  cp "$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm/kiln_wasm.wasm" "$WORK/$name.wasm"
+done
 
-# 4. Size.
-"$HERE/node_modules/.bin/wasm-opt" -Oz "$PKG/wasm/kiln_wasm_bg.wasm" -o "$PKG/wasm/kiln_wasm_bg.wasm"
+# 3. Bindings. No fallback fetch of a file next to the glue: bundlers would
+# try to emit it (webpack, vite) or leave a URL that 404s (esbuild). The
+# entries always pass the module (slim.js its own URLs).
+for m in $MODULES; do
+  name="${m%%:*}"
+  out="$PKG/wasm"
+  [ "$name" = kiln_testing ] && out="$TESTING"
+  wasm-bindgen --target web --out-dir "$out" --no-typescript \
+    --remove-name-section --remove-producers-section "$WORK/$name.wasm"
+  rm -f "$out/.gitignore" "$out/package.json"
+  GLUE="$out/$name.js"
+  DEFAULT_URL="module_or_path = new URL('${name}_bg.wasm', import.meta.url);"
+  if ! grep -qF "$DEFAULT_URL" "$GLUE"; then
+    echo "kiln-wasm: wasm-bindgen's glue changed: no default module URL to take out of $GLUE" >&2
+    exit 1
+  fi
+  sed -i "s|$DEFAULT_URL|throw new Error('kiln-wasm: no WebAssembly module given');|" "$GLUE"
+  if grep -q "import\.meta" "$GLUE"; then
+    echo "kiln-wasm: $GLUE still refers to import.meta" >&2
+    exit 1
+  fi
+  # 4. Size.
+  "$HERE/node_modules/.bin/wasm-opt" -Oz "$out/${name}_bg.wasm" -o "$out/${name}_bg.wasm"
+done
 
-# 5. The module, embedded for the default entry.
-node -e '
-  const fs = require("fs");
-  const b64 = fs.readFileSync(process.argv[1]).toString("base64");
-  fs.writeFileSync(process.argv[2], "// kiln_wasm_bg.wasm as base64 (generated by build.sh): the default entry instantiates it on import.\nexport const wasmBase64 =\n  \"" + b64 + "\";\n");
-' "$PKG/wasm/kiln_wasm_bg.wasm" "$PKG/wasm/kiln_wasm_inline.js"
+# 5. The modules, embedded for the default ES module entry (one copy each;
+# index.cjs reads the .wasm files instead).
+for name in kiln_wasm kiln_remote kiln_frozen; do
+  node -e '
+    const fs = require("fs");
+    const b64 = fs.readFileSync(process.argv[1]).toString("base64");
+    fs.writeFileSync(process.argv[2], "// " + process.argv[3] + "_bg.wasm as base64 (generated by build.sh): the default entry instantiates it when needed.\nexport const wasm =\n  \"" + b64 + "\";\n");
+  ' "$PKG/wasm/${name}_bg.wasm" "$PKG/wasm/${name}_inline.js" "$name"
+done
 
 # 6. The package around it.
 cp "$HERE"/js/*.js "$HERE/js/index.d.ts" "$HERE/js/package.json" "$HERE/js/README.md" "$ROOT/LICENSE-MIT" "$ROOT/LICENSE-APACHE" "$PKG/"
 # The same declarations for `require` (TypeScript reads .d.cts as a CommonJS module's).
 cp "$HERE/js/index.d.ts" "$PKG/index.d.cts"
-# The CommonJS entry: index.js and everything it imports in one file (the glue
-# has no import.meta left, and index.js no top-level await).
-"$HERE/node_modules/.bin/esbuild" "$PKG/index.js" --bundle --format=cjs --platform=neutral --target=es2020 \
-  --log-level=warning --outfile="$PKG/index.cjs"
+# The CommonJS entry: js/node-entry.mjs and everything it imports in one
+# minified file, the modules read from wasm/*.wasm (no embedded copy).
+cp "$HERE/js/node-entry.mjs" "$PKG/node-entry.mjs"
+"$HERE/node_modules/.bin/esbuild" "$PKG/node-entry.mjs" --bundle --format=cjs --platform=node --target=es2020 \
+  --minify-syntax --minify-whitespace --log-level=warning --outfile="$PKG/index.cjs"
+rm "$PKG/node-entry.mjs"
 # The npm version is the crate's version.
 VERSION="$(cd "$ROOT" && cargo pkgid -p kiln-wasm | sed 's/.*[#@]//')"
 node -e 'const f=process.argv[1]; const p=JSON.parse(require("fs").readFileSync(f,"utf8")); p.version=process.argv[2]; require("fs").writeFileSync(f, JSON.stringify(p, null, 2) + "\n");' "$PKG/package.json" "$VERSION"
 
-RAW=$(stat -c %s "$PKG/wasm/kiln_wasm_bg.wasm")
-GZ=$(gzip -9 -c "$PKG/wasm/kiln_wasm_bg.wasm" | wc -c)
-echo "$RAW $GZ" > "$PKG/wasm/SIZE"
-say "pkg/wasm/kiln_wasm_bg.wasm: $RAW bytes, $GZ gzipped (budget 69632 gzipped)"
-# What a page that bundles the default entry downloads: the JS and the embedded module.
-BUNDLE_GZ=$("$HERE/node_modules/.bin/esbuild" "$PKG/index.js" --bundle --format=esm --minify --log-level=warning | gzip -9 | wc -c)
-say "the default entry, bundled and minified: $BUNDLE_GZ bytes gzipped (module embedded as base64)"
-# 64 KiB since SHA-256 is built for speed (profile wasm): about 640 bytes gzipped for digests
-# and cache checks at 230 MiB/s instead of 120 in Node 20. 68 KiB since the validator and the
-# manifest reader are built for speed too (opt-level 2: about 3 KB gzipped; a directory's
-# check 1.4x, a 100,000-tensor manifest's 1.6x faster, first call included).
-if [ "$GZ" -gt 69632 ]; then
-  echo "kiln-wasm: the wasm module is over its 68 KiB gzipped budget" >&2
-  exit 1
+# Sizes, and the budgets of issue 42 (bytes; KB = 1000 bytes).
+gz() { gzip -9 -c "$1" | wc -c; }
+OVER=0
+: > "$PKG/wasm/SIZE"
+for name in kiln_wasm kiln_remote kiln_frozen; do
+  RAW=$(stat -c %s "$PKG/wasm/${name}_bg.wasm")
+  GZ=$(gz "$PKG/wasm/${name}_bg.wasm")
+  echo "$name $RAW $GZ" >> "$PKG/wasm/SIZE"
+  say "pkg/wasm/${name}_bg.wasm: $RAW bytes, $GZ gzipped"
+done
+OPEN_GZ=$(awk '$1 == "kiln_wasm" { print $3 }' "$PKG/wasm/SIZE")
+# What a page downloads to open and validate a model file: the JS it imports
+# (the whole entry, bundled and minified: no tree shaking counted) and the module.
+page() { (cd "$PKG" && "$HERE/node_modules/.bin/esbuild" --bundle --format=esm --minify --log-level=warning --loader:.js=js <<<"$1") | gzip -9 | wc -c; }
+SLIM_JS=$(page "import * as kiln from './slim.js'; await kiln.init(); globalThis.k = kiln;")
+SLIM_PAGE=$((SLIM_JS + OPEN_GZ))
+DEFAULT_PAGE=$(page "import * as kiln from './index.js'; globalThis.k = kiln;")
+say "a page that opens and validates a model: with kiln-wasm/slim $SLIM_PAGE bytes gzipped ($SLIM_JS of JS + kiln_wasm_bg.wasm); with the default entry $DEFAULT_PAGE (the JS and the three modules embedded)"
+echo "slim-page $SLIM_PAGE" >> "$PKG/wasm/SIZE"
+echo "default-page $DEFAULT_PAGE" >> "$PKG/wasm/SIZE"
+if [ "$OPEN_GZ" -gt 48000 ]; then
+  echo "kiln-wasm: the open-and-validate module (kiln_wasm_bg.wasm) is over its 48 KB gzipped budget: $OPEN_GZ" >&2
+  OVER=1
 fi
+if [ "$SLIM_PAGE" -gt 64000 ]; then
+  echo "kiln-wasm: the slim page's download is over its 64 KB gzipped budget: $SLIM_PAGE" >&2
+  OVER=1
+fi
+TARBALL=$(cd "$PKG" && npm pack --dry-run --json 2>/dev/null | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s)[0].size))')
+echo "tarball $TARBALL" >> "$PKG/wasm/SIZE"
+say "npm pack: $TARBALL bytes (budget 224000)"
+if [ "$TARBALL" -gt 224000 ]; then
+  echo "kiln-wasm: the tarball is over its 224 kB budget: $TARBALL" >&2
+  OVER=1
+fi
+[ "$OVER" = 0 ] || exit 1

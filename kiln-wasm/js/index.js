@@ -1,13 +1,18 @@
-// The default entry, for every runtime and bundler: the WebAssembly module is
-// embedded (wasm/kiln_wasm_inline.js, base64) and instantiated synchronously
-// when this module is imported. No top-level await, no URL to resolve, no
-// file to serve: `import * as kiln from 'kiln-wasm'` (or require) and call.
-// kiln-wasm/slim is the same API with the module served separately.
-import { initSync } from './wasm/kiln_wasm.js';
-import { wasmBase64 } from './wasm/kiln_wasm_inline.js';
-import { setReady } from './ready.js';
+// The default entry for ES modules, every runtime and bundler: the WebAssembly
+// modules are embedded (wasm/*_inline.js, base64); `open` is instantiated
+// synchronously when this module is imported, `remote` and `frozen` when a
+// call first needs them. No top-level await, no URL to resolve, no file to
+// serve: `import * as kiln from 'kiln-wasm'` and call. index.cjs (require) is
+// the same API reading the package's .wasm files; kiln-wasm/slim the same API
+// with the modules served separately.
+import { wasm as open } from './wasm/kiln_wasm_inline.js';
+import { wasm as remote } from './wasm/kiln_remote_inline.js';
+import { wasm as frozen } from './wasm/kiln_frozen_inline.js';
+import { startWith } from './modules.js';
 
 export * from './kiln.js';
+
+const embedded = { kiln_wasm: open, kiln_remote: remote, kiln_frozen: frozen };
 
 function decodeBase64(text) {
   const s = atob(text);
@@ -16,14 +21,13 @@ function decodeBase64(text) {
   return out;
 }
 
-initSync({ module: decodeBase64(wasmBase64) });
-setReady();
+startWith((name) => decodeBase64(embedded[name]));
 
 /**
- * Resolves at once: this entry instantiates its embedded module on import.
+ * Resolves at once: this entry instantiates its embedded modules itself.
  * Present so that code written for kiln-wasm/slim (`await init({ wasm })`)
  * runs unchanged; the argument is ignored here.
- * @param {{ wasm?: unknown }} [options]
+ * @param {{ wasm?: unknown, remote?: unknown, frozen?: unknown }} [options]
  * @returns {Promise<void>}
  */
 export function init(options) {

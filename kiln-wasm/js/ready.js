@@ -1,10 +1,21 @@
-// Whether the wasm module has been instantiated: the default entry does it
-// when it is imported (the module is embedded), kiln-wasm/slim on `await init()`.
+// Whether the wasm modules have been instantiated. The package has three
+// (README "Modules"): `open` (directories, model files, digests) that every
+// call needs, `remote` (a sharded model's manifest) and `frozen` (Frozen
+// values), each instantiated on first use. The default entry instantiates
+// `open` on import and the other two synchronously from their embedded copies
+// when a call needs them; kiln-wasm/slim instantiates `open` on `await init()`,
+// `remote` by fetching it on first use (an async call) and `frozen` on
+// `await init({ frozen })`.
 
 let ready = false;
 let hint = 'call `await init()` first';
 
-/** Marks the module instantiated. */
+/** How each optional module is had: `{ sync?: () => void, async?: () => Promise<void> }`, set by the entry. */
+const loaders = { remote: null, frozen: null };
+const loaded = { remote: false, frozen: false };
+const pending = { remote: null, frozen: null };
+
+/** Marks the `open` module instantiated. */
 export function setReady() {
   ready = true;
 }
@@ -14,12 +25,63 @@ export function setHint(text) {
   hint = text;
 }
 
-/** True once the wasm module is instantiated. */
+/** True once the `open` module is instantiated. */
 export function isReady() {
   return ready;
 }
 
-/** Throws a clear Error when the wasm module is not instantiated yet. */
+/** Throws a clear Error when the `open` module is not instantiated yet. */
 export function assertReady() {
   if (!ready) throw new Error(`kiln-wasm: the WebAssembly module is not initialised: ${hint}`);
+}
+
+/** Sets how the entry instantiates module `name` ('remote' or 'frozen'). */
+export function setLoader(name, loader) {
+  loaders[name] = loader;
+}
+
+/** Marks module `name` instantiated. */
+export function setLoaded(name) {
+  loaded[name] = true;
+}
+
+/** True once module `name` is instantiated. */
+export function isLoaded(name) {
+  return loaded[name];
+}
+
+/**
+ * Module `name` for a synchronous call: instantiated now from its embedded
+ * copy (the default entry), or a clear Error saying how to load it first.
+ */
+export function need(name) {
+  assertReady();
+  if (loaded[name]) return;
+  const l = loaders[name];
+  if (l?.sync) {
+    l.sync();
+    loaded[name] = true;
+    return;
+  }
+  throw new Error(`kiln-wasm: the ${name} module is not loaded: with kiln-wasm/slim, call \`await init({ ${name}: true })\` (or pass the module: \`{ ${name}: url | bytes | WebAssembly.Module }\`) first`);
+}
+
+/** Module `name` for an async call: instantiated from its embedded copy, or fetched (slim). */
+export async function needAsync(name) {
+  assertReady();
+  if (loaded[name]) return;
+  const l = loaders[name];
+  if (l?.async) {
+    pending[name] ??= l.async().then(
+      () => {
+        loaded[name] = true;
+      },
+      (e) => {
+        pending[name] = null;
+        throw e;
+      },
+    );
+    return pending[name];
+  }
+  need(name);
 }

@@ -120,7 +120,9 @@ test('npm pack ships the entries, the glue, the .wasm, the types, the README and
   const { files } = tarball();
   assert.deepEqual(files, [
     'LICENSE-APACHE', 'LICENSE-MIT', 'README.md', 'cache.js', 'directory.js', 'elements.js', 'frozen.js', 'gpu.js', 'index.cjs', 'index.d.cts', 'index.d.ts',
-    'index.js', 'kiln.js', 'loader.js', 'onnx.js', 'package.json', 'progress.js', 'ready.js', 'remote.js', 'slim.js', 'validate.js',
+    'index.js', 'kiln.js', 'loader.js', 'modules.js', 'onnx.js', 'package.json', 'progress.js', 'ready.js', 'remote.js', 'slim.js', 'validate.js',
+    'wasm/kiln_frozen.js', 'wasm/kiln_frozen_bg.wasm', 'wasm/kiln_frozen_inline.js',
+    'wasm/kiln_remote.js', 'wasm/kiln_remote_bg.wasm', 'wasm/kiln_remote_inline.js',
     'wasm/kiln_wasm.js', 'wasm/kiln_wasm_bg.wasm', 'wasm/kiln_wasm_inline.js',
   ]);
   const dry = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json'], { cwd: pkgDir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }))[0];
@@ -144,4 +146,49 @@ test('npm pack ships the entries, the glue, the .wasm, the types, the README and
   for (const f of files.filter((f) => /\.c?js$/.test(f) && f !== 'slim.js')) {
     assert.doesNotMatch(readFileSync(join(installed, f), 'utf8'), /import\.meta/, `${f}: import.meta`);
   }
+});
+
+test('the shipped modules: no test-only export, one embedded copy of each, index.cjs reads the .wasm files', () => {
+  const { files } = tarball();
+  const installed = join(esm, 'node_modules', 'kiln-wasm');
+  for (const name of ['kiln_wasm', 'kiln_remote', 'kiln_frozen']) {
+    const exports = WebAssembly.Module.exports(new WebAssembly.Module(readFileSync(join(installed, 'wasm', `${name}_bg.wasm`)))).map((e) => e.name);
+    for (const t of ['check_direct', 'table_layout', 'dtype_bits']) assert.ok(!exports.includes(t), `${name}: ${t}`);
+    const glue = readFileSync(join(installed, 'wasm', `${name}.js`), 'utf8');
+    for (const t of ['check_direct', 'table_layout', 'dtype_bits']) assert.doesNotMatch(glue, new RegExp(`\\b${t}\\b`), `${name}.js: ${t}`);
+    // The base64 of the module is in its inline file and nowhere else.
+    const b64 = readFileSync(join(installed, 'wasm', `${name}_bg.wasm`)).toString('base64').slice(0, 4096);
+    const holders = files.filter((f) => /\.c?js$/.test(f) && readFileSync(join(installed, f), 'utf8').includes(b64));
+    assert.deepEqual(holders, [`wasm/${name}_inline.js`], name);
+  }
+  // Only the modules' own exports: the open module has no manifest reader, no Frozen checker.
+  const open = WebAssembly.Module.exports(new WebAssembly.Module(readFileSync(join(installed, 'wasm', 'kiln_wasm_bg.wasm')))).map((e) => e.name);
+  assert.ok(open.some((n) => n.startsWith('validator_')) && !open.some((n) => n.startsWith('manifestreader_') || n.startsWith('frozenchecker_')), open.join(' '));
+  assert.match(readFileSync(join(installed, 'index.cjs'), 'utf8'), /_bg\.wasm/);
+});
+
+test('the default entry instantiates the remote and frozen modules when a call first needs them (CommonJS too)', () => {
+  const probe = `
+    const before = kiln.decodeValue(Uint8Array.of(7, 0, 0, 0), 'u32');
+    console.log(JSON.stringify(before));
+  `;
+  assert.equal(run(esm, 'lazy.mjs', `import * as kiln from 'kiln-wasm';\n${probe}`).trim(), '7');
+  assert.equal(run(cjs, 'lazy.js', `const kiln = require('kiln-wasm');\n${probe}`).trim(), '7');
+});
+
+test('kiln-wasm/slim: decodeValue says how to load the frozen module, then works after init({ frozen })', () => {
+  const out = run(esm, 'slim-frozen.mjs', `
+    import * as kiln from 'kiln-wasm/slim';
+    import { readFileSync } from 'node:fs';
+    import { createRequire } from 'node:module';
+    const dir = createRequire(import.meta.url).resolve('kiln-wasm/kiln_wasm_bg.wasm').replace(/kiln_wasm_bg\.wasm$/, '');
+    await kiln.init({ wasm: readFileSync(dir + 'kiln_wasm_bg.wasm') });
+    let before;
+    try { kiln.decodeValue(Uint8Array.of(2, 0, 0, 0, 104, 105), 'str'); } catch (e) { before = e.message; }
+    await kiln.init({ frozen: readFileSync(dir + 'kiln_frozen_bg.wasm') });
+    console.log(JSON.stringify([before, kiln.decodeValue(Uint8Array.of(2, 0, 0, 0, 104, 105), 'str')]));
+  `);
+  const [before, v] = JSON.parse(out);
+  assert.match(before, /the frozen module is not loaded: with kiln-wasm\/slim, call `await init\(\{ frozen: true \}\)`/);
+  assert.equal(v, 'hi');
 });
