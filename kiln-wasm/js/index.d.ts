@@ -230,13 +230,19 @@ export function isModelFile(bytes: Uint8Array | ArrayBuffer | ArrayBufferView): 
 export type WasmSource = string | URL | Request | Response | BufferSource | WebAssembly.Module;
 
 export interface InitOptions {
-  /** The WebAssembly module (kiln-wasm/slim: default `wasm/kiln_wasm_bg.wasm` next to the entry). */
+  /** The `open` WebAssembly module (kiln-wasm/slim: default `wasm/kiln_wasm_bg.wasm` next to the entry). */
   wasm?: WasmSource | Promise<WasmSource>;
+  /** kiln-wasm/slim: instantiate the `frozen` module too (decodeValue, decodeFrame are synchronous and need it first). */
+  frozen?: boolean;
+  /** kiln-wasm/slim: instantiate the `remote` module now (else openRemote, loadTensor do when they meet a manifest). */
+  remote?: boolean;
 }
 
 /**
- * Instantiates the WebAssembly module. The default entry (`kiln-wasm`) does that when it is imported (the
- * module is embedded) and `init` resolves at once; `kiln-wasm/slim` needs `await init()` before any other call.
+ * Instantiates the WebAssembly modules. The default entry (`kiln-wasm`) does that itself (the modules are
+ * embedded: `open` on import, `remote` and `frozen` on first use) and `init` resolves at once;
+ * `kiln-wasm/slim` needs `await init()` before any other call, and `await init({ frozen: true })` before
+ * decodeValue or decodeFrame.
  */
 export function init(options?: InitOptions): Promise<void>;
 

@@ -1,27 +1,20 @@
 // The default entry for ES modules, every runtime and bundler: the WebAssembly
-// modules are embedded (wasm/*_inline.js, base64); `open` is instantiated
+// modules are embedded (wasm/*_inline.js); `open` is instantiated
 // synchronously when this module is imported, `remote` and `frozen` when a
 // call first needs them. No top-level await, no URL to resolve, no file to
 // serve: `import * as kiln from 'kiln-wasm'` and call. index.cjs (require) is
-// the same API reading the package's .wasm files; kiln-wasm/slim the same API
-// with the modules served separately.
+// the same API reading the same files with fs; kiln-wasm/slim the same API
+// with the `open` module served separately.
 import { wasm as open } from './wasm/kiln_wasm_inline.js';
 import { wasm as remote } from './wasm/kiln_remote_inline.js';
 import { wasm as frozen } from './wasm/kiln_frozen_inline.js';
-import { startWith } from './modules.js';
+import { bytesOf, startWith } from './modules.js';
 
 export * from './kiln.js';
 
 const embedded = { kiln_wasm: open, kiln_remote: remote, kiln_frozen: frozen };
 
-function decodeBase64(text) {
-  const s = atob(text);
-  const out = new Uint8Array(s.length);
-  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
-  return out;
-}
-
-startWith((name) => decodeBase64(embedded[name]));
+startWith((name) => bytesOf(embedded[name]));
 
 /**
  * Resolves at once: this entry instantiates its embedded modules itself.

@@ -4,8 +4,8 @@
 // values), each instantiated on first use. The default entry instantiates
 // `open` on import and the other two synchronously from their embedded copies
 // when a call needs them; kiln-wasm/slim instantiates `open` on `await init()`,
-// `remote` by fetching it on first use (an async call) and `frozen` on
-// `await init({ frozen })`.
+// `remote` on first use (an async call) and `frozen` on `await init({ frozen:
+// true })`, both from their embedded copies imported then.
 
 let ready = false;
 let hint = 'call `await init()` first';
@@ -63,7 +63,7 @@ export function need(name) {
     loaded[name] = true;
     return;
   }
-  throw new Error(`kiln-wasm: the ${name} module is not loaded: with kiln-wasm/slim, call \`await init({ ${name}: true })\` (or pass the module: \`{ ${name}: url | bytes | WebAssembly.Module }\`) first`);
+  throw new Error(`kiln-wasm: the ${name} module is not loaded: with kiln-wasm/slim, call \`await init({ ${name}: true })\` first`);
 }
 
 /** Module `name` for an async call: instantiated from its embedded copy, or fetched (slim). */

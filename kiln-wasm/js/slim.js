@@ -8,14 +8,15 @@
 //   await init({ wasm: fetch(url) })                          a Response or a promise of one
 //   await init({ wasm: bytes })                               an ArrayBuffer or a view of one
 //   await init({ wasm: module })                              a compiled WebAssembly.Module
-// The `remote` module (a sharded model's manifest) is fetched from
-// wasm/kiln_remote_bg.wasm when openRemote or loadTensor first meets a
-// manifest; the `frozen` module (decodeValue, decodeFrame, synchronous) is
-// loaded by `await init({ frozen: true })`. Either takes the same forms as
-// `wasm` instead of `true`: `init({ remote: url, frozen: bytes })`.
+// The `remote` module (a sharded model's manifest) is instantiated when
+// openRemote, loadTensor or cache.delete first meets a manifest, the `frozen`
+// module (decodeValue, decodeFrame: synchronous) by `await init({ frozen:
+// true })`; both from their embedded copies (wasm/*_inline.js, imported
+// then: bundlers make them chunks of their own, fetched only then).
 import initOpen from './wasm/kiln_wasm.js';
 import initRemote from './wasm/kiln_remote.js';
 import initFrozen from './wasm/kiln_frozen.js';
+import { bytesOf } from './modules.js';
 import { isLoaded, isReady, setHint, setLoaded, setLoader, setReady } from './ready.js';
 
 export * from './kiln.js';
@@ -23,40 +24,40 @@ export * from './kiln.js';
 setHint('kiln-wasm/slim needs `await init()` (or `await init({ wasm })`) before any other call');
 
 let pending = null;
-const sources = { remote: undefined, frozen: undefined };
-const url = {
-  remote: () => new URL('./wasm/kiln_remote_bg.wasm', import.meta.url),
-  frozen: () => new URL('./wasm/kiln_frozen_bg.wasm', import.meta.url),
+const embedded = {
+  remote: () => import('./wasm/kiln_remote_inline.js'),
+  frozen: () => import('./wasm/kiln_frozen_inline.js'),
 };
 const instantiate = { remote: initRemote, frozen: initFrozen };
 
-for (const name of ['remote', 'frozen']) {
-  setLoader(name, {
-    async: async () => {
-      const given = sources[name];
-      await instantiate[name]({ module_or_path: await (given === undefined || given === true ? url[name]() : given) });
-    },
+const loading = { remote: null, frozen: null };
+
+/** Instantiates module `name` once (concurrent callers share the one instantiation). */
+function load(name) {
+  if (isLoaded(name)) return Promise.resolve();
+  loading[name] ??= (async () => {
+    await instantiate[name]({ module_or_path: bytesOf((await embedded[name]()).wasm) });
+    setLoaded(name);
+  })().catch((e) => {
+    loading[name] = null;
+    throw e;
   });
+  return loading[name];
 }
 
-async function load(name) {
-  if (isLoaded(name)) return;
-  const given = sources[name];
-  await instantiate[name]({ module_or_path: await (given === true ? url[name]() : given) });
-  setLoaded(name);
-}
+setLoader('remote', { async: () => load('remote') });
+setLoader('frozen', { async: () => load('frozen') });
 
 /**
- * Instantiates the `open` WebAssembly module (and `frozen`, `remote` when
- * asked); resolves once the API can be used. Later calls resolve at once for
- * what is loaded (the first module stays) and load what they newly ask for.
- * @param {{ wasm?: WasmSource, remote?: true | WasmSource, frozen?: true | WasmSource }} [options]
- * where WasmSource = string | URL | Request | Response | Promise<Response> | BufferSource | WebAssembly.Module
+ * Instantiates the `open` WebAssembly module, and the `frozen` and `remote`
+ * modules when asked (`true`); resolves once the API can be used. Later
+ * calls resolve at once for what is loaded (the first module stays) and load
+ * what they newly ask for.
+ * @param {{ wasm?: string | URL | Request | Response | Promise<Response> | BufferSource | WebAssembly.Module, remote?: boolean, frozen?: boolean }} [options]
  * @returns {Promise<void>}
  */
 export function init(options = {}) {
-  for (const name of ['remote', 'frozen']) if (options[name] !== undefined && options[name] !== false) sources[name] ??= options[name];
-  const wanted = ['remote', 'frozen'].filter((n) => options[n] !== undefined && options[n] !== false);
+  const wanted = ['remote', 'frozen'].filter((n) => options[n] === true);
   pending ??= (async () => {
     if (isReady()) return;
     const wasm = options.wasm ?? new URL('./wasm/kiln_wasm_bg.wasm', import.meta.url);
