@@ -37,71 +37,76 @@ if [ ! -x "$HERE/node_modules/.bin/wasm-opt" ] || [ ! -x "$HERE/node_modules/.bi
 fi
 
 # 2. Build: one module per feature set (src/lib.rs, Cargo.toml "features"):
-#    open (kiln_wasm: directories, model files, digests), remote (kiln_remote:
-#    a sharded model's manifest), frozen (kiln_frozen: Frozen values), and the
-#    test-only module (kiln_testing: all three plus check_direct, table_layout,
-#    dtype_bits) into pkg-testing/, which is never packed.
+#    open (directories, model files, digests: what a page needs to open and
+#    validate a model), full (open + remote: a sharded model's manifest +
+#    frozen: Frozen values), and the test-only module (full + check_direct,
+#    table_layout, dtype_bits) into pkg-testing/, which is never packed. Each
+#    is built as kiln_wasm.wasm into a folder of its own, so that all three
+#    import from the same glue module name and one glue drives any of them.
 PKG="$HERE/pkg"
 TESTING="$HERE/pkg-testing"
 rm -rf "$PKG" "$TESTING"
 mkdir -p "$PKG/wasm" "$TESTING"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-MODULES="kiln_wasm:open kiln_remote:remote kiln_frozen:frozen kiln_testing:testing"
+MODULES="open:open full:open,remote,frozen testing:testing"
 for m in $MODULES; do
   name="${m%%:*}"
-  feature="${m##*:}"
-  say "cargo build --features $feature (wasm32, profile wasm: release-size with the validator at opt-level 2, SHA-256 at 3)"
+  features="${m##*:}"
+  say "cargo build --features $features (wasm32, profile wasm: release-size with the validator at opt-level 2, SHA-256 at 3)"
   (cd "$ROOT" && cargo build -p kiln-wasm --target wasm32-unknown-unknown --profile wasm \
-    --no-default-features --features "$feature" ${QUIET:+--quiet})
-  cp "$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm/kiln_wasm.wasm" "$WORK/$name.wasm"
+    --no-default-features --features "$features" ${QUIET:+--quiet})
+  mkdir -p "$WORK/$name" "$WORK/$name-out"
+  cp "$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm/kiln_wasm.wasm" "$WORK/$name/kiln_wasm.wasm"
+  # 3. Bindings, 4. size.
+  wasm-bindgen --target web --out-dir "$WORK/$name-out" --no-typescript \
+    --remove-name-section --remove-producers-section "$WORK/$name/kiln_wasm.wasm"
+  "$HERE/node_modules/.bin/wasm-opt" -Oz "$WORK/$name-out/kiln_wasm_bg.wasm" -o "$WORK/$name-out/kiln_wasm_bg.wasm"
 done
+# The glue is the full module's (the open module imports a subset of what it
+# provides and exports a subset of what it calls: the calls of the other two
+# parts' classes, never made on the open module). No fallback fetch of a file
+# next to the glue: bundlers would try to emit it (webpack, vite) or leave a
+# URL that 404s (esbuild). The entries always pass the module (slim.js its URL).
+GLUE="$PKG/wasm/kiln_wasm.js"
+cp "$WORK/full-out/kiln_wasm.js" "$GLUE"
+DEFAULT_URL="module_or_path = new URL('kiln_wasm_bg.wasm', import.meta.url);"
+if ! grep -qF "$DEFAULT_URL" "$GLUE"; then
+  echo "kiln-wasm: wasm-bindgen's glue changed: no default module URL to take out of $GLUE" >&2
+  exit 1
+fi
+sed -i "s|$DEFAULT_URL|throw new Error('kiln-wasm: no WebAssembly module given');|" "$GLUE"
+if grep -q "import\.meta" "$GLUE"; then
+  echo "kiln-wasm: $GLUE still refers to import.meta" >&2
+  exit 1
+fi
+# A second copy of the glue, for kiln-wasm/slim's second instance (the full
+# module, loaded when the remote or Frozen parts are first needed): a glue
+# module holds one instance.
+cp "$GLUE" "$PKG/wasm/kiln_full.js"
+cp "$WORK/open-out/kiln_wasm_bg.wasm" "$PKG/wasm/kiln_wasm_bg.wasm"
+cp "$WORK/full-out/kiln_wasm_bg.wasm" "$WORK/kiln_full_bg.wasm"
+cp "$WORK/testing-out/kiln_wasm.js" "$TESTING/kiln_testing.js"
+cp "$WORK/testing-out/kiln_wasm_bg.wasm" "$TESTING/kiln_testing_bg.wasm"
 
-# 3. Bindings. No fallback fetch of a file next to the glue: bundlers would
-# try to emit it (webpack, vite) or leave a URL that 404s (esbuild). The
-# entries always pass the module (slim.js its own URLs).
-for m in $MODULES; do
-  name="${m%%:*}"
-  out="$PKG/wasm"
-  [ "$name" = kiln_testing ] && out="$TESTING"
-  wasm-bindgen --target web --out-dir "$out" --no-typescript \
-    --remove-name-section --remove-producers-section "$WORK/$name.wasm"
-  rm -f "$out/.gitignore" "$out/package.json"
-  GLUE="$out/$name.js"
-  DEFAULT_URL="module_or_path = new URL('${name}_bg.wasm', import.meta.url);"
-  if ! grep -qF "$DEFAULT_URL" "$GLUE"; then
-    echo "kiln-wasm: wasm-bindgen's glue changed: no default module URL to take out of $GLUE" >&2
-    exit 1
-  fi
-  sed -i "s|$DEFAULT_URL|throw new Error('kiln-wasm: no WebAssembly module given');|" "$GLUE"
-  if grep -q "import\.meta" "$GLUE"; then
-    echo "kiln-wasm: $GLUE still refers to import.meta" >&2
-    exit 1
-  fi
-  # 4. Size.
-  "$HERE/node_modules/.bin/wasm-opt" -Oz "$out/${name}_bg.wasm" -o "$out/${name}_bg.wasm"
-done
-
-# 5. The modules, embedded once each (wasm/*_inline.js) for the default ES
-# module entry, as a string of ASCII characters that gzip packs within 7% of
-# the .wasm (base64 costs 30%: it splits bytes across characters). Byte b is
+# 5. The full module, embedded once (wasm/kiln_full_inline.js) for the
+# default ES module entry and read by the others: index.cjs reads the file's
+# text (wasmFromText in js/modules.js), slim.js imports it when the remote or
+# Frozen part is first needed. The open module is the one .wasm file (what
+# kiln-wasm/slim fetches). The string is ASCII that gzip packs within 7% of
+# the .wasm (base64 costs 30%: it splits bytes across characters): byte b is
 # the character b below 0x7e, 0x7e then b - 0x80 from 0x80, 0x7f then b for
-# 0x7e and 0x7f (bytesOf in js/modules.js); the source escapes backslash,
-# quote, CR, LF and NUL. ASCII because minifiers write what an escape stands
-# for as it is: above 0x7f that is UTF-8, which a classic script served
-# without a charset misreads. index.cjs reads kiln_wasm_bg.wasm and the other
-# two inline files' text (wasmFromText); slim.js fetches kiln_wasm_bg.wasm and
-# imports the other two inline files when needed. Their .wasm files are not shipped.
-for name in kiln_wasm kiln_remote kiln_frozen; do
-  node -e '
-    const fs = require("fs");
-    const esc = { 0x5c: "\\\\", 0x22: "\\\"", 0x0a: "\\n", 0x0d: "\\r", 0: "\\x00" };
-    const ch = (c) => esc[c] ?? String.fromCharCode(c);
-    let s = "";
-    for (const b of fs.readFileSync(process.argv[1])) s += b >= 0x80 ? "\x7e" + ch(b - 0x80) : b >= 0x7e ? "\x7f" + ch(b) : ch(b);
-    fs.writeFileSync(process.argv[2], "// " + process.argv[3] + "_bg.wasm, one or two ASCII characters a byte (generated by build.sh; bytesOf in modules.js reads it).\nexport const wasm =\n  \"" + s + "\";\n");
-  ' "$PKG/wasm/${name}_bg.wasm" "$PKG/wasm/${name}_inline.js" "$name"
-done
+# 0x7e and 0x7f (bytesOf), with backslash, quote, CR, LF and NUL escaped in the
+# source. ASCII because minifiers write what an escape stands for as it is:
+# above 0x7f that is UTF-8, which a classic script served without a charset misreads.
+node -e '
+  const fs = require("fs");
+  const esc = { 0x5c: "\\\\", 0x22: "\\\"", 0x0a: "\\n", 0x0d: "\\r", 0: "\\x00" };
+  const ch = (c) => esc[c] ?? String.fromCharCode(c);
+  let s = "";
+  for (const b of fs.readFileSync(process.argv[1])) s += b >= 0x80 ? "\x7e" + ch(b - 0x80) : b >= 0x7e ? "\x7f" + ch(b) : ch(b);
+  fs.writeFileSync(process.argv[2], "// The full kiln-wasm module, one or two ASCII characters a byte (generated by build.sh; bytesOf in modules.js reads it).\nexport const wasm =\n  \"" + s + "\";\n");
+' "$WORK/kiln_full_bg.wasm" "$PKG/wasm/kiln_full_inline.js"
 
 # 6. The package around it.
 cp "$HERE"/js/*.js "$HERE/js/index.d.ts" "$HERE/js/package.json" "$HERE/js/README.md" "$ROOT/LICENSE-MIT" "$ROOT/LICENSE-APACHE" "$PKG/"
@@ -121,14 +126,14 @@ node -e 'const f=process.argv[1]; const p=JSON.parse(require("fs").readFileSync(
 gz() { gzip -9 -c "$1" | wc -c; }
 OVER=0
 : > "$PKG/wasm/SIZE"
-for name in kiln_wasm kiln_remote kiln_frozen; do
-  RAW=$(stat -c %s "$PKG/wasm/${name}_bg.wasm")
-  GZ=$(gz "$PKG/wasm/${name}_bg.wasm")
-  echo "$name $RAW $GZ" >> "$PKG/wasm/SIZE"
-  say "pkg/wasm/${name}_bg.wasm: $RAW bytes, $GZ gzipped"
+for m in "open $PKG/wasm/kiln_wasm_bg.wasm" "full $WORK/kiln_full_bg.wasm"; do
+  set -- $m
+  RAW=$(stat -c %s "$2")
+  GZ=$(gz "$2")
+  echo "$1 $RAW $GZ" >> "$PKG/wasm/SIZE"
+  say "the $1 module: $RAW bytes, $GZ gzipped"
 done
-rm "$PKG/wasm/kiln_remote_bg.wasm" "$PKG/wasm/kiln_frozen_bg.wasm"
-OPEN_GZ=$(awk '$1 == "kiln_wasm" { print $3 }' "$PKG/wasm/SIZE")
+OPEN_GZ=$(awk '$1 == "open" { print $3 }' "$PKG/wasm/SIZE")
 # What a page downloads to open and validate a model file before its first
 # call (test-support/page-size.mjs: the JS it imports, bundled, minified and
 # split as a bundler does, lazily loaded chunks not counted, and the .wasm).

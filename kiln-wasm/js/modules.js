@@ -1,27 +1,40 @@
-// The three WebAssembly modules (README "Modules") and how an entry that has
-// their bytes at hand instantiates them: `open` at once, `remote` and
-// `frozen` on the first call that needs them (ready.js).
-import { initSync as initOpen } from './wasm/kiln_wasm.js';
-import { initSync as initRemote } from './wasm/kiln_remote.js';
-import { initSync as initFrozen } from './wasm/kiln_frozen.js';
-import { setLoader, setReady } from './ready.js';
+// The package's two WebAssembly modules (README "Modules"), driven by one
+// glue (wasm/kiln_wasm.js): `open` (directories, model files, digests; the
+// .wasm kiln-wasm/slim fetches) and `full` (open, plus a sharded model's
+// manifest reader and the Frozen value checker; embedded once, in
+// wasm/kiln_full_inline.js). The default entries instantiate `full`;
+// kiln-wasm/slim instantiates `open`, and `full` beside it (through a second
+// copy of the glue, wasm/kiln_full.js) when a remote or Frozen call first
+// needs it. fullModule() is the glue whose instance has those two parts.
+import * as glue from './wasm/kiln_wasm.js';
+import { setLoaded, setReady } from './ready.js';
 
-/**
- * Instantiates `open` from `read('kiln_wasm')` and lets `remote` and
- * `frozen` be instantiated likewise when needed. `read(name)` returns the
- * module's bytes synchronously (`name` without `_bg.wasm`).
- */
-export function startWith(read) {
-  initOpen({ module: read('kiln_wasm') });
+let full = glue;
+
+/** The glue module whose instance has the manifest reader and the Frozen checker. */
+export function fullModule() {
+  return full;
+}
+
+/** kiln-wasm/slim: the second instance's glue, once it is instantiated. */
+export function useFull(ns) {
+  full = ns;
+  setLoaded('remote');
+  setLoaded('frozen');
+}
+
+/** The default entries: instantiates the full module from its bytes, synchronously. */
+export function startWith(bytes) {
+  glue.initSync({ module: bytes });
   setReady();
-  setLoader('remote', { sync: () => initRemote({ module: read('kiln_remote') }) });
-  setLoader('frozen', { sync: () => initFrozen({ module: read('kiln_frozen') }) });
+  setLoaded('remote');
+  setLoaded('frozen');
 }
 
 /**
- * The bytes of an embedded module (wasm/*_inline.js, written by build.sh):
- * character c below 0x7e is byte c, 0x7e then c is byte c + 0x80, 0x7f then c
- * is byte c (0x7e, 0x7f).
+ * The bytes of the embedded module (wasm/kiln_full_inline.js, written by
+ * build.sh): character c below 0x7e is byte c, 0x7e then c is byte c + 0x80,
+ * 0x7f then c is byte c (0x7e, 0x7f).
  */
 export function bytesOf(text) {
   const out = new Uint8Array(text.length);
@@ -34,7 +47,7 @@ export function bytesOf(text) {
 }
 
 /**
- * The string an inline file's source holds (for index.cjs, which reads the
+ * The string the inline file's source holds (for index.cjs, which reads the
  * file's text: Node's require cannot load an ES module before 20.19). The
  * file is `export const wasm =\n  "…";` with the escapes build.sh writes
  * (`\\`, `\"`, `\n`, `\r`, `\x00`).

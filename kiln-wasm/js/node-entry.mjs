@@ -1,8 +1,7 @@
 // Source of index.cjs, the CommonJS entry (build.sh bundles it with esbuild;
-// it is not shipped as is): the same API as index.js, the modules read from
-// the package's own files with fs (require() is Node's): kiln_wasm_bg.wasm,
-// and the text of the other two modules' inline files, so the tarball holds
-// one embedded copy of each module, shared with index.js.
+// it is not shipped as is): the same API as index.js, the module read from the
+// text of index.js's embedded copy with fs (require() is Node's, and cannot
+// load an ES module before Node 20.19), so the tarball holds that copy once.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { bytesOf, startWith, wasmFromText } from './modules.js';
@@ -10,14 +9,11 @@ import { bytesOf, startWith, wasmFromText } from './modules.js';
 export * from './kiln.js';
 
 // `__dirname` is index.cjs's folder, the package's root.
-const file = (name) => join(__dirname, 'wasm', name);
-startWith((name) =>
-  name === 'kiln_wasm' ? readFileSync(file('kiln_wasm_bg.wasm')) : bytesOf(wasmFromText(readFileSync(file(`${name}_inline.js`), 'utf8'))),
-);
+startWith(bytesOf(wasmFromText(readFileSync(join(__dirname, 'wasm', 'kiln_full_inline.js'), 'utf8'))));
 
 /**
- * Resolves at once: this entry instantiates its modules itself (see index.js).
- * @param {{ wasm?: unknown, remote?: unknown, frozen?: unknown }} [options]
+ * Resolves at once: this entry instantiates its module itself (see index.js).
+ * @param {{ wasm?: unknown, remote?: boolean, frozen?: boolean }} [options]
  * @returns {Promise<void>}
  */
 export function init(options) {

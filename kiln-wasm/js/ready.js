@@ -1,11 +1,9 @@
-// Whether the wasm modules have been instantiated. The package has three
-// (README "Modules"): `open` (directories, model files, digests) that every
-// call needs, `remote` (a sharded model's manifest) and `frozen` (Frozen
-// values), each instantiated on first use. The default entry instantiates
-// `open` on import and the other two synchronously from their embedded copies
-// when a call needs them; kiln-wasm/slim instantiates `open` on `await init()`,
-// `remote` on first use (an async call) and `frozen` on `await init({ frozen:
-// true })`, both from their embedded copies imported then.
+// Whether the wasm module is instantiated, and which parts it has. The
+// default entries instantiate the full module on import (every part);
+// kiln-wasm/slim instantiates `open` on `await init()` and the full module
+// beside it when the `remote` part (a sharded model's manifest, on first use
+// by an async call) or the `frozen` part (`await init({ frozen: true })`) is
+// needed (modules.js).
 
 let ready = false;
 let hint = 'call `await init()` first';

@@ -1,7 +1,7 @@
 // Range-request loading: the directory of a remote file, then single tensors.
 
 import { DigestCheck } from './wasm/kiln_wasm.js';
-import { ManifestReader } from './wasm/kiln_remote.js';
+import { fullModule } from './modules.js';
 import { needAsync } from './ready.js';
 import { Check, HEAD_WINDOW, KilnError, checkDigest, feedDigest, descriptorOffset, headerInfo, inShard, layout, limitsOf, readHead } from './validate.js';
 import { Progress } from './progress.js';
@@ -905,7 +905,7 @@ function digestsIn(body, rec) {
   const limits = limitsOf({});
   const out = [];
   if (rec.kind === 'manifest') {
-    const reader = new ManifestReader();
+    const reader = new (fullModule().ManifestReader)();
     try {
       if (reader.parse(body, limits.countCap, limits.byteCap)) {
         const n = reader.shard_of().length;
@@ -969,7 +969,7 @@ function readerError(r) {
 
 async function openManifest(ctx, bytes, limits, first, options, manifestHash) {
   await needAsync('remote');
-  const reader = new ManifestReader();
+  const reader = new (fullModule().ManifestReader)();
   if (!reader.parse(bytes, limits.countCap, limits.byteCap)) {
     const e = readerError(reader);
     reader.free();

@@ -8,49 +8,42 @@
 //   await init({ wasm: fetch(url) })                          a Response or a promise of one
 //   await init({ wasm: bytes })                               an ArrayBuffer or a view of one
 //   await init({ wasm: module })                              a compiled WebAssembly.Module
-// The `remote` module (a sharded model's manifest) is instantiated when
-// openRemote, loadTensor or cache.delete first meets a manifest, the `frozen`
-// module (decodeValue, decodeFrame: synchronous) by `await init({ frozen:
-// true })`; both from their embedded copies (wasm/*_inline.js, imported
-// then: bundlers make them chunks of their own, fetched only then).
+// The remote part (a sharded model's manifest) and the Frozen part are in the
+// full module (embedded: wasm/kiln_full_inline.js), instantiated beside
+// `open` when openRemote, loadTensor or cache.delete first meets a manifest,
+// or by `await init({ frozen: true })` (decodeValue and decodeFrame are
+// synchronous); bundlers make it a chunk of its own, fetched only then.
 import initOpen from './wasm/kiln_wasm.js';
-import initRemote from './wasm/kiln_remote.js';
-import initFrozen from './wasm/kiln_frozen.js';
-import { bytesOf } from './modules.js';
-import { isLoaded, isReady, setHint, setLoaded, setLoader, setReady } from './ready.js';
+import { bytesOf, useFull } from './modules.js';
+import { isLoaded, isReady, setHint, setLoader, setReady } from './ready.js';
 
 export * from './kiln.js';
 
 setHint('kiln-wasm/slim needs `await init()` (or `await init({ wasm })`) before any other call');
 
 let pending = null;
-const embedded = {
-  remote: () => import('./wasm/kiln_remote_inline.js'),
-  frozen: () => import('./wasm/kiln_frozen_inline.js'),
-};
-const instantiate = { remote: initRemote, frozen: initFrozen };
+let loading = null;
 
-const loading = { remote: null, frozen: null };
-
-/** Instantiates module `name` once (concurrent callers share the one instantiation). */
-function load(name) {
-  if (isLoaded(name)) return Promise.resolve();
-  loading[name] ??= (async () => {
-    await instantiate[name]({ module_or_path: bytesOf((await embedded[name]()).wasm) });
-    setLoaded(name);
+/** Instantiates the full module once (concurrent callers share the one instantiation). */
+function loadFull() {
+  if (isLoaded('remote')) return Promise.resolve();
+  loading ??= (async () => {
+    const [glue, { wasm }] = await Promise.all([import('./wasm/kiln_full.js'), import('./wasm/kiln_full_inline.js')]);
+    await glue.default({ module_or_path: bytesOf(wasm) });
+    useFull(glue);
   })().catch((e) => {
-    loading[name] = null;
+    loading = null;
     throw e;
   });
-  return loading[name];
+  return loading;
 }
 
-setLoader('remote', { async: () => load('remote') });
-setLoader('frozen', { async: () => load('frozen') });
+setLoader('remote', { async: loadFull });
+setLoader('frozen', { async: loadFull });
 
 /**
- * Instantiates the `open` WebAssembly module, and the `frozen` and `remote`
- * modules when asked (`true`); resolves once the API can be used. Later
+ * Instantiates the `open` WebAssembly module, and the full one beside it
+ * when `frozen` or `remote` is `true`; resolves once the API can be used. Later
  * calls resolve at once for what is loaded (the first module stays) and load
  * what they newly ask for.
  * @param {{ wasm?: string | URL | Request | Response | Promise<Response> | BufferSource | WebAssembly.Module, remote?: boolean, frozen?: boolean }} [options]
@@ -67,5 +60,5 @@ export function init(options = {}) {
     pending = null;
     throw e;
   });
-  return pending.then(() => Promise.all(wanted.map(load))).then(() => undefined);
+  return pending.then(() => (wanted.length > 0 ? loadFull() : undefined));
 }

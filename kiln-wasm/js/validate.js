@@ -15,7 +15,7 @@ import {
   payload_base,
   wasm_memory,
 } from './wasm/kiln_wasm.js';
-import { FrozenChecker, wasm_memory as frozenMemory } from './wasm/kiln_frozen.js';
+import { fullModule } from './modules.js';
 import { assertReady, need } from './ready.js';
 
 let sizes = null;
@@ -574,12 +574,14 @@ let frozen = null;
  */
 export function frozenCheck(bytes, typeText, framed, limits, withSchema) {
   need('frozen');
-  frozen ??= new FrozenChecker();
+  const full = fullModule();
+  frozen ??= new full.FrozenChecker();
   const c = frozen;
   const ptr = c.begin(typeText, bytes.length);
   if (ptr < 0) throw errorFrom(c, c.error_in_type());
-  // The frozen module's own memory (read after begin: it may have grown).
-  if (bytes.length > 0) new Uint8Array(frozenMemory().buffer, ptr, bytes.length).set(bytes);
+  // The memory of the instance the checker lives in (kiln-wasm/slim: the full
+  // module's, beside `open`), read after begin: it may have grown.
+  if (bytes.length > 0) new Uint8Array(full.wasm_memory().buffer, ptr, bytes.length).set(bytes);
   const out = c.check(framed, limits.countCap, limits.byteCap, withSchema);
   if (out === undefined) throw errorFrom(c, c.error_in_type());
   return out;

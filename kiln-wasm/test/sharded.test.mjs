@@ -5,6 +5,8 @@
 // stream loader's digest verdict in several chunkings.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import * as kiln from '../pkg/index.js';
 import { rangeServer } from '../test-support/range-server.mjs';
 import { writeSharded } from '../test-support/sharded.mjs';
@@ -244,4 +246,24 @@ test('openRemote of one model file with digests checks a tensor\'s digest on loa
   await r.load('t.26');
   const e = await rejection(r.load('t.27'));
   assert.deepEqual([e.code, e.offset, e.file], ['DIGEST', t.byteOffset, undefined]);
+});
+
+test('kiln-wasm/slim: openRemote of a sharded model instantiates the full module beside open when it meets the manifest', async () => {
+  const url = serve('slim', small);
+  const want = await kiln.openRemote(url);
+  const wantBias = [...(await want.load('t.1')).viewAs('f32')];
+  const program = `
+    import * as kiln from ${JSON.stringify(new URL('../pkg/slim.js', import.meta.url).href)};
+    import { readFileSync } from 'node:fs';
+    await kiln.init({ wasm: readFileSync(new URL(${JSON.stringify(new URL('../pkg/wasm/kiln_wasm_bg.wasm', import.meta.url).href)})) });
+    let frozen;
+    try { kiln.decodeValue(Uint8Array.of(7, 0, 0, 0), 'u32'); } catch (e) { frozen = e.message; }
+    const m = await kiln.openRemote(process.argv[1]);
+    const t = await m.load('t.1');
+    // The Frozen part came with it (the same module instance).
+    console.log(JSON.stringify([m.length, [...t.viewAs('f32')], /frozen/.test(frozen), kiln.decodeValue(Uint8Array.of(7, 0, 0, 0), 'u32')]));
+  `;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', program, url], { encoding: 'utf8' });
+  const [n, bias, refused, v] = JSON.parse(stdout);
+  assert.deepEqual([n, bias, refused, v], [want.length, wantBias, true, 7]);
 });
