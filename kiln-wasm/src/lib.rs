@@ -51,8 +51,8 @@
         clippy::as_conversions
     )
 )]
-// A module built with one feature (build.sh) leaves the helpers of the
-// others' exports unused.
+// The open module's build (build.sh: no `remote`, no `frozen`) leaves the
+// helpers of the other exports unused.
 #![cfg_attr(not(all(feature = "open", feature = "remote", feature = "frozen")), allow(unused_imports, dead_code))]
 
 use kiln_nostd::frozen::{Reader, Schema};
