@@ -289,6 +289,20 @@ export declare class DirectoryLoader {
   consume(stream: ReadableStream<Uint8Array>): Promise<Directory>;
 }
 
+/**
+ * One front door: opens `source` with the call made for it and resolves to what that call returns. A URL:
+ * `openRemote(url, options)` (Range requests, no payload fetched; each `load(name)` checks its tensor's
+ * digest). Bytes: `parseModel(bytes, options)` (a view over them; digests compared with `{ verify: true }`).
+ * A Response, Blob/File or ReadableStream: `loadDirectory(source, options)` (every byte read, digests
+ * compared unless `verifyDigests: false`). Rejects with a KilnError, or a TypeError for another kind of source.
+ */
+export function open(source: string | URL, options?: RemoteOptions): Promise<RemoteFile>;
+export function open(source: Uint8Array | ArrayBuffer | ArrayBufferView, options?: ModelOptions): Promise<Model>;
+export function open(
+  source: Response | Blob | ReadableStream<Uint8Array>,
+  options?: LoaderOptions & { fetch?: typeof fetch; signal?: AbortSignal },
+): Promise<Directory>;
+
 /** Loads a URL, Response, Blob/File or byte stream (a plain directory or a model file) through a DirectoryLoader. */
 export function loadDirectory(
   source: string | URL | Response | Blob | ReadableStream<Uint8Array>,

@@ -267,3 +267,47 @@ test('kiln-wasm/slim: openRemote of a sharded model instantiates the full module
   const [n, bias, refused, v] = JSON.parse(stdout);
   assert.deepEqual([n, bias, refused, v], [want.length, wantBias, true, 7]);
 });
+
+test('open(source): the call made for each kind of source, and its digest policy', async () => {
+  const name = shardsOf(big)[1];
+  const good = big.files.get(name);
+  const t = kiln.parseModel(good).tensors.get('t.19');
+  const bad = good.slice();
+  bad[t.byteOffset + t.byteLength - 1] ^= 1;
+  const digestFault = `DIGEST ${t.byteOffset} PayloadDigest`;
+  const names = (dir) => [...dir].map((x) => x.name);
+  const fails = async (p) => {
+    try {
+      await p;
+      return 'accept';
+    } catch (e) {
+      if (!(e instanceof kiln.KilnError)) throw e;
+      return `${e.code} ${e.offset} ${e.rule}`;
+    }
+  };
+  // Bytes: parseModel, a view over them; digests with { verify: true } only.
+  const m = await kiln.open(good);
+  const want = kiln.parseModel(good);
+  assert.deepEqual([m.kind, m.hasDigests, m.verified, names(m.tensors)], [want.kind, want.hasDigests, want.verified, names(want.tensors)]);
+  assert.equal(m.tensors.get('t.19').bytes().buffer, good.buffer, 'a view over the caller\'s buffer');
+  assert.equal(await fails(kiln.open(bad)), 'accept');
+  assert.equal(await fails(kiln.open(bad, { verify: true })), digestFault);
+  assert.equal(await fails(kiln.open(bad.buffer, { verify: true })), digestFault, 'an ArrayBuffer too');
+  // A Blob, a Response, a stream: loadDirectory, every byte read, so digests by default.
+  const loaded = await kiln.open(new Blob([good]));
+  assert.deepEqual(names(loaded), names(await kiln.loadDirectory(new Blob([good]))));
+  assert.deepEqual(names(await kiln.open(new Response(good))), names(loaded));
+  assert.deepEqual(names(await kiln.open(new Blob([good]).stream())), names(loaded));
+  assert.equal(await fails(kiln.open(new Blob([bad]))), digestFault);
+  assert.equal(await fails(kiln.open(new Response(bad))), digestFault);
+  assert.equal(await fails(kiln.open(new Blob([bad]), { verifyDigests: false })), 'accept');
+  // A URL: openRemote (a manifest opens the sharded model; each load checks its digest).
+  const url = serve('open', big);
+  const remote = await kiln.open(url);
+  const direct = await kiln.openRemote(url);
+  assert.deepEqual([remote.constructor.name, remote.length], [direct.constructor.name, direct.length]);
+  assert.deepEqual([...(await remote.load('t.19')).viewAs('f32')], [...(await direct.load('t.19')).viewAs('f32')]);
+  const flipped = serve('open-flip', big, (f) => f.set(name, bad));
+  assert.match(await fails((await kiln.open(new URL(flipped))).load('t.19')), /^DIGEST \d+ PayloadDigest$/);
+  await assert.rejects(kiln.open(42), /TypeError: kiln-wasm: open expects a URL, an ArrayBuffer/);
+});
