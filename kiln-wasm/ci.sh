@@ -2,7 +2,8 @@
 # CI for the browser side, idempotent: installs what is missing (the wasm32 target,
 # wasm-bindgen-cli 0.2.130, npm packages pinned in the package-lock files: binaryen, esbuild,
 # playwright-core, TypeScript and the bundlers of the toolchain tests; Debian's chromium), then runs
-#   0. cargo clippy -p kiln-wasm --target wasm32-unknown-unknown -D warnings (the core's strict lint set)
+#   0. cargo clippy -p kiln-wasm --target wasm32-unknown-unknown -D warnings (the core's strict lint set),
+#      with every feature and with the open module's alone (build.sh's two modules)
 #   1. cargo test -p kiln-wasm        (the incremental validator as JS drives it, the Frozen path and
 #                                      model files: verdicts == the core's Parser/Reader/parse_any, on mutations)
 #   2. kiln-wasm/build.sh             (pkg/, and the wasm size budget), cargo build -p kiln-cli (the
@@ -39,7 +40,8 @@ if [ ! -d "$HERE/node_modules/binaryen" ] || [ ! -d "$HERE/node_modules/vite5" ]
 fi
 
 echo "== cargo clippy -p kiln-wasm (wasm32)"
-cargo clippy -p kiln-wasm --target wasm32-unknown-unknown --quiet -- -D warnings
+cargo clippy -p kiln-wasm --target wasm32-unknown-unknown --all-features --quiet -- -D warnings
+cargo clippy -p kiln-wasm --target wasm32-unknown-unknown --no-default-features --features open --quiet -- -D warnings
 
 echo "== cargo test -p kiln-wasm"
 cargo test -p kiln-wasm --quiet

@@ -230,13 +230,19 @@ export function isModelFile(bytes: Uint8Array | ArrayBuffer | ArrayBufferView): 
 export type WasmSource = string | URL | Request | Response | BufferSource | WebAssembly.Module;
 
 export interface InitOptions {
-  /** The WebAssembly module (kiln-wasm/slim: default `wasm/kiln_wasm_bg.wasm` next to the entry). */
+  /** The `open` WebAssembly module (kiln-wasm/slim: default `wasm/kiln_wasm_bg.wasm` next to the entry). */
   wasm?: WasmSource | Promise<WasmSource>;
+  /** kiln-wasm/slim: instantiate the `frozen` module too (decodeValue, decodeFrame are synchronous and need it first). */
+  frozen?: boolean;
+  /** kiln-wasm/slim: instantiate the `remote` module now (else openRemote, loadTensor do when they meet a manifest). */
+  remote?: boolean;
 }
 
 /**
- * Instantiates the WebAssembly module. The default entry (`kiln-wasm`) does that when it is imported (the
- * module is embedded) and `init` resolves at once; `kiln-wasm/slim` needs `await init()` before any other call.
+ * Instantiates the WebAssembly modules. The default entry (`kiln-wasm`) does that itself (the modules are
+ * embedded: `open` on import, `remote` and `frozen` on first use) and `init` resolves at once;
+ * `kiln-wasm/slim` needs `await init()` before any other call, and `await init({ frozen: true })` before
+ * decodeValue or decodeFrame.
  */
 export function init(options?: InitOptions): Promise<void>;
 
@@ -282,6 +288,20 @@ export declare class DirectoryLoader {
   /** Pushes every chunk of `stream` (a byte stream straight into the loader's buffer where BYOB reads are cheap), cancelling it on a fault, then end(). */
   consume(stream: ReadableStream<Uint8Array>): Promise<Directory>;
 }
+
+/**
+ * One front door: opens `source` with the call made for it and resolves to what that call returns. A URL:
+ * `openRemote(url, options)` (Range requests, no payload fetched; each `load(name)` checks its tensor's
+ * digest). Bytes: `parseModel(bytes, options)` (a view over them; digests compared with `{ verify: true }`).
+ * A Response, Blob/File or ReadableStream: `loadDirectory(source, options)` (every byte read, digests
+ * compared unless `verifyDigests: false`). Rejects with a KilnError, or a TypeError for another kind of source.
+ */
+export function open(source: string | URL, options?: RemoteOptions): Promise<RemoteFile>;
+export function open(source: Uint8Array | ArrayBuffer | ArrayBufferView, options?: ModelOptions): Promise<Model>;
+export function open(
+  source: Response | Blob | ReadableStream<Uint8Array>,
+  options?: LoaderOptions & { fetch?: typeof fetch; signal?: AbortSignal },
+): Promise<Directory>;
 
 /** Loads a URL, Response, Blob/File or byte stream (a plain directory or a model file) through a DirectoryLoader. */
 export function loadDirectory(

@@ -1,29 +1,21 @@
-// The default entry, for every runtime and bundler: the WebAssembly module is
-// embedded (wasm/kiln_wasm_inline.js, base64) and instantiated synchronously
-// when this module is imported. No top-level await, no URL to resolve, no
-// file to serve: `import * as kiln from 'kiln-wasm'` (or require) and call.
-// kiln-wasm/slim is the same API with the module served separately.
-import { initSync } from './wasm/kiln_wasm.js';
-import { wasmBase64 } from './wasm/kiln_wasm_inline.js';
-import { setReady } from './ready.js';
+// The default entry for ES modules, every runtime and bundler: the WebAssembly
+// module is embedded (wasm/kiln_full_inline.js) and instantiated synchronously
+// when this module is imported. No top-level await, no URL to resolve, no file
+// to serve: `import * as kiln from 'kiln-wasm'` and call. index.cjs (require)
+// is the same API reading the same file with fs; kiln-wasm/slim the same API
+// with the module served separately.
+import { wasm } from './wasm/kiln_full_inline.js';
+import { bytesOf, startWith } from './modules.js';
 
 export * from './kiln.js';
 
-function decodeBase64(text) {
-  const s = atob(text);
-  const out = new Uint8Array(s.length);
-  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
-  return out;
-}
-
-initSync({ module: decodeBase64(wasmBase64) });
-setReady();
+startWith(bytesOf(wasm));
 
 /**
  * Resolves at once: this entry instantiates its embedded module on import.
  * Present so that code written for kiln-wasm/slim (`await init({ wasm })`)
  * runs unchanged; the argument is ignored here.
- * @param {{ wasm?: unknown }} [options]
+ * @param {{ wasm?: unknown, remote?: boolean, frozen?: boolean }} [options]
  * @returns {Promise<void>}
  */
 export function init(options) {

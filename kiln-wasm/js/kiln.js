@@ -7,7 +7,8 @@ import { DEFAULT_CAP, KilnError, asBytes, checkWhole, limitsOf } from './validat
 import { Directory, INTERNAL, Tensor, dequantize } from './directory.js';
 import { assertReady } from './ready.js';
 import { memory, usage } from './cache.js';
-import { deleteCached } from './remote.js';
+import { deleteCached, openRemote } from './remote.js';
+import { loadDirectory } from './loader.js';
 
 export { DEFAULT_CAP, KilnError, Directory, Tensor, dequantize };
 export { DirectoryLoader, loadDirectory, loadDirectoryToGPU } from './loader.js';
@@ -20,7 +21,7 @@ export * from './frozen.js';
 export { toGPUBuffer } from './gpu.js';
 export { checkOnnxGraph, createOnnxSession } from './onnx.js';
 
-function open(bytes, options, fn) {
+function openBytes(bytes, options, fn) {
   const input = asBytes(bytes, fn);
   const { table, head } = checkWhole(input, limitsOf(options), options.verify === true);
   const dir = new Directory(INTERNAL, table, input, { metadata: head.metadata });
@@ -40,7 +41,7 @@ const hex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join(''
  * @param {{countCap?: number, byteCap?: number}} [options]
  */
 export function parseDirectory(bytes, options = {}) {
-  return open(bytes, options, 'parseDirectory').dir;
+  return openBytes(bytes, options, 'parseDirectory').dir;
 }
 
 /**
@@ -65,7 +66,7 @@ export function parseDirectory(bytes, options = {}) {
  * @param {{countCap?: number, byteCap?: number, verify?: boolean}} [options]
  */
 export function parseModel(bytes, options = {}) {
-  const { dir: tensors, head, input } = open(bytes, options, 'parseModel');
+  const { dir: tensors, head, input } = openBytes(bytes, options, 'parseModel');
   const isModelFile = tensors.metadata !== null;
   const s = head.shard;
   const shard = s ? Object.freeze({ model: hex(input.subarray(s.modelAt, s.modelAt + 32)), index: s.index, count: s.count }) : null;
@@ -97,4 +98,28 @@ export function isModelFile(bytes) {
 export function version() {
   assertReady();
   return wasmVersion();
+}
+
+/**
+ * One front door: opens `source` with the call made for it and resolves to
+ * what that call returns. A URL (string or URL): `openRemote(url, options)`,
+ * Range requests, no payload fetched (each `load(name)` checks its tensor's
+ * digest). Bytes (an ArrayBuffer or a view): `parseModel(bytes, options)`,
+ * a view over them (digests compared with `{ verify: true }`: without it no
+ * payload byte is read). A Response, Blob/File or ReadableStream:
+ * `loadDirectory(source, options)`, which reads every byte and so compares
+ * the digests (`verifyDigests: false` to skip). Rejects with a KilnError
+ * (or a TypeError for another kind of source).
+ * @param {string | URL | ArrayBuffer | ArrayBufferView | Response | Blob | ReadableStream<Uint8Array>} source
+ * @param {object} [options] the options of the call it makes
+ */
+export async function open(source, options = {}) {
+  assertReady();
+  if (typeof source === 'string' || source instanceof URL) return openRemote(source, options);
+  if (source instanceof ArrayBuffer || ArrayBuffer.isView(source) || (typeof SharedArrayBuffer === 'function' && source instanceof SharedArrayBuffer)) {
+    return parseModel(source, options);
+  }
+  const streamed = (typeof Response === 'function' && source instanceof Response) || (typeof Blob === 'function' && source instanceof Blob) || typeof source?.getReader === 'function';
+  if (streamed) return loadDirectory(source, options);
+  throw new TypeError('kiln-wasm: open expects a URL, an ArrayBuffer or a view of one, a Response, a Blob or File, or a ReadableStream');
 }

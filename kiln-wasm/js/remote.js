@@ -1,6 +1,8 @@
 // Range-request loading: the directory of a remote file, then single tensors.
 
-import { DigestCheck, ManifestReader } from './wasm/kiln_wasm.js';
+import { DigestCheck } from './wasm/kiln_wasm.js';
+import { fullModule } from './modules.js';
+import { needAsync } from './ready.js';
 import { Check, HEAD_WINDOW, KilnError, checkDigest, feedDigest, descriptorOffset, headerInfo, inShard, layout, limitsOf, readHead } from './validate.js';
 import { Progress } from './progress.js';
 import { gapStart, loadDirToGPU, namesOf } from './gpu.js';
@@ -882,6 +884,7 @@ export async function deleteCached(url, cache = 'opfs') {
     doomed.add(rec.prefix);
     const entry = await store.get(rec.prefix);
     const body = entry === undefined ? null : unseal(entry);
+    if (body !== null && rec.kind === 'manifest') await needAsync('remote');
     if (body !== null) for (const d of digestsIn(body, rec)) doomed.add(digestKey(d));
     const base = rec.prefix.replace(/p$/, '');
     const shards = rec.manifest ? `s-${rec.manifest}-` : null;
@@ -902,7 +905,7 @@ function digestsIn(body, rec) {
   const limits = limitsOf({});
   const out = [];
   if (rec.kind === 'manifest') {
-    const reader = new ManifestReader();
+    const reader = new (fullModule().ManifestReader)();
     try {
       if (reader.parse(body, limits.countCap, limits.byteCap)) {
         const n = reader.shard_of().length;
@@ -965,7 +968,8 @@ function readerError(r) {
 }
 
 async function openManifest(ctx, bytes, limits, first, options, manifestHash) {
-  const reader = new ManifestReader();
+  await needAsync('remote');
+  const reader = new (fullModule().ManifestReader)();
   if (!reader.parse(bytes, limits.countCap, limits.byteCap)) {
     const e = readerError(reader);
     reader.free();

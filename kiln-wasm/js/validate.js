@@ -6,7 +6,6 @@
 
 import {
   DigestCheck,
-  FrozenChecker,
   Head,
   Validator,
   descriptor_offset,
@@ -16,7 +15,8 @@ import {
   payload_base,
   wasm_memory,
 } from './wasm/kiln_wasm.js';
-import { assertReady } from './ready.js';
+import { fullModule } from './modules.js';
+import { assertReady, need } from './ready.js';
 
 let sizes = null;
 
@@ -62,7 +62,7 @@ export class KilnError extends Error {
   }
 
   constructor(code, offset, rule, description, inTypeText = false) {
-    super(`${code} at byte ${offset}${inTypeText ? ' of the type text' : ''}: ${description}`);
+    super(`${code} at byte ${offset}${inTypeText ? ' of the type text' : ''}: ${description || rule || code}`);
     Object.defineProperty(this, BRAND, { value: true });
     this.name = 'KilnError';
     /** "FRAME" | "LIMIT" | "EOF" | "TYPE" | "UTF8" | "TRAILING" | "SCHEMA" | "DIGEST" | "SHARD" | "PATH" */
@@ -573,12 +573,15 @@ let frozen = null;
  * tensor table per `tensors` value. Throws KilnError.
  */
 export function frozenCheck(bytes, typeText, framed, limits, withSchema) {
-  assertReady();
-  frozen ??= new FrozenChecker();
+  need('frozen');
+  const full = fullModule();
+  frozen ??= new full.FrozenChecker();
   const c = frozen;
   const ptr = c.begin(typeText, bytes.length);
   if (ptr < 0) throw errorFrom(c, c.error_in_type());
-  if (bytes.length > 0) new Uint8Array(memory().buffer, ptr, bytes.length).set(bytes);
+  // The memory of the instance the checker lives in (kiln-wasm/slim: the full
+  // module's, beside `open`), read after begin: it may have grown.
+  if (bytes.length > 0) new Uint8Array(full.wasm_memory().buffer, ptr, bytes.length).set(bytes);
   const out = c.check(framed, limits.countCap, limits.byteCap, withSchema);
   if (out === undefined) throw errorFrom(c, c.error_in_type());
   return out;

@@ -51,10 +51,15 @@
         clippy::as_conversions
     )
 )]
+// The open module's build (build.sh: no `remote`, no `frozen`) leaves the
+// helpers of the other exports unused.
+#![cfg_attr(not(all(feature = "open", feature = "remote", feature = "frozen")), allow(unused_imports, dead_code))]
 
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::header::{DESCRIPTOR_LEN, HEADER_LEN};
-use kiln_nostd::{layout, scratch_len, DType, Error, Header, Limits, Parser, Width};
+use kiln_nostd::{layout, DType, Error, Limits};
+#[cfg(feature = "testing")]
+use kiln_nostd::{scratch_len, Header, Parser, Width};
 use wasm_bindgen::prelude::*;
 
 pub mod conv;
@@ -62,6 +67,7 @@ pub mod frozen;
 pub mod manifest;
 pub mod model;
 pub mod table;
+pub mod texts;
 pub mod validator;
 
 use conv::{addr, f64_of, i32_of, u64_of_f64, usize_sat};
@@ -82,12 +88,8 @@ pub struct ErrorInfo {
 
 impl From<Error> for ErrorInfo {
     fn from(e: Error) -> Self {
-        ErrorInfo {
-            code: e.code().as_str(),
-            offset: e.offset_u64(),
-            rule: e.rule().id(),
-            description: e.rule().description(),
-        }
+        let (rule, description) = texts::of(e.rule());
+        ErrorInfo { code: e.code().as_str(), offset: e.offset_u64(), rule, description }
     }
 }
 
@@ -103,6 +105,7 @@ fn random_seed() -> u64 {
     seed
 }
 
+#[cfg(feature = "open")]
 /// What the first bytes of a block say: `[prefix, blockLength, payloadBase,
 /// count]`, -1 where unknown. `prefix` is the memory a [`Validator`] needs
 /// (64 for a header that fails steps 1 to 4; -1 with fewer than 64 bytes).
@@ -116,6 +119,7 @@ pub fn header_info(head: &[u8], count_cap: u32, byte_cap: u32) -> js_sys::Float6
 /// Bytes JavaScript copies in per call: the validator's window.
 pub const WINDOW: usize = 65_536;
 
+#[cfg(feature = "open")]
 /// One standalone tensor directory being checked, fed by JavaScript (see the
 /// crate docs). Methods that can reject return -1 then; the error getters
 /// say why. Call `free()` when done (the package does).
@@ -131,6 +135,7 @@ pub struct Validator {
 /// Runs planned per [`Validator::plan`] call.
 const PLAN_RUNS: usize = 4096;
 
+#[cfg(feature = "open")]
 #[wasm_bindgen]
 impl Validator {
     /// A validator with `mem` bytes of prefix memory (from [`header_info`])
@@ -385,6 +390,7 @@ impl FrozenCore {
     }
 }
 
+#[cfg(feature = "frozen")]
 /// The Frozen value checker JavaScript drives (one per module instance).
 #[wasm_bindgen]
 #[derive(Default)]
@@ -392,6 +398,7 @@ pub struct FrozenChecker {
     core: FrozenCore,
 }
 
+#[cfg(feature = "frozen")]
 #[wasm_bindgen]
 impl FrozenChecker {
     /// A checker with no memory yet (it grows to the largest value checked).
@@ -429,6 +436,7 @@ impl FrozenChecker {
     }
 }
 
+#[cfg(feature = "open")]
 /// The first bytes of a file, checked as a model file's frame and metadata
 /// (see [`model`]); one per module instance.
 #[wasm_bindgen]
@@ -437,6 +445,7 @@ pub struct Head {
     core: model::HeadCore,
 }
 
+#[cfg(feature = "open")]
 #[wasm_bindgen]
 impl Head {
     /// A head checker (its entries are kept until the next check).
@@ -492,6 +501,7 @@ impl Head {
     }
 }
 
+#[cfg(feature = "open")]
 /// The record type `head` (its first 16 bytes) starts as, by the frame's
 /// schema hash (`kiln_nostd::model::Kind::of`): 0 plain, 1 digests, 2 shard,
 /// 3 manifest, -1 none of them (a plain directory, another Frozen type).
@@ -500,6 +510,7 @@ pub fn model_kind(head: &[u8]) -> i32 {
     model::kind_code(kiln_nostd::model::Kind::of(head))
 }
 
+#[cfg(feature = "remote")]
 /// A sharded model's manifest checked by the core and kept in wasm memory
 /// (see [`manifest`]); shards are checked against it one at a time.
 #[wasm_bindgen]
@@ -508,6 +519,7 @@ pub struct ManifestReader {
     core: manifest::ManifestCore,
 }
 
+#[cfg(feature = "remote")]
 #[wasm_bindgen]
 impl ManifestReader {
     /// A reader with no manifest yet.
@@ -578,6 +590,7 @@ impl ManifestReader {
     }
 }
 
+#[cfg(feature = "open")]
 /// One tensor's payload hashed as JavaScript copies it into the window,
 /// then compared with its digest (see [`manifest::DigestCore`]).
 #[wasm_bindgen]
@@ -586,6 +599,7 @@ pub struct DigestCheck {
     core: manifest::DigestCore,
 }
 
+#[cfg(feature = "open")]
 #[wasm_bindgen]
 impl DigestCheck {
     /// A hasher with no bytes yet.
@@ -653,12 +667,18 @@ macro_rules! error_getters {
     };
 }
 
+#[cfg(feature = "open")]
 error_getters!(Validator, session);
+#[cfg(feature = "frozen")]
 error_getters!(FrozenChecker, core);
+#[cfg(feature = "open")]
 error_getters!(Head, core);
+#[cfg(feature = "remote")]
 error_getters!(ManifestReader, core);
+#[cfg(feature = "open")]
 error_getters!(DigestCheck, core);
 
+#[cfg(feature = "open")]
 /// True when `head` starts like a model file (`KLN0` and the schema hash of
 /// the plain, digests or shard record), the test every reader applies (`kiln_nostd::model::is_model_file`).
 #[wasm_bindgen]
@@ -666,6 +686,7 @@ pub fn is_model_file(head: &[u8]) -> bool {
     kiln_nostd::model::is_model_file(head)
 }
 
+#[cfg(feature = "open")]
 /// True when `name` is a plain file name in its folder (`kiln_nostd::model::ShardName`:
 /// 1 to 255 bytes, not `.` or `..`, no `/`, `\\`, `:` or control character), the rule a
 /// manifest's shard names follow and, in js/onnx.js, an ONNX graph's `kiln.model` and
@@ -681,6 +702,7 @@ pub fn wasm_memory() -> JsValue {
     wasm_bindgen::memory()
 }
 
+#[cfg(feature = "open")]
 /// f32 bits of every code of a narrow float dtype (`kiln_nostd::mx`): 65,536
 /// for f16/bf16, 256 for f8e4m3/f8e5m2/e8m0, 16 for e2m1; `undefined` otherwise.
 #[wasm_bindgen]
@@ -698,6 +720,7 @@ pub fn lut(dtype: u16) -> Option<js_sys::Uint32Array> {
     Some(js_sys::Uint32Array::from(&table[..]))
 }
 
+#[cfg(feature = "open")]
 /// The block layout's sizes, `[HEADER_LEN, DESCRIPTOR_LEN, ALIGN]`
 /// (`kiln_nostd::layout`): `js/layout.js` names them, so the JavaScript's
 /// offset arithmetic uses the core's numbers.
@@ -707,18 +730,21 @@ pub fn layout_sizes() -> js_sys::Uint32Array {
     js_sys::Uint32Array::from(&sizes[..])
 }
 
+#[cfg(feature = "open")]
 /// Where descriptor `i` starts in a block (`kiln_nostd::layout::descriptor_offset`).
 #[wasm_bindgen]
 pub fn descriptor_offset(i: f64) -> f64 {
     f64_of(layout::descriptor_offset(u64_of_f64(i)))
 }
 
+#[cfg(feature = "open")]
 /// Where the payload region of a block starts (`kiln_nostd::layout::payload_base`), -1 on overflow.
 #[wasm_bindgen]
 pub fn payload_base(tensor_count: u32, name_bytes: u32) -> f64 {
     layout::payload_base(tensor_count, name_bytes).map_or(-1.0, f64_of)
 }
 
+#[cfg(feature = "testing")]
 /// The tensor table's layout ([`table::LAYOUT`]), for the test that holds
 /// `js/directory.js`'s constants to it.
 #[wasm_bindgen]
@@ -726,6 +752,7 @@ pub fn table_layout() -> js_sys::Uint32Array {
     js_sys::Uint32Array::from(&table::LAYOUT.map(conv::u32_of)[..])
 }
 
+#[cfg(feature = "testing")]
 /// Bits per element of dtype `code` (`kiln_nostd::DType::width`): 8 x bytes,
 /// 4 for packed nibbles, 0 for opaque and unknown codes. For the test that
 /// holds `js/elements.js`'s view types to the core's widths.
@@ -738,12 +765,14 @@ pub fn dtype_bits(code: u16) -> u32 {
     }
 }
 
+#[cfg(feature = "open")]
 /// Names of dtype codes 1..=19, in code order.
 #[wasm_bindgen]
 pub fn dtype_names() -> js_sys::Array {
     kiln_nostd::DType::closed_set().iter().map(|d| JsValue::from_str(d.name())).collect()
 }
 
+#[cfg(feature = "testing")]
 /// The core run directly on a full copy of `bytes`, a model file (any
 /// record: plain, digests, shard) or a plain directory, as
 /// `kiln_nostd::model::parse_any` opens it (digests not hashed): `undefined`
@@ -765,7 +794,7 @@ pub fn check_direct(bytes: &[u8], count_cap: u32, byte_cap: u32) -> Option<js_sy
         Err(e) => Some(js_sys::Array::of3(
             &e.code().as_str().into(),
             &crate::conv::f64_of(crate::conv::u64_of(e.offset())).into(),
-            &e.rule().id().into(),
+            &texts::of(e.rule()).0.into(),
         )),
     }
 }

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as kiln from '../pkg/index.js';
-import { check_direct } from '../pkg/wasm/kiln_wasm.js';
+import { check_direct } from '../test-support/testing.mjs';
 import { example, goldens } from '../test-support/goldens.mjs';
 import { encodeKiln, le } from '../test-support/encode.mjs';
 

@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as kiln from '../pkg/index.js';
-import { check_direct } from '../pkg/wasm/kiln_wasm.js';
+import { check_direct } from '../test-support/testing.mjs';
 import { __setHostLittleEndian } from '../pkg/elements.js';
 import { goldens, hex } from '../test-support/goldens.mjs';
 import { encodeKiln } from '../test-support/encode.mjs';

@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as kiln from '../pkg/index.js';
-import { check_direct } from '../pkg/wasm/kiln_wasm.js';
+import { check_direct } from '../test-support/testing.mjs';
 import { goldens } from '../test-support/goldens.mjs';
 
 const cases = goldens();
@@ -51,6 +51,8 @@ for (const c of cases) {
           // The incremental verdict is Parser's on the same bytes: code, offset, rule.
           assert.equal(`${e.code} ${e.offset} ${e.rule}`, direct);
           assert.equal(e.message, `${e.code} at byte ${e.offset}: ${e.description}`);
+          // The module keeps the id and text of every rule it can report (src/texts.rs).
+          assert.ok(e.rule !== '' && e.description !== '', `${e.code} ${e.offset}: the rule's id and text`);
           return true;
         },
       );

@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import * as kiln from '../pkg/index.js';
-import { check_direct } from '../pkg/wasm/kiln_wasm.js';
+import { check_direct } from '../test-support/testing.mjs';
 import { example } from '../test-support/goldens.mjs';
 import { encodeKiln, le } from '../test-support/encode.mjs';
 import { MODEL_TYPE, PAD_KEY, exampleModel, modelFile, modelHead } from '../test-support/model.mjs';

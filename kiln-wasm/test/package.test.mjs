@@ -120,8 +120,8 @@ test('npm pack ships the entries, the glue, the .wasm, the types, the README and
   const { files } = tarball();
   assert.deepEqual(files, [
     'LICENSE-APACHE', 'LICENSE-MIT', 'README.md', 'cache.js', 'directory.js', 'elements.js', 'frozen.js', 'gpu.js', 'index.cjs', 'index.d.cts', 'index.d.ts',
-    'index.js', 'kiln.js', 'loader.js', 'onnx.js', 'package.json', 'progress.js', 'ready.js', 'remote.js', 'slim.js', 'validate.js',
-    'wasm/kiln_wasm.js', 'wasm/kiln_wasm_bg.wasm', 'wasm/kiln_wasm_inline.js',
+    'index.js', 'kiln.js', 'loader.js', 'modules.js', 'onnx.js', 'package.json', 'progress.js', 'ready.js', 'remote.js', 'slim.js', 'validate.js',
+    'wasm/kiln_full.js', 'wasm/kiln_full_inline.js', 'wasm/kiln_wasm.js', 'wasm/kiln_wasm_bg.wasm',
   ]);
   const dry = JSON.parse(execFileSync('npm', ['pack', '--dry-run', '--json'], { cwd: pkgDir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }))[0];
   assert.deepEqual(dry.files.map((f) => f.path).sort(), files, 'npm pack --dry-run lists the same files');
@@ -144,4 +144,56 @@ test('npm pack ships the entries, the glue, the .wasm, the types, the README and
   for (const f of files.filter((f) => /\.c?js$/.test(f) && f !== 'slim.js')) {
     assert.doesNotMatch(readFileSync(join(installed, f), 'utf8'), /import\.meta/, `${f}: import.meta`);
   }
+});
+
+test('the shipped modules: no test-only export, one embedded copy, one .wasm file', async () => {
+  const { files } = tarball();
+  const installed = join(esm, 'node_modules', 'kiln-wasm');
+  const { bytesOf, wasmFromText } = await import(join(installed, 'modules.js'));
+  const text = readFileSync(join(installed, 'wasm', 'kiln_full_inline.js'), 'utf8');
+  // ASCII only: a classic script (webpack's, an IIFE) is decoded in the page's charset.
+  assert.ok(/^[\x00-\x7f]*$/.test(text), 'kiln_full_inline.js is ASCII');
+  const full = bytesOf(wasmFromText(text));
+  assert.deepEqual(full, bytesOf((await import(join(installed, 'wasm', 'kiln_full_inline.js'))).wasm), 'index.cjs and index.js read the same bytes');
+  const open = readFileSync(join(installed, 'wasm', 'kiln_wasm_bg.wasm'));
+  assert.deepEqual(files.filter((f) => f.endsWith('.wasm')), ['wasm/kiln_wasm_bg.wasm']);
+  const exportsOf = (bytes) => WebAssembly.Module.exports(new WebAssembly.Module(bytes)).map((e) => e.name);
+  const has = (bytes, prefix) => exportsOf(bytes).some((n) => n.startsWith(prefix));
+  for (const [name, bytes] of [['open', open], ['full', full]]) {
+    for (const t of ['check_direct', 'table_layout', 'dtype_bits']) assert.ok(!exportsOf(bytes).includes(t), `${name}: ${t}`);
+  }
+  for (const f of ['wasm/kiln_wasm.js', 'wasm/kiln_full.js']) {
+    for (const t of ['check_direct', 'table_layout', 'dtype_bits']) assert.doesNotMatch(readFileSync(join(installed, f), 'utf8'), new RegExp(`\\b${t}\\b`), `${f}: ${t}`);
+  }
+  // The open module has no manifest reader and no Frozen checker; the full one has both.
+  assert.deepEqual([open, full].map((b) => [has(b, 'validator_'), has(b, 'manifestreader_'), has(b, 'frozenchecker_')]), [[true, false, false], [true, true, true]]);
+  // The embedded module is in its inline file and nowhere else.
+  const head = text.slice(200, 4096);
+  assert.deepEqual(files.filter((f) => /\.c?js$/.test(f) && readFileSync(join(installed, f), 'utf8').includes(head)), ['wasm/kiln_full_inline.js']);
+});
+
+test('the default entries have the Frozen part at once (ESM and CommonJS)', () => {
+  const probe = `
+    const before = kiln.decodeValue(Uint8Array.of(7, 0, 0, 0), 'u32');
+    console.log(JSON.stringify(before));
+  `;
+  assert.equal(run(esm, 'lazy.mjs', `import * as kiln from 'kiln-wasm';\n${probe}`).trim(), '7');
+  assert.equal(run(cjs, 'lazy.js', `const kiln = require('kiln-wasm');\n${probe}`).trim(), '7');
+});
+
+test('kiln-wasm/slim: decodeValue says how to load the Frozen part, then works after init({ frozen: true })', () => {
+  const out = run(esm, 'slim-frozen.mjs', `
+    import * as kiln from 'kiln-wasm/slim';
+    import { readFileSync } from 'node:fs';
+    import { createRequire } from 'node:module';
+    const dir = createRequire(import.meta.url).resolve('kiln-wasm/kiln_wasm_bg.wasm').replace(/kiln_wasm_bg\.wasm$/, '');
+    await kiln.init({ wasm: readFileSync(dir + 'kiln_wasm_bg.wasm') });
+    let before;
+    try { kiln.decodeValue(Uint8Array.of(2, 0, 0, 0, 104, 105), 'str'); } catch (e) { before = e.message; }
+    await kiln.init({ frozen: true });
+    console.log(JSON.stringify([before, kiln.decodeValue(Uint8Array.of(2, 0, 0, 0, 104, 105), 'str')]));
+  `);
+  const [before, v] = JSON.parse(out);
+  assert.match(before, /the frozen module is not loaded: with kiln-wasm\/slim, call `await init\(\{ frozen: true \}\)`/);
+  assert.equal(v, 'hi');
 });

@@ -5,6 +5,8 @@
 // stream loader's digest verdict in several chunkings.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import * as kiln from '../pkg/index.js';
 import { rangeServer } from '../test-support/range-server.mjs';
 import { writeSharded } from '../test-support/sharded.mjs';
@@ -244,4 +246,68 @@ test('openRemote of one model file with digests checks a tensor\'s digest on loa
   await r.load('t.26');
   const e = await rejection(r.load('t.27'));
   assert.deepEqual([e.code, e.offset, e.file], ['DIGEST', t.byteOffset, undefined]);
+});
+
+test('kiln-wasm/slim: openRemote of a sharded model instantiates the full module beside open when it meets the manifest', async () => {
+  const url = serve('slim', small);
+  const want = await kiln.openRemote(url);
+  const wantBias = [...(await want.load('t.1')).viewAs('f32')];
+  const program = `
+    import * as kiln from ${JSON.stringify(new URL('../pkg/slim.js', import.meta.url).href)};
+    import { readFileSync } from 'node:fs';
+    await kiln.init({ wasm: readFileSync(new URL(${JSON.stringify(new URL('../pkg/wasm/kiln_wasm_bg.wasm', import.meta.url).href)})) });
+    let frozen;
+    try { kiln.decodeValue(Uint8Array.of(7, 0, 0, 0), 'u32'); } catch (e) { frozen = e.message; }
+    const m = await kiln.openRemote(process.argv[1]);
+    const t = await m.load('t.1');
+    // The Frozen part came with it (the same module instance).
+    console.log(JSON.stringify([m.length, [...t.viewAs('f32')], /frozen/.test(frozen), kiln.decodeValue(Uint8Array.of(7, 0, 0, 0), 'u32')]));
+  `;
+  const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', program, url], { encoding: 'utf8' });
+  const [n, bias, refused, v] = JSON.parse(stdout);
+  assert.deepEqual([n, bias, refused, v], [want.length, wantBias, true, 7]);
+});
+
+test('open(source): the call made for each kind of source, and its digest policy', async () => {
+  const name = shardsOf(big)[1];
+  const good = big.files.get(name);
+  const t = kiln.parseModel(good).tensors.get('t.19');
+  const bad = good.slice();
+  bad[t.byteOffset + t.byteLength - 1] ^= 1;
+  const digestFault = `DIGEST ${t.byteOffset} PayloadDigest`;
+  const names = (dir) => [...dir].map((x) => x.name);
+  const fails = async (p) => {
+    try {
+      await p;
+      return 'accept';
+    } catch (e) {
+      if (!(e instanceof kiln.KilnError)) throw e;
+      return `${e.code} ${e.offset} ${e.rule}`;
+    }
+  };
+  // Bytes: parseModel, a view over them; digests with { verify: true } only.
+  const m = await kiln.open(good);
+  const want = kiln.parseModel(good);
+  assert.deepEqual([m.kind, m.hasDigests, m.verified, names(m.tensors)], [want.kind, want.hasDigests, want.verified, names(want.tensors)]);
+  assert.equal(m.tensors.get('t.19').bytes().buffer, good.buffer, 'a view over the caller\'s buffer');
+  assert.equal(await fails(kiln.open(bad)), 'accept');
+  assert.equal(await fails(kiln.open(bad, { verify: true })), digestFault);
+  assert.equal(await fails(kiln.open(bad.buffer, { verify: true })), digestFault, 'an ArrayBuffer too');
+  // A Blob, a Response, a stream: loadDirectory, every byte read, so digests by default.
+  const loaded = await kiln.open(new Blob([good]));
+  assert.deepEqual(names(loaded), names(await kiln.loadDirectory(new Blob([good]))));
+  assert.deepEqual(names(await kiln.open(new Response(good))), names(loaded));
+  assert.deepEqual(names(await kiln.open(new Blob([good]).stream())), names(loaded));
+  assert.equal(await fails(kiln.open(new Blob([bad]))), digestFault);
+  assert.equal(await fails(kiln.open(new Response(bad))), digestFault);
+  assert.equal(await fails(kiln.open(new Blob([bad]), { verifyDigests: false })), 'accept');
+  // A URL: openRemote (a manifest opens the sharded model; each load checks its digest).
+  const url = serve('open', big);
+  const remote = await kiln.open(url);
+  const direct = await kiln.openRemote(url);
+  assert.deepEqual([remote.constructor.name, remote.length], [direct.constructor.name, direct.length]);
+  assert.deepEqual([...(await remote.load('t.19')).viewAs('f32')], [...(await direct.load('t.19')).viewAs('f32')]);
+  const flipped = serve('open-flip', big, (f) => f.set(name, bad));
+  assert.match(await fails((await kiln.open(new URL(flipped))).load('t.19')), /^DIGEST \d+ PayloadDigest$/);
+  await assert.rejects(kiln.open(42), /TypeError: kiln-wasm: open expects a URL, an ArrayBuffer/);
 });

@@ -3,7 +3,7 @@
 // Every `@ts-expect-error` line must be an error: if a regression makes one compile, tsc
 // fails with "Unused '@ts-expect-error' directive".
 import {
-  parseDirectory, parseModel, isModelFile, init, KilnError, DirectoryLoader, RemoteDirectory, loadTensor, openRemote,
+  parseDirectory, parseModel, isModelFile, init, open, KilnError, DirectoryLoader, RemoteDirectory, loadTensor, openRemote,
   dequantize, decodeValue, decodeFrame, Directory, Tensor, createOnnxSession, toGPUBuffer, loadDirectoryToGPU, type GPUDeviceLike, type ProgressInfo, type GPUBufferLike,
   type AnyTensor, type DType, type KilnErrorCode, type RemoteFile, type FrozenValue, type Model, type ViewOf, type TensorView,
 } from 'kiln-wasm';
@@ -125,6 +125,15 @@ async function remote(): Promise<number> {
   await init({ wasm: fetch('/kiln_wasm_bg.wasm') });
   await init({ wasm: new Uint8Array(8) });
   await init({ wasm: await WebAssembly.compile(new Uint8Array(8)) });
+  await init({ frozen: true, remote: true });
+  // open(source): each kind of source types as the call it makes.
+  const viaUrl: RemoteFile = await open('https://h/m.kiln', { firstRequestBytes: 4096 });
+  const viaBytes: Model = await open(new Uint8Array(8), { verify: true });
+  const viaBlob: Directory = await open(new Blob([]), { verifyDigests: false });
+  const viaStream: Directory = await open(new Response(null).body!);
+  // @ts-expect-error: a number is no source
+  void open(42);
+  void viaUrl; void viaBytes; void viaBlob; void viaStream;
   const x = await loadTensor('https://h/m.kiln', 'w', { firstRequestBytes: 4096 });
   const r: RemoteFile = await openRemote('https://h/m.kiln');
   // @ts-expect-error: a RemoteFile may be one file, which has no shards

@@ -1,0 +1,59 @@
+// The package's two WebAssembly modules (README "Modules"), driven by one
+// glue (wasm/kiln_wasm.js): `open` (directories, model files, digests; the
+// .wasm kiln-wasm/slim fetches) and `full` (open, plus a sharded model's
+// manifest reader and the Frozen value checker; embedded once, in
+// wasm/kiln_full_inline.js). The default entries instantiate `full`;
+// kiln-wasm/slim instantiates `open`, and `full` beside it (through a second
+// copy of the glue, wasm/kiln_full.js) when a remote or Frozen call first
+// needs it. fullModule() is the glue whose instance has those two parts.
+import * as glue from './wasm/kiln_wasm.js';
+import { setLoaded, setReady } from './ready.js';
+
+let full = glue;
+
+/** The glue module whose instance has the manifest reader and the Frozen checker. */
+export function fullModule() {
+  return full;
+}
+
+/** kiln-wasm/slim: the second instance's glue, once it is instantiated. */
+export function useFull(ns) {
+  full = ns;
+  setLoaded('remote');
+  setLoaded('frozen');
+}
+
+/** The default entries: instantiates the full module from its bytes, synchronously. */
+export function startWith(bytes) {
+  glue.initSync({ module: bytes });
+  setReady();
+  setLoaded('remote');
+  setLoaded('frozen');
+}
+
+/**
+ * The bytes of the embedded module (wasm/kiln_full_inline.js, written by
+ * build.sh): character c below 0x7e is byte c, 0x7e then c is byte c + 0x80,
+ * 0x7f then c is byte c (0x7e, 0x7f).
+ */
+export function bytesOf(text) {
+  const out = new Uint8Array(text.length);
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    out[n++] = c < 0x7e ? c : c === 0x7e ? text.charCodeAt(++i) + 0x80 : text.charCodeAt(++i);
+  }
+  return out.subarray(0, n);
+}
+
+/**
+ * The string the inline file's source holds (for index.cjs, which reads the
+ * file's text: Node's require cannot load an ES module before 20.19). The
+ * file is `export const wasm =\n  "…";` with the escapes build.sh writes
+ * (`\\`, `\"`, `\n`, `\r`, `\x00`).
+ */
+export function wasmFromText(source) {
+  const body = source.slice(source.indexOf('"') + 1, source.lastIndexOf('"'));
+  const plain = { n: '\n', r: '\r', '\\': '\\', '"': '"', x00: '\0' };
+  return body.replace(/\\(x00|[\\"nr])/g, (_, c) => plain[c]);
+}
