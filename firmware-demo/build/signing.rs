@@ -28,11 +28,11 @@ use std::fs;
 use std::path::Path;
 
 use ed25519_dalek::{Signer, SigningKey};
-use kiln_nostd::delta;
+use kiln_model::delta;
 use kiln_nostd::digest::{sha256, TensorHasher};
-use kiln_nostd::model::signed::sign_model_aligned;
-use kiln_nostd::model::{Model, Trust};
-use kiln_nostd::update::UpdateCheck;
+use kiln_model::signed::sign_model_aligned;
+use kiln_model::{Model, Trust};
+use kiln_model::update::UpdateCheck;
 use kiln_nostd::{Error, Rule};
 
 /// The model file the updates are made from (the demo's factory image).

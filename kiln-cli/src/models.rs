@@ -7,15 +7,16 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
+use kiln_model::Error;
+use kiln_model::{self as model, Kind, Manifest, Model, ShardEntry, ShardName};
 use kiln_nostd::digest::DIGEST_LEN;
-use kiln_nostd::model::{self, Kind, Manifest, Model, ShardEntry, ShardName};
-use kiln_nostd::{Error, Limits};
+use kiln_nostd::Limits;
 use memmap2::Mmap;
 use serde::Serialize;
 
 use crate::output::ErrorFields;
 use crate::paths;
-use kiln_nostd::host;
+use kiln_model::host;
 
 /// A mapped shard file (`None` when it is empty).
 pub struct Mapped {
@@ -211,13 +212,15 @@ pub(crate) fn tensor_of_shard(
     file: &[u8],
     error: &Error,
 ) -> Option<String> {
-    use kiln_nostd::Rule;
+    use kiln_model::{AnyRule, Rule};
     let m = Model::parse(file).ok()?;
     let dir = m.directory();
     let index = match error.rule() {
-        Rule::PayloadDigest => dir.iter().position(|t| t.absolute_offset() == error.offset())?,
-        Rule::ShardTensor => error.offset().checked_sub(dir.start().saturating_add(64))? / 128,
-        Rule::ShardTensorDigest => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
+        AnyRule::Core(kiln_nostd::Rule::PayloadDigest) => {
+            dir.iter().position(|t| t.absolute_offset() == error.offset())?
+        }
+        AnyRule::Model(Rule::ShardTensor) => error.offset().checked_sub(dir.start().saturating_add(64))? / 128,
+        AnyRule::Model(Rule::ShardTensorDigest) => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
         _ => return None,
     };
     let name = manifest.shard_tensors_of(entry).nth(index).map(|t| t.name.to_owned());

@@ -447,7 +447,7 @@ pub const fn scratch_len(count: u32) -> usize {
 
 /// [`scratch_len`] for a `usize` count (a `const` capacity). `usize::MAX`
 /// when it overflows: no scratch is that large, so no table is built.
-pub(crate) const fn table_words(count: usize) -> usize {
+pub const fn table_words(count: usize) -> usize {
     match slots_for(count) {
         Some(slots) => slots.saturating_mul(2),
         None => usize::MAX,
@@ -456,7 +456,7 @@ pub(crate) const fn table_words(count: usize) -> usize {
 
 /// An open-addressing table in caller memory: each slot is
 /// `[index + 1, fingerprint]`, 0 marking an empty slot.
-pub(crate) struct NameTable<'s> {
+pub struct NameTable<'s> {
     slots: &'s mut [[u32; 2]],
     mask: usize,
     /// 64 - log2(slots), for [`slot_of`].
@@ -544,7 +544,7 @@ impl<'s> NameTable<'s> {
 
 /// A filled table, read-only.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct LookupTable<'s> {
+pub struct LookupTable<'s> {
     slots: &'s [[u32; 2]],
     mask: usize,
     shift: u32,

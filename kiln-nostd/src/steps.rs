@@ -77,7 +77,7 @@ pub(crate) const ONE_WALK: bool = !cfg!(target_os = "none");
 /// Steps 8 to 11 over a block whose payload is not at hand (the incremental
 /// validator, once the directory prefix is in), sorted by how much of the
 /// payload must still be seen before the verdict is certain.
-pub(crate) enum PrefixVerdict {
+pub enum PrefixVerdict {
     /// Steps 8 and 9 hold, and step 10's placement and step 11's
     /// quantization; only gap and element bytes are left, and none of
     /// the first `.0` descriptors has any (see [`accept`]).
@@ -103,7 +103,7 @@ pub(crate) enum PrefixVerdict {
 /// on its deepest path (`Incremental::feed` 1,120 bytes instead of 976 on
 /// thumbv7m, against a 1 KiB budget).
 #[inline(always)]
-pub(crate) fn check_prefix_of<'a>(
+pub fn check_prefix_of<'a>(
     prefix: &'a [u8],
     header: &Header,
     regions: Regions,

@@ -8,10 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use kiln_nostd::frozen::{Reader, Schema};
-use kiln_nostd::model::{self, Kind, Manifest, Metadata, Model, ModelWriter, Trust, PAD_KEY};
-use kiln_nostd::{
-    host, scratch_len, DType, Directory, Error, Limits, QuantSpec, TensorRef, TensorSpec, Width, DEFAULT_CAP,
-};
+use kiln_model::{self as model, host, Error, Kind, Manifest, Metadata, Model, ModelWriter, Trust, PAD_KEY};
+use kiln_nostd::{scratch_len, DType, Directory, Limits, QuantSpec, TensorRef, TensorSpec, Width, DEFAULT_CAP};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -119,7 +117,7 @@ pub(crate) fn name_scratch_for(buf: &[u8]) -> Vec<u32> {
     host::scratch_for(buf, &Limits::DEFAULT)
 }
 
-/// `kiln_nostd::model::parse_any` with the CLI's configuration (a model
+/// `kiln_model::parse_any` with the CLI's configuration (a model
 /// file by content, else a plain directory; name scratch and a random seed),
 /// and with `verify` step 9d (every digest compared) for a model file that
 /// carries digests.

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use kiln_nostd::digest::DIGEST_LEN;
-use kiln_nostd::model::{self, Manifest, Model, ShardEntry};
-use kiln_nostd::{Error, Limits, QuantSpec, Rule, TensorRef, TensorSpec};
+use kiln_model::{self as model, AnyRule, Error, Manifest, Model, Rule, ShardEntry};
+use kiln_nostd::{Limits, QuantSpec, TensorRef, TensorSpec};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -335,7 +335,7 @@ impl Sharded {
         let readonly = held.as_ref().is_none_or(Held::readonly);
         let run = || -> Result<(), Error> {
             let mut scratch = crate::name_scratch_for(bytes.unwrap_or(&[]));
-            let parser = kiln_nostd::host::parser(Limits::DEFAULT, &mut scratch);
+            let parser = kiln_model::host::parser(Limits::DEFAULT, &mut scratch);
             model::check_shard(&m, &self.id, &entry, bytes, verify, parser)
         };
         let verdict = if readonly { py.detach(run) } else { run() };
@@ -356,9 +356,9 @@ fn tensor_of_shard(manifest: &Manifest<'_>, entry: &ShardEntry<'_>, file: &[u8],
     let m = Model::parse(file).ok()?;
     let dir = m.directory();
     let index = match error.rule() {
-        Rule::PayloadDigest => dir.iter().position(|t| t.absolute_offset() == error.offset())?,
-        Rule::ShardTensor => error.offset().checked_sub(dir.start().saturating_add(64))? / 128,
-        Rule::ShardTensorDigest => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
+        AnyRule::Core(kiln_nostd::Rule::PayloadDigest) => dir.iter().position(|t| t.absolute_offset() == error.offset())?,
+        AnyRule::Model(Rule::ShardTensor) => error.offset().checked_sub(dir.start().saturating_add(64))? / 128,
+        AnyRule::Model(Rule::ShardTensorDigest) => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
         _ => return None,
     };
     let name = manifest.shard_tensors_of(entry).nth(index).map(|t| t.name.to_owned());
