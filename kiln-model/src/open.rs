@@ -13,8 +13,8 @@ use crate::{Kind, Manifest, Model, Result};
 ///
 /// By default nothing is hashed: a view over a buffer already in memory
 /// trusts its payload bytes until asked (`docs/verification.md`, ruling 6).
-/// [`verify_digests`](Self::verify_digests) turns step 9d on; a required
-/// signature ([`trust`](Self::trust), feature `ed25519`) implies it.
+/// `verify_digests` (feature `sha2`) turns step 9d on; a required
+/// signature (`trust`, feature `ed25519`) implies it.
 #[derive(Debug)]
 pub struct Options<'s> {
     limits: Limits,
@@ -116,7 +116,7 @@ pub enum Opened<'a> {
     /// ([`Model::kind`] says which).
     Model(Model<'a>),
     /// A sharded model's manifest: the shards are files of their own
-    /// ([`check_shard`](crate::check_shard), feature `sha2`).
+    /// (`check_shard`, feature `sha2`).
     Manifest(Manifest<'a>),
 }
 
@@ -149,7 +149,7 @@ impl<'a> Opened<'a> {
 /// Opens `bytes` as whatever Kiln form it holds, told apart by content: a
 /// model file or manifest by its frame's schema hash ([`Kind::of`]), anything
 /// else as a plain directory block. Each form gets its own reader's verdict
-/// ([`Directory::parse`], [`Model::parse`] or, hashing, [`Model::parse_verified`],
+/// ([`Directory::parse`], [`Model::parse`] or, hashing, `Model::parse_verified`,
 /// [`Manifest::parse_with`], or with a required signature the
 /// `parse_trusted` forms), so a rejected input reports the same code, offset
 /// and rule as that reader.

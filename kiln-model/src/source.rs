@@ -501,7 +501,7 @@ pub enum TensorId<'n> {
     /// Position in descriptor order.
     Index(usize),
     /// Name (a linear scan; for many lookups build a
-    /// [`NameIndex`](crate::NameIndex) over [`Opened::directory`] and pass indexes).
+    /// [`NameIndex`](kiln_nostd::NameIndex) over [`Opened::directory`] and pass indexes).
     Name(&'n str),
 }
 
@@ -629,7 +629,7 @@ impl<'s> Options<'s> {
     /// digest (step 9d of `spec/model-file.md`; `sha2` feature): `table` is
     /// the digest table's bytes, 32 per tensor in descriptor order, checked
     /// by the caller to hold one per tensor (a table of another length is
-    /// [`CoreRule::DigestTableCount`](crate::Rule::DigestTableCount) at offset
+    /// [`DigestTableCount`](kiln_nostd::Rule::DigestTableCount) at offset
     /// 0, once the header is read).
     /// `verify` then reads every payload byte of the canonical run (the
     /// tensors in descriptor order while each sits at its greedy offset),

@@ -431,7 +431,7 @@ rules! {
 /// `Error` is `Copy` and 8 bytes on every target, so firmware can keep and
 /// log it freely and checks return it in registers. Offsets are exact up to
 /// 2^48 - 1 (256 TiB) everywhere: a block checked in pieces
-/// ([`Incremental`](crate::Incremental), [`source`](crate::source)) can be
+/// ([`Incremental`](crate::Incremental), `kiln_model::source`) can be
 /// larger than a 32-bit device's or wasm32's address space, and its faults
 /// still say exactly where they are ([`offset_u64`](Self::offset_u64)).
 ///
