@@ -138,10 +138,14 @@ fn the_directory_reader_points_a_model_file_to_open() {
     assert_eq!(e, kiln_nostd::Error::new(CoreRule::DirectoryMagic, 0));
     assert_eq!(
         e.to_string(),
-        "FRAME at byte 0: the directory magic is not KLNT (the buffer starts with a Frozen frame, as a Kiln model \
-         file does: open it with kiln_model::open)"
+        "FRAME at byte 0: the directory magic is not KLNT (a Kiln model file starts with KLN0: open it with \
+         kiln_model::open)"
     );
-    // Anything else keeps the bare text.
-    let e = Directory::parse(b"GGUF and more bytes").unwrap_err();
-    assert_eq!((e.to_string(), e.hint()), ("FRAME at byte 0: the directory magic is not KLNT".to_string(), None));
+    // The hint comes from the rule alone (the checks carry nothing for it); other rules have none.
+    assert_eq!(Directory::parse(b"GGUF and more bytes").unwrap_err().hint(), e.hint());
+    let cut = kiln_nostd::Error::new(CoreRule::HeaderTruncated, 4);
+    assert_eq!(
+        (cut.hint(), cut.to_string()),
+        (None, "EOF at byte 4: the buffer ends inside the 64-byte directory header".into())
+    );
 }

@@ -37,6 +37,7 @@ pub struct Directory<'a> {
 
 impl<'a> Directory<'a> {
     #[doc(hidden)] // and the shard-prefix check of kiln-model
+    #[inline] // as when it was crate-private: the M0 figures depend on it
     pub fn from_checked(buf: &'a [u8], start: usize, header: Header, regions: Regions) -> Self {
         // Fallback not taken: the parser checked that the block starts inside buf.
         let block = buf.get(start..).unwrap_or(&[]);
@@ -50,6 +51,7 @@ impl<'a> Directory<'a> {
     /// A directory over a checked prefix only (header to payload base), for
     /// the incremental validator: the tensor table without payload bytes.
     #[doc(hidden)]
+    #[inline]
     pub fn from_checked_prefix(prefix: &'a [u8], header: Header, regions: Regions) -> Self {
         Directory::from_checked(prefix, 0, header, regions)
     }

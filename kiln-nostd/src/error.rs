@@ -440,30 +440,12 @@ rules! {
 /// assert_eq!(err.code(), kiln_nostd::ErrorCode::Eof);
 /// assert_eq!(err.offset(), 4);
 /// ```
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Error {
     // The offset in two parts: 48 bits in two words on 32-bit targets.
     lo: u32,
     hi: u16,
     rule: Rule,
-    // In the padding byte: a model file was given to the directory reader
-    // (see `hint`; not part of the verdict, which equality and hashing are).
-    model_file: bool,
-}
-
-// The verdict: rule and offset.
-impl PartialEq for Error {
-    fn eq(&self, other: &Self) -> bool {
-        (self.rule, self.offset_u64()) == (other.rule, other.offset_u64())
-    }
-}
-
-impl Eq for Error {}
-
-impl core::hash::Hash for Error {
-    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
-        (self.rule, self.offset_u64()).hash(state);
-    }
 }
 
 /// Offsets saturate here (256 TiB), past any stream a block arrives in.
@@ -482,26 +464,18 @@ impl Error {
     #[must_use]
     pub const fn at(rule: Rule, offset: u64) -> Self {
         let v = if offset > OFFSET_MAX { OFFSET_MAX } else { offset };
-        Error { lo: v as u32, hi: (v >> 32) as u16, rule, model_file: false }
+        Error { lo: v as u32, hi: (v >> 32) as u16, rule }
     }
 
-    /// What to do instead, when the input was of another kind than the
-    /// call takes: a model file given to [`Directory::parse`](crate::Directory::parse)
-    /// names the call that opens it. `Display` prints it after the rule's text.
+    /// What to do instead, printed after the rule's text: a buffer that is
+    /// not a directory block may be a model file, which has a reader of its
+    /// own (`kiln_model::open`). Computed from the rule, so the checks carry
+    /// nothing for it.
     pub const fn hint(&self) -> Option<&'static str> {
-        if self.model_file {
-            return Some(
-                "the buffer starts with a Frozen frame, as a Kiln model file does: open it with kiln_model::open",
-            );
+        match self.rule {
+            Rule::DirectoryMagic => Some("a Kiln model file starts with KLN0: open it with kiln_model::open"),
+            _ => None,
         }
-        None
-    }
-
-    /// A standalone block's verdict on `buf`: a wrong directory magic where
-    /// a Frozen frame starts gets the model-file hint.
-    pub(crate) fn noted(mut self, buf: &[u8]) -> Self {
-        self.model_file = matches!(self.rule, Rule::DirectoryMagic) && buf.starts_with(&crate::frozen::FRAME_MAGIC);
-        self
     }
 
     /// The spec's error code.

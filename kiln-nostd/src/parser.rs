@@ -101,10 +101,10 @@ impl<'s> Parser<'s> {
     }
 
     /// Checks a standalone block: `buf` must hold exactly one block (step 12).
-    /// A model file (a Frozen frame) is FRAME at byte 0, the directory
-    /// magic's rule, and its message names `kiln_model::open`.
+    /// A model file is FRAME at byte 0, the directory magic's rule, and the
+    /// message names `kiln_model::open` ([`Error::hint`](crate::Error::hint)).
     pub fn parse<'a>(self, buf: &'a [u8]) -> Result<Directory<'a>> {
-        self.run(buf, 0, true).map(|(dir, _)| dir).map_err(|e| e.noted(buf))
+        self.run(buf, 0, true).map(|(dir, _)| dir)
     }
 
     /// Checks a block that starts at `start` inside `buf` and may be followed
