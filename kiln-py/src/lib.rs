@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kiln_nostd::frozen::{Reader, Schema};
 use kiln_model::{self as model, host, Error, Kind, Manifest, Metadata, Model, ModelWriter, Trust, PAD_KEY};
+use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::{scratch_len, DType, Directory, Limits, QuantSpec, TensorRef, TensorSpec, Width, DEFAULT_CAP};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -47,9 +47,9 @@ pyo3::create_exception!(
 /// Node capacity for type text (the CLI's).
 pub(crate) const NODES: usize = 2048;
 
-/// The module's `KilnError` for a core error.
-pub(crate) fn kiln_error(py: Python<'_>, e: Error) -> PyErr {
-    kiln_error_in(py, e, None, None)
+/// The module's `KilnError` for a core or model-file error.
+pub(crate) fn kiln_error(py: Python<'_>, e: impl Into<Error>) -> PyErr {
+    kiln_error_in(py, e.into(), None, None)
 }
 
 /// `KilnError` for a fault in shard file `file` (None: the file given),
@@ -77,11 +77,13 @@ pub(crate) fn digest_tensor(buf: &[u8], e: &Error) -> Option<String> {
 }
 
 /// `KilnError` for a fault in the model file or directory `buf`.
-pub(crate) fn file_error(py: Python<'_>, buf: &[u8], e: Error) -> PyErr {
+pub(crate) fn file_error(py: Python<'_>, buf: &[u8], e: impl Into<Error>) -> PyErr {
+    let e = e.into();
     kiln_error_in(py, e, None, digest_tensor(buf, &e).as_deref())
 }
 
-pub(crate) fn type_text_error(py: Python<'_>, text: &str, e: Error) -> PyErr {
+pub(crate) fn type_text_error(py: Python<'_>, text: &str, e: impl Into<Error>) -> PyErr {
+    let e = e.into();
     let quoted: String = text.chars().take(120).collect();
     let msg = format!(
         "invalid type text {quoted:?}: {} at byte {} of the type text: {}",
@@ -143,7 +145,7 @@ pub(crate) fn manifest_scratch(buf: &[u8], limits: Limits) -> Vec<u32> {
 /// A standalone directory block (`--type tensors`).
 fn open_tensors(buf: &[u8], limits: Limits) -> Result<Directory<'_>, Error> {
     let mut scratch = host::name_scratch(buf, 0, &limits).unwrap_or_default();
-    host::parser(limits, &mut scratch).parse(buf)
+    Ok(host::parser(limits, &mut scratch).parse(buf)?)
 }
 
 /// Runs `f` on the held bytes, without the GIL when nobody can change them.
@@ -189,7 +191,7 @@ fn validate(
             let text = text.unwrap_or("tensors");
             let schema = Box::new(Schema::<NODES>::parse(text).map_err(|e| type_text_error(py, text, e))?);
             let reader = Reader::new().limits(limits).framed(framed);
-            with_bytes(py, &held, |b| reader.validate(b, &schema))
+            with_bytes(py, &held, |b| reader.validate(b, &schema).map_err(Error::from))
         }
     };
     verdict.map_err(|e| kiln_error(py, e))

@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use kiln_nostd::digest::DIGEST_LEN;
 use kiln_model::{self as model, AnyRule, Error, Manifest, Model, Rule, ShardEntry};
+use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::{Limits, QuantSpec, TensorRef, TensorSpec};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -356,7 +356,9 @@ fn tensor_of_shard(manifest: &Manifest<'_>, entry: &ShardEntry<'_>, file: &[u8],
     let m = Model::parse(file).ok()?;
     let dir = m.directory();
     let index = match error.rule() {
-        AnyRule::Core(kiln_nostd::Rule::PayloadDigest) => dir.iter().position(|t| t.absolute_offset() == error.offset())?,
+        AnyRule::Core(kiln_nostd::Rule::PayloadDigest) => {
+            dir.iter().position(|t| t.absolute_offset() == error.offset())?
+        }
         AnyRule::Model(Rule::ShardTensor) => error.offset().checked_sub(dir.start().saturating_add(64))? / 128,
         AnyRule::Model(Rule::ShardTensorDigest) => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
         _ => return None,
