@@ -219,7 +219,7 @@ fn receive<'a>(
                 let h = b.prog.image().get(bs..bs + kiln_nostd::header::HEADER_LEN).map(Header::parse);
                 let base = match h {
                     Some(Ok(h)) => layout::payload_base(h.tensor_count, h.name_bytes),
-                    Some(Err(e)) => return reject(e, false),
+                    Some(Err(e)) => return reject(e.into(), false),
                     None => None,
                 };
                 let Some(base) = base else { return reject(Error::new(CoreRule::PayloadSizeOverflow, bs + 16), false) };
