@@ -106,7 +106,7 @@ fn mix(sink: &mut u32, v: usize) {
 }
 
 /// An error into the sink: its code, offset and rule.
-#[cfg(any(feature = "signed", feature = "delta", feature = "incremental"))]
+#[cfg(feature = "incremental")]
 fn error(sink: &mut u32, e: kiln_nostd::Error) {
     mix(sink, e.code() as usize);
     mix(sink, e.offset());
