@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Run the core's slow suites (Miri, the big-endian suite under qemu-s390x) in full or
 as a seeded sample that fits a time budget. They cover the no_std readers of hostile bytes:
-kiln-nostd and the HK reader (kiln-hk, which was part of the core), in one cargo run.
+kiln-nostd, the model crate and the HK reader (kiln-model, kiln-hk: both were part of the
+core), in one cargo run.
 
     scripts/budget.py miri x86_64-unknown-linux-gnu --seconds 210   # CI: a sample
     scripts/budget.py miri s390x-unknown-linux-gnu --full           # every test
@@ -41,7 +42,7 @@ SLACK = 4
 GRACE = 60.0
 # The crates the suites test. Their test files' stems must differ (the cost table keys a
 # test by its file's stem, "lib" for the unit tests of both).
-PACKAGES = ("kiln-nostd", "kiln-hk")
+PACKAGES = ("kiln-nostd", "kiln-model", "kiln-hk")
 FEATURES_MIRI = "kiln-nostd/alloc,kiln-nostd/derive,kiln-nostd/sha2,kiln-hk/sha2"
 BIG_ENDIAN = ("s390x-", "powerpc-", "powerpc64-", "mips-", "mips64-", "sparc64-")
 

@@ -47,9 +47,11 @@ WARM_MARK = CACHE / "last-run"
 # running the whole run into CI's 90-minute stop with nothing reported.
 JOB_LIMIT = int(os.environ.get("KILN_JOB_LIMIT", str(30 * 60)))
 
-# The core's optional features that no workspace member turns on (defmt aside).
-CORE_EXTRA_FEATURES = ",".join(f"kiln-nostd/{f}" for f in (
-    "derive", "embedded-storage", "embedded-io", "embedded-storage-async", "embedded-io-async"))
+# The core's and the model crate's optional features that no workspace member turns on
+# (defmt aside).
+CORE_EXTRA_FEATURES = ",".join(f"kiln-nostd/{f}" for f in ("derive",))
+MODEL_EXTRA_FEATURES = ",".join(f"kiln-model/{f}" for f in (
+    "embedded-storage", "embedded-io", "embedded-storage-async", "embedded-io-async"))
 FOREIGN_TARGETS = ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")
 
 MIRI_SECONDS = os.environ.get("KILN_MIRI_SECONDS", "210")
@@ -85,7 +87,7 @@ def jobs():
     targets = " ".join(f"--target {t}" for t in FOREIGN_TARGETS)
     check = Job(
         "check-foreign", f"cargo clippy --workspace --exclude kiln-wasm --all-targets --locked {targets} -- -D warnings"
-        f" && cargo clippy -p kiln-nostd --all-targets --all-features --locked {targets} -- -D warnings",
+        f" && cargo clippy -p kiln-nostd -p kiln-model --all-targets --all-features --locked {targets} -- -D warnings",
         ["setup-rust"], note=f"checked and linted for {', '.join(FOREIGN_TARGETS)}, not linked")
     return [
         Job("setup-apt", "scripts/setup.sh apt", cpu=0, note="Debian packages"),
@@ -110,9 +112,10 @@ def jobs():
         # The core's optional features no member turns on go into the one workspace build, so the
         # core's suite runs with every feature without a second build (defmt: see no_std, clippy-features;
         # its linker script cannot link the host's cdylibs).
-        Job("cargo-test", f"cargo test --workspace --locked --features {CORE_EXTRA_FEATURES}",
+        Job("cargo-test", f"cargo test --workspace --locked --features {CORE_EXTRA_FEATURES},{MODEL_EXTRA_FEATURES}",
             ["setup-rust", "setup-python", "setup-apt"],
-            note="unit, integration, doc and CLI tests; the differential test; the core with every feature but defmt"),
+            note="unit, integration, doc and CLI tests; the differential test; the core and the model crate with"
+            " every feature but defmt"),
         Job("wasm-and-web", "kiln-wasm/ci.sh", ["setup-rust", "setup-apt", "setup-wasm-bindgen"],
             note="the npm package under Node, the page in headless Chromium"),
         # The interop tests read files with the npm package, so they come after it.
@@ -127,30 +130,33 @@ def jobs():
         Job("c-api", "kiln-c/ci.sh", ["setup-rust", "setup-apt", "setup-cbindgen"],
             note="kiln.h current, libkiln.a, the C and C++ tests (ASan, UBSan), CMake"),
         Job("clippy-features",
-            "cargo clippy -p kiln-nostd -p kiln-hk --all-targets --all-features --locked -- -D warnings",
-            ["setup-rust"], note="the core and the HK reader with every feature"),
+            "cargo clippy -p kiln-nostd -p kiln-model -p kiln-hk --all-targets --all-features --locked -- -D warnings",
+            ["setup-rust"], note="the core, the model crate and the HK reader with every feature"),
         # The published crates alone (default features, then every feature, as docs.rs builds
         # them), then the workspace, whose members turn on some of the core's features.
         Job("docs", "export RUSTDOCFLAGS='-D warnings'"
-            " && cargo doc --no-deps --locked -p kiln-nostd -p kiln-derive -p kiln-hk"
-            " && cargo doc --no-deps --locked -p kiln-nostd --all-features"
+            " && cargo doc --no-deps --locked -p kiln-nostd -p kiln-derive -p kiln-hk -p kiln-model"
+            " && cargo doc --no-deps --locked -p kiln-nostd -p kiln-model --all-features"
             " && cargo doc --no-deps --locked --workspace",
             ["setup-rust"], limit=5 * 60, note="rustdoc -D warnings: the published crates, the workspace"),
-        Job("publish-dry-run", "cargo publish --dry-run --locked -p kiln-derive -p kiln-nostd -p kiln-hk",
-            ["setup-rust"], limit=5 * 60, note="the three crates packaged and built as crates.io would"),
+        Job("publish-dry-run", "cargo publish --dry-run --locked -p kiln-derive -p kiln-nostd -p kiln-hk -p kiln-model",
+            ["setup-rust"], limit=5 * 60, note="the four crates packaged and built as crates.io would"),
         # The mutation test's 100,000 cases run in cargo-test; here a fifth of them.
-        Job("i686", "KILN_INCR_CASES=20000 cargo test -p kiln-nostd --features alloc,derive,sha2,std --locked"
+        Job("i686", "KILN_INCR_CASES=20000 cargo test -p kiln-nostd -p kiln-model --features"
+            " kiln-nostd/alloc,kiln-nostd/derive,kiln-nostd/sha2,kiln-model/std --locked"
             " --target i686-unknown-linux-gnu && cargo test -p kiln-hk --locked --target i686-unknown-linux-gnu",
-            ["setup-rust", "setup-apt"], note="the core's and the HK reader's suites where usize is 32 bits"),
+            ["setup-rust", "setup-apt"], note="the core's, the model crate's and the HK reader's suites where usize"
+            " is 32 bits"),
         Job("no_std", "for t in thumbv7em-none-eabihf thumbv6m-none-eabi riscv32imc-unknown-none-elf"
             " wasm32-unknown-unknown; do"
-            " cargo build -p kiln-nostd -p kiln-hk --release --locked --target $t || exit 1; done &&"
-            " cargo build -p kiln-nostd --release --locked --target thumbv7em-none-eabihf --features defmt &&"
+            " cargo build -p kiln-nostd -p kiln-model -p kiln-hk --release --locked --target $t || exit 1; done &&"
+            " cargo build -p kiln-nostd -p kiln-model --release --locked --target thumbv7em-none-eabihf"
+            " --features kiln-nostd/defmt,kiln-model/defmt &&"
             " for t in thumbv6m-none-eabi riscv32imc-unknown-none-elf; do"
-            " cargo build -p kiln-nostd --release --locked --target $t"
+            " cargo build -p kiln-model --release --locked --target $t"
             " --features embedded-storage,embedded-io,embedded-storage-async,embedded-io-async,sha2 || exit 1; done",
-            ["setup-rust"], note="the core (and the HK reader) for the card's four targets, with defmt, and with the"
-            " source adapters"),
+            ["setup-rust"], note="the core (and the model crate, the HK reader) for the card's four targets, with"
+            " defmt, and with the source adapters"),
         Job("setup-defmt-print", "scripts/setup.sh defmt-print", note="cargo install defmt-print 1.2.0"),
         Job("firmware", "firmware-demo/ci.sh", ["setup-rust", "setup-apt", "setup-defmt-print"],
             note="the QEMU demo, the defmt log, the no-panic link proof"),

@@ -28,12 +28,13 @@ use std::fs;
 use std::path::Path;
 
 use ed25519_dalek::{Signer, SigningKey};
-use kiln_nostd::delta;
+use kiln_model::delta;
 use kiln_nostd::digest::{sha256, TensorHasher};
-use kiln_nostd::model::signed::sign_model_aligned;
-use kiln_nostd::model::{Model, Trust};
-use kiln_nostd::update::UpdateCheck;
-use kiln_nostd::{Error, Rule};
+use kiln_model::signed::sign_model_aligned;
+use kiln_model::{Model, Trust};
+use kiln_model::update::UpdateCheck;
+use kiln_model::{AnyRule, Error, Rule};
+use kiln_nostd::Rule as CoreRule;
 
 /// The model file the updates are made from (the demo's factory image).
 pub const FACTORY: &str = "../spec/examples/digits-mlp.model.kiln";
@@ -178,7 +179,7 @@ pub fn signed_updates(out: &Path) {
     let factory = fs::read(FACTORY).expect("read the factory model file");
     let public = SigningKey::from_bytes(&DEMO_SEED).verifying_key().to_bytes();
     let trust = || Trust::new(&public).expect("a usable key").target(TARGET);
-    let expect = |what: &str, file: &[u8], running: u64, rule: Rule| match stream(file, trust().newer_than(running)) {
+    let expect = |what: &str, file: &[u8], running: u64, rule: AnyRule| match stream(file, trust().newer_than(running)) {
         Err((_, e)) if e.rule() == rule => {}
         v => panic!("{what}: expected {rule:?}, the device's check gives {v:?}"),
     };
@@ -190,31 +191,31 @@ pub fn signed_updates(out: &Path) {
     assert!(payload_start <= CHECK_BUF, "the device's check buffer holds the signed prefix");
 
     let other_key = sign(&factory, &OTHER_SEED, UPDATE_VERSION, TARGET);
-    expect("another key", &other_key, FACTORY_VERSION, Rule::SignatureKey);
+    expect("another key", &other_key, FACTORY_VERSION, Rule::SignatureKey.into());
 
     let mut weight = good.clone();
     let w = Model::parse(&good).expect("parse").directory().find("fc1.weight").expect("fc1.weight").absolute_offset();
     let at = w + 4 * (20 * 64 + 17); // fc1.weight[20][17], its low mantissa byte
     weight[at] ^= 0x01;
-    expect("a weight byte", &weight, FACTORY_VERSION, Rule::PayloadDigest);
+    expect("a weight byte", &weight, FACTORY_VERSION, CoreRule::PayloadDigest.into());
 
     let mut swapped = good.clone();
     let (a, b) = (name_at(&good, "fc1.bias"), name_at(&good, "fc2.bias"));
     let len = "fc1.bias".len();
     swapped[a..a + len].copy_from_slice(&good[b..b + len]);
     swapped[b..b + len].copy_from_slice(&good[a..a + len]);
-    expect("names swapped", &swapped, FACTORY_VERSION, Rule::SignatureInvalid);
+    expect("names swapped", &swapped, FACTORY_VERSION, Rule::SignatureInvalid.into());
     // Without the signature the swap is a valid model: digests and all.
     Model::parse_verified(&swapped).expect("the swapped model is valid but for its signature");
 
     let rollback = sign(&factory, &DEMO_SEED, ROLLBACK_VERSION, TARGET);
-    expect("rollback", &rollback, FACTORY_VERSION, Rule::ReleaseVersion);
+    expect("rollback", &rollback, FACTORY_VERSION, Rule::ReleaseVersion.into());
 
     let other_target = sign(&factory, &DEMO_SEED, UPDATE_VERSION, OTHER_TARGET);
-    expect("another target", &other_target, FACTORY_VERSION, Rule::ReleaseTarget);
+    expect("another target", &other_target, FACTORY_VERSION, Rule::ReleaseTarget.into());
 
     let cut = (good.len() / PACKET) * 3 / 5 * PACKET;
-    expect("cut short", &good[..cut], FACTORY_VERSION, Rule::BlockTruncated);
+    expect("cut short", &good[..cut], FACTORY_VERSION, CoreRule::BlockTruncated.into());
 
     // NEW (fc2 retrained) and the delta from the good update.
     let (retrained, correct, gap) = retrain_fc2(&factory);

@@ -1,5 +1,5 @@
 //! Step 0, at boot (feature `digests`): the flashed model file's digests
-//! checked before the model is used. `kiln_nostd::source::Options::verify_model`
+//! checked before the model is used. `kiln_model::source::Options::verify_model`
 //! streams the file from flash through a 64-byte chunk: frame, metadata,
 //! digest table, block, and every tensor's SHA-256 against its digest
 //! (step 9d of spec/model-file.md). The prefix buffer is the RAM slot,
@@ -14,8 +14,8 @@
 //! demo once more with `-icount` for it).
 
 use cortex_m_semihosting::hprintln;
-use kiln_nostd::source::{ModelSummary, Options, OutOfBounds, ReadAt, SourceError};
-use kiln_nostd::Error;
+use kiln_model::source::{ModelSummary, Options, OutOfBounds, ReadAt, SourceError};
+use kiln_model::Error;
 
 use crate::checks::Checks;
 use crate::ticks::{instructions, Ticks, CAL_ITERS};

@@ -195,7 +195,7 @@ pub fn first_gap(dir: &Directory<'_>) -> Option<usize> {
 #[cfg(feature = "digests")]
 pub fn digest_corruption(file: &'static [u8], prefix: &mut [u8], chk: &mut Checks) {
     use crate::boot::{verify, Flipped};
-    let Some(t) = kiln_nostd::model::Model::parse(file).ok().and_then(|m| m.directory().find("fc1.weight")) else {
+    let Some(t) = kiln_model::Model::parse(file).ok().and_then(|m| m.directory().find("fc1.weight")) else {
         chk.expect(false, "the model file holds fc1.weight");
         return;
     };

@@ -1,7 +1,7 @@
 //! Step 9's delta update (feature `delta`): NEW, the model with only `fc2`
 //! retrained (made by build.rs, signed as version `NEW_VERSION`), sent to a
 //! device that runs the signed update (slot B) as a delta
-//! (`kiln_nostd::delta`, spec/model-file.md "Delta updates"): a small head
+//! (`kiln_model::delta`, spec/model-file.md "Delta updates"): a small head
 //! (the base's id and one reuse entry per tensor of NEW), NEW's bytes up to
 //! its payload region, then only the payloads slot B lacks.
 //!
@@ -20,11 +20,12 @@
 //! slot's SHA-256 is compared with NEW's, computed by build.rs.
 
 use cortex_m_semihosting::hprintln;
-use kiln_nostd::delta::{base_id, DeltaHead, Piece, Plan};
+use kiln_model::delta::{base_id, DeltaHead, Piece, Plan};
 use kiln_nostd::digest::{sha256, TensorHasher};
-use kiln_nostd::model::{Model, Trust};
-use kiln_nostd::update::{UpdateCheck, UpdateSummary};
-use kiln_nostd::{layout, Error, ErrorCode, Header, Rule};
+use kiln_model::{Model, Trust};
+use kiln_model::update::{UpdateCheck, UpdateSummary};
+use kiln_model::{Error, Rule};
+use kiln_nostd::{layout, ErrorCode, Header, Rule as CoreRule};
 
 use crate::checks::Checks;
 use crate::ota::PACKET;
@@ -218,16 +219,16 @@ fn receive<'a>(
                 let h = b.prog.image().get(bs..bs + kiln_nostd::header::HEADER_LEN).map(Header::parse);
                 let base = match h {
                     Some(Ok(h)) => layout::payload_base(h.tensor_count, h.name_bytes),
-                    Some(Err(e)) => return reject(e, false),
+                    Some(Err(e)) => return reject(e.into(), false),
                     None => None,
                 };
-                let Some(base) = base else { return reject(Error::new(Rule::PayloadSizeOverflow, bs + 16), false) };
+                let Some(base) = base else { return reject(Error::new(CoreRule::PayloadSizeOverflow, bs + 16), false) };
                 prefix_end = Some(bs as u64 + base);
             }
             if prefix_end == Some(b.pos) {
                 // NEW's directory is in and signed: the plan of the rest.
                 let Some(dir) = b.check.directory() else {
-                    return reject(Error::new(Rule::SignatureInvalid, kiln_nostd::model::signed::SIG_AT), false);
+                    return reject(Error::new(Rule::SignatureInvalid, kiln_model::signed::SIG_AT), false);
                 };
                 let Some(Ok(h)) = head_len.map(|n| DeltaHead::parse(&head[..n])) else {
                     return reject(Error::new(Rule::DeltaReuseCount, 0), true);
@@ -299,7 +300,7 @@ fn receive<'a>(
         }
         if !rest.is_empty() {
             let at = k * PACKET + chunk.len() - rest.len();
-            return reject(Error::new(Rule::TrailingBytes, at), true);
+            return reject(Error::new(CoreRule::TrailingBytes, at), true);
         }
     }
     // The delta has ended: the check's verdict on NEW (cut short: truncated).
@@ -376,7 +377,7 @@ pub fn run(
             // NEW has slot B's layout (only fc2's values changed): fc2.weight's first byte.
             let fc2 =
                 Model::parse(b_image).ok().and_then(|m| m.directory().find("fc2.weight").map(|t| t.absolute_offset()));
-            let ok = packet == n && Some(error) == fc2.map(|at| Error::new(Rule::PayloadDigest, at)) && !of_delta;
+            let ok = packet == n && Some(error) == fc2.map(|at| Error::new(CoreRule::PayloadDigest, at)) && !of_delta;
             print_rejection(packet, n, error, of_delta, ok);
             chk.expect(ok, "a damaged sent payload fails its digest");
         }

@@ -13,8 +13,8 @@ use crate::{EXPECT_F32_CORRECT, MODEL_FILE, SCRATCH_SLOTS};
 pub fn model_file(chk: &mut Checks) {
     let file: &'static [u8] = &MODEL_FILE.0;
     hprintln!("model file: digits-mlp.model.kiln, {} bytes in flash", file.len());
-    chk.expect(kiln_nostd::model::is_model_file(file), "the model file is told apart by content");
-    let (metadata, dir) = match kiln_nostd::model::parse_any(file) {
+    chk.expect(kiln_model::is_model_file(file), "the model file is told apart by content");
+    let (metadata, dir) = match kiln_model::parse_any(file) {
         Ok((Some(m), dir)) => (m, dir),
         Ok((None, _)) | Err(_) => {
             chk.expect(false, "the model file parses as a model file");
@@ -47,7 +47,7 @@ pub fn model_file(chk: &mut Checks) {
         bad.copy_from_slice(head);
     }
     bad[key_len_at] = 0xff;
-    let e = kiln_nostd::model::parse_any(&bad).err();
+    let e = kiln_model::parse_any(&bad).err();
     hprintln!("  damaged metadata: {}", e.map_or(0, |e| e.offset()));
     chk.expect(
         e.is_some_and(|e| e.code() == ErrorCode::Eof && e.offset() == key_len_at),

@@ -1,6 +1,6 @@
 //! Step 9, signed updates (feature `signed`): a device that runs only
 //! models signed by its vendor's key checks each update as it arrives,
-//! with `kiln_nostd::update::UpdateCheck` and
+//! with `kiln_model::update::UpdateCheck` and
 //! `Trust::new(&PUBKEY).target(TARGET).newer_than(running_version)`:
 //!
 //! - the key (with the first packet) and the release (target and version,
@@ -38,10 +38,11 @@ use core::hint::black_box;
 
 use cortex_m_semihosting::hprintln;
 use kiln_nostd::digest::{sha256, TensorHasher};
-use kiln_nostd::model::signed::{signed_message, KEY_AT, SIG_AT};
-use kiln_nostd::model::{Model, Trust};
-use kiln_nostd::update::{UpdateCheck, UpdateSummary};
-use kiln_nostd::{Error, NameIndex, Progress, Rule};
+use kiln_model::signed::{signed_message, KEY_AT, SIG_AT};
+use kiln_model::{Model, Trust};
+use kiln_model::update::{UpdateCheck, UpdateSummary};
+use kiln_model::{Error, Rule};
+use kiln_nostd::{NameIndex, Progress, Rule as CoreRule};
 
 use crate::checks::Checks;
 use crate::model::{evaluate, load, Fc1, Pool};
@@ -357,12 +358,12 @@ fn expected(bad: &Bad, good: &Model<'_>) -> Option<(Error, usize)> {
                 .directory()
                 .iter()
                 .find(|t| t.absolute_offset() <= at && at < t.absolute_offset() + t.byte_len())?;
-            (Error::new(Rule::PayloadDigest, t.absolute_offset()), packet_of(t.absolute_offset() + t.byte_len() - 1))
+            (Error::new(CoreRule::PayloadDigest, t.absolute_offset()), packet_of(t.absolute_offset() + t.byte_len() - 1))
         }
         // With the packet that completes the signed prefix.
         Fault::Signature => (Error::new(Rule::SignatureInvalid, SIG_AT), packet_of(good.payload_start() - 1)),
         // At the end of the stream, where it ended.
-        Fault::Truncated => (Error::new(Rule::BlockTruncated, bad.len), bad.len.div_ceil(PACKET)),
+        Fault::Truncated => (Error::new(CoreRule::BlockTruncated, bad.len), bad.len.div_ceil(PACKET)),
     })
 }
 

@@ -21,7 +21,7 @@
 use core::ptr::addr_of_mut;
 
 use embassy_futures::block_on;
-use kiln_nostd::source::{self, AsyncFlash};
+use kiln_model::source::{self, AsyncFlash};
 use kiln_nostd::{scratch_len, Directory, Error, Header, Parser, Rule};
 
 /// `println!` to the UART (output is best effort: the UART cannot fail).
@@ -232,7 +232,7 @@ fn both_verdicts(bytes: &[u8]) -> (VerifyVerdict, VerifyVerdict, usize, (usize, 
     (got.map_err(|e| e.kiln()), want.map_err(|e| e.kiln()), reads, (stack_blocking, stack_async))
 }
 
-type VerifyVerdict = Result<kiln_nostd::Summary, Option<Error>>;
+type VerifyVerdict = Result<kiln_nostd::Summary, Option<kiln_model::Error>>;
 
 fn verdict_text(v: &VerifyVerdict) -> VerdictText<'_> {
     VerdictText(v)
@@ -288,7 +288,7 @@ fn async_reads(chk: &mut Checks, model: &'static [u8], ram: &'static mut [u8], g
     );
     chk.expect(got == want, "the async verdict on the hostile copy equals the blocking one");
     chk.expect(
-        got == Err(Some(Error::new(Rule::NonzeroGap, gap))),
+        got == Err(Some(kiln_model::Error::new(Rule::NonzeroGap, gap))),
         "verify_async rejects the hostile copy (NonzeroGap)",
     );
 }

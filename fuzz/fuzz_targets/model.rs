@@ -11,9 +11,9 @@
 //! shard's file.
 #![no_main]
 
-use kiln_fuzz::{check_error, check_views};
+use kiln_fuzz::{check_offset, check_views};
 use kiln_nostd::digest::sha256;
-use kiln_nostd::model::{check_all, Kind, Manifest, Model};
+use kiln_model::{check_all, Kind, Manifest, Model};
 use kiln_nostd::{ErrorCode, Limits};
 use libfuzzer_sys::fuzz_target;
 
@@ -35,13 +35,18 @@ fn model_file(data: &[u8]) {
             assert_eq!(m.verify_digests().unwrap_err(), *e);
         }
         (Err(e), Err(v)) => {
-            check_error(e, data.len());
-            check_error(v, data.len());
+            check_model_error(e, data.len());
+            check_model_error(v, data.len());
             // Either the same structural fault, or a digest fault that step 9d puts first.
             assert!(e == v || v.code() == ErrorCode::Digest, "{e} / {v}");
         }
         (Err(e), Ok(_)) => panic!("parse_verified accepted what parse refused: {e}"),
     }
+}
+
+/// `kiln_fuzz::check_error` for the model crate's errors (a rule of either crate).
+fn check_model_error(e: &kiln_model::Error, len: usize) {
+    check_offset(e.offset(), e.code(), len, e);
 }
 
 fn manifest(data: &[u8], shards: &[u8]) {
@@ -50,7 +55,7 @@ fn manifest(data: &[u8], shards: &[u8]) {
     let with = Manifest::parse_with(data, &Limits::DEFAULT, Some(&mut scratch));
     assert_eq!(alone.as_ref().err(), with.as_ref().err(), "scratch changes the verdict");
     let m = match alone {
-        Err(e) => return check_error(&e, data.len()),
+        Err(e) => return check_model_error(&e, data.len()),
         Ok(m) => m,
     };
     assert_eq!(m.shards().count(), m.shard_count());
@@ -65,7 +70,7 @@ fn manifest(data: &[u8], shards: &[u8]) {
     let r = check_all(&m, |_| Some(shards), true, None);
     if let Err(f) = r {
         assert!(f.shard >= 1 && f.shard as usize <= m.shard_count());
-        check_error(&f.error, shards.len());
+        check_model_error(&f.error, shards.len());
     }
 }
 

@@ -37,7 +37,7 @@ fuzz_target!(|data: &[u8]| {
         }
         for e in &req.externals {
             assert!(req.files.contains(&e.file));
-            assert!(kiln_nostd::model::ShardName::new(&e.file).is_some());
+            assert!(kiln_model::ShardName::new(&e.file).is_some());
         }
     }
     let mut lifted = model.clone();

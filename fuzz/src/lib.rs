@@ -129,7 +129,7 @@ pub fn check_conversion(data: &[u8], format: kiln_cli::convert::Format) -> Optio
     let read = ReadArgs { from: Some(format), ..ReadArgs::default() };
     let done = convert_bytes(data, &read, To::Record).ok()?;
     let parser = kiln_nostd::Parser::new().limits(kiln_nostd::Limits::MAX);
-    let (metadata, dir) = match kiln_nostd::model::parse_any_with(&done.output, parser) {
+    let (metadata, dir) = match kiln_model::parse_any_with(&done.output, parser) {
         Ok(parsed) => parsed,
         Err(e) => panic!("a converted {format:?} file is not valid Kiln: {e}"),
     };
@@ -165,8 +165,8 @@ pub fn check_safetensors_round_trip(record: &[u8]) {
         Err(e) => panic!("safetensors written by kiln convert does not convert back: {e:#}"),
     };
     let parser = || kiln_nostd::Parser::new().limits(kiln_nostd::Limits::MAX);
-    let (_, first) = kiln_nostd::model::parse_any_with(record, parser()).unwrap();
-    let (_, second) = kiln_nostd::model::parse_any_with(&again, parser()).unwrap();
+    let (_, first) = kiln_model::parse_any_with(record, parser()).unwrap();
+    let (_, second) = kiln_model::parse_any_with(&again, parser()).unwrap();
     assert_eq!(first.len(), second.len(), "tensor count after the round trip");
     for (a, b) in first.iter().zip(second.iter()) {
         assert_eq!(a.name(), b.name(), "name after the round trip");

@@ -69,9 +69,12 @@ pub fn run(args: &DecodeArgs) -> anyhow::Result<u8> {
     let checked = match &opts.target {
         // `decode` always has a --type, so `Any` does not occur; it would be a directory.
         Target::Tensors | Target::Any => parse_tensors(bytes, opts.limits).map(|dir| json.tensors(&dir)),
-        Target::Frozen { schema, framed } => {
-            Reader::new().limits(opts.limits).framed(*framed).read(bytes, schema).map(|v| json.value(v))
-        }
+        Target::Frozen { schema, framed } => Reader::new()
+            .limits(opts.limits)
+            .framed(*framed)
+            .read(bytes, schema)
+            .map(|v| json.value(v))
+            .map_err(Into::into),
     };
     match checked {
         Ok(written) => {

@@ -1,7 +1,7 @@
 //! `kiln inspect`: a summary of a checked tensor directory, built once and
 //! rendered as a table or as JSON by [`crate::output`].
 
-use kiln_nostd::model::Metadata;
+use kiln_model::Metadata;
 use kiln_nostd::quant::SCHEME_SCALES_OUTER;
 use kiln_nostd::{DType, Directory, Tensor};
 use serde::Serialize;

@@ -43,7 +43,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use kiln_nostd::model::{Kind, Metadata};
+use kiln_model::{Kind, Metadata};
 use kiln_nostd::{Directory, Limits};
 
 use crate::input::{Source, STDIN};
@@ -397,7 +397,7 @@ fn run_inspect(args: &InspectArgs) -> anyhow::Result<u8> {
                 }
                 stream::Sniffed::Other(reader) => reader,
             };
-            let seed = kiln_nostd::host::process_seed();
+            let seed = kiln_model::host::process_seed();
             let streamed =
                 stream::check(reader, Limits::DEFAULT, seed, |dir| inspect_text(&file, None, dir, args.json))?;
             Ok(match (streamed.verdict, streamed.directory) {

@@ -7,13 +7,13 @@ use std::io;
 use std::path::Path;
 
 use kiln_host::{Fault, Shards};
+use kiln_model::{Error, Kind, Manifest};
 use kiln_nostd::digest::DIGEST_LEN;
-use kiln_nostd::model::{Kind, Manifest};
-use kiln_nostd::{Error, Limits};
+use kiln_nostd::Limits;
 use serde::Serialize;
 
 use crate::output::ErrorFields;
-use kiln_nostd::host;
+use kiln_model::host;
 
 /// One shard's line in a model's report.
 #[derive(Debug, Serialize)]

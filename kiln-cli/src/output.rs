@@ -1,7 +1,7 @@
 //! Rendering: validate lines (human and JSON), error objects, and the
 //! inspect table.
 
-use kiln_nostd::Error;
+use kiln_model::Error;
 use serde::Serialize;
 
 use crate::inspect::Summary;

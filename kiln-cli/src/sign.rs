@@ -9,8 +9,8 @@ use anyhow::{anyhow, Context};
 use clap::Args;
 use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey};
 use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
-use kiln_nostd::model::signed::SigningPlan;
-use kiln_nostd::model::{Kind, Model, Trust};
+use kiln_model::signed::SigningPlan;
+use kiln_model::{Kind, Model, Trust};
 use serde::Serialize;
 
 use crate::convert::error::{io_fail, Usage};
@@ -135,7 +135,7 @@ fn open(path: &Path) -> anyhow::Result<(std::fs::File, Input)> {
     Ok((file, input))
 }
 
-fn rejected(path: &Path, e: &kiln_nostd::Error) -> anyhow::Error {
+fn rejected(path: &Path, e: &kiln_model::Error) -> anyhow::Error {
     anyhow!("{}: {} at byte {}: {}", path.display(), e.code(), e.offset_u64(), e.rule().description())
 }
 
@@ -180,9 +180,8 @@ fn sign(args: &SignArgs) -> anyhow::Result<()> {
 /// A sharded model: its manifest is signed (the shards stay as they are).
 fn sign_manifest(args: &SignArgs, key: &SigningKey, file: &std::fs::File, bytes: &[u8]) -> anyhow::Result<()> {
     let public = key.verifying_key().to_bytes();
-    let signed =
-        kiln_nostd::model::sign_manifest(bytes, &public, args.version, &args.target, |m| key.sign(m).to_bytes())
-            .map_err(|e| rejected(&args.input, &e))?;
+    let signed = kiln_model::sign_manifest(bytes, &public, args.version, &args.target, |m| key.sign(m).to_bytes())
+        .map_err(|e| rejected(&args.input, &e))?;
     let n = write_out(&args.output, file, &[&signed], !args.no_fsync, |written| {
         (written == signed.as_slice()).then_some(()).ok_or_else(|| anyhow!("the written manifest differs"))
     })?;
@@ -209,10 +208,10 @@ fn verify_manifest(
     path: &Path,
     bytes: &[u8],
     trust: &Trust<'_>,
-) -> anyhow::Result<Result<(usize, u64, String), kiln_nostd::Error>> {
+) -> anyhow::Result<Result<(usize, u64, String), kiln_model::Error>> {
     let limits = kiln_nostd::Limits::DEFAULT;
-    let mut scratch = kiln_nostd::host::manifest_scratch(bytes, &limits);
-    let m = match kiln_nostd::model::Manifest::parse_trusted(bytes, &limits, Some(&mut scratch), trust) {
+    let mut scratch = kiln_model::host::manifest_scratch(bytes, &limits);
+    let m = match kiln_model::Manifest::parse_trusted(bytes, &limits, Some(&mut scratch), trust) {
         Ok(m) => m,
         Err(e) => return Ok(Err(e)),
     };
@@ -232,8 +231,8 @@ pub fn run_delta(args: &DeltaArgs) -> anyhow::Result<u8> {
         if Kind::of(new.bytes()) != Some(Kind::Signed) {
             return Err(anyhow!("{}: not a signed model (a device takes only signed updates)", args.new.display()));
         }
-        let d = kiln_nostd::delta::make(old.bytes(), new.bytes()).map_err(|e| anyhow!("{e}"))?;
-        let rebuilt = kiln_nostd::delta::apply(old.bytes(), &d).map_err(|e| anyhow!("{e}"))?;
+        let d = kiln_model::delta::make(old.bytes(), new.bytes()).map_err(|e| anyhow!("{e}"))?;
+        let rebuilt = kiln_model::delta::apply(old.bytes(), &d).map_err(|e| anyhow!("{e}"))?;
         if rebuilt != new.bytes() {
             return Err(anyhow!("the delta does not rebuild {}", args.new.display()));
         }

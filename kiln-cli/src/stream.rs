@@ -12,8 +12,9 @@
 
 use std::io::{self, Read};
 
+use kiln_model::Error;
 use kiln_nostd::header::HEADER_LEN;
-use kiln_nostd::{Directory, Error, Header, Incremental, Limits};
+use kiln_nostd::{Directory, Header, Incremental, Limits};
 use memmap2::MmapMut;
 
 /// Bytes read from the stream at a time.
@@ -108,7 +109,7 @@ where
         }
         filled = read_some(&mut reader, &mut chunk)?;
     }
-    Ok(Streamed { verdict: validator.finish().map(|_| ()), directory })
+    Ok(Streamed { verdict: validator.finish().map(|_| ()).map_err(Into::into), directory })
 }
 
 /// What the first bytes of a stream showed.
@@ -125,7 +126,7 @@ pub fn sniff_model<R: Read>(mut reader: R) -> io::Result<Sniffed<R>> {
     let mut head = vec![0u8; kiln_nostd::frozen::FRAME_LEN];
     let filled = fill(&mut reader, &mut head)?;
     head.truncate(filled);
-    if kiln_nostd::model::Kind::of(&head).is_some() {
+    if kiln_model::Kind::of(&head).is_some() {
         reader.read_to_end(&mut head)?;
         return Ok(Sniffed::Model(head));
     }
@@ -203,7 +204,7 @@ mod tests {
         bad_version[4] = 9;
         cases.extend([trailing, bad_bool, bad_version]);
         for bytes in &cases {
-            let want = Parser::new().parse(bytes).map(|_| ());
+            let want = Parser::new().parse(bytes).map(|_| ()).map_err(kiln_model::Error::from);
             for step in [1, 7, 64, CHUNK] {
                 let (got, dir) = verdict(bytes, step);
                 assert_eq!(got, want, "{} bytes in steps of {step}", bytes.len());
@@ -222,7 +223,7 @@ mod tests {
         let mut huge = kiln_nostd::EMPTY_BLOCK;
         huge[8..12].copy_from_slice(&16_777_216u32.to_le_bytes());
         huge[24..32].copy_from_slice(&(16_777_216u64 * 128).to_le_bytes());
-        let want = Parser::new().parse(&huge).map(|_| ());
+        let want = Parser::new().parse(&huge).map(|_| ()).map_err(kiln_model::Error::from);
         assert_eq!(verdict(&huge, CHUNK).0, want);
         assert_eq!(want.map_err(|e| e.code().as_str()), Err("EOF"));
     }

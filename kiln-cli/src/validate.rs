@@ -5,9 +5,10 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use kiln_model::{self as model, Metadata, Model};
+use kiln_model::{host, Error};
 use kiln_nostd::frozen::{Reader, Schema};
-use kiln_nostd::model::{self, Metadata, Model};
-use kiln_nostd::{host, Directory, Error, Limits};
+use kiln_nostd::{Directory, Limits};
 
 use crate::input::Source;
 use crate::schema::{self, SchemaError, NODES};
@@ -156,7 +157,7 @@ pub fn root_name(path: &std::path::Path) -> String {
 /// kept for the rest of the run.
 pub fn parse_type(text: String) -> Result<Box<Schema<'static, NODES>>, TypeError> {
     let text: &'static str = Box::leak(text.into_boxed_str());
-    Schema::parse(text).map(Box::new).map_err(|error| TypeError::Text { text: text.to_owned(), error })
+    Schema::parse(text).map(Box::new).map_err(|error| TypeError::Text { text: text.to_owned(), error: error.into() })
 }
 
 impl ValidateOptions {
@@ -204,7 +205,9 @@ pub fn validate_bytes(bytes: &[u8], opts: &ValidateOptions) -> Result<(), Error>
     match &opts.target {
         Target::Any => parse_any(bytes, opts.limits).map(|_| ()),
         Target::Tensors => parse_tensors(bytes, opts.limits).map(|_| ()),
-        Target::Frozen { schema, framed } => Reader::new().limits(opts.limits).framed(*framed).validate(bytes, schema),
+        Target::Frozen { schema, framed } => {
+            Reader::new().limits(opts.limits).framed(*framed).validate(bytes, schema).map_err(Into::into)
+        }
     }
 }
 
@@ -215,7 +218,7 @@ pub fn validate_bytes(bytes: &[u8], opts: &ValidateOptions) -> Result<(), Error>
 /// at all (count * 128 <= length), so a hostile count cannot make us allocate.
 pub fn parse_tensors(bytes: &[u8], limits: Limits) -> Result<Directory<'_>, Error> {
     let mut scratch = host::name_scratch(bytes, 0, &limits).unwrap_or_default();
-    host::parser(limits, &mut scratch).parse(bytes)
+    Ok(host::parser(limits, &mut scratch).parse(bytes)?)
 }
 
 /// Checks `bytes` by content: a model file (its metadata and directory) when

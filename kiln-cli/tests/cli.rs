@@ -741,7 +741,7 @@ fn inspect_missing_file_exits_two() {
 fn model_file() -> Vec<u8> {
     let specs = [TensorSpec::new(DType::F32, &[2], &F32_PAIR).named("w")];
     let meta = [("author", "kiln")];
-    let w = kiln_nostd::model::ModelWriter::new().align(4096);
+    let w = kiln_model::ModelWriter::new().align(4096);
     let mut out = vec![0u8; w.encoded_len(&meta, &specs).expect("plannable")];
     w.write(&meta, &specs, &mut out).expect("valid");
     out
@@ -807,7 +807,7 @@ fn a_damaged_model_file_gets_the_frozen_readers_verdict() {
         .stdout(predicate::str::contains(format!("\"error\":\"TRAILING\",\"offset\":{n}")));
 }
 
-/// `kiln validate --json FILE` without flags gives `kiln_nostd::model::parse_any`'s
+/// `kiln validate --json FILE` without flags gives `kiln_model::parse_any`'s
 /// verdict (code, offset, rule) on the goldens and on mutated model files: the
 /// verdict `kiln_validate` of the C API and the npm and Python loaders give.
 #[test]
@@ -832,7 +832,7 @@ fn validate_without_flags_is_parse_any() {
     let lines: Vec<Value> = String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), inputs.len());
     for (bytes, line) in inputs.iter().zip(&lines) {
-        match kiln_nostd::model::parse_any(bytes) {
+        match kiln_model::parse_any(bytes) {
             Ok(_) => assert_eq!(line["ok"], true, "{line}"),
             Err(e) => {
                 assert_eq!(line["error"], e.code().as_str(), "{line}");

@@ -15,7 +15,7 @@ use kiln_nostd::frozen::{self, Schema};
 use kiln_nostd::{Directory, Limits};
 
 /// What `kiln convert` writes: a model file with digests (spec/model-file.md).
-const RECORD_TYPE: &str = kiln_nostd::model::DIGESTS_TYPE;
+const RECORD_TYPE: &str = kiln_model::DIGESTS_TYPE;
 
 fn python_ready() -> bool {
     let ok = Command::new("python3")
@@ -97,7 +97,7 @@ fn read_record_aligned(path: &Path, align: usize) -> (Vec<String>, BTreeMap<Stri
     let bytes = std::fs::read(path).unwrap();
     let schema: Schema<'_> = Schema::parse(RECORD_TYPE).unwrap();
     let v = frozen::read(&bytes, &schema, &Limits::MAX, true).expect("a valid record");
-    kiln_nostd::model::Model::parse_verified(&bytes).expect("its digests match its payloads");
+    kiln_model::Model::parse_verified(&bytes).expect("its digests match its payloads");
     let dir = v.field("tensors").and_then(|t| t.as_tensors()).unwrap();
     let fields = v.field("metadata").unwrap().raw().len() + v.field("digests").unwrap().raw().len();
     assert_eq!(dir.start(), 16 + fields, "metadata and digests first, then the block");

@@ -17,7 +17,7 @@ use kiln_nostd::frozen::{self, Schema};
 use kiln_nostd::{DType, Directory, Limits, TensorSpec, Writer};
 
 /// What `kiln convert` writes: a model file with digests (spec/model-file.md).
-const RECORD_TYPE: &str = kiln_nostd::model::DIGESTS_TYPE;
+const RECORD_TYPE: &str = kiln_model::DIGESTS_TYPE;
 
 fn python_ready() -> bool {
     let ok = Command::new("python3")
@@ -118,7 +118,7 @@ fn record(path: &Path) -> Record {
     let bytes = std::fs::read(path).unwrap();
     let schema: Schema<'_> = Schema::parse(RECORD_TYPE).unwrap();
     let v = frozen::read(&bytes, &schema, &Limits::MAX, true).expect("a valid record");
-    kiln_nostd::model::Model::parse_verified(&bytes).expect("its digests match its payloads");
+    kiln_model::Model::parse_verified(&bytes).expect("its digests match its payloads");
     let meta = v
         .field("metadata")
         .and_then(|m| m.as_dict())

@@ -189,15 +189,15 @@ fn a_hugging_face_checkpoint_by_its_index_and_by_its_folder() {
         let err = convert(d.path(), &[input, "-o", "out.kiln", "--no-fsync"], 0);
         assert!(err.contains("a sharded model") && err.contains("3 shards"), "{err}");
         let bytes = std::fs::read(d.path().join("out.kiln")).unwrap();
-        let m = kiln_nostd::model::Manifest::parse(&bytes).unwrap();
+        let m = kiln_model::Manifest::parse(&bytes).unwrap();
         assert_eq!(m.shard_count(), 3);
         let files: Vec<Vec<u8>> = m.shards().map(|s| std::fs::read(d.path().join(s.name.as_str())).unwrap()).collect();
-        kiln_nostd::model::check_all(&m, |e| files.get(e.index as usize - 1), true, None).unwrap();
+        kiln_model::check_all(&m, |e| files.get(e.index as usize - 1), true, None).unwrap();
         let got: Vec<Expected> = m
             .tensors()
             .map(|t| {
                 let (_, within) = m.find(t.name).unwrap();
-                let shard = kiln_nostd::model::Model::parse(&files[t.shard as usize - 1]).unwrap();
+                let shard = kiln_model::Model::parse(&files[t.shard as usize - 1]).unwrap();
                 let bytes = shard.directory().get(within).unwrap().bytes().to_vec();
                 (t.name.to_string(), t.dtype.name().to_string(), t.dims().collect(), bytes, t.shard as usize - 1)
             })
@@ -225,7 +225,7 @@ fn a_one_shard_index_and_a_one_file_folder_are_written_as_one_file() {
     let err = convert(&ckpt, &["model.safetensors.index.json", "-o", "one.kiln"], 0);
     assert!(err.contains("2 tensors"), "{err}");
     let bytes = std::fs::read(ckpt.join("one.kiln")).unwrap();
-    let model = kiln_nostd::model::Model::parse_verified(&bytes).unwrap();
+    let model = kiln_model::Model::parse_verified(&bytes).unwrap();
     let dir = model.directory();
     let got: Vec<(String, Vec<u8>)> = dir.iter().map(|t| (t.name().unwrap().to_string(), t.bytes().to_vec())).collect();
     let want: Vec<(String, Vec<u8>)> = expected(&ckpt).into_iter().filter(|e| e.4 == 2).map(|e| (e.0, e.3)).collect();
@@ -438,7 +438,7 @@ fn a_gguf_split_set_is_read_whole_from_any_of_its_files() {
     let err = convert(d.path(), &["tiny-00001-of-00002.gguf", "-o", "o.kiln", "--no-fsync"], 0);
     assert!(err.contains("a sharded model") && err.contains("7 tensors"), "{err}");
     let bytes = std::fs::read(d.path().join("o.kiln")).unwrap();
-    let m = kiln_nostd::model::Manifest::parse(&bytes).unwrap();
+    let m = kiln_model::Manifest::parse(&bytes).unwrap();
     assert_eq!((m.shard_count(), m.tensor_count()), (2, 7));
     assert!(!m.metadata().iter().any(|(k, _)| k.starts_with("split.")), "split keys are consumed");
     assert!(kiln(d.path(), &["validate", "o.kiln"]).status.success());
@@ -648,7 +648,7 @@ fn an_output_shard_or_index_that_is_an_input_file_is_refused_before_anything_is_
 
 /// The offset of the first payload byte of tensor `name` in a Kiln shard file.
 fn payload_at(file: &[u8], name: &str) -> usize {
-    let m = kiln_nostd::model::Model::parse(file).unwrap();
+    let m = kiln_model::Model::parse(file).unwrap();
     let dir = m.directory();
     let t = dir.iter().find(|t| t.name() == Some(name)).unwrap();
     assert!(t.byte_len() > 0);

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use kiln_nostd::model::{Kind, Model, ModelWriter};
+use kiln_model::{Kind, Model, ModelWriter};
 use kiln_nostd::{DType, TensorSpec};
 use serde_json::Value;
 use tempfile::TempDir;

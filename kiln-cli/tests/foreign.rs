@@ -258,7 +258,7 @@ np.savez_compressed('packed.npz', **{k: v for k, v in arrays.items() if not k.st
         [vec![3u64, 4], vec![2, 3, 4], vec![5, 3], vec![1, 7, 1, 3], vec![4, 5], vec![3, 70000], vec![5000, 2, 3]];
     let check = |out: &str, wanted: &[(&str, &Vec<u64>)]| {
         let bytes = std::fs::read(p.join(out)).unwrap();
-        let model = kiln_nostd::model::Model::parse_verified(&bytes).expect("a valid model file");
+        let model = kiln_model::Model::parse_verified(&bytes).expect("a valid model file");
         let dir = model.directory();
         for (name, shape) in wanted {
             let t = dir.iter().find(|t| t.name() == Some(name)).unwrap_or_else(|| panic!("{out}: no tensor {name}"));
@@ -327,7 +327,7 @@ for n in ['py2', 'u']:
         let o = kiln(p, &["convert", &format!("{name}.npy"), "-o", &format!("{name}.kiln")]);
         assert_eq!(o.status.code(), Some(0), "{name}: {}", text(&o).1);
         let bytes = std::fs::read(p.join(format!("{name}.kiln"))).unwrap();
-        let model = kiln_nostd::model::Model::parse_verified(&bytes).unwrap();
+        let model = kiln_model::Model::parse_verified(&bytes).unwrap();
         let t = model.directory().iter().next().unwrap();
         assert_eq!(t.shape(), [2, 3]);
         assert_eq!(t.bytes(), std::fs::read(p.join(format!("{name}.expect"))).unwrap().as_slice(), "{name}");

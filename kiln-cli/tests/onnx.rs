@@ -15,7 +15,7 @@ use kiln_cli::convert::onnx::proto::{
     attribute_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, SparseTensorProto,
     StringStringEntryProto, TensorProto,
 };
-use kiln_nostd::model::Model;
+use kiln_model::Model;
 use prost::Message;
 
 fn kiln(dir: &Path, args: &[&str]) -> Output {
@@ -329,8 +329,8 @@ fn recorded_digest(path: &Path) -> Option<String> {
         return m.metadata().get(key).map(str::to_string);
     }
     let limits = kiln_nostd::Limits::MAX;
-    let mut scratch = kiln_nostd::host::manifest_scratch(&bytes, &limits);
-    let m = kiln_nostd::model::Manifest::parse_with(&bytes, &limits, Some(&mut scratch)).unwrap();
+    let mut scratch = kiln_model::host::manifest_scratch(&bytes, &limits);
+    let m = kiln_model::Manifest::parse_with(&bytes, &limits, Some(&mut scratch)).unwrap();
     m.metadata().get(key).map(str::to_string)
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use kiln_nostd::model::{Kind, Manifest, Model};
+use kiln_model::{Kind, Manifest, Model};
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -94,7 +94,7 @@ fn names_past_one_block_make_a_sharded_model_that_round_trips() {
     }
     assert_eq!(seen, m.tensors.len());
     let mut scratch = vec![0u32; kiln_nostd::scratch_len(500)];
-    kiln_nostd::model::check_all(&manifest, |e| files.get(e.index as usize - 1), true, Some(&mut scratch)).unwrap();
+    kiln_model::check_all(&manifest, |e| files.get(e.index as usize - 1), true, Some(&mut scratch)).unwrap();
     // validate: the whole model.
     let out = kiln().args(["validate", s(&m.manifest)]).assert().code(0).get_output().stdout.clone();
     let line = String::from_utf8(out).unwrap();

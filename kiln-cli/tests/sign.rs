@@ -102,7 +102,7 @@ fn openssl_verifies_the_signature_over_the_specs_message() {
     // A plain record without digests: `sign` computes them.
     sign(&key, &example("small/f32-vector.model.kiln"), &signed, "1", "t");
     let bytes = std::fs::read(&signed).unwrap();
-    let m = kiln_nostd::model::Model::parse(&bytes).unwrap();
+    let m = kiln_model::Model::parse(&bytes).unwrap();
     assert!(m.digests().is_some());
     let payload_start = m.payload_start();
     let msg = [&bytes[..56], &bytes[120..payload_start]].concat();
@@ -167,10 +167,10 @@ fn delta_sends_only_the_changed_tensors_and_rebuilds_new() {
         .success()
         .stderr(predicate::str::contains("bytes for the"));
     let (o, n, d) = (std::fs::read(&old).unwrap(), std::fs::read(&new).unwrap(), std::fs::read(&update).unwrap());
-    assert_eq!(kiln_nostd::delta::apply(&o, &d).unwrap(), n);
+    assert_eq!(kiln_model::delta::apply(&o, &d).unwrap(), n);
     // Same tensors, another release: only the head and NEW's prefix travel.
-    let head = kiln_nostd::delta::DeltaHead::parse(&d).unwrap();
-    assert_eq!(d.len(), head.len() + kiln_nostd::model::Model::parse(&n).unwrap().payload_start());
+    let head = kiln_model::delta::DeltaHead::parse(&d).unwrap();
+    assert_eq!(d.len(), head.len() + kiln_model::Model::parse(&n).unwrap().payload_start());
     // An unsigned NEW is refused.
     kiln().arg("delta").arg(&old).arg(example("digits-mlp.model.kiln")).arg("-o").arg(&update).assert().code(1);
 }
@@ -183,9 +183,8 @@ fn a_sharded_model_is_signed_through_its_manifest() {
     let (x, y) = ([1u8; 8], [2u8; 16]);
     let one = [TensorSpec::new(DType::F32, &[2], &x).named("x")];
     let two = [TensorSpec::new(DType::F32, &[4], &y).named("y")];
-    let files =
-        kiln_nostd::model::write_sharded(&[], &[("m-00001-of-00002.kiln", &one), ("m-00002-of-00002.kiln", &two)], 64)
-            .unwrap();
+    let files = kiln_model::write_sharded(&[], &[("m-00001-of-00002.kiln", &one), ("m-00002-of-00002.kiln", &two)], 64)
+        .unwrap();
     std::fs::write(dir.path().join("m.kiln"), &files.manifest).unwrap();
     for (name, bytes) in &files.shards {
         std::fs::write(dir.path().join(name), bytes).unwrap();

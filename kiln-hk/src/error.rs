@@ -8,42 +8,13 @@ use core::fmt;
 use kiln_nostd::int::u64_from;
 pub use kiln_nostd::ErrorCode;
 
-macro_rules! rules {
-    ($( $(#[$doc:meta])* $name:ident => $code:ident, $text:literal; )*) => {
-        /// Which HK rule a rejected file broke, in the order
-        /// [`HkFile::parse`](crate::HkFile::parse) checks them.
-        ///
-        /// Each rule has one fixed [`ErrorCode`] and a one-line description.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-        #[non_exhaustive]
-        pub enum Rule {
-            $( $(#[$doc])* $name, )*
-        }
+kiln_nostd::rules! {
+    /// Which HK rule a rejected file broke, in the order
+    /// [`HkFile::parse`](crate::HkFile::parse) checks them.
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    #[non_exhaustive]
+    pub enum Rule;
 
-        impl Rule {
-            /// Every rule, in declaration order.
-            pub const ALL: [Rule; [$(Rule::$name),*].len()] = [$(Rule::$name),*];
-
-            /// The error code this rule reports.
-            pub const fn code(self) -> ErrorCode {
-                match self { $( Rule::$name => ErrorCode::$code, )* }
-            }
-
-            /// A one-line description a person understands.
-            pub const fn description(self) -> &'static str {
-                match self { $( Rule::$name => $text, )* }
-            }
-
-            /// A stable identifier, the variant's name (for JSON output and logs).
-            pub const fn id(self) -> &'static str {
-                match self { $( Rule::$name => stringify!($name), )* }
-            }
-        }
-    };
-}
-
-rules! {
     /// Fewer than 4 bytes, or fewer than 128 once the magic matched.
     HkHeaderTruncated => Eof, "the buffer ends inside the 128-byte HK header";
     /// The first four bytes are not `HKNT`.

@@ -957,7 +957,7 @@ fn example_file() -> Vec<u8> {
 }
 
 /// The example the doc examples read: rebuilt from its description, it must
-/// match the committed bytes (as kiln-nostd/tests/small_examples.rs does for
+/// match the committed bytes (as kiln-model/tests/small_examples.rs does for
 /// the Kiln examples beside it).
 #[test]
 fn the_small_example_is_current() {

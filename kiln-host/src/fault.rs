@@ -5,8 +5,7 @@
 use std::fmt;
 
 use kiln_nostd::digest::DIGEST_LEN;
-use kiln_nostd::model::{Manifest, Model, ShardEntry};
-use kiln_nostd::{Error, Rule};
+use kiln_model::{AnyRule, Error, Manifest, Model, Rule, ShardEntry};
 
 /// The tensor an error concerns: its name (where it has one) and its
 /// position in its file's directory.
@@ -78,7 +77,7 @@ impl From<Error> for Fault {
 /// The tensor a DIGEST error of the model file `file` concerns (the one
 /// whose payload starts at the error's offset); `None` for other errors.
 pub fn tensor_at(file: &[u8], error: &Error) -> Option<TensorAt> {
-    if error.rule() != Rule::PayloadDigest {
+    if error.rule() != AnyRule::Core(kiln_nostd::Rule::PayloadDigest) {
         return None;
     }
     let m = Model::parse(file).ok()?;
@@ -99,9 +98,9 @@ pub fn tensor_of_shard(
     let m = Model::parse(file).ok()?;
     let dir = m.directory();
     let index = match error.rule() {
-        Rule::PayloadDigest => dir.iter().position(|t| t.absolute_offset() == error.offset())?,
-        Rule::ShardTensor => error.offset().checked_sub(dir.start().saturating_add(64))? / 128,
-        Rule::ShardTensorDigest => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
+        AnyRule::Core(kiln_nostd::Rule::PayloadDigest) => dir.iter().position(|t| t.absolute_offset() == error.offset())?,
+        AnyRule::Model(Rule::ShardTensor) => error.offset().checked_sub(dir.start().saturating_add(64))? / 128,
+        AnyRule::Model(Rule::ShardTensorDigest) => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
         _ => return None,
     };
     let name = manifest.shard_tensors_of(entry).nth(index).map(|t| t.name.to_owned());

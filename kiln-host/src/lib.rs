@@ -34,8 +34,8 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use kiln_nostd::model::{self, Kind, Manifest, Metadata, Model as ModelFile};
-use kiln_nostd::{host, Directory, Limits, Tensor};
+use kiln_model::{self as model, host, Kind, Manifest, Metadata, Model as ModelFile};
+use kiln_nostd::{Directory, Limits, Tensor};
 
 pub use fault::{Fault, TensorAt};
 

@@ -10,7 +10,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use kiln_nostd::model::{ShardName, SHARD_NAME_MAX};
+use kiln_model::{ShardName, SHARD_NAME_MAX};
 
 /// The folder the names that `path` gives are resolved in, and the folder
 /// a file at `path` is written in: its parent, "." for a bare name.

@@ -9,8 +9,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use kiln_nostd::digest::DIGEST_LEN;
-use kiln_nostd::model::{self, Manifest, ShardEntry, ShardName};
-use kiln_nostd::{host, Error, Limits};
+use kiln_model::{self as model, host, Error, Manifest, ShardEntry, ShardName};
+use kiln_nostd::Limits;
 
 use crate::fault::Fault;
 use crate::map::Mapped;

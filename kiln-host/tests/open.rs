@@ -7,8 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use kiln_host::{open, open_with, Error, Found, Options};
-use kiln_nostd::model::{write_sharded, Kind, ModelWriter};
-use kiln_nostd::{DType, ErrorCode, Rule, TensorSpec};
+use kiln_model::{write_sharded, Kind, ModelWriter};
+use kiln_model::{AnyRule, Rule};
+use kiln_nostd::{DType, ErrorCode, TensorSpec};
 
 const A: [u8; 16] = [1; 16];
 const B: [u8; 8] = [2; 8];
@@ -28,7 +29,7 @@ fn model_file() -> (Vec<u8>, usize) {
     let meta = [("author", "me")];
     let mut out = vec![0u8; w.encoded_len(&meta, &specs()).unwrap()];
     w.write(&meta, &specs(), &mut out).unwrap();
-    let at = kiln_nostd::model::Model::parse(&out).unwrap().directory().find("b").unwrap().absolute_offset();
+    let at = kiln_model::Model::parse(&out).unwrap().directory().find("b").unwrap().absolute_offset();
     (out, at)
 }
 
@@ -49,7 +50,7 @@ fn sharded(dir: &Path) -> PathBuf {
     write(dir, "m.kiln", &files.manifest)
 }
 
-fn fault(e: &Error) -> (ErrorCode, Rule, Option<&str>, Option<&str>) {
+fn fault(e: &Error) -> (ErrorCode, AnyRule, Option<&str>, Option<&str>) {
     let f = e.fault().unwrap_or_else(|| panic!("not a Kiln fault: {e}"));
     (f.error.code(), f.error.rule(), f.file.as_deref(), f.tensor.as_ref().and_then(|t| t.name.as_deref()))
 }
@@ -90,10 +91,10 @@ fn a_flipped_payload_byte_is_found_by_digests_and_names_its_tensor() {
     // Every rule but step 9d holds: a map without digests accepts it (ruling 6).
     assert!(open(&path).is_ok());
     let e = open_with(&path, &Options::new().verify_digests(true)).unwrap_err();
-    assert_eq!(fault(&e), (ErrorCode::Digest, Rule::PayloadDigest, None, Some("b")), "{e}");
+    assert_eq!(fault(&e), (ErrorCode::Digest, AnyRule::Core(kiln_nostd::Rule::PayloadDigest), None, Some("b")), "{e}");
     assert!(
         e.to_string()
-            .ends_with(&format!("DIGEST at byte {at} (tensor b (index 1)): {}", Rule::PayloadDigest.description())),
+            .ends_with(&format!("DIGEST at byte {at} (tensor b (index 1)): {}", kiln_nostd::Rule::PayloadDigest.description())),
         "{e}"
     );
 }
@@ -120,7 +121,7 @@ fn a_missing_or_renamed_shard_is_named() {
     let second = dir.path().join("m-00002-of-00002.kiln");
     std::fs::rename(&second, dir.path().join("renamed.kiln")).unwrap();
     let e = open(&path).unwrap_err();
-    assert_eq!(fault(&e), (ErrorCode::Shard, Rule::ShardMissing, Some("m-00002-of-00002.kiln"), None), "{e}");
+    assert_eq!(fault(&e), (ErrorCode::Shard, AnyRule::Model(Rule::ShardMissing), Some("m-00002-of-00002.kiln"), None), "{e}");
     std::fs::remove_file(dir.path().join("renamed.kiln")).unwrap();
     let e = open(&path).unwrap_err();
     assert_eq!(fault(&e).1, Rule::ShardMissing);
@@ -138,7 +139,7 @@ fn a_shard_linked_out_of_its_folder_is_missing_and_one_linked_inside_opens() {
     std::fs::rename(&first, &outside).unwrap();
     std::os::unix::fs::symlink(&outside, &first).unwrap();
     let e = open(&path).unwrap_err();
-    assert_eq!(fault(&e), (ErrorCode::Shard, Rule::ShardMissing, Some("m-00001-of-00002.kiln"), None), "{e}");
+    assert_eq!(fault(&e), (ErrorCode::Shard, AnyRule::Model(Rule::ShardMissing), Some("m-00001-of-00002.kiln"), None), "{e}");
     // The same bytes through a link that stays in the folder: followed.
     std::fs::remove_file(&first).unwrap();
     std::fs::rename(&outside, folder.join("real.kiln")).unwrap();
@@ -152,17 +153,17 @@ fn a_changed_shard_names_shard_and_tensor() {
     let path = sharded(dir.path());
     let first = dir.path().join("m-00001-of-00002.kiln");
     let mut bytes = std::fs::read(&first).unwrap();
-    let at = kiln_nostd::model::Model::parse(&bytes).unwrap().directory().find("b").unwrap().absolute_offset();
+    let at = kiln_model::Model::parse(&bytes).unwrap().directory().find("b").unwrap().absolute_offset();
     bytes[at] ^= 1;
     std::fs::write(&first, &bytes).unwrap();
     assert!(open(&path).is_ok(), "no digests by default: the flipped byte breaks no other rule");
     let e = open_with(&path, &Options::new().verify_digests(true)).unwrap_err();
-    assert_eq!(fault(&e), (ErrorCode::Digest, Rule::PayloadDigest, Some("m-00001-of-00002.kiln"), Some("b")), "{e}");
+    assert_eq!(fault(&e), (ErrorCode::Digest, AnyRule::Core(kiln_nostd::Rule::PayloadDigest), Some("m-00001-of-00002.kiln"), Some("b")), "{e}");
     assert!(e.to_string().contains(&format!("at byte {at} of m-00001-of-00002.kiln (tensor b (index 1)): ")), "{e}");
     // Truncated: its length is not the manifest's.
     std::fs::write(&first, &bytes[..bytes.len() - 1]).unwrap();
     let e = open(&path).unwrap_err();
-    assert_eq!(fault(&e), (ErrorCode::Shard, Rule::ShardLength, Some("m-00001-of-00002.kiln"), None), "{e}");
+    assert_eq!(fault(&e), (ErrorCode::Shard, AnyRule::Model(Rule::ShardLength), Some("m-00001-of-00002.kiln"), None), "{e}");
 }
 
 #[test]

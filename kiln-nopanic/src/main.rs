@@ -106,11 +106,22 @@ fn mix(sink: &mut u32, v: usize) {
 }
 
 /// An error into the sink: its code, offset and rule.
-#[cfg(any(feature = "signed", feature = "delta", feature = "incremental"))]
+#[cfg(feature = "incremental")]
 fn error(sink: &mut u32, e: kiln_nostd::Error) {
     mix(sink, e.code() as usize);
     mix(sink, e.offset());
     mix(sink, e.rule() as usize);
+}
+
+/// [`error`] for the model crate's errors (a rule of either crate).
+#[cfg(any(feature = "signed", feature = "delta"))]
+fn model_error(sink: &mut u32, e: kiln_model::Error) {
+    mix(sink, e.code() as usize);
+    mix(sink, e.offset());
+    match e.rule() {
+        kiln_model::AnyRule::Core(r) => mix(sink, r as usize),
+        kiln_model::AnyRule::Model(r) => mix(sink, 0x100 | r as usize),
+    }
 }
 
 #[cfg(any(
@@ -327,10 +338,10 @@ mod typical {
 /// when it is complete, and the verdict at the end.
 #[cfg(feature = "signed")]
 mod signed {
-    use super::{error, inputs::*, mix, opaque};
+    use super::{inputs::*, mix, model_error as error, opaque};
     use kiln_nostd::digest::TensorHasher;
-    use kiln_nostd::model::Trust;
-    use kiln_nostd::update::UpdateCheck;
+    use kiln_model::Trust;
+    use kiln_model::update::UpdateCheck;
     use kiln_nostd::Limits;
 
     /// The trusted key (RFC 8032 test 1's public key) and the release the device wants.
@@ -377,8 +388,8 @@ mod signed {
 /// pieces a device follows to rebuild the new model in its inactive slot.
 #[cfg(feature = "delta")]
 mod delta {
-    use super::{error, inputs::*, mix, opaque};
-    use kiln_nostd::delta::{base_id, DeltaHead, Piece, Plan};
+    use super::{inputs::*, mix, model_error as error, opaque};
+    use kiln_model::delta::{base_id, DeltaHead, Piece, Plan};
 
     pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
         // A delta's head and plan, against the input as both models' directory.
@@ -414,7 +425,7 @@ mod delta {
 #[cfg(feature = "digests")]
 mod digests {
     use super::{mix, opaque};
-    use kiln_nostd::model::Model;
+    use kiln_model::Model;
 
     pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
         match Model::parse_verified(opaque(&buf)) {

@@ -22,7 +22,8 @@ pub(crate) struct Payload<'a> {
 
 /// What the checks of steps 8 to 11 read of one block.
 #[derive(Clone, Copy)]
-pub(crate) struct Block<'a> {
+#[doc(hidden)]
+pub struct Block<'a> {
     pub(crate) descs: Descriptors<'a>,
     pub(crate) heap: Heap<'a>,
     pub(crate) has_names: bool,

@@ -3,7 +3,7 @@
 
 /// `N` bytes at `at`, or `None` when they are not all there.
 #[inline]
-pub(crate) fn array<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
+pub fn array<const N: usize>(buf: &[u8], at: usize) -> Option<[u8; N]> {
     let end = at.checked_add(N)?;
     buf.get(at..end)?.try_into().ok()
 }
@@ -99,7 +99,7 @@ mod wide {
 /// first parse of a large directory), needless when both fit 32 bits, as
 /// dims and widths do.
 #[inline]
-pub(crate) fn mul_u64(a: u64, b: u64) -> Option<u64> {
+pub fn mul_u64(a: u64, b: u64) -> Option<u64> {
     if cfg!(target_arch = "wasm32") && (a | b) >> 32 == 0 {
         return Some(a.wrapping_mul(b));
     }
@@ -132,12 +132,12 @@ pub(crate) fn div_rem_u32(n: u64, d: u32) -> Option<(u64, u64)> {
 }
 
 #[inline]
-pub(crate) fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
+pub fn u32_at(buf: &[u8], at: usize) -> Option<u32> {
     array(buf, at).map(u32::from_le_bytes)
 }
 
 #[inline]
-pub(crate) fn u64_at(buf: &[u8], at: usize) -> Option<u64> {
+pub fn u64_at(buf: &[u8], at: usize) -> Option<u64> {
     array(buf, at).map(u64::from_le_bytes)
 }
 

@@ -532,7 +532,8 @@ fn check_length_and_layout(d: &RawDescriptor, dtype: DType, count: u64, index: u
 /// Step 11 element bytes: bool bytes and the odd packed tail.
 /// `payload` is this tensor's checked payload, at block offset `payload_at`.
 #[cfg_attr(target_pointer_width = "64", inline)]
-pub(crate) fn check_elements(d: &RawDescriptor, payload: &[u8], payload_at: u64) -> Result<()> {
+#[doc(hidden)]
+pub fn check_elements(d: &RawDescriptor, payload: &[u8], payload_at: u64) -> Result<()> {
     let at = |i: usize| payload_at.saturating_add(u64_from(i));
     match d.dtype().map(DType::byte_rule) {
         Some(ByteRule::ZeroOrOne) => match first_above_one(payload) {

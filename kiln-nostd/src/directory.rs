@@ -36,7 +36,9 @@ pub struct Directory<'a> {
 }
 
 impl<'a> Directory<'a> {
-    pub(crate) fn from_checked(buf: &'a [u8], start: usize, header: Header, regions: Regions) -> Self {
+    #[doc(hidden)] // and the shard-prefix check of kiln-model
+    #[inline] // as when it was crate-private: the M0 figures depend on it
+    pub fn from_checked(buf: &'a [u8], start: usize, header: Header, regions: Regions) -> Self {
         // Fallback not taken: the parser checked that the block starts inside buf.
         let block = buf.get(start..).unwrap_or(&[]);
         let count = usize_from_u32(header.tensor_count);
@@ -48,7 +50,9 @@ impl<'a> Directory<'a> {
 
     /// A directory over a checked prefix only (header to payload base), for
     /// the incremental validator: the tensor table without payload bytes.
-    pub(crate) fn from_checked_prefix(prefix: &'a [u8], header: Header, regions: Regions) -> Self {
+    #[doc(hidden)]
+    #[inline]
+    pub fn from_checked_prefix(prefix: &'a [u8], header: Header, regions: Regions) -> Self {
         Directory::from_checked(prefix, 0, header, regions)
     }
 

@@ -1,8 +1,6 @@
 //! Dtype codes: the closed set 1..=19 and the opaque range 4096..=32767.
 //! One table (`dtypes!` below) states each dtype's code, name and width.
 
-use crate::error::c_str;
-
 /// How many bytes a dtype's elements take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Width {
@@ -73,7 +71,7 @@ macro_rules! dtypes {
             /// [`name`](Self::name) NUL-terminated, for C.
             pub const fn name_c_str(self) -> &'static core::ffi::CStr {
                 match self {
-                    $( DType::$name => c_str!($text), )*
+                    $( DType::$name => crate::__c_str!($text), )*
                     DType::Opaque(_) => c"opaque",
                 }
             }

@@ -10,7 +10,9 @@ use core::fmt;
 /// A `&'static CStr` of a string literal, made at compile time (a NUL
 /// inside the text is a compile error): the texts' form for C callers, so a
 /// binding hands them out without a copy of its own.
-macro_rules! c_str {
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __c_str {
     ($s:expr) => {{
         const C: &::core::ffi::CStr = match ::core::ffi::CStr::from_bytes_with_nul(concat!($s, "\0").as_bytes()) {
             Ok(c) => c,
@@ -19,7 +21,6 @@ macro_rules! c_str {
         C
     }};
 }
-pub(crate) use c_str;
 
 macro_rules! codes {
     ($( $(#[$doc:meta])* $name:ident = $number:literal, $text:literal; )*) => {
@@ -47,7 +48,7 @@ macro_rules! codes {
 
             /// [`as_str`](Self::as_str) NUL-terminated, for C.
             pub const fn as_c_str(self) -> &'static core::ffi::CStr {
-                match self { $( ErrorCode::$name => c_str!($text), )* }
+                match self { $( ErrorCode::$name => $crate::__c_str!($text), )* }
             }
 
             /// The code's number, 1 up in [`ALL`](Self::ALL)'s order: the
@@ -107,8 +108,9 @@ impl fmt::Display for ErrorCode {
 
 /// Where a rule sits in the check order of its part of the format. The
 /// orders are those of `spec/kiln-v2.md` section 14 (a directory's steps 1
-/// to 12, a Frozen value's F1 to F4) and `spec/model-file.md` (steps 3d and
-/// 9d of a block with digests, a manifest's M1 to M5, opening a shard's 1 to 7).
+/// to 12, a Frozen value's F1 to F4) and `spec/model-file.md` (steps 3d, 9s
+/// and 9d of a block with digests or a signature; a manifest's M1 to M5 and
+/// a shard's 1 to 7 are `kiln_model::Step`'s).
 /// Inside one step, the spec's rule tables give the rank; steps compare only
 /// within one order ([`precedes`](Self::precedes)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -124,10 +126,6 @@ pub enum Step {
     /// A model-file record's own fields (a digest table's length, a shard
     /// record's `model` and `index`), checked as the record is read.
     Record,
-    /// A manifest's step M1 to M5.
-    Manifest(u8),
-    /// A step of opening a shard of a manifest, 1 to 7.
-    Shard(u8),
     /// Not a rule of the input: the caller's memory, or what a program asked
     /// a writer or an encoder to write, or a schema's type text.
     Caller,
@@ -140,9 +138,7 @@ impl Step {
     pub const fn precedes(self, other: Step) -> bool {
         match (self, other) {
             (Step::Directory(n, s), Step::Directory(m, t)) => n < m || (n == m && sub_rank(s) < sub_rank(t)),
-            (Step::Frozen(n), Step::Frozen(m))
-            | (Step::Manifest(n), Step::Manifest(m))
-            | (Step::Shard(n), Step::Shard(m)) => n < m,
+            (Step::Frozen(n), Step::Frozen(m)) => n < m,
             _ => false,
         }
     }
@@ -159,57 +155,81 @@ const fn sub_rank(s: u8) -> u8 {
     }
 }
 
+/// Defines a crate's rule enum: each rule's variant, [`ErrorCode`], optional
+/// check-order step and one-line text, and the methods every front end reads
+/// (`ALL`, `code`, `description`, `id`, their C forms, `step`). The core's
+/// [`Rule`], `kiln_model::Rule` and `kiln_hk::Rule` are its three uses, so
+/// the three tables cannot drift apart in form.
+#[doc(hidden)]
+#[macro_export]
 macro_rules! rules {
-    ($( $(#[$doc:meta])* $name:ident => $code:ident, $step:expr, $text:literal; )*) => {
-        /// Which rule of the format a rejected input broke.
+    (@enum $(#[$meta:meta])* $rule:ident; $( $(#[$doc:meta])* $name:ident => $code:ident, $text:literal; )*) => {
+        $(#[$meta])*
         ///
         /// Each rule has one fixed [`ErrorCode`] and a one-line description.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-        #[non_exhaustive]
-        pub enum Rule {
+        pub enum $rule {
             $( $(#[$doc])* $name, )*
         }
 
-        impl Rule {
+        impl $rule {
             /// Every rule, in declaration order.
-            pub const ALL: [Rule; [$(Rule::$name),*].len()] = [$(Rule::$name),*];
+            pub const ALL: [$rule; [$($rule::$name),*].len()] = [$($rule::$name),*];
 
             /// The error code this rule reports.
-            pub const fn code(self) -> ErrorCode {
-                match self { $( Rule::$name => ErrorCode::$code, )* }
-            }
-
-            /// Where the rule sits in its check order (the `step` column of
-            /// the spec's rule tables).
-            pub const fn step(self) -> Step {
-                match self { $( Rule::$name => $step, )* }
+            pub const fn code(self) -> $crate::ErrorCode {
+                match self { $( $rule::$name => $crate::ErrorCode::$code, )* }
             }
 
             /// A one-line description a person understands.
             pub const fn description(self) -> &'static str {
-                match self { $( Rule::$name => $text, )* }
+                match self { $( $rule::$name => $text, )* }
             }
 
             /// A stable identifier, the variant's name (for JSON output and logs).
             pub const fn id(self) -> &'static str {
-                match self { $( Rule::$name => stringify!($name), )* }
+                match self { $( $rule::$name => stringify!($name), )* }
             }
 
             /// [`id`](Self::id) NUL-terminated, for C.
-            pub const fn id_c_str(self) -> &'static core::ffi::CStr {
-                match self { $( Rule::$name => c_str!(stringify!($name)), )* }
+            pub const fn id_c_str(self) -> &'static ::core::ffi::CStr {
+                match self { $( $rule::$name => $crate::__c_str!(stringify!($name)), )* }
             }
 
             /// [`description`](Self::description) NUL-terminated, for C.
-            pub const fn description_c_str(self) -> &'static core::ffi::CStr {
-                match self { $( Rule::$name => c_str!($text), )* }
+            pub const fn description_c_str(self) -> &'static ::core::ffi::CStr {
+                match self { $( $rule::$name => $crate::__c_str!($text), )* }
             }
         }
+    };
+    (
+        $(#[$meta:meta])* pub enum $rule:ident, step: $step_ty:ty;
+        $( $(#[$doc:meta])* $name:ident => $code:ident, $step:expr, $text:literal; )*
+    ) => {
+        $crate::rules! { @enum $(#[$meta])* $rule; $( $(#[$doc])* $name => $code, $text; )* }
+
+        impl $rule {
+            /// Where the rule sits in its check order (the `step` column of
+            /// the spec's rule tables).
+            pub const fn step(self) -> $step_ty {
+                match self { $( $rule::$name => $step, )* }
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])* pub enum $rule:ident;
+        $( $(#[$doc:meta])* $name:ident => $code:ident, $text:literal; )*
+    ) => {
+        $crate::rules! { @enum $(#[$meta])* $rule; $( $(#[$doc])* $name => $code, $text; )* }
     };
 }
 
 rules! {
+    /// Which rule of the format a rejected input broke.
+    #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+    #[non_exhaustive]
+    pub enum Rule, step: Step;
+
     // --- tensor directory: steps 1 and 2 (header framing)
     /// Fewer than 4 bytes, or fewer than 64 once the magic matched.
     HeaderTruncated => Eof, Step::Directory(1, 0), "the buffer ends inside the 64-byte directory header";
@@ -404,84 +424,6 @@ rules! {
     DigestTableCount => Type, Step::Directory(3, b'd'), "the digest table does not hold one digest per tensor";
     /// A tensor's payload does not match its digest (step 9d).
     PayloadDigest => Digest, Step::Directory(9, b'd'), "a tensor's payload does not match its SHA-256 digest";
-    // --- model files: signed records
-    /// A signed record's key is not 32 bytes.
-    SignatureKeyLength => Type, Step::Record, "a signed model's key is not 32 bytes";
-    /// A signed record's signature is not 64 bytes.
-    SignatureLength => Type, Step::Record, "a signed model's signature is not 64 bytes";
-    /// A signed model's key is not the key the reader trusts.
-    SignatureKey => Signature, Step::Record, "the model is signed by another key than the trusted one";
-    /// A signed model's release names another target than the reader's.
-    ReleaseTarget => Signature, Step::Record, "the model is for another target";
-    /// A signed model's version is not above the running one (a rollback).
-    ReleaseVersion => Signature, Step::Record, "the model's version is not newer than the running one";
-    /// The signature does not verify over the model's bytes before its payloads (step 9s).
-    SignatureInvalid => Signature, Step::Directory(9, b's'), "the signature does not match the model's bytes before its payloads";
-    /// A delta's base id is not 32 bytes.
-    DeltaBaseLength => Type, Step::Record, "a delta's base id is not 32 bytes";
-    /// A delta is for another model than the one it is applied to.
-    DeltaBase => Type, Step::Record, "the delta is for another model than the one it is applied to";
-    /// A delta's reuse list does not hold one entry per tensor of the new model.
-    DeltaReuseCount => Type, Step::Record, "the delta's reuse list does not hold one entry per tensor of the new model";
-    /// A delta's reuse entry names no tensor of the base model, or one of another length.
-    DeltaReuse => Type, Step::Record, "a reuse entry names no tensor of the base model, or one of another length";
-    /// A signature is required and the model is not a signed record.
-    NotSigned => Signature, Step::Record, "the model is not signed";
-    // --- model files: shard records
-    /// A shard record's model id is not 32 bytes.
-    ShardModelLength => Type, Step::Record, "a shard's model id is not 32 bytes";
-    /// A shard record's count is 0, or its index is 0 or above the count.
-    ShardPosition => Type, Step::Record, "a shard's index is not between 1 and its count";
-    // --- manifests, steps M1 to M5
-    /// A manifest names no shards.
-    ManifestNoShards => Type, Step::Manifest(1), "the manifest names no shards";
-    /// A shard name is not a plain file name.
-    ShardName => Path, Step::Manifest(2), "a shard name is not a plain file name in the manifest's folder";
-    /// Two shards have the same name.
-    ShardNameRepeated => Path, Step::Manifest(2), "two shards have the same name";
-    /// A shard's prefix digest is not 32 bytes.
-    ShardDigestLength => Type, Step::Manifest(2), "a shard's prefix digest is not 32 bytes";
-    /// A manifest tensor has an empty name.
-    ManifestNameEmpty => Type, Step::Manifest(3), "a tensor in the manifest has an empty name";
-    /// Two manifest tensors have the same name.
-    ManifestNameRepeated => Type, Step::Manifest(3), "two tensors of the model have the same name";
-    /// A manifest tensor's shard is 0, past the shard count, or out of order.
-    ManifestShard => Type, Step::Manifest(3), "a tensor's shard is 0, past the shard count, or below the previous tensor's";
-    /// A manifest tensor's dtype is not a defined or opaque code.
-    ManifestDtype => Type, Step::Manifest(3), "a tensor's dtype in the manifest is not a defined or opaque code";
-    /// A manifest tensor has more than 8 dimensions.
-    ManifestRank => Type, Step::Manifest(3), "a tensor in the manifest has more than 8 dimensions";
-    /// A manifest tensor's element count overflows a u64.
-    ManifestCountOverflow => Limit, Step::Manifest(3), "the product of a manifest tensor's shape overflows";
-    /// A manifest tensor's layout name or block size does not fit its dtype.
-    ManifestLayout => Type, Step::Manifest(3), "a manifest tensor's layout name or block size does not fit its dtype";
-    /// A manifest tensor's size overflows a u64.
-    ManifestSizeOverflow => Limit, Step::Manifest(3), "a manifest tensor's element count times its width overflows";
-    /// A manifest tensor's byte_length does not fit its dtype and shape.
-    ManifestLength => Type, Step::Manifest(3), "a manifest tensor's byte_length does not fit its dtype and shape";
-    /// A manifest tensor's quantization is invalid or names no tensor of its shard.
-    ManifestQuant => Type, Step::Manifest(4), "a manifest tensor's quantization is invalid or names no tensor of its shard";
-    /// The manifest's digests do not hold one digest per tensor.
-    ManifestDigestCount => Type, Step::Manifest(5), "the manifest's digests do not hold one digest per tensor";
-    // --- a shard against its manifest
-    /// A shard file does not exist or cannot be opened.
-    ShardMissing => Shard, Step::Shard(1), "a shard of the model is missing";
-    /// A shard's length is not the manifest's.
-    ShardLength => Shard, Step::Shard(2), "a shard's length is not the one the manifest records";
-    /// A shard belongs to another model (or another version of it).
-    ShardModel => Shard, Step::Shard(4), "the shard belongs to another model";
-    /// A shard's index is not its position in the manifest.
-    ShardIndex => Shard, Step::Shard(4), "the shard is not at its position in the manifest";
-    /// A shard's count is not the manifest's shard count.
-    ShardCount => Shard, Step::Shard(4), "the shard's count is not the manifest's shard count";
-    /// A shard holds another number of tensors than the manifest says.
-    ShardTensorCount => Shard, Step::Shard(5), "the shard holds another number of tensors than the manifest says";
-    /// A shard tensor differs from its manifest entry.
-    ShardTensor => Shard, Step::Shard(5), "a tensor of the shard differs from its manifest entry";
-    /// A shard tensor's digest differs from the manifest's.
-    ShardTensorDigest => Shard, Step::Shard(5), "a tensor's digest in the shard differs from the manifest's";
-    /// A shard's prefix digest differs from the manifest's.
-    ShardPrefixDigest => Shard, Step::Shard(6), "the shard's bytes before its payloads do not match the manifest's digest";
 }
 
 /// A rejected input: code, absolute byte offset, and the rule that failed.
@@ -489,7 +431,7 @@ rules! {
 /// `Error` is `Copy` and 8 bytes on every target, so firmware can keep and
 /// log it freely and checks return it in registers. Offsets are exact up to
 /// 2^48 - 1 (256 TiB) everywhere: a block checked in pieces
-/// ([`Incremental`](crate::Incremental), [`source`](crate::source)) can be
+/// ([`Incremental`](crate::Incremental), `kiln_model::source`) can be
 /// larger than a 32-bit device's or wasm32's address space, and its faults
 /// still say exactly where they are ([`offset_u64`](Self::offset_u64)).
 ///
@@ -523,6 +465,17 @@ impl Error {
     pub const fn at(rule: Rule, offset: u64) -> Self {
         let v = if offset > OFFSET_MAX { OFFSET_MAX } else { offset };
         Error { lo: v as u32, hi: (v >> 32) as u16, rule }
+    }
+
+    /// What to do instead, printed after the rule's text: a buffer that is
+    /// not a directory block may be a model file, which has a reader of its
+    /// own (`kiln_model::open`). Computed from the rule, so the checks carry
+    /// nothing for it.
+    pub const fn hint(&self) -> Option<&'static str> {
+        match self.rule {
+            Rule::DirectoryMagic => Some("a Kiln model file starts with KLN0: open it with kiln_model::open"),
+            _ => None,
+        }
     }
 
     /// The spec's error code.
@@ -573,7 +526,11 @@ impl defmt::Format for Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} at byte {}: {}", self.code(), self.offset_u64(), self.rule.description())
+        write!(f, "{} at byte {}: {}", self.code(), self.offset_u64(), self.rule.description())?;
+        match self.hint() {
+            Some(hint) => write!(f, " ({hint})"),
+            None => Ok(()),
+        }
     }
 }
 

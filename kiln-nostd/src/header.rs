@@ -69,7 +69,8 @@ const _: () = assert!(core::mem::offset_of!(RawHeader, reserved_tail) == AT_RESE
 
 /// Where the regions of a checked block lie, relative to the block start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Regions {
+#[doc(hidden)]
+pub struct Regions {
     /// End of the name heap (64 + directory_bytes).
     pub heap_end: usize,
     /// Start of the payload region.
@@ -119,7 +120,8 @@ impl Header {
     /// Steps 3 to 6 against the `avail` bytes from the block's start (a
     /// buffer, or a file or source whose bytes are not all at hand):
     /// `(heap_end, payload_base, block_len)`, block-relative.
-    pub(crate) fn check_extent(&self, limits: &Limits, avail: u64) -> Result<(u64, u64, u64)> {
+    #[doc(hidden)]
+    pub fn check_extent(&self, limits: &Limits, avail: u64) -> Result<(u64, u64, u64)> {
         let heap_end = self.check_sizes(limits)?; // steps 3, 4
         check_directory_fits(heap_end, avail)?; // step 5
         let (payload_base, block_len) = self.check_payload(heap_end)?; // step 6

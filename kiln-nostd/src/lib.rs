@@ -60,9 +60,10 @@ extern crate alloc;
 
 mod accept;
 mod block;
-mod bytes;
+// Hidden: the model-file crate (`kiln-model`) builds on them; not an API.
+#[doc(hidden)]
+pub mod bytes;
 mod check_order;
-pub mod delta;
 pub mod dequant;
 pub mod descriptor;
 pub mod digest;
@@ -73,21 +74,17 @@ mod error;
 mod fixed;
 pub mod frozen;
 pub mod header;
-#[cfg(feature = "std")]
-pub mod host;
 pub mod incremental;
 pub mod layout;
 mod limits;
-pub mod model;
 pub mod mx;
-mod names;
+#[doc(hidden)]
+pub mod names;
 mod parser;
 pub mod quant;
 mod ranges;
-pub mod source;
-mod steps;
-#[cfg(feature = "ed25519")]
-pub mod update;
+#[doc(hidden)]
+pub mod steps;
 mod writer;
 
 pub use directory::{Directory, NameIndex, Quantization, Tensor, TensorIter};
@@ -100,7 +97,6 @@ pub use incremental::{Incremental, Progress, Summary};
 pub use limits::{Limits, DEFAULT_CAP};
 pub use names::scratch_len;
 pub use parser::Parser;
-pub use source::{ReadAt, SourceError};
 pub use writer::{sort_dict, QuantSpec, TensorRef, TensorSpec, Writer};
 
 /// Checked integer conversions: the core's own, shared with the readers

@@ -121,7 +121,7 @@ impl NameCursor {
         Ok(())
     }
 
-    /// The heap range [`check`](Self::check) reads for descriptor `raw`'s
+    /// The heap range `check` reads for descriptor `raw`'s
     /// name (UTF-8): `None` when its verdict needs no heap byte (no name, or
     /// a fault its fields show). The incremental validator waits for these
     /// bytes before it judges the name.
@@ -133,8 +133,8 @@ impl NameCursor {
         span(heap, self.cursor, off, len)
     }
 
-    /// The heap range [`check_layout`](Self::check_layout) reads, as
-    /// [`name_span`](Self::name_span) for the name.
+    /// The heap range `check_layout` reads, as
+    /// `name_span` for the name.
     pub fn layout_span(
         &self,
         heap: Heap<'_>,
@@ -236,7 +236,7 @@ impl NameWalk {
     /// layout name) is judged on a partial heap: `Some` verdict when the
     /// entry's bytes are not all in yet (a fault its first bytes show, or
     /// `Ok` to wait), `None` when the rules can run. Kept out of
-    /// [`walk`](Self::walk)'s frame: firmware parses with the walk, and
+    /// `walk`'s frame: firmware parses with the walk, and
     /// its stack budget is 1 KiB.
     #[cold]
     #[inline(never)]
@@ -291,7 +291,7 @@ fn take(heap: Heap<'_>, cursor: usize, off: u16, len: u16, i: usize, field: usiz
     Ok(cursor.saturating_add(bytes.len()))
 }
 
-/// The bytes [`take`] reads for an entry: those of the entry, when it starts
+/// The bytes `take` reads for an entry: those of the entry, when it starts
 /// at the cursor and fits the heap (else its fault needs no byte).
 fn span(heap: Heap<'_>, cursor: usize, off: u16, len: u16) -> Option<(usize, usize)> {
     let start = usize::from(off);
@@ -300,10 +300,10 @@ fn span(heap: Heap<'_>, cursor: usize, off: u16, len: u16) -> Option<(usize, usi
 }
 
 /// Step 8's UTF-8 rule on the part of a heap entry that has arrived (heap
-/// bytes below `known`; `span` from [`NameCursor::name_span`] or
-/// [`NameCursor::layout_span`]): the fault those bytes show whatever
+/// bytes below `known`; `span` from `NameCursor::name_span` or
+/// `NameCursor::layout_span`): the fault those bytes show whatever
 /// follows (an invalid sequence, not one cut short), at the offset
-/// [`take`] reports for the whole entry.
+/// `take` reports for the whole entry.
 fn check_utf8_start(heap: Heap<'_>, span: (usize, usize), known: usize, utf8: Rule) -> Result<()> {
     let (start, end) = span;
     // An entry with no byte in yet has nothing to judge.
@@ -406,7 +406,7 @@ const fn slots_for(count: usize) -> Option<usize> {
     }
 }
 
-/// [`slots_for`] and its log2. Small cores (those of `bytes::le32`)
+/// `slots_for` and its log2. Small cores (those of `bytes::le32`)
 /// double in a loop, at most 64 rounds once per table: Cortex-M0 has no
 /// count-leading-zeros instruction and would link a 108-byte routine.
 const fn slots_and_log2(count: usize) -> Option<(usize, u32)> {
@@ -445,9 +445,9 @@ pub const fn scratch_len(count: u32) -> usize {
     table_words(usize_from_u32(count))
 }
 
-/// [`scratch_len`] for a `usize` count (a `const` capacity). `usize::MAX`
+/// `scratch_len` for a `usize` count (a `const` capacity). `usize::MAX`
 /// when it overflows: no scratch is that large, so no table is built.
-pub(crate) const fn table_words(count: usize) -> usize {
+pub const fn table_words(count: usize) -> usize {
     match slots_for(count) {
         Some(slots) => slots.saturating_mul(2),
         None => usize::MAX,
@@ -456,10 +456,10 @@ pub(crate) const fn table_words(count: usize) -> usize {
 
 /// An open-addressing table in caller memory: each slot is
 /// `[index + 1, fingerprint]`, 0 marking an empty slot.
-pub(crate) struct NameTable<'s> {
+pub struct NameTable<'s> {
     slots: &'s mut [[u32; 2]],
     mask: usize,
-    /// 64 - log2(slots), for [`slot_of`].
+    /// 64 - log2(slots), for `slot_of`.
     shift: u32,
 }
 
@@ -470,9 +470,9 @@ impl<'s> NameTable<'s> {
         NameTable::resume(scratch, count)
     }
 
-    /// The table [`new`](Self::new) made in `scratch` for `count` names,
+    /// The table `new` made in `scratch` for `count` names,
     /// holding what was inserted since: for a check that goes on as more
-    /// names arrive. Inlined, so [`new`](Self::new) is one function.
+    /// names arrive. Inlined, so `new` is one function.
     #[inline(always)]
     pub fn resume(scratch: &'s mut [u32], count: usize) -> Option<NameTable<'s>> {
         let (want, log2) = slots_and_log2(count)?;
@@ -512,8 +512,8 @@ impl<'s> NameTable<'s> {
         NameTable::claim_as(scratch, count, has_names, true)
     }
 
-    /// [`claim`](Self::claim), or with `clear` false a table that keeps
-    /// what it held ([`resume`](Self::resume)). Inlined, so the parser's
+    /// `claim`, or with `clear` false a table that keeps
+    /// what it held (`resume`). Inlined, so the parser's
     /// `claim` (a constant `clear`) is as small as a function of its own.
     #[inline(always)]
     pub fn claim_as(
@@ -544,7 +544,7 @@ impl<'s> NameTable<'s> {
 
 /// A filled table, read-only.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct LookupTable<'s> {
+pub struct LookupTable<'s> {
     slots: &'s [[u32; 2]],
     mask: usize,
     shift: u32,

@@ -9,13 +9,6 @@ use crate::error::{fail, Result, Rule};
 use crate::limits::Limits;
 use crate::names;
 use crate::steps::{check_block, Checks, ONE_WALK};
-// What `parse_prefix_at` (model files, under `sha2`) composes.
-#[cfg(feature = "sha2")]
-use crate::{
-    bytes::{u64_from, usize_from},
-    header::{Header, Regions},
-    steps::{check_prefix_of, PrefixVerdict},
-};
 
 /// Checks directory blocks with configurable caps and optional name scratch.
 ///
@@ -85,7 +78,8 @@ impl<'s> Parser<'s> {
     }
 
     /// The caps this parser checks against.
-    pub(crate) const fn caps(&self) -> Limits {
+    #[doc(hidden)]
+    pub const fn caps(&self) -> Limits {
         self.limits
     }
 
@@ -93,7 +87,8 @@ impl<'s> Parser<'s> {
     /// a caller that parses the same buffer twice (a shard's prefix, then
     /// its whole block) with one name table's room.
     #[cfg(feature = "sha2")]
-    pub(crate) fn reborrow(&mut self) -> Parser<'_> {
+    #[doc(hidden)]
+    pub fn reborrow(&mut self) -> Parser<'_> {
         Parser { scratch: self.scratch.as_deref_mut(), ..*self }
     }
 
@@ -106,6 +101,8 @@ impl<'s> Parser<'s> {
     }
 
     /// Checks a standalone block: `buf` must hold exactly one block (step 12).
+    /// A model file is FRAME at byte 0, the directory magic's rule, and the
+    /// message names `kiln_model::open` ([`Error::hint`](crate::Error::hint)).
     pub fn parse<'a>(self, buf: &'a [u8]) -> Result<Directory<'a>> {
         self.run(buf, 0, true).map(|(dir, _)| dir)
     }
@@ -125,33 +122,12 @@ impl<'s> Parser<'s> {
         Ok((dir, NameIndex::from_parts(dir, table, seed)))
     }
 
-    /// Steps 1 to 9 of the block at `start` (and step 10's placement and
-    /// step 11's quantization as far as the descriptors decide them, which
-    /// are not reported): the tensor table of a block whose payload faults,
-    /// if any, are left to a later check (a shard held against its manifest
-    /// before its steps 9d to 12). `file_len` is the length of the file
-    /// `buf` starts; `buf` need hold only its bytes up to the block's
-    /// payload region (steps 5 and 6 are checked against `file_len`; a `buf`
-    /// shorter than the prefix is EOF at its end).
+    /// The caps, scratch and seed, for a check composed outside the crate
+    /// (a shard's prefix against its manifest, in `kiln-model`).
     #[cfg(feature = "sha2")]
-    pub(crate) fn parse_prefix_at<'a>(self, buf: &'a [u8], start: usize, file_len: u64) -> Result<Directory<'a>> {
-        let Some(block) = buf.get(start..) else {
-            return fail(Rule::HeaderTruncated, buf.len());
-        };
-        let shift = |e: crate::Error| e.shifted(start);
-        let header = Header::parse(block).map_err(shift)?;
-        let avail = file_len.saturating_sub(u64_from(start));
-        let (heap_end, base, block_len) = header.check_extent(&self.limits, avail).map_err(shift)?;
-        let Some(prefix) = usize_from(base).and_then(|b| block.get(..b)) else {
-            return fail(Rule::DirectoryTruncated, buf.len());
-        };
-        // Both are at most `base`, which `prefix` holds.
-        let (heap_end, payload_base) = (usize_from(heap_end).unwrap_or(0), prefix.len());
-        let regions = Regions { heap_end, payload_base, block_len: usize_from(block_len).unwrap_or(usize::MAX) };
-        match check_prefix_of(prefix, &header, regions, self.scratch, self.seed).map_err(shift)? {
-            (_, PrefixVerdict::Certain(e)) => Err(shift(e)),
-            _ => Ok(Directory::from_checked(buf, start, header, regions)),
-        }
+    #[doc(hidden)]
+    pub fn into_parts(self) -> (Limits, Option<&'s mut [u32]>, u64) {
+        (self.limits, self.scratch, self.seed)
     }
 
     fn run<'a>(

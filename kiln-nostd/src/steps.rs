@@ -1,6 +1,6 @@
 //! The check order of the spec, steps 1 to 12, composed once: a whole block
-//! ([`check_block`]), its descriptors (steps 8 to 11, [`check_descriptors`])
-//! and a block whose payload is not at hand ([`check_prefix`]). [`Parser`],
+//! (`check_block`), its descriptors (steps 8 to 11, `check_descriptors`)
+//! and a block whose payload is not at hand (`check_prefix`). `Parser`,
 //! the incremental validator and ranged reading all go through here, so
 //! the first failing step wins the same way everywhere; inside a step, the
 //! first fault in descriptor order wins.
@@ -14,7 +14,7 @@ use crate::limits::Limits;
 use crate::names::{self, NameTable};
 
 /// How a block is checked: the caps, the name-table scratch and its seed,
-/// and `walk` (see [`check_descriptors`]). [`Parser`](crate::Parser) is the
+/// and `walk` (see `check_descriptors`). `Parser` is the
 /// public builder of this.
 pub(crate) struct Checks<'s> {
     pub(crate) limits: Limits,
@@ -39,9 +39,9 @@ pub(crate) fn check_block<'s>(
     Ok((header, regions, table))
 }
 
-/// Steps 8 to 11. Accepting and reporting are kept apart: [`accept`] walks
+/// Steps 8 to 11. Accepting and reporting are kept apart: `accept` walks
 /// the descriptors once, all rules of a descriptor together, and answers
-/// only whether the block is valid; when it is not, [`check_order::first_fault`]
+/// only whether the block is valid; when it is not, `check_order::first_fault`
 /// finds the fault the spec reports by going step by step (slower, and
 /// faults are rare).
 pub(crate) fn check_descriptors<'s>(
@@ -69,18 +69,18 @@ pub(crate) fn check_descriptors<'s>(
     }
 }
 
-/// Hosts and browsers accept with [`accept`] (one walk) and report with
-/// [`check_order`]; bare-metal targets link only the step-by-step checks,
+/// Hosts and browsers accept with `accept` (one walk) and report with
+/// `check_order`; bare-metal targets link only the step-by-step checks,
 /// which accept as well (four passes over a small directory), for code size.
 pub(crate) const ONE_WALK: bool = !cfg!(target_os = "none");
 
 /// Steps 8 to 11 over a block whose payload is not at hand (the incremental
 /// validator, once the directory prefix is in), sorted by how much of the
 /// payload must still be seen before the verdict is certain.
-pub(crate) enum PrefixVerdict {
+pub enum PrefixVerdict {
     /// Steps 8 and 9 hold, and step 10's placement and step 11's
     /// quantization; only gap and element bytes are left, and none of
-    /// the first `.0` descriptors has any (see [`accept`]).
+    /// the first `.0` descriptors has any (see `accept`).
     Clean(usize),
     /// A step 8 or 9 fault: the verdict, whatever the payload holds.
     Certain(Error),
@@ -103,7 +103,7 @@ pub(crate) enum PrefixVerdict {
 /// on its deepest path (`Incremental::feed` 1,120 bytes instead of 976 on
 /// thumbv7m, against a 1 KiB budget).
 #[inline(always)]
-pub(crate) fn check_prefix_of<'a>(
+pub fn check_prefix_of<'a>(
     prefix: &'a [u8],
     header: &Header,
     regions: Regions,

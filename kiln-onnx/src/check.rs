@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use kiln_nostd::model::ShardName;
+use kiln_model::ShardName;
 use kiln_nostd::DType;
 use sha2::{Digest, Sha256};
 

@@ -8,11 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use kiln_host::Fault;
+use kiln_model::{self as model, host, Error, Kind, Manifest, Metadata, Model, ModelWriter, Trust, PAD_KEY};
 use kiln_nostd::frozen::{Reader, Schema};
-use kiln_nostd::model::{self, Kind, Manifest, Metadata, Model, ModelWriter, Trust, PAD_KEY};
-use kiln_nostd::{
-    host, scratch_len, DType, Directory, Error, Limits, QuantSpec, TensorRef, TensorSpec, Width, DEFAULT_CAP,
-};
+use kiln_nostd::{scratch_len, DType, Directory, Limits, QuantSpec, TensorRef, TensorSpec, Width, DEFAULT_CAP};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -45,9 +43,9 @@ pyo3::create_exception!(
 /// Node capacity for type text (the CLI's).
 pub(crate) const NODES: usize = 2048;
 
-/// The module's `KilnError` for a core error.
-pub(crate) fn kiln_error(py: Python<'_>, e: Error) -> PyErr {
-    kiln_error_in(py, e, None, None)
+/// The module's `KilnError` for a core or model-file error.
+pub(crate) fn kiln_error(py: Python<'_>, e: impl Into<Error>) -> PyErr {
+    kiln_error_in(py, e.into(), None, None)
 }
 
 /// `KilnError` for a fault in shard file `file` (None: the file given),
@@ -73,11 +71,12 @@ pub(crate) fn fault_error(py: Python<'_>, f: Fault) -> PyErr {
 
 /// `KilnError` for a fault in the model file or directory `buf` (a DIGEST
 /// error names its tensor).
-pub(crate) fn file_error(py: Python<'_>, buf: &[u8], e: Error) -> PyErr {
-    fault_error(py, Fault::in_file(buf, e))
+pub(crate) fn file_error(py: Python<'_>, buf: &[u8], e: impl Into<Error>) -> PyErr {
+    fault_error(py, Fault::in_file(buf, e.into()))
 }
 
-pub(crate) fn type_text_error(py: Python<'_>, text: &str, e: Error) -> PyErr {
+pub(crate) fn type_text_error(py: Python<'_>, text: &str, e: impl Into<Error>) -> PyErr {
+    let e = e.into();
     let quoted: String = text.chars().take(120).collect();
     let msg = format!(
         "invalid type text {quoted:?}: {} at byte {} of the type text: {}",
@@ -127,7 +126,7 @@ pub(crate) fn manifest_scratch(buf: &[u8], limits: Limits) -> Vec<u32> {
 /// A standalone directory block (`--type tensors`).
 fn open_tensors(buf: &[u8], limits: Limits) -> Result<Directory<'_>, Error> {
     let mut scratch = host::name_scratch(buf, 0, &limits).unwrap_or_default();
-    host::parser(limits, &mut scratch).parse(buf)
+    Ok(host::parser(limits, &mut scratch).parse(buf)?)
 }
 
 /// Runs `f` on the held bytes, without the GIL when nobody can change them.
@@ -173,7 +172,7 @@ fn validate(
             let text = text.unwrap_or("tensors");
             let schema = Box::new(Schema::<NODES>::parse(text).map_err(|e| type_text_error(py, text, e))?);
             let reader = Reader::new().limits(limits).framed(framed);
-            with_bytes(py, &held, |b| reader.validate(b, &schema))
+            with_bytes(py, &held, |b| reader.validate(b, &schema).map_err(Error::from))
         }
     };
     verdict.map_err(|e| kiln_error(py, e))

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use kiln_host::paths::folder_of;
 use kiln_host::{Fault, Shards};
-use kiln_nostd::model::{self, Manifest, ShardEntry, ShardName};
+use kiln_model::{self as model, Manifest, ShardEntry, ShardName};
 use kiln_nostd::{Limits, QuantSpec, TensorRef, TensorSpec};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

@@ -10,7 +10,7 @@
 //! tensor `mask`, a rank-0 `scalar` and an empty `empty`. The metadata is
 //! `author` and `seed`, then each KEY=VALUE given.
 
-use kiln_nostd::model::write_sharded;
+use kiln_model::write_sharded;
 use kiln_nostd::{DType, QuantSpec, TensorRef, TensorSpec};
 
 fn main() {

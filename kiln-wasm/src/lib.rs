@@ -88,6 +88,12 @@ pub struct ErrorInfo {
 
 impl From<Error> for ErrorInfo {
     fn from(e: Error) -> Self {
+        kiln_model::Error::from(e).into()
+    }
+}
+
+impl From<kiln_model::Error> for ErrorInfo {
+    fn from(e: kiln_model::Error) -> Self {
         let (rule, description) = texts::of(e.rule());
         ErrorInfo { code: e.code().as_str(), offset: e.offset_u64(), rule, description }
     }
@@ -503,11 +509,11 @@ impl Head {
 
 #[cfg(feature = "open")]
 /// The record type `head` (its first 16 bytes) starts as, by the frame's
-/// schema hash (`kiln_nostd::model::Kind::of`): 0 plain, 1 digests, 2 shard,
+/// schema hash (`kiln_model::Kind::of`): 0 plain, 1 digests, 2 shard,
 /// 3 manifest, -1 none of them (a plain directory, another Frozen type).
 #[wasm_bindgen]
 pub fn model_kind(head: &[u8]) -> i32 {
-    model::kind_code(kiln_nostd::model::Kind::of(head))
+    model::kind_code(kiln_model::Kind::of(head))
 }
 
 #[cfg(feature = "remote")]
@@ -680,20 +686,20 @@ error_getters!(DigestCheck, core);
 
 #[cfg(feature = "open")]
 /// True when `head` starts like a model file (`KLN0` and the schema hash of
-/// the plain, digests or shard record), the test every reader applies (`kiln_nostd::model::is_model_file`).
+/// the plain, digests or shard record), the test every reader applies (`kiln_model::is_model_file`).
 #[wasm_bindgen]
 pub fn is_model_file(head: &[u8]) -> bool {
-    kiln_nostd::model::is_model_file(head)
+    kiln_model::is_model_file(head)
 }
 
 #[cfg(feature = "open")]
-/// True when `name` is a plain file name in its folder (`kiln_nostd::model::ShardName`:
+/// True when `name` is a plain file name in its folder (`kiln_model::ShardName`:
 /// 1 to 255 bytes, not `.` or `..`, no `/`, `\\`, `:` or control character), the rule a
 /// manifest's shard names follow and, in js/onnx.js, an ONNX graph's `kiln.model` and
 /// external-data `location` (as kiln-onnx checks them for the CLI and Python).
 #[wasm_bindgen]
 pub fn is_plain_file_name(name: &str) -> bool {
-    kiln_nostd::model::ShardName::new(name).is_some()
+    kiln_model::ShardName::new(name).is_some()
 }
 
 /// The module's linear memory (for copying bytes in; never handed to users).
@@ -775,21 +781,17 @@ pub fn dtype_names() -> js_sys::Array {
 #[cfg(feature = "testing")]
 /// The core run directly on a full copy of `bytes`, a model file (any
 /// record: plain, digests, shard) or a plain directory, as
-/// `kiln_nostd::model::parse_any` opens it (digests not hashed): `undefined`
+/// `kiln_model::parse_any` opens it (digests not hashed): `undefined`
 /// when it accepts, else `[code, offset, rule]`. For differential tests only
 /// (an array, not formatted text: formatting would bring the core's
 /// `fmt` code into the module).
 #[wasm_bindgen]
 pub fn check_direct(bytes: &[u8], count_cap: u32, byte_cap: u32) -> Option<js_sys::Array> {
     let limits = limits_of(count_cap, byte_cap);
-    let start = if kiln_nostd::model::is_model_file(bytes) {
-        kiln_nostd::model::block_start(bytes, &limits).unwrap_or(0)
-    } else {
-        0
-    };
+    let start = if kiln_model::is_model_file(bytes) { kiln_model::block_start(bytes, &limits).unwrap_or(0) } else { 0 };
     let head = bytes.get(start..).unwrap_or_default();
     let mut scratch = vec![0u32; Header::peek_count(head).map_or(0, |c| scratch_len(c.min(1 << 20)))];
-    match kiln_nostd::model::parse_any_with(bytes, Parser::new().limits(limits).scratch(&mut scratch)) {
+    match kiln_model::parse_any_with(bytes, Parser::new().limits(limits).scratch(&mut scratch)) {
         Ok(_) => None,
         Err(e) => Some(js_sys::Array::of3(
             &e.code().as_str().into(),

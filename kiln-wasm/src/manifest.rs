@@ -17,9 +17,10 @@
 
 use std::collections::HashMap;
 
+use kiln_model::{check_shard_prefix, Manifest, ManifestLayout, ManifestTensor};
+use kiln_model::{Error, Rule};
 use kiln_nostd::digest::{TensorHasher, DIGEST_LEN};
-use kiln_nostd::model::{check_shard_prefix, Manifest, ManifestLayout, ManifestTensor};
-use kiln_nostd::{Error, Limits, Parser, Rule};
+use kiln_nostd::{Limits, Parser};
 
 use crate::conv::{u32_of, u64_of, usize_sat};
 use crate::table::{extra, heap_range, meta, slot, Entry, Extra, META, SLOTS};
@@ -382,7 +383,7 @@ impl DigestCore {
         if ok {
             return Ok(());
         }
-        let e = ErrorInfo::from(Error::at(Rule::PayloadDigest, offset));
+        let e = ErrorInfo::from(Error::at(kiln_nostd::Rule::PayloadDigest, offset));
         self.error = Some(e);
         Err(e)
     }

@@ -5,13 +5,13 @@
 //! core's [`Kind`]: plain, digests, shard), a `dict<str,str>` of metadata,
 //! for a shard record its `shard` field, for digests and shard records a
 //! digest table, then one directory block and nothing after it. The core's
-//! [`Model::parse`](kiln_nostd::model::Model::parse) checks it in one slice;
+//! [`Model::parse`](kiln_model::Model::parse) checks it in one slice;
 //! the package never holds the payload in wasm memory, so it splits the same
 //! checks in two, in the same order:
 //!
 //! 1. [`HeadCore::check`] on the file's first bytes (as many as JavaScript
 //!    has): [`Kind::of`] decides the kind by content, exactly as
-//!    [`parse_any`](kiln_nostd::model::parse_any) does (a manifest is
+//!    [`parse_any`](kiln_model::parse_any) does (a manifest is
 //!    reported as such: [`Head::Manifest`]); for a model file, the core's
 //!    [`block_start`] checks the frame and every field before the block,
 //!    step 3d included (for which the block's header must be at hand). An
@@ -31,11 +31,11 @@
 //! the unread bytes); every other rule reads only bytes already in the
 //! window. So a verdict other than EOF on a prefix is the verdict on the file.
 
+use kiln_model::signed::SIGNATURE_FIELD_LEN;
+use kiln_model::{block_start, Kind, PAD_KEY, SHARD_FIELD_LEN};
 use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::frozen::{Reader, Schema, FRAME_LEN};
 use kiln_nostd::header::HEADER_LEN;
-use kiln_nostd::model::signed::SIGNATURE_FIELD_LEN;
-use kiln_nostd::model::{block_start, Kind, PAD_KEY, SHARD_FIELD_LEN};
 use kiln_nostd::{ErrorCode, Limits, Rule};
 
 use crate::conv::{u32_of, u64_of};
@@ -233,13 +233,14 @@ impl HeadCore {
 /// after an EOF rule at `e.offset()`: the words at the offset say how much
 /// (a string's or byte run's length, a count of entries of at least 8
 /// bytes); otherwise one word more.
-fn need_for(bytes: &[u8], e: kiln_nostd::Error) -> u64 {
+fn need_for(bytes: &[u8], e: kiln_model::Error) -> u64 {
+    use kiln_model::AnyRule::Core;
     let at = e.offset();
     // Saturating: a sum past u64 is a need no file meets (the caller caps it at the total).
     let after = u64_of(at).saturating_add(4);
     match (e.rule(), u32_at(bytes, at)) {
-        (Rule::ByteLengthPastEnd, Some(n)) => after.saturating_add(n),
-        (Rule::CountPastEnd, Some(n)) => after.saturating_add(n.saturating_mul(8)),
+        (Core(Rule::ByteLengthPastEnd), Some(n)) => after.saturating_add(n),
+        (Core(Rule::CountPastEnd), Some(n)) => after.saturating_add(n.saturating_mul(8)),
         _ => after.saturating_add(4),
     }
 }

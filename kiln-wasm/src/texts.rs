@@ -3,31 +3,43 @@
 //! `Rule::id` and `Rule::description` called at run time would link every
 //! rule's strings into the module, those of rules it can never report (a
 //! manifest's in the open-and-validate module, an encoder's anywhere). The
-//! table here is built at compile time from `Rule::ALL`, keeping the strings
-//! of the rules whose check order this build's features run (see
-//! [`reportable`]); the linker drops the rest. A rule outside the table is
-//! reported by its code with an empty id and text (JavaScript then names the
-//! code alone): the node tests assert that every verdict they see has both.
+//! tables here are built at compile time from the core's and the model
+//! crate's `Rule::ALL`, keeping the strings of the rules whose check order
+//! this build's features run (see [`reportable`], [`reportable_model`]); the
+//! linker drops the rest. A rule outside the tables is reported by its code
+//! with an empty id and text (JavaScript then names the code alone): the node
+//! tests assert that every verdict they see has both.
 
+use kiln_model::{AnyRule, Rule as ModelRule, Step as ModelStep};
 use kiln_nostd::{Rule, Step};
 
 /// How many rules the core defines.
 const RULES: usize = Rule::ALL.len();
+/// How many rules the model crate defines.
+const MODEL_RULES: usize = ModelRule::ALL.len();
 
 /// True when this build can report `rule`: the directory's, a Frozen
-/// value's and a model record's checks are in every module; a manifest's and
-/// a shard's with the `remote` feature; the checks of a type text with
-/// `frozen`. The writers' and encoders' rules are never reported (the module
-/// writes nothing).
+/// value's and a model record's checks are in every module; the checks of a
+/// type text with `frozen`. The writers' and encoders' rules are never
+/// reported (the module writes nothing).
 pub const fn reportable(rule: Rule) -> bool {
     match rule.step() {
         Step::Directory(..) | Step::Frozen(_) | Step::Record => true,
-        Step::Manifest(_) | Step::Shard(_) => cfg!(feature = "remote"),
         Step::Caller => {
             cfg!(feature = "frozen")
                 && matches!(rule, Rule::TypeTextSyntax | Rule::DuplicateField | Rule::TypeDepth | Rule::SchemaCapacity)
         }
         // A check order added later: its texts stay until it is placed here.
+        _ => true,
+    }
+}
+
+/// True when this build can report the model crate's `rule`: a record's
+/// fields (signed, shard) in every module; a manifest's and a shard's
+/// checks against it with the `remote` feature.
+pub const fn reportable_model(rule: ModelRule) -> bool {
+    match rule.step() {
+        ModelStep::Manifest(_) | ModelStep::Shard(_) => cfg!(feature = "remote"),
         _ => true,
     }
 }
@@ -50,10 +62,30 @@ const TEXTS: [(&str, &str); RULES] = {
     out
 };
 
+/// The same for the model crate's rules.
+#[allow(clippy::indexing_slicing)]
+const MODEL_TEXTS: [(&str, &str); MODEL_RULES] = {
+    let mut out = [("", ""); MODEL_RULES];
+    let mut i = 0;
+    while i < MODEL_RULES {
+        let rule = ModelRule::ALL[i];
+        if reportable_model(rule) {
+            out[i] = (rule.id(), rule.description());
+        }
+        i += 1;
+    }
+    out
+};
+
 /// `rule`'s id and description, or `("", "")` when this build cannot report it.
-pub fn of(rule: Rule) -> (&'static str, &'static str) {
-    // `Rule` is non-exhaustive: its position in `ALL`, not an `as` cast.
-    Rule::ALL.iter().position(|r| *r == rule).and_then(|i| TEXTS.get(i)).copied().unwrap_or(("", ""))
+pub fn of(rule: AnyRule) -> (&'static str, &'static str) {
+    // The rules are non-exhaustive: their position in `ALL`, not an `as` cast.
+    match rule {
+        AnyRule::Core(rule) => Rule::ALL.iter().position(|r| *r == rule).and_then(|i| TEXTS.get(i)),
+        AnyRule::Model(rule) => ModelRule::ALL.iter().position(|r| *r == rule).and_then(|i| MODEL_TEXTS.get(i)),
+    }
+    .copied()
+    .unwrap_or(("", ""))
 }
 
 #[cfg(test)]
@@ -64,7 +96,11 @@ mod tests {
     fn reportable_rules_keep_the_cores_texts() {
         for rule in Rule::ALL {
             let want = if reportable(rule) { (rule.id(), rule.description()) } else { ("", "") };
-            assert_eq!(of(rule), want, "{rule:?}");
+            assert_eq!(of(AnyRule::Core(rule)), want, "{rule:?}");
+        }
+        for rule in ModelRule::ALL {
+            let want = if reportable_model(rule) { (rule.id(), rule.description()) } else { ("", "") };
+            assert_eq!(of(AnyRule::Model(rule)), want, "{rule:?}");
         }
         // Every build reports the directory's, a Frozen value's and a model record's rules.
         for rule in [Rule::NonzeroGap, Rule::SchemaHash, Rule::PayloadDigest, Rule::DigestTableLength] {
@@ -74,7 +110,8 @@ mod tests {
         for rule in [Rule::OutputTooSmall, Rule::IntRange, Rule::TensorsWrite, Rule::PrefixBufferTooSmall] {
             assert!(!reportable(rule), "{rule:?}");
         }
-        assert_eq!(reportable(Rule::ShardMissing), cfg!(feature = "remote"));
+        assert_eq!(reportable_model(ModelRule::ShardMissing), cfg!(feature = "remote"));
+        assert!(reportable_model(ModelRule::ShardPosition) && reportable_model(ModelRule::NotSigned));
         assert_eq!(reportable(Rule::TypeTextSyntax), cfg!(feature = "frozen"));
     }
 }

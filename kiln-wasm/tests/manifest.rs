@@ -2,7 +2,7 @@
 //! not at open: the same id as the core's, none left over from an earlier
 //! manifest after a rejected one, and shards still held against it.
 
-use kiln_nostd::model::{write_sharded, Manifest};
+use kiln_model::{write_sharded, Manifest};
 use kiln_nostd::{DType, Limits, TensorSpec};
 use kiln_wasm::manifest::ManifestCore;
 

@@ -1,12 +1,12 @@
 //! Model files as `js/validate.js` opens them (the head check on a growing
 //! window of the file's first bytes, then the block checked by a `Session`
-//! placed at the block's offset) give `kiln_nostd::model::parse_any`'s
+//! placed at the block's offset) give `kiln_model::parse_any`'s
 //! verdict: the same code, offset and rule, the same metadata (padding key
 //! hidden) and the same table, on the example model file, writer-made files
 //! with and without the padding key, plain directories, and mutations and
 //! truncations of all of them, with first windows of several sizes.
 
-use kiln_nostd::model::{self, ModelWriter, PAD_KEY};
+use kiln_model::{self as model, ModelWriter, PAD_KEY};
 use kiln_nostd::{scratch_len, DType, Header, Limits, Parser, TensorSpec};
 use kiln_wasm::model::{Head, HeadCore};
 use kiln_wasm::table;

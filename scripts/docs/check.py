@@ -469,10 +469,12 @@ def build_rust(env, blocks):
         return
     crate = ROOT / "target" / "docs-check" / "rust"
     (crate / "src").mkdir(parents=True, exist_ok=True)
-    features = '"alloc", "derive", "sha2", "std"'
+    core = '"alloc", "derive", "sha2"'
+    model = '"alloc", "sha2", "ed25519", "std"'
     (crate / "Cargo.toml").write_text(
         "[package]\nname = \"doc-blocks\"\nversion = \"0.0.0\"\nedition = \"2021\"\npublish = false\n\n"
-        f"[dependencies]\nkiln-nostd = {{ path = {json.dumps(str(ROOT / 'kiln-nostd'))}, features = [{features}] }}\n\n"
+        f"[dependencies]\nkiln-nostd = {{ path = {json.dumps(str(ROOT / 'kiln-nostd'))}, features = [{core}] }}\n"
+        f"kiln-model = {{ path = {json.dumps(str(ROOT / 'kiln-model'))}, features = [{model}] }}\n\n"
         "[workspace]\n")
     shutil.copy(ROOT / "Cargo.lock", crate / "Cargo.lock")
     arms, where = [], {}

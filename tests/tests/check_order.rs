@@ -312,15 +312,17 @@ fn the_committed_matrix_equals_a_fresh_regeneration() {
     assert!(out.status.success(), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
 }
 
-/// The step of a row of a spec table (`1`, `8c`, `F3`, `M2`), as the core states it.
-fn step_of(text: &str, order: &str) -> kiln_nostd::Step {
-    use kiln_nostd::Step;
+/// The step of a row of a spec table (`1`, `8c`, `F3`, `M2`), as the core
+/// and the model crate state it.
+fn step_of(text: &str, order: &str) -> kiln_model::Step {
+    use kiln_model::Step;
+    use kiln_nostd::Step as CoreStep;
     let (letters, digits): (String, String) = text.chars().partition(|c| c.is_ascii_alphabetic());
     let n: u8 = digits.parse().unwrap_or_else(|_| panic!("step {text}"));
     match (order, letters.as_str()) {
-        ("directory", "") => Step::Directory(n, 0),
-        ("directory", sub) => Step::Directory(n, sub.as_bytes()[0]),
-        ("frozen", "F") => Step::Frozen(n),
+        ("directory", "") => Step::Core(CoreStep::Directory(n, 0)),
+        ("directory", sub) => Step::Core(CoreStep::Directory(n, sub.as_bytes()[0])),
+        ("frozen", "F") => Step::Core(CoreStep::Frozen(n)),
         ("manifest", "M") => Step::Manifest(n),
         ("shard", "") => Step::Shard(n),
         _ => panic!("step {text} in the {order} table"),
@@ -339,13 +341,16 @@ fn table_rows(text: &str, rule_col: usize, step_col: usize) -> Vec<(String, Stri
         .collect()
 }
 
-/// `Rule::step` (the rules! table's step column) is the spec's: every row of
+/// `Rule::step` (the rules! tables' step column) is the spec's: every row of
 /// the rule tables of spec/kiln-v2.md (section 14) and spec/model-file.md
-/// (M1 to M5, opening a shard) gives its Rust rule the step the core says,
-/// and every rule the core places in one of those orders has a row.
+/// (M1 to M5, opening a shard) gives its Rust rule the step the core or the
+/// model crate says, and every rule either places in one of those orders has a row.
 #[test]
 fn each_rules_step_is_the_spec_tables() {
-    use kiln_nostd::{Rule, Step};
+    use kiln_model::{AnyRule, Step};
+    use kiln_nostd::{Rule, Step as CoreStep};
+    let all: Vec<AnyRule> =
+        Rule::ALL.into_iter().map(AnyRule::from).chain(kiln_model::Rule::ALL.into_iter().map(AnyRule::from)).collect();
     let root = env!("CARGO_MANIFEST_DIR").to_string() + "/../spec/";
     let spec = std::fs::read_to_string(root.clone() + "kiln-v2.md").expect("spec");
     let model = std::fs::read_to_string(root + "model-file.md").expect("model-file");
@@ -354,7 +359,7 @@ fn each_rules_step_is_the_spec_tables() {
         let end = spec.find(&format!("<!-- rule-table:{tag}:end -->")).expect("table end");
         spec[begin..end].to_string()
     };
-    let by_id = |id: &str| Rule::ALL.into_iter().find(|r| r.id() == id).unwrap_or_else(|| panic!("no Rule {id}"));
+    let by_id = |id: &str| all.iter().copied().find(|r| r.id() == id).unwrap_or_else(|| panic!("no Rule {id}"));
     let mut rows = Vec::new();
     for (rule, step) in table_rows(&section("directory"), 2, 3) {
         rows.push((rule, step_of(&step, "directory")));
@@ -377,21 +382,27 @@ fn each_rules_step_is_the_spec_tables() {
         let rule = by_id(id);
         seen.insert(rule.id());
         // TRAILING ends both orders: step 12 of a directory, F4 of a Frozen value.
-        if rule == Rule::TrailingBytes && *step == Step::Frozen(4) {
+        if rule == Rule::TrailingBytes && *step == Step::Core(CoreStep::Frozen(4)) {
             continue;
         }
         assert_eq!(rule.step(), *step, "{id}: the spec's step");
     }
-    for rule in Rule::ALL {
-        let placed = matches!(rule.step(), Step::Directory(..) | Step::Frozen(_) | Step::Manifest(_) | Step::Shard(_));
+    for rule in all.iter().copied() {
+        let placed = matches!(
+            rule.step(),
+            Step::Core(CoreStep::Directory(..) | CoreStep::Frozen(_)) | Step::Manifest(_) | Step::Shard(_)
+        );
         assert_eq!(placed, seen.contains(rule.id()), "{}: {:?} and a row in the spec's tables", rule.id(), rule.step());
     }
     // Steps compare within one order only.
-    assert!(Step::Directory(3, 0).precedes(Step::Directory(3, b'd')));
-    assert!(Step::Directory(9, b'd').precedes(Step::Directory(10, 0)));
+    assert!(CoreStep::Directory(3, 0).precedes(CoreStep::Directory(3, b'd')));
+    assert!(CoreStep::Directory(9, b'd').precedes(CoreStep::Directory(10, 0)));
     // The signature (9s) before the digests (9d): the signed prefix is whole before any payload byte.
-    assert!(Step::Directory(9, 0).precedes(Step::Directory(9, b's')));
-    assert!(Step::Directory(9, b's').precedes(Step::Directory(9, b'd')));
-    assert!(!Step::Directory(10, 0).precedes(Step::Directory(9, b'd')));
-    assert!(!Step::Frozen(1).precedes(Step::Directory(12, 0)) && !Step::Directory(1, 0).precedes(Step::Frozen(4)));
+    assert!(CoreStep::Directory(9, 0).precedes(CoreStep::Directory(9, b's')));
+    assert!(CoreStep::Directory(9, b's').precedes(CoreStep::Directory(9, b'd')));
+    assert!(!CoreStep::Directory(10, 0).precedes(CoreStep::Directory(9, b'd')));
+    assert!(
+        !CoreStep::Frozen(1).precedes(CoreStep::Directory(12, 0))
+            && !CoreStep::Directory(1, 0).precedes(CoreStep::Frozen(4))
+    );
 }

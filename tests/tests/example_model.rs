@@ -193,7 +193,7 @@ fn the_model_file_form_is_current_and_opens_by_content() {
     let dir = Directory::parse(&plain).unwrap();
     let tensors: Vec<_> = dir.iter().collect();
     let specs: Vec<_> = tensors.iter().map(kiln_nostd::TensorSpec::from_tensor).collect();
-    let writer = kiln_nostd::model::ModelWriter::new().digests(true).align(4096);
+    let writer = kiln_model::ModelWriter::new().digests(true).align(4096);
     let mut want = vec![0u8; writer.encoded_len(&MODEL_METADATA, &specs).unwrap()];
     writer.write(&MODEL_METADATA, &specs, &mut want).unwrap();
     let path = kiln_conformance::repo_root().join("spec/examples/digits-mlp.model.kiln");
@@ -202,9 +202,9 @@ fn the_model_file_form_is_current_and_opens_by_content() {
     }
     let have = std::fs::read(&path).unwrap_or_default();
     assert!(have == want, "{} is stale: run KILN_WRITE_EXAMPLES=1 cargo test -p kiln-conformance", path.display());
-    let model = kiln_nostd::model::Model::parse_verified(&have).unwrap();
-    assert_eq!(model.kind(), kiln_nostd::model::Kind::Digests);
-    let (meta, from_file) = kiln_nostd::model::parse_any(&have).unwrap();
+    let model = kiln_model::Model::parse_verified(&have).unwrap();
+    assert_eq!(model.kind(), kiln_model::Kind::Digests);
+    let (meta, from_file) = kiln_model::parse_any(&have).unwrap();
     let meta: Vec<_> = meta.expect("a model file").iter().collect();
     assert_eq!(meta, MODEL_METADATA);
     assert_eq!(from_file.payload_start() % 4096, 0);

@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use kiln_nostd::model::{check_all, Kind, Manifest, Model, Trust};
-use kiln_nostd::{Error, Limits, Parser};
+use kiln_model::{check_all, Error, Kind, Manifest, Model, Trust};
+use kiln_nostd::{Limits, Parser};
 use serde_json::Value;
 
 /// The spec's rule ids (`gap_nonzero`) to the core's `Rule` names, from the
@@ -39,11 +39,11 @@ fn model_verdict(bytes: &[u8], verify: bool, trust: Option<&Trust<'_>>) -> Resul
     if let Some(trust) = trust {
         return Model::parse_trusted(bytes, trust).map(|_| ());
     }
-    if kiln_nostd::model::is_model_file(bytes) {
+    if kiln_model::is_model_file(bytes) {
         let parsed = if verify { Model::parse_verified(bytes) } else { Model::parse(bytes) };
         parsed.map(|_| ())
     } else {
-        Parser::new().parse(bytes).map(|_| ())
+        Parser::new().parse(bytes).map(|_| ()).map_err(Error::from)
     }
 }
 
@@ -65,7 +65,7 @@ fn verdict(
             Ok(m) => m,
             Err(e) => return Some((e, open.to_owned())),
         };
-        let shard_file = |e: &kiln_nostd::model::ShardEntry<'_>| files.get(e.name.as_str()).map(Vec::as_slice);
+        let shard_file = |e: &kiln_model::ShardEntry<'_>| files.get(e.name.as_str()).map(Vec::as_slice);
         return check_all(&m, shard_file, verify, None)
             .err()
             .map(|f| (f.error, m.shard(f.shard).unwrap().name.as_str().to_owned()));
@@ -83,7 +83,7 @@ fn delta_verdict(
     trust: Option<&Trust<'_>>,
 ) -> Result<Option<(Error, String)>, String> {
     let base = &files[delta["base"].as_str().unwrap()];
-    let rebuilt = match kiln_nostd::delta::apply(base, &files[open]) {
+    let rebuilt = match kiln_model::delta::apply(base, &files[open]) {
         Ok(rebuilt) => rebuilt,
         Err(e) => return Ok(Some((e, open.to_owned()))),
     };

@@ -4,9 +4,9 @@
 use core::ffi::{c_char, c_int};
 use core::mem::{align_of, size_of};
 
+use kiln_model::source::Opened;
+use kiln_model::{self as model, Metadata, Model};
 use kiln_nostd::dequant::{dequantize_into, DequantError};
-use kiln_nostd::model::{self, Metadata, Model};
-use kiln_nostd::source::Opened;
 use kiln_nostd::{DType, Directory, Element, Limits, NameIndex, Parser, Tensor, ViewError};
 
 use crate::*;
@@ -336,7 +336,7 @@ pub(crate) unsafe fn options<'o, 's>(
 /// Returns `KILN_OK` (0) when accepted, else the error code (`KILN_FRAME` ..
 /// `KILN_SCHEMA`), with `*err` filled: code, absolute offset, rule id and
 /// description (the same verdict as `kiln validate --json` and
-/// `kiln_nostd::model::parse_any`). `err` may be NULL. `data` may be NULL
+/// `kiln_model::parse_any`). `err` may be NULL. `data` may be NULL
 /// only when `len` is 0. API errors are negative (`KILN_ERR_*`).
 ///
 /// Payload digests are not compared here (step 9d, which `kiln validate`

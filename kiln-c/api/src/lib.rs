@@ -136,7 +136,8 @@ pub struct kiln_error {
 /// A failure inside the API, before it is written to a `kiln_error`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Fail {
-    Kiln(kiln_nostd::Error),
+    // The core's rules and the model crate's, in one form.
+    Kiln(kiln_model::Error),
     Api(c_int),
     TooSmall(u64),
     Read(c_int),
@@ -144,6 +145,12 @@ pub(crate) enum Fail {
 
 impl From<kiln_nostd::Error> for Fail {
     fn from(e: kiln_nostd::Error) -> Self {
+        Fail::Kiln(e.into())
+    }
+}
+
+impl From<kiln_model::Error> for Fail {
+    fn from(e: kiln_model::Error) -> Self {
         Fail::Kiln(e)
     }
 }

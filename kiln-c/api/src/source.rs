@@ -1,9 +1,9 @@
 //! Ranged reading through a C callback: a directory block in SPI flash, on
-//! an SD card, in a file larger than RAM (`kiln_nostd::source`).
+//! an SD card, in a file larger than RAM (`kiln_model::source`).
 
 use core::ffi::{c_int, c_void};
 
-use kiln_nostd::source::{self, Opened, ReadAt, SourceError};
+use kiln_model::source::{self, Opened, ReadAt, SourceError};
 
 use crate::dir::{self, kiln_dir, store, View};
 use crate::*;

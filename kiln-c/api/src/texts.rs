@@ -5,7 +5,8 @@
 
 use core::ffi::{c_char, c_int, CStr};
 
-use kiln_nostd::{DType, ErrorCode, Rule};
+use kiln_model::AnyRule;
+use kiln_nostd::{DType, ErrorCode};
 
 use crate::*;
 
@@ -65,7 +66,7 @@ pub(crate) fn code_of(code: ErrorCode) -> c_int {
 /// `(Rule::id(), Rule::description())` as static NUL-terminated strings;
 /// the description is `""` without the feature `rule-descriptions` (so
 /// the descriptions, about 6 KB of flash, are left out).
-pub(crate) fn rule_texts(rule: Rule) -> (&'static CStr, &'static CStr) {
+pub(crate) fn rule_texts(rule: AnyRule) -> (&'static CStr, &'static CStr) {
     #[cfg(feature = "rule-descriptions")]
     let text = rule.description_c_str();
     #[cfg(not(feature = "rule-descriptions"))]
@@ -115,13 +116,18 @@ pub(crate) fn dtype_name_ptr(dtype: DType) -> *const c_char {
 mod tests {
     use super::*;
 
-    /// Every rule of the core has its texts here, equal to `id()` and
-    /// `description()`, and its code maps to one of the eleven format codes
-    /// with the spec's name.
+    /// Every rule of the core and of the model crate has its texts here,
+    /// equal to `id()` and `description()`, and its code maps to one of the
+    /// eleven format codes with the spec's name.
     #[test]
     fn every_rule_has_its_texts_and_code() {
-        assert!(Rule::ALL.len() >= 119, "{}", Rule::ALL.len());
-        for rule in Rule::ALL {
+        let all: std::vec::Vec<AnyRule> = kiln_nostd::Rule::ALL
+            .into_iter()
+            .map(AnyRule::from)
+            .chain(kiln_model::Rule::ALL.into_iter().map(AnyRule::from))
+            .collect();
+        assert!(all.len() >= 119, "{}", all.len());
+        for rule in all.iter().copied() {
             let (id, text) = rule_texts(rule);
             assert_eq!(id.to_str().unwrap(), rule.id());
             let want = if cfg!(feature = "rule-descriptions") { rule.description() } else { "" };
@@ -131,10 +137,10 @@ mod tests {
             assert_eq!(code_name_c(code).to_str().unwrap(), rule.code().as_str());
         }
         // Identifiers are unique.
-        let mut ids: std::vec::Vec<_> = Rule::ALL.iter().map(|r| r.id()).collect();
+        let mut ids: std::vec::Vec<_> = all.iter().map(|r| r.id()).collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), Rule::ALL.len());
+        assert_eq!(ids.len(), all.len());
     }
 
     /// Every status code has one name; the API's codes a description.

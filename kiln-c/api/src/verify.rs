@@ -5,8 +5,8 @@
 use core::ffi::c_char;
 use core::ffi::c_int;
 
-use kiln_nostd::model::{self, Kind, Model};
-use kiln_nostd::source::Options;
+use kiln_model::source::Options;
+use kiln_model::{self as model, Kind, Model};
 use kiln_nostd::Parser;
 
 use crate::source::{callback, fail_of, kiln_source};

@@ -1,6 +1,6 @@
 //! The C API against the Rust core it wraps: `kiln_validate` (and the
 //! parse, incremental and ranged-reading entry points) give exactly
-//! `kiln_nostd::model::parse_any`'s verdict (code, offset, rule) on the
+//! `kiln_model::parse_any`'s verdict (code, offset, rule) on the
 //! golden, check-order and regression cases, the example model as a plain
 //! directory and as a model file, and mutations of both; the accessors show
 //! what the Rust views show; API misuse is an error code, never a crash.
@@ -23,8 +23,8 @@ use std::path::PathBuf;
 use std::ptr::{null, null_mut};
 
 use kiln_c_api::*;
-use kiln_nostd::model::{self, Model, ModelWriter};
-use kiln_nostd::{Directory, Error, Incremental, Parser, TensorSpec};
+use kiln_model::{self as model, Model, ModelWriter};
+use kiln_nostd::{Directory, Incremental, Parser, TensorSpec};
 
 fn root() -> PathBuf {
     kiln_conformance::repo_root()
@@ -69,8 +69,8 @@ impl Verdict {
     fn ok() -> Self {
         Verdict { code: 0, offset: 0, rule: String::new() }
     }
-    fn of(r: Result<(), Error>) -> Self {
-        match r {
+    fn of(r: Result<(), impl Into<kiln_model::Error>>) -> Self {
+        match r.map_err(Into::into) {
             Ok(()) => Verdict::ok(),
             Err(e) => {
                 let code = match e.code().as_str() {

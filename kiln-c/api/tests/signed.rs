@@ -13,7 +13,7 @@ use std::ptr::{null, null_mut};
 
 use ed25519_dalek::{Signer, SigningKey};
 use kiln_c_api::*;
-use kiln_nostd::model::{signed::sign_model, Model, Trust};
+use kiln_model::{signed::sign_model, Model, Trust};
 
 const EXAMPLE: &[u8] = include_bytes!("../../../spec/examples/digits-mlp.model.kiln");
 
@@ -31,7 +31,7 @@ fn new_err() -> kiln_error {
 type Verdict = (c_int, String, u64);
 
 /// The C status of a core error code, by its name (`kiln_code_name`).
-fn status_of(e: &kiln_nostd::Error) -> c_int {
+fn status_of(e: &kiln_model::Error) -> c_int {
     (1..=KILN_SIGNATURE)
         .find(|&c| unsafe { CStr::from_ptr(kiln_code_name(c)) }.to_str() == Ok(e.code().as_str()))
         .expect("every code has a status")

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
 
-use kiln_nostd::model::{self as kiln_model, Kind as ModelKind, Manifest};
+use kiln_model::{Kind as ModelKind, Manifest};
 use kiln_nostd::Limits;
 
 use super::error::Usage;
@@ -134,7 +134,7 @@ fn parse_manifest<'b>(path: &Path, bytes: &'b [u8], scratch: &'b mut [u32]) -> a
 /// name, step M2), opened in the manifest's own folder only and never
 /// through a symbolic link that leads out of it, as `kiln validate` opens them.
 fn open_manifest(path: &Path, manifest: Input) -> anyhow::Result<Opened> {
-    let mut scratch = kiln_nostd::host::manifest_scratch(manifest.bytes(), &Limits::MAX);
+    let mut scratch = kiln_model::host::manifest_scratch(manifest.bytes(), &Limits::MAX);
     let m = parse_manifest(path, manifest.bytes(), &mut scratch)?;
     let folder = paths::folder_of(path);
     let mut files = Vec::with_capacity(m.shard_count().saturating_add(1));
@@ -163,7 +163,7 @@ fn open_manifest(path: &Path, manifest: Input) -> anyhow::Result<Opened> {
 /// every payload byte is read once.
 fn read_manifest(path: &Path, mut files: Vec<Input>, opts: &ReadOptions) -> anyhow::Result<Model> {
     let manifest = files.pop().ok_or_else(|| anyhow!("no manifest"))?;
-    let mut scratch = kiln_nostd::host::manifest_scratch(manifest.bytes(), &Limits::MAX);
+    let mut scratch = kiln_model::host::manifest_scratch(manifest.bytes(), &Limits::MAX);
     let m = parse_manifest(path, manifest.bytes(), &mut scratch)?;
     let id = m.model_id();
     let mut model = Model::new(Format::Kiln, opts);
@@ -176,7 +176,7 @@ fn read_manifest(path: &Path, mut files: Vec<Input>, opts: &ReadOptions) -> anyh
     for (k, (entry, input)) in m.shards().zip(&files).enumerate() {
         let name = entry.name.as_str();
         let bytes = input.bytes();
-        let fault = |e: kiln_nostd::Error| {
+        let fault = |e: kiln_model::Error| {
             let tensor = kiln_host::fault::tensor_of_shard(&m, &entry, bytes, &e)
                 .map(|t| format!(" (tensor {t})"))
                 .unwrap_or_default();
@@ -190,10 +190,10 @@ fn read_manifest(path: &Path, mut files: Vec<Input>, opts: &ReadOptions) -> anyh
             )
         };
         // Name scratch for both parses: without it, names are compared pairwise.
-        let mut names = kiln_nostd::host::scratch_for(bytes, &Limits::MAX);
-        let parser = kiln_nostd::host::parser(Limits::MAX, &mut names);
+        let mut names = kiln_model::host::scratch_for(bytes, &Limits::MAX);
+        let parser = kiln_model::host::parser(Limits::MAX, &mut names);
         kiln_model::check_shard(&m, &id, &entry, Some(bytes), false, parser).map_err(fault)?;
-        let parser = kiln_nostd::host::parser(Limits::MAX, &mut names);
+        let parser = kiln_model::host::parser(Limits::MAX, &mut names);
         let shard = kiln_model::Model::parse_with(bytes, parser).map_err(fault)?;
         let digests = shard.digests().ok_or_else(|| anyhow!("{}: shard {name} has no digests", path.display()))?;
         kiln_in::push_tensors(&mut model.tensors, &shard.directory(), Some(digests), k)

@@ -3,8 +3,8 @@
 //! shard record; its digests are checked, since every payload is read).
 
 use anyhow::{anyhow, bail};
+use kiln_model::Kind;
 use kiln_nostd::int::u64_from;
-use kiln_nostd::model::{self as kiln_model, Kind};
 use kiln_nostd::{Directory, Limits, Parser};
 
 use super::meta::Dups;
@@ -21,8 +21,8 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
         if Kind::of(bytes) == Some(Kind::Manifest) {
             bail!("a sharded model's manifest: convert it by its path, so its shards are found beside it");
         }
-        let mut scratch = kiln_nostd::host::scratch_for(bytes, &Limits::MAX);
-        let parser = kiln_nostd::host::parser(Limits::MAX, &mut scratch);
+        let mut scratch = kiln_model::host::scratch_for(bytes, &Limits::MAX);
+        let parser = kiln_model::host::parser(Limits::MAX, &mut scratch);
         let m = kiln_model::Model::parse_verified_with(bytes, parser)
             .map_err(|e| anyhow!("not a valid Kiln model file (spec/model-file.md): {e} (rule {})", e.rule().id()))?;
         // The padding key is hidden (and recomputed on the way out).

@@ -38,8 +38,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
+use kiln_model::Kind;
 use kiln_nostd::int::u64_from;
-use kiln_nostd::model::Kind;
 use kiln_nostd::{Limits, Parser};
 use memmap2::Mmap;
 
@@ -701,7 +701,7 @@ impl std::fmt::Display for VerifyError {
     }
 }
 
-fn core_verify(e: kiln_nostd::Error) -> VerifyError {
+fn core_verify(e: kiln_model::Error) -> VerifyError {
     VerifyError {
         offset: Some(e.offset_u64()),
         message: format!("{}: {} (rule {})", e.code().as_str(), e.rule().description(), e.rule().id()),
@@ -720,16 +720,16 @@ fn verify(path: &Path, to: To) -> Result<(), VerifyError> {
     let map = unsafe { Mmap::map(&file) }.map_err(|e| fail(e.to_string()))?;
     match to {
         To::Record => {
-            let count = kiln_nostd::model::block_start(&map, &Limits::MAX)
+            let count = kiln_model::block_start(&map, &Limits::MAX)
                 .ok()
                 .and_then(|at| kiln_nostd::Header::peek_count(map.get(at..)?))
                 .filter(|&n| u64::from(n).saturating_mul(128) <= u64_from(map.len()))
                 .unwrap_or(0);
             let mut scratch = vec![0u32; kiln_nostd::scratch_len(count)];
             let parser = Parser::new().limits(Limits::MAX).scratch(&mut scratch);
-            kiln_nostd::model::Model::parse_with(&map, parser).map(|_| ()).map_err(core_verify)
+            kiln_model::Model::parse_with(&map, parser).map(|_| ()).map_err(core_verify)
         }
-        To::Tensors => Parser::new().limits(Limits::MAX).parse(&map).map(|_| ()).map_err(core_verify),
+        To::Tensors => Parser::new().limits(Limits::MAX).parse(&map).map(|_| ()).map_err(|e| core_verify(e.into())),
         To::Safetensors => safetensors::SafeTensors::read_metadata(&map).map(|_| ()).map_err(|e| fail(e.to_string())),
         To::Auto => Ok(()),
     }

@@ -11,12 +11,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{anyhow, bail, Context};
+use kiln_model::Kind;
 use kiln_nostd::descriptor::{Descriptor, NO_AXIS, NO_INDEX, NO_NAME};
 use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::frozen;
 use kiln_nostd::int::{u64_from, usize_from};
 use kiln_nostd::layout;
-use kiln_nostd::model::Kind;
 
 use super::copy::Sink;
 use super::meta::Metadata;

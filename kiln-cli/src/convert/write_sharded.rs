@@ -14,11 +14,11 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
+use kiln_model::{
+    self as model, EntrySpec, EntryTable, Kind, Manifest, ManifestQuant, ManifestWriter, ShardSpec, SHARD_FIELD_LEN,
+};
 use kiln_nostd::digest::{sha256, DIGEST_LEN};
 use kiln_nostd::int::{u64_from, usize_from};
-use kiln_nostd::model::{
-    self, EntrySpec, EntryTable, Kind, Manifest, ManifestQuant, ManifestWriter, ShardSpec, SHARD_FIELD_LEN,
-};
 use kiln_nostd::Limits;
 
 use super::copy::{progress, Sink};
@@ -254,7 +254,7 @@ fn check_written(manifest: &Temp, tensors: usize, shards: &[Written], names: &[S
     let manifest_map = map_of(manifest, Path::new("the manifest"))?;
     let m = Manifest::parse_with(&manifest_map, &Limits::MAX, Some(&mut scratch))
         .map_err(|e| anyhow!("the written manifest did not check out: {e} (rule {})", e.rule().id()))?;
-    let open = |e: &kiln_nostd::model::ShardEntry<'_>| {
+    let open = |e: &kiln_model::ShardEntry<'_>| {
         let s = names.iter().position(|n| n == e.name.as_str()).and_then(|i| shards.get(i))?;
         map_of(&s.temp, &s.target.given).ok()
     };

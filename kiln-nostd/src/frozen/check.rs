@@ -14,7 +14,8 @@ use super::ty::{Field, Ty};
 use super::typetext::{Fields, TypeRef};
 
 /// A type tree the validator can walk.
-pub(crate) trait Tree: Copy {
+#[doc(hidden)]
+pub trait Tree: Copy {
     /// Iterator over a struct's field types.
     type Fields: Iterator<Item = Self>;
     /// Kind, sizes and depth of this node.
@@ -124,7 +125,8 @@ pub(crate) fn check_count(buf: &[u8], at: usize, kind: CountKind, m: u64, limits
 
 /// One validation run over a buffer.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Checker<'a> {
+#[doc(hidden)]
+pub struct Checker<'a> {
     pub buf: &'a [u8],
     pub limits: Limits,
     /// Check UTF-8 of strings (off only for a trusted reader).
@@ -264,7 +266,8 @@ pub(crate) fn check_utf8(bytes: &[u8], at: usize) -> Result<&str> {
 
 /// The end of the already checked value of type `t` at `at`. Reads only
 /// length words and tags; never fails, never panics (saturating offsets).
-pub(crate) fn skip<T: Tree>(buf: &[u8], t: T, at: usize) -> usize {
+#[doc(hidden)]
+pub fn skip<T: Tree>(buf: &[u8], t: T, at: usize) -> usize {
     let shape = t.shape();
     if let Some(w) = shape.width {
         return at.saturating_add(usize_from_u32(w));

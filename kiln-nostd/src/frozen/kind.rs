@@ -178,7 +178,8 @@ impl Kind {
 /// width when there is one, and nesting depth. Shared by parsed schemas and
 /// the static types of the typed API.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Shape {
+#[doc(hidden)]
+pub struct Shape {
     pub kind: Kind,
     /// Minimum wire size (spec table; struct = saturating sum of fields).
     pub min: u64,

@@ -40,7 +40,8 @@
 mod by_schema;
 mod check;
 mod encoder;
-pub(crate) use check::{skip, Checker};
+#[doc(hidden)]
+pub use check::{skip, Checker};
 mod frame;
 mod hash;
 mod kind;

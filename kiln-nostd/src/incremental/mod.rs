@@ -175,7 +175,7 @@ impl<'m, 's> Incremental<Borrowed<'m, 's>> {
     /// `byte_offset` is the greedy one) are hashed as their bytes pass, so
     /// [`next_needed`](Self::next_needed) asks for every byte of them and
     /// none is skipped. The verdict is
-    /// [`digest::check_block_digests`](crate::digest::check_block_digests)'s
+    /// `kiln_model::check_block_digests`'s
     /// on the whole block (plus step 12 for a standalone one), and each
     /// fault still comes with the first chunk after which it is certain:
     /// - steps 1 to 9 as without a table;
@@ -289,8 +289,8 @@ impl<M: Memory> Incremental<M> {
     }
 
     /// The memory the validator works in (to read what it holds).
-    #[cfg(feature = "ed25519")]
-    pub(crate) fn memory(&self) -> &M {
+    #[doc(hidden)] // the signed-update check's (kiln-model)
+    pub fn memory(&self) -> &M {
         &self.mem
     }
 

@@ -23,8 +23,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
+use kiln_model::{Kind, Manifest, Model as KilnModel};
 use kiln_nostd::int::u64_from;
-use kiln_nostd::model::{Kind, Manifest, Model as KilnModel};
 use kiln_nostd::{DType, Limits};
 use kiln_onnx::rule::payload_len;
 use kiln_onnx::{KilnTensor, Place};
@@ -102,7 +102,7 @@ pub fn places(out: &Path) -> anyhow::Result<HashMap<String, Spot>> {
     let name_of = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_string);
     let mut places = HashMap::new();
     if Kind::of(bytes) == Some(Kind::Manifest) {
-        let mut scratch = kiln_nostd::host::manifest_scratch(bytes, &Limits::MAX);
+        let mut scratch = kiln_model::host::manifest_scratch(bytes, &Limits::MAX);
         let m = Manifest::parse_with(bytes, &Limits::MAX, Some(&mut scratch))
             .map_err(|e| anyhow!("{}: the manifest written does not parse: {e}", out.display()))?;
         for entry in m.shards() {
@@ -140,7 +140,7 @@ fn add(places: &mut HashMap<String, Spot>, file: &str, bytes: &[u8]) -> anyhow::
 /// `kiln.convert.onnx_graph_sha256` value, and the value.
 fn recorded(bytes: &[u8]) -> anyhow::Result<Option<(u64, String)>> {
     let value = if Kind::of(bytes) == Some(Kind::Manifest) {
-        let mut scratch = kiln_nostd::host::manifest_scratch(bytes, &Limits::MAX);
+        let mut scratch = kiln_model::host::manifest_scratch(bytes, &Limits::MAX);
         let m = Manifest::parse_with(bytes, &Limits::MAX, Some(&mut scratch))
             .map_err(|e| anyhow!("the manifest written does not parse: {e}"))?;
         m.metadata().get(kiln_onnx::KEY_GRAPH_SHA256)

@@ -21,11 +21,12 @@ use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
+#[path = "../../kiln-nostd/tests/cases/mod.rs"]
 mod cases;
 
 use cases::{json_cases, mutate, repo_root, templates, Rng};
 
-use kiln_nostd::source::{self, AsyncReadAt, Options, ReadAt, SourceError, TensorId, Window};
+use kiln_model::source::{self, AsyncReadAt, Options, ReadAt, SourceError, TensorId, Window};
 use kiln_nostd::{Directory, Incremental, Limits};
 
 /// A call a source received: `len`, or a read of `n` bytes at an offset.

@@ -6,7 +6,7 @@ use crate::bytes::{u64_from, usize_from};
 use crate::error::{Error, ErrorCode};
 use crate::header::HEADER_LEN;
 use crate::incremental::{Incremental, Summary};
-use crate::model::{head_of, Kind};
+use crate::{head_of, Kind};
 
 /// What [`Options::verify_model`] found in an accepted source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +144,7 @@ macro_rules! model_fns {
             kind: Kind,
             len: u64,
             hashing: bool,
-            limits: &crate::Limits,
+            limits: &kiln_nostd::Limits,
         ) -> Result<u64, S::Error> {
             let mut word = $($async)? |at: u64| -> Result<Option<u64>, S::Error> {
                 let mut w = [0u8; 4];

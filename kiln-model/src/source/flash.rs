@@ -26,7 +26,7 @@ use crate::bytes::{u64_from, usize_from};
 ///
 /// ```
 /// use embedded_storage::nor_flash::{check_read, ErrorType, NorFlashErrorKind, ReadNorFlash};
-/// use kiln_nostd::source::{self, Flash, Options, ReadError, SourceError, Window};
+/// use kiln_model::source::{self, Flash, Options, ReadError, SourceError, Window};
 ///
 /// // A part that reads whole 4-byte words (here a mock).
 /// struct Spi(Vec<u8>);
@@ -179,7 +179,7 @@ impl<F: ReadNorFlash, const B: usize> ReadAt for Flash<F, B> {
 ///
 /// ```
 /// use embedded_storage_async::nor_flash::{ErrorType, NorFlashErrorKind, ReadNorFlash};
-/// use kiln_nostd::source::{self, AsyncFlash, Options, Window};
+/// use kiln_model::source::{self, AsyncFlash, Options, Window};
 ///
 /// // A part that reads whole 4-byte words, say behind an async SPI driver (here a mock).
 /// struct Spi(Vec<u8>);

@@ -5,15 +5,16 @@
 //! parent module).
 
 use core::ops::Range;
+use kiln_nostd::Rule as CoreRule;
 
 use super::{row_span, AsyncReadAt, Opened, Options, ReadAt, SourceError, TensorId};
 use crate::bytes::{u64_from, usize_from, usize_sat};
 use crate::descriptor::{self, RawDescriptor};
-use crate::directory::Directory;
 use crate::dtype::DType;
-use crate::error::{Error, Rule};
+use crate::error::Error;
 use crate::header::{Header, Regions, HEADER_LEN};
 use crate::steps::{check_prefix_of, PrefixVerdict};
+use kiln_nostd::Directory;
 
 /// The functions of this module over the source trait `$Source`, each
 /// source call wrapped in `$io!` (`ready!` or `wait!`), `async` if given.
@@ -56,11 +57,11 @@ macro_rules! read_fns {
             match check_prefix_of(mem, &header, regions, scratch, seed)?.1 {
                 PrefixVerdict::Clean(_) => {}
                 PrefixVerdict::Certain(e) | PrefixVerdict::Misplaced(_, e) | PrefixVerdict::Quant(_, e) => {
-                    return Err(SourceError::Kiln(e))
+                    return Err(SourceError::Kiln(e.into()))
                 }
             }
             if !embedded && len > block_len {
-                return Err(SourceError::Kiln(Error::at(Rule::TrailingBytes, block_len)));
+                return Err(SourceError::Kiln(Error::at(CoreRule::TrailingBytes, block_len)));
             }
             Ok(Opened {
                 prefix: mem,

@@ -1,5 +1,9 @@
+//! # kiln-model
+//!
 //! Model files and sharded models (`spec/model-file.md`): what `kiln
-//! convert` writes and every reader opens without being told a type.
+//! convert` writes and every reader opens without being told a type, over
+//! the `kiln-nostd` core's checks and views. `#![no_std]`; `alloc` only
+//! behind its feature.
 //!
 //! A model file is a Frozen frame, then one value of one of three record
 //! types ([`Kind`]): **plain** (`metadata`, then the tensor directory),
@@ -14,7 +18,7 @@
 //! so padding never shows up as user metadata.
 //!
 //! ```
-//! use kiln_nostd::model::{self, Model};
+//! use kiln_model::{self as model, Model};
 //! # let file = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.model.kiln"));
 //! let m = Model::parse(&file)?;
 //! assert_eq!(m.metadata().get("author"), Some("kiln"));
@@ -22,8 +26,55 @@
 //! // Any reader: a model file or a plain directory, told apart by content.
 //! let (meta, dir) = model::parse_any(&file)?;
 //! assert_eq!((meta.map(|m| m.len()), dir.len()), (Some(1), 1));
-//! # Ok::<(), kiln_nostd::Error>(())
+//! # Ok::<(), kiln_model::Error>(())
 //! ```
+
+#![no_std]
+#![forbid(unsafe_code)]
+// A published crate: every public item is documented (the workspace only warns),
+// and a configured builder that is dropped unused is a mistake the compiler names.
+#![deny(missing_docs)]
+#![warn(clippy::return_self_not_must_use)]
+// As the core: offset arithmetic saturates, and each `unwrap_or` that remains
+// says on the line above why its fallback is never taken.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::as_conversions
+    )
+)]
+
+#[cfg(all(feature = "alloc", feature = "sha2"))]
+extern crate alloc;
+
+#[cfg(feature = "sha2")]
+mod block_digests;
+pub mod delta;
+mod error;
+#[cfg(feature = "std")]
+pub mod host;
+mod open;
+#[cfg(feature = "source")]
+pub mod source;
+#[cfg(feature = "ed25519")]
+pub mod update;
+
+#[cfg(feature = "sha2")]
+pub use block_digests::check_block_digests;
+pub use error::{AnyRule, Error, ErrorCode, Result, Rule, Step};
+pub use open::{open, Opened, Options};
+
+use kiln_nostd::Rule as CoreRule;
+// The core's internals, under the names this code had inside the core (each
+// feature set uses some of them).
+#[allow(unused_imports)]
+use kiln_nostd::{bytes, descriptor, digest, dtype, frozen, header, incremental, layout, names, steps};
+use kiln_nostd::{Limits, Parser};
 
 mod manifest;
 mod manifest_writer;
@@ -51,10 +102,10 @@ pub use writer::{shard_field, ModelWriter, SHARD_FIELD_LEN};
 
 use crate::bytes::{u32_at, usize_from_u32};
 use crate::digest::{Digests, DIGEST_LEN};
-use crate::directory::Directory;
-use crate::error::{fail, Result, Rule};
+use crate::error::fail;
 use crate::frozen::{check_frame, Field, Ty, FRAME_LEN, FRAME_MAGIC};
-use crate::{Header, Limits, Parser};
+use kiln_nostd::Directory;
+use kiln_nostd::Header;
 
 /// The plain model record's canonical type text.
 pub const MODEL_TYPE: &str = "struct{metadata:dict<str,str>,tensors:tensors,}";
@@ -245,7 +296,7 @@ impl<'a> Model<'a> {
         let head = Head::check(buf, &parser.caps())?;
         let directory = parser.parse_at(buf, head.block)?;
         if directory.end() != buf.len() {
-            return fail(Rule::TrailingBytes, directory.end());
+            return fail(CoreRule::TrailingBytes, directory.end());
         }
         Ok(head.model(directory))
     }
@@ -264,11 +315,11 @@ impl<'a> Model<'a> {
     pub fn parse_verified_with(buf: &'a [u8], parser: Parser<'_>) -> Result<Model<'a>> {
         let head = Head::check(buf, &parser.caps())?;
         let directory = match head.digests {
-            Some(table) => crate::digest::check_block_digests(buf, head.block, parser, &table)?,
+            Some(table) => crate::block_digests::check_block_digests(buf, head.block, parser, &table)?,
             None => parser.parse_at(buf, head.block)?,
         };
         if directory.end() != buf.len() {
-            return fail(Rule::TrailingBytes, directory.end());
+            return fail(CoreRule::TrailingBytes, directory.end());
         }
         Ok(head.model(directory))
     }
@@ -295,11 +346,11 @@ impl<'a> Model<'a> {
             // A signed head always has both; anything else failed above.
             return fail(Rule::NotSigned, 8);
         };
-        let directory = crate::digest::check_block_with(buf, head.block, parser, &table, |payload_start| {
+        let directory = crate::block_digests::check_block_with(buf, head.block, parser, &table, |payload_start| {
             trust.check_pieces(sig.sig, &signed::signed_message(buf, payload_start))
         })?;
         if directory.end() != buf.len() {
-            return fail(Rule::TrailingBytes, directory.end());
+            return fail(CoreRule::TrailingBytes, directory.end());
         }
         Ok(head.model(directory))
     }
@@ -312,7 +363,7 @@ impl<'a> Model<'a> {
         let Some(table) = self.digests else { return Ok(()) };
         for (i, t) in self.directory.iter().enumerate() {
             if table.get(i).is_none_or(|d| crate::digest::sha256(t.bytes()) != *d) {
-                return fail(Rule::PayloadDigest, t.absolute_offset());
+                return fail(CoreRule::PayloadDigest, t.absolute_offset());
             }
         }
         Ok(())
@@ -392,7 +443,7 @@ impl<'a> Head<'a> {
             // Not a model file: the frame's own verdict, against the plain record.
             _ => {
                 check_frame(buf, MODEL_HASH)?;
-                return fail(Rule::SchemaHash, 8);
+                return fail(CoreRule::SchemaHash, 8);
             }
         };
         // The frame's own rules (profile, flags, reserved bytes) for its record type.
@@ -475,7 +526,7 @@ fn check_shard_id<'a>(checker: &crate::frozen::Checker<'a>, at: usize) -> Result
 fn check_digest_table<'a>(checker: &crate::frozen::Checker<'a>, at: usize) -> Result<(Digests<'a>, usize)> {
     let (bytes, end) = checker.byte_run(at)?;
     if bytes.len() % DIGEST_LEN != 0 {
-        return fail(Rule::DigestTableLength, at);
+        return fail(CoreRule::DigestTableLength, at);
     }
     Ok((Digests::new(bytes, at.saturating_add(4)), end))
 }
@@ -489,7 +540,7 @@ fn check_digest_count(buf: &[u8], block: usize, table: &Digests<'_>, word: usize
         return Ok(());
     }
     if table.len() != usize_from_u32(header.tensor_count) {
-        return fail(Rule::DigestTableCount, word);
+        return fail(CoreRule::DigestTableCount, word);
     }
     Ok(())
 }
@@ -498,7 +549,7 @@ fn check_digest_count(buf: &[u8], block: usize, table: &Digests<'_>, word: usize
 /// streams the block itself (`source::Options::verify_model`): its kind,
 /// where the block starts, and the digest table. `buf` may end anywhere
 /// after the fields; step 3d is checked when the block's header is in it.
-#[cfg(feature = "sha2")]
+#[cfg(all(feature = "sha2", feature = "source"))]
 pub(crate) fn head_of<'a>(buf: &'a [u8], limits: &Limits) -> Result<(Kind, usize, Option<Digests<'a>>)> {
     Head::check(buf, limits).map(|h| (h.kind, h.block, h.digests))
 }
@@ -506,8 +557,8 @@ pub(crate) fn head_of<'a>(buf: &'a [u8], limits: &Limits) -> Result<(Kind, usize
 /// Checks a model file's frame and fields before the block (the first
 /// checks of [`Model::parse`], in its order) and returns where its directory
 /// block starts: for sizing name scratch from that block's header
-/// ([`Header::peek_count`](crate::Header::peek_count)) before the full parse.
-pub fn block_start(buf: &[u8], limits: &crate::Limits) -> Result<usize> {
+/// ([`Header::peek_count`](kiln_nostd::Header::peek_count)) before the full parse.
+pub fn block_start(buf: &[u8], limits: &kiln_nostd::Limits) -> Result<usize> {
     Head::check(buf, limits).map(|h| h.block)
 }
 
@@ -527,7 +578,7 @@ pub fn parse_any_with<'a>(buf: &'a [u8], parser: Parser<'_>) -> Result<(Option<M
         let m = Model::parse_with(buf, parser)?;
         return Ok((Some(m.metadata), m.directory));
     }
-    parser.parse(buf).map(|d| (None, d))
+    Ok((None, parser.parse(buf)?))
 }
 
 /// A model file's metadata: a checked `dict<str,str>` (keys in byte order,

@@ -3,13 +3,14 @@
 use super::{Kind, Model, PAD_KEY};
 use crate::bytes::usize_from;
 use crate::digest::DIGEST_LEN;
-use crate::error::{fail, Result, Rule};
+use crate::error::{fail, Result};
+use kiln_nostd::Rule as CoreRule;
 
 /// Writes model files: the frame, the metadata (with the padding key when
 /// the payload region is to be aligned in the file) and the canonical block.
 ///
 /// ```
-/// use kiln_nostd::model::{Model, ModelWriter};
+/// use kiln_model::{Model, ModelWriter};
 /// use kiln_nostd::{DType, TensorSpec};
 /// let w = [0u8; 16];
 /// let specs = [TensorSpec::new(DType::F32, &[4], &w).named("w")];
@@ -20,7 +21,7 @@ use crate::error::{fail, Result, Rule};
 /// let m = Model::parse(&out[..n])?;
 /// assert_eq!(m.metadata().get("author"), Some("kiln"));
 /// assert_eq!(m.directory().payload_start() % 4096, 0);   // payloads at page offsets in the file
-/// # Ok::<(), kiln_nostd::Error>(())
+/// # Ok::<(), kiln_model::Error>(())
 /// ```
 ///
 /// With the `sha2` feature,
@@ -34,7 +35,7 @@ use crate::error::{fail, Result, Rule};
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ModelWriter {
     align: u64,
-    limits: crate::Limits,
+    limits: kiln_nostd::Limits,
     digests: bool,
     shard: Option<ShardFields>,
 }
@@ -69,7 +70,7 @@ impl ModelWriter {
     /// No alignment beyond the format's own, default caps, a plain record.
     #[must_use]
     pub const fn new() -> Self {
-        ModelWriter { align: 1, limits: crate::Limits::DEFAULT, digests: false, shard: None }
+        ModelWriter { align: 1, limits: kiln_nostd::Limits::DEFAULT, digests: false, shard: None }
     }
 
     /// Writes a digests record: the SHA-256 of every tensor's payload in a
@@ -118,37 +119,42 @@ impl ModelWriter {
 
     /// Caps the written file must respect (a reader with the same caps accepts it).
     #[must_use]
-    pub const fn limits(mut self, limits: crate::Limits) -> Self {
+    pub const fn limits(mut self, limits: kiln_nostd::Limits) -> Self {
         self.limits = limits;
         self
     }
 
     /// The exact length of the model file for `metadata` (keys strictly
     /// increasing by bytes, none of them [`PAD_KEY`]) and `specs`.
-    pub fn encoded_len(&self, metadata: &[(&str, &str)], specs: &[crate::TensorSpec<'_>]) -> Result<usize> {
+    pub fn encoded_len(&self, metadata: &[(&str, &str)], specs: &[kiln_nostd::TensorSpec<'_>]) -> Result<usize> {
         self.plan(metadata, specs).map(|p| p.total)
     }
 
     /// Writes the model file into `out`, checks it with [`Model::parse`] and
     /// returns its length. The name checks compare every pair; give
     /// [`write_with_scratch`](Self::write_with_scratch) scratch for large sets.
-    pub fn write(&self, metadata: &[(&str, &str)], specs: &[crate::TensorSpec<'_>], out: &mut [u8]) -> Result<usize> {
+    pub fn write(
+        &self,
+        metadata: &[(&str, &str)],
+        specs: &[kiln_nostd::TensorSpec<'_>],
+        out: &mut [u8],
+    ) -> Result<usize> {
         self.write_with_scratch(metadata, specs, out, None)
     }
 
     /// [`write`](Self::write) with name scratch of at least
-    /// [`scratch_len`](crate::scratch_len)`(specs.len())` slots, so the
+    /// [`scratch_len`](kiln_nostd::scratch_len)`(specs.len())` slots, so the
     /// name checks take linear time.
     pub fn write_with_scratch(
         &self,
         metadata: &[(&str, &str)],
-        specs: &[crate::TensorSpec<'_>],
+        specs: &[kiln_nostd::TensorSpec<'_>],
         out: &mut [u8],
         mut scratch: Option<&mut [u32]>,
     ) -> Result<usize> {
         let plan = self.plan(metadata, specs)?;
         let Some(file) = out.get_mut(..plan.total) else {
-            return fail(Rule::ValueOutputTooSmall, out.len());
+            return fail(CoreRule::ValueOutputTooSmall, out.len());
         };
         let mut at = 0usize;
         let mut put = |file: &mut [u8], bytes: &[u8]| {
@@ -186,12 +192,12 @@ impl ModelWriter {
         }
         // Fallback not taken: at <= file.len(): the plan sized the file.
         let block = file.get_mut(at..).unwrap_or(&mut []);
-        let writer = crate::Writer::new().limits(self.limits);
+        let writer = kiln_nostd::Writer::new().limits(self.limits);
         match scratch.as_deref_mut() {
             Some(s) => writer.scratch(s).write(specs, block)?,
             None => writer.write(specs, block)?,
         };
-        let parser = crate::Parser::new().limits(self.limits);
+        let parser = kiln_nostd::Parser::new().limits(self.limits);
         match scratch {
             Some(s) => Model::parse_with(file, parser.scratch(s))?,
             None => Model::parse_with(file, parser)?,
@@ -199,21 +205,21 @@ impl ModelWriter {
         Ok(plan.total)
     }
 
-    fn plan(&self, metadata: &[(&str, &str)], specs: &[crate::TensorSpec<'_>]) -> Result<Plan> {
+    fn plan(&self, metadata: &[(&str, &str)], specs: &[kiln_nostd::TensorSpec<'_>]) -> Result<Plan> {
         let mut dict = 4usize; // the count word
         for (i, &(k, v)) in metadata.iter().enumerate() {
             let prev = i.checked_sub(1).and_then(|j| metadata.get(j)).map(|&(p, _)| p);
             if k == PAD_KEY || prev.is_some_and(|p| p.as_bytes() >= k.as_bytes()) {
-                return fail(Rule::DictKeyOrder, 0);
+                return fail(CoreRule::DictKeyOrder, 0);
             }
             for s in [k, v] {
                 if u32::try_from(s.len()).is_err() {
-                    return fail(Rule::CountTooWide, 0);
+                    return fail(CoreRule::CountTooWide, 0);
                 }
                 dict = dict.saturating_add(4).saturating_add(s.len());
             }
         }
-        let block = crate::Writer::new().encoded_len(specs)?;
+        let block = kiln_nostd::Writer::new().encoded_len(specs)?;
         let payload_in_block = block_payload_base(specs)?;
         let pad = match self.align {
             0 | 1 => None,
@@ -251,20 +257,20 @@ struct Plan {
 }
 
 /// Where the payload region starts in the canonical block of `specs`.
-fn block_payload_base(specs: &[crate::TensorSpec<'_>]) -> Result<usize> {
+fn block_payload_base(specs: &[kiln_nostd::TensorSpec<'_>]) -> Result<usize> {
     let heap =
         specs.iter().flat_map(|s| s.name.iter().chain(s.layout.iter())).fold(0usize, |n, t| n.saturating_add(t.len()));
-    let count = u32::try_from(specs.len()).or(fail(Rule::FieldTooWide, 8))?;
-    let heap = u32::try_from(heap).or(fail(Rule::FieldTooWide, 12))?;
+    let count = u32::try_from(specs.len()).or(fail(CoreRule::FieldTooWide, 8))?;
+    let heap = u32::try_from(heap).or(fail(CoreRule::FieldTooWide, 12))?;
     match crate::layout::payload_base(count, heap).and_then(usize_from) {
         Some(b) => Ok(b),
-        None => fail(Rule::PayloadSizeOverflow, 16),
+        None => fail(CoreRule::PayloadSizeOverflow, 16),
     }
 }
 
 /// The digest of each tensor's payload, in order.
 #[cfg(feature = "sha2")]
-fn put_digests(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), specs: &[crate::TensorSpec<'_>]) {
+fn put_digests(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), specs: &[kiln_nostd::TensorSpec<'_>]) {
     for s in specs {
         put(file, &crate::digest::sha256(s.data));
     }
@@ -272,7 +278,7 @@ fn put_digests(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), specs: &
 
 /// Without `sha2` no writer asks for digests.
 #[cfg(not(feature = "sha2"))]
-fn put_digests(_: &mut [u8], _: &mut impl FnMut(&mut [u8], &[u8]), _: &[crate::TensorSpec<'_>]) {}
+fn put_digests(_: &mut [u8], _: &mut impl FnMut(&mut [u8], &[u8]), _: &[kiln_nostd::TensorSpec<'_>]) {}
 
 pub(super) fn put_str(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), s: &str) {
     // Fallback not taken: keys and values were checked against the u32 length cap.

@@ -19,6 +19,7 @@ use super::METADATA;
 use crate::bytes::u64_at;
 use crate::error::{fail, Result, Rule};
 use crate::frozen::{Checker, Field, Ty, FRAME_LEN};
+use kiln_nostd::Rule as CoreRule;
 
 /// The signed record's canonical type text.
 pub const SIGNED_TYPE: &str = concat!(
@@ -245,7 +246,7 @@ mod trust {
 /// file and writes them with [`put_signature`].
 ///
 /// ```
-/// use kiln_nostd::model::{signed::{self, SignedHead}, Kind, Model};
+/// use kiln_model::{signed::{self, SignedHead}, Kind, Model};
 /// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let dir = kiln_nostd::Parser::new().parse(&block)?;
 /// # #[cfg(feature = "sha2")] {
@@ -258,7 +259,7 @@ mod trust {
 /// assert_eq!(m.kind(), Kind::Signed);
 /// assert_eq!(m.signature().unwrap().release.target, "board-a");
 /// # }
-/// # Ok::<(), kiln_nostd::Error>(())
+/// # Ok::<(), kiln_model::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct SignedHead<'a> {
@@ -284,7 +285,7 @@ impl SignedHead<'_> {
         for (i, &(k, v)) in self.metadata.iter().enumerate() {
             let prev = i.checked_sub(1).and_then(|j| self.metadata.get(j)).map(|&(p, _)| p);
             if k == super::PAD_KEY || prev.is_some_and(|p| p.as_bytes() >= k.as_bytes()) {
-                return fail(Rule::DictKeyOrder, 0);
+                return fail(CoreRule::DictKeyOrder, 0);
             }
             n = n.saturating_add(8).saturating_add(k.len()).saturating_add(v.len());
         }
@@ -299,9 +300,9 @@ impl SignedHead<'_> {
         let Some((align, rem)) = self.align.filter(|&(a, _)| a > 1 && a.is_power_of_two()) else {
             return Ok(None);
         };
-        let h = crate::Header::parse(block)?;
+        let h = kiln_nostd::Header::parse(block)?;
         let Some(base) = crate::layout::payload_base(h.tensor_count, h.name_bytes) else {
-            return fail(Rule::PayloadSizeOverflow, 16);
+            return fail(CoreRule::PayloadSizeOverflow, 16);
         };
         let without = crate::bytes::u64_from(self.fields_len(Some(0))?).saturating_add(base);
         // The distance up to the next offset congruent to `rem` (align is a power of two).
@@ -320,7 +321,7 @@ impl SignedHead<'_> {
         let pad = self.pad(block)?;
         let total = self.fields_len(pad)?;
         let Some(file) = out.get_mut(..total) else {
-            return fail(Rule::ValueOutputTooSmall, out.len());
+            return fail(CoreRule::ValueOutputTooSmall, out.len());
         };
         let mut at = 0usize;
         let mut put = |file: &mut [u8], bytes: &[u8]| {
@@ -364,7 +365,7 @@ pub fn put_signature(file: &mut [u8], sig: &[u8; SIGNATURE_LEN]) -> Result<()> {
             dst.copy_from_slice(sig);
             Ok(())
         }
-        None => fail(Rule::ValueOutputTooSmall, file.len()),
+        None => fail(CoreRule::ValueOutputTooSmall, file.len()),
     }
 }
 
@@ -433,7 +434,7 @@ impl SigningPlan {
         let m = super::Model::parse_verified(file)?;
         if m.kind() == super::Kind::Shard {
             // A shard is checked against its manifest; the manifest is what a signer signs.
-            return fail(Rule::SchemaHash, 8);
+            return fail(CoreRule::SchemaHash, 8);
         }
         let block_at = m.directory_offset();
         let block = file.get(block_at..).unwrap_or(&[]);

@@ -13,7 +13,9 @@ use crate::bytes::{u32_at, u64_from};
 use crate::digest::DIGEST_LEN;
 use crate::error::{fail, Result, Rule};
 use crate::frozen::{check_frame, Checker, Field, Ty, FRAME_LEN};
-use crate::{Directory, Limits};
+#[cfg(all(feature = "alloc", feature = "sha2"))]
+use kiln_nostd::Rule as CoreRule;
+use kiln_nostd::{Directory, Limits};
 
 /// The delta head's canonical type text.
 pub const DELTA_TYPE: &str = "struct{base:list<u8>,reuse:list<u32>,}";
@@ -95,7 +97,7 @@ impl<'a> DeltaHead<'a> {
 }
 
 /// A model's base id, as a delta names it: SHA-256 of its bytes before its
-/// payload region (`payload_start`, e.g. [`Model::payload_start`](crate::model::Model::payload_start)).
+/// payload region (`payload_start`, e.g. [`Model::payload_start`](crate::Model::payload_start)).
 #[cfg(feature = "sha2")]
 #[must_use]
 pub fn base_id(model: &[u8], payload_start: usize) -> [u8; DIGEST_LEN] {
@@ -215,7 +217,7 @@ impl Iterator for Plan<'_, '_, '_> {
 /// such (`alloc` and `sha2` features).
 #[cfg(all(feature = "alloc", feature = "sha2"))]
 pub fn make(old: &[u8], new: &[u8]) -> Result<alloc::vec::Vec<u8>> {
-    use crate::model::Model;
+    use crate::Model;
     use alloc::vec::Vec;
     let o = Model::parse_verified(old)?;
     let n = Model::parse_verified(new)?;
@@ -236,7 +238,7 @@ pub fn make(old: &[u8], new: &[u8]) -> Result<alloc::vec::Vec<u8>> {
     out.extend_from_slice(&crate::frozen::frame_bytes(DELTA_HASH));
     out.extend_from_slice(&32u32.to_le_bytes());
     out.extend_from_slice(&base_id(old, o.payload_start()));
-    let count = u32::try_from(reuse.len()).or(fail(Rule::CountTooWide, out.len()))?;
+    let count = u32::try_from(reuse.len()).or(fail(CoreRule::CountTooWide, out.len()))?;
     out.extend_from_slice(&count.to_le_bytes());
     for r in &reuse {
         out.extend_from_slice(&r.to_le_bytes());
@@ -257,27 +259,27 @@ pub fn make(old: &[u8], new: &[u8]) -> Result<alloc::vec::Vec<u8>> {
 /// EOF, one with bytes after the last sent payload TRAILING.
 #[cfg(all(feature = "alloc", feature = "sha2"))]
 pub fn apply(old: &[u8], delta: &[u8]) -> Result<alloc::vec::Vec<u8>> {
-    use crate::model::Model;
+    use crate::Model;
     let o = Model::parse(old)?;
     let head = DeltaHead::parse(delta)?;
     head.check_base(&base_id(old, o.payload_start()))?;
     let rest = delta.get(head.len()..).unwrap_or(&[]);
     // NEW's prefix: its fields and the block's prefix, from the start of `rest`.
-    let block_at = crate::model::block_start(rest, &Limits::DEFAULT).map_err(|e| shift(e, head.len()))?;
-    let header = crate::Header::parse(rest.get(block_at..).unwrap_or(&[]))
+    let block_at = crate::block_start(rest, &Limits::DEFAULT).map_err(|e| shift(e, head.len()))?;
+    let header = kiln_nostd::Header::parse(rest.get(block_at..).unwrap_or(&[]))
         .map_err(|e| shift(e, head.len().saturating_add(block_at)))?;
     let base = crate::layout::payload_base(header.tensor_count, header.name_bytes).and_then(crate::bytes::usize_from);
     let Some(prefix_len) = base.and_then(|b| b.checked_add(block_at)) else {
-        return fail(Rule::PayloadSizeOverflow, head.len().saturating_add(block_at).saturating_add(16));
+        return fail(CoreRule::PayloadSizeOverflow, head.len().saturating_add(block_at).saturating_add(16));
     };
     let Some(prefix) = rest.get(..prefix_len) else {
-        return fail(Rule::DirectoryTruncated, delta.len());
+        return fail(CoreRule::DirectoryTruncated, delta.len());
     };
     // The tensor table from the prefix alone (no payload byte is in the delta for it).
     let mut mem = alloc::vec![0u8; prefix_len.saturating_sub(block_at)];
-    let mut inc = crate::Incremental::new(&mut mem);
+    let mut inc = kiln_nostd::Incremental::new(&mut mem);
     inc.feed(prefix.get(block_at..).unwrap_or(&[])).map_err(|e| shift(e, head.len().saturating_add(block_at)))?;
-    let Some(new_dir) = inc.directory() else { return fail(Rule::DirectoryTruncated, delta.len()) };
+    let Some(new_dir) = inc.directory() else { return fail(CoreRule::DirectoryTruncated, delta.len()) };
     let mut out = prefix.to_vec();
     let mut at = head.len().saturating_add(prefix_len);
     for piece in Plan::new(head, new_dir, o.directory())? {
@@ -289,19 +291,19 @@ pub fn apply(old: &[u8], delta: &[u8]) -> Result<alloc::vec::Vec<u8>> {
             }
             Piece::Sent(n) => {
                 let end = at.saturating_add(crate::bytes::usize_sat(n));
-                let Some(bytes) = delta.get(at..end) else { return fail(Rule::BlockTruncated, delta.len()) };
+                let Some(bytes) = delta.get(at..end) else { return fail(CoreRule::BlockTruncated, delta.len()) };
                 out.extend_from_slice(bytes);
                 at = end;
             }
         }
     }
     if at != delta.len() {
-        return fail(Rule::TrailingBytes, at);
+        return fail(CoreRule::TrailingBytes, at);
     }
     Ok(out)
 }
 
 #[cfg(all(feature = "alloc", feature = "sha2"))]
-fn shift(e: crate::Error, by: usize) -> crate::Error {
-    crate::Error::at(e.rule(), e.offset_u64().saturating_add(u64_from(by)))
+fn shift(e: impl Into<crate::Error>, by: usize) -> crate::Error {
+    e.into().shifted(u64_from(by))
 }

@@ -14,7 +14,8 @@ use crate::digest::{Digests, DIGEST_LEN};
 use crate::error::{fail, Result, Rule};
 use crate::frozen::{check_frame, Checker, Field, Ty};
 use crate::names::{table_words, LookupTable, NameTable};
-use crate::{DType, Limits};
+use kiln_nostd::Rule as CoreRule;
+use kiln_nostd::{DType, Limits};
 
 /// The manifest record's canonical type text.
 pub const MANIFEST_TYPE: &str = concat!(
@@ -410,7 +411,7 @@ impl<'a> Manifest<'a> {
             checker.value(record, at)?
         };
         if end != buf.len() {
-            return fail(Rule::TrailingBytes, end);
+            return fail(CoreRule::TrailingBytes, end);
         }
         let mut metadata_end = crate::frozen::skip(buf, &METADATA, at);
         let metadata_at = at;
@@ -745,7 +746,7 @@ impl<'a> Manifest<'a> {
         shard: &super::Model<'_>,
     ) -> Result<()> {
         let index = entry.index;
-        let Some(id) = shard.shard() else { return fail(Rule::SchemaHash, 8) };
+        let Some(id) = shard.shard() else { return fail(CoreRule::SchemaHash, 8) };
         if id.model != model_id {
             return fail(Rule::ShardModel, id.model_offset());
         }
@@ -786,7 +787,7 @@ impl<'a> Manifest<'a> {
 
 /// True when a shard's tensor is the one its manifest entry describes.
 #[cfg(feature = "sha2")]
-fn same_tensor(entry: &ManifestTensor<'_>, t: &crate::Tensor<'_>) -> bool {
+fn same_tensor(entry: &ManifestTensor<'_>, t: &kiln_nostd::Tensor<'_>) -> bool {
     let quant_agrees = match (entry.quant, t.quant()) {
         (None, None) => true,
         (Some(q), Some(tq)) => {

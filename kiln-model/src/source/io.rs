@@ -15,7 +15,7 @@ use super::ReadAt;
 ///
 /// ```
 /// use embedded_io::{ErrorKind, ErrorType, Read, ReadExactError, Seek, SeekFrom};
-/// use kiln_nostd::source::{self, Io, SourceError};
+/// use kiln_model::source::{self, Io, SourceError};
 ///
 /// // A file on an SD card, say (here a cursor over memory).
 /// struct Card<'a>(&'a [u8], u64);
@@ -94,7 +94,7 @@ impl<T: Read + Seek> ReadAt for Io<T> {
 ///
 /// ```
 /// use embedded_io_async::{ErrorKind, ErrorType, Read, Seek, SeekFrom};
-/// use kiln_nostd::source::{self, AsyncIo};
+/// use kiln_model::source::{self, AsyncIo};
 ///
 /// // A file on an SD card, say (here a cursor over memory).
 /// struct Card<'a>(&'a [u8], u64);

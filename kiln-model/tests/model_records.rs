@@ -1,12 +1,13 @@
 //! Digests, shard and manifest records (`spec/model-file.md`): every rule
 //! of its tables broken once, with the code, rule and offset the spec gives.
 
-use kiln_nostd::digest::{sha256, DIGEST_LEN};
-use kiln_nostd::model::{
+use kiln_model::{
     check_all, write_sharded, EntrySpec, Kind, Manifest, ManifestQuant, ManifestWriter, Model, ModelWriter, ShardSpec,
     DIGESTS_HASH, MANIFEST_HASH, SHARD_HASH,
 };
-use kiln_nostd::{DType, ErrorCode, Parser, QuantSpec, Rule, TensorRef, TensorSpec};
+use kiln_model::{AnyRule, Rule};
+use kiln_nostd::digest::{sha256, DIGEST_LEN};
+use kiln_nostd::{DType, ErrorCode, Parser, QuantSpec, Rule as CoreRule, TensorRef, TensorSpec};
 
 const A: [u8; 8] = [0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0];
 const B: [u8; 5] = [1, 0, 1, 1, 0];
@@ -32,7 +33,7 @@ fn digests_file() -> Vec<u8> {
     write(ModelWriter::new().digests(true), &[("author", "kiln")], &specs())
 }
 
-fn rule(r: kiln_nostd::Result<impl Sized>) -> (ErrorCode, Rule, usize) {
+fn rule(r: kiln_model::Result<impl Sized>) -> (ErrorCode, AnyRule, usize) {
     let e = r.err().expect("rejected");
     (e.code(), e.rule(), e.offset())
 }
@@ -59,8 +60,8 @@ fn a_digests_record_round_trips_and_verifies() {
     assert_eq!(hex::encode(table.get(3).unwrap())[..8], *"e3b0c442");
     m.verify_digests().unwrap();
     // parse_any and is_model_file read it as any model file.
-    assert!(kiln_nostd::model::is_model_file(&file));
-    assert_eq!(kiln_nostd::model::parse_any(&file).unwrap().1.len(), 4);
+    assert!(kiln_model::is_model_file(&file));
+    assert_eq!(kiln_model::parse_any(&file).unwrap().1.len(), 4);
 }
 
 #[test]
@@ -92,7 +93,7 @@ fn a_flipped_payload_byte_is_digest_at_the_tensors_first_byte() {
         Model::parse(&bad).expect("structurally valid");
         assert_eq!(
             rule(Model::parse_verified(&bad)),
-            (ErrorCode::Digest, Rule::PayloadDigest, t.absolute_offset()),
+            (ErrorCode::Digest, CoreRule::PayloadDigest.into(), t.absolute_offset()),
             "tensor {:?}",
             t.name()
         );
@@ -106,7 +107,7 @@ fn a_changed_digest_is_caught_too() {
     let at = Model::parse(&bad).unwrap().digests().unwrap().offset_of(1);
     bad[at] ^= 0x80;
     let b = Model::parse(&bad).unwrap().directory().get(1).unwrap().absolute_offset();
-    assert_eq!(rule(Model::parse_verified(&bad)), (ErrorCode::Digest, Rule::PayloadDigest, b));
+    assert_eq!(rule(Model::parse_verified(&bad)), (ErrorCode::Digest, CoreRule::PayloadDigest.into(), b));
 }
 
 #[test]
@@ -119,25 +120,25 @@ fn digest_comes_before_steps_10_to_12_and_after_step_9() {
     let mut bad = good.clone();
     bad[a] ^= 1;
     bad[b.absolute_offset()] = 2;
-    assert_eq!(rule(Model::parse_verified(&bad)).1, Rule::PayloadDigest);
-    assert_eq!(rule(Model::parse(&bad)).1, Rule::BoolByte);
+    assert_eq!(rule(Model::parse_verified(&bad)).1, CoreRule::PayloadDigest);
+    assert_eq!(rule(Model::parse(&bad)).1, CoreRule::BoolByte);
     // A nonzero gap byte after "a" (step 10): DIGEST still.
     let mut bad = good.clone();
     bad[a] ^= 1;
     bad[a + 8] = 1;
-    assert_eq!(rule(Model::parse(&bad)).1, Rule::NonzeroGap);
-    assert_eq!(rule(Model::parse_verified(&bad)).1, Rule::PayloadDigest);
+    assert_eq!(rule(Model::parse(&bad)).1, CoreRule::NonzeroGap);
+    assert_eq!(rule(Model::parse_verified(&bad)).1, CoreRule::PayloadDigest);
     // A byte past the end (step 12): DIGEST.
     let mut bad = good.clone();
     bad[a] ^= 1;
     bad.push(0);
-    assert_eq!(rule(Model::parse_verified(&bad)).1, Rule::PayloadDigest);
+    assert_eq!(rule(Model::parse_verified(&bad)).1, CoreRule::PayloadDigest);
     // A step 9 fault (a wrong byte_length on "a") wins over the mismatch.
     let mut bad = good.clone();
     bad[a] ^= 1;
     let desc = m.directory_offset() + 64;
     bad[desc + 40] = 4;
-    assert_eq!(rule(Model::parse_verified(&bad)).1, Rule::LengthMismatch);
+    assert_eq!(rule(Model::parse_verified(&bad)).1, CoreRule::LengthMismatch);
 }
 
 #[test]
@@ -153,8 +154,8 @@ fn step_9d_stops_at_the_first_misplaced_tensor() {
     // Move "b" one 64-byte slot later is out of the payload; instead move "a" off its slot:
     // byte_offset 0 -> 1 keeps the range inside payload_bytes (a then overlaps nothing).
     bad[desc(0) + 32] = 1;
-    assert_eq!(rule(Model::parse(&bad)).1, Rule::NonCanonicalOffset);
-    assert_eq!(rule(Model::parse_verified(&bad)).1, Rule::NonCanonicalOffset);
+    assert_eq!(rule(Model::parse(&bad)).1, CoreRule::NonCanonicalOffset);
+    assert_eq!(rule(Model::parse_verified(&bad)).1, CoreRule::NonCanonicalOffset);
 }
 
 #[test]
@@ -164,26 +165,26 @@ fn the_digest_table_is_bound_to_the_directory() {
     // Not a multiple of 32: the table's length word, before the block.
     let mut bad = good.clone();
     bad[word..word + 4].copy_from_slice(&127u32.to_le_bytes());
-    assert_eq!(rule(Model::parse(&bad)), (ErrorCode::Type, Rule::DigestTableLength, word));
+    assert_eq!(rule(Model::parse(&bad)), (ErrorCode::Type, CoreRule::DigestTableLength.into(), word));
     // One digest too few (the table shrinks, the block moves up): step 3d.
     let mut bad = good[..word].to_vec();
     bad.extend_from_slice(&96u32.to_le_bytes());
     bad.extend_from_slice(&good[word + 4..word + 4 + 96]);
     bad.extend_from_slice(&good[word + 4 + 128..]);
-    assert_eq!(rule(Model::parse(&bad)), (ErrorCode::Type, Rule::DigestTableCount, word));
+    assert_eq!(rule(Model::parse(&bad)), (ErrorCode::Type, CoreRule::DigestTableCount.into(), word));
     // Step 3 (the count cap) comes before 3d.
     let caps = kiln_nostd::Limits { count_cap: 2, ..kiln_nostd::Limits::DEFAULT };
     let (code, r, _) = rule(Model::parse_with(&bad, Parser::new().limits(caps)));
-    assert_eq!((code, r), (ErrorCode::Limit, Rule::TensorCountCap));
+    assert_eq!((code, r), (ErrorCode::Limit, CoreRule::TensorCountCap.into()));
     // Steps 1 and 2 of the block come first too: a wrong directory version.
     let mut bad2 = bad.clone();
     let block = word + 4 + 96;
     bad2[block + 4] = 3;
-    assert_eq!(rule(Model::parse(&bad2)).1, Rule::DirectoryVersion);
+    assert_eq!(rule(Model::parse(&bad2)).1, CoreRule::DirectoryVersion);
     // And step 3d comes before step 4 (directory_bytes).
     let mut bad3 = bad.clone();
     bad3[block + 24] ^= 1;
-    assert_eq!(rule(Model::parse(&bad3)).1, Rule::DigestTableCount);
+    assert_eq!(rule(Model::parse(&bad3)).1, CoreRule::DigestTableCount);
 }
 
 #[test]
@@ -198,13 +199,13 @@ fn a_shard_record_alone() {
     let mut bad = file[..model_word].to_vec();
     bad.extend_from_slice(&31u32.to_le_bytes());
     bad.extend_from_slice(&file[model_word + 5..]);
-    assert_eq!(rule(Model::parse(&bad)), (ErrorCode::Type, Rule::ShardModelLength, model_word));
+    assert_eq!(rule(Model::parse(&bad)), (ErrorCode::Type, Rule::ShardModelLength.into(), model_word));
     // Index 0, index above the count, count 0.
     for (index, count, at) in [(0u32, 3u32, id.index_offset()), (4, 3, id.index_offset()), (1, 0, id.count_offset())] {
         let mut bad = file.clone();
         bad[id.index_offset()..][..4].copy_from_slice(&index.to_le_bytes());
         bad[id.count_offset()..][..4].copy_from_slice(&count.to_le_bytes());
-        assert_eq!(rule(Model::parse(&bad)), (ErrorCode::Type, Rule::ShardPosition, at), "{index} of {count}");
+        assert_eq!(rule(Model::parse(&bad)), (ErrorCode::Type, Rule::ShardPosition.into(), at), "{index} of {count}");
     }
 }
 
@@ -212,8 +213,8 @@ fn a_shard_record_alone() {
 fn a_manifest_is_not_a_model_file() {
     let files = sharded();
     assert_eq!(Kind::of(&files.manifest), Some(Kind::Manifest));
-    assert!(!kiln_nostd::model::is_model_file(&files.manifest));
-    assert_eq!(rule(Model::parse(&files.manifest)), (ErrorCode::Schema, Rule::SchemaHash, 8));
+    assert!(!kiln_model::is_model_file(&files.manifest));
+    assert_eq!(rule(Model::parse(&files.manifest)), (ErrorCode::Schema, CoreRule::SchemaHash.into(), 8));
     assert_eq!(u64::from_le_bytes(files.manifest[8..16].try_into().unwrap()), MANIFEST_HASH);
 }
 
@@ -222,7 +223,7 @@ fn quantized() -> (Vec<u8>, Vec<u8>) {
     (vec![1u8; 8], vec![0u8; 16])
 }
 
-fn sharded() -> kiln_nostd::model::ShardedFiles {
+fn sharded() -> kiln_model::ShardedFiles {
     let (w, s) = quantized();
     let (w, s) = (&w[..], &s[..]);
     let one = vec![
@@ -249,7 +250,7 @@ fn sharded() -> kiln_nostd::model::ShardedFiles {
     write_sharded(&[("author", "kiln")], &shards, 64).unwrap()
 }
 
-fn check(files: &kiln_nostd::model::ShardedFiles, verify: bool) -> Result<(), (u32, ErrorCode, Rule, usize)> {
+fn check(files: &kiln_model::ShardedFiles, verify: bool) -> Result<(), (u32, ErrorCode, AnyRule, usize)> {
     let m = Manifest::parse(&files.manifest).expect("manifest");
     check_all(&m, |e| files.shards.iter().find(|(n, _)| n == e.name.as_str()).map(|(_, b)| b.clone()), verify, None)
         .map_err(|f| (f.shard, f.error.code(), f.error.rule(), f.error.offset()))
@@ -295,56 +296,56 @@ fn tampering_is_caught_with_the_shard_named() {
     let s = Model::parse(&bad.shards[0].1).unwrap();
     let at = s.directory().get(0).unwrap().absolute_offset();
     bad.shards[0].1[at] ^= 1;
-    assert_eq!(check(&bad, true), Err((1, ErrorCode::Digest, Rule::PayloadDigest, at)));
+    assert_eq!(check(&bad, true), Err((1, ErrorCode::Digest, CoreRule::PayloadDigest.into(), at)));
     check(&bad, false).expect("without hashing the payload is not read");
     // A missing shard.
     let mut bad = good.clone();
     bad.shards.remove(1);
-    assert_eq!(check(&bad, true), Err((2, ErrorCode::Shard, Rule::ShardMissing, 0)));
+    assert_eq!(check(&bad, true), Err((2, ErrorCode::Shard, Rule::ShardMissing.into(), 0)));
     // A shard cut by one byte.
     let mut bad = good.clone();
     let n = bad.shards[2].1.len() - 1;
     bad.shards[2].1.truncate(n);
-    assert_eq!(check(&bad, true), Err((3, ErrorCode::Shard, Rule::ShardLength, n)));
+    assert_eq!(check(&bad, true), Err((3, ErrorCode::Shard, Rule::ShardLength.into(), n)));
     // A shard of another model, bit for bit a valid shard: its model id differs.
     let mut bad = good.clone();
     let mut id = Model::parse(&bad.shards[1].1).unwrap().shard().unwrap().model_offset();
     bad.shards[1].1[id] ^= 1;
-    assert_eq!(check(&bad, true), Err((2, ErrorCode::Shard, Rule::ShardModel, id)));
+    assert_eq!(check(&bad, true), Err((2, ErrorCode::Shard, Rule::ShardModel.into(), id)));
     // Its count.
     let mut bad = good.clone();
     id = Model::parse(&bad.shards[1].1).unwrap().shard().unwrap().count_offset();
     bad.shards[1].1[id] = 4;
-    assert_eq!(check(&bad, true), Err((2, ErrorCode::Shard, Rule::ShardCount, id)));
+    assert_eq!(check(&bad, true), Err((2, ErrorCode::Shard, Rule::ShardCount.into(), id)));
     // A changed metadata byte is the prefix digest.
     // (write_sharded aligns payloads to 64 bytes, which needs a padding value of spaces.)
     let mut bad = good.clone();
     let p = find(&bad.shards[0].1, b"kiln.convert.pad").unwrap() + 16 + 4;
     assert_eq!(bad.shards[0].1[p], b' ');
     bad.shards[0].1[p] = b'x';
-    assert_eq!(check(&bad, true), Err((1, ErrorCode::Shard, Rule::ShardPrefixDigest, 0)));
+    assert_eq!(check(&bad, true), Err((1, ErrorCode::Shard, Rule::ShardPrefixDigest.into(), 0)));
     // A changed digest in a shard's table.
     let mut bad = good.clone();
     let d = Model::parse(&bad.shards[2].1).unwrap().digests().unwrap().offset_of(1);
     bad.shards[2].1[d] ^= 1;
-    assert_eq!(check(&bad, true), Err((3, ErrorCode::Shard, Rule::ShardTensorDigest, d)));
+    assert_eq!(check(&bad, true), Err((3, ErrorCode::Shard, Rule::ShardTensorDigest.into(), d)));
     // A shard whose tensor differs from its entry (a name byte).
     let mut bad = good.clone();
     let p = find(&bad.shards[2].1, b"bempty").unwrap();
     bad.shards[2].1[p] = b'x';
     let s = Model::parse(&bad.shards[2].1).unwrap();
-    assert_eq!(check(&bad, true), Err((3, ErrorCode::Shard, Rule::ShardTensor, s.directory_offset() + 64)));
+    assert_eq!(check(&bad, true), Err((3, ErrorCode::Shard, Rule::ShardTensor.into(), s.directory_offset() + 64)));
     // A plain model file in a shard's place: SCHEMA.
     let mut bad = good.clone();
     let plain = write(ModelWriter::new(), &[], &specs());
     bad.shards[0].1 = plain;
     let len = Manifest::parse(&bad.manifest).unwrap().shard(1).unwrap().length as usize;
     bad.shards[0].1.resize(len, 0);
-    assert_eq!(check(&bad, true).unwrap_err().2, Rule::SchemaHash);
+    assert_eq!(check(&bad, true).unwrap_err().2, CoreRule::SchemaHash);
 }
 
 /// Two shards of one length, and a second model of the same shape with other values.
-fn pair(value: u8) -> kiln_nostd::model::ShardedFiles {
+fn pair(value: u8) -> kiln_model::ShardedFiles {
     let x = &[value; 8][..];
     let one = [TensorSpec::new(DType::F32, &[2], x).named("x")];
     let two = [TensorSpec::new(DType::F32, &[2], &A).named("y")];
@@ -362,13 +363,13 @@ fn swapped_shards_and_shards_of_another_model() {
         s.0 = good.shards[k].0.clone();
     }
     let at = Model::parse(&swapped.shards[0].1).unwrap().shard().unwrap().index_offset();
-    assert_eq!(check(&swapped, true), Err((1, ErrorCode::Shard, Rule::ShardIndex, at)));
+    assert_eq!(check(&swapped, true), Err((1, ErrorCode::Shard, Rule::ShardIndex.into(), at)));
     // Shard 1 of a model whose "x" holds other values: the same length, another model id.
     let other = pair(2);
     let mut mixed = good.clone();
     mixed.shards[0].1 = other.shards[0].1.clone();
     let at = Model::parse(&mixed.shards[0].1).unwrap().shard().unwrap().model_offset();
-    assert_eq!(check(&mixed, true), Err((1, ErrorCode::Shard, Rule::ShardModel, at)));
+    assert_eq!(check(&mixed, true), Err((1, ErrorCode::Shard, Rule::ShardModel.into(), at)));
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -391,7 +392,7 @@ fn raw_manifest(shards: &[ShardSpec<'_>], entries: &[EntrySpec<'_>]) -> Vec<u8> 
     out
 }
 
-fn manifest_rule(shards: &[ShardSpec<'_>], entries: &[EntrySpec<'_>]) -> (ErrorCode, Rule) {
+fn manifest_rule(shards: &[ShardSpec<'_>], entries: &[EntrySpec<'_>]) -> (ErrorCode, AnyRule) {
     let m = raw_manifest(shards, entries);
     let (code, r, _) = rule(Manifest::parse(&m));
     let mut scratch = vec![0u32; Manifest::scratch_len(entries.len().max(shards.len()))];
@@ -405,13 +406,16 @@ fn manifest_rules_m1_to_m5() {
     let ok = [entry("a", 1, DType::F32, &[2], 8)];
     let one = [shard("s.kiln")];
     Manifest::parse(&raw_manifest(&one, &ok)).unwrap();
-    assert_eq!(manifest_rule(&[], &[]), (ErrorCode::Type, Rule::ManifestNoShards));
+    assert_eq!(manifest_rule(&[], &[]), (ErrorCode::Type, Rule::ManifestNoShards.into()));
     for bad in ["", "a/b", "a\\b", "..", ".", "a:b", "a\0b", "/abs", "tab\t", "del\u{7f}", &"x".repeat(256)] {
-        assert_eq!(manifest_rule(&[shard(bad)], &ok), (ErrorCode::Path, Rule::ShardName), "{bad:?}");
+        assert_eq!(manifest_rule(&[shard(bad)], &ok), (ErrorCode::Path, Rule::ShardName.into()), "{bad:?}");
     }
     Manifest::parse(&raw_manifest(&[shard(&"x".repeat(255))], &ok)).unwrap();
     Manifest::parse(&raw_manifest(&[shard("ünï.kiln")], &ok)).unwrap();
-    assert_eq!(manifest_rule(&[shard("s"), shard("t"), shard("s")], &ok), (ErrorCode::Path, Rule::ShardNameRepeated));
+    assert_eq!(
+        manifest_rule(&[shard("s"), shard("t"), shard("s")], &ok),
+        (ErrorCode::Path, Rule::ShardNameRepeated.into())
+    );
     assert_eq!(manifest_rule(&one, &[entry("", 1, DType::F32, &[2], 8)]).1, Rule::ManifestNameEmpty);
     let two = [entry("a", 1, DType::F32, &[2], 8), entry("a", 1, DType::F32, &[2], 8)];
     assert_eq!(manifest_rule(&one, &two).1, Rule::ManifestNameRepeated);
@@ -424,7 +428,7 @@ fn manifest_rules_m1_to_m5() {
     let huge = [u64::MAX, 2];
     assert_eq!(
         manifest_rule(&one, &[entry("a", 1, DType::F32, &huge, 8)]),
-        (ErrorCode::Limit, Rule::ManifestCountOverflow)
+        (ErrorCode::Limit, Rule::ManifestCountOverflow.into())
     );
     let zero_dim = [u64::MAX, 0, u64::MAX];
     Manifest::parse(&raw_manifest(&one, &[entry("a", 1, DType::F32, &zero_dim, 0)])).unwrap();
@@ -436,7 +440,7 @@ fn manifest_rules_m1_to_m5() {
     let big = [u64::MAX / 2];
     assert_eq!(
         manifest_rule(&one, &[entry("a", 1, DType::F32, &big, 8)]),
-        (ErrorCode::Limit, Rule::ManifestSizeOverflow)
+        (ErrorCode::Limit, Rule::ManifestSizeOverflow.into())
     );
     assert_eq!(manifest_rule(&one, &[entry("a", 1, DType::F32, &[2], 7)]).1, Rule::ManifestLength);
     let mut opaque = entry("a", 1, DType::Opaque(4100), &[2], 9);
@@ -472,11 +476,11 @@ fn manifest_rules_m1_to_m5() {
     let word = m.len() - 4 - DIGEST_LEN;
     m[word..word + 4].copy_from_slice(&0u32.to_le_bytes());
     m.truncate(word + 4);
-    assert_eq!(rule(Manifest::parse(&m)), (ErrorCode::Type, Rule::ManifestDigestCount, word));
+    assert_eq!(rule(Manifest::parse(&m)), (ErrorCode::Type, Rule::ManifestDigestCount.into(), word));
     // Frozen rules first: a truncated manifest is EOF, extra bytes TRAILING.
     let mut m = raw_manifest(&one, &ok);
     m.push(0);
-    assert_eq!(rule(Manifest::parse(&m)).1, Rule::TrailingBytes);
+    assert_eq!(rule(Manifest::parse(&m)).1, CoreRule::TrailingBytes);
     let m = raw_manifest(&one, &ok);
     assert_eq!(rule(Manifest::parse(&m[..m.len() - 1])).0, ErrorCode::Eof);
 }
@@ -502,8 +506,8 @@ fn manifest_names_are_checked_in_linear_time_with_scratch() {
 /// accepts, and the payload's check is the caller's.
 #[test]
 fn a_shard_checked_from_its_prefix_alone() {
-    use kiln_nostd::model::{check_shard, check_shard_prefix};
-    let verdicts = |files: &kiln_nostd::model::ShardedFiles| {
+    use kiln_model::{check_shard, check_shard_prefix};
+    let verdicts = |files: &kiln_model::ShardedFiles| {
         let m = Manifest::parse(&files.manifest).unwrap();
         let id = m.model_id();
         for entry in m.shards() {

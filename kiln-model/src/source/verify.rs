@@ -3,12 +3,12 @@
 
 use super::{AsyncReadAt, Options, ReadAt, SourceError};
 use crate::bytes::{u64_from, usize_from};
-use crate::directory::Directory;
 use crate::dtype::{DType, Width};
-use crate::error::Rule;
 use crate::header::{Header, HEADER_LEN};
 use crate::incremental::{Borrowed, Incremental, Summary};
 use crate::layout;
+use kiln_nostd::Directory;
+use kiln_nostd::Rule as CoreRule;
 
 /// [`verify`](super::verify) over the source trait `$Source`, each source
 /// call wrapped in `$io!` (`ready!` or `wait!`), `async` if given: one body,
@@ -48,7 +48,7 @@ macro_rules! verify_fns {
             $io!(drive(&mut v, &mut source, chunk, len, coalesce)).map_err(SourceError::Read)?;
             match v.finish() {
                 Ok(summary) => Ok(summary),
-                Err(e) if e.rule() == Rule::PrefixBufferTooSmall => {
+                Err(e) if e.rule() == CoreRule::PrefixBufferTooSmall => {
                     // The header passed steps 1 to 4 (the prefix size comes from it).
                     let mut head = [0u8; HEADER_LEN];
                     $io!(source.read_at(0, &mut head)).map_err(SourceError::Read)?;
@@ -56,7 +56,7 @@ macro_rules! verify_fns {
                     // Fallback: an unaligned heap end can only overflow near u64::MAX: report it as is.
                     Err(SourceError::BufferTooSmall { needed: layout::align(heap_end).unwrap_or(heap_end) })
                 }
-                Err(e) => Err(SourceError::Kiln(e)),
+                Err(e) => Err(SourceError::Kiln(e.into())),
             }
         }
 

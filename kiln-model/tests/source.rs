@@ -1,4 +1,4 @@
-//! Ranged reading (`kiln_nostd::source`) against `Parser`:
+//! Ranged reading (`kiln_model::source`) against `Parser`:
 //!
 //! - `verify` over a source, with chunk buffers of 64, 1,000 and 65,536
 //!   bytes (and with read merging off), gives exactly `Parser::parse`'s
@@ -17,12 +17,14 @@
 //! `KILN_SOURCE_CASES` sets the number of mutated blocks (default 600).
 
 use std::cell::Cell;
+#[path = "../../kiln-nostd/tests/cases/mod.rs"]
 mod cases;
 
 use cases::{hex, json_cases, mutate, repo_root, templates, Rng};
 
-use kiln_nostd::source::{self, Options, OutOfBounds, ReadAt, SourceError, TensorId, Window};
-use kiln_nostd::{DType, Directory, Error, Incremental, Limits, Parser, Rule, TensorSpec};
+use kiln_model::source::{self, Options, OutOfBounds, ReadAt, SourceError, TensorId, Window};
+use kiln_model::Error;
+use kiln_nostd::{DType, Directory, Incremental, Limits, Parser, Rule, TensorSpec};
 
 fn example_model() -> Vec<u8> {
     std::fs::read(repo_root().join("spec/examples/digits-mlp.kiln")).expect("example model")
@@ -97,8 +99,8 @@ const CHUNKS: [usize; 3] = [64, 1000, 65536];
 
 /// `verify` in every chunking, standalone and embedded, against `Parser`.
 fn compare_verify(buf: &[u8], limits: Limits, what: &str) -> usize {
-    let want = Parser::new().limits(limits).parse(buf).map(|d| d.block_len() as u64);
-    let want_at = Parser::new().limits(limits).parse_at(buf, 0).map(|d| d.block_len() as u64);
+    let want = Parser::new().limits(limits).parse(buf).map(|d| d.block_len() as u64).map_err(Error::from);
+    let want_at = Parser::new().limits(limits).parse_at(buf, 0).map(|d| d.block_len() as u64).map_err(Error::from);
     let mut prefix = prefix_for(buf);
     let mut n = 0;
     for chunk in CHUNKS {
@@ -165,7 +167,7 @@ fn compare_open(buf: &[u8], limits: Limits, what: &str) -> bool {
                 assert_eq!((u.name(), u.shape(), u.dtype()), (t.name(), t.shape(), t.dtype()));
             }
         }
-        Err(p) if p.rule() != Rule::NonzeroGap => assert_eq!(first_read_fault, Some(p), "{what}"),
+        Err(p) if p.rule() != Rule::NonzeroGap => assert_eq!(first_read_fault, Some(p.into()), "{what}"),
         Err(_) => {}
     }
     true
@@ -363,7 +365,7 @@ fn rows_of_every_width() {
     let read = |name: &str, r: std::ops::Range<u64>| {
         kiln(source::read_rows(&block[..], &model, name, r, &mut [0u8; 64])).map(|_| ())
     };
-    assert_eq!(read("odd", 0..3), Err(want), "Parser's first fault: the nibble of tensor 0");
+    assert_eq!(read("odd", 0..3), Err(want.into()), "Parser's first fault: the nibble of tensor 0");
     assert_eq!(read("b", 0..1), Ok(()));
     assert_eq!(read("b", 1..2), Err(Error::new(Rule::BoolByte, b_at + 3)));
     let mut chunk = [0u8; 64];
@@ -511,7 +513,7 @@ fn std_file() {
         .unwrap();
     let file = std::fs::File::open(&path).unwrap();
     let e = source::verify(&file, &mut prefix, &mut chunk).unwrap_err();
-    assert_eq!(e.kiln().map(|e| e.rule()), Some(Rule::TrailingBytes));
+    assert_eq!(e.kiln().map(|e| e.rule()), Some(Rule::TrailingBytes.into()));
     assert!(e.to_string().starts_with("TRAILING"), "{e}");
     std::fs::remove_file(&path).unwrap();
 }
@@ -599,7 +601,7 @@ mod flash {
         let mut bad = bytes.clone();
         bad[70] = 1;
         let e = source::verify(part, &mut prefix, &mut chunk).unwrap_err();
-        assert_eq!(e.kiln(), Parser::new().parse(&bad).err());
+        assert_eq!(e.kiln(), Parser::new().parse(&bad).err().map(Into::into));
     }
 }
 

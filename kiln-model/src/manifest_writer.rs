@@ -5,8 +5,9 @@
 use super::manifest::{Manifest, ManifestQuant, MANIFEST_HASH};
 use super::PAD_KEY;
 use crate::digest::DIGEST_LEN;
-use crate::error::{fail, Result, Rule};
-use crate::{DType, Limits};
+use crate::error::{fail, Result};
+use kiln_nostd::Rule as CoreRule;
+use kiln_nostd::{DType, Limits};
 
 /// A shard as the manifest lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +66,7 @@ impl EntryTable for [EntrySpec<'_>] {
 ///
 /// ```
 /// # #[cfg(feature = "sha2")] {
-/// use kiln_nostd::model::{EntrySpec, Manifest, ManifestWriter, ShardSpec};
+/// use kiln_model::{EntrySpec, Manifest, ManifestWriter, ShardSpec};
 /// use kiln_nostd::{digest::sha256, DType};
 /// let w = [0u8; 8];
 /// let entries = [EntrySpec {
@@ -79,7 +80,7 @@ impl EntryTable for [EntrySpec<'_>] {
 /// assert_eq!(m.find("w").map(|(t, within)| (t.shard, within)), Some((1, 0)));
 /// assert_eq!(m.model_id(), ManifestWriter::model_id(&entries)?);
 /// # }
-/// # Ok::<(), kiln_nostd::Error>(())
+/// # Ok::<(), kiln_model::Error>(())
 /// ```
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ManifestWriter;
@@ -119,7 +120,7 @@ impl ManifestWriter {
     ) -> Result<usize> {
         let len = Self::encoded_len(metadata, shards, entries)?;
         let Some(file) = out.get_mut(..len) else {
-            return fail(Rule::ValueOutputTooSmall, out.len());
+            return fail(CoreRule::ValueOutputTooSmall, out.len());
         };
         let mut at = 0usize;
         emit(metadata, shards, entries, &mut |b| {
@@ -167,7 +168,7 @@ impl ManifestWriter {
 fn word(n: usize) -> Result<[u8; 4]> {
     match u32::try_from(n) {
         Ok(v) => Ok(v.to_le_bytes()),
-        Err(_) => fail(Rule::CountTooWide, 0),
+        Err(_) => fail(CoreRule::CountTooWide, 0),
     }
 }
 
@@ -188,7 +189,7 @@ fn emit<T: EntryTable + ?Sized>(
     for (i, &(k, v)) in metadata.iter().enumerate() {
         let prev = i.checked_sub(1).and_then(|j| metadata.get(j)).map(|&(p, _)| p);
         if k == PAD_KEY || prev.is_some_and(|p| p.as_bytes() >= k.as_bytes()) {
-            return fail(Rule::DictKeyOrder, 0);
+            return fail(CoreRule::DictKeyOrder, 0);
         }
         emit_str(k, sink)?;
         emit_str(v, sink)?;
@@ -209,7 +210,7 @@ fn emit_table<T: EntryTable + ?Sized>(entries: &T, sink: &mut impl FnMut(&[u8]))
     // A table that yields fewer entries than it counts cannot be written.
     let at = |i: usize| match entries.entry(i) {
         Some(e) => Ok(e),
-        None => fail(Rule::CountTooWide, 0),
+        None => fail(CoreRule::CountTooWide, 0),
     };
     sink(&word(count)?);
     for i in 0..count {
@@ -265,14 +266,14 @@ pub fn sign_manifest(
     out.extend_from_slice(&[0u8; super::signed::SIGNATURE_LEN]);
     out.extend_from_slice(m.metadata_bytes());
     out.extend_from_slice(&version.to_le_bytes());
-    let len = u32::try_from(target.len()).or(fail(Rule::CountTooWide, out.len()))?;
+    let len = u32::try_from(target.len()).or(fail(CoreRule::CountTooWide, out.len()))?;
     out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(target.as_bytes());
     out.extend_from_slice(m.tables_bytes());
     let sig = sign(&super::signed::signed_message(&out, out.len()).concat());
     super::signed::put_signature(&mut out, &sig)?;
-    let trust =
-        super::signed::Trust::new(key).ok_or(crate::Error::new(Rule::SignatureInvalid, super::signed::SIG_AT))?;
-    Manifest::parse_trusted(&out, &crate::Limits::DEFAULT, None, &trust)?;
+    let trust = super::signed::Trust::new(key)
+        .ok_or(crate::Error::new(crate::Rule::SignatureInvalid, super::signed::SIG_AT))?;
+    Manifest::parse_trusted(&out, &kiln_nostd::Limits::DEFAULT, None, &trust)?;
     Ok(out)
 }

@@ -23,14 +23,16 @@
 //! `KILN_DIGEST_CASES` sets the number of mutated blocks (default 400).
 #![cfg(feature = "sha2")]
 
+#[path = "../../kiln-nostd/tests/cases/mod.rs"]
 mod cases;
 
 use cases::{hex, mutate, templates, write, Rng};
-use kiln_nostd::digest::{check_block_digests, sha256, Digests, TensorHasher};
+use kiln_model::check_block_digests;
+use kiln_model::source::{self, OutOfBounds, ReadAt};
+use kiln_nostd::digest::{sha256, Digests, TensorHasher};
 use kiln_nostd::incremental::Borrowed;
-use kiln_nostd::source::{OutOfBounds, ReadAt};
 use kiln_nostd::{
-    source, DType, Error, ErrorCode, Header, Incremental, Limits, Parser, QuantSpec, Rule, TensorRef, TensorSpec,
+    DType, Error, ErrorCode, Header, Incremental, Limits, Parser, QuantSpec, Rule, TensorRef, TensorSpec,
 };
 
 // ---------------------------------------------------------------------------
@@ -894,8 +896,9 @@ fn verify(b: &[u8], table: &[u8], embedded: bool, chunk: usize, coalesce: u64) -
     let src = Counting { bytes: b, read: std::cell::Cell::new(0) };
     let o = source::Options::new().coalesce(coalesce).digests(table);
     let o = if embedded { o.embedded() } else { o };
+    // Every verdict here is one of the core's rules (steps 1 to 12 and 9d).
     let got = o.verify(&src, &mut prefix, &mut chunk_buf).map(|_| ()).map_err(|e| match e.kiln() {
-        Some(e) => e,
+        Some(k) => k.core_error().unwrap_or_else(|| panic!("not a core rule: {k:?}")),
         None => panic!("not a format error: {e:?}"),
     });
     (got, src.read.get())

@@ -17,19 +17,19 @@
 //! 4. step 9d, each tensor's digest, with the chunk that holds its last byte;
 //! 5. steps 10 to 12, and truncation at [`finish`](UpdateCheck::finish).
 //!
-//! Its verdict is [`Model::parse_trusted`](crate::model::Model::parse_trusted)'s
+//! Its verdict is [`Model::parse_trusted`](crate::Model::parse_trusted)'s
 //! on the same bytes, in every chunking, with one exception: a length word
 //! before the block that runs past the end of the buffer is
-//! [`Rule::PrefixBufferTooSmall`] (the stream does not know where the file
+//! [`CoreRule::PrefixBufferTooSmall`] (the stream does not know where the file
 //! ends), where the whole file may say EOF. Memory: one caller buffer for the
 //! fields before the block and the block's directory prefix, the name
 //! scratch and a SHA-256 state; nothing is allocated.
 //!
 //! ```
 //! # #[cfg(feature = "alloc")] {
-//! use kiln_nostd::model::Trust;
-//! use kiln_nostd::update::UpdateCheck;
-//! # let (file, key) = kiln_nostd::update::doc_example();
+//! use kiln_model::Trust;
+//! use kiln_model::update::UpdateCheck;
+//! # let (file, key) = kiln_model::update::doc_example();
 //! let trust = Trust::new(&key).unwrap().target("board-a").newer_than(2);
 //! let mut buf = [0u8; 2048];
 //! let mut hasher = kiln_nostd::digest::TensorHasher::new();
@@ -40,7 +40,7 @@
 //! let summary = check.finish()?; // now activate
 //! assert_eq!(summary.version, 3);
 //! # }
-//! # Ok::<(), kiln_nostd::Error>(())
+//! # Ok::<(), kiln_model::Error>(())
 //! ```
 
 use crate::bytes::{u64_from, usize_from, usize_sat};
@@ -48,9 +48,10 @@ use crate::digest::TensorHasher;
 use crate::error::{fail, Error, ErrorCode, Result, Rule};
 use crate::header::HEADER_LEN;
 use crate::incremental::{Memory, Parts, Progress, Summary};
-use crate::model::signed::{signed_message, SIGNATURE_LEN};
-use crate::model::{Head, Trust};
-use crate::{Incremental, Limits};
+use crate::signed::{signed_message, SIGNATURE_LEN};
+use crate::{Head, Trust};
+use kiln_nostd::Rule as CoreRule;
+use kiln_nostd::{Incremental, Limits};
 
 /// What [`UpdateCheck::finish`] reports for an accepted update.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +160,7 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
 
     /// The new model's tensor table, once its directory prefix is in, valid
     /// and signed by the trusted key (before any payload byte).
-    pub fn directory(&self) -> Option<crate::Directory<'_>> {
+    pub fn directory(&self) -> Option<kiln_nostd::Directory<'_>> {
         match &self.stage {
             Stage::Block { inc, signed: true, .. } => inc.directory(),
             _ => None,
@@ -192,7 +193,7 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
                 return if rest.is_empty() {
                     Ok(Progress::Header)
                 } else {
-                    fail(Rule::PrefixBufferTooSmall, usize_sat(self.fed))
+                    fail(CoreRule::PrefixBufferTooSmall, usize_sat(self.fed))
                 };
             };
         }
@@ -260,7 +261,7 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
         let trust = self.trust;
         let Stage::Block { inc, sig, signed, .. } = &mut self.stage else { return Ok(Progress::Payload) };
         let block_at = inc.memory().block_at;
-        let to_abs = |e: Error| Error::at(e.rule(), e.offset_u64().saturating_add(u64_from(block_at)));
+        let to_abs = |e: kiln_nostd::Error| Error::from(e).shifted(u64_from(block_at));
         let mut rest = chunk;
         let mut progress = Progress::Header;
         while !*signed {
@@ -277,7 +278,7 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
             match r {
                 // Steps 1 to 9 come before 9s; a digest fault (an empty first
                 // tensor, judged with the prefix) after it.
-                Err(e) if e.rule() != Rule::PayloadDigest || !complete => return Err(to_abs(e)),
+                Err(e) if e.rule() != CoreRule::PayloadDigest || !complete => return Err(to_abs(e)),
                 Ok(p) => progress = p,
                 Err(_) => {}
             }
@@ -313,15 +314,17 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
                 let head = Head::check_with(bytes, &self.limits, Some(&policy))?;
                 // The fields are in, the block is cut short: its own verdict.
                 let block = bytes.get(head.block..).unwrap_or(&[]);
-                let e = crate::Header::parse(block).err().unwrap_or(Error::new(Rule::HeaderTruncated, block.len()));
-                Err(Error::at(e.rule(), e.offset_u64().saturating_add(u64_from(head.block))))
+                let e = kiln_nostd::Header::parse(block)
+                    .err()
+                    .unwrap_or(kiln_nostd::Error::new(CoreRule::HeaderTruncated, block.len()));
+                Err(Error::from(e).shifted(u64_from(head.block)))
             }
             Stage::Block { inc, version, signed, .. } => {
                 let block_at = u64_from(inc.memory().block_at);
-                let summary = inc.finish().map_err(|e| Error::at(e.rule(), e.offset_u64().saturating_add(block_at)))?;
+                let summary = inc.finish().map_err(|e| Error::from(e).shifted(block_at))?;
                 if !signed {
                     // A block with an empty prefix would be signed at its end; none is valid.
-                    return fail(Rule::SignatureInvalid, crate::model::signed::SIG_AT);
+                    return fail(Rule::SignatureInvalid, crate::signed::SIG_AT);
                 }
                 Ok(UpdateSummary {
                     version,
@@ -330,7 +333,7 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
                     block: summary,
                 })
             }
-            Stage::Done => fail(Rule::TrailingBytes, usize_sat(self.fed)),
+            Stage::Done => fail(CoreRule::TrailingBytes, usize_sat(self.fed)),
         }
     }
 }
@@ -339,15 +342,15 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
 #[doc(hidden)]
 #[cfg(feature = "alloc")]
 pub fn doc_example() -> (alloc::vec::Vec<u8>, [u8; 32]) {
-    use crate::model::signed::{put_signature, SignedHead};
+    use crate::signed::{put_signature, SignedHead};
     use ed25519_dalek::Signer;
     let data = [0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0];
-    let specs = [crate::TensorSpec::new(crate::DType::F32, &[2], &data).named("w")];
-    let mut block = alloc::vec![0u8; crate::Writer::new().encoded_len(&specs).unwrap_or(0)];
-    let _ = crate::Writer::new().write(&specs, &mut block);
+    let specs = [kiln_nostd::TensorSpec::new(kiln_nostd::DType::F32, &[2], &data).named("w")];
+    let mut block = alloc::vec![0u8; kiln_nostd::Writer::new().encoded_len(&specs).unwrap_or(0)];
+    let _ = kiln_nostd::Writer::new().write(&specs, &mut block);
     let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
     let public = key.verifying_key().to_bytes();
-    let dir = crate::Parser::new().parse(&block).ok();
+    let dir = kiln_nostd::Parser::new().parse(&block).ok();
     let digests: alloc::vec::Vec<u8> =
         dir.iter().flat_map(|d| d.iter()).flat_map(|t| crate::digest::sha256(t.bytes())).collect();
     let head =
@@ -357,7 +360,7 @@ pub fn doc_example() -> (alloc::vec::Vec<u8>, [u8; 32]) {
     let _ = head.write(&block, &mut file);
     file.extend_from_slice(&block);
     let base =
-        crate::Header::parse(&block).ok().and_then(|h| crate::layout::payload_base(h.tensor_count, h.name_bytes));
+        kiln_nostd::Header::parse(&block).ok().and_then(|h| crate::layout::payload_base(h.tensor_count, h.name_bytes));
     let payload_start = n.saturating_add(usize_sat(base.unwrap_or(0)));
     let msg: alloc::vec::Vec<u8> = signed_message(&file, payload_start).concat();
     let _ = put_signature(&mut file, &key.sign(&msg).to_bytes());

@@ -6,11 +6,12 @@
 //! an allocation.
 //!
 //! ```
-//! use kiln_nostd::{host, Limits};
+//! use kiln_model::host;
+//! use kiln_nostd::Limits;
 //! let block = kiln_nostd::EMPTY_BLOCK;
 //! let mut scratch = host::scratch_for(&block, &Limits::DEFAULT);
 //! assert_eq!(host::parser(Limits::DEFAULT, &mut scratch).parse(&block)?.len(), 0);
-//! # Ok::<(), kiln_nostd::Error>(())
+//! # Ok::<(), kiln_model::Error>(())
 //! ```
 
 extern crate std;
@@ -18,13 +19,13 @@ extern crate std;
 use std::vec;
 use std::vec::Vec;
 
+use crate as model;
 use crate::bytes::u64_from;
 use crate::header::Header;
 use crate::layout::descriptors_end;
-use crate::limits::Limits;
-use crate::model;
 use crate::names::scratch_len;
-use crate::parser::Parser;
+use kiln_nostd::Limits;
+use kiln_nostd::Parser;
 
 /// The name table's seed for this process: random, fixed once drawn.
 pub fn process_seed() -> u64 {
@@ -83,7 +84,7 @@ pub fn parser(limits: Limits, scratch: &mut [u32]) -> Parser<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DType, TensorSpec, Writer};
+    use kiln_nostd::{DType, TensorSpec, Writer};
 
     #[test]
     fn scratch_only_for_plausible_counts() {
@@ -95,7 +96,7 @@ mod tests {
         assert_eq!(name_scratch(&block, 0, &Limits::DEFAULT.with_count_cap(0)), None);
         assert_eq!(name_scratch(&block, 1, &Limits::DEFAULT), None);
         // A header claiming 2^32 - 1 tensors in 64 bytes gets no scratch.
-        let mut huge = crate::EMPTY_BLOCK;
+        let mut huge = kiln_nostd::EMPTY_BLOCK;
         huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(name_scratch(&huge, 0, &Limits::MAX), None);
         assert_eq!(name_scratch(b"nope", 0, &Limits::DEFAULT), None);

@@ -4,9 +4,11 @@
 //! fetched buffer). Needs the `sha2` feature.
 
 use super::{Manifest, ShardEntry};
-use crate::digest::{check_block_digests, DIGEST_LEN};
+use crate::block_digests::check_block_digests;
+use crate::digest::DIGEST_LEN;
 use crate::error::{Error, Result, Rule};
-use crate::Parser;
+use kiln_nostd::Parser;
+use kiln_nostd::Rule as CoreRule;
 
 /// A fault in a sharded model: the shard it is in (its 1-based index; the
 /// name is [`Manifest::shard`]'s) and the error, whose offset is in that
@@ -43,7 +45,7 @@ pub fn check_shard(
     crate::frozen::check_frame(file, super::SHARD_HASH)?;
     let head = super::Head::check(file, &caps)?;
     let block = head.block;
-    let model = head.model(parser.reborrow().parse_prefix_at(file, block, len)?);
+    let model = head.model(parse_prefix_at(parser.reborrow(), file, block, len)?);
     manifest.check_shard(entry, model_id, file, &model)?;
     // Steps 9d to 12: the whole-buffer verdict, whose steps 1 to 9 the prefix passed. The
     // same name scratch: without it the names would be compared pairwise again.
@@ -52,7 +54,7 @@ pub fn check_shard(
         _ => parser.parse_at(file, block)?,
     };
     if dir.end() != file.len() {
-        return crate::error::fail(Rule::TrailingBytes, dir.end());
+        return crate::error::fail(CoreRule::TrailingBytes, dir.end());
     }
     Ok(())
 }
@@ -84,7 +86,7 @@ pub fn check_shard_prefix<'a>(
     crate::frozen::check_frame(file, super::SHARD_HASH)?;
     let head = super::Head::check(file, &parser.caps())?;
     let block = head.block;
-    let model = head.model(parser.parse_prefix_at(file, block, file_len)?);
+    let model = head.model(parse_prefix_at(parser, file, block, file_len)?);
     manifest.check_shard(entry, model_id, file, &model)?;
     Ok(model)
 }
@@ -123,7 +125,7 @@ pub mod write {
     use super::super::{EntrySpec, ManifestQuant, ManifestWriter, ModelWriter, ShardSpec};
     use crate::digest::sha256;
     use crate::error::Result;
-    use crate::{QuantSpec, TensorRef, TensorSpec};
+    use kiln_nostd::{QuantSpec, TensorRef, TensorSpec};
 
     /// The files of a sharded model: the manifest's bytes, and each shard's
     /// name and bytes in order.
@@ -206,7 +208,7 @@ pub mod write {
         let mut manifest = vec![0u8; ManifestWriter::encoded_len(metadata, &listed, &entries)?];
         let mut scratch = vec![0u32; super::Manifest::scratch_len(entries.len().max(shards.len()))];
         ManifestWriter::write_with_scratch(metadata, &listed, &entries, &mut manifest, Some(&mut scratch))?;
-        let m = super::Manifest::parse_with(&manifest, &crate::Limits::DEFAULT, Some(&mut scratch))?;
+        let m = super::Manifest::parse_with(&manifest, &kiln_nostd::Limits::DEFAULT, Some(&mut scratch))?;
         let biggest = shards.iter().map(|(_, s)| s.len()).max().unwrap_or(0);
         let mut names = vec![0u32; crate::names::table_words(biggest)];
         let by_name = |e: &super::ShardEntry<'_>| files.iter().find(|(n, _)| n == e.name.as_str()).map(|(_, b)| b);
@@ -215,6 +217,42 @@ pub mod write {
     }
 
     fn too_wide() -> crate::Error {
-        crate::Error::new(crate::Rule::FieldTooWide, 0)
+        crate::Error::new(kiln_nostd::Rule::FieldTooWide, 0)
+    }
+}
+/// Steps 1 to 9 of the block at `start` (and step 10's placement and step
+/// 11's quantization as far as the descriptors decide them, which are not
+/// reported): the tensor table of a shard whose payload faults, if any, are
+/// left to a later check (held against its manifest before its steps 9d to
+/// 12). `file_len` is the length of the file `buf` starts; `buf` need hold
+/// only its bytes up to the block's payload region (steps 5 and 6 are
+/// checked against `file_len`; a `buf` shorter than the prefix is EOF at its end).
+fn parse_prefix_at<'a>(
+    parser: Parser<'_>,
+    buf: &'a [u8],
+    start: usize,
+    file_len: u64,
+) -> Result<kiln_nostd::Directory<'a>> {
+    use crate::bytes::{u64_from, usize_from};
+    use crate::error::fail;
+    use kiln_nostd::header::{Header, Regions};
+    use kiln_nostd::steps::{check_prefix_of, PrefixVerdict};
+    let Some(block) = buf.get(start..) else {
+        return fail(kiln_nostd::Rule::HeaderTruncated, buf.len());
+    };
+    let (limits, scratch, seed) = parser.into_parts();
+    let shift = |e: kiln_nostd::Error| Error::from(e).shifted(u64_from(start));
+    let header = Header::parse(block).map_err(shift)?;
+    let avail = file_len.saturating_sub(u64_from(start));
+    let (heap_end, base, block_len) = header.check_extent(&limits, avail).map_err(shift)?;
+    let Some(prefix) = usize_from(base).and_then(|b| block.get(..b)) else {
+        return fail(kiln_nostd::Rule::DirectoryTruncated, buf.len());
+    };
+    // Both are at most `base`, which `prefix` holds.
+    let (heap_end, payload_base) = (usize_from(heap_end).unwrap_or(0), prefix.len());
+    let regions = Regions { heap_end, payload_base, block_len: usize_from(block_len).unwrap_or(usize::MAX) };
+    match check_prefix_of(prefix, &header, regions, scratch, seed).map_err(shift)? {
+        (_, PrefixVerdict::Certain(e)) => Err(shift(e)),
+        _ => Ok(kiln_nostd::Directory::from_checked(buf, start, header, regions)),
     }
 }

@@ -3,7 +3,7 @@
 //! committed bytes, so a format change cannot leave them stale (the HK one,
 //! `f32-vector-named.hk`, in kiln-hk/tests/hk.rs).
 
-use kiln_nostd::model::{self, PAD_KEY};
+use kiln_model::{self as model, PAD_KEY};
 use kiln_nostd::{DType, Directory, TensorSpec, Writer};
 
 macro_rules! example {

@@ -13,7 +13,7 @@
 //!   rows, into a caller buffer with one read, and check the byte rules
 //!   those bytes are subject to.
 //! - [`verify`] checks the whole block through one fixed chunk buffer, with
-//!   exactly [`Parser::parse`](crate::Parser::parse)'s verdict, reading only
+//!   exactly [`Parser::parse`](kiln_nostd::Parser::parse)'s verdict, reading only
 //!   the bytes a rule reads.
 //!
 //! # What `open` guarantees, and what is left
@@ -37,7 +37,7 @@
 //! would report first). [`verify`] gives `Parser`'s exact verdict.
 //!
 //! ```
-//! use kiln_nostd::source::{self, SourceError};
+//! use kiln_model::source::{self, SourceError};
 //! # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 //! let file: &[u8] = &block; // or a std::fs::File, source::Flash, source::Io, ...
 //! let mut prefix = [0u8; 512]; // at least the prefix: Opened::payload_base bytes
@@ -56,18 +56,18 @@
 //!
 //! # Verifying a block larger than memory
 //!
-//! [`verify`] drives an [`Incremental`](crate::Incremental) validator from the source through
+//! [`verify`] drives an [`Incremental`](kiln_nostd::Incremental) validator from the source through
 //! one chunk buffer of any length. It reads the header and the prefix, and
-//! of the payload only what [`Incremental::next_needed`](crate::Incremental::next_needed) asks for: gap
+//! of the payload only what [`Incremental::next_needed`](kiln_nostd::Incremental::next_needed) asks for: gap
 //! bytes, bool tensors and the last byte of odd-length packed tensors; the
-//! rest it [`skip`](crate::Incremental::skip)s without reading. The memory is the
+//! rest it [`skip`](kiln_nostd::Incremental::skip)s without reading. The memory is the
 //! prefix buffer and the chunk buffer. Given a digest table
 //! (`Options::digests`, `sha2` feature) it also checks each tensor's
 //! SHA-256 (step 9d of `spec/model-file.md`) and then reads every payload
 //! byte of the canonical run, in whole chunks.
 //!
 //! ```
-//! use kiln_nostd::source::{self, SourceError};
+//! use kiln_model::source::{self, SourceError};
 //! # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 //! let mut prefix = [0u8; 512];
 //! let mut chunk = [0u8; 256];
@@ -78,7 +78,7 @@
 //! let mut longer = block.to_vec();
 //! longer.push(0);
 //! let err = source::verify(&longer[..], &mut prefix, &mut chunk).unwrap_err();
-//! assert_eq!(err.kiln(), kiln_nostd::Parser::new().parse(&longer).err());
+//! assert_eq!(err.kiln().unwrap(), kiln_nostd::Parser::new().parse(&longer).unwrap_err());
 //! # Ok::<(), SourceError<source::OutOfBounds>>(())
 //! ```
 //!
@@ -87,7 +87,7 @@
 //! TRAILING and a short source is EOF, exactly as `Parser::parse` decides on
 //! the whole source in memory. [`Options::embedded`] checks a block that a
 //! source continues past (a flash partition, a `tensors` field followed by
-//! other fields), as [`Parser::parse_at`](crate::Parser::parse_at) does.
+//! other fields), as [`Parser::parse_at`](kiln_nostd::Parser::parse_at) does.
 //! [`Window`] makes a source of a part of another, so a block need not
 //! start at offset 0; error offsets are then relative to the window.
 //!
@@ -112,12 +112,12 @@ use core::ops::Range;
 
 use crate::bytes::{u64_from, usize_from};
 use crate::descriptor::RawDescriptor;
-use crate::directory::{Directory, Tensor};
 use crate::dtype::{DType, Width};
 use crate::error::Error;
 use crate::header::{Header, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::incremental::Summary;
-use crate::limits::Limits;
+use kiln_nostd::Limits;
+use kiln_nostd::{Directory, Tensor};
 
 /// A source call in a body that `read_fns!` (and its kin in `verify` and
 /// `model`) compiles twice: here as is, over [`ReadAt`] ...
@@ -229,7 +229,7 @@ impl ReadAt for &[u8] {
 #[cfg_attr(not(feature = "embedded-io-async"), doc = "(`AsyncIo`, `embedded-io-async`).")]
 ///
 /// ```
-/// use kiln_nostd::source::{self, AsyncReadAt, OutOfBounds};
+/// use kiln_model::source::{self, AsyncReadAt, OutOfBounds};
 /// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 ///
 /// // A source whose reads complete later (here: memory, through an executor).
@@ -352,7 +352,7 @@ impl<E: fmt::Debug + fmt::Display> core::error::Error for ReadError<E> {}
 /// file). Offsets, and the offsets of errors, are relative to `start`.
 ///
 /// ```
-/// use kiln_nostd::source::{self, Window};
+/// use kiln_model::source::{self, Window};
 /// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut image = vec![0xffu8; 4096];                 // say, a flash image
 /// image[1024..1024 + block.len()].copy_from_slice(&block);
@@ -424,7 +424,7 @@ pub enum SourceError<E> {
     /// The source could not read.
     Read(E),
     /// The bytes break a rule of the format: code, offset (from the start
-    /// of the source) and rule, as [`Parser`](crate::Parser) reports them.
+    /// of the source) and rule, as [`Parser`](kiln_nostd::Parser) reports them.
     Kiln(Error),
     /// A caller buffer is too short: the prefix buffer (for the directory
     /// prefix, at least 64 bytes), the output buffer, or an empty chunk buffer.
@@ -466,6 +466,12 @@ impl<E> From<Error> for SourceError<E> {
     }
 }
 
+impl<E> From<kiln_nostd::Error> for SourceError<E> {
+    fn from(e: kiln_nostd::Error) -> Self {
+        SourceError::Kiln(e.into())
+    }
+}
+
 impl<E: fmt::Display> fmt::Display for SourceError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -495,7 +501,7 @@ pub enum TensorId<'n> {
     /// Position in descriptor order.
     Index(usize),
     /// Name (a linear scan; for many lookups build a
-    /// [`NameIndex`](crate::NameIndex) over [`Opened::directory`] and pass indexes).
+    /// [`NameIndex`](kiln_nostd::NameIndex) over [`Opened::directory`] and pass indexes).
     Name(&'n str),
 }
 
@@ -528,7 +534,8 @@ impl From<&Tensor<'_>> for TensorId<'_> {
 /// the defaults.
 ///
 /// ```
-/// use kiln_nostd::{source::Options, Limits};
+/// use kiln_model::source::Options;
+/// use kiln_nostd::Limits;
 /// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut names = [0u32; 64];
 /// let mut prefix = [0u8; 512];
@@ -586,14 +593,14 @@ impl<'s> Options<'s> {
     }
 
     /// Name scratch for the linear-time uniqueness check, as for
-    /// [`Parser::scratch`](crate::Parser::scratch).
+    /// [`Parser::scratch`](kiln_nostd::Parser::scratch).
     #[must_use]
     pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
         self.scratch = Some(scratch);
         self
     }
 
-    /// Seeds the name hash, as [`Parser::hash_seed`](crate::Parser::hash_seed).
+    /// Seeds the name hash, as [`Parser::hash_seed`](kiln_nostd::Parser::hash_seed).
     #[must_use]
     pub const fn hash_seed(mut self, seed: u64) -> Self {
         self.seed = seed;
@@ -601,7 +608,7 @@ impl<'s> Options<'s> {
     }
 
     /// The source may continue past the block (step 12 does not apply): the
-    /// verdict is [`Parser::parse_at`](crate::Parser::parse_at)`(source, 0)`'s.
+    /// verdict is [`Parser::parse_at`](kiln_nostd::Parser::parse_at)`(source, 0)`'s.
     #[must_use]
     pub const fn embedded(mut self) -> Self {
         self.embedded = true;
@@ -622,19 +629,20 @@ impl<'s> Options<'s> {
     /// digest (step 9d of `spec/model-file.md`; `sha2` feature): `table` is
     /// the digest table's bytes, 32 per tensor in descriptor order, checked
     /// by the caller to hold one per tensor (a table of another length is
-    /// [`Rule::DigestTableCount`](crate::Rule::DigestTableCount) at offset
+    /// [`DigestTableCount`](kiln_nostd::Rule::DigestTableCount) at offset
     /// 0, once the header is read).
     /// `verify` then reads every payload byte of the canonical run (the
     /// tensors in descriptor order while each sits at its greedy offset),
     /// through the same chunk buffer, and its verdict is
-    /// [`digest::check_block_digests`](crate::digest::check_block_digests)'s
+    /// `kiln_model::check_block_digests`'s
     /// on the whole source (with step 12 after it for a standalone block):
     /// a mismatch is DIGEST at the tensor's first payload byte, and it wins
     /// over the gap, element, placement and trailing faults of steps 10 to
     /// 12. [`open`](Self::open) reads no payload and ignores the table.
     ///
     /// ```
-    /// use kiln_nostd::{digest, source::Options, Parser};
+    /// use kiln_model::source::Options;
+    /// use kiln_nostd::{digest, Parser};
     /// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
     /// let dir = Parser::new().parse(&block).unwrap();
     /// let mut table = [0u8; 32]; // one tensor
@@ -675,10 +683,10 @@ impl<'s> Options<'s> {
     /// table, step 3d), then the block as [`verify`](Self::verify) checks
     /// it, with step 9d against the file's own table (unless
     /// [`skip_digests`](Self::skip_digests)), then TRAILING. A source that
-    /// does not start like a model file ([`model::is_model_file`](crate::model::is_model_file))
+    /// does not start like a model file ([`model::is_model_file`](crate::is_model_file))
     /// is checked as a standalone directory block, so the verdict is
-    /// [`Model::parse_verified`](crate::model::Model::parse_verified)'s (or
-    /// [`model::parse_any`](crate::model::parse_any)'s) on the whole source:
+    /// [`Model::parse_verified`](crate::Model::parse_verified)'s (or
+    /// [`model::parse_any`](crate::parse_any)'s) on the whole source:
     /// the same code, rule and offset (from the start of the source; a
     /// DIGEST fault is at the mismatched tensor's first payload byte).
     /// [`digests`](Self::digests) and [`embedded`](Self::embedded) are
@@ -695,7 +703,8 @@ impl<'s> Options<'s> {
     /// span chunks); the SHA-256 state lives on the stack.
     ///
     /// ```
-    /// use kiln_nostd::{model::Kind, source::Options, ErrorCode};
+    /// use kiln_model::{source::Options, Kind};
+    /// use kiln_nostd::ErrorCode;
     /// # let file = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/digits-mlp.model.kiln"));
     /// let (mut prefix, mut chunk) = ([0u8; 8192], [0u8; 64]);
     /// let ok = Options::new().verify_model(&file[..], &mut prefix, &mut chunk).unwrap();
@@ -797,7 +806,7 @@ impl<'b> Opened<'b> {
 
 /// Opens a standalone block from `source` with the default [`Options`]:
 /// reads the header and the directory prefix into `prefix` (it needs
-/// [`Incremental::prefix_len`](crate::Incremental::prefix_len) bytes: 64 + 128 per tensor + the name heap,
+/// [`Incremental::prefix_len`](kiln_nostd::Incremental::prefix_len) bytes: 64 + 128 per tensor + the name heap,
 /// rounded up to 64; too few is [`SourceError::BufferTooSmall`] with the
 /// number) and checks every rule the prefix decides. See the
 /// [module documentation](self) for what is left to [`read_tensor`] and [`verify`].
@@ -807,7 +816,7 @@ pub fn open<'b, S: ReadAt>(source: S, prefix: &'b mut [u8]) -> Result<Opened<'b>
 
 /// Fully validates the block in `source` (standalone: the source's length is
 /// the block's) through one chunk buffer of any nonzero length, reading only
-/// the bytes a rule reads. The verdict is [`Parser::parse`](crate::Parser::parse)'s
+/// the bytes a rule reads. The verdict is [`Parser::parse`](kiln_nostd::Parser::parse)'s
 /// on the whole source: the same code, offset and rule; a `prefix` shorter
 /// than the directory prefix is [`SourceError::BufferTooSmall`] instead.
 /// See [`Options`] for caps, scratch and embedded blocks.

@@ -4,10 +4,11 @@
 //! same verdict in every chunking.
 
 use ed25519_dalek::{Signer, SigningKey};
-use kiln_nostd::model::signed::{self, sign_model, KEY_AT, SIG_AT};
-use kiln_nostd::model::{Kind, Model, Trust};
-use kiln_nostd::update::UpdateCheck;
-use kiln_nostd::{digest::TensorHasher, Error, ErrorCode, Rule};
+use kiln_model::signed::{self, sign_model, KEY_AT, SIG_AT};
+use kiln_model::update::UpdateCheck;
+use kiln_model::{Error, Rule};
+use kiln_model::{Kind, Model, Trust};
+use kiln_nostd::{digest::TensorHasher, ErrorCode, Rule as CoreRule};
 
 const EXAMPLE: &[u8] = include_bytes!("../../spec/examples/digits-mlp.model.kiln");
 
@@ -129,21 +130,21 @@ fn the_reader_s_policy_is_checked_where_its_fields_are_read() {
     let by_other = signed(EXAMPLE, &key(2), 5, "lm3s6965");
     let trust = Trust::new(&public).unwrap();
     let e = Model::parse_trusted(&by_other, &trust).unwrap_err();
-    assert_eq!((e.rule(), e.offset(), e.code()), (Rule::SignatureKey, KEY_AT, ErrorCode::Signature));
+    assert_eq!((e.rule(), e.offset(), e.code()), (Rule::SignatureKey.into(), KEY_AT, ErrorCode::Signature));
     assert!(Model::parse_trusted(&by_other, &Trust::new(&other).unwrap()).is_ok());
     // Target and version, at their fields.
     let m = Model::parse(&file).unwrap();
     let release = m.signature().unwrap().release;
     let e = Model::parse_trusted(&file, &trust.target("stm32")).unwrap_err();
-    assert_eq!((e.rule(), e.offset()), (Rule::ReleaseTarget, release.offset() + 8));
+    assert_eq!((e.rule(), e.offset()), (Rule::ReleaseTarget.into(), release.offset() + 8));
     for running in [5, 6, u64::MAX] {
         let e = Model::parse_trusted(&file, &trust.newer_than(running)).unwrap_err();
-        assert_eq!((e.rule(), e.offset()), (Rule::ReleaseVersion, release.offset()));
+        assert_eq!((e.rule(), e.offset()), (Rule::ReleaseVersion.into(), release.offset()));
     }
     assert!(Model::parse_trusted(&file, &trust.newer_than(4).target("lm3s6965")).is_ok());
     // An unsigned model where a signature is required.
     let e = Model::parse_trusted(EXAMPLE, &trust).unwrap_err();
-    assert_eq!((e.rule(), e.offset()), (Rule::NotSigned, 8));
+    assert_eq!((e.rule(), e.offset()), (Rule::NotSigned.into(), 8));
     // A key of small order is not a key to trust.
     let mut identity = [0u8; 32];
     identity[0] = 1;
@@ -158,11 +159,11 @@ fn the_signed_record_s_own_lengths() {
     let mut f = file.clone();
     f[16..20].copy_from_slice(&31u32.to_le_bytes());
     let e = Model::parse(&f).unwrap_err();
-    assert_eq!((e.rule(), e.offset()), (Rule::SignatureKeyLength, 16));
+    assert_eq!((e.rule(), e.offset()), (Rule::SignatureKeyLength.into(), 16));
     let mut f = file.clone();
     f[52..56].copy_from_slice(&63u32.to_le_bytes());
     let e = Model::parse(&f).unwrap_err();
-    assert_eq!((e.rule(), e.offset()), (Rule::SignatureLength, 52));
+    assert_eq!((e.rule(), e.offset()), (Rule::SignatureLength.into(), 52));
 }
 
 #[test]
@@ -174,7 +175,7 @@ fn payload_faults_after_the_signature() {
     let mut f = file.clone();
     f[t.absolute_offset() + 3] ^= 1;
     let e = Model::parse_trusted(&f, &trust).unwrap_err();
-    assert_eq!((e.rule(), e.offset()), (Rule::PayloadDigest, t.absolute_offset()));
+    assert_eq!((e.rule(), e.offset()), (CoreRule::PayloadDigest.into(), t.absolute_offset()));
     // Signature (9s) before digests (9d): both broken, the signature is the verdict.
     f[SIG_AT] ^= 1;
     assert_eq!(Model::parse_trusted(&f, &trust).unwrap_err().rule(), Rule::SignatureInvalid);
@@ -236,7 +237,7 @@ fn the_stream_verdict_is_the_whole_buffer_verdict_in_every_chunking() {
             // A length past the end of the whole file: the stream, which does
             // not know where the file ends, meets the end of its buffer first.
             let memory = matches!((&got, &expected), (Err(g), Err(e))
-                if g.rule() == Rule::PrefixBufferTooSmall && e.code() == ErrorCode::Eof && f.len() > 8192);
+                if g.rule() == CoreRule::PrefixBufferTooSmall && e.code() == ErrorCode::Eof && f.len() > 8192);
             assert!(got == expected || memory, "{what} in chunks of {n}: {got:?}, whole: {expected:?}");
         }
     }
@@ -275,8 +276,8 @@ fn the_stream_rejects_as_early_as_the_fault_is_certain() {
 #[test]
 #[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn a_signed_manifest_covers_the_sharded_model() {
-    use kiln_nostd::model::sign_manifest;
-    use kiln_nostd::model::{check_all, write_sharded, Manifest};
+    use kiln_model::sign_manifest;
+    use kiln_model::{check_all, write_sharded, Manifest};
     use kiln_nostd::{DType, Limits, TensorSpec};
     let x = [1u8; 8];
     let y = [2u8; 16];
@@ -295,9 +296,8 @@ fn a_signed_manifest_covers_the_sharded_model() {
     assert!(plain.signature().is_none());
     let trust = Trust::new(&public).unwrap().newer_than(6);
     let m = Manifest::parse_trusted(&signed, &Limits::DEFAULT, None, &trust).unwrap();
-    let open = |e: &kiln_nostd::model::ShardEntry<'_>| {
-        files.shards.iter().find(|s| s.0 == e.name.as_str()).map(|s| s.1.clone())
-    };
+    let open =
+        |e: &kiln_model::ShardEntry<'_>| files.shards.iter().find(|s| s.0 == e.name.as_str()).map(|s| s.1.clone());
     check_all(&m, open, true, None).unwrap();
     // Unsigned, another key, and every flipped bit of the signed manifest.
     let e = Manifest::parse_trusted(&files.manifest, &Limits::DEFAULT, None, &trust).unwrap_err();

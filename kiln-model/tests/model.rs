@@ -1,10 +1,10 @@
-//! Model files (`kiln_nostd::model`): the record `kiln convert` writes,
+//! Model files (`kiln_model`): the record `kiln convert` writes,
 //! opened without a type text, with the verdicts of a Frozen reader of
 //! `struct{metadata:dict<str,str>,tensors:tensors,}`.
 
+use kiln_model::{self as model, Model, MODEL_HASH, MODEL_TYPE, PAD_KEY};
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::model::{self, Model, MODEL_HASH, MODEL_TYPE, PAD_KEY};
-use kiln_nostd::{DType, ErrorCode, Limits, Parser, Rule, TensorSpec, Writer};
+use kiln_nostd::{DType, ErrorCode, Limits, Parser, Rule as CoreRule, TensorSpec, Writer};
 
 fn string(out: &mut Vec<u8>, s: &str) {
     out.extend((s.len() as u32).to_le_bytes());
@@ -70,7 +70,7 @@ fn plain_directories_and_other_frames_are_read_as_before() {
     other.extend(7i64.to_le_bytes());
     other.extend(block);
     let e = model::parse_any(&other).unwrap_err();
-    assert_eq!((e.code(), e.rule(), e.offset()), (ErrorCode::Frame, Rule::DirectoryMagic, 0));
+    assert_eq!((e.code(), e.rule(), e.offset()), (ErrorCode::Frame, CoreRule::DirectoryMagic.into(), 0));
     assert!(!model::is_model_file(&other));
 }
 
@@ -80,7 +80,7 @@ fn plain_directories_and_other_frames_are_read_as_before() {
 fn same_verdicts_as_the_frozen_reader() {
     let f = example();
     let s: Schema<'_> = Schema::parse(MODEL_TYPE).unwrap();
-    let frozen_verdict = |b: &[u8]| frozen::validate(b, &s, &Limits::DEFAULT, true);
+    let frozen_verdict = |b: &[u8]| frozen::validate(b, &s, &Limits::DEFAULT, true).map_err(kiln_model::Error::from);
     let model_verdict = |b: &[u8]| Model::parse(b).map(|_| ());
     let mut scratch = vec![0u32; 64];
     let mut n = 0;
@@ -102,13 +102,13 @@ fn same_verdicts_as_the_frozen_reader() {
     }
     let mut longer = f.clone();
     longer.push(0);
-    assert_eq!(model_verdict(&longer).unwrap_err().rule(), Rule::TrailingBytes);
+    assert_eq!(model_verdict(&longer).unwrap_err().rule(), CoreRule::TrailingBytes);
     assert!(n > 1000 / stride);
 }
 
 #[test]
 fn the_writer_aligns_the_payload_region_and_hides_its_padding() {
-    use kiln_nostd::model::ModelWriter;
+    use kiln_model::ModelWriter;
     let w = [7u8; 40];
     let specs =
         [TensorSpec::new(DType::U8, &[40], &w).named("w"), TensorSpec::new(DType::U8, &[3], &w[..3]).named("x")];
@@ -134,13 +134,13 @@ fn the_writer_aligns_the_payload_region_and_hides_its_padding() {
     }
     // Keys out of order, repeated, or the reserved padding key: refused.
     for meta in [&[("b", ""), ("a", "")][..], &[("a", ""), ("a", "")][..], &[(PAD_KEY, "")][..]] {
-        assert_eq!(ModelWriter::new().encoded_len(meta, &specs).unwrap_err().rule(), Rule::DictKeyOrder);
+        assert_eq!(ModelWriter::new().encoded_len(meta, &specs).unwrap_err().rule(), CoreRule::DictKeyOrder);
     }
 }
 
 #[test]
 fn block_start_and_the_writer_with_scratch() {
-    use kiln_nostd::model::{block_start, ModelWriter};
+    use kiln_model::{block_start, ModelWriter};
     let f = example();
     let at = block_start(&f, &Limits::DEFAULT).unwrap();
     assert_eq!(at, Model::parse(&f).unwrap().directory_offset());

@@ -4,10 +4,11 @@
 //! by the rebuilt model's own checks.
 
 use ed25519_dalek::{Signer, SigningKey};
-use kiln_nostd::delta::{self, DeltaHead, Piece, Plan};
-use kiln_nostd::model::signed::sign_model_aligned;
-use kiln_nostd::model::{Model, Trust};
-use kiln_nostd::{digest::sha256, Rule};
+use kiln_model::delta::{self, DeltaHead, Piece, Plan};
+use kiln_model::signed::sign_model_aligned;
+use kiln_model::Rule;
+use kiln_model::{Model, Trust};
+use kiln_nostd::{digest::sha256, Rule as CoreRule};
 
 const EXAMPLE: &[u8] = include_bytes!("../../spec/examples/digits-mlp.model.kiln");
 
@@ -99,24 +100,24 @@ fn each_fault_of_a_delta_is_its_rule() {
     let head = DeltaHead::parse(&d).unwrap();
     // Applied to another model.
     let e = delta::apply(&new, &d).unwrap_err();
-    assert_eq!((e.rule(), e.offset()), (Rule::DeltaBase, 20));
+    assert_eq!((e.rule(), e.offset()), (Rule::DeltaBase.into(), 20));
     // Base id of 31 bytes.
     let mut f = d[..16].to_vec();
     f.extend_from_slice(&31u32.to_le_bytes());
     f.extend_from_slice(&[0; 31]);
     f.extend_from_slice(&0u32.to_le_bytes());
     let e = DeltaHead::parse(&f).unwrap_err();
-    assert_eq!((e.rule(), e.offset()), (Rule::DeltaBaseLength, 16));
+    assert_eq!((e.rule(), e.offset()), (Rule::DeltaBaseLength.into(), 16));
     // Cut short, and one byte more.
-    assert_eq!(delta::apply(&old, &d[..d.len() - 1]).unwrap_err().rule(), Rule::BlockTruncated);
+    assert_eq!(delta::apply(&old, &d[..d.len() - 1]).unwrap_err().rule(), CoreRule::BlockTruncated);
     let e = delta::apply(&old, &[d.as_slice(), &[0]].concat()).unwrap_err();
-    assert_eq!((e.rule(), e.offset()), (Rule::TrailingBytes, d.len()));
+    assert_eq!((e.rule(), e.offset()), (CoreRule::TrailingBytes.into(), d.len()));
     // A reuse entry past the base's tensors, and one of another length.
     let entry = |j: usize| 16 + 4 + 32 + 4 + 4 * j;
     let mut f = d.clone();
     f[entry(0)..entry(0) + 4].copy_from_slice(&99u32.to_le_bytes());
     let e = delta::apply(&old, &f).unwrap_err();
-    assert_eq!((e.rule(), e.offset()), (Rule::DeltaReuse, entry(0)));
+    assert_eq!((e.rule(), e.offset()), (Rule::DeltaReuse.into(), entry(0)));
     let mut f = d.clone();
     f[entry(0)..entry(0) + 4].copy_from_slice(&2u32.to_le_bytes()); // fc1.bias for fc1.weight
     assert_eq!(delta::apply(&old, &f).unwrap_err().rule(), Rule::DeltaReuse);
@@ -126,6 +127,6 @@ fn each_fault_of_a_delta_is_its_rule() {
     let rebuilt = delta::apply(&old, &f).unwrap();
     let public = SigningKey::from_bytes(&[1; 32]).verifying_key().to_bytes();
     let e = Model::parse_trusted(&rebuilt, &Trust::new(&public).unwrap()).unwrap_err();
-    assert_eq!(e.rule(), Rule::PayloadDigest);
+    assert_eq!(e.rule(), CoreRule::PayloadDigest);
     assert_eq!(head.count(), 8);
 }
