@@ -172,6 +172,12 @@ def jobs():
             " && scripts/docs/check.py",
             ["setup-rust", "setup-apt", "setup-python", "python-package"], after=["cargo-test", "rss"], limit=5 * 60,
             note="every block of the docs runs or is marked; every kiln command line parsed"),
+        # The same files through every front end, each verdict against its row of
+        # docs/verification.md: the release kiln and libkiln.a (c-api built it), the installed Python
+        # package (python-package), the npm package (wasm-and-web), the Rust driver cargo-test built.
+        Job("verdicts", "cargo build --release --locked -q -p kiln-cli -p kiln-c && scripts/verdicts/verdicts.py",
+            ["setup-rust", "setup-apt", "setup-python", "python-package", "c-api"], after=["cargo-test"], cpu=1,
+            limit=5 * 60, note="one verdict per front end (CLI, Rust, Python, npm, C) against docs/verification.md"),
         # The release build rss.sh made; the full 4 GiB run is local (README). bench-onnx.py
         # uses kiln-py as python-package installed it.
         Job("bench-smoke", "python3 scripts/bench-checkpoints.py --mib 64 --runs 1 --check"

@@ -225,7 +225,7 @@ pub fn parse_tensors(bytes: &[u8], limits: Limits) -> Result<Directory<'_>, Erro
 /// it starts like one, otherwise one standalone directory, exactly as
 /// [`parse_tensors`] checks it.
 pub fn parse_any(bytes: &[u8], limits: Limits) -> Result<(Option<Metadata<'_>>, Directory<'_>), Error> {
-    if !model::is_model_file(bytes) {
+    if !model::reads_as_model(bytes) {
         return parse_tensors(bytes, limits).map(|d| (None, d));
     }
     // Scratch sized from the block's header, which follows the metadata

@@ -4,8 +4,8 @@
 
 use std::fmt;
 
-use kiln_nostd::digest::DIGEST_LEN;
 use kiln_model::{AnyRule, Error, Manifest, Model, Rule, ShardEntry};
+use kiln_nostd::digest::DIGEST_LEN;
 
 /// The tensor an error concerns: its name (where it has one) and its
 /// position in its file's directory.
@@ -98,7 +98,9 @@ pub fn tensor_of_shard(
     let m = Model::parse(file).ok()?;
     let dir = m.directory();
     let index = match error.rule() {
-        AnyRule::Core(kiln_nostd::Rule::PayloadDigest) => dir.iter().position(|t| t.absolute_offset() == error.offset())?,
+        AnyRule::Core(kiln_nostd::Rule::PayloadDigest) => {
+            dir.iter().position(|t| t.absolute_offset() == error.offset())?
+        }
         AnyRule::Model(Rule::ShardTensor) => error.offset().checked_sub(dir.start().saturating_add(64))? / 128,
         AnyRule::Model(Rule::ShardTensorDigest) => error.offset().checked_sub(m.digests()?.offset_of(0))? / DIGEST_LEN,
         _ => return None,

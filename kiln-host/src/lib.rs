@@ -221,7 +221,7 @@ pub fn open_with(path: impl AsRef<Path>, options: &Options) -> Result<Model, Err
 pub fn check_file(bytes: &[u8], limits: Limits, verify: bool) -> Result<(Option<Metadata<'_>>, Directory<'_>), Fault> {
     let mut scratch = host::scratch_for(bytes, &limits);
     let parser = host::parser(limits, &mut scratch);
-    let parsed = if model::is_model_file(bytes) && verify {
+    let parsed = if model::reads_as_model(bytes) && verify {
         ModelFile::parse_verified_with(bytes, parser).map(|m| (Some(m.metadata()), m.directory()))
     } else {
         model::parse_any_with(bytes, parser)

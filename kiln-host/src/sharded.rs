@@ -8,8 +8,8 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use kiln_nostd::digest::DIGEST_LEN;
 use kiln_model::{self as model, host, Error, Manifest, ShardEntry, ShardName};
+use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::Limits;
 
 use crate::fault::Fault;

@@ -93,8 +93,10 @@ fn a_flipped_payload_byte_is_found_by_digests_and_names_its_tensor() {
     let e = open_with(&path, &Options::new().verify_digests(true)).unwrap_err();
     assert_eq!(fault(&e), (ErrorCode::Digest, AnyRule::Core(kiln_nostd::Rule::PayloadDigest), None, Some("b")), "{e}");
     assert!(
-        e.to_string()
-            .ends_with(&format!("DIGEST at byte {at} (tensor b (index 1)): {}", kiln_nostd::Rule::PayloadDigest.description())),
+        e.to_string().ends_with(&format!(
+            "DIGEST at byte {at} (tensor b (index 1)): {}",
+            kiln_nostd::Rule::PayloadDigest.description()
+        )),
         "{e}"
     );
 }
@@ -121,7 +123,11 @@ fn a_missing_or_renamed_shard_is_named() {
     let second = dir.path().join("m-00002-of-00002.kiln");
     std::fs::rename(&second, dir.path().join("renamed.kiln")).unwrap();
     let e = open(&path).unwrap_err();
-    assert_eq!(fault(&e), (ErrorCode::Shard, AnyRule::Model(Rule::ShardMissing), Some("m-00002-of-00002.kiln"), None), "{e}");
+    assert_eq!(
+        fault(&e),
+        (ErrorCode::Shard, AnyRule::Model(Rule::ShardMissing), Some("m-00002-of-00002.kiln"), None),
+        "{e}"
+    );
     std::fs::remove_file(dir.path().join("renamed.kiln")).unwrap();
     let e = open(&path).unwrap_err();
     assert_eq!(fault(&e).1, Rule::ShardMissing);
@@ -139,7 +145,11 @@ fn a_shard_linked_out_of_its_folder_is_missing_and_one_linked_inside_opens() {
     std::fs::rename(&first, &outside).unwrap();
     std::os::unix::fs::symlink(&outside, &first).unwrap();
     let e = open(&path).unwrap_err();
-    assert_eq!(fault(&e), (ErrorCode::Shard, AnyRule::Model(Rule::ShardMissing), Some("m-00001-of-00002.kiln"), None), "{e}");
+    assert_eq!(
+        fault(&e),
+        (ErrorCode::Shard, AnyRule::Model(Rule::ShardMissing), Some("m-00001-of-00002.kiln"), None),
+        "{e}"
+    );
     // The same bytes through a link that stays in the folder: followed.
     std::fs::remove_file(&first).unwrap();
     std::fs::rename(&outside, folder.join("real.kiln")).unwrap();
@@ -158,12 +168,20 @@ fn a_changed_shard_names_shard_and_tensor() {
     std::fs::write(&first, &bytes).unwrap();
     assert!(open(&path).is_ok(), "no digests by default: the flipped byte breaks no other rule");
     let e = open_with(&path, &Options::new().verify_digests(true)).unwrap_err();
-    assert_eq!(fault(&e), (ErrorCode::Digest, AnyRule::Core(kiln_nostd::Rule::PayloadDigest), Some("m-00001-of-00002.kiln"), Some("b")), "{e}");
+    assert_eq!(
+        fault(&e),
+        (ErrorCode::Digest, AnyRule::Core(kiln_nostd::Rule::PayloadDigest), Some("m-00001-of-00002.kiln"), Some("b")),
+        "{e}"
+    );
     assert!(e.to_string().contains(&format!("at byte {at} of m-00001-of-00002.kiln (tensor b (index 1)): ")), "{e}");
     // Truncated: its length is not the manifest's.
     std::fs::write(&first, &bytes[..bytes.len() - 1]).unwrap();
     let e = open(&path).unwrap_err();
-    assert_eq!(fault(&e), (ErrorCode::Shard, AnyRule::Model(Rule::ShardLength), Some("m-00001-of-00002.kiln"), None), "{e}");
+    assert_eq!(
+        fault(&e),
+        (ErrorCode::Shard, AnyRule::Model(Rule::ShardLength), Some("m-00001-of-00002.kiln"), None),
+        "{e}"
+    );
 }
 
 #[test]

@@ -232,6 +232,16 @@ pub fn is_model_file(buf: &[u8]) -> bool {
     Kind::of(buf).is_some_and(Kind::is_model_file)
 }
 
+/// True when a reader that takes a model file or a plain directory by
+/// content ([`parse_any`], [`Model::parse_verified`]'s callers, the ranged
+/// `verify_model`, the C API) reads `buf` as a model file: it starts with the
+/// frame of any record type, a manifest's included, so that a manifest gets
+/// the record reader's verdict (SCHEMA at byte 8: it holds no directory)
+/// rather than the directory magic's (FRAME at byte 0, as if it were not Kiln).
+pub fn reads_as_model(buf: &[u8]) -> bool {
+    Kind::of(buf).is_some()
+}
+
 /// Which model a shard belongs to, and where: its `shard` field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardId<'a> {
@@ -564,8 +574,10 @@ pub fn block_start(buf: &[u8], limits: &kiln_nostd::Limits) -> Result<usize> {
 
 /// Opens `buf` by content: a model file (metadata and directory) when it
 /// starts like one ([`is_model_file`]), otherwise a plain directory (no
-/// metadata), checked exactly as [`Parser::parse`] checks it. Digests are
-/// not compared here
+/// metadata), checked exactly as [`Parser::parse`] checks it. A manifest
+/// (which holds no directory) gets [`Model::parse`]'s verdict, SCHEMA at
+/// byte 8 ([`reads_as_model`]): [`open`] is the call that takes one.
+/// Digests are not compared here
 #[cfg_attr(feature = "sha2", doc = "([`Model::verify_digests`]).")]
 #[cfg_attr(not(feature = "sha2"), doc = "(`Model::verify_digests`, feature `sha2`).")]
 pub fn parse_any<'a>(buf: &'a [u8]) -> Result<(Option<Metadata<'a>>, Directory<'a>)> {
@@ -574,7 +586,7 @@ pub fn parse_any<'a>(buf: &'a [u8]) -> Result<(Option<Metadata<'a>>, Directory<'
 
 /// [`parse_any`] with a configured [`Parser`].
 pub fn parse_any_with<'a>(buf: &'a [u8], parser: Parser<'_>) -> Result<(Option<Metadata<'a>>, Directory<'a>)> {
-    if is_model_file(buf) {
+    if reads_as_model(buf) {
         let m = Model::parse_with(buf, parser)?;
         return Ok((Some(m.metadata), m.directory));
     }

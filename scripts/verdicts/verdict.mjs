@@ -15,8 +15,8 @@ function failed(e) {
 // apply when not the call's own]
 const calls = [
   // The front door: bytes go to parseModel, a Blob (a File's kind) to loadDirectory.
-  ['open', false, (bytes) => {
-    const m = kiln.open(bytes);
+  ['open', false, async (bytes) => {
+    const m = await kiln.open(bytes);
     return { ok: true, digests_checked: m.verified };
   }, 'parseModel'],
   ['open', false, async (bytes) => {

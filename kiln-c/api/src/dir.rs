@@ -394,7 +394,7 @@ unsafe fn parse_into(data: *const u8, len: usize, opts: *const kiln_options, dir
     let buf: &[u8] = unsafe { slice(data, len) }?;
     // SAFETY: as above.
     let (opts, mut scratch) = unsafe { options(opts) }?;
-    let view = if model::is_model_file(buf) {
+    let view = if model::reads_as_model(buf) {
         // The same checks as model::parse_any_with; the index is built
         // afterwards in the same scratch (the parse's own table is dropped).
         let m = Model::parse_with(buf, parser(opts, scratch.as_deref_mut()))?;

@@ -107,7 +107,7 @@ pub unsafe extern "C" fn kiln_model_verify(
         let skip = skip_of(flags)?;
         // SAFETY: the caller's buffer, per the contract.
         let buf = unsafe { slice(data, len) }?;
-        let found = if model::is_model_file(buf) {
+        let found = if model::reads_as_model(buf) {
             let m = if skip { Model::parse(buf) } else { Model::parse_verified(buf) }?;
             verified_of(&m, !skip && m.digests().is_some())
         } else {

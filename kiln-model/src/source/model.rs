@@ -72,7 +72,8 @@ macro_rules! model_fns {
             if framed {
                 $io!(source.read_at(0, &mut frame)).map_err(SourceError::Read)?;
             }
-            let Some(kind) = Kind::of(&frame).filter(|k| framed && k.is_model_file()) else {
+            // A manifest too reads as a model file (`reads_as_model`): the record's verdict, SCHEMA at 8.
+            let Some(kind) = Kind::of(&frame).filter(|_| framed) else {
                 // Not a model file: a standalone directory block, as `model::parse_any` decides.
                 let block = $io!(verify::$mode::run(options.no_table(), source, prefix, chunk))?;
                 return Ok(ModelSummary { kind: None, block_start: 0, digests_checked: false, block });
