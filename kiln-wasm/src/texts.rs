@@ -38,10 +38,7 @@ pub const fn reportable(rule: Rule) -> bool {
 /// fields (signed, shard) in every module; a manifest's and a shard's
 /// checks against it with the `remote` feature.
 pub const fn reportable_model(rule: ModelRule) -> bool {
-    match rule.step() {
-        ModelStep::Manifest(_) | ModelStep::Shard(_) => cfg!(feature = "remote"),
-        _ => true,
-    }
+    cfg!(feature = "remote") || !matches!(rule.step(), ModelStep::Manifest(_) | ModelStep::Shard(_))
 }
 
 /// `(id, description)` of each rule of `Rule::ALL`, in its order; `("", "")`
