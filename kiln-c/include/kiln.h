@@ -684,7 +684,7 @@ extern "C" {
  * Returns `KILN_OK` (0) when accepted, else the error code (`KILN_FRAME` ..
  * `KILN_SCHEMA`), with `*err` filled: code, absolute offset, rule id and
  * description (the same verdict as `kiln validate --json` and
- * `kiln_nostd::model::parse_any`). `err` may be NULL. `data` may be NULL
+ * `kiln_model::parse_any`). `err` may be NULL. `data` may be NULL
  * only when `len` is 0. API errors are negative (`KILN_ERR_*`).
  *
  * Payload digests are not compared here (step 9d, which `kiln validate`

@@ -233,7 +233,7 @@ pub fn is_model_file(buf: &[u8]) -> bool {
 }
 
 /// True when a reader that takes a model file or a plain directory by
-/// content ([`parse_any`], [`Model::parse_verified`]'s callers, the ranged
+/// content ([`parse_any`], the callers of `Model::parse_verified`, the ranged
 /// `verify_model`, the C API) reads `buf` as a model file: it starts with the
 /// frame of any record type, a manifest's included, so that a manifest gets
 /// the record reader's verdict (SCHEMA at byte 8: it holds no directory)
