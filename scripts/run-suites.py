@@ -139,7 +139,11 @@ def jobs():
             " && cargo doc --no-deps --locked -p kiln-nostd -p kiln-model --all-features"
             " && cargo doc --no-deps --locked --workspace",
             ["setup-rust"], limit=5 * 60, note="rustdoc -D warnings: the published crates, the workspace"),
-        Job("publish-dry-run", "cargo publish --dry-run --locked -p kiln-derive -p kiln-nostd -p kiln-hk -p kiln-model",
+        # Cargo verifies each package against the others' .crate files through a local registry
+        # whose sources it extracts once under $CARGO_HOME/registry/src and reuses while the version
+        # stays 0.1.0: a second run on a machine would build the first run's sources. Removed first.
+        Job("publish-dry-run", 'rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/kiln-{derive,nostd,hk,model}-*'
+            " && cargo publish --dry-run --locked -p kiln-derive -p kiln-nostd -p kiln-hk -p kiln-model",
             ["setup-rust"], limit=5 * 60, note="the four crates packaged and built as crates.io would"),
         # The mutation test's 100,000 cases run in cargo-test; here a fifth of them.
         Job("i686", "KILN_INCR_CASES=20000 cargo test -p kiln-nostd -p kiln-model --features"
@@ -175,7 +179,10 @@ def jobs():
         # The same files through every front end, each verdict against its row of
         # docs/verification.md: the release kiln and libkiln.a (c-api built it), the installed Python
         # package (python-package), the npm package (wasm-and-web), the Rust driver cargo-test built.
-        Job("verdicts", "cargo build --release --locked -q -p kiln-cli -p kiln-c && scripts/verdicts/verdicts.py",
+        # The Rust driver with cargo-test's features, so that after it the build is its artifact.
+        Job("verdicts", "cargo build --release --locked -q -p kiln-cli -p kiln-c"
+            f" && cargo build --workspace --examples --locked -q --features {CORE_EXTRA_FEATURES},{MODEL_EXTRA_FEATURES}"
+            " && scripts/verdicts/verdicts.py",
             ["setup-rust", "setup-apt", "setup-python", "python-package", "c-api"], after=["cargo-test"], cpu=1,
             limit=5 * 60, note="one verdict per front end (CLI, Rust, Python, npm, C) against docs/verification.md"),
         # The release build rss.sh made; the full 4 GiB run is local (README). bench-onnx.py
