@@ -149,3 +149,29 @@ fn the_directory_reader_points_a_model_file_to_open() {
         (None, "EOF at byte 4: the buffer ends inside the 64-byte directory header".into())
     );
 }
+
+/// The block of kiln-nostd/README.md that opens what `kiln convert` writes
+/// (the core's README runs as the core's doctest, which cannot name this
+/// crate): its lines, run here on the same example, and found in the README.
+#[test]
+fn the_core_readme_block_runs() -> Result<(), Box<dyn std::error::Error>> {
+    use kiln_model::{open, Options};
+    let block = [
+        "let bytes = std::fs::read(\"spec/examples/digits-mlp.model.kiln\")?;",
+        "let found = open(&bytes, &mut Options::new())?;",
+        "assert_eq!(found.directory().map(|d| d.len()), Some(8));",
+        "let err = kiln_nostd::Directory::parse(&bytes).unwrap_err();",
+        "assert!(err.to_string().contains(\"kiln_model::open\"));",
+    ];
+    let readme = include_str!("../../kiln-nostd/README.md");
+    for line in block {
+        assert!(readme.lines().any(|l| l.starts_with(line)), "kiln-nostd/README.md lost: {line}");
+    }
+    // The README's path is from the repository's root; this test runs in the crate's folder.
+    let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/digits-mlp.model.kiln"))?;
+    let found = open(&bytes, &mut Options::new())?;
+    assert_eq!(found.directory().map(|d| d.len()), Some(8));
+    let err = kiln_nostd::Directory::parse(&bytes).unwrap_err();
+    assert!(err.to_string().contains("kiln_model::open"));
+    Ok(())
+}

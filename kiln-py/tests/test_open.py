@@ -29,6 +29,26 @@ def test_a_model_file_opens_by_name(tmp_path: Path) -> None:
         assert f.shards == []
 
 
+def test_digests_verified_says_whether_every_payload_was_hashed(tmp_path: Path) -> None:
+    p = tmp_path / "m.kiln"
+    kn.save_file(TENSORS, p)
+    with kiln.open(p) as f:  # ruling 6: a map is not hashed unless asked
+        assert f.digests_verified is False
+    with kiln.open(p, verify=True) as f:
+        assert f.digests_verified is True
+    kn.save_file(TENSORS, p, digests=False)
+    with kiln.open(p, verify=True) as f:  # nothing to compare in a plain record
+        assert f.digests_verified is False
+    folder = tmp_path / "s"
+    folder.mkdir()
+    kn.save_file(TENSORS, folder / "s.kiln", max_shard_size=40)
+    with kiln.open(folder / "s.kiln", verify=True) as f:
+        assert len(f.shards) > 1 and f.digests_verified is False  # shards open when first used
+        for k in f.keys():
+            f.get_tensor(k)
+        assert f.digests_verified is True
+
+
 def test_a_flipped_payload_byte_is_found_with_verify_and_names_the_tensor(tmp_path: Path) -> None:
     p = tmp_path / "m.kiln"
     kn.save_file(TENSORS, p)

@@ -455,7 +455,8 @@ class SafeOpen:
         self._view: Any = _owner(self._mm)
         self._shards: Optional[_Shards] = None
         try:
-            if _kiln.kind(self._view) == "manifest":
+            self._kind: Optional[str] = _kiln.kind(self._view)
+            if self._kind == "manifest":
                 shards = _Shards(filename, self._view)
                 self._shards = shards
                 self._meta: Optional[Dict[str, str]] = shards.native.metadata()
@@ -473,6 +474,19 @@ class SafeOpen:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def digests_verified(self) -> bool:
+        """True when every payload of the model has been hashed and matched its
+        digest: with ``verify=True``, for a file with digests at open; for a
+        sharded model once every shard has been opened (each is checked when
+        first used). False without ``verify`` (ruling 6: a map reads no payload)
+        and for a file that carries no digests (docs/verification.md)."""
+        if not self._verify:
+            return False
+        if self._shards is not None:
+            return len(self._shards.views) == len(self._shards.names)
+        return self._kind in ("digests", "shard", "signed")
 
     def __enter__(self) -> "SafeOpen":
         return self
