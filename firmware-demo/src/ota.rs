@@ -13,7 +13,7 @@
 //! packet as it passes; then the intact update.
 
 use cortex_m_semihosting::hprintln;
-use kiln_nostd::header::HEADER_LEN;
+use kiln_nostd::wire::header::HEADER_LEN;
 use kiln_nostd::incremental::Borrowed;
 
 use crate::checks::Checks;
@@ -21,7 +21,7 @@ use crate::corruption::first_gap;
 use crate::model::{evaluate, load, Fc1, Pool};
 use crate::stack::{measure_stack, stack_budget};
 use crate::{Aligned, EXPECT_F32_CORRECT, SCRATCH_SLOTS};
-use kiln_nostd::{layout, DType, Directory, Error, Incremental, Limits, Parser, Progress, Rule, Summary};
+use kiln_nostd::{wire::layout, DType, Directory, Error, Incremental, Limits, Parser, incremental::Progress, Rule, incremental::Summary};
 
 /// Packet size of the link.
 pub const PACKET: usize = 256;

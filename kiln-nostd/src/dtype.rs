@@ -1,6 +1,9 @@
 //! Dtype codes: the closed set 1..=19 and the opaque range 4096..=32767.
 //! One table (`dtypes!` below) states each dtype's code, name and width.
 
+mod element;
+pub use element::{copy, encode_le, le_bytes, view, Element, ViewError};
+
 /// How many bytes a dtype's elements take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Width {
