@@ -1,4 +1,6 @@
-//! Borrowed views of a checked directory. Every accessor here reads bytes the
+//! Reading a tensor directory: the [`Parser`] and its [`Limits`], and the
+//! borrowed views of a checked directory ([`Directory`], [`Tensor`], the
+//! [`NameIndex`] and [`FixedIndex`] lookups). Every accessor here reads bytes the
 //! parser has already checked, so none can fail or point outside the buffer.
 
 use crate::bytes::{usize_from, usize_from_u32};
