@@ -25,7 +25,10 @@ use kiln_nostd::digest::{sha256, TensorHasher};
 use kiln_model::{Model, Trust};
 use kiln_model::update::{UpdateCheck, UpdateSummary};
 use kiln_model::{Error, Rule};
-use kiln_nostd::{wire::layout, ErrorCode, wire::Header, Rule as CoreRule};
+use kiln_nostd::{
+    wire::{layout, Header},
+    ErrorCode, Rule as CoreRule,
+};
 
 use crate::checks::Checks;
 use crate::ota::PACKET;

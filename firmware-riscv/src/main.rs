@@ -22,7 +22,7 @@ use core::ptr::addr_of_mut;
 
 use embassy_futures::block_on;
 use kiln_model::source::{self, AsyncFlash};
-use kiln_nostd::{directory::scratch_len, Directory, Error, wire::Header, Parser, Rule};
+use kiln_nostd::{directory::scratch_len, wire::Header, Directory, Error, Parser, Rule};
 
 /// `println!` to the UART (output is best effort: the UART cannot fail).
 macro_rules! println {

@@ -13,7 +13,11 @@
 use arbitrary::{Arbitrary, Unstructured};
 use kiln_fuzz::check_directory;
 use kiln_nostd::dequant::quant::scale_count;
-use kiln_nostd::{DType, Directory, writer::QuantSpec, writer::TensorRef, dtype::Width, Writer};
+use kiln_nostd::{
+    dtype::Width,
+    writer::{QuantSpec, TensorRef},
+    DType, Directory, Writer,
+};
 use libfuzzer_sys::fuzz_target;
 
 // The owned tensor the kiln-nostd tests generate, shared so the owned-to-spec step exists once.

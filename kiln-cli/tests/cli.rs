@@ -4,7 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use kiln_nostd::{writer::QuantSpec, writer::TensorRef, DType, TensorSpec, Writer};
+use kiln_nostd::{
+    writer::{QuantSpec, TensorRef},
+    DType, TensorSpec, Writer,
+};
 use predicates::prelude::*;
 use serde_json::{json, Value};
 use tempfile::TempDir;

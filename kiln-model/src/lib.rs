@@ -74,7 +74,8 @@ use kiln_nostd::Rule as CoreRule;
 // feature set uses some of them).
 #[allow(unused_imports)]
 use kiln_nostd::{
-    bytes, digest, dtype, frozen, incremental, names, steps, wire::descriptor, wire::header, wire::layout,
+    bytes, digest, dtype, frozen, incremental, names, steps,
+    wire::{descriptor, header, layout},
 };
 use kiln_nostd::{Limits, Parser};
 

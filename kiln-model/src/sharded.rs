@@ -125,7 +125,10 @@ pub mod write {
     use super::super::{EntrySpec, ManifestQuant, ManifestWriter, ModelWriter, ShardSpec};
     use crate::digest::sha256;
     use crate::error::Result;
-    use kiln_nostd::{writer::QuantSpec, writer::TensorRef, TensorSpec};
+    use kiln_nostd::{
+        writer::{QuantSpec, TensorRef},
+        TensorSpec,
+    };
 
     /// The files of a sharded model: the manifest's bytes, and each shard's
     /// name and bytes in order.

@@ -32,8 +32,9 @@ use kiln_model::source::{self, OutOfBounds, ReadAt};
 use kiln_nostd::digest::{sha256, Digests, TensorHasher};
 use kiln_nostd::incremental::Borrowed;
 use kiln_nostd::{
-    wire::Header, writer::QuantSpec, writer::TensorRef, DType, Error, ErrorCode, Incremental, Limits, Parser, Rule,
-    TensorSpec,
+    wire::Header,
+    writer::{QuantSpec, TensorRef},
+    DType, Error, ErrorCode, Incremental, Limits, Parser, Rule, TensorSpec,
 };
 
 // ---------------------------------------------------------------------------

@@ -159,7 +159,7 @@ mod inputs {
 #[cfg(feature = "parse")]
 mod decoder {
     use super::{inputs::*, mix, opaque};
-    use kiln_nostd::{directory::scratch_len, Directory, Error, wire::Header, Limits, Parser};
+    use kiln_nostd::{directory::scratch_len, wire::Header, Directory, Error, Limits, Parser};
     #[cfg(feature = "views")]
     use kiln_nostd::{directory::NameIndex, Tensor};
 
@@ -442,7 +442,7 @@ mod digests {
 #[cfg(feature = "incremental")]
 mod incremental {
     use super::{error, inputs::*, mix, opaque};
-    use kiln_nostd::{Incremental, Limits, incremental::Progress};
+    use kiln_nostd::{incremental::Progress, Incremental, Limits};
 
     pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
         let limits = Limits::DEFAULT.with_count_cap(opaque(&COUNT_CAP)).with_byte_cap(opaque(&COUNT_CAP));
@@ -646,7 +646,9 @@ mod typed_record {
 mod writer {
     use super::{mix, opaque};
     use kiln_nostd::{
-        dtype::encode_le, dtype::le_bytes, writer::sort_dict, DType, Directory, Limits, writer::QuantSpec, writer::TensorRef, TensorSpec, Writer,
+        dtype::{encode_le, le_bytes},
+        writer::{sort_dict, QuantSpec, TensorRef},
+        DType, Directory, Limits, TensorSpec, Writer,
     };
 
     static Q_NAME: &str = "q";

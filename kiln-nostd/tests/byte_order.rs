@@ -12,7 +12,8 @@
 
 use kiln_nostd::frozen::{self, ListView};
 use kiln_nostd::{
-    dtype::encode_le, dtype::le_bytes, dtype::Element, dtype::ViewError, DType, Directory, TensorSpec, Writer,
+    dtype::{encode_le, le_bytes, Element, ViewError},
+    DType, Directory, TensorSpec, Writer,
 };
 
 /// The golden cases, embedded (no file access under Miri or qemu).

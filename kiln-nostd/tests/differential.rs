@@ -25,7 +25,9 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use kiln_nostd::frozen::{self, Schema};
 use kiln_nostd::{
-    directory::DEFAULT_CAP, writer::QuantSpec, writer::TensorRef, DType, Error, Limits, Parser, TensorSpec, Writer,
+    directory::DEFAULT_CAP,
+    writer::{QuantSpec, TensorRef},
+    DType, Error, Limits, Parser, TensorSpec, Writer,
 };
 
 mod owned;

@@ -3,7 +3,9 @@
 //! panics and never yields a view outside the buffer.
 
 use kiln_nostd::{
-    dtype::Width, writer::QuantSpec, writer::TensorRef, DType, Directory, Parser, Tensor, TensorSpec, Writer,
+    dtype::Width,
+    writer::{QuantSpec, TensorRef},
+    DType, Directory, Parser, Tensor, TensorSpec, Writer,
 };
 use owned::{specs, OwnedTensor};
 use proptest::prelude::*;

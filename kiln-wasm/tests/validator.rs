@@ -6,8 +6,10 @@
 //! taken as zeros; memory follows the directory, not the block.
 
 use kiln_nostd::{
-    directory::scratch_len, wire::Header, writer::QuantSpec, writer::TensorRef, DType, Directory, Limits, Parser,
-    TensorSpec, Writer,
+    directory::scratch_len,
+    wire::Header,
+    writer::{QuantSpec, TensorRef},
+    DType, Directory, Limits, Parser, TensorSpec, Writer,
 };
 use kiln_wasm::table::{self, extra, meta, slot, EXTRA_SLOTS, META, SLOTS};
 use kiln_wasm::validator::{need, Session};

@@ -22,7 +22,7 @@ use cortex_m as _; // critical-section implementation (single core)
 use cortex_m_rt::entry;
 use cortex_m_semihosting::debug;
 use defmt_semihosting as _; // the global defmt logger
-use kiln_nostd::{Directory, ErrorCode, directory::FixedIndex, Incremental, incremental::Progress};
+use kiln_nostd::{directory::FixedIndex, incremental::Progress, Directory, ErrorCode, Incremental};
 
 #[repr(C, align(64))]
 struct Aligned<T>(T);

@@ -7,7 +7,11 @@ use core::mem::{align_of, size_of};
 use kiln_model::source::Opened;
 use kiln_model::{self as model, Metadata, Model};
 use kiln_nostd::dequant::{dequantize_into, DequantError};
-use kiln_nostd::{directory::NameIndex, dtype::Element, dtype::ViewError, DType, Directory, Limits, Parser, Tensor};
+use kiln_nostd::{
+    directory::NameIndex,
+    dtype::{Element, ViewError},
+    DType, Directory, Limits, Parser, Tensor,
+};
 
 use crate::*;
 

@@ -599,7 +599,10 @@ fn dequantize_mxfp4_matches_the_formula() {
 /// through `kiln_tensor_dequantize_f32`, against a direct computation.
 #[test]
 fn dequantize_general_layouts() {
-    use kiln_nostd::{writer::QuantSpec, writer::TensorRef, DType, Writer};
+    use kiln_nostd::{
+        writer::{QuantSpec, TensorRef},
+        DType, Writer,
+    };
     // q: i4 [5, 3] along axis 0 in groups of 2 -> 3 x 3 f16 scales; outer 0.5.
     let mut nibbles = [0u8; 8];
     for i in 0..15 {

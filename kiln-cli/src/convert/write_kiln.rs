@@ -288,7 +288,10 @@ pub fn frame(kind: Kind) -> [u8; 16] {
 mod tests {
     use super::super::model::QuantOut;
     use super::*;
-    use kiln_nostd::{writer::QuantSpec, writer::TensorRef, DType, TensorSpec, Writer};
+    use kiln_nostd::{
+        writer::{QuantSpec, TensorRef},
+        DType, TensorSpec, Writer,
+    };
 
     fn t(name: &str, dtype: DType, shape: &[u64], data: &[u8]) -> TensorOut {
         TensorOut {

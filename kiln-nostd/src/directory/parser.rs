@@ -159,7 +159,10 @@ mod tests {
     use super::*;
     use crate::error::Rule;
     use crate::wire::header::{DESCRIPTOR_LEN, HEADER_LEN};
-    use crate::{writer::QuantSpec, writer::TensorRef, DType, TensorSpec, Writer};
+    use crate::{
+        writer::{QuantSpec, TensorRef},
+        DType, TensorSpec, Writer,
+    };
     use std::vec;
     use std::vec::Vec;
 
