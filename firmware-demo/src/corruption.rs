@@ -3,7 +3,7 @@
 //! with and without the name-index scratch.
 
 use cortex_m_semihosting::hprintln;
-use kiln_nostd::header::{DESCRIPTOR_LEN, HEADER_LEN};
+use kiln_nostd::wire::header::{DESCRIPTOR_LEN, HEADER_LEN};
 use kiln_nostd::{Directory, Error, ErrorCode, Parser, Rule};
 
 use crate::checks::Checks;

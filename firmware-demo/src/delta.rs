@@ -25,7 +25,10 @@ use kiln_nostd::digest::{sha256, TensorHasher};
 use kiln_model::{Model, Trust};
 use kiln_model::update::{UpdateCheck, UpdateSummary};
 use kiln_model::{Error, Rule};
-use kiln_nostd::{layout, ErrorCode, Header, Rule as CoreRule};
+use kiln_nostd::{
+    wire::{layout, Header},
+    ErrorCode, Rule as CoreRule,
+};
 
 use crate::checks::Checks;
 use crate::ota::PACKET;
@@ -216,7 +219,7 @@ fn receive<'a>(
             if let (None, Some(bs)) = (prefix_end, b.check.block_start()) {
                 // The block's header is in (the check has it): where its payloads start.
                 let bs = bs as usize;
-                let h = b.prog.image().get(bs..bs + kiln_nostd::header::HEADER_LEN).map(Header::parse);
+                let h = b.prog.image().get(bs..bs + kiln_nostd::wire::header::HEADER_LEN).map(Header::parse);
                 let base = match h {
                     Some(Ok(h)) => layout::payload_base(h.tensor_count, h.name_bytes),
                     Some(Err(e)) => return reject(e.into(), false),

@@ -25,7 +25,7 @@ use core::ptr::addr_of_mut;
 use cortex_m as _; // critical-section implementation (single core)
 use cortex_m_rt::{entry, exception, ExceptionFrame};
 use cortex_m_semihosting::{debug, hprintln};
-use kiln_nostd::{scratch_len, Directory, Header, Parser};
+use kiln_nostd::{directory::scratch_len, wire::Header, Directory, Parser};
 
 use checks::Checks;
 use model::{evaluate, load, mxfp4_fc1, Fc1, Pool, FC1_MXFP4};

@@ -4,7 +4,7 @@
 
 use cortex_m_semihosting::hprintln;
 use kiln_nostd::dequant::Dequantizer;
-use kiln_nostd::{DType, NameIndex, Tensor};
+use kiln_nostd::{directory::NameIndex, DType, Tensor};
 
 // Tensor names of the example model.
 const FC1_WEIGHT: &str = "fc1.weight";

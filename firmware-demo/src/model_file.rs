@@ -2,7 +2,7 @@
 //! same directory), read from flash by content.
 
 use cortex_m_semihosting::hprintln;
-use kiln_nostd::{ErrorCode, NameIndex};
+use kiln_nostd::{directory::NameIndex, ErrorCode};
 
 use crate::checks::Checks;
 use crate::model::{evaluate, load, Fc1, Pool};

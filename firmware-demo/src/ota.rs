@@ -13,15 +13,19 @@
 //! packet as it passes; then the intact update.
 
 use cortex_m_semihosting::hprintln;
-use kiln_nostd::header::HEADER_LEN;
 use kiln_nostd::incremental::Borrowed;
+use kiln_nostd::wire::header::HEADER_LEN;
 
 use crate::checks::Checks;
 use crate::corruption::first_gap;
 use crate::model::{evaluate, load, Fc1, Pool};
 use crate::stack::{measure_stack, stack_budget};
 use crate::{Aligned, EXPECT_F32_CORRECT, SCRATCH_SLOTS};
-use kiln_nostd::{layout, DType, Directory, Error, Incremental, Limits, Parser, Progress, Rule, Summary};
+use kiln_nostd::{
+    incremental::{Progress, Summary},
+    wire::layout,
+    DType, Directory, Error, Incremental, Limits, Parser, Rule,
+};
 
 /// Packet size of the link.
 pub const PACKET: usize = 256;

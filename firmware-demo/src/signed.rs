@@ -42,7 +42,7 @@ use kiln_model::signed::{signed_message, KEY_AT, SIG_AT};
 use kiln_model::{Model, Trust};
 use kiln_model::update::{UpdateCheck, UpdateSummary};
 use kiln_model::{Error, Rule};
-use kiln_nostd::{NameIndex, Progress, Rule as CoreRule};
+use kiln_nostd::{directory::NameIndex, incremental::Progress, Rule as CoreRule};
 
 use crate::checks::Checks;
 use crate::model::{evaluate, load, Fc1, Pool};

@@ -22,7 +22,7 @@ use core::ptr::addr_of_mut;
 
 use embassy_futures::block_on;
 use kiln_model::source::{self, AsyncFlash};
-use kiln_nostd::{scratch_len, Directory, Error, Header, Parser, Rule};
+use kiln_nostd::{directory::scratch_len, wire::Header, Directory, Error, Parser, Rule};
 
 /// `println!` to the UART (output is best effort: the UART cannot fail).
 macro_rules! println {
@@ -232,7 +232,7 @@ fn both_verdicts(bytes: &[u8]) -> (VerifyVerdict, VerifyVerdict, usize, (usize, 
     (got.map_err(|e| e.kiln()), want.map_err(|e| e.kiln()), reads, (stack_blocking, stack_async))
 }
 
-type VerifyVerdict = Result<kiln_nostd::Summary, Option<kiln_model::Error>>;
+type VerifyVerdict = Result<kiln_nostd::incremental::Summary, Option<kiln_model::Error>>;
 
 fn verdict_text(v: &VerifyVerdict) -> VerdictText<'_> {
     VerdictText(v)

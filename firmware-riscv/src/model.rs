@@ -4,7 +4,7 @@
 //! copied-tensor path).
 
 use kiln_nostd::dequant::Dequantizer;
-use kiln_nostd::{DType, NameIndex, Tensor};
+use kiln_nostd::{directory::NameIndex, DType, Tensor};
 
 const FC1_WEIGHT: &str = "fc1.weight";
 const FC1_BIAS: &str = "fc1.bias";

@@ -13,7 +13,7 @@
 
 use kiln_fuzz::{check_directory, check_error};
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::{scratch_len, Header, Incremental, Limits, Parser};
+use kiln_nostd::{directory::scratch_len, wire::Header, Incremental, Limits, Parser};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -12,8 +12,12 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use kiln_fuzz::check_directory;
-use kiln_nostd::quant::scale_count;
-use kiln_nostd::{DType, Directory, QuantSpec, TensorRef, Width, Writer};
+use kiln_nostd::dequant::quant::scale_count;
+use kiln_nostd::{
+    dtype::Width,
+    writer::{QuantSpec, TensorRef},
+    DType, Directory, Writer,
+};
 use libfuzzer_sys::fuzz_target;
 
 // The owned tensor the kiln-nostd tests generate, shared so the owned-to-spec step exists once.

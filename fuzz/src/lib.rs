@@ -65,12 +65,12 @@ pub fn check_views(buf: &[u8], dir: &Directory<'_>) {
 /// host allows them, and then equal to the copies.
 #[allow(clippy::assertions_on_constants)] // the host's byte order is the point
 fn check_typed(t: &Tensor<'_>) {
-    fn one<T: kiln_nostd::Element + PartialEq + core::fmt::Debug>(t: &Tensor<'_>) {
+    fn one<T: kiln_nostd::dtype::Element + PartialEq + core::fmt::Debug>(t: &Tensor<'_>) {
         let mut out = vec![<T as bytemuck::Zeroable>::zeroed(); t.byte_len() / T::WIDTH + 1];
         if let Ok(n) = t.copy_to(&mut out) {
             assert_eq!(n * T::WIDTH, t.byte_len());
             let mut wire = vec![0u8; t.byte_len()];
-            assert_eq!(kiln_nostd::encode_le(&out[..n], &mut wire), Some(wire.len()));
+            assert_eq!(kiln_nostd::dtype::encode_le(&out[..n], &mut wire), Some(wire.len()));
             assert_eq!(wire, t.bytes(), "copy_to + encode_le does not give the wire bytes back");
             if let Some(v) = t.as_slice::<T>() {
                 assert!(!cfg!(target_endian = "big") || T::WIDTH == 1, "a multi-byte view on a big-endian host");

@@ -435,6 +435,6 @@ mod tests {
         assert_eq!(table[0]["dtype"], "f32");
         assert_eq!(table[0]["shape"], serde_json::json!([2]));
         assert_eq!(table[0]["byte_offset"], 192);
-        assert_eq!(decode("tensors", &kiln_nostd::EMPTY_BLOCK, true), "[]");
+        assert_eq!(decode("tensors", &kiln_nostd::wire::EMPTY_BLOCK, true), "[]");
     }
 }

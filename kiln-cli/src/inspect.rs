@@ -2,7 +2,7 @@
 //! rendered as a table or as JSON by [`crate::output`].
 
 use kiln_model::Metadata;
-use kiln_nostd::quant::SCHEME_SCALES_OUTER;
+use kiln_nostd::dequant::quant::SCHEME_SCALES_OUTER;
 use kiln_nostd::{DType, Directory, Tensor};
 use serde::Serialize;
 

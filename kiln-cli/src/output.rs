@@ -95,10 +95,10 @@ pub fn summary_json(summary: &Summary<'_>) -> String {
 /// Names of the set flag bits.
 fn flag_names(flags: u8) -> String {
     let mut names = Vec::new();
-    if flags & kiln_nostd::header::FLAG_NAMES != 0 {
+    if flags & kiln_nostd::wire::header::FLAG_NAMES != 0 {
         names.push("names");
     }
-    if flags & kiln_nostd::header::FLAG_LITTLE_ENDIAN != 0 {
+    if flags & kiln_nostd::wire::header::FLAG_LITTLE_ENDIAN != 0 {
         names.push("little-endian");
     }
     format!("0x{flags:02x} ({})", names.join(", "))

@@ -13,8 +13,8 @@
 use std::io::{self, Read};
 
 use kiln_model::Error;
-use kiln_nostd::header::HEADER_LEN;
-use kiln_nostd::{Directory, Header, Incremental, Limits};
+use kiln_nostd::wire::header::HEADER_LEN;
+use kiln_nostd::{wire::Header, Directory, Incremental, Limits};
 use memmap2::MmapMut;
 
 /// Bytes read from the stream at a time.
@@ -94,7 +94,7 @@ where
     // descriptors arrived), and only with mapped prefix memory, which bounds
     // the count: 128 bytes of prefix per tensor, at most MAX_PREFIX.
     let mut scratch = match (&prefix, count) {
-        (Prefix::Mapped(_), Some(count)) => vec![0u32; kiln_nostd::scratch_len(count)],
+        (Prefix::Mapped(_), Some(count)) => vec![0u32; kiln_nostd::directory::scratch_len(count)],
         _ => Vec::new(),
     };
     let validator = Incremental::new(prefix.bytes()).limits(limits).hash_seed(seed);
@@ -220,7 +220,7 @@ mod tests {
         assert!(matches!(Prefix::new(256), Prefix::Mapped(ref m) if m.len() == 256));
         assert!(matches!(Prefix::new(usize::MAX), Prefix::Header(_)));
         // A header that promises 16M tensors and then ends: EOF, not an allocation.
-        let mut huge = kiln_nostd::EMPTY_BLOCK;
+        let mut huge = kiln_nostd::wire::EMPTY_BLOCK;
         huge[8..12].copy_from_slice(&16_777_216u32.to_le_bytes());
         huge[24..32].copy_from_slice(&(16_777_216u64 * 128).to_le_bytes());
         let want = Parser::new().parse(&huge).map(|_| ()).map_err(kiln_model::Error::from);

@@ -28,10 +28,10 @@ pub struct ValueArgs {
     #[arg(long)]
     pub framed: bool,
     /// Cap on counts (list and dict counts, tensor_count); a larger count is LIMIT.
-    #[arg(long, value_name = "N", default_value_t = kiln_nostd::DEFAULT_CAP)]
+    #[arg(long, value_name = "N", default_value_t = kiln_nostd::directory::DEFAULT_CAP)]
     pub count_cap: u32,
     /// Cap on byte runs (str and list<u8> lengths, name heaps); a larger length is LIMIT.
-    #[arg(long, value_name = "N", default_value_t = kiln_nostd::DEFAULT_CAP)]
+    #[arg(long, value_name = "N", default_value_t = kiln_nostd::directory::DEFAULT_CAP)]
     pub byte_cap: u32,
 }
 
@@ -284,7 +284,7 @@ mod tests {
         assert_eq!((e.code().as_str(), e.offset()), ("SCHEMA", 8));
         // A framed empty directory.
         let mut t = kiln_nostd::frozen::frame_bytes(kiln_nostd::frozen::hash_text("tensors")).to_vec();
-        t.extend(kiln_nostd::EMPTY_BLOCK);
+        t.extend(kiln_nostd::wire::EMPTY_BLOCK);
         assert!(validate_bytes(&t, &opts("tensors", true)).is_ok());
         assert_eq!(validate_bytes(&t, &opts("tensors", false)).unwrap_err().code().as_str(), "FRAME");
     }
@@ -294,6 +294,6 @@ mod tests {
         let opts = opts("tensors", false);
         let err = validate_bytes(&[], &opts).unwrap_err();
         assert_eq!((err.code().as_str(), err.offset()), ("EOF", 0));
-        assert!(validate_bytes(&kiln_nostd::EMPTY_BLOCK, &opts).is_ok());
+        assert!(validate_bytes(&kiln_nostd::wire::EMPTY_BLOCK, &opts).is_ok());
     }
 }

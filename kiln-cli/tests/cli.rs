@@ -4,7 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use kiln_nostd::{DType, QuantSpec, TensorRef, TensorSpec, Writer};
+use kiln_nostd::{
+    writer::{QuantSpec, TensorRef},
+    DType, TensorSpec, Writer,
+};
 use predicates::prelude::*;
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -160,7 +163,7 @@ fn validate_all_valid_files_exit_zero() {
     let a = files.write("a.kiln", &f32_vector());
     let b = files.write("b.kiln", &quant_set());
     let c = files.write("c.kiln", &opaque());
-    let d = files.write("empty-dir.kiln", &kiln_nostd::EMPTY_BLOCK);
+    let d = files.write("empty-dir.kiln", &kiln_nostd::wire::EMPTY_BLOCK);
     kiln().args(["validate", s(&a), s(&b), s(&c), s(&d)]).assert().code(0);
 }
 
@@ -493,7 +496,10 @@ fn decode_tensors_print_the_inspect_table() {
     assert_eq!(doc["batch"][0]["dtype"], "f32");
     assert_eq!(doc["batch"][0]["byte_offset"], 16 + 8 + 192);
     assert_eq!(
-        decode_json(&["--type", "tensors", "--framed"], &[frame("tensors"), kiln_nostd::EMPTY_BLOCK.to_vec()].concat()),
+        decode_json(
+            &["--type", "tensors", "--framed"],
+            &[frame("tensors"), kiln_nostd::wire::EMPTY_BLOCK.to_vec()].concat()
+        ),
         json!([])
     );
 }
@@ -708,7 +714,7 @@ fn inspect_json_unnamed_and_opaque() {
 #[test]
 fn inspect_empty_directory() {
     let files = Files::new();
-    let empty = files.write("empty.kiln", &kiln_nostd::EMPTY_BLOCK);
+    let empty = files.write("empty.kiln", &kiln_nostd::wire::EMPTY_BLOCK);
     kiln().args(["inspect", s(&empty)]).assert().code(0).stdout(predicate::str::contains("tensors:         0\n"));
 }
 

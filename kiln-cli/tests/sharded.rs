@@ -77,7 +77,7 @@ fn names_past_one_block_make_a_sharded_model_that_round_trips() {
     let parsed: Vec<Model<'_>> = files
         .iter()
         .map(|f| {
-            let mut names = vec![0u32; kiln_nostd::scratch_len(500)];
+            let mut names = vec![0u32; kiln_nostd::directory::scratch_len(500)];
             Model::parse_verified_with(f, kiln_nostd::Parser::new().scratch(&mut names)).unwrap()
         })
         .collect();
@@ -93,7 +93,7 @@ fn names_past_one_block_make_a_sharded_model_that_round_trips() {
         seen += 1;
     }
     assert_eq!(seen, m.tensors.len());
-    let mut scratch = vec![0u32; kiln_nostd::scratch_len(500)];
+    let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(500)];
     kiln_model::check_all(&manifest, |e| files.get(e.index as usize - 1), true, Some(&mut scratch)).unwrap();
     // validate: the whole model.
     let out = kiln().args(["validate", s(&m.manifest)]).assert().code(0).get_output().stdout.clone();

@@ -157,7 +157,7 @@ fn mutated_blocks_on_stdin_get_the_file_verdict() {
 fn standard_input_is_named_once() {
     kiln()
         .args(["validate", "-", "-"])
-        .write_stdin(kiln_nostd::EMPTY_BLOCK.to_vec())
+        .write_stdin(kiln_nostd::wire::EMPTY_BLOCK.to_vec())
         .assert()
         .code(2)
         .stdout("")

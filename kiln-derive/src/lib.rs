@@ -133,7 +133,7 @@ fn expand(input: &DeriveInput, part: Part) -> syn::Result<Tokens> {
         Part::Decode => quote! {
             #decode_impl {
                 #[inline]
-                fn decode(d: &mut #k::Decoder<#de>) -> ::kiln_nostd::Result<Self> {
+                fn decode(d: &mut #k::Decoder<#de>) -> ::kiln_nostd::error::Result<Self> {
                     ::core::result::Result::Ok(Self {
                         #( #idents: <#types as #k::Decode<#de>>::decode(d)?, )*
                     })
@@ -148,7 +148,7 @@ fn expand(input: &DeriveInput, part: Part) -> syn::Result<Tokens> {
                 }
 
                 #[inline]
-                fn encode(&self, e: &mut #k::Encoder<'_>) -> ::kiln_nostd::Result<()> {
+                fn encode(&self, e: &mut #k::Encoder<'_>) -> ::kiln_nostd::error::Result<()> {
                     #( #k::Encode::encode(&self.#idents, e)?; )*
                     ::core::result::Result::Ok(())
                 }

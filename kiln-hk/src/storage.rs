@@ -199,7 +199,7 @@ impl StorageType {
     pub const fn dense_width(self) -> Option<u8> {
         match self.kiln_dtype() {
             Some(d) => match d.width() {
-                kiln_nostd::Width::Bytes(w) => Some(w),
+                kiln_nostd::dtype::Width::Bytes(w) => Some(w),
                 _ => None,
             },
             None => None,

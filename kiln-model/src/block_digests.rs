@@ -6,7 +6,7 @@
 
 use kiln_nostd::bytes::{u64_from, usize_from};
 use kiln_nostd::digest::Digests;
-use kiln_nostd::{Rule, Step};
+use kiln_nostd::{error::Step, Rule};
 
 /// True for the rules of steps 10 to 12, the ones step 9d comes before: a
 /// parse that fails with one of them passed steps 1 to 9, so its ranges
@@ -77,7 +77,7 @@ pub fn check_block_digests<'a>(
     block_at: usize,
     parser: kiln_nostd::Parser<'_>,
     table: &Digests<'_>,
-) -> kiln_nostd::Result<kiln_nostd::Directory<'a>> {
+) -> kiln_nostd::error::Result<kiln_nostd::Directory<'a>> {
     check_block_with(buf, block_at, parser, table, |_| Ok::<(), kiln_nostd::Error>(()))
 }
 
@@ -92,7 +92,7 @@ pub(crate) fn check_block_with<'a, E: From<kiln_nostd::Error>>(
     table: &Digests<'_>,
     before_9d: impl FnOnce(usize) -> Result<(), E>,
 ) -> Result<kiln_nostd::Directory<'a>, E> {
-    use kiln_nostd::header::{Header, HEADER_LEN};
+    use kiln_nostd::wire::header::{Header, HEADER_LEN};
     let verdict = parser.parse_at(buf, block_at);
     if let Err(e) = verdict {
         if before_step3d(e.rule()) {
@@ -110,7 +110,7 @@ pub(crate) fn check_block_with<'a, E: From<kiln_nostd::Error>>(
         _ => {}
     }
     // Steps 1 to 9 hold: the prefix and every range of the run are in `block`.
-    let base = kiln_nostd::layout::payload_base(header.tensor_count, header.name_bytes).and_then(usize_from);
+    let base = kiln_nostd::wire::layout::payload_base(header.tensor_count, header.name_bytes).and_then(usize_from);
     let payload = base.and_then(|b| block.get(b..)).unwrap_or(&[]);
     let descriptors = block.get(HEADER_LEN..).unwrap_or(&[]);
     let count = kiln_nostd::bytes::usize_from_u32(header.tensor_count);

@@ -266,7 +266,7 @@ pub fn apply(old: &[u8], delta: &[u8]) -> Result<alloc::vec::Vec<u8>> {
     let rest = delta.get(head.len()..).unwrap_or(&[]);
     // NEW's prefix: its fields and the block's prefix, from the start of `rest`.
     let block_at = crate::block_start(rest, &Limits::DEFAULT).map_err(|e| shift(e, head.len()))?;
-    let header = kiln_nostd::Header::parse(rest.get(block_at..).unwrap_or(&[]))
+    let header = kiln_nostd::wire::Header::parse(rest.get(block_at..).unwrap_or(&[]))
         .map_err(|e| shift(e, head.len().saturating_add(block_at)))?;
     let base = crate::layout::payload_base(header.tensor_count, header.name_bytes).and_then(crate::bytes::usize_from);
     let Some(prefix_len) = base.and_then(|b| b.checked_add(block_at)) else {

@@ -8,7 +8,7 @@
 
 use core::fmt;
 
-pub use kiln_nostd::{ErrorCode, Step as CoreStep};
+pub use kiln_nostd::{error::Step as CoreStep, ErrorCode};
 
 use crate::bytes::{u64_from, usize_sat};
 
@@ -19,7 +19,7 @@ use crate::bytes::{u64_from, usize_sat};
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Step {
-    /// A step of the core's orders ([`kiln_nostd::Step`]).
+    /// A step of the core's orders ([`kiln_nostd::error::Step`]).
     Core(CoreStep),
     /// A manifest's step M1 to M5.
     Manifest(u8),

@@ -8,7 +8,7 @@
 //! ```
 //! use kiln_model::host;
 //! use kiln_nostd::Limits;
-//! let block = kiln_nostd::EMPTY_BLOCK;
+//! let block = kiln_nostd::wire::EMPTY_BLOCK;
 //! let mut scratch = host::scratch_for(&block, &Limits::DEFAULT);
 //! assert_eq!(host::parser(Limits::DEFAULT, &mut scratch).parse(&block)?.len(), 0);
 //! # Ok::<(), kiln_model::Error>(())
@@ -96,7 +96,7 @@ mod tests {
         assert_eq!(name_scratch(&block, 0, &Limits::DEFAULT.with_count_cap(0)), None);
         assert_eq!(name_scratch(&block, 1, &Limits::DEFAULT), None);
         // A header claiming 2^32 - 1 tensors in 64 bytes gets no scratch.
-        let mut huge = kiln_nostd::EMPTY_BLOCK;
+        let mut huge = kiln_nostd::wire::EMPTY_BLOCK;
         huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(name_scratch(&huge, 0, &Limits::MAX), None);
         assert_eq!(name_scratch(b"nope", 0, &Limits::DEFAULT), None);

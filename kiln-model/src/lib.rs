@@ -73,7 +73,10 @@ use kiln_nostd::Rule as CoreRule;
 // The core's internals, under the names this code had inside the core (each
 // feature set uses some of them).
 #[allow(unused_imports)]
-use kiln_nostd::{bytes, descriptor, digest, dtype, frozen, header, incremental, layout, names, steps};
+use kiln_nostd::{
+    bytes, digest, dtype, frozen, incremental, names, steps,
+    wire::{descriptor, header, layout},
+};
 use kiln_nostd::{Limits, Parser};
 
 mod manifest;
@@ -104,8 +107,8 @@ use crate::bytes::{u32_at, usize_from_u32};
 use crate::digest::{Digests, DIGEST_LEN};
 use crate::error::fail;
 use crate::frozen::{check_frame, Field, Ty, FRAME_LEN, FRAME_MAGIC};
+use kiln_nostd::wire::Header;
 use kiln_nostd::Directory;
-use kiln_nostd::Header;
 
 /// The plain model record's canonical type text.
 pub const MODEL_TYPE: &str = "struct{metadata:dict<str,str>,tensors:tensors,}";
@@ -567,7 +570,7 @@ pub(crate) fn head_of<'a>(buf: &'a [u8], limits: &Limits) -> Result<(Kind, usize
 /// Checks a model file's frame and fields before the block (the first
 /// checks of [`Model::parse`], in its order) and returns where its directory
 /// block starts: for sizing name scratch from that block's header
-/// ([`Header::peek_count`](kiln_nostd::Header::peek_count)) before the full parse.
+/// ([`Header::peek_count`](kiln_nostd::wire::Header::peek_count)) before the full parse.
 pub fn block_start(buf: &[u8], limits: &kiln_nostd::Limits) -> Result<usize> {
     Head::check(buf, limits).map(|h| h.block)
 }

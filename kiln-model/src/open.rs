@@ -53,7 +53,7 @@ impl<'s> Options<'s> {
     }
 
     /// Name scratch for the linear-time uniqueness checks: at least
-    /// [`kiln_nostd::scratch_len`] words for a block's tensor count, or
+    /// [`kiln_nostd::directory::scratch_len`] words for a block's tensor count, or
     /// [`Manifest::scratch_len`] for a manifest's (less: every pair is compared).
     #[must_use]
     pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {

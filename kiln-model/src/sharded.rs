@@ -125,7 +125,10 @@ pub mod write {
     use super::super::{EntrySpec, ManifestQuant, ManifestWriter, ModelWriter, ShardSpec};
     use crate::digest::sha256;
     use crate::error::Result;
-    use kiln_nostd::{QuantSpec, TensorRef, TensorSpec};
+    use kiln_nostd::{
+        writer::{QuantSpec, TensorRef},
+        TensorSpec,
+    };
 
     /// The files of a sharded model: the manifest's bytes, and each shard's
     /// name and bytes in order.
@@ -235,8 +238,8 @@ fn parse_prefix_at<'a>(
 ) -> Result<kiln_nostd::Directory<'a>> {
     use crate::bytes::{u64_from, usize_from};
     use crate::error::fail;
-    use kiln_nostd::header::{Header, Regions};
     use kiln_nostd::steps::{check_prefix_of, PrefixVerdict};
+    use kiln_nostd::wire::header::{Header, Regions};
     let Some(block) = buf.get(start..) else {
         return fail(kiln_nostd::Rule::HeaderTruncated, buf.len());
     };

@@ -300,7 +300,7 @@ impl SignedHead<'_> {
         let Some((align, rem)) = self.align.filter(|&(a, _)| a > 1 && a.is_power_of_two()) else {
             return Ok(None);
         };
-        let h = kiln_nostd::Header::parse(block)?;
+        let h = kiln_nostd::wire::Header::parse(block)?;
         let Some(base) = crate::layout::payload_base(h.tensor_count, h.name_bytes) else {
             return fail(CoreRule::PayloadSizeOverflow, 16);
         };

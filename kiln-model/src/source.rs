@@ -501,7 +501,7 @@ pub enum TensorId<'n> {
     /// Position in descriptor order.
     Index(usize),
     /// Name (a linear scan; for many lookups build a
-    /// [`NameIndex`](kiln_nostd::NameIndex) over [`Opened::directory`] and pass indexes).
+    /// [`NameIndex`](kiln_nostd::directory::NameIndex) over [`Opened::directory`] and pass indexes).
     Name(&'n str),
 }
 

@@ -314,7 +314,7 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
                 let head = Head::check_with(bytes, &self.limits, Some(&policy))?;
                 // The fields are in, the block is cut short: its own verdict.
                 let block = bytes.get(head.block..).unwrap_or(&[]);
-                let e = kiln_nostd::Header::parse(block)
+                let e = kiln_nostd::wire::Header::parse(block)
                     .err()
                     .unwrap_or(kiln_nostd::Error::new(CoreRule::HeaderTruncated, block.len()));
                 Err(Error::from(e).shifted(u64_from(head.block)))
@@ -359,8 +359,9 @@ pub fn doc_example() -> (alloc::vec::Vec<u8>, [u8; 32]) {
     let mut file = alloc::vec![0u8; n];
     let _ = head.write(&block, &mut file);
     file.extend_from_slice(&block);
-    let base =
-        kiln_nostd::Header::parse(&block).ok().and_then(|h| crate::layout::payload_base(h.tensor_count, h.name_bytes));
+    let base = kiln_nostd::wire::Header::parse(&block)
+        .ok()
+        .and_then(|h| crate::layout::payload_base(h.tensor_count, h.name_bytes));
     let payload_start = n.saturating_add(usize_sat(base.unwrap_or(0)));
     let msg: alloc::vec::Vec<u8> = signed_message(&file, payload_start).concat();
     let _ = put_signature(&mut file, &key.sign(&msg).to_bytes());

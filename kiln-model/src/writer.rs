@@ -143,7 +143,7 @@ impl ModelWriter {
     }
 
     /// [`write`](Self::write) with name scratch of at least
-    /// [`scratch_len`](kiln_nostd::scratch_len)`(specs.len())` slots, so the
+    /// [`scratch_len`](kiln_nostd::directory::scratch_len)`(specs.len())` slots, so the
     /// name checks take linear time.
     pub fn write_with_scratch(
         &self,

@@ -32,7 +32,9 @@ use kiln_model::source::{self, OutOfBounds, ReadAt};
 use kiln_nostd::digest::{sha256, Digests, TensorHasher};
 use kiln_nostd::incremental::Borrowed;
 use kiln_nostd::{
-    DType, Error, ErrorCode, Header, Incremental, Limits, Parser, QuantSpec, Rule, TensorRef, TensorSpec,
+    wire::Header,
+    writer::{QuantSpec, TensorRef},
+    DType, Error, ErrorCode, Incremental, Limits, Parser, Rule, TensorSpec,
 };
 
 // ---------------------------------------------------------------------------
@@ -45,7 +47,7 @@ fn table_of(block: &[u8]) -> Vec<u8> {
 }
 
 fn scratch_for(b: &[u8]) -> Vec<u32> {
-    vec![0u32; kiln_nostd::scratch_len(Header::peek_count(b).unwrap_or(0).min(1 << 16))]
+    vec![0u32; kiln_nostd::directory::scratch_len(Header::peek_count(b).unwrap_or(0).min(1 << 16))]
 }
 
 /// The whole-buffer verdict: `check_block_digests`, then step 12 for a standalone block.

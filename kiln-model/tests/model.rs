@@ -144,7 +144,7 @@ fn block_start_and_the_writer_with_scratch() {
     let f = example();
     let at = block_start(&f, &Limits::DEFAULT).unwrap();
     assert_eq!(at, Model::parse(&f).unwrap().directory_offset());
-    assert_eq!(kiln_nostd::Header::peek_count(&f[at..]), Some(2));
+    assert_eq!(kiln_nostd::wire::Header::peek_count(&f[at..]), Some(2));
     assert_eq!(block_start(&f[..20], &Limits::DEFAULT).unwrap_err().code(), ErrorCode::Eof);
     // Many names: the same file with and without scratch.
     let data = [1u8; 4];
@@ -155,7 +155,7 @@ fn block_start_and_the_writer_with_scratch() {
     let n = w.encoded_len(&[("k", "v")], &specs).unwrap();
     let (mut a, mut b) = (vec![0u8; n], vec![0u8; n]);
     w.write(&[("k", "v")], &specs, &mut a).unwrap();
-    let mut scratch = vec![0u32; kiln_nostd::scratch_len(n_names as u32)];
+    let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(n_names as u32)];
     w.write_with_scratch(&[("k", "v")], &specs, &mut b, Some(&mut scratch)).unwrap();
     assert_eq!(a, b);
 }

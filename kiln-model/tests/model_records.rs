@@ -7,7 +7,10 @@ use kiln_model::{
 };
 use kiln_model::{AnyRule, Rule};
 use kiln_nostd::digest::{sha256, DIGEST_LEN};
-use kiln_nostd::{DType, ErrorCode, Parser, QuantSpec, Rule as CoreRule, TensorRef, TensorSpec};
+use kiln_nostd::{
+    writer::{QuantSpec, TensorRef},
+    DType, ErrorCode, Parser, Rule as CoreRule, TensorSpec,
+};
 
 const A: [u8; 8] = [0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0];
 const B: [u8; 5] = [1, 0, 1, 1, 0];

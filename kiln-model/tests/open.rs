@@ -97,7 +97,7 @@ fn each_reader_s_verdict_stands() {
     let tight = Limits::DEFAULT.with_count_cap(1);
     let e = open(&f, &mut Options::new().limits(tight)).unwrap_err();
     assert_eq!(e.rule(), CoreRule::TensorCountCap);
-    let mut scratch = vec![0u32; kiln_nostd::scratch_len(2)];
+    let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(2)];
     assert!(open(&f, &mut Options::new().scratch(&mut scratch).hash_seed(9)).is_ok());
     // Something else entirely: the directory reader's FRAME at byte 0.
     let e = open(b"GGUF and more bytes", &mut Options::new()).unwrap_err();

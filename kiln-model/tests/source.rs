@@ -121,7 +121,11 @@ fn compare_verify(buf: &[u8], limits: Limits, what: &str) -> usize {
         }
     }
     // Name scratch changes nothing.
-    let mut names = vec![0u32; kiln_nostd::scratch_len(kiln_nostd::Header::peek_count(buf).unwrap_or(0).min(1 << 16))];
+    let mut names =
+        vec![
+            0u32;
+            kiln_nostd::directory::scratch_len(kiln_nostd::wire::Header::peek_count(buf).unwrap_or(0).min(1 << 16))
+        ];
     let got = Options::new().limits(limits).scratch(&mut names).verify(buf, &mut prefix, &mut [0u8; 1000]);
     assert_eq!(got.map(|s| s.block_len).map_err(|e| e.kiln().expect("a format error")), want, "{what}: scratch");
     n + 1

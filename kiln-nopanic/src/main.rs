@@ -159,9 +159,9 @@ mod inputs {
 #[cfg(feature = "parse")]
 mod decoder {
     use super::{inputs::*, mix, opaque};
-    use kiln_nostd::{scratch_len, Directory, Error, Header, Limits, Parser};
+    use kiln_nostd::{directory::scratch_len, wire::Header, Directory, Error, Limits, Parser};
     #[cfg(feature = "views")]
-    use kiln_nostd::{NameIndex, Tensor};
+    use kiln_nostd::{directory::NameIndex, Tensor};
 
     fn error(sink: &mut u32, e: Error) {
         mix(sink, e.code() as usize);
@@ -310,7 +310,7 @@ mod decoder {
 #[cfg(feature = "typical")]
 mod typical {
     use super::{inputs::*, mix, opaque};
-    use kiln_nostd::FixedIndex;
+    use kiln_nostd::directory::FixedIndex;
 
     pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
         let mut index = FixedIndex::<32, 128>::new();
@@ -442,7 +442,7 @@ mod digests {
 #[cfg(feature = "incremental")]
 mod incremental {
     use super::{error, inputs::*, mix, opaque};
-    use kiln_nostd::{Incremental, Limits, Progress};
+    use kiln_nostd::{incremental::Progress, Incremental, Limits};
 
     pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
         let limits = Limits::DEFAULT.with_count_cap(opaque(&COUNT_CAP)).with_byte_cap(opaque(&COUNT_CAP));
@@ -615,7 +615,7 @@ mod typed_record {
     }
 
     impl<'a> Decode<'a> for Record<'a> {
-        fn decode(d: &mut Decoder<'a>) -> kiln_nostd::Result<Self> {
+        fn decode(d: &mut Decoder<'a>) -> kiln_nostd::error::Result<Self> {
             Ok(Record { id: i64::decode(d)?, name: <&str>::decode(d)?, scores: ListView::decode(d)? })
         }
     }
@@ -646,7 +646,9 @@ mod typed_record {
 mod writer {
     use super::{mix, opaque};
     use kiln_nostd::{
-        encode_le, le_bytes, sort_dict, DType, Directory, Limits, QuantSpec, TensorRef, TensorSpec, Writer,
+        dtype::{encode_le, le_bytes},
+        writer::{sort_dict, QuantSpec, TensorRef},
+        DType, Directory, Limits, TensorSpec, Writer,
     };
 
     static Q_NAME: &str = "q";

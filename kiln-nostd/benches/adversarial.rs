@@ -40,7 +40,7 @@ fn block(names: Option<&[Vec<u8>]>, n: usize) -> Vec<u8> {
             }
         })
         .collect();
-    let mut scratch = vec![0u32; kiln_nostd::scratch_len(n as u32)];
+    let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(n as u32)];
     let mut out = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
     Writer::new().scratch(&mut scratch).write(&specs, &mut out).unwrap();
     out
@@ -164,10 +164,10 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("adversarial");
     for (what, n, bytes) in &cases {
-        let mut check = vec![0u32; kiln_nostd::scratch_len(*n as u32)];
+        let mut check = vec![0u32; kiln_nostd::directory::scratch_len(*n as u32)];
         assert_eq!(parse_scratch(bytes, &mut check, 0), *n, "{what} {n}");
         group.throughput(Throughput::Elements(*n as u64));
-        let mut scratch = vec![0u32; kiln_nostd::scratch_len(*n as u32)];
+        let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(*n as u32)];
         group.bench_with_input(BenchmarkId::new(format!("{what}/scratch"), n), bytes, |b, bytes| {
             b.iter(|| parse_scratch(bytes, &mut scratch, 0))
         });

@@ -28,7 +28,7 @@ fn model(n: usize) -> Model {
 
 fn kiln_bytes(m: &Model) -> Vec<u8> {
     let specs: Vec<_> = m.names.iter().map(|n| TensorSpec::new(DType::F32, &m.shape, &m.data).named(n)).collect();
-    let mut scratch = vec![0u32; kiln_nostd::scratch_len(specs.len() as u32)];
+    let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(specs.len() as u32)];
     let len = Writer::new().encoded_len(&specs).unwrap();
     let mut out = vec![0u8; len];
     Writer::new().scratch(&mut scratch).write(&specs, &mut out).unwrap();
@@ -49,7 +49,7 @@ fn bench(c: &mut Criterion) {
         let kiln = kiln_bytes(&m);
         let st = safetensors_bytes(&m);
         group.throughput(Throughput::Elements(n as u64));
-        let mut scratch = vec![0u32; kiln_nostd::scratch_len(n as u32)];
+        let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(n as u32)];
 
         group.bench_with_input(BenchmarkId::new("kiln_scratch", n), &kiln, |b, bytes| {
             b.iter(|| {
@@ -105,7 +105,7 @@ fn phases(c: &mut Criterion) {
     let kiln = kiln_bytes(&m);
     let mut group = c.benchmark_group("phases");
     group.throughput(Throughput::Elements(n as u64));
-    let mut scratch = vec![0u32; kiln_nostd::scratch_len(n as u32)];
+    let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(n as u32)];
     group.bench_function("parse_indexed", |b| {
         b.iter(|| Parser::new().scratch(&mut scratch).parse_indexed(black_box(&kiln)).map(|(d, _)| d.len()).unwrap())
     });
@@ -132,7 +132,7 @@ fn incremental(c: &mut Criterion) {
     let small = kiln_bytes(&model(n));
     let big = gib_block(DType::F32, 1);
     let bools = gib_block(DType::Bool, 1);
-    let mut scratch = vec![0u32; kiln_nostd::scratch_len(n as u32)];
+    let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(n as u32)];
     let mut prefix = vec![0u8; 4 << 20];
     for (what, block) in [("10000_tensors", &small), ("1GiB", &big), ("1GiB_bool", &bools)] {
         group.bench_function(BenchmarkId::new("parser_whole", what), |b| {

@@ -23,7 +23,7 @@ fn main() {
     let data: Vec<u8> = (0..64u8).collect();
     let shape = [4u64, 4];
     let specs: Vec<_> = names.iter().map(|n| TensorSpec::new(DType::F32, &shape, &data).named(n)).collect();
-    let mut scratch = vec![0u32; kiln_nostd::scratch_len(TENSORS as u32)];
+    let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(TENSORS as u32)];
     let mut block = vec![0u8; Writer::new().encoded_len(&specs).expect("sized")];
     Writer::new().scratch(&mut scratch).write(&specs, &mut block).expect("written");
     let mut prefix = vec![0u8; 4 << 20];

@@ -6,11 +6,11 @@
 use crate::block::{Block, Payload};
 use crate::bytes::{first_nonzero, usize_from};
 use crate::check_order::check_values;
-use crate::descriptor::{self, RawDescriptor};
 use crate::error::{fail, Result, Rule};
-use crate::layout::Placement;
 use crate::names::{self, Heap, NameCursor, NameTable};
 use crate::ranges;
+use crate::wire::descriptor::{self, RawDescriptor};
+use crate::wire::layout::Placement;
 
 /// One walk over the descriptors, every rule of each descriptor together, so
 /// a large directory is read from memory once (plain runs read the name

@@ -3,9 +3,9 @@
 //! 11, the views and the incremental validator read.
 
 use crate::bytes::usize_from_u32;
-use crate::descriptor::Descriptors;
-use crate::header::{Header, Regions};
 use crate::names::Heap;
+use crate::wire::descriptor::Descriptors;
+use crate::wire::header::{Header, Regions};
 
 /// The payload region of a block whose size checks passed.
 #[derive(Clone, Copy)]

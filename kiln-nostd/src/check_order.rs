@@ -6,12 +6,12 @@
 
 use crate::block::{Block, Payload};
 use crate::bytes::u64_from;
-use crate::descriptor::{self, field_at, AT_BYTE_OFFSET};
-use crate::descriptor::{Descriptors, RawDescriptor};
+use crate::dequant::quant;
 use crate::error::{fail, Error, Result, Rule};
 use crate::names::{self, NameTable, NameWalk};
-use crate::quant;
 use crate::ranges;
+use crate::wire::descriptor::{self, field_at, AT_BYTE_OFFSET};
+use crate::wire::descriptor::{Descriptors, RawDescriptor};
 
 /// Steps 8 to 11 in the spec's order: the first fault, or the filled name
 /// table (when there is scratch for one) of a valid block.

@@ -8,7 +8,7 @@
 //!
 //! ```
 //! use kiln_nostd::dequant::{dequantize_into, Dequantizer};
-//! use kiln_nostd::{DType, Directory, QuantSpec, TensorRef, TensorSpec, Writer};
+//! use kiln_nostd::{DType, Directory, writer::{QuantSpec, TensorRef}, TensorSpec, Writer};
 //!
 //! // MXFP4: 32 e2m1 codes of 1.0 (0x2) in one group, its e8m0 scale 2^-2.
 //! let specs = [
@@ -37,9 +37,11 @@
 
 use core::fmt;
 
+pub mod mx;
+pub mod quant;
+
 use crate::directory::Tensor;
 use crate::dtype::DType;
-use crate::mx;
 
 /// Why a tensor's values were not computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,8 +10,8 @@
 
 #[cfg(feature = "sha2")]
 use crate::bytes::u64_from;
-use crate::descriptor::{AT_BYTE_LENGTH, AT_BYTE_OFFSET};
-use crate::layout::align;
+use crate::wire::descriptor::{AT_BYTE_LENGTH, AT_BYTE_OFFSET};
+use crate::wire::layout::align;
 
 /// Bytes of one digest (SHA-256).
 pub const DIGEST_LEN: usize = 32;
@@ -90,7 +90,7 @@ impl<'a> Digests<'a> {
 /// The caller stops at the tensor count.
 #[doc(hidden)] // the model-file crate's whole-block check too
 pub fn run_entry(descriptors: &[u8], i: usize, running: u64) -> Option<(u64, u64)> {
-    let d = descriptors.get(i.checked_mul(crate::layout::DESCRIPTOR_LEN)?..)?;
+    let d = descriptors.get(i.checked_mul(crate::wire::layout::DESCRIPTOR_LEN)?..)?;
     let off = crate::bytes::u64_at(d, AT_BYTE_OFFSET)?;
     let len = crate::bytes::u64_at(d, AT_BYTE_LENGTH)?;
     (off == align(running)?).then_some((off, len))

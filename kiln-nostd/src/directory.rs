@@ -1,14 +1,24 @@
-//! Borrowed views of a checked directory. Every accessor here reads bytes the
+//! Reading a tensor directory: the [`Parser`] and its [`Limits`], and the
+//! borrowed views of a checked directory ([`Directory`], [`Tensor`], the
+//! [`NameIndex`] and [`FixedIndex`] lookups). Every accessor here reads bytes the
 //! parser has already checked, so none can fail or point outside the buffer.
 
 use crate::bytes::{usize_from, usize_from_u32};
-use crate::descriptor::Descriptors;
-use crate::descriptor::{Descriptor, RawDescriptor, NO_INDEX};
+
+mod fixed;
+mod limits;
+mod parser;
+use crate::dequant::quant::SCHEME_SCALES_OUTER;
 use crate::dtype::DType;
-use crate::element::{Element, ViewError};
-use crate::header::{Header, Regions};
+use crate::dtype::{Element, ViewError};
+pub use crate::names::scratch_len;
 use crate::names::{same_bytes, Heap, LookupTable};
-use crate::quant::SCHEME_SCALES_OUTER;
+use crate::wire::descriptor::Descriptors;
+use crate::wire::descriptor::{Descriptor, RawDescriptor, NO_INDEX};
+use crate::wire::header::{Header, Regions};
+pub use fixed::{CapacityError, FixedIndex};
+pub use limits::{Limits, DEFAULT_CAP};
+pub use parser::Parser;
 
 /// A checked tensor directory borrowed from the caller's buffer.
 ///
@@ -206,7 +216,7 @@ impl<'a, 's> NameIndex<'a, 's> {
     }
 
     /// Builds an index over an already checked directory in `scratch`
-    /// (at least [`scratch_len`](crate::scratch_len)`(dir.len())` slots).
+    /// (at least [`scratch_len`]`(dir.len())` slots).
     #[must_use]
     pub fn build(dir: Directory<'a>, scratch: &'s mut [u32]) -> Self {
         let table = crate::names::NameTable::new(scratch, dir.len()).map(|mut t| {
@@ -406,13 +416,13 @@ impl<'a> Tensor<'a> {
     /// aligned for `T`. Otherwise `None`: use [`copy_to`](Self::copy_to).
     #[must_use]
     pub fn as_slice<T: Element>(&self) -> Option<&'a [T]> {
-        crate::element::view(self.dtype(), self.bytes())
+        crate::dtype::view(self.dtype(), self.bytes())
     }
 
     /// Copies the elements into `out` as host-order values, byte-swapping on
     /// big-endian hosts. Returns the element count.
     pub fn copy_to<T: Element>(&self, out: &mut [T]) -> core::result::Result<usize, ViewError> {
-        crate::element::copy(self.dtype(), self.bytes(), out)
+        crate::dtype::copy(self.dtype(), self.bytes(), out)
     }
 }
 

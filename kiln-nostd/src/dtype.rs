@@ -1,5 +1,10 @@
 //! Dtype codes: the closed set 1..=19 and the opaque range 4096..=32767.
 //! One table (`dtypes!` below) states each dtype's code, name and width.
+//! The [`Element`] types a tensor's bytes can be viewed or copied as
+//! ([`view`], [`copy`], [`encode_le`], [`le_bytes`]) live here too.
+
+mod element;
+pub use element::{copy, encode_le, le_bytes, view, Element, ViewError};
 
 /// How many bytes a dtype's elements take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

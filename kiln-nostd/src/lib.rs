@@ -10,7 +10,7 @@
 //!
 //! fn main() -> Result<(), kiln_nostd::Error> {
 //!     // Write a directory holding one named f32 vector ...
-//!     let data = kiln_nostd::le_bytes(&[1.0f32, -2.0]).unwrap_or(&[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
+//!     let data = kiln_nostd::dtype::le_bytes(&[1.0f32, -2.0]).unwrap_or(&[0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0]);
 //!     let specs = [TensorSpec::new(DType::F32, &[2], data).named("w")];
 //!     let mut buf = [0u8; 512];
 //!     let len = Writer::new().write(&specs, &mut buf)?;
@@ -65,57 +65,35 @@ mod block;
 pub mod bytes;
 mod check_order;
 pub mod dequant;
-pub mod descriptor;
 pub mod digest;
-mod directory;
+pub mod directory;
 pub mod dtype;
-mod element;
-mod error;
-mod fixed;
+pub mod error;
 pub mod frozen;
-pub mod header;
 pub mod incremental;
-pub mod layout;
-mod limits;
-pub mod mx;
 #[doc(hidden)]
 pub mod names;
-mod parser;
-pub mod quant;
 mod ranges;
 #[doc(hidden)]
 pub mod steps;
-mod writer;
+pub mod wire;
+pub mod writer;
 
-pub use directory::{Directory, NameIndex, Quantization, Tensor, TensorIter};
-pub use dtype::{ByteRule, DType, Width};
-pub use element::{copy, encode_le, le_bytes, view, Element, ViewError};
-pub use error::{Error, ErrorCode, Result, Rule, Step};
-pub use fixed::{CapacityError, FixedIndex};
-pub use header::Header;
-pub use incremental::{Incremental, Progress, Summary};
-pub use limits::{Limits, DEFAULT_CAP};
-pub use names::scratch_len;
-pub use parser::Parser;
-pub use writer::{sort_dict, QuantSpec, TensorRef, TensorSpec, Writer};
+// The types nearly every caller names; everything else is reached through
+// its module (one module per concept, as listed on this page).
+pub use directory::{Directory, Limits, Parser, Tensor};
+pub use dtype::DType;
+pub use error::{Error, ErrorCode, Rule};
+pub use incremental::Incremental;
+pub use writer::{TensorSpec, Writer};
 
 /// Checked integer conversions: the core's own, shared with the readers
 /// outside it (the CLI's converters) so every parser converts one way.
+// Hidden: plumbing for the converters, not part of the format's API.
+#[doc(hidden)]
 pub mod int {
     pub use crate::bytes::{u64_from, usize_from, usize_from_u32, usize_sat};
 }
-
-/// The empty directory: the 64-byte header with only the little-endian flag.
-pub const EMPTY_BLOCK: [u8; 64] = {
-    let mut b = [0u8; 64];
-    b[0] = b'K';
-    b[1] = b'L';
-    b[2] = b'N';
-    b[3] = b'T';
-    b[4] = header::VERSION;
-    b[5] = header::FLAG_LITTLE_ENDIAN;
-    b
-};
 
 // The README's example runs as a doctest, so the crate's page cannot drift from the API.
 #[cfg(doctest)]

@@ -6,10 +6,10 @@
 //! comparing every pair (quadratic, no memory).
 
 use crate::bytes::{usize_from_u32, usize_sat};
-use crate::descriptor::Descriptors;
-use crate::descriptor::{field_at, RawDescriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, NO_NAME};
 use crate::error::{fail, Result, Rule};
-use crate::header::AT_FLAGS;
+use crate::wire::descriptor::Descriptors;
+use crate::wire::descriptor::{field_at, RawDescriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, NO_NAME};
+use crate::wire::header::AT_FLAGS;
 
 /// The heap and where it sits in the block.
 #[derive(Clone, Copy, Debug)]
@@ -438,7 +438,7 @@ const fn pow2_by_doubling(n: usize) -> Option<(usize, u32)> {
 /// A `const fn`, so a fixed scratch array can be sized at compile time.
 ///
 /// ```
-/// const SCRATCH: usize = kiln_nostd::scratch_len(10_000);
+/// const SCRATCH: usize = kiln_nostd::directory::scratch_len(10_000);
 /// assert_eq!(SCRATCH, 2 * 16_384);
 /// ```
 pub const fn scratch_len(count: u32) -> usize {

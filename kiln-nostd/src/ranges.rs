@@ -7,11 +7,11 @@
 
 use crate::block::Payload;
 use crate::bytes::{first_nonzero, usize_from_u32, usize_sat};
-use crate::descriptor::Descriptors;
-use crate::descriptor::{field_at, RawDescriptor, AT_BYTE_OFFSET};
 use crate::error::{fail, Result, Rule};
-use crate::header::AT_PAYLOAD_BYTES;
-use crate::layout::Placement;
+use crate::wire::descriptor::Descriptors;
+use crate::wire::descriptor::{field_at, RawDescriptor, AT_BYTE_OFFSET};
+use crate::wire::header::AT_PAYLOAD_BYTES;
+use crate::wire::layout::Placement;
 
 /// Step 10 for descriptor `i`: its offset is the greedy placement after
 /// `running_end`, and the gap before it is zero (when the payload is at hand).
@@ -178,7 +178,7 @@ fn swap(v: &mut [u32], a: usize, b: usize) {
 mod tests {
     extern crate std;
     use super::*;
-    use crate::header::{DESCRIPTOR_LEN, HEADER_LEN};
+    use crate::wire::header::{DESCRIPTOR_LEN, HEADER_LEN};
     use std::vec;
 
     /// Descriptors with the given (offset, length) ranges, other fields zero.

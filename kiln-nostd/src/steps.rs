@@ -8,10 +8,10 @@
 use crate::accept::{accept, PLAIN};
 use crate::block::Block;
 use crate::check_order;
+use crate::directory::Limits;
 use crate::error::{fail, Error, Result, Rule};
-use crate::header::{check_padding, Header, Regions};
-use crate::limits::Limits;
 use crate::names::{self, NameTable};
+use crate::wire::header::{check_padding, Header, Regions};
 
 /// How a block is checked: the caps, the name-table scratch and its seed,
 /// and `walk` (see `check_descriptors`). `Parser` is the

@@ -3,15 +3,15 @@
 //! writer reports success, so it refuses exactly what a reader would reject.
 
 use crate::bytes::{u64_from, usize_from, usize_from_u32};
-use crate::descriptor::{
-    field_at, Descriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, AT_RANK, AT_SCALE_INDEX, NO_AXIS, NO_INDEX, NO_NAME,
-};
+use crate::dequant::quant::{SCHEME_NONE, SCHEME_SCALES, SCHEME_SCALES_OUTER};
+use crate::directory::Limits;
 use crate::dtype::DType;
 use crate::error::{fail, Result, Rule};
-use crate::header::{Header, AT_PAYLOAD_BYTES, DESCRIPTOR_LEN, HEADER_LEN};
-use crate::layout::{self, Placement};
-use crate::limits::Limits;
-use crate::quant::{SCHEME_NONE, SCHEME_SCALES, SCHEME_SCALES_OUTER};
+use crate::wire::descriptor::{
+    field_at, Descriptor, AT_LAYOUT_OFF, AT_NAME_LEN, AT_NAME_OFF, AT_RANK, AT_SCALE_INDEX, NO_AXIS, NO_INDEX, NO_NAME,
+};
+use crate::wire::header::{Header, AT_PAYLOAD_BYTES, DESCRIPTOR_LEN, HEADER_LEN};
+use crate::wire::layout::{self, Placement};
 use crate::{Parser, Tensor};
 
 /// A reference from a quantized tensor to its scale tensor.
@@ -24,7 +24,7 @@ pub enum TensorRef<'a> {
 }
 
 /// Quantization metadata for the writer, one per [`TensorSpec`] (a checked
-/// tensor's is read back as [`Quantization`](crate::Quantization)).
+/// tensor's is read back as [`Quantization`](crate::directory::Quantization)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum QuantSpec<'a> {
     /// Scheme 0.
@@ -54,8 +54,8 @@ pub enum QuantSpec<'a> {
 
 /// One tensor to write: metadata plus its payload as little-endian wire bytes.
 ///
-/// Build `data` from host values with [`encode_le`](crate::encode_le) (any
-/// host) or [`le_bytes`](crate::le_bytes) (little-endian hosts, no copy).
+/// Build `data` from host values with [`encode_le`](crate::dtype::encode_le) (any
+/// host) or [`le_bytes`](crate::dtype::le_bytes) (little-endian hosts, no copy).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TensorSpec<'a> {
     /// Tensor name; all or none of a directory's tensors are named.

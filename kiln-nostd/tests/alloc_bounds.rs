@@ -30,7 +30,7 @@ fn no_alloc<T>(what: &str, f: impl FnOnce() -> T) -> T {
 
 /// A 64-byte header with these fields (directory_bytes consistent).
 fn header(count: u32, name_bytes: u32, payload_bytes: u64) -> Vec<u8> {
-    let mut b = kiln_nostd::EMPTY_BLOCK.to_vec();
+    let mut b = kiln_nostd::wire::EMPTY_BLOCK.to_vec();
     b[8..12].copy_from_slice(&count.to_le_bytes());
     b[12..16].copy_from_slice(&name_bytes.to_le_bytes());
     b[16..24].copy_from_slice(&payload_bytes.to_le_bytes());
@@ -92,7 +92,7 @@ fn write_named(names: &[String]) -> Vec<u8> {
     let specs: Vec<TensorSpec<'_>> = names.iter().map(|n| TensorSpec::new(DType::U8, &[3], &data).named(n)).collect();
     let mut block = vec![0u8; Writer::new().encoded_len(&specs).unwrap()];
     // Scratch for the writer's own check (else it is quadratic in the names).
-    let mut scratch = vec![0u32; kiln_nostd::scratch_len(names.len() as u32)];
+    let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(names.len() as u32)];
     Writer::new().scratch(&mut scratch).write(&specs, &mut block).unwrap();
     block
 }
@@ -104,7 +104,7 @@ fn a_large_valid_directory_parses_and_indexes_without_allocating() {
     let (hashed, quadratic) = if cfg!(miri) { (1_000, 100) } else { (10_000, 1_000) };
     let names: Vec<String> = (0..hashed).map(|i| format!("w{i:05}")).collect();
     let block = write_named(&names);
-    let mut scratch = vec![0u32; kiln_nostd::scratch_len(hashed as u32)];
+    let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(hashed as u32)];
     let last = format!("w{:05}", hashed - 1);
     let found = no_alloc("named tensors with scratch", || {
         let (dir, index) = Parser::new().scratch(&mut scratch).parse_indexed(&block).expect("valid");

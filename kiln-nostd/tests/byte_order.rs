@@ -11,7 +11,10 @@
 #![allow(clippy::assertions_on_constants)]
 
 use kiln_nostd::frozen::{self, ListView};
-use kiln_nostd::{encode_le, le_bytes, DType, Directory, Element, TensorSpec, ViewError, Writer};
+use kiln_nostd::{
+    dtype::{encode_le, le_bytes, Element, ViewError},
+    DType, Directory, TensorSpec, Writer,
+};
 
 /// The golden cases, embedded (no file access under Miri or qemu).
 const GOLDEN: &str = include_str!("../../spec/kiln-v2-cases.json");

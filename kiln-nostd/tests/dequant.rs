@@ -6,7 +6,10 @@
 //! golden bits.
 
 use kiln_nostd::dequant::{dequantize_into, element_f32, DequantError, Dequantizer};
-use kiln_nostd::{DType, Directory, Incremental, Limits, QuantSpec, TensorRef, TensorSpec, Writer};
+use kiln_nostd::{
+    writer::{QuantSpec, TensorRef},
+    DType, Directory, Incremental, Limits, TensorSpec, Writer,
+};
 
 /// A written directory (owned bytes) for `specs`.
 fn write(specs: &[TensorSpec<'_>]) -> Vec<u8> {

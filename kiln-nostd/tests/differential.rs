@@ -24,7 +24,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::{DType, Error, Limits, Parser, QuantSpec, TensorRef, TensorSpec, Writer, DEFAULT_CAP};
+use kiln_nostd::{
+    directory::DEFAULT_CAP,
+    writer::{QuantSpec, TensorRef},
+    DType, Error, Limits, Parser, TensorSpec, Writer,
+};
 
 mod owned;
 use owned::OwnedTensor;
@@ -195,8 +199,8 @@ fn rust_check(c: &Case) -> Result<(), Error> {
     if c.ty == "tensors" && !c.framed {
         let plain = Parser::new().limits(limits).parse(&c.bytes).map(|_| ());
         assert_eq!(plain, got, "{}: Parser and frozen::validate disagree on {}", c.origin, hex::encode(&c.bytes));
-        let count = kiln_nostd::Header::peek_count(&c.bytes).unwrap_or(0).min(1 << 16);
-        let mut scratch = vec![0u32; kiln_nostd::scratch_len(count)];
+        let count = kiln_nostd::wire::Header::peek_count(&c.bytes).unwrap_or(0).min(1 << 16);
+        let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(count)];
         let hashed = Parser::new().limits(limits).scratch(&mut scratch).hash_seed(0x5eed).parse(&c.bytes).map(|_| ());
         assert_eq!(hashed, got, "{}: hashed name check disagrees on {}", c.origin, hex::encode(&c.bytes));
     }
@@ -249,9 +253,9 @@ impl Rng {
 
 fn byte_len(dtype: DType, n: u64) -> usize {
     match dtype.width() {
-        kiln_nostd::Width::Bytes(w) => (n * u64::from(w)) as usize,
-        kiln_nostd::Width::Nibble => n.div_ceil(2) as usize,
-        kiln_nostd::Width::Opaque => 0,
+        kiln_nostd::dtype::Width::Bytes(w) => (n * u64::from(w)) as usize,
+        kiln_nostd::dtype::Width::Nibble => n.div_ceil(2) as usize,
+        kiln_nostd::dtype::Width::Opaque => 0,
     }
 }
 
@@ -308,7 +312,7 @@ fn quant_group(rng: &mut Rng, base: u32) -> Vec<OwnedTensor> {
     let shape: Vec<u64> = (0..rank).map(|_| 1 + rng.below(40) as u64).collect();
     let axis = rng.below(rank);
     let group = 1 + rng.below(40) as u32;
-    let scales = kiln_nostd::quant::scale_count(&shape, axis, group).expect("small");
+    let scales = kiln_nostd::dequant::quant::scale_count(&shape, axis, group).expect("small");
     let n: u64 = shape.iter().product();
     let scale_dtype = *rng.pick(&[DType::E8M0, DType::F8E4M3, DType::F16, DType::F32]);
     let outer = rng.one_in(2);

@@ -2,7 +2,11 @@
 //! parser; any single-byte change or truncation of a valid block never
 //! panics and never yields a view outside the buffer.
 
-use kiln_nostd::{DType, Directory, Parser, QuantSpec, Tensor, TensorRef, TensorSpec, Width, Writer};
+use kiln_nostd::{
+    dtype::Width,
+    writer::{QuantSpec, TensorRef},
+    DType, Directory, Parser, Tensor, TensorSpec, Writer,
+};
 use owned::{specs, OwnedTensor};
 use proptest::prelude::*;
 
@@ -143,7 +147,7 @@ proptest! {
         }
         prop_assert_eq!(rewrite(&dir), bytes.clone());
         // The hashed name check agrees with the quadratic one.
-        let mut scratch = vec![0u32; kiln_nostd::scratch_len(ts.len() as u32)];
+        let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(ts.len() as u32)];
         let (d2, index) = Parser::new().scratch(&mut scratch).parse_indexed(&bytes).unwrap();
         prop_assert_eq!(d2.len(), dir.len());
         for t in dir.iter() {

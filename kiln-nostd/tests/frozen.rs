@@ -7,7 +7,7 @@ use kiln_nostd::frozen::{
     self, decode, decode_framed, decode_with, encode, encode_framed, encoded_len, frame_bytes, hash_text, DictPairs,
     DictView, Int, KilnType, ListView, Reader, Schema, Seq, TensorSpecs, Uint,
 };
-use kiln_nostd::{DType, Directory, Error, ErrorCode, Limits, Rule, TensorSpec, EMPTY_BLOCK};
+use kiln_nostd::{wire::EMPTY_BLOCK, DType, Directory, Error, ErrorCode, Limits, Rule, TensorSpec};
 
 fn hex(s: &str) -> Vec<u8> {
     hex::decode(s.split_whitespace().collect::<String>()).unwrap()
@@ -501,7 +501,7 @@ fn derived_record_round_trips_and_matches_the_schema() {
     // Build the bytes with the encoder pieces, then decode lazily.
     let scores = [1.5f32, -0.0, f32::from_bits(0x7fc0_0001)];
     let mut scores_le = [0u8; 12];
-    kiln_nostd::encode_le(&scores, &mut scores_le).unwrap();
+    kiln_nostd::dtype::encode_le(&scores, &mut scores_le).unwrap();
     let tags = [("zeta", 3i32), ("alpha", -1)];
     let mut tag_buf = [0u8; 64];
     let tn = encode(&DictPairs(&tags[..]), &mut tag_buf).unwrap();

@@ -13,7 +13,7 @@ use kiln_nostd::frozen::{
     self, encode_by_schema, encode_by_schema_framed, DictPairs, Encode, Encoder, Int, Kind, Place, Reader, Refusal,
     Schema, Source, StructNames, TensorSpecs, TensorsOut, TypeRef, Uint, Value,
 };
-use kiln_nostd::{DType, Directory, ErrorCode, Rule, TensorSpec, EMPTY_BLOCK};
+use kiln_nostd::{wire::EMPTY_BLOCK, DType, Directory, ErrorCode, Rule, TensorSpec};
 use proptest::prelude::*;
 
 /// A value of the test's object model.

@@ -8,7 +8,7 @@ mod frozen_types;
 use frozen_types::{f32_block, types, T};
 use kiln_derive::Kiln;
 use kiln_nostd::frozen::{self, decode, encode, encoded_len, hash_text, Encoder, Kind, Reader, Schema, Value};
-use kiln_nostd::{ErrorCode, Limits, EMPTY_BLOCK};
+use kiln_nostd::{wire::EMPTY_BLOCK, ErrorCode, Limits};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -64,7 +64,7 @@ fn typed_values() -> impl Strategy<Value = (T, V)> {
 }
 
 /// Encodes `v` as `t` with the library's encoder pieces.
-fn enc(t: &T, v: &V, e: &mut Encoder<'_>) -> kiln_nostd::Result<()> {
+fn enc(t: &T, v: &V, e: &mut Encoder<'_>) -> kiln_nostd::error::Result<()> {
     match (t, v) {
         (T::Scalar(Kind::Bool), V::Bool(b)) => e.put_u8((*b).into()),
         (T::Scalar(k), V::I(x)) => e.put(&x.to_le_bytes()[..k.width().unwrap() as usize]),

@@ -7,7 +7,7 @@
 mod cases;
 
 use cases::{hex, json_cases, mutate, templates, Rng};
-use kiln_nostd::{DType, Error, Incremental, Limits, Parser, Progress, TensorSpec, Writer};
+use kiln_nostd::{incremental::Progress, DType, Error, Incremental, Limits, Parser, TensorSpec, Writer};
 
 #[derive(Clone, Copy, Debug)]
 enum Chunking {
@@ -28,8 +28,8 @@ enum Chunking {
 }
 
 fn parser_verdict(buf: &[u8], limits: Limits, scratch: bool) -> Result<(), Error> {
-    let count = kiln_nostd::Header::peek_count(buf).unwrap_or(0).min(1 << 16);
-    let mut s = vec![0u32; kiln_nostd::scratch_len(count)];
+    let count = kiln_nostd::wire::Header::peek_count(buf).unwrap_or(0).min(1 << 16);
+    let mut s = vec![0u32; kiln_nostd::directory::scratch_len(count)];
     let p = Parser::new().limits(limits);
     let p = if scratch { p.scratch(&mut s) } else { p };
     p.parse(buf).map(|_| ())
@@ -39,8 +39,8 @@ fn incremental_verdict(buf: &[u8], limits: Limits, scratch: bool, chunking: Chun
     // Prefix memory as a careful caller sizes it: from the header, bounded.
     let need = Incremental::prefix_len(buf.get(..64).unwrap_or(&[]), &limits).ok().flatten().unwrap_or(64);
     let mut prefix = vec![0u8; need.min(buf.len() + 64).max(64)];
-    let count = kiln_nostd::Header::peek_count(buf).unwrap_or(0).min(1 << 16);
-    let mut s = vec![0u32; kiln_nostd::scratch_len(count)];
+    let count = kiln_nostd::wire::Header::peek_count(buf).unwrap_or(0).min(1 << 16);
+    let mut s = vec![0u32; kiln_nostd::directory::scratch_len(count)];
     let v = Incremental::new(&mut prefix).limits(limits);
     let mut v = if scratch { v.scratch(&mut s) } else { v };
     let mut rest = buf;
@@ -298,7 +298,7 @@ const PROBES: [u8; 7] = [0x00, 0x01, 0x02, 0x7f, 0x80, 0xc0, 0xff];
 /// Before the payload the fields decide, and single-byte changes are the
 /// witnesses: each probe value, the template's byte and the magic's.
 fn certain(b: &[u8], template: Option<&[u8]>, k: usize, want: Error) -> bool {
-    let h = kiln_nostd::Header::parse(b).ok();
+    let h = kiln_nostd::wire::Header::parse(b).ok();
     let heap_end = h.map_or(64, |h| (h.directory_bytes as usize).saturating_add(64));
     let base = heap_end.checked_next_multiple_of(64).unwrap_or(usize::MAX);
     if want.rule() == kiln_nostd::Rule::PayloadSizeOverflow {
@@ -354,8 +354,8 @@ fn certain(b: &[u8], template: Option<&[u8]>, k: usize, want: Error) -> bool {
 /// call that returned it (bytes fed and passed over), and the error.
 fn first_error(b: &[u8], chunking: Chunking, scratch: bool) -> Option<(usize, Error)> {
     let mut prefix = vec![0u8; b.len().max(64)];
-    let count = kiln_nostd::Header::peek_count(b).unwrap_or(0).min(1 << 16);
-    let mut s = vec![0u32; kiln_nostd::scratch_len(count)];
+    let count = kiln_nostd::wire::Header::peek_count(b).unwrap_or(0).min(1 << 16);
+    let mut s = vec![0u32; kiln_nostd::directory::scratch_len(count)];
     let v = Incremental::new(&mut prefix);
     let mut v = if scratch { v.scratch(&mut s) } else { v };
     let mut rng = Rng(match chunking {
@@ -482,8 +482,9 @@ fn faults_come_with_the_byte_that_makes_them_certain() {
             }
         }
         checked += 1;
-        in_prefix +=
-            usize::from(kiln_nostd::Header::parse(b).is_ok_and(|h| (k as u64) < h.directory_bytes.saturating_add(64)));
+        in_prefix += usize::from(
+            kiln_nostd::wire::Header::parse(b).is_ok_and(|h| (k as u64) < h.directory_bytes.saturating_add(64)),
+        );
     }
     println!("{checked} faulty blocks, {in_prefix} of them certain inside the directory");
     assert!(cfg!(miri) || checked > cases / 3, "{checked} checked");
@@ -618,8 +619,8 @@ fn the_prefix_directory_has_the_tensor_table_without_payload() {
 /// (the i686 and wasm32 builds would saturate a `usize` offset at 4 GiB - 1).
 #[test]
 fn faults_past_4_gib_have_exact_offsets() {
-    use kiln_nostd::descriptor::Descriptor;
-    use kiln_nostd::layout;
+    use kiln_nostd::wire::descriptor::Descriptor;
+    use kiln_nostd::wire::layout;
     const GIB: u64 = 1 << 30;
     // u8[5 GiB + 3], a 61-byte gap, then bool[3]: no names.
     let huge = 5 * GIB + 3;
@@ -628,7 +629,7 @@ fn faults_past_4_gib_have_exact_offsets() {
         let mut shape = [0u64; 8];
         shape[0] = len;
         let byte_offset = place.place(len).unwrap();
-        use kiln_nostd::descriptor::{NO_AXIS, NO_INDEX, NO_NAME};
+        use kiln_nostd::wire::descriptor::{NO_AXIS, NO_INDEX, NO_NAME};
         Descriptor {
             dtype: dtype.code(),
             rank: 1,
@@ -644,7 +645,7 @@ fn faults_past_4_gib_have_exact_offsets() {
         }
     };
     let descs = [tensor(DType::U8, huge, &mut place), tensor(DType::Bool, 3, &mut place)];
-    let header = kiln_nostd::Header::canonical(2, 0, place.payload_bytes(), false);
+    let header = kiln_nostd::wire::Header::canonical(2, 0, place.payload_bytes(), false);
     let base = layout::payload_base(2, 0).unwrap();
     let block_len = header.block_len().unwrap();
     let mut prefix = vec![0u8; base as usize];
@@ -700,9 +701,10 @@ fn owned_memory_gets_the_same_verdicts_and_is_reused() {
     let mut n = 0;
     for f in files.iter().take(take) {
         for (name, bytes) in json_cases(f) {
-            let count = kiln_nostd::Header::peek_count(&bytes).unwrap_or(0).min(1 << 12);
+            let count = kiln_nostd::wire::Header::peek_count(&bytes).unwrap_or(0).min(1 << 12);
             for scratch in [false, true] {
-                mem.scratch = scratch.then(|| vec![u32::MAX; kiln_nostd::scratch_len(count)].into_boxed_slice());
+                mem.scratch =
+                    scratch.then(|| vec![u32::MAX; kiln_nostd::directory::scratch_len(count)].into_boxed_slice());
                 let want = parser_verdict(&bytes, Limits::DEFAULT, scratch);
                 let mut v = Incremental::with_memory(mem);
                 for chunk in bytes.chunks(7) {

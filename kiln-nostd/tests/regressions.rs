@@ -15,7 +15,7 @@
 //! reject it with the stated code (never accept a wrapped value, never panic).
 
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::{DType, Directory, ErrorCode, Limits, Parser, Rule, TensorSpec, ViewError, Writer};
+use kiln_nostd::{dtype::ViewError, DType, Directory, ErrorCode, Limits, Parser, Rule, TensorSpec, Writer};
 
 const F32: [u8; 8] = [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0];
 /// Descriptor 0 field offsets.
@@ -93,10 +93,10 @@ fn element_count_product_overflow_in_a_quant_scale_count_is_not_wrapped() {
     // A scheme-1 tensor whose scale count (groups * other dims) would wrap
     // to the scale tensor's element count: must be TYPE (count mismatch) or
     // the shape's own LIMIT, never accepted.
-    let q = TensorSpec::new(DType::U8, &[1], &[0]).quantized(kiln_nostd::QuantSpec::Scales {
+    let q = TensorSpec::new(DType::U8, &[1], &[0]).quantized(kiln_nostd::writer::QuantSpec::Scales {
         axis: 0,
         group_size: 1,
-        scale: kiln_nostd::TensorRef::Index(1),
+        scale: kiln_nostd::writer::TensorRef::Index(1),
     });
     let s = TensorSpec::new(DType::E8M0, &[1], &[127]);
     let mut b = write(&[q, s]);
@@ -120,7 +120,7 @@ fn offset_plus_length_overflow_is_limit_even_past_the_payload() {
     put_u64(&mut b, AT_OFFSET, 1);
     assert_eq!(reject(&b), (ErrorCode::Limit, Rule::RangeOverflow));
     // payload_base + payload_bytes: the block end wraps.
-    let mut h = kiln_nostd::EMPTY_BLOCK;
+    let mut h = kiln_nostd::wire::EMPTY_BLOCK;
     put_u64(&mut h, 16, u64::MAX - 32);
     assert_eq!(reject(&h), (ErrorCode::Limit, Rule::PayloadSizeOverflow));
 }
@@ -152,7 +152,7 @@ fn alignment_padding_arithmetic_that_wraps_is_rejected() {
     put_u64(&mut b, D0 + 128 + 32, 0);
     assert!(matches!(reject(&b).0, ErrorCode::Limit | ErrorCode::Type));
     // payload_bytes that makes payload_base + payload_bytes land exactly on 2^64.
-    let mut h = kiln_nostd::EMPTY_BLOCK;
+    let mut h = kiln_nostd::wire::EMPTY_BLOCK;
     put_u64(&mut h, 16, u64::MAX - 63);
     assert_eq!(reject(&h), (ErrorCode::Limit, Rule::PayloadSizeOverflow));
     // One below: no overflow, so the block simply does not fit (EOF).
@@ -218,7 +218,7 @@ fn count_times_element_size_overflow_is_limit() {
 #[test]
 fn count_times_element_size_overflow_tensor_count() {
     // tensor_count * 128 cannot overflow a u64, but tensor_count is capped:
-    let mut h = kiln_nostd::EMPTY_BLOCK;
+    let mut h = kiln_nostd::wire::EMPTY_BLOCK;
     put_u32(&mut h, 8, u32::MAX);
     put_u64(&mut h, 24, u64::from(u32::MAX) * 128);
     assert_eq!(reject(&h), (ErrorCode::Limit, Rule::TensorCountCap));
@@ -230,7 +230,7 @@ fn count_times_element_size_overflow_tensor_count() {
 #[test]
 fn count_larger_than_the_remaining_bytes_is_eof_before_any_allocation() {
     // 16,777,216 tensors claimed in a 64-byte buffer (directory_bytes consistent).
-    let mut h = kiln_nostd::EMPTY_BLOCK;
+    let mut h = kiln_nostd::wire::EMPTY_BLOCK;
     put_u32(&mut h, 8, 16_777_216);
     put_u64(&mut h, 24, 16_777_216 * 128);
     assert_eq!(reject(&h), (ErrorCode::Eof, Rule::DirectoryTruncated));

@@ -2,7 +2,9 @@
 //! (and so the code and offset) the parser must report.
 
 use kiln_nostd::{
-    sort_dict, DType, Directory, ErrorCode, Limits, Parser, QuantSpec, Rule, TensorRef, TensorSpec, Writer, EMPTY_BLOCK,
+    wire::EMPTY_BLOCK,
+    writer::{sort_dict, QuantSpec, TensorRef},
+    DType, Directory, ErrorCode, Limits, Parser, Rule, TensorSpec, Writer,
 };
 
 const F32_DATA: [u8; 8] = [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0];

@@ -7,7 +7,7 @@ use kiln_nostd::frozen::{
     encode_by_schema, encode_by_schema_framed, Detail, Kind, Place, Reader, Refusal, Schema, Source, StructNames,
     TensorsOut, TypeRef, Value,
 };
-use kiln_nostd::{Limits, DEFAULT_CAP};
+use kiln_nostd::{directory::DEFAULT_CAP, Limits};
 use pyo3::exceptions::{PyKeyError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};

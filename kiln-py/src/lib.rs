@@ -10,7 +10,12 @@ use std::path::{Path, PathBuf};
 use kiln_host::Fault;
 use kiln_model::{self as model, host, Error, Kind, Manifest, Metadata, Model, ModelWriter, Trust, PAD_KEY};
 use kiln_nostd::frozen::{Reader, Schema};
-use kiln_nostd::{scratch_len, DType, Directory, Limits, QuantSpec, TensorRef, TensorSpec, Width, DEFAULT_CAP};
+use kiln_nostd::{
+    directory::{scratch_len, DEFAULT_CAP},
+    dtype::Width,
+    writer::{QuantSpec, TensorRef},
+    DType, Directory, Limits, TensorSpec,
+};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};

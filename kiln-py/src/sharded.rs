@@ -16,7 +16,10 @@ use std::path::{Path, PathBuf};
 use kiln_host::paths::folder_of;
 use kiln_host::{Fault, Shards};
 use kiln_model::{self as model, Manifest, ShardEntry, ShardName};
-use kiln_nostd::{Limits, QuantSpec, TensorRef, TensorSpec};
+use kiln_nostd::{
+    writer::{QuantSpec, TensorRef},
+    Limits, TensorSpec,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};

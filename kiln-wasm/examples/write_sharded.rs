@@ -11,7 +11,10 @@
 //! `author` and `seed`, then each KEY=VALUE given.
 
 use kiln_model::write_sharded;
-use kiln_nostd::{DType, QuantSpec, TensorRef, TensorSpec};
+use kiln_nostd::{
+    writer::{QuantSpec, TensorRef},
+    DType, TensorSpec,
+};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -1,5 +1,5 @@
 // Typed views and element conversions. No wasm here: conversion tables for
-// the narrow floats are built once by kiln_nostd::mx (through `lut`) and
+// the narrow floats are built once by kiln_nostd::dequant::mx (through `lut`) and
 // handed in by kiln.js.
 
 let hostLittleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
@@ -104,7 +104,7 @@ export function copyElements(payload, C, n) {
 
 /**
  * Element values as a new Float32Array. `lut(code)` returns the f32 bits of
- * every code of a narrow float (from kiln_nostd::mx). f64 and the integers
+ * every code of a narrow float (from kiln_nostd::dequant::mx). f64 and the integers
  * round to the nearest f32, ties to even, in one rounding (spec section 11.1).
  */
 export function toFloat32(payload, code, count, lut) {

@@ -21,7 +21,7 @@ import { assertReady, need } from './ready.js';
 let sizes = null;
 
 /**
- * The block layout's sizes, the core's (kiln_nostd::layout, through the
+ * The block layout's sizes, the core's (kiln_nostd::wire::layout, through the
  * module), for the offset arithmetic the JavaScript does: {HEADER_LEN,
  * DESCRIPTOR_LEN, ALIGN}. Read on first use, not at import: kiln-wasm/slim
  * instantiates the module later.
@@ -35,13 +35,13 @@ export function layout() {
   return sizes;
 }
 
-/** Where descriptor `i` starts, from the block's start (kiln_nostd::layout::descriptor_offset). */
+/** Where descriptor `i` starts, from the block's start (kiln_nostd::wire::layout::descriptor_offset). */
 export function descriptorOffset(i) {
   assertReady();
   return descriptor_offset(i);
 }
 
-/** Where the payload region starts, from the block's start (kiln_nostd::layout::payload_base), -1 on overflow. */
+/** Where the payload region starts, from the block's start (kiln_nostd::wire::layout::payload_base), -1 on overflow. */
 export function payloadBase(tensorCount, nameBytes) {
   assertReady();
   return payload_base(tensorCount, nameBytes);

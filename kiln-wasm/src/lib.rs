@@ -56,10 +56,10 @@
 #![cfg_attr(not(all(feature = "open", feature = "remote", feature = "frozen")), allow(unused_imports, dead_code))]
 
 use kiln_nostd::frozen::{Reader, Schema};
-use kiln_nostd::header::{DESCRIPTOR_LEN, HEADER_LEN};
-use kiln_nostd::{layout, DType, Error, Limits};
+use kiln_nostd::wire::header::{DESCRIPTOR_LEN, HEADER_LEN};
 #[cfg(feature = "testing")]
-use kiln_nostd::{scratch_len, Header, Parser, Width};
+use kiln_nostd::{directory::scratch_len, dtype::Width, wire::Header, Parser};
+use kiln_nostd::{wire::layout, DType, Error, Limits};
 use wasm_bindgen::prelude::*;
 
 pub mod conv;
@@ -709,11 +709,11 @@ pub fn wasm_memory() -> JsValue {
 }
 
 #[cfg(feature = "open")]
-/// f32 bits of every code of a narrow float dtype (`kiln_nostd::mx`): 65,536
+/// f32 bits of every code of a narrow float dtype (`kiln_nostd::dequant::mx`): 65,536
 /// for f16/bf16, 256 for f8e4m3/f8e5m2/e8m0, 16 for e2m1; `undefined` otherwise.
 #[wasm_bindgen]
 pub fn lut(dtype: u16) -> Option<js_sys::Uint32Array> {
-    use kiln_nostd::mx;
+    use kiln_nostd::dequant::mx;
     let table: Vec<u32> = match DType::from_code(dtype)? {
         DType::F16 => (0..=u16::MAX).map(|b| mx::f16_to_f32(b).to_bits()).collect(),
         DType::BF16 => (0..=u16::MAX).map(|b| mx::bf16_to_f32(b).to_bits()).collect(),
@@ -728,7 +728,7 @@ pub fn lut(dtype: u16) -> Option<js_sys::Uint32Array> {
 
 #[cfg(feature = "open")]
 /// The block layout's sizes, `[HEADER_LEN, DESCRIPTOR_LEN, ALIGN]`
-/// (`kiln_nostd::layout`): `js/layout.js` names them, so the JavaScript's
+/// (`kiln_nostd::wire::layout`): `js/layout.js` names them, so the JavaScript's
 /// offset arithmetic uses the core's numbers.
 #[wasm_bindgen]
 pub fn layout_sizes() -> js_sys::Uint32Array {
@@ -737,14 +737,14 @@ pub fn layout_sizes() -> js_sys::Uint32Array {
 }
 
 #[cfg(feature = "open")]
-/// Where descriptor `i` starts in a block (`kiln_nostd::layout::descriptor_offset`).
+/// Where descriptor `i` starts in a block (`kiln_nostd::wire::layout::descriptor_offset`).
 #[wasm_bindgen]
 pub fn descriptor_offset(i: f64) -> f64 {
     f64_of(layout::descriptor_offset(u64_of_f64(i)))
 }
 
 #[cfg(feature = "open")]
-/// Where the payload region of a block starts (`kiln_nostd::layout::payload_base`), -1 on overflow.
+/// Where the payload region of a block starts (`kiln_nostd::wire::layout::payload_base`), -1 on overflow.
 #[wasm_bindgen]
 pub fn payload_base(tensor_count: u32, name_bytes: u32) -> f64 {
     layout::payload_base(tensor_count, name_bytes).map_or(-1.0, f64_of)

@@ -193,7 +193,7 @@ impl ManifestCore {
         let Some(m) = self.get() else { return Err(self.fail(gone)) };
         let Some(entry) = m.shard(index) else { return Err(self.fail(gone)) };
         let count = m.shard_tensors_of(&entry).count();
-        let mut scratch = vec![0u32; kiln_nostd::scratch_len(u32::try_from(count).unwrap_or(u32::MAX))];
+        let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(u32::try_from(count).unwrap_or(u32::MAX))];
         let parser = Parser::new().limits(limits).scratch(&mut scratch);
         match check_shard_prefix(&m, &id, &entry, prefix, file_len, parser) {
             Ok(shard) => {

@@ -35,7 +35,7 @@ use kiln_model::signed::SIGNATURE_FIELD_LEN;
 use kiln_model::{block_start, Kind, PAD_KEY, SHARD_FIELD_LEN};
 use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::frozen::{Reader, Schema, FRAME_LEN};
-use kiln_nostd::header::HEADER_LEN;
+use kiln_nostd::wire::header::HEADER_LEN;
 use kiln_nostd::{ErrorCode, Limits, Rule};
 
 use crate::conv::{u32_of, u64_of};

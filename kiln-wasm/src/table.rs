@@ -17,8 +17,8 @@
 //! JavaScript decodes it once and slices it when it is all ASCII, and
 //! decodes names one by one otherwise.
 
-use kiln_nostd::descriptor::RawDescriptor;
-use kiln_nostd::{layout, Directory};
+use kiln_nostd::wire::descriptor::RawDescriptor;
+use kiln_nostd::{wire::layout, Directory};
 
 use crate::conv::{u32_of, u32_sat};
 

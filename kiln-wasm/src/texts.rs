@@ -11,7 +11,7 @@
 //! tests assert that every verdict they see has both.
 
 use kiln_model::{AnyRule, Rule as ModelRule, Step as ModelStep};
-use kiln_nostd::{Rule, Step};
+use kiln_nostd::{error::Step, Rule};
 
 /// How many rules the core defines.
 const RULES: usize = Rule::ALL.len();

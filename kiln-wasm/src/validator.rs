@@ -16,10 +16,10 @@
 //! session holds it with no borrow and no unsafe code.
 
 use kiln_nostd::digest::TensorHasher;
-use kiln_nostd::header::HEADER_LEN;
 use kiln_nostd::incremental::Owned;
-use kiln_nostd::layout::{self, ALIGN};
-use kiln_nostd::{scratch_len, Error, Header, Incremental, Limits, Progress, Rule};
+use kiln_nostd::wire::header::HEADER_LEN;
+use kiln_nostd::wire::layout::{self, ALIGN};
+use kiln_nostd::{directory::scratch_len, incremental::Progress, wire::Header, Error, Incremental, Limits, Rule};
 
 use crate::conv::{u64_of, usize_sat};
 use crate::{table, ErrorInfo};

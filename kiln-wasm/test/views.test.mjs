@@ -145,7 +145,7 @@ test('the big-endian path swaps into host order, bit-exactly', () => {
   }
 });
 
-test('toFloat32 of the narrow floats matches kiln_nostd::mx', () => {
+test('toFloat32 of the narrow floats matches kiln_nostd::dequant::mx', () => {
   const all = Uint8Array.from({ length: 256 }, (_, i) => i);
   const dir = kiln.parseDirectory(encodeKiln([
     { name: 'e4', dtype: 'f8e4m3', shape: [256], data: all },

@@ -123,7 +123,7 @@ fn the_description_lists_nodes_then_tables() {
     let ty = "struct{id:i64,m:dict<str,tensors>,xs:list<opt<f32>>,}";
     let mut value = 5i64.to_le_bytes().to_vec();
     value.extend([1, 0, 0, 0, 1, 0, 0, 0, b'k']);
-    value.extend(kiln_nostd::EMPTY_BLOCK);
+    value.extend(kiln_nostd::wire::EMPTY_BLOCK);
     value.extend([1, 0, 0, 0, 1, 0, 0, 0x80, 0x3f]);
     let mut core = FrozenCore::default();
     core.begin(ty, value.len() as u64).unwrap();

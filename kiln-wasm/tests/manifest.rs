@@ -52,7 +52,7 @@ fn a_shard_of_another_model_is_refused() {
 
 #[test]
 fn scale_and_outer_indices_in_the_table() {
-    use kiln_nostd::{QuantSpec, TensorRef};
+    use kiln_nostd::writer::{QuantSpec, TensorRef};
     use kiln_wasm::table::{extra, slot, EXTRA_SLOTS, META, SLOTS};
     let q = [1u8, 2, 3, 4, 5, 6, 7, 8];
     let scale: Vec<u8> = [0.5f32, 0.25, 2.0, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();

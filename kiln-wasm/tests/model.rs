@@ -7,7 +7,7 @@
 //! truncations of all of them, with first windows of several sizes.
 
 use kiln_model::{self as model, ModelWriter, PAD_KEY};
-use kiln_nostd::{scratch_len, DType, Header, Limits, Parser, TensorSpec};
+use kiln_nostd::{directory::scratch_len, wire::Header, DType, Limits, Parser, TensorSpec};
 use kiln_wasm::model::{Head, HeadCore};
 use kiln_wasm::table;
 use kiln_wasm::validator::{need, Session};

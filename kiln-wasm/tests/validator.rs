@@ -5,7 +5,12 @@
 //! thousands of mutations; `pass_unknown` gives the verdict for the payload
 //! taken as zeros; memory follows the directory, not the block.
 
-use kiln_nostd::{scratch_len, DType, Directory, Header, Limits, Parser, QuantSpec, TensorRef, TensorSpec, Writer};
+use kiln_nostd::{
+    directory::scratch_len,
+    wire::Header,
+    writer::{QuantSpec, TensorRef},
+    DType, Directory, Limits, Parser, TensorSpec, Writer,
+};
 use kiln_wasm::table::{self, extra, meta, slot, EXTRA_SLOTS, META, SLOTS};
 use kiln_wasm::validator::{need, Session};
 use kiln_wasm::{ErrorInfo, WINDOW};

@@ -14,7 +14,7 @@
 //! anything else through `frozen::validate`.
 
 use kiln_nostd::frozen::{self, Schema};
-use kiln_nostd::{Error, Header, Limits, Parser};
+use kiln_nostd::{wire::Header, Error, Limits, Parser};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -72,7 +72,7 @@ fn run(c: &Case) -> Vec<(&'static str, Result<(), Error>)> {
     if is_directory(c) {
         // Scratch sized from the header's count (bounded: a count-cap case claims 16 million).
         let count = Header::peek_count(&buf).unwrap_or(0).min(1 << 16);
-        let mut scratch = vec![0u32; kiln_nostd::scratch_len(count)];
+        let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(count)];
         vec![
             ("Parser", Parser::new().parse(&buf).map(|_| ())),
             ("Parser+scratch", Parser::new().scratch(&mut scratch).parse(&buf).map(|_| ())),
@@ -316,7 +316,7 @@ fn the_committed_matrix_equals_a_fresh_regeneration() {
 /// and the model crate state it.
 fn step_of(text: &str, order: &str) -> kiln_model::Step {
     use kiln_model::Step;
-    use kiln_nostd::Step as CoreStep;
+    use kiln_nostd::error::Step as CoreStep;
     let (letters, digits): (String, String) = text.chars().partition(|c| c.is_ascii_alphabetic());
     let n: u8 = digits.parse().unwrap_or_else(|_| panic!("step {text}"));
     match (order, letters.as_str()) {
@@ -348,7 +348,7 @@ fn table_rows(text: &str, rule_col: usize, step_col: usize) -> Vec<(String, Stri
 #[test]
 fn each_rules_step_is_the_spec_tables() {
     use kiln_model::{AnyRule, Step};
-    use kiln_nostd::{Rule, Step as CoreStep};
+    use kiln_nostd::{error::Step as CoreStep, Rule};
     let all: Vec<AnyRule> =
         Rule::ALL.into_iter().map(AnyRule::from).chain(kiln_model::Rule::ALL.into_iter().map(AnyRule::from)).collect();
     let root = env!("CARGO_MANIFEST_DIR").to_string() + "/../spec/";

@@ -8,7 +8,7 @@
 //! bits, as the script does, so the predictions are reproduced exactly.
 
 use kiln_nostd::dequant::dequantize_into;
-use kiln_nostd::{mx, DType, Directory, Tensor};
+use kiln_nostd::{dequant::mx, DType, Directory, Tensor};
 
 /// What the script printed for the 32 samples.
 const F32_CORRECT: usize = 32;
@@ -161,10 +161,10 @@ fn example_model_is_canonical() {
         .map(|(t, shape)| {
             let mut s = kiln_nostd::TensorSpec::new(t.dtype(), shape, t.bytes()).named(t.name().unwrap());
             if let Some(q) = t.quant() {
-                s = s.quantized(kiln_nostd::QuantSpec::Scales {
+                s = s.quantized(kiln_nostd::writer::QuantSpec::Scales {
                     axis: q.axis as u16,
                     group_size: q.group_size,
-                    scale: kiln_nostd::TensorRef::Index(q.scale.index() as u32),
+                    scale: kiln_nostd::writer::TensorRef::Index(q.scale.index() as u32),
                 });
             }
             s

@@ -55,7 +55,7 @@ fn the_writer_reproduces_every_accepted_directory_golden() {
 fn spec_byte_patterns() {
     let by_name = |n: &str| cases().into_iter().find(|c| c.name == n).unwrap().bytes();
     let empty = by_name("kiln-v2-empty");
-    assert_eq!(empty, kiln_nostd::EMPTY_BLOCK);
+    assert_eq!(empty, kiln_nostd::wire::EMPTY_BLOCK);
     let f32v = by_name("kiln-v2-f32");
     assert_eq!(f32v.len(), 200);
     let dir = Directory::parse(&f32v).unwrap();

@@ -22,7 +22,7 @@ use cortex_m as _; // critical-section implementation (single core)
 use cortex_m_rt::entry;
 use cortex_m_semihosting::debug;
 use defmt_semihosting as _; // the global defmt logger
-use kiln_nostd::{Directory, ErrorCode, FixedIndex, Incremental, Progress};
+use kiln_nostd::{directory::FixedIndex, incremental::Progress, Directory, ErrorCode, Incremental};
 
 #[repr(C, align(64))]
 struct Aligned<T>(T);
@@ -126,7 +126,7 @@ fn run() -> bool {
 }
 
 /// The f32 MLP on sample `s`: (predicted class, label).
-fn classify(names: &kiln_nostd::NameIndex<'_, '_>, s: usize) -> Option<(usize, u8)> {
+fn classify(names: &kiln_nostd::directory::NameIndex<'_, '_>, s: usize) -> Option<(usize, u8)> {
     let w1 = names.get("fc1.weight")?.as_slice::<f32>()?;
     let b1 = names.get("fc1.bias")?.as_slice::<f32>()?;
     let w2 = names.get("fc2.weight")?.as_slice::<f32>()?;

@@ -7,7 +7,11 @@ use core::mem::{align_of, size_of};
 use kiln_model::source::Opened;
 use kiln_model::{self as model, Metadata, Model};
 use kiln_nostd::dequant::{dequantize_into, DequantError};
-use kiln_nostd::{DType, Directory, Element, Limits, NameIndex, Parser, Tensor, ViewError};
+use kiln_nostd::{
+    directory::NameIndex,
+    dtype::{Element, ViewError},
+    DType, Directory, Limits, Parser, Tensor,
+};
 
 use crate::*;
 
@@ -304,7 +308,7 @@ pub(crate) fn parser<'s>(opts: Option<&kiln_options>, scratch: Option<&'s mut [u
 }
 
 pub(crate) fn limits(o: &kiln_options) -> Limits {
-    let or_default = |cap: u32| if cap == 0 { kiln_nostd::DEFAULT_CAP } else { cap };
+    let or_default = |cap: u32| if cap == 0 { kiln_nostd::directory::DEFAULT_CAP } else { cap };
     Limits::DEFAULT.with_count_cap(or_default(o.count_cap)).with_byte_cap(or_default(o.byte_cap))
 }
 
@@ -411,7 +415,7 @@ unsafe fn parse_into(data: *const u8, len: usize, opts: *const kiln_options, dir
 /// Name-index scratch for `tensor_count` tensors, in u32 slots (SIZE_MAX on overflow).
 #[no_mangle]
 pub extern "C" fn kiln_scratch_len(tensor_count: u32) -> usize {
-    kiln_nostd::scratch_len(tensor_count)
+    kiln_nostd::directory::scratch_len(tensor_count)
 }
 
 // ------------------------------------------------------------------ the table

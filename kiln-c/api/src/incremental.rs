@@ -5,7 +5,7 @@ use core::ffi::c_int;
 use core::mem::{align_of, size_of};
 
 use kiln_nostd::incremental::Borrowed;
-use kiln_nostd::{Incremental, Progress};
+use kiln_nostd::{incremental::Progress, Incremental};
 
 use crate::dir::{self, kiln_dir, kiln_options, store, View};
 use crate::*;

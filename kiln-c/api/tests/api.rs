@@ -573,8 +573,9 @@ fn dequantize_mxfp4_matches_the_formula() {
     dir.find("fc1.weight").unwrap().copy_to(&mut w).unwrap();
     for r in 0..rows {
         for c in 0..cols {
-            let code = kiln_nostd::mx::nibble(q.bytes(), r * cols + c).unwrap();
-            let want = kiln_nostd::mx::e2m1_to_f32(code) * kiln_nostd::mx::e8m0_to_f32(scales[r * groups + c / group]);
+            let code = kiln_nostd::dequant::mx::nibble(q.bytes(), r * cols + c).unwrap();
+            let want = kiln_nostd::dequant::mx::e2m1_to_f32(code)
+                * kiln_nostd::dequant::mx::e8m0_to_f32(scales[r * groups + c / group]);
             assert_eq!(out[r * cols + c].to_bits(), want.to_bits(), "({r}, {c})");
             worst = worst.max((w[r * cols + c] - out[r * cols + c]).abs());
         }
@@ -598,7 +599,10 @@ fn dequantize_mxfp4_matches_the_formula() {
 /// through `kiln_tensor_dequantize_f32`, against a direct computation.
 #[test]
 fn dequantize_general_layouts() {
-    use kiln_nostd::{DType, QuantSpec, TensorRef, Writer};
+    use kiln_nostd::{
+        writer::{QuantSpec, TensorRef},
+        DType, Writer,
+    };
     // q: i4 [5, 3] along axis 0 in groups of 2 -> 3 x 3 f16 scales; outer 0.5.
     let mut nibbles = [0u8; 8];
     for i in 0..15 {
@@ -812,8 +816,8 @@ fn misuse_is_an_error_code() {
     ] {
         assert_eq!(cstr(kiln_code_name(code)), name);
     }
-    assert_eq!(kiln_scratch_len(8), kiln_nostd::scratch_len(8));
-    assert_eq!(KILN_DEFAULT_CAP, kiln_nostd::DEFAULT_CAP);
+    assert_eq!(kiln_scratch_len(8), kiln_nostd::directory::scratch_len(8));
+    assert_eq!(KILN_DEFAULT_CAP, kiln_nostd::directory::DEFAULT_CAP);
 }
 
 /// The handles' opaque storage, for the record (the crate asserts at

@@ -376,7 +376,7 @@ pub fn read(bytes: &[u8], opts: &ReadOptions) -> anyhow::Result<Model> {
         let shape: Vec<u64> = dims.iter().rev().copied().collect();
         let (len, tensor) = if let Some(dtype) = ggml_dense(ty) {
             let width = match dtype.width() {
-                kiln_nostd::Width::Bytes(w) => u64::from(w),
+                kiln_nostd::dtype::Width::Bytes(w) => u64::from(w),
                 _ => unreachable!("dense ggml types are whole-byte"),
             };
             let len = count.checked_mul(width).ok_or_else(|| at_byte(at, format!("tensor {name}: size overflows")))?;

@@ -198,8 +198,8 @@ impl Handler for Scanner {
         plain_file_name(&shard)
             .map_err(|why| format!("tensor {tensor:?}: shard {why}; a shard must be a file in the index's folder"))?;
         self.entries = self.entries.saturating_add(1);
-        if self.entries > u64::from(kiln_nostd::DEFAULT_CAP) {
-            return Err(format!("more than {} weight_map entries (the count cap)", kiln_nostd::DEFAULT_CAP));
+        if self.entries > u64::from(kiln_nostd::directory::DEFAULT_CAP) {
+            return Err(format!("more than {} weight_map entries (the count cap)", kiln_nostd::directory::DEFAULT_CAP));
         }
         if !self.shards.contains(&shard) {
             self.shards.insert(shard);

@@ -303,7 +303,7 @@ fn open_split(path: &Path, prefix: &str, no: u64, count: u64) -> anyhow::Result<
     if no == 0 || no > count {
         bail!("{}: file {no} of a gguf-split set of {count} (positions run from 1 to {count})", path.display());
     }
-    let cap = u64::from(kiln_nostd::DEFAULT_CAP);
+    let cap = u64::from(kiln_nostd::directory::DEFAULT_CAP);
     if count > cap {
         bail!("{}: a gguf-split set of {count} files, above the count cap {cap}", path.display());
     }

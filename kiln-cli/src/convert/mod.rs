@@ -675,7 +675,7 @@ pub fn sidecar(out: &Path) -> PathBuf {
 }
 
 fn large_value_notes(model: &Model, notes: &mut Vec<String>) {
-    let cap = u64::from(kiln_nostd::DEFAULT_CAP);
+    let cap = u64::from(kiln_nostd::directory::DEFAULT_CAP);
     for (k, v) in model.metadata.iter() {
         if u64_from(v.len()) > cap {
             notes.push(format!(
@@ -722,10 +722,10 @@ fn verify(path: &Path, to: To) -> Result<(), VerifyError> {
         To::Record => {
             let count = kiln_model::block_start(&map, &Limits::MAX)
                 .ok()
-                .and_then(|at| kiln_nostd::Header::peek_count(map.get(at..)?))
+                .and_then(|at| kiln_nostd::wire::Header::peek_count(map.get(at..)?))
                 .filter(|&n| u64::from(n).saturating_mul(128) <= u64_from(map.len()))
                 .unwrap_or(0);
-            let mut scratch = vec![0u32; kiln_nostd::scratch_len(count)];
+            let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(count)];
             let parser = Parser::new().limits(Limits::MAX).scratch(&mut scratch);
             kiln_model::Model::parse_with(&map, parser).map(|_| ()).map_err(core_verify)
         }

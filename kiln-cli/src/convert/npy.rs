@@ -707,7 +707,7 @@ fn parse_number(text: &str) -> Option<(Py, bool)> {
 
 fn width(dtype: DType) -> usize {
     match dtype.width() {
-        kiln_nostd::Width::Bytes(w) => usize::from(w),
+        kiln_nostd::dtype::Width::Bytes(w) => usize::from(w),
         _ => 1,
     }
 }

@@ -175,13 +175,13 @@ fn prescan(bytes: &[u8], opts: &ReadOptions, model: &mut Model) -> anyhow::Resul
         return Ok(0);
     }
     // More names than one block holds make a sharded model; more tensors than the count cap, nothing.
-    if scan.tensors > u64::from(kiln_nostd::DEFAULT_CAP) {
+    if scan.tensors > u64::from(kiln_nostd::directory::DEFAULT_CAP) {
         model.limit(limit_at(
             8,
             format!(
                 "{} tensors: a Kiln model holds at most {} (the count cap; a Kiln limit, not a safetensors fault)",
                 scan.tensors,
-                kiln_nostd::DEFAULT_CAP
+                kiln_nostd::directory::DEFAULT_CAP
             ),
         ))?;
     }

@@ -12,11 +12,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{anyhow, bail, Context};
 use kiln_model::Kind;
-use kiln_nostd::descriptor::{Descriptor, NO_AXIS, NO_INDEX, NO_NAME};
 use kiln_nostd::digest::DIGEST_LEN;
 use kiln_nostd::frozen;
 use kiln_nostd::int::{u64_from, usize_from};
-use kiln_nostd::layout;
+use kiln_nostd::wire::descriptor::{Descriptor, NO_AXIS, NO_INDEX, NO_NAME};
+use kiln_nostd::wire::layout;
 
 use super::copy::Sink;
 use super::meta::Metadata;
@@ -109,7 +109,7 @@ pub fn plan(tensors: &[TensorOut]) -> anyhow::Result<Plan> {
     let mut head = Vec::with_capacity(head_len);
     let named = !tensors.is_empty();
     head.extend_from_slice(
-        &kiln_nostd::Header::canonical(count, name_bytes, placement.payload_bytes(), named).encode(),
+        &kiln_nostd::wire::Header::canonical(count, name_bytes, placement.payload_bytes(), named).encode(),
     );
     let lookup = |name: &str, what: &str, of: &str| -> anyhow::Result<u32> {
         index.get(name).copied().ok_or_else(|| anyhow!("tensor {of}: its {what} tensor {name:?} is not in the output"))
@@ -288,7 +288,10 @@ pub fn frame(kind: Kind) -> [u8; 16] {
 mod tests {
     use super::super::model::QuantOut;
     use super::*;
-    use kiln_nostd::{DType, QuantSpec, TensorRef, TensorSpec, Writer};
+    use kiln_nostd::{
+        writer::{QuantSpec, TensorRef},
+        DType, TensorSpec, Writer,
+    };
 
     fn t(name: &str, dtype: DType, shape: &[u64], data: &[u8]) -> TensorOut {
         TensorOut {
@@ -384,7 +387,7 @@ mod tests {
     #[test]
     fn empty_and_hash() {
         let p = plan(&[]).unwrap();
-        assert_eq!(p.head, kiln_nostd::EMPTY_BLOCK);
+        assert_eq!(p.head, kiln_nostd::wire::EMPTY_BLOCK);
         assert_eq!(&frame(Kind::Digests)[..4], b"KLN0");
         assert_eq!(Kind::of(&frame(Kind::Shard)), Some(Kind::Shard));
         let mut m = Metadata::new(1 << 20);

@@ -258,7 +258,7 @@ fn check_written(manifest: &Temp, tensors: usize, shards: &[Written], names: &[S
         let s = names.iter().position(|n| n == e.name.as_str()).and_then(|i| shards.get(i))?;
         map_of(&s.temp, &s.target.given).ok()
     };
-    let mut names_scratch = vec![0u32; kiln_nostd::scratch_len(u32::try_from(most).unwrap_or(u32::MAX))];
+    let mut names_scratch = vec![0u32; kiln_nostd::directory::scratch_len(u32::try_from(most).unwrap_or(u32::MAX))];
     model::check_all(&m, open, false, Some(&mut names_scratch)).map_err(|f| {
         let name = names.get(usize_from(u64::from(f.shard.saturating_sub(1))).unwrap_or(0));
         anyhow!(

@@ -6,8 +6,8 @@
 //! static [`Ty`](super::Ty), so the dynamic and the typed API share them.
 
 use crate::bytes::{u32_at, u64_from, usize_from, usize_from_u32};
+use crate::directory::Limits;
 use crate::error::{fail, Error, Result, Rule};
-use crate::limits::Limits;
 
 use super::kind::{Kind, Shape};
 use super::ty::{Field, Ty};
@@ -316,7 +316,7 @@ pub(crate) fn word(buf: &[u8], at: usize) -> usize {
 
 /// Length of the checked directory block at `at`, from its header.
 pub(crate) fn block_len(buf: &[u8], at: usize) -> usize {
-    let header = buf.get(at..).and_then(|b| crate::Header::parse(b).ok());
+    let header = buf.get(at..).and_then(|b| crate::wire::Header::parse(b).ok());
     // Fallback: no valid header: usize::MAX makes the caller's bounds check fail.
     header.and_then(|h| h.block_len()).and_then(usize_from).unwrap_or(usize::MAX)
 }

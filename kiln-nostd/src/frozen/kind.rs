@@ -154,7 +154,7 @@ impl Kind {
     }
 
     /// The tensor dtype whose elements have this kind's wire layout, so a
-    /// `list` of it can be viewed with [`crate::view`] / [`crate::copy`].
+    /// `list` of it can be viewed with [`crate::dtype::view`] / [`crate::dtype::copy`].
     #[must_use]
     pub const fn dtype(self) -> Option<DType> {
         Some(match self {

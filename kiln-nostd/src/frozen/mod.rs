@@ -22,7 +22,7 @@
 //!
 //! ```
 //! use kiln_nostd::frozen::{self, Schema};
-//! use kiln_nostd::{Limits, EMPTY_BLOCK};
+//! use kiln_nostd::{Limits, wire::EMPTY_BLOCK};
 //!
 //! // struct{id:i64,batch:tensors,} with id 7 and an empty directory, framed.
 //! let schema: Schema = Schema::parse("struct{id:i64,batch:tensors,}")?;

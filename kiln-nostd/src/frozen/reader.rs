@@ -8,10 +8,10 @@
 
 use crate::bytes::usize_from_u32;
 use crate::directory::Directory;
-use crate::element::{Element, ViewError};
+use crate::directory::Limits;
+use crate::dtype::{Element, ViewError};
 use crate::error::{fail, Result, Rule};
-use crate::header::Header;
-use crate::limits::Limits;
+use crate::wire::header::Header;
 
 use super::check::{skip, word, Checker};
 use super::frame::check_frame;
@@ -430,7 +430,7 @@ impl<'a, 's> ListValue<'a, 's> {
     /// read as `i64`/`u64`; `bool` as `u8`.
     #[must_use]
     pub fn view<T: Element>(&self) -> Option<&'a [T]> {
-        crate::element::view(self.elem.kind().dtype()?, self.bytes()?)
+        crate::dtype::view(self.elem.kind().dtype()?, self.bytes()?)
     }
 
     /// Decodes the elements into `out` as host values on any host; returns the count.
@@ -438,7 +438,7 @@ impl<'a, 's> ListValue<'a, 's> {
         // Fallback: kinds without a dtype refuse every element type (ViewError).
         let dtype = self.elem.kind().dtype().unwrap_or(crate::DType::Opaque(0));
         // Fallback: lists of fixed-width elements have bytes; others get ViewError.
-        crate::element::copy(dtype, self.bytes().unwrap_or(&[]), out)
+        crate::dtype::copy(dtype, self.bytes().unwrap_or(&[]), out)
     }
 }
 

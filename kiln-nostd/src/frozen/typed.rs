@@ -24,9 +24,9 @@ use core::marker::PhantomData;
 
 use crate::bytes::usize_from_u32;
 use crate::directory::Directory;
-use crate::element::{Element, ViewError};
+use crate::directory::Limits;
+use crate::dtype::{Element, ViewError};
 use crate::error::{fail, Result, Rule};
-use crate::limits::Limits;
 use crate::writer::{TensorSpec, Writer};
 
 use super::check::{check_count, check_utf8, skip, word, Checker, CountKind};
@@ -590,14 +590,14 @@ impl<'a, T: Element + KilnType> ListView<'a, T> {
     #[must_use]
     pub fn as_slice(&self) -> Option<&'a [T]> {
         let dtype = T::TY.kind().dtype()?;
-        crate::element::view(dtype, self.bytes)
+        crate::dtype::view(dtype, self.bytes)
     }
 
     /// Decodes into `out`; returns the element count.
     pub fn copy_to(&self, out: &mut [T]) -> core::result::Result<usize, ViewError> {
         // Fallback not taken: element types always have a dtype (sealed Element).
         let dtype = T::TY.kind().dtype().unwrap_or(crate::DType::Opaque(0));
-        crate::element::copy(dtype, self.bytes, out)
+        crate::dtype::copy(dtype, self.bytes, out)
     }
 }
 

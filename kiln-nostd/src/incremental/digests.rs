@@ -14,7 +14,7 @@ use super::{Incremental, Memory, Parts};
 use crate::bytes::usize_from_u32;
 use crate::digest::{run_entry, Digests, TensorHasher};
 use crate::error::{fail_at, Error, Result, Rule};
-use crate::header::HEADER_LEN;
+use crate::wire::header::HEADER_LEN;
 
 /// Where step 9d stands. The table and the SHA-256 state (about 112 bytes)
 /// are in the validator's [`Memory`], so that its own state stays small (the

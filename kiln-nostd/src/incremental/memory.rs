@@ -66,7 +66,7 @@ impl Memory for Borrowed<'_, '_> {
 
 /// Buffers the validator owns (`alloc` feature). A binding sizes them from
 /// the header (see [`Incremental::prefix_len`](super::Incremental::prefix_len)
-/// and [`scratch_len`](crate::scratch_len)), allocating as it can (a failed
+/// and [`scratch_len`](crate::directory::scratch_len)), allocating as it can (a failed
 /// allocation is the binding's to report), and takes them back with
 /// [`Incremental::into_memory`](super::Incremental::into_memory) to reuse them.
 #[cfg(feature = "alloc")]

@@ -10,7 +10,7 @@
 //! offset and rule.
 //!
 //! ```
-//! use kiln_nostd::{Incremental, Progress};
+//! use kiln_nostd::{Incremental, incremental::Progress};
 //! # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.kiln"));
 //! let mut prefix = [0u8; 1024];
 //! let mut v = Incremental::new(&mut prefix);
@@ -36,13 +36,13 @@ pub use memory::Owned;
 pub use memory::{Borrowed, Memory, Parts};
 
 use crate::bytes::{u64_from, usize_from, usize_from_u32, usize_sat};
-use crate::descriptor::Descriptors;
 use crate::directory::Directory;
+use crate::directory::Limits;
 use crate::error::{fail_at, Error, Result, Rule};
-use crate::header::{self, Header, Regions, HEADER_LEN};
-use crate::limits::Limits;
 use crate::names::NameWalk;
 use crate::steps::{check_prefix_of, PrefixVerdict};
+use crate::wire::descriptor::Descriptors;
+use crate::wire::header::{self, Header, Regions, HEADER_LEN};
 use payload::{Chunk, PayloadWalk, Pending};
 
 /// How far an [`Incremental`] has got, after a chunk.

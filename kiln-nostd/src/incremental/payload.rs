@@ -12,10 +12,10 @@
 //! is that point.
 
 use crate::bytes::{all_zero, first_above_one, u64_from, usize_from};
-use crate::descriptor::Descriptors;
-use crate::descriptor::RawDescriptor;
 use crate::dtype::{ByteRule, DType};
 use crate::error::{fail_at, Error, Result, Rule};
+use crate::wire::descriptor::Descriptors;
+use crate::wire::descriptor::RawDescriptor;
 
 /// Where the payload walk stands.
 #[derive(Clone, Copy, Debug)]

@@ -25,11 +25,11 @@
 
 use super::{Incremental, Memory, Parts, Sizes};
 use crate::bytes::{usize_from, usize_from_u32};
-use crate::descriptor::Descriptors;
-use crate::descriptor::{self, RawDescriptor};
 use crate::error::Result;
-use crate::header::{self, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::names::{self, Heap, NameTable};
+use crate::wire::descriptor::Descriptors;
+use crate::wire::descriptor::{self, RawDescriptor};
+use crate::wire::header::{self, DESCRIPTOR_LEN, HEADER_LEN};
 
 impl<M: Memory> Incremental<M> {
     /// Judges the prefix bytes `from..to` (block offsets) that just arrived;

@@ -7,7 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use kiln_nostd::{DType, QuantSpec, TensorRef, TensorSpec, Writer};
+use kiln_nostd::{
+    writer::{QuantSpec, TensorRef},
+    DType, TensorSpec, Writer,
+};
 
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_path_buf()

@@ -2,7 +2,7 @@
 //! the differential test and the writer fuzz target (`fuzz/`, by path), so
 //! the owned-to-`TensorSpec` step exists once.
 
-use kiln_nostd::{DType, QuantSpec, TensorSpec};
+use kiln_nostd::{writer::QuantSpec, DType, TensorSpec};
 
 /// A tensor that owns its name, shape, payload and layout name.
 #[derive(Clone, Debug)]

@@ -3,9 +3,9 @@
 
 use core::fmt;
 
+use crate::directory::Limits;
 use crate::directory::{Directory, NameIndex, Tensor};
 use crate::error::Result;
-use crate::limits::Limits;
 use crate::names::table_words;
 use crate::Parser;
 
@@ -48,12 +48,12 @@ impl<'a> Directory<'a> {
 }
 
 /// A parser with an inline name table for up to `T` tensors (`S` must be
-/// at least [`scratch_len`](crate::scratch_len)`(T)`; see [`FixedIndex::new`]).
+/// at least [`scratch_len`](crate::directory::scratch_len)`(T)`; see [`FixedIndex::new`]).
 /// A directory with more than `T` tensors is refused with LIMIT
 /// (`TensorCountCap`): this reader's count cap is its capacity.
 ///
 /// ```
-/// use kiln_nostd::FixedIndex;
+/// use kiln_nostd::directory::FixedIndex;
 /// # let bytes = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut index = FixedIndex::<8, 32>::new();
 /// let (dir, names) = index.parse(&bytes)?;
@@ -106,7 +106,7 @@ mod tests {
     #[test]
     fn scratch_len_sizes_a_fixed_index_at_compile_time() {
         // The capacity check accepts S = scratch_len(T), and that is enough for a hashed index.
-        const S: usize = crate::scratch_len(8);
+        const S: usize = crate::directory::scratch_len(8);
         let bytes =
             *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
         let mut index = FixedIndex::<8, S>::new();

@@ -4,7 +4,7 @@
 //! converter's streaming planner all use it, so no two of them can drift.
 //!
 //! ```
-//! use kiln_nostd::layout::{self, Placement};
+//! use kiln_nostd::wire::layout::{self, Placement};
 //! // Two tensors of 5 and 8 bytes, unnamed: the second starts at offset 64.
 //! let mut p = Placement::new();
 //! assert_eq!((p.place(5), p.place(8)), (Some(0), Some(64)));
@@ -120,13 +120,13 @@ pub fn block_len(tensor_count: u32, name_bytes: u32, lengths: impl IntoIterator<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::header::Header;
+    use crate::wire::header::Header;
 
     #[test]
     fn header_round_trips_and_zero_length_tensors_follow_the_greedy_rule() {
         let h = Header::canonical(3, 7, 200, true);
         assert_eq!(Header::parse(&h.encode()), Ok(h));
-        assert_eq!(crate::EMPTY_BLOCK, Header::canonical(0, 0, 0, false).encode());
+        assert_eq!(crate::wire::EMPTY_BLOCK, Header::canonical(0, 0, 0, false).encode());
         // After a 5-byte tensor a 0-byte tensor sits at 64 and the end becomes 64.
         let mut p = Placement::new();
         assert_eq!([p.place(5), p.place(0), p.place(1)], [Some(0), Some(64), Some(64)]);

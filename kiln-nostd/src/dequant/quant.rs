@@ -1,12 +1,12 @@
 //! Quantization metadata rules (check step 11). Kiln never applies a scale;
 //! it checks that the named scale tensors exist and have one element per group.
 
-use crate::descriptor::{
+use crate::dtype::DType;
+use crate::error::{fail, Result, Rule};
+use crate::wire::descriptor::{
     field_at, RawDescriptor, AT_GROUP_SIZE, AT_OUTER_INDEX, AT_QUANT_AXIS, AT_QUANT_SCHEME, AT_SCALE_INDEX, NO_AXIS,
     NO_INDEX,
 };
-use crate::dtype::DType;
-use crate::error::{fail, Result, Rule};
 
 /// Scheme 0: no quantization.
 pub const SCHEME_NONE: u16 = 0;

@@ -4,7 +4,7 @@
 use crate::bytes::{first_above_one, first_nonzero, mul_u64, u64_from, usize_from};
 use crate::dtype::{ByteRule, DType, Width};
 use crate::error::{fail, fail_at, Result, Rule};
-use crate::header::{DESCRIPTOR_LEN, HEADER_LEN};
+use crate::wire::header::{DESCRIPTOR_LEN, HEADER_LEN};
 
 /// Marks an absent name or layout name in `name_off` / `layout_off`.
 pub const NO_NAME: u16 = 0xFFFF;
@@ -312,7 +312,7 @@ impl Descriptor {
     /// Decodes the 128 bytes of one descriptor (no field is checked).
     ///
     /// ```
-    /// use kiln_nostd::{descriptor::Descriptor, header::DESCRIPTOR_LEN};
+    /// use kiln_nostd::{wire::descriptor::Descriptor, wire::header::DESCRIPTOR_LEN};
     /// let mut raw = [0u8; DESCRIPTOR_LEN];
     /// raw[0] = 2; // dtype code 2: f32
     /// let d = Descriptor::decode(&raw);
@@ -571,15 +571,15 @@ pub(crate) struct Descriptors<'a> {
 
 impl<'a> Descriptors<'a> {
     pub(crate) fn new(block: &'a [u8], count: usize) -> Self {
-        let end = crate::layout::descriptor_at(count);
+        let end = crate::wire::layout::descriptor_at(count);
         // Step 5 checked the descriptors are all in the block: never empty by fallback.
-        let raws = RawDescriptor::slice(block.get(crate::layout::HEADER_LEN..end).unwrap_or(&[]));
+        let raws = RawDescriptor::slice(block.get(crate::wire::layout::HEADER_LEN..end).unwrap_or(&[]));
         Descriptors { raws, count: raws.len() }
     }
 
     /// Block offset just past the last descriptor.
     pub(crate) fn end(&self) -> usize {
-        crate::layout::descriptor_at(self.count)
+        crate::wire::layout::descriptor_at(self.count)
     }
 
     #[inline]

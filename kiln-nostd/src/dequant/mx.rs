@@ -8,7 +8,7 @@
 //! `f16`/`bf16`/`f8e5m2` NaN keeps its payload bits, shifted into place).
 //!
 //! ```
-//! use kiln_nostd::mx;
+//! use kiln_nostd::dequant::mx;
 //! assert_eq!(mx::e2m1_to_f32(0b0111), 6.0);
 //! assert_eq!(mx::e2m1_to_f32(0b1011), -1.5);
 //! assert_eq!(mx::e8m0_to_f32(127), 1.0);

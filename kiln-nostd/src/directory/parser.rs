@@ -4,9 +4,9 @@
 //! returned, so no view handed out afterwards can point outside the buffer.
 
 use crate::accept::PLAIN;
+use crate::directory::Limits;
 use crate::directory::{Directory, NameIndex};
 use crate::error::{fail, Result, Rule};
-use crate::limits::Limits;
 use crate::names;
 use crate::steps::{check_block, Checks, ONE_WALK};
 
@@ -14,12 +14,12 @@ use crate::steps::{check_block, Checks, ONE_WALK};
 ///
 /// Without scratch, name uniqueness compares every pair of names (no memory,
 /// quadratic time). With [`Parser::scratch`] of at least
-/// [`scratch_len`](crate::scratch_len)`(tensor_count)` slots, it uses a hash
+/// [`scratch_len`](crate::directory::scratch_len)`(tensor_count)` slots, it uses a hash
 /// table in that memory (linear expected time), and [`Parser::parse_indexed`]
 /// hands the filled table back as a [`NameIndex`].
 ///
 /// ```
-/// # let block = kiln_nostd::EMPTY_BLOCK;
+/// # let block = kiln_nostd::wire::EMPTY_BLOCK;
 /// use kiln_nostd::{Limits, Parser};
 /// let mut scratch = [0u32; 64];
 /// let dir = Parser::new()
@@ -158,8 +158,11 @@ mod tests {
     extern crate std;
     use super::*;
     use crate::error::Rule;
-    use crate::header::{DESCRIPTOR_LEN, HEADER_LEN};
-    use crate::{DType, QuantSpec, TensorRef, TensorSpec, Writer};
+    use crate::wire::header::{DESCRIPTOR_LEN, HEADER_LEN};
+    use crate::{
+        writer::{QuantSpec, TensorRef},
+        DType, TensorSpec, Writer,
+    };
     use std::vec;
     use std::vec::Vec;
 

@@ -1,10 +1,10 @@
 //! The 64-byte directory header and the regions it implies (check steps 1 to 7).
 
 use crate::bytes::{first_nonzero, u64_from, usize_from};
+use crate::directory::Limits;
 use crate::error::{fail, fail_at, Result, Rule};
-use crate::layout::{align, directory_bytes, heap_end, payload_base};
-pub use crate::layout::{DESCRIPTOR_LEN, HEADER_LEN};
-use crate::limits::Limits;
+use crate::wire::layout::{align, directory_bytes, heap_end, payload_base};
+pub use crate::wire::layout::{DESCRIPTOR_LEN, HEADER_LEN};
 
 /// Directory magic.
 pub const MAGIC: [u8; 4] = *b"KLNT";
