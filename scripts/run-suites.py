@@ -139,12 +139,16 @@ def jobs():
             " && cargo doc --no-deps --locked -p kiln-nostd -p kiln-model --all-features"
             " && cargo doc --no-deps --locked --workspace",
             ["setup-rust"], limit=5 * 60, note="rustdoc -D warnings: the published crates, the workspace"),
-        # Cargo verifies each package against the others' .crate files through a local registry
-        # whose sources it extracts once under $CARGO_HOME/registry/src and reuses while the version
-        # stays 0.1.0: a second run on a machine would build the first run's sources. Removed first.
-        Job("publish-dry-run", 'rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/kiln-{derive,nostd,hk,model}-*'
+        # Cargo verifies each package against the others' .crate files through a local registry,
+        # and takes a registry package as immutable: its sources extracted once under
+        # $CARGO_HOME/registry/src and its build fingerprinted by name and version (0.1.0 until a
+        # release). A second run on a machine would build the first run's core. So: a target
+        # directory of its own, our crates' builds and extracted sources removed first.
+        Job("publish-dry-run", 'rm -rf "$CARGO_TARGET_DIR"/debug/.fingerprint/kiln-* "$CARGO_TARGET_DIR"/debug/deps/*kiln_*'
+            ' "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/kiln-{derive,nostd,hk,model}-*'
             " && cargo publish --dry-run --locked -p kiln-derive -p kiln-nostd -p kiln-hk -p kiln-model",
-            ["setup-rust"], limit=5 * 60, note="the four crates packaged and built as crates.io would"),
+            ["setup-rust"], limit=5 * 60, env=cache("target-publish"),
+            note="the four crates packaged and built as crates.io would"),
         # The mutation test's 100,000 cases run in cargo-test; here a fifth of them.
         Job("i686", "KILN_INCR_CASES=20000 cargo test -p kiln-nostd -p kiln-model --features"
             " kiln-nostd/alloc,kiln-nostd/derive,kiln-nostd/sha2,kiln-model/std --locked"
