@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use kiln_model::{self as model, Metadata, Model};
+use kiln_model::{self as model, Metadata};
 use kiln_model::{host, Error};
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::{Directory, Limits};
@@ -221,17 +221,13 @@ pub fn parse_tensors(bytes: &[u8], limits: Limits) -> Result<Directory<'_>, Erro
     Ok(host::parser(limits, &mut scratch).parse(bytes)?)
 }
 
-/// Checks `bytes` by content: a model file (its metadata and directory) when
-/// it starts like one, otherwise one standalone directory, exactly as
-/// [`parse_tensors`] checks it.
+/// Checks `bytes` by content (`kiln_model::parse_any`): a model file (its
+/// metadata and directory) when it starts like one, otherwise one standalone
+/// directory, exactly as [`parse_tensors`] checks it; name scratch sized by
+/// the core's host policy (only for a count that fits in the file).
 pub fn parse_any(bytes: &[u8], limits: Limits) -> Result<(Option<Metadata<'_>>, Directory<'_>), Error> {
-    if !model::reads_as_model(bytes) {
-        return parse_tensors(bytes, limits).map(|d| (None, d));
-    }
-    // Scratch sized from the block's header, which follows the metadata
-    // (the core's host policy: only for a count that fits in the file).
     let mut scratch = host::scratch_for(bytes, &limits);
-    Model::parse_with(bytes, host::parser(limits, &mut scratch)).map(|m| (Some(m.metadata()), m.directory()))
+    model::parse_any_with(bytes, host::parser(limits, &mut scratch))
 }
 
 #[cfg(test)]
