@@ -227,6 +227,15 @@ impl Kind {
     pub const fn is_model_file(self) -> bool {
         !matches!(self, Kind::Manifest)
     }
+
+    /// True when a reader that verifies has payload digests to compare:
+    /// every kind but a plain record (a manifest's shards carry theirs). The
+    /// one place the front ends' "digests verified" flag comes from:
+    /// asked for, this kind, and no fault.
+    #[must_use]
+    pub const fn has_digests(self) -> bool {
+        !matches!(self, Kind::Plain)
+    }
 }
 
 /// True when `buf` starts like a model file (a plain, digests, shard or
