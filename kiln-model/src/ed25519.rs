@@ -23,18 +23,21 @@ use curve25519_dalek::scalar::Scalar;
 use group::Group;
 use sha2::{Digest, Sha512};
 
-/// A public key decoded once, when it is trusted: the point the equation uses.
+/// A public key decoded once, when it is trusted: `-A`, the point the
+/// equation adds (negated here, so the check holds no copy of it).
 pub(crate) type Point = EdwardsPoint;
 
-/// The point `key` encodes, or `None` unless `key` is the canonical encoding
+/// `-A` for the point `A` that `key` encodes, or `None` unless `key` is the canonical encoding
 /// (RFC 8032 section 5.1.3: `y < p`, not `x = 0` with the sign bit set) of a
 /// point that is not of small order. curve25519-dalek's `decompress` reduces
 /// `y >= p` and takes `x = 0` with the sign bit set: the round trip through
 /// `compress` refuses both.
+// Negation is a group operation (modular field arithmetic), not integer arithmetic.
+#[allow(clippy::arithmetic_side_effects)]
 #[inline(never)]
 pub(crate) fn decode_key(key: &[u8; 32]) -> Option<Point> {
     let mut p = <EdwardsPoint as Group>::identity();
-    (decompress(key, &mut p) && !small_order(&p) && encode(&p) == *key).then_some(p)
+    (decompress(key, &mut p) && !small_order(&p) && encode(&p) == *key).then(|| -p)
 }
 
 /// Writes the point `k` encodes into `out` (no copy of it in between).
@@ -53,17 +56,17 @@ fn encode(p: &EdwardsPoint) -> [u8; 32] {
     p.compress().to_bytes()
 }
 
-/// The signature `sig` (`R || S`) by the key `a` (decoded by
-/// [`decode_key`] from the bytes `key`) over the concatenation of
+/// The signature `sig` (`R || S`) by the key `A`, given as `minus_a`
+/// ([`decode_key`] of the bytes `key`), over the concatenation of
 /// `pieces`: `S < L`, then the encoding of `[S]B - [k]A` equals `R`.
 #[inline(never)]
-pub(crate) fn verify(a: &Point, key: &[u8; 32], sig: &[u8; 64], pieces: &[&[u8]]) -> bool {
+pub(crate) fn verify(minus_a: &Point, key: &[u8; 32], sig: &[u8; 64], pieces: &[&[u8]]) -> bool {
     let (Some(r), Some(s)) = (sig.first_chunk::<32>(), sig.last_chunk::<32>()) else { return false };
     if !below_l(s) {
         return false;
     }
     let k = challenge(r, key, pieces);
-    equation(a, r, s, &k)
+    equation(minus_a, r, s, &k)
 }
 
 /// L, the order of the base point, little-endian.
@@ -109,8 +112,8 @@ fn reduce(wide: &[u8; 64]) -> [u8; 32] {
 /// The encoding of `[s]B - [k]A` equals `r`. Apart from [`verify`], so that
 /// its points are not on the stack under the hash.
 #[inline(never)]
-fn equation(a: &EdwardsPoint, r: &[u8; 32], s: &[u8; 32], k: &[u8; 32]) -> bool {
-    encode(&combine(s, k, a)) == *r
+fn equation(minus_a: &EdwardsPoint, r: &[u8; 32], s: &[u8; 32], k: &[u8; 32]) -> bool {
+    encode(&combine(s, k, minus_a)) == *r
 }
 
 /// Bit `i` of a little-endian scalar.
@@ -120,14 +123,14 @@ fn bit(s: &[u8; 32], i: usize) -> bool {
 
 /// `[s]B + [k](-A)` by Shamir's trick, both scalars below `L < 2^253`: one
 /// doubling per bit and at most two additions; no table of `B - A` (one
-/// point less on the stack for about 60 more additions).
+/// point less on the stack for about 60 more additions), and `-A` the
+/// trust's own (a copy here would be 160 more bytes of this frame).
 // By reference: the by-value `+` took a 120-byte larger frame. Point
 // addition and negation are group operations (modular field arithmetic),
 // not integer arithmetic that could overflow.
 #[allow(clippy::op_ref, clippy::arithmetic_side_effects)]
 #[inline(never)]
-fn combine(s: &[u8; 32], k: &[u8; 32], a: &EdwardsPoint) -> EdwardsPoint {
-    let minus_a = -a;
+fn combine(s: &[u8; 32], k: &[u8; 32], minus_a: &EdwardsPoint) -> EdwardsPoint {
     let mut acc = <EdwardsPoint as Group>::identity();
     for i in (0..253).rev() {
         acc = <EdwardsPoint as Group>::double(&acc);
@@ -135,7 +138,7 @@ fn combine(s: &[u8; 32], k: &[u8; 32], a: &EdwardsPoint) -> EdwardsPoint {
             acc = &acc + &B;
         }
         if bit(k, i) {
-            acc = &acc + &minus_a;
+            acc = &acc + minus_a;
         }
     }
     acc
