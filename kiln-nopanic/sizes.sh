@@ -84,7 +84,8 @@ build() {
     local dir=$1 target=$2 feats=$3 out
     out=$(realpath -m "$SIZE_DIR")/$(basename "$(realpath "$dir/..")")-$target
     # shellcheck disable=SC2086
-    (cd "$dir" && nice -n 15 cargo build -q --release --target "$target" $feats --target-dir "$out") >&2
+    # A failed build must not leave the previous build's ELF to be measured.
+    (cd "$dir" && nice -n 15 cargo build -q --release --target "$target" $feats --target-dir "$out") >&2 || return 1
     echo "$out/$target/release/kiln-nopanic"
 }
 
@@ -92,11 +93,13 @@ build() {
 before() {
     local dir=$BEFORE/kiln-nopanic target elf mark base typ sig
     for target in $TARGETS; do
-        elf=$(build "$dir" "$target" "--no-default-features") && base=$(flash "$elf")
-        elf=$(build "$dir" "$target" "--no-default-features --features typical") && typ=$(flash "$elf")
+        elf=$(build "$dir" "$target" "--no-default-features") || return 1
+        base=$(flash "$elf")
+        elf=$(build "$dir" "$target" "--no-default-features --features typical") || return 1
+        typ=$(flash "$elf")
         mark=" "
         if ! elf=$(build "$dir" "$target" "--no-default-features --features typical,signed" 2>/dev/null); then
-            elf=$(build "$dir" "$target" "--no-default-features --features typical,signed,locate-panics")
+            elf=$(build "$dir" "$target" "--no-default-features --features typical,signed,locate-panics") || return 1
             mark="*"
         fi
         sig=$(flash "$elf")
@@ -122,7 +125,7 @@ for target in $TARGETS; do
         variants="baseline typical typdig typdelta typsig typsigu"
     fi
     for v in $variants; do
-        elf=$(build . "$target" "${FEATS[$v]}")
+        elf=$(build . "$target" "${FEATS[$v]}") || exit 1
         TEXT[$v]=$(section .text "$elf")
         FLASH[$v]=$(flash "$elf")
         BUILTINS[$v]=$(builtins "$elf")
@@ -155,14 +158,15 @@ echo
 echo "flash (.text + .rodata), this checkout:"
 printf '%-22s %8s %8s | %8s %8s %8s %8s\n' target baseline typical +digests +signed unrolled +delta
 printf '%s\n' "${TRUST[@]}"
-echo "(baseline absolute, typical over it; each later column what a firmware that already validates adds, over typical:"
+echo "(baseline absolute, typical over it (with the 20,192-byte example model in .rodata: every build but"
+echo " the baseline embeds it); each later column what a firmware that already validates adds, over typical:"
 echo " +digests = Model::parse_verified of a model file, every SHA-256 digest compared (sha2);"
 echo " +signed = a signed update checked as it streams: Trust, UpdateCheck feed/finish (SHA-256, SHA-512"
 echo "   in sha2's compact form, Ed25519 on curve25519-dalek's arithmetic; links with the no-panic handler);"
 echo " unrolled = +signed with sha2's default unrolled rounds;"
 echo " +delta = a delta's head, base id (SHA-256) and the plan of pieces that rebuild the new model)"
 if [ -n "${BEFORE:-}" ]; then
-    wait "$before_pid"
+    wait "$before_pid" || { echo "the builds of $BEFORE failed" >&2; exit 1; }
     echo
     echo "flash (.text + .rodata), $BEFORE:"
     printf '%-22s %8s %8s %8s\n' target baseline typical +signed
