@@ -55,6 +55,8 @@ extern crate alloc;
 #[cfg(feature = "sha2")]
 mod block_digests;
 pub mod delta;
+#[cfg(feature = "ed25519")]
+mod ed25519;
 mod error;
 #[cfg(feature = "std")]
 pub mod host;
