@@ -93,6 +93,9 @@ fn rfc8032_section_7_1_vectors_verify_and_any_flipped_bit_is_refused() {
             bad[bit / 8] ^= 1 << (bit % 8);
             assert!(!kiln(&key, &sig, &bad), "RFC 8032 key {k}: message bit {bit} flipped");
         }
+        let mut longer = msg.clone();
+        longer.push(0);
+        assert!(!kiln(&key, &sig, &longer), "RFC 8032 key {k}: one byte more");
         let mut other = key;
         other[0] ^= 1;
         assert!(!kiln(&other, &sig, &msg), "RFC 8032 key {k}: another key");
