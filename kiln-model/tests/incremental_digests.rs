@@ -603,63 +603,13 @@ fn without_a_table_nothing_is_hashed() {
 // ---------------------------------------------------------------------------
 // Timing
 
-/// Byte values tried where a prefix byte may still change (as in `incremental.rs`).
-const PROBES: [u8; 7] = [0x00, 0x01, 0x02, 0x7f, 0x80, 0xc0, 0xff];
-
 /// The whole-buffer verdict `want` on `b` is certain after its first `k`
-/// bytes: no continuation of them gives another (see `certain` in
-/// `incremental.rs`; here with the table, so changing a byte of a tensor of
-/// the run not yet complete gives DIGEST: all zeros and all 0xFF cannot
-/// both keep its bytes).
+/// bytes (`cases::certain`; here with the table, so changing a byte of a
+/// tensor of the run not yet complete gives DIGEST: all zeros and all 0xFF
+/// cannot both keep its bytes).
 fn certain(b: &[u8], template: Option<&[u8]>, table: &[u8], k: usize, want: Error) -> bool {
-    let h = Header::parse(b).ok();
-    let heap_end = h.map_or(64, |h| (h.directory_bytes as usize).saturating_add(64));
-    let base = heap_end.checked_next_multiple_of(64).unwrap_or(usize::MAX);
-    if want.rule() == Rule::PayloadSizeOverflow {
-        return k >= heap_end;
-    }
-    let block_len = h.map_or(b.len(), |h| base.saturating_add(h.payload_bytes as usize));
-    let mut lens = vec![b.len()];
-    if k <= block_len && block_len < b.len() {
-        lens.push(block_len);
-    }
-    let differs = |c: &[u8]| oracle(c, table, true) != Err(want);
-    for len in lens {
-        let mut c = b[..len].to_vec();
-        for fill in [0x00u8, 0xff] {
-            c[k..].fill(fill);
-            if differs(&c) {
-                return false;
-            }
-        }
-        for (i, &m) in b"KLNT".iter().enumerate().skip(k) {
-            c[i] = m;
-        }
-        if k < 4 && differs(&c) {
-            return false;
-        }
-        if let Some(t) = template {
-            c[k..].copy_from_slice(&t[k..len]);
-            if differs(&c) {
-                return false;
-            }
-        }
-        c[k..].copy_from_slice(&b[k..len]);
-        if differs(&c) {
-            return false;
-        }
-        for p in k..len.min(base) {
-            let extra = [template.and_then(|t| t.get(p).copied()), b"KLNT".get(p).copied()];
-            for v in PROBES.into_iter().chain(extra.into_iter().flatten()).chain([b[p] ^ 1]) {
-                c[p] = v;
-                if differs(&c) {
-                    return false;
-                }
-            }
-            c[p] = b[p];
-        }
-    }
-    true
+    let overflow = want.rule() == Rule::PayloadSizeOverflow;
+    cases::certain(b, template, k, overflow, |c| oracle(c, table, true) != Err(want))
 }
 
 /// Checks when `case`'s fault comes; returns its rule (`None`: nothing to time).

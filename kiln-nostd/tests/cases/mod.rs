@@ -184,3 +184,74 @@ pub fn mutate(rng: &mut Rng, b: &mut Vec<u8>) {
         }
     }
 }
+
+/// Byte values the oracle below tries where a byte may still change: the
+/// boundaries the rules look at, and the byte flipped.
+const PROBES: [u8; 7] = [0x00, 0x01, 0x02, 0x7f, 0x80, 0xc0, 0xff];
+
+/// A validator's verdict on all of `b` (`differs`: another verdict than the
+/// one wanted; `payload_overflow`: the wanted one is PayloadSizeOverflow) (a complete block, with or without
+/// trailing bytes) is certain after its first `k` bytes: no bytes after them
+/// give another verdict, whether the stream ends with the block or goes on
+/// as `b` does (ending earlier is truncation: EOF, from `finish`). In the
+/// payload every rule is "this byte is zero" or "at most 1" or "its high
+/// nibble is zero", so all zeros and all 0xFF bound every continuation.
+/// Before the payload the fields decide, and single-byte changes are the
+/// witnesses: each probe value, the template's byte and the magic's.
+pub fn certain(
+    b: &[u8],
+    template: Option<&[u8]>,
+    k: usize,
+    payload_overflow: bool,
+    differs: impl Fn(&[u8]) -> bool,
+) -> bool {
+    let h = kiln_nostd::wire::Header::parse(b).ok();
+    let heap_end = h.map_or(64, |h| (h.directory_bytes as usize).saturating_add(64));
+    let base = heap_end.checked_next_multiple_of(64).unwrap_or(usize::MAX);
+    if payload_overflow {
+        // No block is ever complete: LIMIT once the directory is in, EOF before.
+        return k >= heap_end;
+    }
+    let block_len = h.map_or(b.len(), |h| base.saturating_add(h.payload_bytes as usize));
+    let mut lens = vec![b.len()];
+    if k <= block_len && block_len < b.len() {
+        lens.push(block_len);
+    }
+    for len in lens {
+        let mut c = b[..len].to_vec();
+        for fill in [0x00u8, 0xff] {
+            c[k..].fill(fill);
+            if differs(&c) {
+                return false;
+            }
+        }
+        // The rest of the magic, and the rest as the template has it.
+        for (i, &m) in b"KLNT".iter().enumerate().skip(k) {
+            c[i] = m;
+        }
+        if k < 4 && differs(&c) {
+            return false;
+        }
+        if let Some(t) = template {
+            c[k..].copy_from_slice(&t[k..len]);
+            if differs(&c) {
+                return false;
+            }
+        }
+        c[k..].copy_from_slice(&b[k..len]);
+        if differs(&c) {
+            return false;
+        }
+        for p in k..len.min(base) {
+            let extra = [template.and_then(|t| t.get(p).copied()), b"KLNT".get(p).copied()];
+            for v in PROBES.into_iter().chain(extra.into_iter().flatten()).chain([b[p] ^ 1]) {
+                c[p] = v;
+                if differs(&c) {
+                    return false;
+                }
+            }
+            c[p] = b[p];
+        }
+    }
+    true
+}
