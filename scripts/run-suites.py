@@ -93,6 +93,8 @@ def jobs():
         Job("setup-apt", "scripts/setup.sh apt", cpu=0, note="Debian packages"),
         Job("setup-rust", "scripts/setup.sh rust", cpu=0, note="targets, components, nightly Miri"),
         Job("setup-python", "scripts/setup.sh python", cpu=0, note="pip packages"),
+        # Only python-package needs these, so the 5.8 GB download of a new machine delays nothing else.
+        Job("setup-frameworks", "scripts/setup.sh frameworks", cpu=0, note="PyTorch and JAX (CPU) from PyPI"),
         Job("setup-wasm-bindgen", "scripts/setup.sh wasm-bindgen", note="cargo install wasm-bindgen-cli 0.2.130"),
         Job("python-reference", "python3 -m unittest discover -s spec/reference", ["setup-python"], cpu=1,
             note="the Python reference codec and generator"),
@@ -118,9 +120,13 @@ def jobs():
             " every feature but defmt"),
         Job("wasm-and-web", "kiln-wasm/ci.sh", ["setup-rust", "setup-apt", "setup-wasm-bindgen"],
             note="the npm package under Node, the page in headless Chromium"),
+        # The wheel PyPI would get, built once: python-package tests it.
+        Job("python-wheel", "scripts/python-wheel.sh", ["setup-rust", "setup-python"], limit=15 * 60,
+            note="the manylinux2014 abi3 wheel (maturin --zig), audited, a smoke in fresh venvs"),
         # The interop tests read files with the npm package, so they come after it.
-        Job("python-package", "scripts/python-package.sh", ["setup-rust", "setup-python", "wasm-and-web"],
-            note="pip install ./kiln-py, its lints, pytest"),
+        Job("python-package", "scripts/python-package.sh target/wheels/*.whl",
+            ["setup-rust", "setup-python", "setup-frameworks", "wasm-and-web", "python-wheel"],
+            note="the wheel installed, its lints, pytest"),
         Job("setup-cargo-fuzz", "scripts/setup.sh cargo-fuzz", note="cargo install cargo-fuzz 0.13.2"),
         Job("fuzz", f"fuzz/ci.sh --budget {FUZZ_SECONDS}", ["setup-rust", "setup-cargo-fuzz"], cpu=1,
             env=cache("target-fuzz"), note=f"every target, {FUZZ_SECONDS} s in all"),

@@ -8,7 +8,7 @@
 #
 # Parts: apt (Debian packages), rust (targets, components, nightly Miri),
 # wasm-bindgen, cbindgen, defmt-print, cargo-fuzz (pinned cargo tools),
-# python (pip packages). scripts/test-all.sh runs each part as a job of its
+# python (pip packages), frameworks (PyTorch, JAX). scripts/test-all.sh runs each part as a job of its
 # own, just before the first suite that needs it, beside the suites that need
 # none of it.
 #
@@ -97,10 +97,26 @@ part_python() {
         python3 -c "import $m" 2>/dev/null || want+=("$m")
     done
     # Pinned: the ONNX tests (kiln-py/tests/test_onnx.py), the example's generator
-    # (spec/examples/make_digits_onnx.py --check) and scripts/bench-onnx.py.
+    # (spec/examples/make_digits_onnx.py --check) and scripts/bench-onnx.py; the wheel's
+    # build and audits (scripts/python-wheel.sh: maturin links with zig from PyPI's ziglang).
     local pin
-    for pin in onnx==1.23.2 onnxruntime==1.32.0; do
-        [ "$(python3 -c "import ${pin%%==*}; print(${pin%%==*}.__version__)" 2>/dev/null)" = "${pin##*==}" ] || want+=("$pin")
+    for pin in onnx==1.23.2 onnxruntime==1.32.0 maturin==1.16.0 ziglang==0.17.1 auditwheel==6.8.2 abi3audit==0.0.26; do
+        [ "$(python3 -c "import importlib.metadata as m; print(m.version('${pin%%==*}'))" 2>/dev/null)" = "${pin##*==}" ] || want+=("$pin")
+    done
+    [ "${#want[@]}" -eq 0 ] && return
+    log "pip install ${want[*]}"
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --disable-pip-version-check "${want[@]}"
+}
+
+part_frameworks() {
+    # kiln.torch's and kiln.flax's tests, against safetensors as the oracle: PyTorch and JAX
+    # with its CPU jaxlib, from PyPI (the only index allowed). PyPI's Linux torch requires its
+    # CUDA libraries (nvidia-*), so a new machine downloads and unpacks about 5.8 GB here
+    # (docs/testing.md has the figures). Looked up, not imported: importing torch takes seconds.
+    local want=() m
+    for m in torch:torch jax:jax[cpu] jaxlib:jax[cpu]; do
+        python3 -c "import importlib.util as u, sys; sys.exit(u.find_spec('${m%%:*}') is None)" 2>/dev/null ||
+            [[ " ${want[*]} " == *" ${m#*:} "* ]] || want+=("${m#*:}")
     done
     [ "${#want[@]}" -eq 0 ] && return
     log "pip install ${want[*]}"
@@ -108,10 +124,10 @@ part_python() {
 }
 
 parts=("$@")
-[ "${#parts[@]}" -gt 0 ] || parts=(apt rust wasm-bindgen cbindgen defmt-print cargo-fuzz python)
+[ "${#parts[@]}" -gt 0 ] || parts=(apt rust wasm-bindgen cbindgen defmt-print cargo-fuzz python frameworks)
 for p in "${parts[@]}"; do
     case $p in
-        apt | rust | wasm-bindgen | cbindgen | defmt-print | cargo-fuzz | python) "part_${p//-/_}" ;;
+        apt | rust | wasm-bindgen | cbindgen | defmt-print | cargo-fuzz | python | frameworks) "part_${p//-/_}" ;;
         *) echo "setup: unknown part '$p'" >&2; exit 2 ;;
     esac
 done

@@ -2,6 +2,9 @@
 
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+# PyO3 classes: not subclassable (final), built by __new__.
+from typing_extensions import Self, final
+
 MODEL_TYPE: str
 MODEL_HASH: int
 DIGESTS_TYPE: str
@@ -31,20 +34,22 @@ class TypeTextError(ValueError):
     rule: str
     description: str
 
+@final
 class Some:
     """The present value of an ``opt<opt<T>>``."""
 
     value: Any
-    def __init__(self, value: Any) -> None: ...
+    def __new__(cls, value: Any) -> Self: ...
 
 _ManifestRow = Tuple[str, int, int, List[int], int, Optional[str], int, Optional[Tuple[int, int, int, str, Optional[str]]]]
 _Row = Tuple[Optional[str], int, Tuple[int, ...], int, int, Optional[str], int, Optional[Tuple[int, int, int, int, Optional[int]]]]
 _Spec = Tuple[str, int, Tuple[int, ...], Any, Optional[str], int, Optional[Tuple[int, int, str, Optional[str]]]]
 
+@final
 class Sharded:
     """A checked manifest; its shards are looked for in the manifest's folder."""
 
-    def __init__(self, path: str, data: Any) -> None: ...
+    def __new__(cls, path: str, data: Any) -> Self: ...
     def metadata(self) -> Dict[str, str]: ...
     def model_id(self) -> bytes: ...
     def shards(self) -> List[Tuple[str, int]]: ...
