@@ -54,7 +54,7 @@ A fault in a Kiln file raises :class:`kiln.KilnError` (as
 :func:`kiln.validate`); a graph that does not match its Kiln files raises
 :class:`GraphError`. Either way no session is created.
 
-onnxruntime and onnx are optional dependencies (``pip install kiln[onnx]``);
+onnxruntime and onnx are optional dependencies (``pip install kiln-format[onnx]``);
 ``import kiln`` never needs them, and this module imports them only when
 :func:`session` runs (onnx only for :attr:`CheckedGraph.model` and for a
 graph with weights in subgraphs).
