@@ -107,6 +107,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dtype", default="f16", choices=["f16", "bf16", "f32"])
     ap.add_argument("--check", action="store_true", help="exit 1 when a target ratio is missed (not with --smoke)")
+    ap.add_argument("--only", choices=["big", "small"], help="one of the two checkpoints")
     args = ap.parse_args()
     dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
     big, small = (8 << 20, 1000) if args.smoke else (1 << 30, 10_000)
@@ -118,24 +119,30 @@ def main() -> int:
     print("|---|---:|---:|---:|---:|---:|")
     rows = []
     with tempfile.TemporaryDirectory(dir=os.environ.get("KILN_BENCH_DIR")) as tmp:
-        for count, total in ((300, big), (small, small * 256)):
+        cases = [(300, big), (small, small * 256)]
+        cases = cases[:1] if args.only == "big" else cases[1:] if args.only == "small" else cases
+        for count, total in cases:
             tensors = checkpoint(total, count, dtype)
             kp, sp = Path(tmp) / "m.kiln", Path(tmp) / "m.safetensors"
-            kt.save_file(tensors, kp)
+            kt.save_file(tensors, kp)   # 10,000 names exceed one directory block: a manifest and shards
             stt.save_file(tensors, str(sp))
             del tensors
-            size = kp.stat().st_size
-            what = f"{count:,} tensors, {size / 2**20:.1f} MiB"
+            files = sorted(Path(tmp).glob("m*.kiln"))
+            size = sum(f.stat().st_size for f in files)
+            shards = f" in {len(files) - 1} shards" if len(files) > 1 else ""
+            what = f"{count:,} tensors, {size / 2**20:.1f} MiB{shards}"
             rows.append(compare(f"torch, {what}", lambda: kt.load_file(kp), lambda: stt.load_file(str(sp)),
                                 touch_torch, runs, size))
             rows.append(compare(f"flax, {what}", lambda: kf.load_file(kp), lambda: stf.load_file(str(sp)),
                                 touch_jax, runs, size))
-            kp.unlink()
-            sp.unlink()
-    if args.check and not args.smoke:
+            for f in files + [sp]:
+                f.unlink()
+    if args.check and not args.smoke and not args.only:
         targets = [1.0, 5.0, 1.0, 1.0]  # torch 1 GiB, flax 1 GiB, torch 10,000, flax 10,000
         missed = [r["case"] for r, t in zip(rows, targets) if r["ratio"] < t]
-        missed += [r["case"] + " RssAnon" for r in rows[0::2] if r["kiln_rss_anon"] > 0.02 * r["file"]]
+        # RssAnon: the 1 GiB torch row (a payload copy would show there; 10,000 tensors' own headers are
+        # more than 2% of their 2.4 MiB file in any loader)
+        missed += [r["case"] + " RssAnon" for r in rows[:1] if r["kiln_rss_anon"] > 0.02 * r["file"]]
         if missed:
             print("missed:", ", ".join(missed), file=sys.stderr)
             return 1

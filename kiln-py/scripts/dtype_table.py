@@ -55,8 +55,6 @@ def table() -> str:
             jax_cell = "refused: `raw(name)`"
         elif name in ("i4", "u4", "e2m1"):
             jax_cell = f"`{jax_name}` (unpacked: one copy)"
-        elif code in kn._ML_NAMES:
-            jax_cell = f"`{jax_name}` (one copy)"
         else:
             jax_cell = f"`{jax_name}` (DLPack, no copy)"
         cell_code = "4096..32767" if name == "opaque" else str(code)

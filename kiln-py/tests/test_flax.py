@@ -93,14 +93,20 @@ def test_safetensors_is_the_oracle(tmp_path: Path) -> None:
 def test_zero_copy_through_dlpack(tmp_path: Path) -> None:
     p = tmp_path / "m.kiln"
     w = (np.arange(1 << 16, dtype=np.float32) % 1000).reshape(256, 256)
-    kn.save_file({"w": w, "h": w.astype(np.float16), "b": np.ones(4, ml_dtypes.bfloat16)}, p)
+    f8 = {n: np.asarray(sample(n, (64,))) for n in ("f8e4m3", "f8e5m2", "e8m0")}
+    kn.save_file({"w": w, "h": w.astype(np.float16), "b": np.ones(4, ml_dtypes.bfloat16), **f8}, p)
     with kiln.safe_open(p, framework="jax") as f:
         for name in ("w", "h"):
             a = f.get_tensor(name)
             assert a.unsafe_buffer_pointer() == f.raw(name).ctypes.data, name   # the map's bytes: no copy
             assert np.array_equal(np.asarray(a), w if name == "w" else w.astype(np.float16))
-        b = f.get_tensor("b")
-        assert b.dtype == jnp.bfloat16 and b.unsafe_buffer_pointer() != f.raw("b").ctypes.data  # one copy (ml_dtypes)
+        b = f.get_tensor("b")     # an ml_dtypes type: its bits under DLPack's kDLBfloat
+        assert b.dtype == jnp.bfloat16 and b.unsafe_buffer_pointer() == f.raw("b").ctypes.data
+        assert np.array_equal(np.asarray(b), np.ones(4, ml_dtypes.bfloat16))
+        for name in ("f8e4m3", "f8e5m2", "e8m0"):
+            a = f.get_tensor(name)
+            assert a.unsafe_buffer_pointer() == f.raw(name).ctypes.data, name
+            assert same(a, jnp.asarray(kn.load_file(p)[name]))
     # DLPack into NumPy: the versioned protocol keeps the read-only flag
     arr = kn.load_file(p)["w"]
     assert not arr.flags.writeable
@@ -152,3 +158,22 @@ def test_opaque_tensors_are_refused_with_the_raw_accessor(tmp_path: Path) -> Non
         kf.load_file(p)
     with kiln.safe_open(p, framework="flax") as f:
         assert np.array_equal(f.raw("q8.weight"), np.arange(272, dtype=np.uint8))
+
+
+def test_arrays_outlive_the_handle_and_donation_leaves_the_file(tmp_path: Path) -> None:
+    """An array imported from the read-only map keeps the map alive; donating it
+    to a jitted function (XLA may reuse a donated buffer) neither faults nor
+    changes the file."""
+    import gc
+
+    p = tmp_path / "m.kiln"
+    w = np.arange(4096, dtype=np.float32)
+    kn.save_file({"w": w}, p)
+    before = p.read_bytes()
+    with kiln.safe_open(p, framework="flax") as f:
+        a = f.get_tensor("w")
+    gc.collect()
+    assert np.array_equal(np.asarray(a), w)
+    doubled = jax.jit(lambda x: x * 2, donate_argnums=0)(kf.load_file(p)["w"])
+    assert np.array_equal(np.asarray(doubled), w * 2)
+    assert p.read_bytes() == before and np.array_equal(np.asarray(kf.load_file(p)["w"]), w)

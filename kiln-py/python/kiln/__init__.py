@@ -8,6 +8,12 @@ checked by the Rust core (``kiln_nostd``) before an array is handed out.
 >>> with kiln.open("m.kiln") as f:                # the front door: any Kiln file by content
 ...     f.metadata(), f.tensor_info("w").shape, f.get_slice("w")[1:]
 
+PyTorch and JAX/Flax have :mod:`kiln.torch` and :mod:`kiln.flax` in the shapes
+of ``safetensors.torch`` and ``safetensors.flax`` (tensors viewing a
+copy-on-write map; JAX arrays imported from the map through DLPack), and
+``safe_open(path, framework="pt")`` (or ``"np"``, ``"flax"``) serves each.
+:func:`convert` is ``kiln convert`` (safetensors, GGUF, ONNX, ... to Kiln).
+
 Sharded models (a manifest ``NAME.kiln`` and shards ``NAME-00001-of-0000N.kiln``
 beside it) are written by ``kiln.numpy.save_file(..., max_shard_size="500MB")``
 and open with the same calls: ``open``, ``load_file`` and ``safe_open`` take

@@ -10,16 +10,18 @@ holds a ``"."`` inside a nested tree is refused (it could not come back).
 Loading checks the whole file with the Rust core first (as
 :func:`kiln.open`). JAX arrays are immutable, so each comes **from the
 read-only memory map through DLPack**, without a copy, where JAX's CPU
-client takes the buffer: a NumPy dtype (f64, f32, f16, the integers, bool)
-whose payload is aligned (Kiln's writers align every payload). JAX asks for
-the unversioned DLPack protocol (``__dlpack__()`` without
-``max_version``), which has no read-only flag and so is refused for a
-read-only NumPy array; :class:`ReadOnlyExport` exports the map's bytes
-unversioned then (JAX never writes into an array it imported) and versioned,
-marked read-only, to a caller that asks with ``max_version``. bf16, the f8
-types and e8m0 (``ml_dtypes`` types, which DLPack does not carry) and the
-packed i4, u4 and e2m1 (JAX's ``int4``, ``uint4``, ``float4_e2m1fn``,
-unpacked to one element per byte) are copied once into a new JAX array.
+client takes the buffer: f64, f32, f16, bf16, the f8 types, e8m0, the
+integers and bool, whose payloads Kiln's writers align. JAX asks for the
+unversioned DLPack protocol (``__dlpack__()`` without ``max_version``),
+which has no read-only flag and so is refused for a read-only NumPy array;
+:class:`ReadOnlyExport` exports the map's bytes unversioned then (JAX never
+writes into an array it imported) and versioned, marked read-only, to a
+caller that asks with ``max_version``. bf16, the f8 types and e8m0 are
+``ml_dtypes`` types NumPy does not export: their bits go out under DLPack's
+own code for the type (``kDLBfloat``, ``kDLFloat8_*``). The packed i4, u4
+and e2m1 (JAX's ``int4``, ``uint4``, ``float4_e2m1fn``, one element per
+byte) are unpacked: one copy each. (Where JAX declines a buffer, e.g. f64
+without ``jax_enable_x64``, it copies, as ``jnp.asarray`` does.)
 Opaque tensors have no JAX dtype: they raise ``TypeError`` naming the raw
 bytes accessor, ``kiln.safe_open(path).raw(name)``.
 """
@@ -49,9 +51,30 @@ DTYPES: Dict[str, Optional[str]] = {
     "e8m0": "float8_e8m0fnu", "i4": "int4", "u4": "uint4", "e2m1": "float4_e2m1fn", "opaque": None,
 }
 
-# NumPy dtypes DLPack carries (ml_dtypes types it does not).
+# NumPy dtypes NumPy exports through DLPack; the ml_dtypes types it does not
+# export go as their bits with DLPack's own code for the type (dlpack.h 1.1:
+# kDLBfloat, kDLFloat8_e4m3fn, kDLFloat8_e5m2, kDLFloat8_e8m0fnu).
 _DLPACK_KINDS = "biuf"
+_DL_CODES = {"bfloat16": 4, "float8_e4m3fn": 10, "float8_e5m2": 12, "float8_e8m0fnu": 14}
 _CPU = 1  # kDLCPU
+# Where DLTensor.dtype.code sits in the two capsule structs (the DLPack ABI):
+# DLManagedTensor starts with the DLTensor; DLManagedTensorVersioned with its
+# version, manager_ctx, deleter and flags (32 bytes) first. In DLTensor the
+# dtype follows data (8), device (8) and ndim (4).
+_CODE_AT = {b"dltensor": 20, b"dltensor_versioned": 52}
+
+
+def _set_code(capsule: Any, name: bytes, code: int) -> Any:
+    """``capsule`` (a fresh, unconsumed DLPack capsule of a uint array) with
+    its dtype code set to ``code`` (the bits stay): NumPy exports the bits,
+    DLPack names the type."""
+    import ctypes
+
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    ctypes.c_uint8.from_address(get(capsule, name) + _CODE_AT[name]).value = code
+    return capsule
 
 
 class ReadOnlyExport:
@@ -60,19 +83,27 @@ class ReadOnlyExport:
     read-only; asked without it (the unversioned protocol JAX uses, which
     has no read-only flag), it exports a writable alias of the same memory,
     which the importer must not write: JAX's arrays are immutable, and the
-    map under them is read-only (a write would fault, not change the file)."""
+    map under them is read-only (a write would fault, not change the file).
+    bf16 and the f8 types (ml_dtypes, which NumPy does not export) go as
+    their bits under DLPack's code for the type."""
 
     def __init__(self, array: npt.NDArray[Any]) -> None:
         self.array = array
+        self._code = _DL_CODES.get(array.dtype.name) if array.dtype.isbuiltin != 1 else None
 
     def __dlpack_device__(self) -> Tuple[int, int]:
         return (_CPU, 0)
 
     def __dlpack__(self, *, stream: Any = None, max_version: Optional[Tuple[int, int]] = None,
                    dl_device: Any = None, copy: Optional[bool] = None) -> Any:
+        array = self.array
+        if self._code is not None:
+            array = array.view(np.dtype(f"u{array.dtype.itemsize}"))
         if max_version is not None and max_version[0] >= 1:
-            return self.array.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
-        return _Alias(self.array).writable().__dlpack__(stream=stream)
+            capsule = array.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+            return capsule if self._code is None else _set_code(capsule, b"dltensor_versioned", self._code)
+        capsule = _Alias(array).writable().__dlpack__(stream=stream)
+        return capsule if self._code is None else _set_code(capsule, b"dltensor", self._code)
 
 
 class _Alias:
@@ -104,7 +135,9 @@ def _to_jax(arr: npt.NDArray[Any], info: Optional[TensorInfo]) -> jax.Array:
                             "which is not installed")
         unpacked = _kn.unpack(arr, info.dtype, info.shape)
         return jnp.asarray(unpacked.view(getattr(_ml, str(DTYPES[info.dtype]))))
-    if arr.dtype.kind in _DLPACK_KINDS and arr.dtype.isnative and arr.size and arr.flags.c_contiguous:
+    # NumPy's own dtypes (isbuiltin 1; ml_dtypes' are user types: 2) of the kinds DLPack carries, or a coded ml_dtypes type
+    dlpack = arr.dtype.isbuiltin == 1 and arr.dtype.kind in _DLPACK_KINDS or arr.dtype.name in _DL_CODES
+    if dlpack and arr.size and arr.flags.c_contiguous:
         try:
             return jax.dlpack.from_dlpack(ReadOnlyExport(arr))
         except (BufferError, TypeError, ValueError, RuntimeError):
