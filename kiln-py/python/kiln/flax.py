@@ -139,7 +139,8 @@ def _to_jax(arr: npt.NDArray[Any], info: Optional[TensorInfo]) -> jax.Array:
     dlpack = arr.dtype.isbuiltin == 1 and arr.dtype.kind in _DLPACK_KINDS or arr.dtype.name in _DL_CODES
     if dlpack and arr.size and arr.flags.c_contiguous:
         try:
-            return jax.dlpack.from_dlpack(ReadOnlyExport(arr))
+            imported: jax.Array = jax.dlpack.from_dlpack(ReadOnlyExport(arr))
+            return imported
         except (BufferError, TypeError, ValueError, RuntimeError):
             pass  # not taken (alignment, a JAX without it): the copy below
     return jnp.asarray(arr)
@@ -216,7 +217,7 @@ def unflatten(flat: Mapping[str, Any], sep: str = ".") -> Dict[str, Any]:
 
 
 def _numpy(tensors: Mapping[str, Any]) -> Dict[str, Any]:
-    out = {}
+    out: Dict[str, Any] = {}
     for name, value in flatten(tensors).items():
         if isinstance(value, (_kn.Packed, _kn.Opaque, _kn.Quantized)):
             out[name] = value
