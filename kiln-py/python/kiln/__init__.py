@@ -176,6 +176,28 @@ class _Shards:
             _close(mm)
 
 
+def _checked_files(
+    filename: Union[str, "os.PathLike[str]"], verify: bool, private: bool
+) -> List[Tuple[Any, List[Tuple[Any, ...]]]]:
+    """The checked tensor table of each file of the model at ``filename``
+    (one model file, or every shard of a manifest in order, each checked
+    against it), with the buffer it describes: what a bulk loader builds
+    its tensors from. ``private``: copy-on-write maps. A foreign file's
+    error names the converting call (:func:`_name_foreign`)."""
+    view = _owner(_map(filename, private))
+    if _kiln.kind(view) != "manifest":
+        try:
+            return [(view, list(_kiln.inspect(view, verify)[3]))]
+        except KilnError as err:
+            _name_foreign(err, filename)
+            raise
+    shards = _Shards(filename, view, private)
+    try:
+        return [(shards.open(index, verify), shards.rows[index]) for index in range(1, len(shards.names) + 1)]
+    finally:
+        shards.close()  # a map stays open while its buffer export (the view returned) lives
+
+
 def _owner(data: Any) -> Any:
     """What arrays will view: ``bytes`` as they are, anything else as a flat
     byte memoryview. (The native module builds arrays with ``frombuffer``,

@@ -22,6 +22,9 @@ own code for the type (``kDLBfloat``, ``kDLFloat8_*``). The packed i4, u4
 and e2m1 (JAX's ``int4``, ``uint4``, ``float4_e2m1fn``, one element per
 byte) are unpacked: one copy each. (Where JAX declines a buffer, e.g. f64
 without ``jax_enable_x64``, it copies, as ``jnp.asarray`` does.)
+:func:`load_file` and :func:`load` copy tensors under :data:`SMALL` (256 KiB)
+instead, all in one ``jax.device_put``: for a small tensor an import costs
+more than the copy (``safe_open(...).get_tensor`` always imports).
 Opaque tensors have no JAX dtype: they raise ``TypeError`` naming the raw
 bytes accessor, ``kiln.safe_open(path).raw(name)``.
 """
@@ -29,14 +32,14 @@ bytes accessor, ``kiln.safe_open(path).raw(name)``.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
-from . import TensorInfo, _open
+from . import DTYPE_NAMES, TensorInfo, _checked_files, _kiln, _owner
 from . import numpy as _kn
 
 __all__ = ["save", "save_file", "load", "load_file", "flatten", "unflatten", "ReadOnlyExport", "DTYPES"]
@@ -146,30 +149,59 @@ def _to_jax(arr: npt.NDArray[Any], info: Optional[TensorInfo]) -> jax.Array:
     return jnp.asarray(arr)
 
 
-def _jax_dict(arrays: Dict[str, npt.NDArray[Any]], infos: Dict[str, TensorInfo]) -> Dict[str, jax.Array]:
-    return {name: _to_jax(a, infos[name]) for name, a in arrays.items()}
+#: Tensors smaller than this are copied, all in one ``jax.device_put`` of
+#: the list, instead of each imported through DLPack: an import costs
+#: about as much as copying 256 KiB (measured: kiln-py/README.md).
+SMALL = 256 << 10
+
+
+def _jax_arrays(view: Any, rows: List[Tuple[Any, ...]], out: Dict[str, Any], small: List[Tuple[str, Any]]) -> None:
+    """The arrays of one checked file's table into ``out`` (in order; the
+    small ones are left in ``small`` for one batched copy)."""
+    for i, (name, code, shape, offset, length, layout, block_size, _) in enumerate(rows):
+        key = str(i) if name is None else name
+        arr = _kiln.make_array(view, code, list(shape), offset, length, _kn._DTYPES)
+        if code >= 4096 or DTYPE_NAMES.get(code) in ("i4", "u4", "e2m1"):
+            info = TensorInfo(name=key, index=i, dtype=DTYPE_NAMES.get(code, "opaque"), dtype_code=code,
+                              shape=tuple(shape), offset=offset, byte_length=length, layout=layout,
+                              block_size=block_size, quant=None)
+            out[key] = _to_jax(arr, info)
+        elif arr.nbytes < SMALL:
+            out[key] = None  # its place in the order
+            small.append((key, arr))
+        else:
+            out[key] = _to_jax(arr, None)
+
+
+def _batched(out: Dict[str, Any], small: List[Tuple[str, Any]]) -> Dict[str, jax.Array]:
+    if small:
+        for (key, _), arr in zip(small, jax.device_put([a for _, a in small])):
+            out[key] = arr
+    return out
 
 
 def load_file(filename: Union[str, "os.PathLike[str]"], *, verify: bool = False) -> Dict[str, jax.Array]:
     """The tensors of a Kiln file (or a sharded model's manifest: every
-    shard checked against it) as JAX arrays (see the module docs for which
-    are zero-copy). ``verify=True`` also hashes every payload against its
-    digest. A foreign file raises :class:`kiln.KilnError` with a note naming
-    :func:`kiln.convert`."""
-    with _open(filename, "flax", "cpu", verify) as f:
-        return {name: f.get_tensor(name) for name in f.keys()}
+    shard checked against it, in order) as JAX arrays: imported from the
+    map through DLPack (see the module docs), except tensors under
+    :data:`SMALL` bytes, copied in one batch. ``verify=True`` also hashes
+    every payload against its digest. A foreign file raises
+    :class:`kiln.KilnError` with a note naming :func:`kiln.convert`."""
+    out: Dict[str, Any] = {}
+    small: List[Tuple[str, Any]] = []
+    for view, rows in _checked_files(filename, verify, False):
+        _jax_arrays(view, rows, out, small)
+    return _batched(out, small)
 
 
 def load(data: Union[bytes, bytearray, memoryview], *, verify: bool = False) -> Dict[str, jax.Array]:
     """The tensors of a model file held in ``data`` as JAX arrays (viewing
     ``data`` where zero-copy applies: keep it unchanged while they live)."""
-    from . import _infos, _kiln, _owner
-
     view = _owner(data)
-    _, _, _, rows = _kiln.inspect(view, verify)
-    infos = _infos(rows)
-    _, arrays = _kiln.load_arrays(view, _kn._DTYPES, False)
-    return _jax_dict(arrays, infos)
+    out: Dict[str, Any] = {}
+    small: List[Tuple[str, Any]] = []
+    _jax_arrays(view, list(_kiln.inspect(view, verify)[3]), out, small)
+    return _batched(out, small)
 
 
 def flatten(tree: Mapping[str, Any], sep: str = ".") -> Dict[str, Any]:

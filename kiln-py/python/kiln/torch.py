@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple, Union
 import numpy as np
 import torch
 
-from . import SafeOpen, TensorInfo, _framework, _infos, _kiln, _open, _owner
+from . import TensorInfo, _checked_files, _framework, _infos, _kiln, _owner
 from . import numpy as _kn
 
 __all__ = ["save", "save_file", "load", "load_file", "save_model", "load_model", "NAMES", "DTYPES"]
@@ -73,41 +73,49 @@ def _base(view: Any) -> torch.Tensor:
 
 
 def _tensor(base: torch.Tensor, info: TensorInfo) -> torch.Tensor:
-    """Tensor ``info`` as a view of ``base`` (its bytes at ``info.offset``);
-    a copy only when the payload is not aligned for its element type."""
-    dtype = _BY_CODE.get(info.dtype_code)
-    shape = info.shape
-    if info.dtype_code == _E2M1 and dtype is not None:
+    """Tensor ``info`` as a view of ``base`` (see :func:`_make`)."""
+    return _make(base, info.name, info.dtype_code, info.shape, info.offset, info.byte_length)
+
+
+def _make(base: torch.Tensor, name: str, code: int, shape: Tuple[int, ...], offset: int, length: int) -> torch.Tensor:
+    """The tensor ``name`` (Kiln dtype ``code``, ``shape``) whose payload is
+    ``length`` bytes at ``offset`` of ``base``, as a view of ``base``; a
+    copy only when the payload is not aligned for its element type."""
+    dtype = _BY_CODE.get(code)
+    if code == _E2M1 and dtype is not None:
         if not shape or shape[-1] % 2:
-            raise TypeError(f"{info.name}: an e2m1 tensor of shape {list(shape)} has no float4_e2m1fn_x2 shape "
-                            f"(the last dimension must be even); read its wire bytes with raw({info.name!r})")
+            raise TypeError(f"{name}: an e2m1 tensor of shape {list(shape)} has no float4_e2m1fn_x2 shape "
+                            f"(the last dimension must be even); read its wire bytes with raw({name!r})")
         shape = shape[:-1] + (shape[-1] // 2,)
     if dtype is None:
-        who = "torch" if info.dtype in ("i4", "u4", "opaque") else f"torch {torch.__version__}"
-        raise TypeError(f"{info.name}: {who} has no dtype for Kiln's {info.dtype}; read its wire bytes with "
-                        f"kiln.safe_open(path).raw({info.name!r}) (kiln-py/README.md, the dtype table)")
+        kiln_name = _NAMES.get(code, "opaque")
+        who = "torch" if kiln_name in ("i4", "u4", "opaque") else f"torch {torch.__version__}"
+        raise TypeError(f"{name}: {who} has no dtype for Kiln's {kiln_name}; read its wire bytes with "
+                        f"kiln.safe_open(path).raw({name!r}) (kiln-py/README.md, the dtype table)")
     if sys.byteorder != "little" and dtype.itemsize > 1:  # pragma: no cover - no big-endian CI host
-        raise TypeError(f"{info.name}: kiln.torch maps little-endian payloads on little-endian hosts only")
-    part = base[info.offset:info.offset + info.byte_length]
-    if info.offset % dtype.itemsize:
+        raise TypeError(f"{name}: kiln.torch maps little-endian payloads on little-endian hosts only")
+    part = base[offset:offset + length]
+    if offset % dtype.itemsize:
         part = part.clone()  # unaligned (not a file Kiln's writers make): one copy
     return part.view(dtype).view(shape)
-
-
-def _tensors(handle: SafeOpen) -> Dict[str, torch.Tensor]:
-    return {name: handle.get_tensor(name) for name in handle.keys()}
 
 
 def load_file(filename: Union[str, "os.PathLike[str]"], device: Union[str, Any] = "cpu", *,
               verify: bool = False) -> Dict[str, torch.Tensor]:
     """The tensors of a Kiln file (or a sharded model's manifest: every shard
-    checked against it), as tensors viewing a copy-on-write map (see the
-    module docs). ``device`` must be ``"cpu"``. ``verify=True`` also hashes
-    every payload against its digest (reading every byte). A foreign file
-    raises :class:`kiln.KilnError` with a note naming :func:`kiln.convert`."""
+    checked against it, in order), as tensors viewing a copy-on-write map
+    (see the module docs). ``device`` must be ``"cpu"``. ``verify=True``
+    also hashes every payload against its digest (reading every byte). A
+    foreign file raises :class:`kiln.KilnError` with a note naming
+    :func:`kiln.convert`."""
     _framework("pt", device)
-    with _open(filename, "pt", device, verify) as f:
-        return _tensors(f)  # a sharded model's keys come shard by shard: each checked as it is reached
+    out: Dict[str, torch.Tensor] = {}
+    for view, rows in _checked_files(filename, verify, True):
+        base = _base(view)
+        for i, (name, code, shape, offset, length, *_) in enumerate(rows):
+            key = str(i) if name is None else name
+            out[key] = _make(base, key, code, shape, offset, length)
+    return out
 
 
 def load(data: Union[bytes, bytearray, memoryview], *, verify: bool = False) -> Dict[str, torch.Tensor]:
