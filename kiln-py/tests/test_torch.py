@@ -220,3 +220,16 @@ def test_save_refuses_what_safetensors_refuses(tmp_path: Path) -> None:
         kt.save({"c": torch.ones(2, dtype=torch.complex64)})
     with pytest.raises(ValueError, match="only 'cpu'"):
         kt.load_file(tmp_path / "x.kiln", device="cuda")
+
+
+def test_e2m1_is_torchs_x2_byte_for_byte(tmp_path: Path) -> None:
+    """Kiln's e2m1 (first element in the low nibble) is torch's float4_e2m1fn_x2 (val1:val0, MSB to LSB)."""
+    ml_dtypes = require("ml_dtypes")
+    if kt.DTYPES["e2m1"] is None:
+        pytest.skip(f"torch {torch.__version__} has no float4_e2m1fn_x2")
+    values = np.array([[0.5, 1.0, 1.5, -2.0]], dtype=ml_dtypes.float4_e2m1fn)   # codes 1, 2, 3, 0xC
+    p = tmp_path / "m.kiln"
+    kn.save_file({"e": values}, p)
+    t = kt.load_file(p)["e"]
+    assert t.dtype == torch.float4_e2m1fn_x2 and t.shape == (1, 2)
+    assert t.view(torch.uint8).tolist() == [[0x21, 0xC3]]

@@ -15,8 +15,9 @@ is safe).
 Dtypes (the table in ``kiln-py/README.md``; :data:`DTYPES`): f64, f32,
 f16, bf16, bool, the integers (u16/u32/u64 as torch's ``uint16``...),
 f8e4m3 (``float8_e4m3fn``), f8e5m2, e8m0 (``float8_e8m0fnu``) and e2m1 as
-``float4_e2m1fn_x2`` (two elements per byte, the first in the low nibble:
-Kiln's bytes, so the tensor's last dimension is half the logical one; a
+``float4_e2m1fn_x2`` (two elements per byte, the first in the low nibble,
+as torch's ``c10/util/Float4_e2m1fn_x2.h`` defines it: Kiln's bytes, so
+the tensor's last dimension is half the logical one; a
 logical last dimension that is odd is refused). i4, u4 and opaque tensors
 have no torch dtype: loading them raises ``TypeError`` naming the raw-bytes
 accessor, ``kiln.safe_open(path).raw(name)``.
