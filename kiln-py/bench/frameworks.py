@@ -13,7 +13,7 @@ after the load and touch, less before (file-backed map pages are not
 anonymous; a copy is), as a share of the file.
 
     nice -n 15 python3 kiln-py/bench/frameworks.py            # 1 GiB of 300 tensors, and 10,000 small ones
-    python3 kiln-py/bench/frameworks.py --smoke               # 8 MiB and 1,000 tensors: seconds (CI)
+    python3 kiln-py/bench/frameworks.py --smoke               # 4 MiB and 500 tensors: seconds (CI)
     python3 kiln-py/bench/frameworks.py --dtype bf16          # the checkpoints in bf16 (f16 by default)
 """
 
@@ -103,14 +103,14 @@ def compare(label: str, ours: Callable[[], Dict[str, Any]], theirs: Callable[[],
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--smoke", action="store_true", help="8 MiB in 300 tensors and 1,000 small tensors, 3 runs")
+    ap.add_argument("--smoke", action="store_true", help="4 MiB in 300 tensors and 500 small tensors, 3 runs")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--dtype", default="f16", choices=["f16", "bf16", "f32"])
     ap.add_argument("--check", action="store_true", help="exit 1 when a target ratio is missed (not with --smoke)")
     ap.add_argument("--only", choices=["big", "small"], help="one of the two checkpoints")
     args = ap.parse_args()
     dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
-    big, small = (8 << 20, 1000) if args.smoke else (1 << 30, 10_000)
+    big, small = (4 << 20, 500) if args.smoke else (1 << 30, 10_000)
     runs = 3 if args.smoke else args.runs
     print(f"torch {torch.__version__}, jax {jax.__version__}, safetensors {stt.__name__ and __import__('safetensors').__version__}, "
           f"numpy {np.__version__}, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
