@@ -74,3 +74,15 @@ def test_rejected_files_and_bad_arguments(tmp_path: Path) -> None:
         kiln.safe_open(ok, framework="np", device="cuda")
     with pytest.raises(FileNotFoundError):
         kiln.safe_open(tmp_path / "missing.kiln")
+
+
+def test_framework_tests_fail_rather_than_skip_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """conftest.require: a missing torch or jax skips locally, fails under CI=true (issue 43)."""
+    from conftest import require
+
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(ImportError):
+        require("kiln_no_such_framework")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        require("kiln_no_such_framework")
