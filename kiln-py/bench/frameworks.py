@@ -33,6 +33,7 @@ import numpy as np
 
 try:
     import jax
+    import safetensors
     import safetensors.flax as stf
     import safetensors.torch as stt
     import torch
@@ -112,7 +113,7 @@ def main() -> int:
     dtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]
     big, small = (4 << 20, 500) if args.smoke else (1 << 30, 10_000)
     runs = 3 if args.smoke else args.runs
-    print(f"torch {torch.__version__}, jax {jax.__version__}, safetensors {stt.__name__ and __import__('safetensors').__version__}, "
+    print(f"torch {torch.__version__}, jax {jax.__version__}, safetensors {safetensors.__version__}, "
           f"numpy {np.__version__}, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.1f}; {args.dtype}, {runs} runs, medians")
     print("| case | Kiln | safetensors | safetensors / Kiln | Kiln RssAnon growth | safetensors RssAnon growth |")

@@ -46,7 +46,7 @@ def same(a: Any, b: Any) -> bool:
 @pytest.mark.parametrize("name", DENSE)
 def test_round_trip_every_dtype(tmp_path: Path, name: str) -> None:
     shape = (4, 6) if name == "e2m1" else (3, 5)
-    tensors = {"a": sample(name, shape), "b": sample(name, (7,) if name != "e2m1" else (7,), seed=1),
+    tensors = {"a": sample(name, shape), "b": sample(name, (7,), seed=1),
                "empty": sample(name, (0, 4))}
     p = tmp_path / "m.kiln"
     kt.save_file(tensors, p, {"k": "v"})
@@ -153,7 +153,7 @@ def test_shared_tensors_as_safetensors_documents(tmp_path: Path) -> None:
     assert torch.equal(fresh.head.weight, model.embed.weight)
     assert fresh.head.weight.data_ptr() == fresh.embed.weight.data_ptr()   # still tied
     # safetensors' loader reads Kiln's save and ours reads safetensors' converted
-    st_back, _ = Tied(), None
+    st_back = Tied()
     kiln.convert(sp, tmp_path / "c.kiln")
     assert kt.load_model(st_back, tmp_path / "c.kiln") == ([], [])
     assert torch.equal(st_back.embed.weight, model.embed.weight)
