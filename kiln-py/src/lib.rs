@@ -21,6 +21,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 mod buffer;
+mod convert;
 mod frozen;
 mod onnx;
 mod sharded;
@@ -736,6 +737,8 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kind, m)?)?;
     m.add_function(wrap_pyfunction!(foreign, m)?)?;
     m.add_function(wrap_pyfunction!(dtype_table, m)?)?;
+    m.add("ConvertError", py.get_type::<convert::ConvertError>())?;
+    m.add_function(wrap_pyfunction!(convert::convert, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::onnx_requirements, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::onnx_pair, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::onnx_dtypes, m)?)?;

@@ -122,4 +122,6 @@ def test_a_foreign_file_keeps_the_kiln_verdict_and_names_its_format(tmp_path: Pa
         assert str(e.value) == "FRAME at byte 0: the directory magic is not KLNT"
         notes = getattr(e.value, "__notes__", None)
         if notes is not None:  # Python 3.11+
-            assert notes == [f"{p} (safetensors): not a Kiln file; convert it with `kiln convert {p} -o {p.with_suffix('.kiln')}`"]
+            out = p.with_suffix(".kiln")
+            assert notes == [f"{p} (safetensors): not a Kiln file; convert it with `kiln convert {p} -o {out}`; "
+                             f"in Python: kiln.convert({str(p)!r}, {str(out)!r})"]

@@ -67,7 +67,22 @@ def test_rejected_files_and_bad_arguments(tmp_path: Path) -> None:
         kiln.safe_open(p)
     assert e.value.code == "TYPE" and e.value.rule == "DuplicateName"
     ok = golden_file(tmp_path, "kiln-v2-f32")
-    with pytest.raises(ValueError):
-        kiln.safe_open(ok, framework="pt")
+    for framework in ("mlx", "tf", "tensorflow", "paddle", "torchx"):
+        with pytest.raises(ValueError, match="Kiln serves 'numpy' \\(or 'np'\\), 'pt' \\(or 'torch'\\) and 'flax'"):
+            kiln.safe_open(ok, framework=framework)
+    with pytest.raises(ValueError, match="only 'cpu'"):
+        kiln.safe_open(ok, framework="np", device="cuda")
     with pytest.raises(FileNotFoundError):
         kiln.safe_open(tmp_path / "missing.kiln")
+
+
+def test_framework_tests_fail_rather_than_skip_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    """conftest.require: a missing torch or jax skips locally, fails under CI=true (issue 43)."""
+    from conftest import require
+
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(ImportError):
+        require("kiln_no_such_framework")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        require("kiln_no_such_framework")

@@ -100,3 +100,30 @@ def onnx_graph(folder: Path) -> int:
     except kiln.onnx.GraphError as e:
         print(e.initializer, e.file)
     return len(kiln.onnx.ONNX_TO_KILN) + len(sess.get_inputs())
+
+
+def frameworks(folder: Path) -> int:
+    import torch
+
+    import kiln.flax
+    import kiln.torch
+
+    kiln.torch.save_file({"w": torch.ones(2)}, folder / "t.kiln", {"format": "pt"}, max_shard_size="1MB")
+    tensors: Dict[str, torch.Tensor] = kiln.torch.load_file(folder / "t.kiln", verify=True)
+    again: Dict[str, torch.Tensor] = kiln.torch.load(kiln.torch.save(tensors))
+    model = torch.nn.Linear(2, 2)
+    kiln.torch.save_model(model, folder / "m.kiln")
+    missing, unexpected = kiln.torch.load_model(model, folder / "m.kiln", strict=False)
+    kiln.flax.save_file({"p": {"w": np.ones(2, np.float32)}}, folder / "f.kiln")
+    arrays = kiln.flax.load_file(folder / "f.kiln")
+    tree: Dict[str, object] = kiln.flax.unflatten(arrays)
+    done: kiln.Converted = kiln.convert(folder / "x.safetensors", folder / "x.kiln", max_shard_size="2GB")
+    with kiln.safe_open(folder / "t.kiln", framework="pt") as f:
+        raw = f.raw("w")
+        print(f.framework, raw.nbytes, f.get_slice("w")[:1])
+    try:
+        kiln.convert(folder / "bad.gguf", folder / "y.kiln", fsync=False)
+    except kiln.ConvertError as e:
+        at: Optional[int] = e.offset
+        print(at)
+    return len(again) + len(missing) + len(unexpected) + len(tree) + done.tensors + len(done.notes)

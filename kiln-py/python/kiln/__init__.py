@@ -8,6 +8,12 @@ checked by the Rust core (``kiln_nostd``) before an array is handed out.
 >>> with kiln.open("m.kiln") as f:                # the front door: any Kiln file by content
 ...     f.metadata(), f.tensor_info("w").shape, f.get_slice("w")[1:]
 
+PyTorch and JAX/Flax have :mod:`kiln.torch` and :mod:`kiln.flax` in the shapes
+of ``safetensors.torch`` and ``safetensors.flax`` (tensors viewing a
+copy-on-write map; JAX arrays imported from the map through DLPack), and
+``safe_open(path, framework="pt")`` (or ``"np"``, ``"flax"``) serves each.
+:func:`convert` is ``kiln convert`` (safetensors, GGUF, ONNX, ... to Kiln).
+
 Sharded models (a manifest ``NAME.kiln`` and shards ``NAME-00001-of-0000N.kiln``
 beside it) are written by ``kiln.numpy.save_file(..., max_shard_size="500MB")``
 and open with the same calls: ``open``, ``load_file`` and ``safe_open`` take
@@ -33,13 +39,15 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _kiln
-from ._kiln import DIGESTS_TYPE, MODEL_TYPE, KilnError, Some, TypeTextError
+from ._kiln import DIGESTS_TYPE, MODEL_TYPE, ConvertError, KilnError, Some, TypeTextError
 
 __all__ = [
     "MODEL_TYPE",
     "DIGESTS_TYPE",
     "DEFAULT_CAP",
     "KilnError",
+    "ConvertError",
+    "Converted",
     "TypeTextError",
     "Some",
     "TensorInfo",
@@ -56,6 +64,8 @@ __all__ = [
     "safe_open",
     "DTYPE_NAMES",
     "SAFETENSORS_DTYPES",
+    "FRAMEWORKS",
+    "convert",
 ]
 
 __version__ = "0.1.0"
@@ -80,21 +90,25 @@ def _is_path(data: object) -> bool:
     return isinstance(data, (str, os.PathLike))
 
 
-def _map(path: Union[str, "os.PathLike[str]"]) -> Union[mmap.mmap, bytes]:
+def _map(path: Union[str, "os.PathLike[str]"], private: bool = False) -> Union[mmap.mmap, bytes]:
     """A read-only memory map of the file (``b""`` for an empty file, which
-    cannot be mapped). The map stays open as long as any view of it lives."""
+    cannot be mapped). The map stays open as long as any view of it lives.
+
+    ``private``: a copy-on-write map instead (``MAP_PRIVATE``, writable):
+    a write changes only this process's copy of that page, never the file
+    nor another map of it (for frameworks without read-only tensors)."""
     with builtins.open(os.fspath(path), "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY if private else mmap.ACCESS_READ)
 
 
-def _map_shard(path: str) -> Union[mmap.mmap, bytes, None]:
-    """A read-only map of the shard file at ``path`` (a path inside the
-    manifest's folder that the native half resolved), opened without
-    following a symbolic link and only when it is a regular file; None when
-    it cannot be opened (the shard is then missing)."""
+def _map_shard(path: str, private: bool = False) -> Union[mmap.mmap, bytes, None]:
+    """A read-only (``private``: copy-on-write) map of the shard file at
+    ``path`` (a path inside the manifest's folder that the native half
+    resolved), opened without following a symbolic link and only when it is
+    a regular file; None when it cannot be opened (the shard is then missing)."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags)
@@ -106,7 +120,7 @@ def _map_shard(path: str) -> Union[mmap.mmap, bytes, None]:
             return None
         if st.st_size == 0:
             return b""
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_COPY if private else mmap.ACCESS_READ)
     except OSError:
         return None
     finally:
@@ -123,10 +137,12 @@ def _close(mm: Any) -> None:
 
 class _Shards:
     """A checked manifest and the shards opened so far (each mapped and
-    checked against the manifest once, when first needed)."""
+    checked against the manifest once, when first needed; ``private``: by
+    copy-on-write maps, see :func:`_map`)."""
 
-    def __init__(self, path: Union[str, "os.PathLike[str]"], view: Any) -> None:
+    def __init__(self, path: Union[str, "os.PathLike[str]"], view: Any, private: bool = False) -> None:
         self.native = _kiln.Sharded(os.fspath(path), view)
+        self.private = private
         self.names: List[str] = [name for name, _ in self.native.shards()]
         self.maps: Dict[int, Any] = {}
         self.views: Dict[int, Any] = {}
@@ -137,7 +153,7 @@ class _Shards:
         """Shard ``index`` (1-based): its bytes, checked against the manifest."""
         if index not in self.views:
             path = self.native.resolve(index)
-            mm = None if path is None else _map_shard(path)
+            mm = None if path is None else _map_shard(path, self.private)
             view = None if mm is None else _owner(mm)
             try:
                 _, _, rows = self.native.check(index, view, verify)
@@ -159,6 +175,28 @@ class _Shards:
         maps, self.maps, self.views = self.maps, {}, {}
         for mm in maps.values():
             _close(mm)
+
+
+def _checked_files(
+    filename: Union[str, "os.PathLike[str]"], verify: bool, private: bool
+) -> List[Tuple[Any, List[Tuple[Any, ...]]]]:
+    """The checked tensor table of each file of the model at ``filename``
+    (one model file, or every shard of a manifest in order, each checked
+    against it), with the buffer it describes: what a bulk loader builds
+    its tensors from. ``private``: copy-on-write maps. A foreign file's
+    error names the converting call (:func:`_name_foreign`)."""
+    view = _owner(_map(filename, private))
+    if _kiln.kind(view) != "manifest":
+        try:
+            return [(view, list(_kiln.inspect(view, verify)[3]))]
+        except KilnError as err:
+            _name_foreign(err, filename)
+            raise
+    shards = _Shards(filename, view, private)
+    try:
+        return [(shards.open(index, verify), shards.rows[index]) for index in range(1, len(shards.names) + 1)]
+    finally:
+        shards.close()  # a map stays open while its buffer export (the view returned) lives
 
 
 def _owner(data: Any) -> Any:
@@ -449,18 +487,44 @@ class TensorSlice:
         return self._info.shape[0] if self._info.shape else 0
 
     def __getitem__(self, index: Any) -> Any:
-        return self._handle.get_tensor(self._info.name)[index]
+        """Part of the tensor, in the handle's framework (NumPy and torch: a
+        view; JAX: the part copied into a new array). A packed (``i4``,
+        ``u4``, ``e2m1``) or opaque tensor raises ``TypeError``: its
+        elements are not whole bytes, so slice its wire bytes instead
+        (:meth:`SafeOpen.raw`: a packed tensor's rows are rows there)."""
+        info = self._info
+        if info.packed or info.opaque:
+            raise TypeError(
+                f"get_slice({info.name!r}): a {info.dtype} tensor cannot be indexed by element (its elements are "
+                f"{'opaque blocks' if info.opaque else 'nibbles'}); read its wire bytes with raw({info.name!r})"
+                + ("" if info.opaque else ", whose rows are the tensor's rows")
+            )
+        return self._handle._part(info.name, index)
 
 
-def _check_target(framework: str, device: str) -> None:
-    if framework not in ("numpy", "np"):
-        raise ValueError(f"framework {framework!r} is not supported (only 'numpy')")
-    if device != "cpu":
-        raise ValueError(f"device {device!r} is not supported (only 'cpu')")
+#: ``framework=`` values :func:`safe_open` takes (safetensors' spellings), by the framework they serve.
+FRAMEWORKS: Dict[str, str] = {"numpy": "numpy", "np": "numpy", "pt": "torch", "torch": "torch", "flax": "jax", "jax": "jax"}
+
+# Frameworks safetensors serves that Kiln does not (named in the refusal).
+_NOT_SERVED = {"mlx": "MLX", "tf": "TensorFlow", "tensorflow": "TensorFlow", "paddle": "PaddlePaddle"}
+
+
+def _framework(framework: str, device: Any = "cpu") -> str:
+    """The framework ``framework`` names (``"numpy"``, ``"torch"`` or
+    ``"jax"``), after checking that ``device`` is the CPU."""
+    served = "'numpy' (or 'np'), 'pt' (or 'torch') and 'flax' (or 'jax')"
+    if not isinstance(framework, str) or framework not in FRAMEWORKS:
+        which = _NOT_SERVED.get(framework) if isinstance(framework, str) else None
+        what = f"{framework!r} ({which})" if which else repr(framework)
+        raise ValueError(f"framework {what} is not supported: Kiln serves {served}")
+    if str(device) != "cpu":
+        raise ValueError(f"device {device!r} is not supported: only 'cpu' (move tensors after loading, e.g. .to('cuda'))")
+    return FRAMEWORKS[framework]
 
 
 class SafeOpen:
-    """A checked, memory-mapped Kiln file or sharded model (see :func:`open`)."""
+    """A checked, memory-mapped Kiln file or sharded model (see :func:`open`),
+    serving tensors as ``framework`` makes them (:func:`safe_open`)."""
 
     def __init__(
         self,
@@ -470,15 +534,18 @@ class SafeOpen:
         *,
         verify: bool = False,
     ) -> None:
-        _check_target(framework, device)
+        self.framework = _framework(framework, device)
         self._verify = bool(verify)
-        self._mm: Any = _map(filename)
+        # torch has no read-only tensors: its tensors view a copy-on-write map.
+        private = self.framework == "torch"
+        self._mm: Any = _map(filename, private)
         self._view: Any = _owner(self._mm)
         self._shards: Optional[_Shards] = None
+        self._bases: Dict[int, Any] = {}  # torch: a uint8 tensor over each map, by shard (0: the file)
         try:
             self._kind: Optional[str] = _kiln.kind(self._view)
             if self._kind == "manifest":
-                shards = _Shards(filename, self._view)
+                shards = _Shards(filename, self._view, private)
                 self._shards = shards
                 self._meta: Optional[Dict[str, str]] = shards.native.metadata()
                 self.padding: int = 0
@@ -520,6 +587,7 @@ class SafeOpen:
         stay valid: each keeps its memory map alive (a buffer export held
         through its ``base``)."""
         mm, self._mm, self._view = self._mm, None, None
+        self._bases = {}
         _close(mm)
         if self._shards is not None:
             self._shards.close()
@@ -562,15 +630,17 @@ class SafeOpen:
         except KeyError:
             raise KeyError(f"no tensor named {name!r}") from None
 
-    def _located(self, name: str) -> Tuple[Any, TensorInfo]:
-        """The buffer holding ``name`` and its info there: for a sharded
-        model its shard, opened and checked the first time it is needed."""
+    def _located(self, name: str) -> Tuple[Any, TensorInfo, int]:
+        """The buffer holding ``name``, its info there and the buffer's key
+        (its shard's number; 0: the file): for a sharded model its shard,
+        opened and checked the first time it is needed."""
         info = self._entry(name)
         view = self._open()
         if self._shards is None:
-            return view, info
-        shard_view, infos = self._shards.info(self._shard_of[name], self._verify)
-        return shard_view, infos[name]
+            return view, info, 0
+        index = self._shard_of[name]
+        shard_view, infos = self._shards.info(index, self._verify)
+        return shard_view, infos[name], index
 
     def tensor_info(self, name: str) -> TensorInfo:
         """dtype, shape, offset, length, layout and quantization of ``name``
@@ -578,12 +648,57 @@ class SafeOpen:
         in that shard's file, named by ``shard``)."""
         return self._located(name)[1]
 
-    def get_tensor(self, name: str) -> Any:
-        """The tensor as a read-only NumPy array (a view of the memory map when aligned)."""
+    def _array(self, name: str) -> Any:
+        """``name`` as the read-only NumPy array :mod:`kiln.numpy` makes."""
         from .numpy import _dtypes
 
-        view, i = self._located(name)
+        view, i, _ = self._located(name)
         return _kiln.make_array(view, i.dtype_code, list(i.shape), i.offset, i.byte_length, _dtypes())
+
+    def get_tensor(self, name: str) -> Any:
+        """The tensor in this handle's framework: NumPy, a read-only array (a
+        view of the memory map when aligned); torch, a tensor viewing the
+        copy-on-write map (:mod:`kiln.torch`); JAX, an array (:mod:`kiln.flax`:
+        from the map through DLPack where JAX takes it, else one copy)."""
+        if self.framework == "numpy":
+            return self._array(name)
+        if self.framework == "torch":
+            from .torch import _tensor
+
+            view, info, key = self._located(name)
+            if key not in self._bases:
+                from .torch import _base
+
+                self._bases[key] = _base(view)
+            return _tensor(self._bases[key], info)
+        from .flax import _to_jax
+
+        return _to_jax(self._array(name), self._entry(name))
+
+    def _part(self, name: str, index: Any) -> Any:
+        """``get_slice(name)[index]`` for a tensor of whole-byte elements."""
+        if self.framework == "jax":
+            from .flax import _to_jax
+
+            return _to_jax(self._array(name)[index], None)
+        return self.get_tensor(name)[index]
+
+    def raw(self, name: str) -> Any:
+        """The wire bytes of ``name`` as a read-only NumPy ``uint8`` array
+        viewing the map, in every framework: the way to the bytes of a
+        tensor no framework has a dtype for (opaque blocks, and packed
+        nibbles where the framework has no packed type). A packed tensor
+        (``i4``, ``u4``, ``e2m1``, two elements per byte, low nibble first)
+        whose last dimension is even comes shaped ``(*shape[:-1], shape[-1] // 2)``,
+        so ``raw(name)[rows]`` slices rows; anything else is 1-D."""
+        import numpy as np
+
+        view, i, _ = self._located(name)
+        out = np.frombuffer(view, np.uint8, count=i.byte_length, offset=i.offset)
+        out.flags.writeable = False
+        if i.packed and i.shape and i.shape[-1] % 2 == 0:
+            out = out.reshape(i.shape[:-1] + (i.shape[-1] // 2,))
+        return out
 
     def get_slice(self, name: str) -> TensorSlice:
         """A :class:`TensorSlice`: index it to read part of the tensor."""
@@ -614,8 +729,12 @@ def open(path: Union[str, "os.PathLike[str]"], *, verify: bool = False) -> SafeO
     attribute the format's name and, from Python 3.11, a note with the
     command that converts it. The checks are the host crate's
     (``kiln-host``), the same the CLI runs."""
+    return _open(path, "numpy", "cpu", verify)
+
+
+def _open(path: Union[str, "os.PathLike[str]"], framework: str, device: Any, verify: bool) -> SafeOpen:
     try:
-        return SafeOpen(path, verify=verify)
+        return SafeOpen(path, framework, device, verify=verify)
     except KilnError as err:
         _name_foreign(err, path)
         raise
@@ -631,7 +750,59 @@ def _name_foreign(err: KilnError, path: Union[str, "os.PathLike[str]"]) -> None:
             found = None
     err.foreign = None if found is None else found[0]
     if found is not None and hasattr(err, "add_note"):
-        err.add_note(found[1])
+        note = found[1]
+        if "kiln convert" in note:
+            src = os.fspath(path)
+            note += f"; in Python: kiln.convert({src!r}, {os.path.splitext(src)[0] + '.kiln'!r})"
+        err.add_note(note)
+
+
+@dataclass(frozen=True)
+class Converted:
+    """What :func:`convert` did."""
+
+    #: The input's format (``"safetensors"``, ``"gguf"``, ``"onnx"``, ``"kiln"``, ...).
+    format: str
+    #: Tensors written.
+    tensors: int
+    #: Bytes written (a sharded output: all its files).
+    bytes: int
+    #: What was not carried as-is (``kiln convert`` prints these as notes).
+    notes: List[str]
+
+
+def convert(
+    src: Union[str, "os.PathLike[str]"],
+    dst: Union[str, "os.PathLike[str]"],
+    *,
+    max_shard_size: Union[int, str, None] = None,
+    to: Optional[str] = None,
+    from_format: Optional[str] = None,
+    fsync: bool = True,
+) -> Converted:
+    """``kiln convert SRC -o DST``, in this process: the CLI's own converter
+    (the Rust ``kiln_cli::convert``, its argument parser included), so a
+    file converts, and is refused, exactly as with the command
+    (docs/conversion.md). ``src``: a safetensors, GGUF, ONNX, HK, ``.npy``/
+    ``.npz`` or Kiln file, a Hugging Face index or folder, a gguf-split set
+    or a Kiln manifest; ``dst``: a ``.kiln`` (or ``.safetensors``) path.
+    ``max_shard_size`` (``--max-shard-size``: bytes or ``"500MB"``),
+    ``to`` (``--to``: ``"kiln"``, ``"safetensors"``, ...), ``from_format``
+    (``--from``), ``fsync=False`` (``--no-fsync``). Raises
+    :class:`ConvertError` for an input that cannot be converted (with
+    ``offset`` where the reader stopped), ``ValueError`` for a usage fault,
+    ``OSError`` for an I/O one; nothing is left at ``dst`` then."""
+    args = [os.fspath(src), "-o", os.fspath(dst)]
+    if max_shard_size is not None:
+        args += ["--max-shard-size", str(max_shard_size)]
+    if to is not None:
+        args += ["--to", to]
+    if from_format is not None:
+        args += ["--from", from_format]
+    if not fsync:
+        args.append("--no-fsync")
+    fmt, tensors, written, notes = _kiln.convert(args)
+    return Converted(fmt, tensors, written, list(notes))
 
 
 def safe_open(
@@ -643,7 +814,11 @@ def safe_open(
 ) -> SafeOpen:
     """safetensors' ``safe_open`` for Kiln files: :func:`open` (every rule
     checked at open, by memory map; a sharded model through its manifest;
-    ``verify=True`` hashes the payloads) after checking that ``framework``
-    is NumPy and ``device`` the CPU, the only ones Kiln serves."""
-    _check_target(framework, device)
-    return open(filename, verify=verify)
+    ``verify=True`` hashes the payloads), serving tensors to ``framework``:
+    ``"numpy"`` or ``"np"`` (read-only arrays viewing the map), ``"pt"`` or
+    ``"torch"`` (tensors viewing a copy-on-write map: :mod:`kiln.torch`),
+    ``"flax"`` or ``"jax"`` (arrays: :mod:`kiln.flax`). ``device`` must be
+    ``"cpu"``; another framework (``"mlx"``, ``"tf"``, ``"paddle"``, ...)
+    or device raises ``ValueError`` naming what is served."""
+    _framework(framework, device)
+    return _open(filename, framework, device, verify)

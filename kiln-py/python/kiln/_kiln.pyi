@@ -26,6 +26,14 @@ class KilnError(ValueError):
     #: Set by ``kiln.open``: the foreign format the file is (``"safetensors"``, ``"gguf"``, ...), or None.
     foreign: Optional[str]
 
+class ConvertError(ValueError):
+    """An input ``kiln.convert`` cannot convert (the CLI's message; ``offset``
+    where the reader stopped, ``rule``/``code`` where it has them)."""
+
+    offset: Optional[int]
+    rule: Optional[str]
+    code: Optional[str]
+
 class TypeTextError(ValueError):
     """Type text that is not canonical Kiln type text."""
 
@@ -61,6 +69,7 @@ def default_cap() -> int: ...
 def kind(data: Any) -> Optional[str]: ...
 def foreign(path: str, data: Any) -> Optional[Tuple[str, str]]: ...
 def dtype_table() -> List[Tuple[int, str, Optional[str]]]: ...
+def convert(args: List[str]) -> Tuple[str, int, int, List[str]]: ...
 def onnx_requirements(
     graph: bytes,
 ) -> Tuple[str, List[str], List[Tuple[str, str, int, int, bool, bool]], List[Tuple[str, str]]]: ...

@@ -377,11 +377,15 @@ def load_file(filename: Union[str, "os.PathLike[str]"], *, verify: bool = False)
     arrays are views of the map, paged in when used (the rule of
     ``spec/model-file.md``: hashing is one flag where a reader would read
     nothing; ``kiln.validate`` and ``kiln validate`` verify by default)."""
-    from . import _buffer, _Shards
+    from . import _buffer, _name_foreign, _Shards
 
     buf = _buffer(filename)
     if _kiln.kind(buf) != "manifest":
-        _, arrays = _kiln.load_arrays(buf, _DTYPES, verify)
+        try:
+            _, arrays = _kiln.load_arrays(buf, _DTYPES, verify)
+        except _kiln.KilnError as err:
+            _name_foreign(err, filename)
+            raise
         return arrays
     shards = _Shards(filename, buf)
     out: Dict[str, npt.NDArray[Any]] = {}
