@@ -1,20 +1,20 @@
 //! Borrowing the bytes of any Python object that exports a contiguous buffer
 //! (`bytes`, `bytearray`, `memoryview`, `mmap.mmap`, a NumPy array).
 //!
-//! The wheel is built for the stable ABI of Python 3.9 (abi3), whose limited
-//! API gained the buffer protocol only in 3.11, so PyO3 does not offer
-//! `PyBuffer` here. `PyObject_GetBuffer` and `PyBuffer_Release` are exported
-//! by every CPython 3 interpreter and `Py_buffer` has had this layout since
-//! 3.3 (3.11 froze it into the stable ABI unchanged), so they are declared
-//! here directly. This module and the output map of `write_file` are the
-//! crate's only `unsafe` code.
+//! `PyBUF_SIMPLE` is asked for (one run of bytes, whatever the item format):
+//! PyO3's `PyUntypedBuffer` asks for `PyBUF_FULL_RO` and refuses an export
+//! without a shape, which some exporters give (tried: kiln's own tests then
+//! fail with "shape is null"). `PyObject_GetBuffer`, `PyBuffer_Release` and
+//! `Py_buffer`'s layout are in the stable ABI from CPython 3.11, the wheel's
+//! floor (`abi3-py311`), so they are declared here directly. This module
+//! and the output map of `write_file` are the crate's only `unsafe` code.
 
 use std::ffi::{c_char, c_int, c_void};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-/// `Py_buffer`, as CPython 3.3+ lays it out.
+/// `Py_buffer`, as the stable ABI (CPython 3.11+) lays it out.
 #[repr(C)]
 struct RawBuffer {
     buf: *mut c_void,
