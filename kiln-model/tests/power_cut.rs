@@ -16,8 +16,9 @@
 //! from the confirmed slot in flash while the other is written):
 //! exhaustive over every cut point on the example model, with several
 //! seeded partial effects each, and seeded random points on a larger
-//! model (`KILN_POWER_CUT_POINTS` per kind, 300 by default; the full count
-//! is 10,000: see `firmware-demo/README.md`).
+//! model. CI runs a sample: 2 seeds per cut point (`KILN_POWER_CUT_SEEDS`)
+//! and 60 random points per kind (`KILN_POWER_CUT_POINTS`); the full run
+//! (4 seeds, 10,000 points) is the command in `firmware-demo/README.md`.
 
 mod nor;
 
@@ -365,6 +366,11 @@ fn report(name: &str, n: &Counts) {
     assert!(n.violations.is_empty(), "{name}: {} violations", n.violations.len());
 }
 
+/// A count from the environment (the full run's), or the CI sample's.
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 fn example_world() -> World {
     World::new(sign(EXAMPLE, 1), sign(&retrained(&["fc2.weight", "fc2.bias"]), 2), 32 * 1024)
 }
@@ -372,6 +378,7 @@ fn example_world() -> World {
 #[test]
 #[cfg_attr(miri, ignore = "thousands of updates")]
 fn every_cut_point_of_the_example_model_recovers() {
+    let seeds: u64 = env("KILN_POWER_CUT_SEEDS", 2);
     let w = example_world();
     for delta in [false, true] {
         let (ops, erases, writes) = clean(&w, delta);
@@ -383,18 +390,18 @@ fn every_cut_point_of_the_example_model_recovers() {
         );
         let mut n = Counts::default();
         for op in 0..ops {
-            for seed in 0..4 {
+            for seed in 0..seeds {
                 cut_once(&w, delta, op, seed, &mut n);
             }
         }
-        report(&format!("example, {kind}, exhaustive x4 seeds"), &n);
+        report(&format!("example, {kind}, exhaustive, {seeds} seeds each"), &n);
     }
 }
 
 #[test]
 #[cfg_attr(miri, ignore = "thousands of updates")]
 fn random_cut_points_of_a_larger_model_recover() {
-    let points: u64 = std::env::var("KILN_POWER_CUT_POINTS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let points = env("KILN_POWER_CUT_POINTS", 60);
     let w = World::new(sign(&large(&[]), 1), sign(&large(&[2, 5]), 2), 50 * ERASE as u32);
     for delta in [false, true] {
         let (ops, erases, writes) = clean(&w, delta);
@@ -448,4 +455,45 @@ fn a_reboot_before_confirm_returns_to_the_confirmed_slot_and_the_retry_succeeds(
     update_full(&mut s, &by2).unwrap();
     assert!(s.boot().unwrap().trial);
     assert_eq!(s.confirm().unwrap().counter, 3);
+}
+
+#[test]
+#[cfg(feature = "embedded-storage-async")]
+fn the_async_slots_write_the_same_flash_bytes_as_the_blocking_ones() {
+    use kiln_model::slots::AsyncSlots;
+    let w = example_world();
+    let lay = world_layout(&w);
+    // Blocking: an update, its trial boot and confirm, then a second update left pending.
+    let mut a = w.flash.clone();
+    let mut s = Slots::new(&mut a, lay).unwrap();
+    let run = |s: &mut Dev<'_>| -> Result<(), Stop> {
+        update_full(s, &w.new)?;
+        s.boot()?;
+        s.confirm()?;
+        let mut dl = s.begin()?;
+        s.write(&mut dl, &w.old[..1001])?;
+        s.finish(dl, 7)?;
+        Ok(())
+    };
+    run(&mut s).unwrap();
+    let blocking = s.state().unwrap();
+    // Async: the same calls, the same bytes.
+    let mut b = nor::AsyncNor(w.flash.clone());
+    embassy_futures::block_on(async {
+        let mut s = AsyncSlots::new(&mut b, lay).unwrap();
+        let mut dl = s.begin().await.unwrap();
+        s.write(&mut dl, &w.new[..333]).await.unwrap();
+        s.write(&mut dl, &w.new[333..]).await.unwrap();
+        s.finish(dl, 2).await.unwrap();
+        assert!(s.boot().await.unwrap().trial);
+        s.confirm().await.unwrap();
+        let mut dl = s.begin().await.unwrap();
+        s.write(&mut dl, &w.old[..1001]).await.unwrap();
+        s.finish(dl, 7).await.unwrap();
+        assert_eq!(s.state().await.unwrap(), blocking);
+        assert_eq!(s.keys().await.unwrap(), Slots::new(&mut a, lay).unwrap().keys().unwrap());
+    });
+    assert_eq!(a.mem, b.0.mem);
+    assert_eq!(blocking.trial, Trial::Pending);
+    assert_eq!((blocking.counter, blocking.floor(), blocking.candidate().version), (2, 2, 7));
 }

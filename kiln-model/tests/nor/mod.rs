@@ -179,3 +179,40 @@ impl NorFlash for Nor {
         Ok(())
     }
 }
+
+#[cfg(feature = "embedded-storage-async")]
+/// The same flash behind `embedded_storage_async`'s traits (each call ready at once).
+#[derive(Clone, Debug)]
+pub struct AsyncNor(pub Nor);
+
+#[cfg(feature = "embedded-storage-async")]
+impl ErrorType for AsyncNor {
+    type Error = NorError;
+}
+
+#[cfg(feature = "embedded-storage-async")]
+impl embedded_storage_async::nor_flash::ReadNorFlash for AsyncNor {
+    const READ_SIZE: usize = 1;
+
+    async fn read(&mut self, at: u32, buf: &mut [u8]) -> Result<(), NorError> {
+        ReadNorFlash::read(&mut self.0, at, buf)
+    }
+
+    fn capacity(&self) -> usize {
+        self.0.mem.len()
+    }
+}
+
+#[cfg(feature = "embedded-storage-async")]
+impl embedded_storage_async::nor_flash::NorFlash for AsyncNor {
+    const WRITE_SIZE: usize = 4;
+    const ERASE_SIZE: usize = ERASE;
+
+    async fn erase(&mut self, from: u32, to: u32) -> Result<(), NorError> {
+        NorFlash::erase(&mut self.0, from, to)
+    }
+
+    async fn write(&mut self, at: u32, bytes: &[u8]) -> Result<(), NorError> {
+        NorFlash::write(&mut self.0, at, bytes)
+    }
+}
