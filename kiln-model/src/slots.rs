@@ -311,7 +311,8 @@ pub struct Boot {
 }
 
 /// Where the journal, the keys and the two slots lie in the flash. Every
-/// offset and `slot_len` is a multiple of the flash's `ERASE_SIZE`; the
+/// offset and `slot_len` is a multiple of the sector (the flash's
+/// `ERASE_SIZE`, or the one given to [`Slots::with_sector`]); the
 /// journal takes two erase sectors from `state`, the keys one from `keys`;
 /// no two regions overlap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -536,14 +537,25 @@ macro_rules! slot_ops {
         /// fits the flash. The flash's `WRITE_SIZE` and `READ_SIZE` must
         /// divide 64 (checked when this is compiled).
         pub fn new(flash: F, layout: Layout) -> Result<Self, SlotError<F::Error>> {
+            Self::with_sector(flash, layout, F::ERASE_SIZE)
+        }
+
+        /// [`new`](Self::new) with sectors of `sector` bytes, a multiple of
+        /// the flash's `ERASE_SIZE` (and of 64, at least 512): for a flash
+        /// whose sectors differ in size (the layout's regions then start
+        /// on `sector` boundaries of sectors no larger), or a driver whose
+        /// `ERASE_SIZE` is not its sector (the C API's callbacks).
+        pub fn with_sector(flash: F, layout: Layout, sector: usize) -> Result<Self, SlotError<F::Error>> {
             const {
                 assert!(
                     F::WRITE_SIZE > 0 && RECORD_LEN % F::WRITE_SIZE == 0 && F::READ_SIZE > 0 && RECORD_LEN % F::READ_SIZE == 0,
                     "the flash's WRITE_SIZE and READ_SIZE must divide 64"
                 )
             };
-            if layout.fits(F::ERASE_SIZE, flash.capacity()) && F::ERASE_SIZE >= KEYS_LEN {
-                Ok(Self { flash, layout })
+            let whole = |unit: usize| unit > 0 && sector.checked_rem(unit) == Some(0);
+            let ok = whole(F::ERASE_SIZE) && whole(RECORD_LEN) && sector >= 512 && u32::try_from(sector).is_ok();
+            if ok && layout.fits(sector, flash.capacity()) {
+                Ok(Self { flash, layout, sector })
             } else {
                 Err(SlotError::Layout)
             }
@@ -564,19 +576,19 @@ macro_rules! slot_ops {
             &self.layout
         }
 
-        fn erase_size() -> u32 {
-            // Fallback not taken: `new` checked the layout against it in u64 and u32 offsets.
-            u32::try_from(F::ERASE_SIZE).unwrap_or(u32::MAX)
+        fn erase_size(&self) -> u32 {
+            // Fallback not taken: `with_sector` checked that it fits.
+            u32::try_from(self.sector).unwrap_or(u32::MAX)
         }
 
         fn record_at(&self, sector: usize, place: usize) -> u32 {
-            let es = Self::erase_size();
+            let es = self.erase_size();
             let off = u32::try_from(place.saturating_mul(RECORD_LEN)).unwrap_or(0);
             self.layout.state.saturating_add(if sector == 0 { 0 } else { es }).saturating_add(off)
         }
 
         $($async)? fn scan(&mut self) -> Result<Scan, SlotError<F::Error>> {
-            let per = F::ERASE_SIZE / RECORD_LEN;
+            let per = self.sector / RECORD_LEN;
             let mut scan = Scan { newest: None, next: [0, 0] };
             for s in 0..2usize {
                 for i in 0..per {
@@ -607,12 +619,12 @@ macro_rules! slot_ops {
 
         /// Appends `state` (its `seq` replaced by the next one) to the journal.
         $($async)? fn record(&mut self, scan: &Scan, state: State) -> Result<State, SlotError<F::Error>> {
-            let per = F::ERASE_SIZE / RECORD_LEN;
+            let per = self.sector / RECORD_LEN;
             let (s, i, erase) = place(scan, per);
             let seq = scan.newest.map_or(1, |(b, _)| b.seq.saturating_add(1));
             let state = State { seq, ..state };
             if erase {
-                let es = Self::erase_size();
+                let es = self.erase_size();
                 let sectors: &[usize] = if scan.newest.is_none() { &[1, 0] } else { core::slice::from_ref(&s) };
                 for &e in sectors {
                     let from = self.record_at(e, 0);
@@ -649,7 +661,7 @@ macro_rules! slot_ops {
         /// Writes the trusted keys' list into the keys sector (provisioning).
         pub $($async)? fn write_keys(&mut self, keys: &Keys) -> Result<(), SlotError<F::Error>> {
             let at = self.layout.keys;
-            $io!(self.flash.erase(at, at.saturating_add(Self::erase_size())))?;
+            $io!(self.flash.erase(at, at.saturating_add(self.erase_size())))?;
             $io!(self.flash.write(at, &keys.encode()))?;
             Ok(())
         }
@@ -746,7 +758,7 @@ macro_rules! slot_ops {
         $($async)? fn program(&mut self, dl: &mut Download, units: &[u8]) -> Result<(), SlotError<F::Error>> {
             let n = u32::try_from(units.len()).map_err(|_| SlotError::TooLarge)?;
             let end = dl.done.checked_add(n).filter(|&e| e <= self.layout.slot_len).ok_or(SlotError::TooLarge)?;
-            let es = Self::erase_size();
+            let es = self.erase_size();
             while dl.erased < end {
                 let from = dl.base.saturating_add(dl.erased);
                 $io!(self.flash.erase(from, from.saturating_add(es)))?;
@@ -803,6 +815,7 @@ macro_rules! later {
 pub struct Slots<F> {
     flash: F,
     layout: Layout,
+    sector: usize,
 }
 
 impl<F: embedded_storage::nor_flash::NorFlash> Slots<F> {
@@ -816,6 +829,7 @@ impl<F: embedded_storage::nor_flash::NorFlash> Slots<F> {
 pub struct AsyncSlots<F> {
     flash: F,
     layout: Layout,
+    sector: usize,
 }
 
 #[cfg(feature = "embedded-storage-async")]
