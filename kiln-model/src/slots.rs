@@ -235,7 +235,7 @@ impl State {
     pub fn encode(&self) -> [u8; RECORD_LEN] {
         let mut r = [0u8; RECORD_LEN];
         let (a, b) = (self.image(Slot::A), self.image(Slot::B));
-        let fields: [&[u8]; 9] = [
+        let fields: [&[u8]; 8] = [
             &STATE_MAGIC,
             &self.seq.to_le_bytes(),
             &self.counter.to_le_bytes(),
@@ -244,19 +244,14 @@ impl State {
             &b.len.to_le_bytes(),
             &a.version.to_le_bytes(),
             &b.version.to_le_bytes(),
-            &[],
         ];
         let mut at = 0usize;
         for f in fields {
-            if let Some(dst) = r.get_mut(at..at.saturating_add(f.len())) {
-                dst.copy_from_slice(f);
-            }
+            put(&mut r, at, f);
             at = at.saturating_add(f.len());
         }
         let d = sha256(r.get(..BODY_LEN).unwrap_or(&[]));
-        if let (Some(dst), Some(src)) = (r.get_mut(BODY_LEN..), d.get(..RECORD_LEN.saturating_sub(BODY_LEN))) {
-            dst.copy_from_slice(src);
-        }
+        put(&mut r, BODY_LEN, &d);
         r
     }
 
@@ -404,22 +399,14 @@ impl Keys {
     #[must_use]
     pub fn encode(&self) -> [u8; KEYS_LEN] {
         let mut out = [0u8; KEYS_LEN];
-        let (head, rest) = out.split_at_mut(8);
-        if let Some(m) = head.get_mut(..4) {
-            m.copy_from_slice(&KEYS_MAGIC);
-        }
+        put(&mut out, 0, &KEYS_MAGIC);
         // Fallback not taken: count is at most MAX_KEYS.
-        let count = u32::try_from(self.count).unwrap_or(0).to_le_bytes();
-        if let Some(c) = head.get_mut(4..) {
-            c.copy_from_slice(&count);
-        }
-        for (dst, k) in rest.chunks_exact_mut(KEY_LEN).zip(self.iter()) {
-            dst.copy_from_slice(k);
+        put(&mut out, 4, &u32::try_from(self.count).unwrap_or(0).to_le_bytes());
+        for (i, k) in self.iter().enumerate() {
+            put(&mut out, i.saturating_mul(KEY_LEN).saturating_add(8), k);
         }
         let d = sha256(out.get(..KEYS_BODY).unwrap_or(&[]));
-        if let (Some(dst), Some(src)) = (out.get_mut(KEYS_BODY..), d.get(..KEYS_LEN.saturating_sub(KEYS_BODY))) {
-            dst.copy_from_slice(src);
-        }
+        put(&mut out, KEYS_BODY, &d);
         out
     }
 
@@ -437,7 +424,7 @@ impl Keys {
         }
         let mut keys = [[0u8; KEY_LEN]; MAX_KEYS];
         for (dst, k) in keys.iter_mut().zip(b.get(8..)?.chunks_exact(KEY_LEN)) {
-            dst.copy_from_slice(k);
+            put(dst, 0, k);
         }
         Some(Keys { count, keys })
     }
@@ -507,6 +494,14 @@ impl Download {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Copies `bytes` into `dst` from `at`, as far as `dst` goes (a copy with
+/// no length check that could panic).
+fn put(dst: &mut [u8], at: usize, bytes: &[u8]) {
+    for (d, b) in dst.iter_mut().skip(at).zip(bytes) {
+        *d = *b;
     }
 }
 
@@ -735,9 +730,7 @@ macro_rules! slot_ops {
                 if dl.have > 0 || rest.len() < unit {
                     // A partial unit: gather it.
                     let k = unit.saturating_sub(dl.have).min(rest.len());
-                    if let (Some(dst), Some(src)) = (dl.tail.get_mut(dl.have..dl.have.saturating_add(k)), rest.get(..k)) {
-                        dst.copy_from_slice(src);
-                    }
+                    put(&mut dl.tail, dl.have, rest.get(..k).unwrap_or(&[]));
                     dl.have = dl.have.saturating_add(k);
                     rest = rest.get(k..).unwrap_or(&[]);
                     if dl.have == unit {

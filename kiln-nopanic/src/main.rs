@@ -131,7 +131,8 @@ fn model_error(sink: &mut u32, e: kiln_model::Error) {
     feature = "c-api",
     feature = "signed",
     feature = "delta",
-    feature = "digests"
+    feature = "digests",
+    feature = "slots"
 ))]
 #[allow(dead_code)] // NAME and INDEX serve the views
 mod inputs {
@@ -436,6 +437,97 @@ mod digests {
             }
         }
         true
+    }
+}
+
+/// The update state (kiln-model's `slots`): trusted keys, provisioning,
+/// boot, a download into the other slot, finish, the trial boot, confirm
+/// and the release counter, over a NOR flash in RAM.
+#[cfg(feature = "slots")]
+mod slots {
+    use super::{mix, opaque};
+    use embedded_storage::nor_flash::{ErrorType, NorFlash, NorFlashErrorKind, ReadNorFlash};
+    use kiln_model::slots::{Keys, Layout, SlotError, Slots};
+
+    const SECTOR: usize = 1024;
+    const CAPACITY: usize = 11 * SECTOR;
+    static mut MEM: [u8; CAPACITY] = [0xFF; CAPACITY];
+
+    /// A NOR flash in RAM: programs AND, erases set 0xFF.
+    struct Ram(&'static mut [u8; CAPACITY]);
+
+    impl ErrorType for Ram {
+        type Error = NorFlashErrorKind;
+    }
+
+    impl ReadNorFlash for Ram {
+        const READ_SIZE: usize = 1;
+        fn read(&mut self, at: u32, buf: &mut [u8]) -> Result<(), NorFlashErrorKind> {
+            let at = at as usize;
+            let end = at.checked_add(buf.len()).ok_or(NorFlashErrorKind::OutOfBounds)?;
+            let src = self.0.get(at..end).ok_or(NorFlashErrorKind::OutOfBounds)?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        fn capacity(&self) -> usize {
+            CAPACITY
+        }
+    }
+
+    impl NorFlash for Ram {
+        const WRITE_SIZE: usize = 4;
+        const ERASE_SIZE: usize = SECTOR;
+        fn erase(&mut self, from: u32, to: u32) -> Result<(), NorFlashErrorKind> {
+            self.0.get_mut(from as usize..to as usize).ok_or(NorFlashErrorKind::OutOfBounds)?.fill(0xFF);
+            Ok(())
+        }
+        fn write(&mut self, at: u32, bytes: &[u8]) -> Result<(), NorFlashErrorKind> {
+            let at = at as usize;
+            let end = at.checked_add(bytes.len()).ok_or(NorFlashErrorKind::OutOfBounds)?;
+            let dst = self.0.get_mut(at..end).ok_or(NorFlashErrorKind::OutOfBounds)?;
+            for (d, s) in dst.iter_mut().zip(bytes) {
+                *d &= *s;
+            }
+            Ok(())
+        }
+    }
+
+    pub static KEY: [u8; 32] = [7; 32];
+    pub static LAYOUT: Layout =
+        Layout { state: 0, keys: 2 * SECTOR as u32, slots: [3 * SECTOR as u32, 7 * SECTOR as u32], slot_len: 4 * SECTOR as u32 };
+    pub static FACTORY: (u32, u64) = (1000, 1);
+    pub static VERSION: u64 = 2;
+
+    fn update(sink: &mut u32, s: &mut Slots<Ram>, buf: &[u8]) -> Result<u64, SlotError<NorFlashErrorKind>> {
+        s.write_keys(&Keys::new(&[opaque(&KEY)]).ok_or(SlotError::Keys)?)?;
+        let (len, version) = opaque(&FACTORY);
+        mix(sink, s.provision(len, version)?.seq as usize);
+        let b = s.boot()?;
+        mix(sink, b.offset as usize ^ b.len as usize);
+        let keys = s.keys()?;
+        mix(sink, keys.for_file(buf).map_or(0, |k| usize::from(k[0])));
+        mix(sink, s.state()?.floor() as usize);
+        let mut dl = s.begin()?;
+        for c in buf.chunks(256).take(12) {
+            s.write(&mut dl, c)?;
+        }
+        s.finish(dl, opaque(&VERSION))?;
+        let b = s.boot()?;
+        mix(sink, usize::from(b.trial));
+        Ok(s.confirm()?.counter)
+    }
+
+    pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
+        // SAFETY: `run` is called once, from `main`: the only reference to MEM.
+        let mem = unsafe { &mut *core::ptr::addr_of_mut!(MEM) };
+        let Ok(mut s) = Slots::new(Ram(mem), opaque(&LAYOUT)) else { return false };
+        match update(sink, &mut s, buf) {
+            Ok(counter) => counter == opaque(&VERSION),
+            Err(e) => {
+                mix(sink, matches!(e, SlotError::Flash(_)) as usize);
+                false
+            }
+        }
     }
 }
 
@@ -970,6 +1062,10 @@ fn main() -> ! {
     {
         ok &= digests::run(&mut sink, opaque(&inputs::INPUT));
     }
+    #[cfg(feature = "slots")]
+    {
+        ok &= slots::run(&mut sink, opaque(&inputs::INPUT));
+    }
     #[cfg(feature = "writer")]
     {
         ok &= writer::run(&mut sink);
@@ -995,7 +1091,8 @@ fn main() -> ! {
         feature = "c-api",
         feature = "signed",
         feature = "delta",
-        feature = "digests"
+        feature = "digests",
+        feature = "slots"
     )))]
     {
         // Baseline: the same opaque read and sink traffic, no decoder.
