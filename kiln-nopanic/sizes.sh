@@ -18,6 +18,8 @@
 #                                            header, directory + one lookup, consumed, finish
 #   incr+typ  -F typical,incremental         incr on top of typical: what an over-the-air update adds
 #                                            to a firmware that already validates directories
+#   +state   -F typical,digests,slots        the update state (kiln-model's slots) over typical+digests,
+#                                            flash = .text + .rodata (third table)
 # The validator figure is views - baseline (directory parse + views). Each
 # delta includes the compiler-builtins it pulls in (memcpy, u64 division, ...)
 # and the harness's own glue that consumes the results. Every build here uses
@@ -49,6 +51,8 @@ declare -A FEATS=(
     [typdig]="--no-default-features --features typical,digests"
     [typdelta]="--no-default-features --features typical,delta"
     [typsig]="--no-default-features --features typical,signed,locate-panics"
+    [typslots]="--no-default-features --features typical,slots"
+    [typdigslots]="--no-default-features --features typical,digests,slots"
     [frozen]="--no-default-features --features frozen"
     [typfroz]="--no-default-features --features typical,frozen"
     [typed]="--no-default-features --features frozen-typed"
@@ -57,14 +61,19 @@ declare -A FEATS=(
 )
 
 TRUST=()
+STATE=()
+# Flash of a link: .text + .rodata.
+flash() { echo $(( $(section .text "$1") + $(section .rodata "$1") )); }
 printf '%-22s %8s | %7s %7s %10s %9s | %7s %7s | %8s %7s %8s %6s | %6s %8s\n' target baseline parse views "validator" builtins texts writer typical frozen "+typical" typed incr "incr+typ"
 for target in $TARGETS; do
     declare -A TEXT=() BUILTINS=()
-    for v in baseline parse views texts full typical frozen typfroz typed incr typincr typdig typdelta typsig; do
+    declare -A FLASH=()
+    for v in baseline parse views texts full typical frozen typfroz typed incr typincr typdig typdelta typsig typslots typdigslots; do
         # shellcheck disable=SC2086
         cargo build -q --release --target "$target" ${FEATS[$v]} --target-dir "target/size-$v"
         TEXT[$v]=$(section .text "target/size-$v/$target/release/kiln-nopanic")
         BUILTINS[$v]=$(builtins "target/size-$v/$target/release/kiln-nopanic")
+        FLASH[$v]=$(flash "target/size-$v/$target/release/kiln-nopanic")
     done
     printf '%-22s %8d | %7d %7d %10d %9d | %7d %7d | %8d %7d %8d %6d | %6d %8d\n' "$target" "${TEXT[baseline]}" \
         $((TEXT[parse] - TEXT[baseline])) $((TEXT[views] - TEXT[parse])) $((TEXT[views] - TEXT[baseline])) \
@@ -75,6 +84,8 @@ for target in $TARGETS; do
         $((TEXT[incr] - TEXT[baseline])) $((TEXT[typincr] - TEXT[typical]))
     TRUST+=("$(printf '%-22s %8d | %8d %8d %8d' "$target" $((TEXT[typical] - TEXT[baseline])) \
         $((TEXT[typdig] - TEXT[typical])) $((TEXT[typsig] - TEXT[typical])) $((TEXT[typdelta] - TEXT[typical])))")
+    STATE+=("$(printf '%-22s %8d | %8d %8d' "$target" $((FLASH[typical] - FLASH[baseline])) \
+        $((FLASH[typdigslots] - FLASH[typdig])) $((FLASH[typslots] - FLASH[typical])))")
 done
 echo
 printf '%-22s %8s | %8s %8s %8s\n' target typical +digests +signed +delta
@@ -93,3 +104,10 @@ echo " +digests = Model::parse_verified of a model file, every SHA-256 digest co
 echo " +signed = a signed update checked as it streams: Trust, UpdateCheck feed/finish (sha2, ed25519-dalek;"
 echo "   built with the linking panic handler: curve25519-dalek keeps one bounds check, see ci.sh);"
 echo " +delta = a delta's head, base id (SHA-256) and the plan of pieces that rebuild the new model)"
+echo
+printf '%-22s %8s | %8s %8s\n' target typical "+state" "+st+sha"
+printf '%s\n' "${STATE[@]}"
+echo "(third table, flash = .text + .rodata bytes: the update state, kiln-model's slots: A/B slots, trial boot,"
+echo " confirm, the release counter's journal and the trusted keys over a NOR flash (the harness's RAM flash"
+echo " driver included); +state = over typical + digests (SHA-256 already linked, as any update check links it);"
+echo " +st+sha = over typical alone, SHA-256 for the records' digests included)"

@@ -1022,6 +1022,79 @@ mod c_api {
         };
         mix(sink, rc as usize ^ n);
         error(sink, &e);
+        ok & slots(sink, buf)
+    }
+
+    const SECTOR: u32 = 1024;
+    const CAPACITY: usize = 11 * SECTOR as usize;
+    static mut FLASH: [u8; CAPACITY] = [0xFF; CAPACITY];
+    static LAYOUT: kiln_slots_layout =
+        kiln_slots_layout { state: 0, keys: 2 * SECTOR, slot_a: 3 * SECTOR, slot_b: 7 * SECTOR, slot_len: 4 * SECTOR };
+    static KEYS: [[u8; 32]; 2] = [[7; 32], [9; 32]];
+
+    /// The flash callbacks, over FLASH (a NOR flash in RAM).
+    fn mem(offset: u32, len: usize) -> Option<&'static mut [u8]> {
+        let at = usize::try_from(offset).ok()?;
+        // SAFETY: single-threaded; each callback takes this one reference and drops it before returning.
+        let flash = unsafe { &mut *core::ptr::addr_of_mut!(FLASH) };
+        flash.get_mut(at..at.checked_add(len)?)
+    }
+    unsafe extern "C" fn flash_read(_: *mut c_void, offset: u32, buf: *mut u8, len: usize) -> c_int {
+        let Some(src) = mem(offset, len) else { return 1 };
+        // SAFETY: the library passes `len` writable bytes at `buf`.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), buf, len) };
+        0
+    }
+    unsafe extern "C" fn flash_write(_: *mut c_void, offset: u32, buf: *const u8, len: usize) -> c_int {
+        let Some(dst) = mem(offset, len) else { return 1 };
+        for (i, d) in dst.iter_mut().enumerate() {
+            // SAFETY: the library passes `len` readable bytes at `buf`.
+            *d &= unsafe { buf.add(i).read() };
+        }
+        0
+    }
+    unsafe extern "C" fn flash_erase(_: *mut c_void, from: u32, to: u32) -> c_int {
+        match to.checked_sub(from).and_then(|n| mem(from, n as usize)) {
+            Some(d) => {
+                d.fill(0xFF);
+                0
+            }
+            None => 1,
+        }
+    }
+
+    /// The slots' C API (kiln_slots_*): provisioning, keys, boot, a download, the trial, confirm.
+    #[allow(clippy::undocumented_unsafe_blocks)] // as `run`
+    fn slots(sink: &mut u32, buf: &[u8]) -> bool {
+        let flash = kiln_flash {
+            read: Some(flash_read),
+            write: Some(flash_write),
+            erase: Some(flash_erase),
+            ctx: null_mut(),
+            capacity: opaque(&(CAPACITY as u32)),
+            sector: opaque(&SECTOR),
+        };
+        let layout = opaque(&LAYOUT);
+        let mut e = err();
+        let mut st = kiln_slot_state::default();
+        let keys = opaque(&KEYS);
+        let mut ok = unsafe { kiln_slots_write_keys(&flash, &layout, keys.as_ptr(), opaque(&keys.len()), &mut e) } == KILN_OK;
+        ok &= unsafe { kiln_slots_provision(&flash, &layout, opaque(&1000), opaque(&1), &mut st, &mut e) } == KILN_OK;
+        let mut key = [0u8; 32];
+        let rc = unsafe { kiln_slots_key_for_file(&flash, &layout, buf.as_ptr(), buf.len(), &mut key, &mut e) };
+        mix(sink, rc as usize ^ usize::from(key[0]));
+        let mut b = kiln_boot::default();
+        ok &= unsafe { kiln_slots_boot(&flash, &layout, &mut b, &mut e) } == KILN_OK;
+        let mut dl = kiln_download { opaque: [0; KILN_DOWNLOAD_WORDS] };
+        ok &= unsafe { kiln_slots_begin(&flash, &layout, &mut dl, &mut e) } == KILN_OK;
+        for c in buf.chunks(256).take(12) {
+            ok &= unsafe { kiln_slots_write(&flash, &layout, &mut dl, c.as_ptr(), c.len(), &mut e) } == KILN_OK;
+        }
+        ok &= unsafe { kiln_slots_finish(&flash, &layout, &mut dl, opaque(&2), &mut st, &mut e) } == KILN_OK;
+        ok &= unsafe { kiln_slots_boot(&flash, &layout, &mut b, &mut e) } == KILN_OK && b.trial;
+        ok &= unsafe { kiln_slots_confirm(&flash, &layout, &mut st, &mut e) } == KILN_OK;
+        ok &= unsafe { kiln_slots_state(&flash, &layout, &mut st, &mut e) } == KILN_OK && st.counter == 2;
+        error(sink, &e);
         ok
     }
 }
