@@ -171,6 +171,8 @@ def jobs():
         Job("firmware-c", "firmware-c/ci.sh", ["setup-rust", "setup-apt"], note="the C firmware demo under QEMU"),
         Job("firmware-riscv", "firmware-riscv/ci.sh", ["setup-rust", "setup-apt"], limit=5 * 60,
             note="the RISC-V demo (riscv32imc) under QEMU virt"),
+        Job("firmware-pflash", "firmware-pflash/ci.sh", ["setup-rust", "setup-apt"], limit=5 * 60,
+            note="A/B slots on QEMU virt's file-backed pflash: killed mid-update, restarted on the same file, recovers"),
         check,
         Job("rss", "scripts/rss.sh", ["setup-apt"], note="peak RSS on hostile files"),
         # The release kiln rss.sh built, the Python package python-package installed (after the npm
