@@ -19,7 +19,9 @@
 //!   record or the new one: a record torn by a cut fails its digest, and a
 //!   sector whose erase was cut holds only older records.
 //! - **keys**: one erase sector with the trusted Ed25519 keys ([`Keys`], up
-//!   to [`MAX_KEYS`]), written once at provisioning ([`Slots::write_keys`]).
+//!   to [`MAX_KEYS`]), written at provisioning ([`Slots::write_keys`]; not
+//!   in the field: a cut while it runs leaves no list, and every update is
+//!   then refused, [`SlotError::Keys`], until the keys are written again).
 //!   A signed model names its key at [`KEY_AT`](crate::signed::KEY_AT); the
 //!   device checks it with the listed key of that name ([`Keys::for_file`]),
 //!   and refuses a key not in the list.
@@ -27,47 +29,49 @@
 //!
 //! # The state machine
 //!
-//! ```text
-//!            finish (checked image in the other slot)          boot
-//!   Idle ─────────────────────────────────────────► Pending ───────► Booted (runs the other slot)
-//!    ▲  ▲                                              │                │        │
-//!    │  └────────── begin (a new download) ◄───────────┘                │ confirm│ boot (no confirm:
-//!    │                                                                  ▼        │ back to the confirmed slot)
-//!    └──────────── Idle, the other slot confirmed, counter = its release ◄       ▼ Idle
-//! ```
+//! The state is the confirmed slot, the release counter, each slot's image
+//! (length, release) and the trial's stage of the other slot ([`Trial`]):
 //!
-//! - [`begin`](Slots::begin) starts a download into the slot that is not
-//!   confirmed (a pending image there is dropped first, with a record,
-//!   before its sectors are erased); refused while a trial runs.
-//! - [`write`](Slots::write) programs the bytes that passed the update
-//!   check, erasing each sector just before its first byte.
-//! - [`finish`](Slots::finish) records the image as `Pending`: only after
-//!   the caller's check accepted all of it ([`UpdateCheck::finish`](crate::update::UpdateCheck::finish),
-//!   feature `ed25519`), and only for a release above the counter.
-//! - [`boot`](Slots::boot), at every start: `Pending` becomes `Booted` (a
-//!   record) and the other slot runs once; `Booted` (a reboot before
-//!   confirm) becomes `Idle` and the confirmed slot runs.
-//! - [`confirm`](Slots::confirm): the trial slot becomes the confirmed one
-//!   and the counter its release, in one record. Nothing else raises the
-//!   counter, so it is written only after a confirm.
+//! | stage | call | record written | then |
+//! |---|---|---|---|
+//! | `Idle` | [`begin`](Slots::begin), [`write`](Slots::write) | none | the other slot is erased and programmed, sector by sector |
+//! | `Pending` | [`begin`](Slots::begin) | `Idle` (before any erase) | as above |
+//! | `Idle` | [`finish`](Slots::finish) (release above the counter) | `Pending` | |
+//! | `Pending` | [`boot`](Slots::boot) | `Booted` (before the jump) | the other slot runs, once |
+//! | `Booted` | [`confirm`](Slots::confirm) | `Idle`, the other slot confirmed, counter = its release | |
+//! | `Booted` | [`boot`](Slots::boot) (a reboot before confirm) | `Idle` | the confirmed slot runs |
+//! | `Idle` | [`boot`](Slots::boot) | none | the confirmed slot runs |
+//!
+//! [`finish`](Slots::finish) is called only once the caller's check accepted
+//! every byte ([`UpdateCheck::finish`](crate::update::UpdateCheck::finish),
+//! feature `ed25519`); [`begin`](Slots::begin) is refused while a trial
+//! runs. The confirmed slot is never written, so a cut anywhere leaves it
+//! whole, and a delta can read its base there while the other slot is
+//! rebuilt. Only [`confirm`](Slots::confirm) raises the counter.
 //!
 //! The update check reads the counter through [`State::floor`]: give
 //! [`Trust::newer_than`](crate::Trust::newer_than) `state.floor()` (or use
 //! [`State::trust`]); the check refuses a release that is not above it, so
 //! an older release and the same release are refused alike, after any
-//! number of reboots.
+//! number of reboots. The trusted key is the listed one the file names
+//! ([`Keys::for_file`] on its first packet).
 //!
 //! # Wear
 //!
-//! One update of an image of `n` bytes costs `ceil(n / ERASE_SIZE)` slot
-//! erases, the slot's programs (one per `write` call whose bytes complete
-//! a write unit, plus one for a partial last unit) and four 64-byte records
-//! (begin drops a pending image only when there is one: `finish`, `boot`
-//! and `confirm` always write one each, so three, and a fourth when a
-//! pending image is replaced), each record one program; the state sectors
-//! are erased once every `ERASE_SIZE / 64` records (every 64 records for a
-//! 4 KiB sector: once per 21 updates, alternating between the two).
-//! `kiln-model/tests/power_cut.rs` counts them for the example model.
+//! One update of an `n`-byte image costs `ceil(n / sector)` erases of the
+//! receiving slot's sectors (each once, just before its first byte), one
+//! program per [`write`](Slots::write) call that completes write units plus
+//! one for a partial last unit, and three 64-byte records (`finish`, the
+//! trial's `boot`, `confirm`; one more when `begin` drops a pending image
+//! or a boot leaves an unconfirmed trial). A boot that changes nothing
+//! writes nothing. The journal erases a sector when the other one fills:
+//! every `sector / 64` records (64 for 4 KiB sectors), alternating, so each
+//! journal sector is erased once per about 42 updates; the slots
+//! alternate, so each slot sector once per two updates. For the example
+//! model (20,775 bytes, 4 KiB sectors, 4-byte units, 256-byte packets)
+//! `tests/power_cut.rs` counts 6 erases and 86 programs for a full update,
+//! 6 erases and 168 programs for its delta (whose pieces end off packet
+//! boundaries).
 //!
 //! ```
 //! # #[cfg(feature = "alloc")] {
