@@ -51,7 +51,7 @@ JOB_LIMIT = int(os.environ.get("KILN_JOB_LIMIT", str(30 * 60)))
 # (defmt aside).
 CORE_EXTRA_FEATURES = ",".join(f"kiln-nostd/{f}" for f in ("derive",))
 MODEL_EXTRA_FEATURES = ",".join(f"kiln-model/{f}" for f in (
-    "embedded-storage", "embedded-io", "embedded-storage-async", "embedded-io-async"))
+    "embedded-storage", "embedded-io", "embedded-storage-async", "embedded-io-async", "slots"))
 FOREIGN_TARGETS = ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")
 
 MIRI_SECONDS = os.environ.get("KILN_MIRI_SECONDS", "210")
@@ -162,7 +162,7 @@ def jobs():
             " --features kiln-nostd/defmt,kiln-model/defmt &&"
             " for t in thumbv6m-none-eabi riscv32imc-unknown-none-elf; do"
             " cargo build -p kiln-model --release --locked --target $t"
-            " --features embedded-storage,embedded-io,embedded-storage-async,embedded-io-async,sha2 || exit 1; done",
+            " --features embedded-storage,embedded-io,embedded-storage-async,embedded-io-async,sha2,slots || exit 1; done",
             ["setup-rust"], note="the core (and the model crate, the HK reader) for the card's four targets, with"
             " defmt, and with the source adapters"),
         Job("setup-defmt-print", "scripts/setup.sh defmt-print", note="cargo install defmt-print 1.2.0"),

@@ -423,6 +423,7 @@ fn random_cut_points_of_a_larger_model_recover() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn a_reboot_before_confirm_returns_to_the_confirmed_slot_and_the_retry_succeeds() {
     let w = example_world();
     let mut flash = w.flash.clone();
@@ -459,6 +460,7 @@ fn a_reboot_before_confirm_returns_to_the_confirmed_slot_and_the_retry_succeeds(
 
 #[test]
 #[cfg(feature = "embedded-storage-async")]
+#[cfg_attr(miri, ignore = "Ed25519 signing under Miri: minutes per test")]
 fn the_async_slots_write_the_same_flash_bytes_as_the_blocking_ones() {
     use kiln_model::slots::AsyncSlots;
     let w = example_world();
