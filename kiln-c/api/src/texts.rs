@@ -160,12 +160,12 @@ mod tests {
             if name != "UNKNOWN" {
                 names.push(name);
             }
-            assert_eq!(code_description(code).is_empty(), !(-9..=-1).contains(&code), "{code}");
+            assert_eq!(code_description(code).is_empty(), !(-17..=-1).contains(&code), "{code}");
         }
-        assert_eq!(names.len(), 1 + 11 + 9, "{names:?}");
+        assert_eq!(names.len(), 1 + 11 + 17, "{names:?}");
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), 21);
+        assert_eq!(names.len(), 29);
     }
 
     #[test]
