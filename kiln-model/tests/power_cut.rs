@@ -533,7 +533,7 @@ fn the_journal_wraps_around_its_sectors_and_every_cut_recovers() {
         s.write_keys(&Keys::new(&[[5; 32]]).unwrap()).unwrap();
         s.provision(pattern(1).len() as u32, 1).unwrap();
     }
-    let (mut cuts, mut bad, mut journal_erases) = (0u64, Vec::new(), 0u64);
+    let (mut cuts, mut boots, mut bad, mut journal_erases) = (0u64, 0u64, Vec::new(), 0u64);
     // 3 records a cycle, 64 a sector: the journal changes sectors about every 21 cycles.
     // Seeds: half the others' (1 in CI's sample, 2 in the full run).
     let seeds = (env("KILN_POWER_CUT_SEEDS", 2) / 2).max(1);
@@ -566,6 +566,7 @@ fn the_journal_wraps_around_its_sectors_and_every_cut_recovers() {
                         cycle(&mut s, v)?;
                     }
                     let b = s.boot()?;
+                    boots += 2;
                     if b.version != v || b.trial || s.state()?.counter != v {
                         bad.push(format!("v{v} op {op} seed {seed}: ends on release {}", b.version));
                     }
@@ -584,7 +585,7 @@ fn the_journal_wraps_around_its_sectors_and_every_cut_recovers() {
         golden = clean;
     }
     println!(
-        "journal: 69 update cycles, {journal_erases} journal sector erases, {cuts} cuts ({seeds} seeds), violations: {}",
+        "journal: 69 update cycles, {journal_erases} journal sector erases, {cuts} cuts ({seeds} seeds), {boots} boots checked, violations: {}",
         bad.len()
     );
     assert!(journal_erases >= 3, "the journal changed sectors {journal_erases} times");
