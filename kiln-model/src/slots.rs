@@ -458,6 +458,24 @@ pub enum SlotError<E> {
     Keys,
 }
 
+impl<E: core::fmt::Debug> core::fmt::Display for SlotError<E> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SlotError::Flash(e) => write!(f, "the flash driver failed: {e:?}"),
+            SlotError::Layout => {
+                f.write_str("the slots' layout is not sector-aligned, overlaps or runs past the flash")
+            }
+            SlotError::NotProvisioned => f.write_str("no valid state record: the slots were never provisioned"),
+            SlotError::Provisioned => f.write_str("the slots are provisioned already"),
+            SlotError::NoTrial => f.write_str("no booted trial to confirm"),
+            SlotError::TrialRunning => f.write_str("a booted trial is not confirmed: confirm it or reboot first"),
+            SlotError::TooLarge => f.write_str("the image does not fit the slot"),
+            SlotError::NotNewer => f.write_str("the release is not above the release counter"),
+            SlotError::Keys => f.write_str("the keys sector holds no valid list of trusted keys"),
+        }
+    }
+}
+
 impl<E> From<E> for SlotError<E> {
     fn from(e: E) -> Self {
         SlotError::Flash(e)

@@ -592,5 +592,7 @@ fn the_journal_wraps_around_its_sectors_and_every_cut_recovers() {
     assert!(bad.is_empty(), "{:?}", &bad[..bad.len().min(10)]);
     // A torn keys sector is no list: updates are refused.
     golden.mem[2 * ERASE + 9] ^= 0x10;
-    assert_eq!(Slots::new(&mut golden, lay).unwrap().keys(), Err(SlotError::Keys));
+    let e = Slots::new(&mut golden, lay).unwrap().keys().unwrap_err();
+    assert_eq!(e, SlotError::Keys);
+    assert_eq!(e.to_string(), "the keys sector holds no valid list of trusted keys");
 }
