@@ -12,7 +12,8 @@
 #      finishes (or retries) the update and ends on release 2 confirmed;
 #   3. run a third time: release 2 boots confirmed and the same release is
 #      refused by the persisted counter.
-# Plus a run with no kill. About 10 s warm (cold: a minute of build).
+# Plus a run with no kill, and four kills at seeded random moments of the update (KILN_PFLASH_SEED).
+# About 40 s warm (cold: a few minutes of build).
 #
 #   firmware-pflash/ci.sh
 set -euo pipefail
@@ -42,10 +43,12 @@ fresh() { python3 -c "import sys; open(sys.argv[1], 'wb').write(b'\xff' * (32 <<
 QEMU=(qemu-system-riscv32 -machine virt -nographic -bios none
     -drive "if=pflash,unit=1,format=raw,file=$flash" -device "loader,file=$elf")
 
-# Runs until a line matches $1, then kills QEMU (SIGKILL: no chance to flush anything more).
+# Runs until a line matches $1, waits $2 ms (default 0), then kills QEMU (SIGKILL: no chance
+# to flush anything more).
 run_until() {
     local log=$tmp/cut.log
-    "${QEMU[@]}" </dev/null >"$log" 2>&1 &
+    : >"$log" # emptied before QEMU starts: the last run's lines must not match
+    "${QEMU[@]}" </dev/null >>"$log" 2>&1 &
     local pid=$! n=0
     until grep -Eq "$1" "$log"; do
         if ! kill -0 "$pid" 2>/dev/null || [ "$n" -ge 600 ]; then
@@ -56,9 +59,11 @@ run_until() {
         sleep 0.05
         n=$((n + 1))
     done
-    kill -9 "$pid"
+    local ms=${2:-0}
+    sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"
+    kill -9 "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
-    echo "     killed after: $(grep -E "$1" "$log" | head -1)"
+    echo "     killed after: $(grep -v '^ *$' "$log" | tail -n 1)"
 }
 
 # Runs to the end; the output must pass and hold every pattern given.
@@ -103,8 +108,19 @@ for c in "${cases[@]}"; do
     run_check "$name: after recovery" "^state: .*counter 2, slot B confirmed, trial Idle$" "$after" "$refused"
 done
 
+# And at seeded random moments after the update starts (in the download, the pending record,
+# the reboot, the trial or the confirm): the restart must end the same way.
+RANDOM=${KILN_PFLASH_SEED:-44}
+for k in 1 2 3 4; do
+    ms=$((RANDOM % 2000))
+    echo "== killed $ms ms (seeded) after the update started"
+    fresh
+    run_until '^update: release 2' "$ms" || { failed+=("random kill $k"); continue; }
+    run_check "random kill $k: recovery" "$after" "$refused"
+done
+
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "FAIL firmware-pflash: ${failed[*]}" >&2
     exit 1
 fi
-echo "OK   firmware-pflash: killed mid-download, after activation and during the trial, each run again on the same pflash file recovered (a verified model booted, never below the counter) and ended on release 2 confirmed; the same release was refused after every restart"
+echo "OK   firmware-pflash: killed mid-download, after activation, during the trial and at 4 random moments of the update, each run again on the same pflash file recovered (a verified model booted, never below the counter) and ended on release 2 confirmed; the same release was refused after every restart"
