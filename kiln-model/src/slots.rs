@@ -192,7 +192,9 @@ pub struct State {
     pub active: Slot,
     /// The trial of the other slot.
     pub trial: Trial,
-    /// Each slot's image, by [`Slot::index`].
+    /// Each slot's image, by [`Slot::index`]. The confirmed slot's is what
+    /// runs; the other's is what the last [`Slots::finish`] recorded, whose
+    /// bytes a later download (stage `Idle`) may have overwritten since.
     pub images: [Image; 2],
 }
 
