@@ -21,6 +21,13 @@ fn main() {
         println!("cargo:rerun-if-changed=build.rs");
     } else {
         link_memory_x(&out);
+        if env::var("TARGET").is_ok_and(|t| t.starts_with("thumbv6m")) {
+            // thumbv6m runs on QEMU's `microbit` (nRF51, Cortex-M0: 16 KiB of
+            // RAM at 0x2000_0000): the stack starts at the top of that RAM.
+            // cortex-m-rt's link.x only PROVIDEs `_stack_start`; a second
+            // memory.x would lose to this folder's (the linker's directory).
+            println!("cargo:rustc-link-arg=--defsym=_stack_start=0x20004000");
+        }
     }
 }
 

@@ -189,6 +189,11 @@ struct InspectArgs {
     /// Print one JSON document (header fields and a `tensors` array).
     #[arg(long)]
     json: bool,
+    /// Also hash every payload against a model file's digests before the table is printed
+    /// (off by default: inspect reads the directory; `kiln validate` hashes). A manifest's
+    /// shards are then opened and checked against it, as `kiln validate` does.
+    #[arg(long)]
+    verify_digests: bool,
     #[command(flatten)]
     read: convert::ReadArgs,
 }
@@ -383,33 +388,49 @@ fn run_inspect(args: &InspectArgs) -> anyhow::Result<u8> {
     // from its directory prefix and printed once the whole block passed.
     let checked = Source::open(&args.file).and_then(|source| match source {
         Source::File(input) if Kind::of(input.bytes()) == Some(Kind::Manifest) => {
-            Ok(models::inspect_manifest(&file, input.bytes(), args.json))
+            if args.verify_digests {
+                // The whole sharded model, as `kiln validate` checks it; its report names the shard.
+                let report = models::check(&args.file, input.bytes(), Limits::DEFAULT, true)?;
+                if report.fault.is_some() {
+                    return Ok(Err(report));
+                }
+            }
+            Ok(Ok(models::inspect_manifest(&file, input.bytes(), args.json)))
         }
-        Source::File(input) => Ok(match validate::parse_any(input.bytes(), Limits::DEFAULT) {
+        Source::File(input) => Ok(Ok(match validate::parse_any(input.bytes(), Limits::DEFAULT, args.verify_digests) {
             Ok((metadata, dir)) => Ok(inspect_text(&file, metadata, &dir, args.json)),
             Err(err) => Err(err),
-        }),
+        })),
         Source::Stream(reader) => {
             let reader = match stream::sniff_model(reader)? {
                 stream::Sniffed::Model(bytes) => {
-                    return Ok(validate::parse_any(&bytes, Limits::DEFAULT)
-                        .map(|(metadata, dir)| inspect_text(&file, metadata, &dir, args.json)));
+                    return Ok(Ok(validate::parse_any(&bytes, Limits::DEFAULT, args.verify_digests)
+                        .map(|(metadata, dir)| inspect_text(&file, metadata, &dir, args.json))));
                 }
                 stream::Sniffed::Other(reader) => reader,
             };
             let seed = kiln_model::host::process_seed();
             let streamed =
                 stream::check(reader, Limits::DEFAULT, seed, |dir| inspect_text(&file, None, dir, args.json))?;
-            Ok(match (streamed.verdict, streamed.directory) {
+            Ok(Ok(match (streamed.verdict, streamed.directory) {
                 (Ok(()), Some(text)) => Ok(text),
                 // Cannot happen: an accepted block's prefix passed before its payload.
                 (Ok(()), None) => return Err(io::Error::other("the block passed, but its directory was not reported")),
                 (Err(err), _) => Err(err),
-            })
+            }))
         }
     });
     let result = match checked {
-        Ok(result) => result,
+        Ok(Ok(result)) => result,
+        Ok(Err(report)) => {
+            // A sharded model's fault, reported as `kiln validate` reports it.
+            if args.json {
+                output::print(&(report.json(&file) + "\n"))?;
+            } else {
+                eprintln!("{}", report.human(&file));
+            }
+            return Ok(EXIT_REJECTED);
+        }
         Err(err) => {
             eprintln!("kiln: cannot read {}: {err}", args.file.display());
             return Ok(EXIT_ERROR);

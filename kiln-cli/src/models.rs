@@ -138,7 +138,7 @@ impl ModelReport {
     /// A rejected file never says so, since its check stopped before (or at)
     /// a digest, and a truncated file's last tensors were never hashed.
     pub fn digests_verified(&self) -> bool {
-        self.verified && self.kind != Kind::Plain && self.fault.is_none()
+        self.verified && self.kind.has_digests() && self.fault.is_none()
     }
 
     /// What was checked, for the ok line.

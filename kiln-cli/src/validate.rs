@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use kiln_model::{self as model, Metadata};
+use kiln_model::Metadata;
 use kiln_model::{host, Error};
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::{Directory, Limits};
@@ -191,7 +191,7 @@ pub fn validate_source(source: Source, opts: &ValidateOptions) -> std::io::Resul
             Ok(stream::check(reader, opts.limits, host::process_seed(), |_| ())?.verdict)
         }
         (Source::Stream(reader), Target::Any) => match stream::sniff_model(reader)? {
-            stream::Sniffed::Model(bytes) => Ok(parse_any(&bytes, opts.limits).map(|_| ())),
+            stream::Sniffed::Model(bytes) => Ok(parse_any(&bytes, opts.limits, false).map(|_| ())),
             stream::Sniffed::Other(reader) => {
                 Ok(stream::check(reader, opts.limits, host::process_seed(), |_| ())?.verdict)
             }
@@ -203,7 +203,7 @@ pub fn validate_source(source: Source, opts: &ValidateOptions) -> std::io::Resul
 /// Checks one file's bytes. `Ok` when the file is accepted.
 pub fn validate_bytes(bytes: &[u8], opts: &ValidateOptions) -> Result<(), Error> {
     match &opts.target {
-        Target::Any => parse_any(bytes, opts.limits).map(|_| ()),
+        Target::Any => parse_any(bytes, opts.limits, false).map(|_| ()),
         Target::Tensors => parse_tensors(bytes, opts.limits).map(|_| ()),
         Target::Frozen { schema, framed } => {
             Reader::new().limits(opts.limits).framed(*framed).validate(bytes, schema).map_err(Into::into)
@@ -221,13 +221,12 @@ pub fn parse_tensors(bytes: &[u8], limits: Limits) -> Result<Directory<'_>, Erro
     Ok(host::parser(limits, &mut scratch).parse(bytes)?)
 }
 
-/// Checks `bytes` by content (`kiln_model::parse_any`): a model file (its
-/// metadata and directory) when it starts like one, otherwise one standalone
-/// directory, exactly as [`parse_tensors`] checks it; name scratch sized by
-/// the core's host policy (only for a count that fits in the file).
-pub fn parse_any(bytes: &[u8], limits: Limits) -> Result<(Option<Metadata<'_>>, Directory<'_>), Error> {
-    let mut scratch = host::scratch_for(bytes, &limits);
-    model::parse_any_with(bytes, host::parser(limits, &mut scratch))
+/// Checks `bytes` by content (`kiln_host::check_file`): a model file (its
+/// metadata and directory; its digests compared when `verify`) when it
+/// starts like one, otherwise one standalone directory, exactly as
+/// [`parse_tensors`] checks it.
+pub fn parse_any(bytes: &[u8], limits: Limits, verify: bool) -> Result<(Option<Metadata<'_>>, Directory<'_>), Error> {
+    kiln_host::check_file(bytes, limits, verify).map_err(|fault| fault.error)
 }
 
 #[cfg(test)]

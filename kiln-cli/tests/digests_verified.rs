@@ -102,6 +102,20 @@ fn a_flipped_payload_byte_does_not_claim_verified_digests() {
     // Unhashed, the structure holds: accepted, and not verified either.
     let (code, v) = validate(&path, &["--no-verify-digests"]);
     assert_eq!((code, &v["digests_verified"]), (0, &Value::Bool(false)), "{v}");
+    // `kiln inspect` reads the directory only, unless asked to hash (file and stdin alike).
+    kiln().args(["inspect", s(&path)]).assert().code(0);
+    for json in [false, true] {
+        let flags: &[&str] = if json { &["--verify-digests", "--json"] } else { &["--verify-digests"] };
+        let out = kiln().arg("inspect").args(flags).arg(s(&path)).output().expect("runs");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let told = String::from_utf8_lossy(if json { &out.stdout } else { &out.stderr }).into_owned();
+        // DIGEST at the tensor's first payload byte (five before the flipped one).
+        assert!(told.contains("DIGEST") && told.contains(&format!("{}", at - 5)), "{told}");
+        let out = kiln().arg("inspect").args(flags).arg("-").write_stdin(bytes.clone()).output().expect("runs");
+        assert_eq!(out.status.code(), Some(1), "stdin: {out:?}");
+    }
+    let good = write(&dir, "good.kiln", &digests_file());
+    kiln().args(["inspect", "--verify-digests", s(&good)]).assert().code(0);
 }
 
 #[test]
@@ -140,4 +154,16 @@ fn a_sharded_model_with_a_bad_shard_does_not_claim_verified_digests() {
     std::fs::write(&shard, &flipped).unwrap();
     let (code, v) = validate(&manifest, &[]);
     assert_eq!((code, &v["error"], &v["digests_verified"]), (1, &"DIGEST".into(), &Value::Bool(false)), "{v}");
+    // `kiln inspect` shows the manifest without opening a shard, unless asked to hash:
+    // then the bad shard is named as `kiln validate` names it.
+    kiln().args(["inspect", s(&manifest)]).assert().code(0);
+    let out = kiln().args(["inspect", "--verify-digests", "--json", s(&manifest)]).output().expect("runs");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        (out.status.code(), &v["error"], &v["shard_file"]),
+        (Some(1), &"DIGEST".into(), &"m-00002-of-00004.kiln".into()),
+        "{v}"
+    );
+    std::fs::write(&shard, &original).unwrap();
+    kiln().args(["inspect", "--verify-digests", s(&manifest)]).assert().code(0);
 }

@@ -278,8 +278,12 @@ impl Model {
     /// Whether every digest the model carries was compared at open
     /// ([`Options::verify_digests`] and a record with digests).
     pub fn digests_verified(&self) -> bool {
-        self.options.verify_digests
-            && matches!(self.found, Found::Manifest | Found::ModelFile(Kind::Digests | Kind::Shard | Kind::Signed))
+        let kind = match self.found {
+            Found::Manifest => Some(Kind::Manifest),
+            Found::ModelFile(kind) => Some(kind),
+            Found::Directory => None,
+        };
+        self.options.verify_digests && kind.is_some_and(Kind::has_digests)
     }
 
     /// The bytes of the file given (a manifest's, for a sharded model).

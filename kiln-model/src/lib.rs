@@ -55,6 +55,8 @@ extern crate alloc;
 #[cfg(feature = "sha2")]
 mod block_digests;
 pub mod delta;
+#[cfg(feature = "ed25519")]
+mod ed25519;
 mod error;
 #[cfg(feature = "std")]
 pub mod host;
@@ -228,6 +230,15 @@ impl Kind {
     #[must_use]
     pub const fn is_model_file(self) -> bool {
         !matches!(self, Kind::Manifest)
+    }
+
+    /// True when a reader that verifies has payload digests to compare:
+    /// every kind but a plain record (a manifest's shards carry theirs). The
+    /// one place the front ends' "digests verified" flag comes from:
+    /// asked for, this kind, and no fault.
+    #[must_use]
+    pub const fn has_digests(self) -> bool {
+        !matches!(self, Kind::Plain)
     }
 }
 

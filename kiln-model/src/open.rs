@@ -2,7 +2,7 @@
 //! produce (a plain directory block, a model file, a signed model, a
 //! manifest), tells them apart by content and checks the one it found.
 
-use kiln_nostd::{Directory, Limits, Parser};
+use kiln_nostd::{Directory, Parser};
 
 use crate::{Kind, Manifest, Model, Result};
 
@@ -17,9 +17,8 @@ use crate::{Kind, Manifest, Model, Result};
 /// signature (`trust`, feature `ed25519`) implies it.
 #[derive(Debug)]
 pub struct Options<'s> {
-    limits: Limits,
-    scratch: Option<&'s mut [u32]>,
-    seed: u64,
+    /// The caps, name scratch and hash seed: one [`Parser`], declared once.
+    parser: Parser<'s>,
     verify_digests: bool,
     #[cfg(feature = "ed25519")]
     trust: Option<crate::Trust<'s>>,
@@ -31,40 +30,42 @@ impl Default for Options<'_> {
     }
 }
 
+impl<'s> From<Parser<'s>> for Options<'s> {
+    fn from(parser: Parser<'s>) -> Self {
+        Options::new().parser(parser)
+    }
+}
+
 impl<'s> Options<'s> {
     /// Default caps, no scratch, seed 0, no hashing, no signature required.
     #[must_use]
     pub const fn new() -> Self {
         Options {
-            limits: Limits::DEFAULT,
-            scratch: None,
-            seed: 0,
+            parser: Parser::new(),
             verify_digests: false,
             #[cfg(feature = "ed25519")]
             trust: None,
         }
     }
 
-    /// Uses these caps (for the block and for a model file's or manifest's fields).
+    /// Checks with `parser`'s caps, name scratch and hash seed (for the
+    /// block, and the caps for a model file's or manifest's fields). The
+    /// scratch wants at least [`kiln_nostd::directory::scratch_len`] words
+    /// for a block's tensor count, or [`Manifest::scratch_len`] for a
+    /// manifest's (less: every pair is compared).
+    ///
+    /// ```
+    /// use kiln_model::{open, Options};
+    /// use kiln_nostd::{Limits, Parser};
+    /// # let file = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector.model.kiln"));
+    /// let mut names = [0u32; 64];
+    /// let parser = Parser::new().limits(Limits::DEFAULT.with_count_cap(1024)).scratch(&mut names);
+    /// assert_eq!(open(&file, &mut Options::new().parser(parser))?.name(), "plain");
+    /// # Ok::<(), kiln_model::Error>(())
+    /// ```
     #[must_use]
-    pub const fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Name scratch for the linear-time uniqueness checks: at least
-    /// [`kiln_nostd::directory::scratch_len`] words for a block's tensor count, or
-    /// [`Manifest::scratch_len`] for a manifest's (less: every pair is compared).
-    #[must_use]
-    pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
-        self.scratch = Some(scratch);
-        self
-    }
-
-    /// Seeds the name hash, as [`Parser::hash_seed`].
-    #[must_use]
-    pub const fn hash_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+    pub fn parser(mut self, parser: Parser<'s>) -> Self {
+        self.parser = parser;
         self
     }
 
@@ -95,14 +96,6 @@ impl<'s> Options<'s> {
             return true;
         }
         self.verify_digests
-    }
-
-    fn parser(&mut self) -> Parser<'_> {
-        let p = Parser::new().limits(self.limits).hash_seed(self.seed);
-        match self.scratch.as_deref_mut() {
-            Some(s) => p.scratch(s),
-            None => p,
-        }
     }
 }
 
@@ -173,18 +166,18 @@ pub fn open<'a>(bytes: &'a [u8], options: &mut Options<'_>) -> Result<Opened<'a>
     if let Some(trust) = options.trust {
         return Ok(match kind {
             Some(Kind::Manifest) => {
-                let limits = options.limits;
-                Opened::Manifest(Manifest::parse_trusted(bytes, &limits, options.scratch.as_deref_mut(), &trust)?)
+                let (limits, scratch, _) = options.parser.reborrow().into_parts();
+                Opened::Manifest(Manifest::parse_trusted(bytes, &limits, scratch, &trust)?)
             }
             // A plain block or any unsigned record: the signed reader's NotSigned.
-            _ => Opened::Model(Model::parse_trusted_with(bytes, &trust, options.parser())?),
+            _ => Opened::Model(Model::parse_trusted_with(bytes, &trust, options.parser.reborrow())?),
         });
     }
     Ok(match kind {
-        None => Opened::Directory(options.parser().parse(bytes)?),
+        None => Opened::Directory(options.parser.reborrow().parse(bytes)?),
         Some(Kind::Manifest) => {
-            let limits = options.limits;
-            Opened::Manifest(Manifest::parse_with(bytes, &limits, options.scratch.as_deref_mut())?)
+            let (limits, scratch, _) = options.parser.reborrow().into_parts();
+            Opened::Manifest(Manifest::parse_with(bytes, &limits, scratch)?)
         }
         Some(_) => Opened::Model(model_file(bytes, options)?),
     })
@@ -193,7 +186,7 @@ pub fn open<'a>(bytes: &'a [u8], options: &mut Options<'_>) -> Result<Opened<'a>
 fn model_file<'a>(bytes: &'a [u8], options: &mut Options<'_>) -> Result<Model<'a>> {
     #[cfg(feature = "sha2")]
     if options.verify_digests {
-        return Model::parse_verified_with(bytes, options.parser());
+        return Model::parse_verified_with(bytes, options.parser.reborrow());
     }
-    Model::parse_with(bytes, options.parser())
+    Model::parse_with(bytes, options.parser.reborrow())
 }

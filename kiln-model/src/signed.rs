@@ -165,17 +165,18 @@ pub use trust::Trust;
 #[cfg(feature = "ed25519")]
 mod trust {
     use super::{Policy, KEY_LEN, SIGNATURE_LEN, SIG_AT};
+    use crate::ed25519::{self, Point};
     use crate::error::{fail, Result, Rule};
-    use ed25519_dalek::VerifyingKey;
 
     /// The public key a reader trusts, and what it requires of a signed
     /// model's release (feature `ed25519`). The check is Ed25519 (RFC 8032)
-    /// by `ed25519-dalek`, streamed over the signed bytes where they lie;
-    /// a key of small order (which would verify forged signatures) is
-    /// refused when the trust is made.
+    /// as `spec/model-file.md` states the rule (cofactorless, `S < L`, the
+    /// key canonical and not of small order, `R` compared as bytes), on
+    /// curve25519-dalek's arithmetic, streamed over the signed bytes where
+    /// they lie; the key is decoded and checked once, here.
     #[derive(Clone, Copy, Debug)]
     pub struct Trust<'k> {
-        key: VerifyingKey,
+        key: Point,
         raw: &'k [u8; KEY_LEN],
         target: Option<&'k str>,
         newer_than: Option<u64>,
@@ -185,14 +186,12 @@ mod trust {
         /// Trusts the Ed25519 public key `key` (32 bytes, RFC 8032's
         /// encoding); `None` when those bytes are not a usable key: not a
         /// point, not the canonical encoding of one (RFC 8032 section 5.1.3
-        /// refuses y >= p and x = 0 with the sign bit set; ed25519-dalek
-        /// would reduce them), or of small order.
+        /// refuses y >= p and x = 0 with the sign bit set), or of small
+        /// order (it would verify forged signatures).
         #[must_use]
         pub fn new(key: &'k [u8; KEY_LEN]) -> Option<Self> {
-            let vk = VerifyingKey::from_bytes(key)
-                .ok()
-                .filter(|k| !k.is_weak() && k.to_edwards().compress().as_bytes() == key)?;
-            Some(Trust { key: vk, raw: key, target: None, newer_than: None })
+            let point = ed25519::decode_key(key)?;
+            Some(Trust { key: point, raw: key, target: None, newer_than: None })
         }
 
         /// Accepts only models whose release names `target`.
@@ -224,16 +223,10 @@ mod trust {
         /// [`signed_message`](super::signed_message)); a mismatch is
         /// [`Rule::SignatureInvalid`] at the signature's first byte.
         pub fn check_pieces(&self, sig: &[u8; SIGNATURE_LEN], pieces: &[&[u8]]) -> Result<()> {
-            let sig = ed25519_dalek::Signature::from_bytes(sig);
-            let Ok(mut v) = self.key.verify_stream(&sig) else {
-                return fail(Rule::SignatureInvalid, SIG_AT);
-            };
-            for p in pieces {
-                v.update(p);
-            }
-            match v.finalize_and_verify() {
-                Ok(()) => Ok(()),
-                Err(_) => fail(Rule::SignatureInvalid, SIG_AT),
+            if ed25519::verify(&self.key, self.raw, sig, pieces) {
+                Ok(())
+            } else {
+                fail(Rule::SignatureInvalid, SIG_AT)
             }
         }
     }

@@ -116,8 +116,7 @@ use crate::dtype::{DType, Width};
 use crate::error::Error;
 use crate::header::{Header, DESCRIPTOR_LEN, HEADER_LEN};
 use crate::incremental::Summary;
-use kiln_nostd::Limits;
-use kiln_nostd::{Directory, Tensor};
+use kiln_nostd::{Directory, Parser, Tensor};
 
 /// A source call in a body that `read_fns!` (and its kin in `verify` and
 /// `model`) compiles twice: here as is, over [`ReadAt`] ...
@@ -529,28 +528,26 @@ impl From<&Tensor<'_>> for TensorId<'_> {
     }
 }
 
-/// How [`open`] and [`verify`] read: caps, name scratch, hash seed, and
-/// whether the source may continue past the block. The free functions use
-/// the defaults.
+/// How [`open`] and [`verify`] read: the [`Parser`] (caps, name scratch,
+/// hash seed), and whether the source may continue past the block. The free
+/// functions use the defaults.
 ///
 /// ```
 /// use kiln_model::source::Options;
-/// use kiln_nostd::Limits;
+/// use kiln_nostd::{Limits, Parser};
 /// # let block = *include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/examples/small/f32-vector-named.kiln"));
 /// let mut names = [0u32; 64];
 /// let mut prefix = [0u8; 512];
 /// let model = Options::new()
-///     .limits(Limits::DEFAULT.with_count_cap(1024))
-///     .scratch(&mut names)
+///     .parser(Parser::new().limits(Limits::DEFAULT.with_count_cap(1024)).scratch(&mut names))
 ///     .open(&block[..], &mut prefix)
 ///     .unwrap();
 /// assert_eq!(model.directory().len(), 1);
 /// ```
 #[derive(Debug)]
 pub struct Options<'s> {
-    limits: Limits,
-    scratch: Option<&'s mut [u32]>,
-    seed: u64,
+    /// The caps, name scratch and hash seed: one [`Parser`], declared once.
+    parser: Parser<'s>,
     embedded: bool,
     coalesce: u64,
     /// The digest table [`verify`] checks the payloads against.
@@ -573,9 +570,7 @@ impl<'s> Options<'s> {
     #[must_use]
     pub const fn new() -> Self {
         Options {
-            limits: Limits::DEFAULT,
-            scratch: None,
-            seed: 0,
+            parser: Parser::new(),
             embedded: false,
             coalesce: 256,
             #[cfg(feature = "sha2")]
@@ -585,25 +580,11 @@ impl<'s> Options<'s> {
         }
     }
 
-    /// Uses these caps.
+    /// Reads with `parser`'s caps, name scratch and hash seed (the verdict
+    /// is that parser's on the same bytes).
     #[must_use]
-    pub const fn limits(mut self, limits: Limits) -> Self {
-        self.limits = limits;
-        self
-    }
-
-    /// Name scratch for the linear-time uniqueness check, as for
-    /// [`Parser::scratch`](kiln_nostd::Parser::scratch).
-    #[must_use]
-    pub fn scratch(mut self, scratch: &'s mut [u32]) -> Self {
-        self.scratch = Some(scratch);
-        self
-    }
-
-    /// Seeds the name hash, as [`Parser::hash_seed`](kiln_nostd::Parser::hash_seed).
-    #[must_use]
-    pub const fn hash_seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+    pub fn parser(mut self, parser: Parser<'s>) -> Self {
+        self.parser = parser;
         self
     }
 

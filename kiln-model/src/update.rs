@@ -29,7 +29,9 @@
 //! # #[cfg(feature = "alloc")] {
 //! use kiln_model::Trust;
 //! use kiln_model::update::UpdateCheck;
-//! # let (file, key) = kiln_model::update::doc_example();
+//! # let signer = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+//! # let key = signer.verifying_key().to_bytes();
+//! # let file = kiln_model::update::doc_example(&key, |m| ed25519_dalek::Signer::sign(&signer, m).to_bytes());
 //! let trust = Trust::new(&key).unwrap().target("board-a").newer_than(2);
 //! let mut buf = [0u8; 2048];
 //! let mut hasher = kiln_nostd::digest::TensorHasher::new();
@@ -338,23 +340,20 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
     }
 }
 
-/// A signed example file and its key, for the documentation's examples.
+/// A signed example file for the documentation's examples: signed by
+/// `sign` (the crate only verifies), whose public key is `public`.
 #[doc(hidden)]
 #[cfg(feature = "alloc")]
-pub fn doc_example() -> (alloc::vec::Vec<u8>, [u8; 32]) {
+pub fn doc_example(public: &[u8; 32], sign: impl FnOnce(&[u8]) -> [u8; SIGNATURE_LEN]) -> alloc::vec::Vec<u8> {
     use crate::signed::{put_signature, SignedHead};
-    use ed25519_dalek::Signer;
     let data = [0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0];
     let specs = [kiln_nostd::TensorSpec::new(kiln_nostd::DType::F32, &[2], &data).named("w")];
     let mut block = alloc::vec![0u8; kiln_nostd::Writer::new().encoded_len(&specs).unwrap_or(0)];
     let _ = kiln_nostd::Writer::new().write(&specs, &mut block);
-    let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
-    let public = key.verifying_key().to_bytes();
     let dir = kiln_nostd::Parser::new().parse(&block).ok();
     let digests: alloc::vec::Vec<u8> =
         dir.iter().flat_map(|d| d.iter()).flat_map(|t| crate::digest::sha256(t.bytes())).collect();
-    let head =
-        SignedHead { key: &public, version: 3, target: "board-a", metadata: &[], digests: &digests, align: None };
+    let head = SignedHead { key: public, version: 3, target: "board-a", metadata: &[], digests: &digests, align: None };
     let n = head.len(&block).unwrap_or(0);
     let mut file = alloc::vec![0u8; n];
     let _ = head.write(&block, &mut file);
@@ -364,6 +363,6 @@ pub fn doc_example() -> (alloc::vec::Vec<u8>, [u8; 32]) {
         .and_then(|h| crate::layout::payload_base(h.tensor_count, h.name_bytes));
     let payload_start = n.saturating_add(usize_sat(base.unwrap_or(0)));
     let msg: alloc::vec::Vec<u8> = signed_message(&file, payload_start).concat();
-    let _ = put_signature(&mut file, &key.sign(&msg).to_bytes());
-    (file, public)
+    let _ = put_signature(&mut file, &sign(&msg));
+    file
 }

@@ -27,7 +27,7 @@ mod cases;
 use cases::{json_cases, mutate, repo_root, templates, Rng};
 
 use kiln_model::source::{self, AsyncReadAt, Options, ReadAt, SourceError, TensorId, Window};
-use kiln_nostd::{Directory, Incremental, Limits};
+use kiln_nostd::{Directory, Incremental, Limits, Parser};
 
 /// A call a source received: `len`, or a read of `n` bytes at an offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -172,7 +172,7 @@ fn compare_verify(bytes: &[u8], limits: Limits, fail_every_call: bool, what: &st
         [(64, 256, false, prefix_for(bytes)), (1000, 0, true, prefix_for(bytes)), (300, 256, false, 64)]
     {
         let opts = move || {
-            let o = Options::new().limits(limits).coalesce(coalesce);
+            let o = Options::new().parser(Parser::new().limits(limits)).coalesce(coalesce);
             if embedded {
                 o.embedded()
             } else {
@@ -216,18 +216,18 @@ fn compare_open(bytes: &[u8], limits: Limits, fail_every_call: bool, what: &str)
     let prefix = prefix_for(bytes);
     let blocking = |s: &mut Mem<'_>| {
         let mut p = vec![0u8; prefix];
-        let o = Options::new().limits(limits).open(&mut *s, &mut p);
+        let o = Options::new().parser(Parser::new().limits(limits)).open(&mut *s, &mut p);
         o.map(|o| (shown(&o), reads_blocking(s, &o)))
     };
     let nonblocking = async |s: &mut AsyncMem<'_>| {
         let mut p = vec![0u8; prefix];
-        match Options::new().limits(limits).open_async(&mut *s, &mut p).await {
+        match Options::new().parser(Parser::new().limits(limits)).open_async(&mut *s, &mut p).await {
             Ok(o) => Ok((shown(&o), reads_async(s, &o).await)),
             Err(e) => Err(e),
         }
     };
     sweep(bytes, blocking, nonblocking, fail_every_call, &format!("{what}: open and reads"));
-    Options::new().limits(limits).open(bytes, &mut vec![0u8; prefix]).is_ok()
+    Options::new().parser(Parser::new().limits(limits)).open(bytes, &mut vec![0u8; prefix]).is_ok()
 }
 
 /// The row ranges read of a tensor of `dim0` rows.

@@ -6,7 +6,7 @@
 use ed25519_dalek::{Signer, SigningKey};
 use kiln_model::signed::sign_model;
 use kiln_model::{open, write_sharded, Kind, Model, ModelWriter, Opened, Options, Rule, Trust};
-use kiln_nostd::{DType, Directory, ErrorCode, Limits, Rule as CoreRule, TensorSpec, Writer};
+use kiln_nostd::{DType, Directory, ErrorCode, Limits, Parser, Rule as CoreRule, TensorSpec, Writer};
 
 const A: [u8; 8] = [0, 0, 0x80, 0x3f, 0, 0, 0, 0xc0];
 const B: [u8; 3] = [1, 0, 1];
@@ -95,10 +95,10 @@ fn each_reader_s_verdict_stands() {
     assert_eq!(open(&b, &mut Options::new()).unwrap_err(), Directory::parse(&b).unwrap_err());
     // Caps and scratch apply to every form.
     let tight = Limits::DEFAULT.with_count_cap(1);
-    let e = open(&f, &mut Options::new().limits(tight)).unwrap_err();
+    let e = open(&f, &mut Options::new().parser(Parser::new().limits(tight))).unwrap_err();
     assert_eq!(e.rule(), CoreRule::TensorCountCap);
     let mut scratch = vec![0u32; kiln_nostd::directory::scratch_len(2)];
-    assert!(open(&f, &mut Options::new().scratch(&mut scratch).hash_seed(9)).is_ok());
+    assert!(open(&f, &mut Options::new().parser(Parser::new().scratch(&mut scratch).hash_seed(9))).is_ok());
     // Something else entirely: the directory reader's FRAME at byte 0.
     let e = open(b"GGUF and more bytes", &mut Options::new()).unwrap_err();
     assert_eq!((e.code(), e.rule(), e.offset()), (ErrorCode::Frame, CoreRule::DirectoryMagic.into(), 0));

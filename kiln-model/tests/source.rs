@@ -107,10 +107,14 @@ fn compare_verify(buf: &[u8], limits: Limits, what: &str) -> usize {
         let mut chunk_buf = vec![0u8; chunk];
         for coalesce in [256, 0] {
             let mut strict = Strict { bytes: buf, reads: 0, fail_at: 0 };
-            let got = Options::new().limits(limits).coalesce(coalesce).verify(&mut strict, &mut prefix, &mut chunk_buf);
+            let got = Options::new().parser(Parser::new().limits(limits)).coalesce(coalesce).verify(
+                &mut strict,
+                &mut prefix,
+                &mut chunk_buf,
+            );
             let got = got.map(|s| s.block_len).map_err(|e| e.kiln().unwrap_or_else(|| panic!("{what}: {e:?}")));
             assert_eq!(got, want, "{what}: chunk {chunk}, coalesce {coalesce}, input {}", hex(buf));
-            let got = Options::new().limits(limits).coalesce(coalesce).embedded().verify(
+            let got = Options::new().parser(Parser::new().limits(limits)).coalesce(coalesce).embedded().verify(
                 &mut Strict { bytes: buf, reads: 0, fail_at: 0 },
                 &mut prefix,
                 &mut chunk_buf,
@@ -126,7 +130,11 @@ fn compare_verify(buf: &[u8], limits: Limits, what: &str) -> usize {
             0u32;
             kiln_nostd::directory::scratch_len(kiln_nostd::wire::Header::peek_count(buf).unwrap_or(0).min(1 << 16))
         ];
-    let got = Options::new().limits(limits).scratch(&mut names).verify(buf, &mut prefix, &mut [0u8; 1000]);
+    let got = Options::new().parser(Parser::new().limits(limits).scratch(&mut names)).verify(
+        buf,
+        &mut prefix,
+        &mut [0u8; 1000],
+    );
     assert_eq!(got.map(|s| s.block_len).map_err(|e| e.kiln().expect("a format error")), want, "{what}: scratch");
     n + 1
 }
@@ -141,7 +149,7 @@ fn payload_byte_rule(rule: Rule) -> bool {
 fn compare_open(buf: &[u8], limits: Limits, what: &str) -> bool {
     let parsed = Parser::new().limits(limits).parse(buf);
     let mut prefix = prefix_for(buf);
-    let opened = kiln(Options::new().limits(limits).open(buf, &mut prefix));
+    let opened = kiln(Options::new().parser(Parser::new().limits(limits)).open(buf, &mut prefix));
     let model = match (opened, parsed) {
         (Err(e), Err(p)) => {
             assert!(e == p || payload_byte_rule(p.rule()), "{what}: open {e:?}, Parser {p:?}, input {}", hex(buf));

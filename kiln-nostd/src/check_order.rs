@@ -62,18 +62,15 @@ pub(crate) fn step9(b: &Block<'_>, table: &mut Option<NameTable<'_>>, spare: Opt
         .find_map(|(i, raw)| descriptor::check_shape_and_range(raw, i, b.payload.len).err().map(|e| (i, e)));
     // Ranges of descriptors before the first own fault are well formed.
     let upto = own.map_or(descs.count, |(i, _)| i);
-    if ranges::in_order(descs, upto) {
-        return own.map_or(Ok(()), |(_, e)| Err(e));
+    if !ranges::in_order(descs, upto) {
+        let scratch = table.take().map(NameTable::into_scratch).or(spare);
+        if let Some(j) = ranges::first_intersection(descs, upto, scratch) {
+            return fail(Rule::RangeOverlap, field_at(j, AT_BYTE_OFFSET));
+        }
     }
-    let scratch = table.take().map(NameTable::into_scratch).or(spare);
-    if let Some(j) = ranges::first_intersection(descs, upto, scratch) {
-        return fail(Rule::RangeOverlap, field_at(j, AT_BYTE_OFFSET));
-    }
-    match own {
-        Some((_, e)) => Err(e),
-        // Out of order, no intersection, no own fault: step 10 will object.
-        None => Ok(()),
-    }
+    // In order, or out of order with no intersection (step 10 will object
+    // when there is no own fault either).
+    own.map_or(Ok(()), |(_, e)| Err(e))
 }
 
 /// Step 10: per descriptor, the greedy offset, then a zero gap before it

@@ -150,6 +150,8 @@ fn with_bytes<'b, T: Send>(py: Python<'_>, held: &'b Held, f: impl FnOnce(&'b [u
 /// directory block. Any other type: one Frozen value of that type.
 /// A manifest (by content) is checked alone (steps M1 to M5; its shards
 /// are files, see `Sharded`). `verify`: compare digests (step 9d).
+/// Returns what was found (`directory`, a record kind's name, or `value`)
+/// and whether every digest was compared (`kiln_model::Kind::has_digests`).
 #[pyfunction]
 #[pyo3(signature = (data, type_text=None, framed=false, count_cap=DEFAULT_CAP, byte_cap=DEFAULT_CAP, verify=true))]
 fn validate(
@@ -160,24 +162,30 @@ fn validate(
     count_cap: u32,
     byte_cap: u32,
     verify: bool,
-) -> PyResult<()> {
+) -> PyResult<(&'static str, bool)> {
     let held = Held::new(data)?;
     let limits = limits(count_cap, byte_cap);
+    let kind = Kind::of(held.bytes());
     let verdict = match (type_text, framed) {
-        (None, false) if Kind::of(held.bytes()) == Some(Kind::Manifest) => with_bytes(py, &held, |b| {
+        (None, false) if kind == Some(Kind::Manifest) => with_bytes(py, &held, |b| {
             let mut scratch = manifest_scratch(b, limits);
-            Manifest::parse_with(b, &limits, Some(&mut scratch)).map(|_| ())
+            // The manifest alone: its shards (and their digests) are files of their own.
+            Manifest::parse_with(b, &limits, Some(&mut scratch)).map(|_| ("manifest", false))
         }),
         (None, false) => {
-            let verdict = with_bytes(py, &held, |b| open_checked(b, limits, verify).map(|_| ()));
-            return verdict.map_err(|f| fault_error(py, f));
+            let verdict = with_bytes(py, &held, |b| open_checked(b, limits, verify));
+            verdict.map_err(|f| fault_error(py, f))?;
+            return Ok(match kind {
+                Some(k) => (k.name(), verify && k.has_digests()),
+                None => ("directory", false),
+            });
         }
-        (Some("tensors"), false) => with_bytes(py, &held, |b| open_tensors(b, limits).map(|_| ())),
+        (Some("tensors"), false) => with_bytes(py, &held, |b| open_tensors(b, limits).map(|_| ("directory", false))),
         (text, framed) => {
             let text = text.unwrap_or("tensors");
             let schema = Box::new(Schema::<NODES>::parse(text).map_err(|e| type_text_error(py, text, e))?);
             let reader = Reader::new().limits(limits).framed(framed);
-            with_bytes(py, &held, |b| reader.validate(b, &schema).map_err(Error::from))
+            with_bytes(py, &held, |b| reader.validate(b, &schema).map(|()| ("value", false)).map_err(Error::from))
         }
     };
     verdict.map_err(|e| kiln_error(py, e))

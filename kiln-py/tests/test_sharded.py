@@ -65,7 +65,9 @@ def test_round_trip_bit_exact_through_load_file_and_safe_open(sharded: Path) -> 
         for k, v in tensors.items():
             assert back[k].dtype == v.dtype and back[k].shape == v.shape and back[k].tobytes() == v.tobytes(), k
             assert not back[k].flags.writeable
-    kiln.validate(sharded)
+    assert kiln.validate(sharded) == kiln.Validated("manifest", True)  # every shard hashed
+    assert kiln.validate(sharded, verify=False) == kiln.Validated("manifest", False)
+    assert kiln.validate(sharded.read_bytes()) == kiln.Validated("manifest", False)  # alone: no shard read
     with kiln.safe_open(sharded, verify=True) as f:
         assert f.metadata() == META and sorted(f.keys()) == sorted(tensors) and len(f) == len(tensors)
         assert f.shards == [s.name for s in shards]
@@ -302,7 +304,7 @@ def test_digests_by_default_and_the_plain_record(tmp_path: Path) -> None:
     assert kiln._kiln.kind(plain) == "plain" and plain == kn.save(t, digests=False)
     assert plain[8:16] == struct.pack("<Q", kiln._kiln.MODEL_HASH)
     assert np.array_equal(kn.load_file(p, verify=True)["w"], t["w"])       # nothing to compare: still loads
-    kiln.validate(p)
+    assert kiln.validate(p) == kiln.Validated("plain", False)             # nothing compared
     b = bytearray(kn.save(t))
     b[-1] ^= 0x40
     kn.load(bytes(b))
@@ -311,7 +313,8 @@ def test_digests_by_default_and_the_plain_record(tmp_path: Path) -> None:
     assert (e.value.code, e.value.tensor, e.value.file) == ("DIGEST", "w", None)
     with pytest.raises(kiln.KilnError):
         kiln.validate(bytes(b))
-    kiln.validate(bytes(b), verify=False)
+    assert kiln.validate(bytes(b), verify=False) == kiln.Validated("digests", False)
+    assert kiln.validate(kn.save(t)) == kiln.Validated("digests", True)
 
 
 def test_a_model_under_the_limit_is_one_file_and_stale_shards_go(tmp_path: Path) -> None:

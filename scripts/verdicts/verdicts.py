@@ -45,7 +45,6 @@ FILES = ("good", "truncated", "flipped", "foreign", "sharded", "signed")
 # Rows of the table that no runner drives, and why (each one is still checked to exist).
 NOT_DRIVEN = {
     ("CLI", "kiln validate -"): "standard input: the file row's checks on a pipe",
-    ("CLI", "kiln inspect FILE"): "prints a table, no verdict",
     ("CLI", "kiln verify --pubkey KEY FILE"): "signed models against a key only",
     ("CLI", "kiln convert IN -o OUT"): "a conversion, not a check",
     ("Python", "kiln.verify"): "signed models against a key only",
@@ -177,6 +176,14 @@ def run_cli(files):
             v.update(code=j["error"], offset=j["offset"])
         if "digests_verified" in j:
             v["digests_checked"] = j["digests_verified"]
+        out.append(v)
+        # inspect: exit 0 and the table, or exit 1 and the verdict's JSON object.
+        p = subprocess.run([str(KILN), "inspect", "--json", str(path)], capture_output=True, text=True)
+        v = {"front": "CLI", "call": "kiln inspect FILE", "row": "kiln inspect FILE", "by_path": True,
+             "file": name, "ok": p.returncode == 0, "foreign_ok": True}
+        if p.returncode != 0:
+            j = json.loads(p.stdout)
+            v.update(code=j["error"], offset=j["offset"])
         out.append(v)
     return out
 

@@ -83,11 +83,11 @@ macro_rules! model_fns {
             let whole = u64_from(n) == len;
             let head = prefix.get_mut(..n).unwrap_or_default();
             $io!(source.read_at(0, head)).map_err(SourceError::Read)?;
-            let (block_at, table) = match head_of(head, &options.limits) {
+            let (block_at, table) = match head_of(head, &options.parser.caps()) {
                 Ok((_, block, table)) => (block, table.map(|t| (t.offset_of(0), t.len()))),
                 Err(e) if e.code() == ErrorCode::Eof && !whole => {
                     // The fields do not fit `prefix`: walk their length words to say how much does.
-                    let needed = $io!(needed_for(&mut source, kind, len, !options.skip_digests, &options.limits))
+                    let needed = $io!(needed_for(&mut source, kind, len, !options.skip_digests, &options.parser.caps()))
                         .map_err(SourceError::Read)?
                         .max(u64_from(n).saturating_add(1));
                     return Err(if needed > len { SourceError::Kiln(e) } else { SourceError::BufferTooSmall { needed } });
@@ -98,7 +98,7 @@ macro_rules! model_fns {
             let header_end = block_at.saturating_add(HEADER_LEN);
             if header_end > n && !whole && u64_from(header_end) <= len {
                 // Step 3d needs the block's header in `prefix`: say how much is needed in all.
-                let needed = $io!(needed_for(&mut source, kind, len, !options.skip_digests, &options.limits))
+                let needed = $io!(needed_for(&mut source, kind, len, !options.skip_digests, &options.parser.caps()))
                     .map_err(SourceError::Read)?
                     .max(u64_from(header_end));
                 return Err(SourceError::BufferTooSmall { needed });

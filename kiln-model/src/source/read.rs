@@ -26,7 +26,8 @@ macro_rules! read_fns {
             mut source: S,
             prefix: &'b mut [u8],
         ) -> Result<Opened<'b>, SourceError<S::Error>> {
-            let Options { limits, scratch, seed, embedded, .. } = options;
+            let Options { parser, embedded, .. } = options;
+            let (limits, scratch, seed) = parser.into_parts();
             if prefix.len() < HEADER_LEN {
                 return Err(SourceError::BufferTooSmall { needed: u64_from(HEADER_LEN) });
             }

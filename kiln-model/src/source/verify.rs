@@ -23,7 +23,8 @@ macro_rules! verify_fns {
         ) -> Result<Summary, SourceError<S::Error>> {
             #[cfg(feature = "sha2")]
             let table = options.digests;
-            let Options { limits, scratch, seed, embedded, coalesce, .. } = options;
+            let Options { parser, embedded, coalesce, .. } = options;
+            let (limits, scratch, seed) = parser.into_parts();
             if chunk.is_empty() {
                 return Err(SourceError::BufferTooSmall { needed: 1 });
             }

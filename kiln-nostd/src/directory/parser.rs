@@ -29,6 +29,7 @@ use crate::steps::{check_block, Checks, ONE_WALK};
 /// assert_eq!(dir.len(), 0);
 /// # Ok::<(), kiln_nostd::Error>(())
 /// ```
+#[derive(Debug)]
 pub struct Parser<'s> {
     limits: Limits,
     scratch: Option<&'s mut [u32]>,
@@ -86,8 +87,6 @@ impl<'s> Parser<'s> {
     /// A parser with the same settings that borrows this one's scratch, for
     /// a caller that parses the same buffer twice (a shard's prefix, then
     /// its whole block) with one name table's room.
-    #[cfg(feature = "sha2")]
-    #[doc(hidden)]
     pub fn reborrow(&mut self) -> Parser<'_> {
         Parser { scratch: self.scratch.as_deref_mut(), ..*self }
     }
@@ -123,9 +122,7 @@ impl<'s> Parser<'s> {
     }
 
     /// The caps, scratch and seed, for a check composed outside the crate
-    /// (a shard's prefix against its manifest, in `kiln-model`).
-    #[cfg(feature = "sha2")]
-    #[doc(hidden)]
+    /// (a shard's prefix against its manifest, a manifest's names, in `kiln-model`).
     pub fn into_parts(self) -> (Limits, Option<&'s mut [u32]>, u64) {
         (self.limits, self.scratch, self.seed)
     }

@@ -3,7 +3,7 @@ checked by the Rust core (``kiln_nostd``) before an array is handed out.
 
 >>> import numpy as np, kiln, kiln.numpy
 >>> kiln.numpy.save_file({"w": np.ones((2, 3), np.float32)}, "m.kiln", {"author": "me"})
->>> kiln.validate("m.kiln")                       # None, or raises kiln.KilnError
+>>> kiln.validate("m.kiln")                       # Validated(kind='digests', digests_verified=True), or raises kiln.KilnError
 >>> w = kiln.numpy.load_file("m.kiln")["w"]       # a read-only view of the memory map
 >>> with kiln.open("m.kiln") as f:                # the front door: any Kiln file by content
 ...     f.metadata(), f.tensor_info("w").shape, f.get_slice("w")[1:]
@@ -47,6 +47,7 @@ __all__ = [
     "SafeOpen",
     "TensorSlice",
     "validate",
+    "Validated",
     "verify",
     "Release",
     "decode",
@@ -185,9 +186,11 @@ def validate(
     count_cap: int = 16_777_216,
     byte_cap: int = 16_777_216,
     verify: bool = True,
-) -> None:
+) -> Validated:
     """Checks ``data`` (bytes, bytearray, memoryview, mmap or a path) and
-    returns None, or raises :class:`KilnError` for the first broken rule.
+    returns what it found (:class:`Validated`: the form and whether every
+    digest was compared), or raises :class:`KilnError` for the first broken
+    rule.
 
     Without ``type_text`` this is ``kiln validate FILE``: a model file when
     the input starts like one (``KLN0`` and the schema hash of a plain,
@@ -202,15 +205,32 @@ def validate(
     ``--byte-cap``.
     """
     buf = _buffer(data)
-    _kiln.validate(buf, type_text, framed, count_cap, byte_cap, verify)
-    if type_text is None and not framed:
-        _check_shards(data, buf, verify)
+    kind, digests_verified = _kiln.validate(buf, type_text, framed, count_cap, byte_cap, verify)
+    if type_text is None and not framed and _check_shards(data, buf, verify):
+        # Every shard hashed against its digests (a shard record always has them).
+        digests_verified = verify
+    return Validated(kind, digests_verified)
 
 
-def _check_shards(data: Data, buf: Any, verify: bool) -> None:
-    """A manifest's path: every shard checked against the manifest, in order."""
+@dataclass(frozen=True)
+class Validated:
+    """What :func:`validate` checked. ``kind``: ``"directory"`` (a plain
+    directory block), a model file's record type (``"plain"``,
+    ``"digests"``, ``"shard"``, ``"signed"``), ``"manifest"`` or ``"value"``
+    (a Frozen value of ``type_text``). ``digests_verified``: every payload
+    digest was hashed and matched (``kiln validate --json``'s
+    ``digests_verified``): false with ``verify=False``, for a record without
+    digests, and for a manifest given as bytes (its shards are files)."""
+
+    kind: str
+    digests_verified: bool
+
+
+def _check_shards(data: Data, buf: Any, verify: bool) -> bool:
+    """A manifest's path: every shard checked against the manifest, in order
+    (True), else nothing (False)."""
     if not (_is_path(data) and _kiln.kind(buf) == "manifest"):
-        return
+        return False
     shards = _Shards(data, buf)  # type: ignore[arg-type]
     try:
         for index in range(1, len(shards.names) + 1):
@@ -218,6 +238,7 @@ def _check_shards(data: Data, buf: Any, verify: bool) -> None:
             shards.close()
     finally:
         shards.close()
+    return True
 
 
 @dataclass(frozen=True)
