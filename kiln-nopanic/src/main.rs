@@ -736,8 +736,12 @@ mod slots {
     }
 
     pub static KEY: [u8; 32] = [7; 32];
-    pub static LAYOUT: Layout =
-        Layout { state: 0, keys: 2 * SECTOR as u32, slots: [3 * SECTOR as u32, 7 * SECTOR as u32], slot_len: 4 * SECTOR as u32 };
+    pub static LAYOUT: Layout = Layout {
+        state: 0,
+        keys: 2 * SECTOR as u32,
+        slots: [3 * SECTOR as u32, 7 * SECTOR as u32],
+        slot_len: 4 * SECTOR as u32,
+    };
     pub static FACTORY: (u32, u64) = (1000, 1);
     pub static VERSION: u64 = 2;
 
@@ -1321,7 +1325,8 @@ mod c_api {
         let mut e = err();
         let mut st = kiln_slot_state::default();
         let keys = opaque(&KEYS);
-        let mut ok = unsafe { kiln_slots_write_keys(&flash, &layout, keys.as_ptr(), opaque(&keys.len()), &mut e) } == KILN_OK;
+        let mut ok =
+            unsafe { kiln_slots_write_keys(&flash, &layout, keys.as_ptr(), opaque(&keys.len()), &mut e) } == KILN_OK;
         ok &= unsafe { kiln_slots_provision(&flash, &layout, opaque(&1000), opaque(&1), &mut st, &mut e) } == KILN_OK;
         let mut key = [0u8; 32];
         let rc = unsafe { kiln_slots_key_for_file(&flash, &layout, buf.as_ptr(), buf.len(), &mut key, &mut e) };
