@@ -6,6 +6,8 @@
 #   3. the C test program (C99, -Wall -Wextra -pedantic -Werror, ASan + UBSan) gives the
 #      Rust verdict on every vector (kiln-c/api/tests/api.rs writes them) and runs the
 #      example model end to end; a C++ file includes kiln.h, compiles and runs
+#   3b. the slots' C test (kiln-c/tests/c/test_slots.c): provisioning, trial boot, confirm, the
+#      release counter, and a power cut in every flash operation of an update
 #   4. the README's C example is kiln-c/examples/readme.c verbatim, and builds and runs
 #      through CMake (add_subdirectory + kiln::kiln) when cmake is installed
 # Prerequisites (scripts/setup.sh): cbindgen 0.29.4, a C/C++ compiler, cmake.
@@ -53,6 +55,11 @@ step "C test program (C99, ASan + UBSan)"
 cc -std=c99 -Wall -Wextra -pedantic -Werror -g -fsanitize=address,undefined -fno-sanitize-recover=all \
     -Ikiln-c/include kiln-c/tests/c/test_kiln.c "$lib" "${libs[@]}" -o "$tmp/test_kiln"
 if "$tmp/test_kiln" "$tmp/vectors.tsv"; then echo "OK   test_kiln"; else failed+=(c-test); fi
+
+step "the slots' C API (C99, ASan + UBSan): trial boot, confirm, release counter, a power cut in every flash operation"
+cc -std=c99 -Wall -Wextra -pedantic -Werror -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+    -Ikiln-c/include kiln-c/tests/c/test_slots.c "$lib" "${libs[@]}" -o "$tmp/test_slots"
+if "$tmp/test_slots"; then echo "OK   test_slots"; else failed+=(c-slots); fi
 
 step "C++ (kiln.h under -std=c++11 -pedantic)"
 c++ -std=c++11 -Wall -Wextra -pedantic -Werror -Ikiln-c/include kiln-c/tests/c/test_cpp.cpp "$lib" "${libs[@]}" \

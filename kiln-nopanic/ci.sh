@@ -43,7 +43,7 @@ locate_panics() {
 status=0
 for target in $TARGETS; do
     if cargo build --release --target "$target" >"$log" 2>&1; then
-        echo "OK   $target: kiln-nopanic links: no panic path left in the kiln-nostd API and the C API (kiln.h) it calls"
+        echo "OK   $target: kiln-nopanic links: no panic path left in the kiln-nostd API, the update state (kiln-model slots) and the C API (kiln.h) it calls"
     elif grep -q "$MARK" "$log"; then
         echo "FAIL $target: a panic path survived optimisation (undefined symbol '$MARK')"
         locate_panics "$target"

@@ -24,6 +24,9 @@
 #                                            sha2's compact SHA-512/256, as a device ships it
 #   unrolled  -F typical,signed              the same with sha2's unrolled rounds (its default)
 #   +delta    -F typical,delta               a delta's head, base id and plan
+#   +state    -F typical,digests,slots       the update state (kiln-model's slots: A/B slots, trial boot,
+#                                            confirm, the release counter's journal, trusted keys), over
+#                                            typical + digests (SHA-256 is linked already)
 #
 #   TABLES=trust ./sizes.sh                  only the second table
 #   BEFORE=/path/to/other/checkout ./sizes.sh
@@ -71,6 +74,7 @@ declare -A FEATS=(
     [typdelta]="--no-default-features --features typical,delta"
     [typsig]="--no-default-features --features typical,signed,compact-sha2"
     [typsigu]="--no-default-features --features typical,signed"
+    [typdigslots]="--no-default-features --features typical,digests,slots"
     [frozen]="--no-default-features --features frozen"
     [typfroz]="--no-default-features --features typical,frozen"
     [typed]="--no-default-features --features frozen-typed"
@@ -120,9 +124,9 @@ fi
 for target in $TARGETS; do
     declare -A TEXT=() BUILTINS=() FLASH=()
     if [ "$TABLES" = all ]; then
-        variants="baseline parse views texts full typical frozen typfroz typed incr typincr typdig typdelta typsig typsigu"
+        variants="baseline parse views texts full typical frozen typfroz typed incr typincr typdig typdelta typsig typsigu typdigslots"
     else
-        variants="baseline typical typdig typdelta typsig typsigu"
+        variants="baseline typical typdig typdelta typsig typsigu typdigslots"
     fi
     for v in $variants; do
         elf=$(build . "$target" "${FEATS[$v]}") || exit 1
@@ -139,9 +143,9 @@ for target in $TARGETS; do
             $((TEXT[typed] - TEXT[baseline])) \
             $((TEXT[incr] - TEXT[baseline])) $((TEXT[typincr] - TEXT[typical]))
     fi
-    TRUST+=("$(printf '%-22s %8d %8d | %8d %8d %8d %8d' "$target" "${FLASH[baseline]}" $((FLASH[typical] - FLASH[baseline])) \
+    TRUST+=("$(printf '%-22s %8d %8d | %8d %8d %8d %8d %8d' "$target" "${FLASH[baseline]}" $((FLASH[typical] - FLASH[baseline])) \
         $((FLASH[typdig] - FLASH[typical])) $((FLASH[typsig] - FLASH[typical])) $((FLASH[typsigu] - FLASH[typical])) \
-        $((FLASH[typdelta] - FLASH[typical])))")
+        $((FLASH[typdelta] - FLASH[typical])) $((FLASH[typdigslots] - FLASH[typdig])))")
 done
 if [ "$TABLES" = all ]; then
 echo "(.text bytes; baseline is absolute, the rest are deltas incl. the builtins they pull in;"
@@ -156,7 +160,7 @@ echo " incr+typ = the same linked beside typical, over typical)"
 fi
 echo
 echo "flash (.text + .rodata), this checkout:"
-printf '%-22s %8s %8s | %8s %8s %8s %8s\n' target baseline typical +digests +signed unrolled +delta
+printf '%-22s %8s %8s | %8s %8s %8s %8s %8s\n' target baseline typical +digests +signed unrolled +delta +state
 printf '%s\n' "${TRUST[@]}"
 echo "(baseline absolute, typical over it (with the 20,192-byte example model in .rodata: every build but"
 echo " the baseline embeds it); each later column what a firmware that already validates adds, over typical:"
@@ -164,7 +168,10 @@ echo " +digests = Model::parse_verified of a model file, every SHA-256 digest co
 echo " +signed = a signed update checked as it streams: Trust, UpdateCheck feed/finish (SHA-256, SHA-512"
 echo "   in sha2's compact form, Ed25519 on curve25519-dalek's arithmetic; links with the no-panic handler);"
 echo " unrolled = +signed with sha2's default unrolled rounds;"
-echo " +delta = a delta's head, base id (SHA-256) and the plan of pieces that rebuild the new model)"
+echo " +delta = a delta's head, base id (SHA-256) and the plan of pieces that rebuild the new model;"
+echo " +state = the update state, kiln-model's slots (A/B slots, trial boot, confirm, the release counter's"
+echo "   journal, the trusted keys) over a NOR flash (the harness's RAM flash driver included), over"
+echo "   typical + digests, whose SHA-256 the records' digests share)"
 if [ -n "${BEFORE:-}" ]; then
     wait "$before_pid" || { echo "the builds of $BEFORE failed" >&2; exit 1; }
     echo

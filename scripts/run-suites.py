@@ -51,7 +51,7 @@ JOB_LIMIT = int(os.environ.get("KILN_JOB_LIMIT", str(30 * 60)))
 # (defmt aside).
 CORE_EXTRA_FEATURES = ",".join(f"kiln-nostd/{f}" for f in ("derive",))
 MODEL_EXTRA_FEATURES = ",".join(f"kiln-model/{f}" for f in (
-    "embedded-storage", "embedded-io", "embedded-storage-async", "embedded-io-async"))
+    "embedded-storage", "embedded-io", "embedded-storage-async", "embedded-io-async", "slots"))
 FOREIGN_TARGETS = ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")
 
 MIRI_SECONDS = os.environ.get("KILN_MIRI_SECONDS", "210")
@@ -168,7 +168,7 @@ def jobs():
             " --features kiln-nostd/defmt,kiln-model/defmt &&"
             " for t in thumbv6m-none-eabi riscv32imc-unknown-none-elf; do"
             " cargo build -p kiln-model --release --locked --target $t"
-            " --features embedded-storage,embedded-io,embedded-storage-async,embedded-io-async,sha2 || exit 1; done",
+            " --features embedded-storage,embedded-io,embedded-storage-async,embedded-io-async,sha2,slots || exit 1; done",
             ["setup-rust"], note="the core (and the model crate, the HK reader) for the card's four targets, with"
             " defmt, and with the source adapters"),
         Job("setup-defmt-print", "scripts/setup.sh defmt-print", note="cargo install defmt-print 1.2.0"),
@@ -177,6 +177,8 @@ def jobs():
         Job("firmware-c", "firmware-c/ci.sh", ["setup-rust", "setup-apt"], note="the C firmware demo under QEMU"),
         Job("firmware-riscv", "firmware-riscv/ci.sh", ["setup-rust", "setup-apt"], limit=5 * 60,
             note="the RISC-V demo (riscv32imc) under QEMU virt"),
+        Job("firmware-pflash", "firmware-pflash/ci.sh", ["setup-rust", "setup-apt"], limit=5 * 60,
+            note="A/B slots on QEMU virt's file-backed pflash: killed mid-update, restarted on the same file, recovers"),
         check,
         Job("rss", "scripts/rss.sh", ["setup-apt"], note="peak RSS on hostile files"),
         # The release kiln rss.sh built, the Python package python-package installed (after the npm

@@ -126,6 +126,46 @@
 #define KILN_ERR_ROWS -9
 
 /**
+ * API error: a flash callback returned nonzero (`kiln_error.read_status`).
+ */
+#define KILN_ERR_FLASH -10
+
+/**
+ * API error: the slots hold no state yet (`kiln_slots_provision` first).
+ */
+#define KILN_ERR_NOT_PROVISIONED -11
+
+/**
+ * API error: the slots hold a state already (provisioning is once).
+ */
+#define KILN_ERR_PROVISIONED -12
+
+/**
+ * API error: no booted trial to confirm.
+ */
+#define KILN_ERR_NO_TRIAL -13
+
+/**
+ * API error: a booted trial is not confirmed (confirm it or reboot first).
+ */
+#define KILN_ERR_TRIAL_RUNNING -14
+
+/**
+ * API error: the release is not above the release counter.
+ */
+#define KILN_ERR_NOT_NEWER -15
+
+/**
+ * API error: the keys sector holds no valid list of trusted keys.
+ */
+#define KILN_ERR_KEYS -16
+
+/**
+ * API error: the image does not fit the slot.
+ */
+#define KILN_ERR_TOO_LARGE -17
+
+/**
  * The spec's default cap on counts and byte runs (16,777,216).
  */
 #define KILN_DEFAULT_CAP 16777216
@@ -267,6 +307,37 @@
 #define KILN_PROGRESS_COMPLETE 4
 
 /**
+ * `kiln_slot_state.trial`: no trial, the confirmed slot boots.
+ */
+#define KILN_TRIAL_IDLE 0
+
+/**
+ * A checked image waits in the other slot; the next boot tries it once.
+ */
+#define KILN_TRIAL_PENDING 1
+
+/**
+ * The other slot was booted and is not confirmed: the next boot returns to the confirmed one.
+ */
+#define KILN_TRIAL_BOOTED 2
+
+/**
+ * Words of opaque storage in a `kiln_download`.
+ */
+#define KILN_DOWNLOAD_WORDS 14
+
+/**
+ * The most keys the keys sector lists (kiln-model's `slots::MAX_KEYS`).
+ */
+#define KILN_MAX_KEYS 8
+
+/**
+ * Where a signed model file holds its signer's public key (32 bytes):
+ * `kiln_slots_key_for_file` needs the file's first `KILN_SIGNED_KEY_AT + 32` bytes.
+ */
+#define KILN_SIGNED_KEY_AT 20
+
+/**
  * `kiln_model_verify` / `kiln_source_verify_model` flag: do not hash the
  * payloads (step 9d is skipped, nothing else): every other rule still
  * holds, and a flipped payload byte that breaks no other rule is accepted.
@@ -331,7 +402,7 @@ typedef struct kiln_error {
    */
   uint64_t needed;
   /**
-   * `KILN_ERR_READ`: the nonzero value the read callback returned.
+   * `KILN_ERR_READ`, `KILN_ERR_FLASH`: the nonzero value the callback returned.
    */
   int read_status;
 } kiln_error;
@@ -571,6 +642,155 @@ typedef struct kiln_summary {
    */
   uint32_t tensor_count;
 } kiln_summary;
+
+/**
+ * Reads `len` bytes at flash offset `offset` into `buf`; 0 on success,
+ * anything else on failure (reported as `KILN_ERR_FLASH`).
+ */
+typedef int (*kiln_flash_read_fn)(void *ctx, uint32_t offset, uint8_t *buf, size_t len);
+
+/**
+ * Programs `len` bytes at `offset` (both multiples of 64): each flash bit
+ * becomes its old value AND the new one, as NOR flash programs; 0 on success.
+ */
+typedef int (*kiln_flash_write_fn)(void *ctx, uint32_t offset, const uint8_t *buf, size_t len);
+
+/**
+ * Erases `[from, to)` (whole sectors of `kiln_flash.sector` bytes) to 0xFF; 0 on success.
+ */
+typedef int (*kiln_flash_erase_fn)(void *ctx, uint32_t from, uint32_t to);
+
+/**
+ * A NOR flash driven by the caller's callbacks.
+ */
+typedef struct kiln_flash {
+  /**
+   * Reads (must not be NULL).
+   */
+  kiln_flash_read_fn read;
+  /**
+   * Programs (must not be NULL); asked only for whole 64-byte units, so
+   * any part whose write unit divides 64 works.
+   */
+  kiln_flash_write_fn write;
+  /**
+   * Erases (must not be NULL).
+   */
+  kiln_flash_erase_fn erase;
+  /**
+   * Passed to every callback.
+   */
+  void *ctx;
+  /**
+   * Bytes of the flash.
+   */
+  uint32_t capacity;
+  /**
+   * Bytes of an erase sector (a multiple of 64, at least 512); the
+   * layout's regions start on sector boundaries.
+   */
+  uint32_t sector;
+} kiln_flash;
+
+/**
+ * Where the journal (two sectors), the keys (one sector) and the two
+ * slots lie; see kiln-model's `slots` documentation.
+ */
+typedef struct kiln_slots_layout {
+  /**
+   * The journal's first sector.
+   */
+  uint32_t state;
+  /**
+   * The keys sector.
+   */
+  uint32_t keys;
+  /**
+   * Slot A's first byte (the factory image).
+   */
+  uint32_t slot_a;
+  /**
+   * Slot B's first byte.
+   */
+  uint32_t slot_b;
+  /**
+   * Bytes of each slot.
+   */
+  uint32_t slot_len;
+} kiln_slots_layout;
+
+/**
+ * The persisted state (the newest journal record).
+ */
+typedef struct kiln_slot_state {
+  /**
+   * The record's sequence number.
+   */
+  uint32_t seq;
+  /**
+   * The confirmed slot: 0 (A) or 1 (B).
+   */
+  uint8_t active;
+  /**
+   * `KILN_TRIAL_*`.
+   */
+  uint8_t trial;
+  /**
+   * The release counter: the highest release ever confirmed.
+   */
+  uint64_t counter;
+  /**
+   * The release an update must go past (the counter, at least the
+   * confirmed image's release): give it to `kiln_trust.newer_than`.
+   */
+  uint64_t floor;
+  /**
+   * Each slot's image length (A, B).
+   */
+  uint32_t len[2];
+  /**
+   * Each slot's image release (A, B).
+   */
+  uint64_t version[2];
+} kiln_slot_state;
+
+/**
+ * What to run, as `kiln_slots_boot` decided it.
+ */
+typedef struct kiln_boot {
+  /**
+   * The slot to run: 0 (A) or 1 (B).
+   */
+  uint8_t slot;
+  /**
+   * True for a trial: call `kiln_slots_confirm` once it works, or the
+   * next boot returns to the confirmed slot.
+   */
+  bool trial;
+  /**
+   * The image's flash offset.
+   */
+  uint32_t offset;
+  /**
+   * Bytes of the image.
+   */
+  uint32_t len;
+  /**
+   * Its release.
+   */
+  uint64_t version;
+} kiln_boot;
+
+/**
+ * A download in progress, filled by `kiln_slots_begin`: plain memory of
+ * fixed size, no destructor.
+ */
+typedef struct kiln_download {
+  /**
+   * Opaque.
+   */
+  uint64_t opaque[KILN_DOWNLOAD_WORDS];
+} kiln_download;
 
 /**
  * Reads `len` bytes at `offset` of the source into `buf`; returns 0 on
@@ -1133,6 +1353,138 @@ int kiln_incremental_finish(struct kiln_incremental *v,
  * `header[0..len]` readable; `needed` and `err` NULL or writable.
  */
 int kiln_prefix_len(const uint8_t *header, size_t len, uint64_t *needed, struct kiln_error *err);
+
+/**
+ * Reads the state into `*out` (may be NULL); `KILN_ERR_NOT_PROVISIONED`
+ * before `kiln_slots_provision`. `out->floor` is what an update's
+ * release must be above (`kiln_trust.newer_than`): the persisted release
+ * counter, so a downgrade, or the same release again, is refused after
+ * any number of reboots.
+ *
+ * # Safety
+ * `flash` and `layout` readable (callbacks valid); `out` and `err` NULL or writable.
+ */
+int kiln_slots_state(const struct kiln_flash *flash,
+                     const struct kiln_slots_layout *layout,
+                     struct kiln_slot_state *out,
+                     struct kiln_error *err);
+
+/**
+ * Writes the first state: slot A confirmed, holding the factory image of
+ * `len` bytes at release `version` (programmed there beforehand), the
+ * counter at `version`. `KILN_ERR_PROVISIONED` when a state exists
+ * (nothing lowers the counter).
+ *
+ * # Safety
+ * As for `kiln_slots_state`.
+ */
+int kiln_slots_provision(const struct kiln_flash *flash,
+                         const struct kiln_slots_layout *layout,
+                         uint32_t len,
+                         uint64_t version,
+                         struct kiln_slot_state *out,
+                         struct kiln_error *err);
+
+/**
+ * Writes the trusted Ed25519 keys (`keys[0..count]`, 32 bytes each, 1 to
+ * `KILN_MAX_KEYS`) into the keys sector (provisioning).
+ *
+ * # Safety
+ * As for `kiln_slots_state`; `keys[0..count]` readable.
+ */
+int kiln_slots_write_keys(const struct kiln_flash *flash,
+                          const struct kiln_slots_layout *layout,
+                          const uint8_t (*keys)[32],
+                          size_t count,
+                          struct kiln_error *err);
+
+/**
+ * The trusted key a signed model names: `head[0..head_len]` is the start
+ * of the file (its first `KILN_SIGNED_KEY_AT + 32` bytes suffice), `key_out` gets the listed key
+ * equal to the file's `signature.key`. `KILN_ERR_NOT_FOUND` when the key
+ * is not listed (refuse the update), `KILN_ERR_KEYS` when the keys sector
+ * holds no valid list.
+ *
+ * # Safety
+ * As for `kiln_slots_state`; `head[0..head_len]` readable; `key_out` writable (32 bytes).
+ */
+int kiln_slots_key_for_file(const struct kiln_flash *flash,
+                            const struct kiln_slots_layout *layout,
+                            const uint8_t *head,
+                            size_t head_len,
+                            uint8_t (*key_out)[32],
+                            struct kiln_error *err);
+
+/**
+ * At every start: decides what runs and records it (a pending image is
+ * tried once; a trial not confirmed before this boot is left for the
+ * confirmed slot). `*out` says which slot, where and whether a trial.
+ *
+ * # Safety
+ * As for `kiln_slots_state`.
+ */
+int kiln_slots_boot(const struct kiln_flash *flash,
+                    const struct kiln_slots_layout *layout,
+                    struct kiln_boot *out,
+                    struct kiln_error *err);
+
+/**
+ * The running trial works: it becomes the confirmed slot and the counter
+ * its release, in one record. `KILN_ERR_NO_TRIAL` unless a trial was booted.
+ *
+ * # Safety
+ * As for `kiln_slots_state`.
+ */
+int kiln_slots_confirm(const struct kiln_flash *flash,
+                       const struct kiln_slots_layout *layout,
+                       struct kiln_slot_state *out,
+                       struct kiln_error *err);
+
+/**
+ * Starts a download into the slot that is not confirmed, in `*dl`
+ * (a pending image there is dropped first). `KILN_ERR_TRIAL_RUNNING`
+ * while a booted trial is not confirmed.
+ *
+ * # Safety
+ * As for `kiln_slots_state`; `dl` writable.
+ */
+int kiln_slots_begin(const struct kiln_flash *flash,
+                     const struct kiln_slots_layout *layout,
+                     struct kiln_download *dl,
+                     struct kiln_error *err);
+
+/**
+ * Programs `bytes[0..len]` at the download's end (bytes the update check
+ * accepted: write a packet only after the check took it), erasing each
+ * sector of the slot just before its first byte. `KILN_ERR_TOO_LARGE`
+ * past the slot's end.
+ *
+ * # Safety
+ * As for `kiln_slots_state`; `dl` filled by `kiln_slots_begin`; `bytes[0..len]` readable.
+ */
+int kiln_slots_write(const struct kiln_flash *flash,
+                     const struct kiln_slots_layout *layout,
+                     struct kiln_download *dl,
+                     const uint8_t *bytes,
+                     size_t len,
+                     struct kiln_error *err);
+
+/**
+ * Ends the download (call it only once the check accepted the whole
+ * image): programs a partial last unit, then records the image as
+ * pending at release `version`; the next `kiln_slots_boot` tries it.
+ * `KILN_ERR_NOT_NEWER` unless `version` is above the counter. `*dl` is
+ * spent either way.
+ *
+ * # Safety
+ * As for `kiln_slots_write`; `out` NULL or writable.
+ */
+int kiln_slots_finish(const struct kiln_flash *flash,
+                      const struct kiln_slots_layout *layout,
+                      struct kiln_download *dl,
+                      uint64_t version,
+                      struct kiln_slot_state *out,
+                      struct kiln_error *err);
 
 /**
  * Fully validates the standalone directory block in `*src` through one

@@ -61,6 +61,8 @@ mod error;
 #[cfg(feature = "std")]
 pub mod host;
 mod open;
+#[cfg(feature = "slots")]
+pub mod slots;
 #[cfg(feature = "source")]
 pub mod source;
 #[cfg(feature = "ed25519")]

@@ -169,7 +169,8 @@ fn model_error(sink: &mut u32, e: kiln_model::Error) {
     feature = "c-api",
     feature = "signed",
     feature = "delta",
-    feature = "digests"
+    feature = "digests",
+    feature = "slots"
 ))]
 #[allow(dead_code)] // NAME and INDEX serve the views
 mod inputs {
@@ -682,6 +683,101 @@ mod digests {
     }
 }
 
+/// The update state (kiln-model's `slots`): trusted keys, provisioning,
+/// boot, a download into the other slot, finish, the trial boot, confirm
+/// and the release counter, over a NOR flash in RAM.
+#[cfg(feature = "slots")]
+mod slots {
+    use super::{mix, opaque};
+    use embedded_storage::nor_flash::{ErrorType, NorFlash, NorFlashErrorKind, ReadNorFlash};
+    use kiln_model::slots::{Keys, Layout, SlotError, Slots};
+
+    const SECTOR: usize = 1024;
+    const CAPACITY: usize = 11 * SECTOR;
+    static mut MEM: [u8; CAPACITY] = [0xFF; CAPACITY];
+
+    /// A NOR flash in RAM: programs AND, erases set 0xFF.
+    struct Ram(&'static mut [u8; CAPACITY]);
+
+    impl ErrorType for Ram {
+        type Error = NorFlashErrorKind;
+    }
+
+    impl ReadNorFlash for Ram {
+        const READ_SIZE: usize = 1;
+        fn read(&mut self, at: u32, buf: &mut [u8]) -> Result<(), NorFlashErrorKind> {
+            let at = at as usize;
+            let end = at.checked_add(buf.len()).ok_or(NorFlashErrorKind::OutOfBounds)?;
+            let src = self.0.get(at..end).ok_or(NorFlashErrorKind::OutOfBounds)?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        fn capacity(&self) -> usize {
+            CAPACITY
+        }
+    }
+
+    impl NorFlash for Ram {
+        const WRITE_SIZE: usize = 4;
+        const ERASE_SIZE: usize = SECTOR;
+        fn erase(&mut self, from: u32, to: u32) -> Result<(), NorFlashErrorKind> {
+            self.0.get_mut(from as usize..to as usize).ok_or(NorFlashErrorKind::OutOfBounds)?.fill(0xFF);
+            Ok(())
+        }
+        fn write(&mut self, at: u32, bytes: &[u8]) -> Result<(), NorFlashErrorKind> {
+            let at = at as usize;
+            let end = at.checked_add(bytes.len()).ok_or(NorFlashErrorKind::OutOfBounds)?;
+            let dst = self.0.get_mut(at..end).ok_or(NorFlashErrorKind::OutOfBounds)?;
+            for (d, s) in dst.iter_mut().zip(bytes) {
+                *d &= *s;
+            }
+            Ok(())
+        }
+    }
+
+    pub static KEY: [u8; 32] = [7; 32];
+    pub static LAYOUT: Layout = Layout {
+        state: 0,
+        keys: 2 * SECTOR as u32,
+        slots: [3 * SECTOR as u32, 7 * SECTOR as u32],
+        slot_len: 4 * SECTOR as u32,
+    };
+    pub static FACTORY: (u32, u64) = (1000, 1);
+    pub static VERSION: u64 = 2;
+
+    fn update(sink: &mut u32, s: &mut Slots<Ram>, buf: &[u8]) -> Result<u64, SlotError<NorFlashErrorKind>> {
+        s.write_keys(&Keys::new(&[opaque(&KEY)]).ok_or(SlotError::Keys)?)?;
+        let (len, version) = opaque(&FACTORY);
+        mix(sink, s.provision(len, version)?.seq as usize);
+        let b = s.boot()?;
+        mix(sink, b.offset as usize ^ b.len as usize);
+        let keys = s.keys()?;
+        mix(sink, keys.for_file(buf).map_or(0, |k| usize::from(k[0])));
+        mix(sink, s.state()?.floor() as usize);
+        let mut dl = s.begin()?;
+        for c in buf.chunks(256).take(12) {
+            s.write(&mut dl, c)?;
+        }
+        s.finish(dl, opaque(&VERSION))?;
+        let b = s.boot()?;
+        mix(sink, usize::from(b.trial));
+        Ok(s.confirm()?.counter)
+    }
+
+    pub fn run(sink: &mut u32, buf: &[u8]) -> bool {
+        // SAFETY: `run` is called once, from `main`: the only reference to MEM.
+        let mem = unsafe { &mut *core::ptr::addr_of_mut!(MEM) };
+        let Ok(mut s) = Slots::new(Ram(mem), opaque(&LAYOUT)) else { return false };
+        match update(sink, &mut s, buf) {
+            Ok(counter) => counter == opaque(&VERSION),
+            Err(e) => {
+                mix(sink, matches!(e, SlotError::Flash(_)) as usize);
+                false
+            }
+        }
+    }
+}
+
 #[cfg(feature = "incremental")]
 mod incremental {
     use super::{error, inputs::*, mix, opaque};
@@ -1173,6 +1269,80 @@ mod c_api {
         };
         mix(sink, rc as usize ^ n);
         error(sink, &e);
+        ok & slots(sink, buf)
+    }
+
+    const SECTOR: u32 = 1024;
+    const CAPACITY: usize = 11 * SECTOR as usize;
+    static mut FLASH: [u8; CAPACITY] = [0xFF; CAPACITY];
+    static LAYOUT: kiln_slots_layout =
+        kiln_slots_layout { state: 0, keys: 2 * SECTOR, slot_a: 3 * SECTOR, slot_b: 7 * SECTOR, slot_len: 4 * SECTOR };
+    static KEYS: [[u8; 32]; 2] = [[7; 32], [9; 32]];
+
+    /// The flash callbacks, over FLASH (a NOR flash in RAM).
+    fn mem(offset: u32, len: usize) -> Option<&'static mut [u8]> {
+        let at = usize::try_from(offset).ok()?;
+        // SAFETY: single-threaded; each callback takes this one reference and drops it before returning.
+        let flash = unsafe { &mut *core::ptr::addr_of_mut!(FLASH) };
+        flash.get_mut(at..at.checked_add(len)?)
+    }
+    unsafe extern "C" fn flash_read(_: *mut c_void, offset: u32, buf: *mut u8, len: usize) -> c_int {
+        let Some(src) = mem(offset, len) else { return 1 };
+        // SAFETY: the library passes `len` writable bytes at `buf`.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), buf, len) };
+        0
+    }
+    unsafe extern "C" fn flash_write(_: *mut c_void, offset: u32, buf: *const u8, len: usize) -> c_int {
+        let Some(dst) = mem(offset, len) else { return 1 };
+        for (i, d) in dst.iter_mut().enumerate() {
+            // SAFETY: the library passes `len` readable bytes at `buf`.
+            *d &= unsafe { buf.add(i).read() };
+        }
+        0
+    }
+    unsafe extern "C" fn flash_erase(_: *mut c_void, from: u32, to: u32) -> c_int {
+        match to.checked_sub(from).and_then(|n| mem(from, n as usize)) {
+            Some(d) => {
+                d.fill(0xFF);
+                0
+            }
+            None => 1,
+        }
+    }
+
+    /// The slots' C API (kiln_slots_*): provisioning, keys, boot, a download, the trial, confirm.
+    #[allow(clippy::undocumented_unsafe_blocks)] // as `run`
+    fn slots(sink: &mut u32, buf: &[u8]) -> bool {
+        let flash = kiln_flash {
+            read: Some(flash_read),
+            write: Some(flash_write),
+            erase: Some(flash_erase),
+            ctx: null_mut(),
+            capacity: opaque(&(CAPACITY as u32)),
+            sector: opaque(&SECTOR),
+        };
+        let layout = opaque(&LAYOUT);
+        let mut e = err();
+        let mut st = kiln_slot_state::default();
+        let keys = opaque(&KEYS);
+        let mut ok =
+            unsafe { kiln_slots_write_keys(&flash, &layout, keys.as_ptr(), opaque(&keys.len()), &mut e) } == KILN_OK;
+        ok &= unsafe { kiln_slots_provision(&flash, &layout, opaque(&1000), opaque(&1), &mut st, &mut e) } == KILN_OK;
+        let mut key = [0u8; 32];
+        let rc = unsafe { kiln_slots_key_for_file(&flash, &layout, buf.as_ptr(), buf.len(), &mut key, &mut e) };
+        mix(sink, rc as usize ^ usize::from(key[0]));
+        let mut b = kiln_boot::default();
+        ok &= unsafe { kiln_slots_boot(&flash, &layout, &mut b, &mut e) } == KILN_OK;
+        let mut dl = kiln_download { opaque: [0; KILN_DOWNLOAD_WORDS] };
+        ok &= unsafe { kiln_slots_begin(&flash, &layout, &mut dl, &mut e) } == KILN_OK;
+        for c in buf.chunks(256).take(12) {
+            ok &= unsafe { kiln_slots_write(&flash, &layout, &mut dl, c.as_ptr(), c.len(), &mut e) } == KILN_OK;
+        }
+        ok &= unsafe { kiln_slots_finish(&flash, &layout, &mut dl, opaque(&2), &mut st, &mut e) } == KILN_OK;
+        ok &= unsafe { kiln_slots_boot(&flash, &layout, &mut b, &mut e) } == KILN_OK && b.trial;
+        ok &= unsafe { kiln_slots_confirm(&flash, &layout, &mut st, &mut e) } == KILN_OK;
+        ok &= unsafe { kiln_slots_state(&flash, &layout, &mut st, &mut e) } == KILN_OK && st.counter == 2;
+        error(sink, &e);
         ok
     }
 }
@@ -1217,6 +1387,10 @@ fn main() -> ! {
     {
         ok &= digests::run(&mut sink, opaque(&inputs::INPUT));
     }
+    #[cfg(feature = "slots")]
+    {
+        ok &= slots::run(&mut sink, opaque(&inputs::INPUT));
+    }
     #[cfg(feature = "writer")]
     {
         ok &= writer::run(&mut sink);
@@ -1242,7 +1416,8 @@ fn main() -> ! {
         feature = "c-api",
         feature = "signed",
         feature = "delta",
-        feature = "digests"
+        feature = "digests",
+        feature = "slots"
     )))]
     {
         // Baseline: the same opaque read and sink traffic, no decoder.

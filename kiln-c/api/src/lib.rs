@@ -40,12 +40,14 @@ pub(crate) use kiln_nostd::int::{u64_from, usize_from_u32, usize_sat};
 
 mod dir;
 mod incremental;
+mod slots;
 mod source;
 mod texts;
 mod verify;
 
 pub use dir::*;
 pub use incremental::*;
+pub use slots::*;
 pub use source::*;
 pub use texts::*;
 pub use verify::*;
@@ -99,6 +101,22 @@ pub const KILN_ERR_NOT_READY: c_int = -8;
 /// API error: the row range is reversed, past the first dimension, or not
 /// on byte or block boundaries.
 pub const KILN_ERR_ROWS: c_int = -9;
+/// API error: a flash callback returned nonzero (`kiln_error.read_status`).
+pub const KILN_ERR_FLASH: c_int = -10;
+/// API error: the slots hold no state yet (`kiln_slots_provision` first).
+pub const KILN_ERR_NOT_PROVISIONED: c_int = -11;
+/// API error: the slots hold a state already (provisioning is once).
+pub const KILN_ERR_PROVISIONED: c_int = -12;
+/// API error: no booted trial to confirm.
+pub const KILN_ERR_NO_TRIAL: c_int = -13;
+/// API error: a booted trial is not confirmed (confirm it or reboot first).
+pub const KILN_ERR_TRIAL_RUNNING: c_int = -14;
+/// API error: the release is not above the release counter.
+pub const KILN_ERR_NOT_NEWER: c_int = -15;
+/// API error: the keys sector holds no valid list of trusted keys.
+pub const KILN_ERR_KEYS: c_int = -16;
+/// API error: the image does not fit the slot.
+pub const KILN_ERR_TOO_LARGE: c_int = -17;
 
 /// The spec's default cap on counts and byte runs (16,777,216).
 pub const KILN_DEFAULT_CAP: u32 = 16_777_216;
@@ -129,7 +147,7 @@ pub struct kiln_error {
     pub description: *const c_char,
     /// `KILN_ERR_BUFFER_TOO_SMALL`: how many bytes (or elements) are needed.
     pub needed: u64,
-    /// `KILN_ERR_READ`: the nonzero value the read callback returned.
+    /// `KILN_ERR_READ`, `KILN_ERR_FLASH`: the nonzero value the callback returned.
     pub read_status: c_int,
 }
 
@@ -141,6 +159,7 @@ pub(crate) enum Fail {
     Api(c_int),
     TooSmall(u64),
     Read(c_int),
+    Flash(c_int),
 }
 
 impl From<kiln_nostd::Error> for Fail {
@@ -162,6 +181,7 @@ impl Fail {
             Fail::Api(c) => c,
             Fail::TooSmall(_) => KILN_ERR_BUFFER_TOO_SMALL,
             Fail::Read(_) => KILN_ERR_READ,
+            Fail::Flash(_) => KILN_ERR_FLASH,
         }
     }
 
@@ -183,7 +203,7 @@ impl Fail {
                 out.description = text.as_ptr();
             }
             Fail::TooSmall(n) => out.needed = n,
-            Fail::Read(s) => out.read_status = s,
+            Fail::Read(s) | Fail::Flash(s) => out.read_status = s,
             Fail::Api(_) => {}
         }
         out

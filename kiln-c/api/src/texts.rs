@@ -38,7 +38,7 @@ const _: () = {
 };
 
 /// The API's own codes: constant, name, description.
-const API_CODES: [(c_int, &CStr, &CStr); 9] = [
+const API_CODES: [(c_int, &CStr, &CStr); 17] = [
     (KILN_ERR_NULL, c"ERR_NULL", c"a required pointer argument is NULL"),
     (
         KILN_ERR_ARGUMENT,
@@ -52,6 +52,14 @@ const API_CODES: [(c_int, &CStr, &CStr); 9] = [
     (KILN_ERR_READ, c"ERR_READ", c"the read callback failed"),
     (KILN_ERR_NOT_READY, c"ERR_NOT_READY", c"the directory has not arrived yet"),
     (KILN_ERR_ROWS, c"ERR_ROWS", c"the rows are out of range or not on byte or block boundaries"),
+    (KILN_ERR_FLASH, c"ERR_FLASH", c"a flash callback failed"),
+    (KILN_ERR_NOT_PROVISIONED, c"ERR_NOT_PROVISIONED", c"the slots hold no state yet"),
+    (KILN_ERR_PROVISIONED, c"ERR_PROVISIONED", c"the slots are provisioned already"),
+    (KILN_ERR_NO_TRIAL, c"ERR_NO_TRIAL", c"no booted trial to confirm"),
+    (KILN_ERR_TRIAL_RUNNING, c"ERR_TRIAL_RUNNING", c"a booted trial is not confirmed"),
+    (KILN_ERR_NOT_NEWER, c"ERR_NOT_NEWER", c"the release is not above the release counter"),
+    (KILN_ERR_KEYS, c"ERR_KEYS", c"no valid list of trusted keys"),
+    (KILN_ERR_TOO_LARGE, c"ERR_TOO_LARGE", c"the image does not fit the slot"),
 ];
 
 fn api_code(code: c_int) -> Option<&'static (c_int, &'static CStr, &'static CStr)> {
@@ -152,12 +160,12 @@ mod tests {
             if name != "UNKNOWN" {
                 names.push(name);
             }
-            assert_eq!(code_description(code).is_empty(), !(-9..=-1).contains(&code), "{code}");
+            assert_eq!(code_description(code).is_empty(), !(-17..=-1).contains(&code), "{code}");
         }
-        assert_eq!(names.len(), 1 + 11 + 9, "{names:?}");
+        assert_eq!(names.len(), 1 + 11 + 17, "{names:?}");
         names.sort_unstable();
         names.dedup();
-        assert_eq!(names.len(), 21);
+        assert_eq!(names.len(), 29);
     }
 
     #[test]
