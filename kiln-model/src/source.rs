@@ -87,7 +87,7 @@
 //! TRAILING and a short source is EOF, exactly as `Parser::parse` decides on
 //! the whole source in memory. [`Options::embedded`] checks a block that a
 //! source continues past (a flash partition, a `tensors` field followed by
-//! other fields), as [`Parser::parse_at`](kiln_nostd::Parser::parse_at) does.
+//! other fields), as [`Parser::parse_at`] does.
 //! [`Window`] makes a source of a part of another, so a block need not
 //! start at offset 0; error offsets are then relative to the window.
 //!
@@ -423,7 +423,7 @@ pub enum SourceError<E> {
     /// The source could not read.
     Read(E),
     /// The bytes break a rule of the format: code, offset (from the start
-    /// of the source) and rule, as [`Parser`](kiln_nostd::Parser) reports them.
+    /// of the source) and rule, as [`Parser`] reports them.
     Kiln(Error),
     /// A caller buffer is too short: the prefix buffer (for the directory
     /// prefix, at least 64 bytes), the output buffer, or an empty chunk buffer.
@@ -589,7 +589,7 @@ impl<'s> Options<'s> {
     }
 
     /// The source may continue past the block (step 12 does not apply): the
-    /// verdict is [`Parser::parse_at`](kiln_nostd::Parser::parse_at)`(source, 0)`'s.
+    /// verdict is [`Parser::parse_at`]`(source, 0)`'s.
     #[must_use]
     pub const fn embedded(mut self) -> Self {
         self.embedded = true;
