@@ -138,10 +138,29 @@ fn le<const N: usize>(bytes: &[u8], index: usize) -> Option<[u8; N]> {
 pub struct Dequantizer<'a> {
     dtype: DType,
     bytes: &'a [u8],
+    /// The element `bytes` starts at (0 but for [`from_parts`](Self::from_parts)).
+    first: usize,
     len: usize,
     /// The last dimension (1 for a scalar), for [`get_2d`](Self::get_2d).
     cols: usize,
     scales: Option<Scales<'a>>,
+}
+
+/// A tensor's quantization given by its parts ([`Dequantizer::from_parts`]):
+/// what [`Tensor::quant`] says, with the scale tensor's dtype and bytes and
+/// the outer scale's value.
+#[derive(Clone, Copy, Debug)]
+pub struct QuantParts<'a> {
+    /// The scale tensor's dtype.
+    pub scale_dtype: DType,
+    /// The scale tensor's wire bytes, all of them.
+    pub scales: &'a [u8],
+    /// The quantized dimension.
+    pub axis: usize,
+    /// Elements per scale (at least 1).
+    pub group_size: u32,
+    /// Scheme 2's outer scale; `None` for scheme 1.
+    pub outer: Option<f32>,
 }
 
 /// Where a quantized tensor's scales are, and how flat indexes map to them.
@@ -170,32 +189,83 @@ impl<'a> Dequantizer<'a> {
             return Err(DequantError::OpaqueData { dtype: dtype.code() });
         }
         let count = tensor.element_count();
-        let len = usize::try_from(count).map_err(|_| DequantError::TooLarge { count })?;
+        usize::try_from(count).map_err(|_| DequantError::TooLarge { count })?;
         let bytes = in_memory(tensor)?;
-        let shape = tensor.shape();
+        let quant = match tensor.quant() {
+            None => None,
+            Some(q) => {
+                let scale_dtype = q.scale.dtype();
+                if scale_dtype.is_opaque() {
+                    return Err(DequantError::OpaqueScale { dtype: scale_dtype.code() });
+                }
+                let outer = match q.outer {
+                    // Checked by the parser to be one f32 element.
+                    Some(o) => Some(element_f32(o.dtype(), in_memory(&o)?, 0).ok_or(DequantError::NoPayload)?),
+                    None => None,
+                };
+                let scales = in_memory(&q.scale)?;
+                Some(QuantParts { scale_dtype, scales, axis: q.axis, group_size: q.group_size, outer })
+            }
+        };
+        Self::from_parts(dtype, tensor.shape(), 0, bytes, quant)
+    }
+
+    /// The values of a tensor given by its parts rather than as a
+    /// [`Tensor`]: its dtype, shape and quantization, and `bytes`, which
+    /// hold its elements from `first` on (the whole payload for `first` 0,
+    /// or a piece of it: a binding that copies a payload into its own memory
+    /// a window at a time). [`get`](Self::get) reads elements `first..` from
+    /// `bytes` (`None` outside them); `first` must be even for the packed
+    /// 4-bit dtypes, whose bytes hold two elements. Refuses an opaque dtype
+    /// or scale dtype, and a shape whose element count a `usize` does not
+    /// hold. Nothing else is checked: the parser checked the directory the
+    /// parts come from (axis in range, group size at least 1, one scale per
+    /// group).
+    pub fn from_parts(
+        dtype: DType,
+        shape: &[u64],
+        first: usize,
+        bytes: &'a [u8],
+        quant: Option<QuantParts<'a>>,
+    ) -> Result<Self, DequantError> {
+        if dtype.is_opaque() {
+            return Err(DequantError::OpaqueData { dtype: dtype.code() });
+        }
+        // An element count past u64 (no parsed tensor has one) is too large as u64::MAX.
+        let count = shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+        let too_large = DequantError::TooLarge { count: count.unwrap_or(u64::MAX) };
+        let len = count.and_then(|c| usize::try_from(c).ok()).ok_or(too_large)?;
         // Every dimension fits a usize: each is at most the element count,
         // or the count is 0 and no index is ever mapped.
         let dim = |k: usize| shape.get(k).map_or(1, |&d| usize::try_from(d).unwrap_or(0));
         let cols = dim(shape.len().saturating_sub(1));
-        let Some(q) = tensor.quant() else {
-            return Ok(Dequantizer { dtype, bytes, len, cols, scales: None });
+        let Some(q) = quant else {
+            return Ok(Dequantizer { dtype, bytes, first, len, cols, scales: None });
         };
-        let sdtype = q.scale.dtype();
-        if sdtype.is_opaque() {
-            return Err(DequantError::OpaqueScale { dtype: sdtype.code() });
+        if q.scale_dtype.is_opaque() {
+            return Err(DequantError::OpaqueScale { dtype: q.scale_dtype.code() });
         }
-        let outer = match q.outer {
-            // Checked by the parser to be one f32 element.
-            Some(o) => Some(element_f32(o.dtype(), in_memory(&o)?, 0).ok_or(DequantError::NoPayload)?),
-            None => None,
-        };
         let inner = (q.axis.saturating_add(1)..shape.len()).fold(1usize, |acc, k| acc.saturating_mul(dim(k)));
         let along = dim(q.axis);
         // Fallback not taken: the parser checked group_size >= 1.
         let group = usize::try_from(q.group_size).unwrap_or(usize::MAX).max(1);
         let groups = along.div_ceil(group);
-        let scales = Scales { dtype: sdtype, bytes: in_memory(&q.scale)?, inner, along, groups, group, outer };
-        Ok(Dequantizer { dtype, bytes, len, cols, scales: Some(scales) })
+        let scales = Scales { dtype: q.scale_dtype, bytes: q.scales, inner, along, groups, group, outer: q.outer };
+        Ok(Dequantizer { dtype, bytes, first, len, cols, scales: Some(scales) })
+    }
+
+    /// Elements `first..` into `out`, as [`get`](Self::get) gives them,
+    /// until `out` is full or an element is not there (past the end, or
+    /// outside the bytes [`from_parts`](Self::from_parts) was given);
+    /// returns how many were written.
+    pub fn fill(&self, first: usize, out: &mut [f32]) -> usize {
+        for (n, o) in out.iter_mut().enumerate() {
+            match first.checked_add(n).and_then(|i| self.get(i)) {
+                Some(v) => *o = v,
+                None => return n,
+            }
+        }
+        out.len()
     }
 
     /// The tensor's element count.
@@ -232,7 +302,7 @@ impl<'a> Dequantizer<'a> {
         if index >= self.len {
             return None;
         }
-        let x = element_f32(self.dtype, self.bytes, index)?;
+        let x = element_f32(self.dtype, self.bytes, index.checked_sub(self.first)?)?;
         let Some(s) = &self.scales else {
             return Some(x);
         };
@@ -283,10 +353,7 @@ pub fn dequantize_into(tensor: &Tensor<'_>, out: &mut [f32]) -> Result<usize, De
         return Err(DequantError::OpaqueData { dtype: dtype.code() });
     }
     let out = out.get_mut(..n).ok_or(too_small)?;
-    let values = Dequantizer::new(tensor)?;
-    for (i, o) in out.iter_mut().enumerate() {
-        // Fallback not taken: every index below the count has its bytes and its scale.
-        *o = values.get(i).unwrap_or(f32::NAN);
-    }
+    // Every index below the count has its bytes and its scale: all n are written.
+    Dequantizer::new(tensor)?.fill(0, out);
     Ok(n)
 }
