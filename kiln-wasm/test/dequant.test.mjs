@@ -1,9 +1,10 @@
-// js/directory.js's dequantize (and the conversions of js/elements.js under
-// it) held to spec/kiln-v2.md section 11.1 through spec/dequant-cases.json:
-// the directories and the f32 bits the Python reference computes, which the
+// The npm package's dequantize (and toFloat32 under it) held to
+// spec/kiln-v2.md section 11.1 through spec/dequant-cases.json: the
+// directories and the f32 bits the Python reference computes, which the
 // core's kiln_nostd::dequant is held to as well (tests/tests/dequant_cases.rs).
-// A JS copy stays because a JS tensor's bytes live in JS memory, not the
-// module's; this file is what keeps it the core's.
+// Both are the core's code (js/directory.js copies the payload through the
+// full module's Values window, src/values.rs); this file checks the window
+// and the hand-over.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
