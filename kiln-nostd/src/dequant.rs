@@ -97,39 +97,64 @@ impl core::error::Error for DequantError {}
 /// even, for `f64` and the 32- and 64-bit integers. `None` for an opaque
 /// dtype or an index past the bytes.
 #[must_use]
+pub fn element_f32(dtype: DType, bytes: &[u8], index: usize) -> Option<f32> {
+    let mut one = [0f32];
+    (convert_into(dtype, bytes, index, &mut one) == 1).then_some(one).map(|[v]| v)
+}
+
+/// Elements `start..` of the wire bytes `bytes` of `dtype` into `out` as
+/// [`element_f32`] converts them, as many as both hold; returns how many
+/// (0 for an opaque dtype). One loop a dtype: the table of §11.1 once.
 // An `as` from f64 or a wide integer to f32 rounds to the nearest f32, ties
 // to even (the Rust reference), which is the spec's rule; no `From` exists.
 #[allow(clippy::as_conversions)]
-pub fn element_f32(dtype: DType, bytes: &[u8], index: usize) -> Option<f32> {
-    let byte = || bytes.get(index).copied();
-    Some(match dtype {
-        DType::F64 => f64::from_le_bytes(le(bytes, index)?) as f32,
-        DType::F32 => f32::from_le_bytes(le(bytes, index)?),
-        DType::F16 => mx::f16_to_f32(u16::from_le_bytes(le(bytes, index)?)),
-        DType::BF16 => mx::bf16_to_f32(u16::from_le_bytes(le(bytes, index)?)),
-        DType::F8E4M3 => mx::f8e4m3_to_f32(byte()?),
-        DType::F8E5M2 => mx::f8e5m2_to_f32(byte()?),
-        DType::E8M0 => mx::e8m0_to_f32(byte()?),
-        DType::Bool | DType::U8 => f32::from(byte()?),
-        DType::I8 => f32::from(i8::from_le_bytes([byte()?])),
-        DType::I16 => f32::from(i16::from_le_bytes(le(bytes, index)?)),
-        DType::U16 => f32::from(u16::from_le_bytes(le(bytes, index)?)),
-        DType::I32 => i32::from_le_bytes(le(bytes, index)?) as f32,
-        DType::U32 => u32::from_le_bytes(le(bytes, index)?) as f32,
-        DType::I64 => i64::from_le_bytes(le(bytes, index)?) as f32,
-        DType::U64 => u64::from_le_bytes(le(bytes, index)?) as f32,
+fn convert_into(dtype: DType, bytes: &[u8], start: usize, out: &mut [f32]) -> usize {
+    let b = bytes;
+    match dtype {
+        DType::F64 => each(b, start, out, |e| f64::from_le_bytes(e) as f32),
+        DType::F32 => each(b, start, out, f32::from_le_bytes),
+        DType::F16 => each(b, start, out, |e| mx::f16_to_f32(u16::from_le_bytes(e))),
+        DType::BF16 => each(b, start, out, |e| mx::bf16_to_f32(u16::from_le_bytes(e))),
+        DType::F8E4M3 => each(b, start, out, |[e]| mx::f8e4m3_to_f32(e)),
+        DType::F8E5M2 => each(b, start, out, |[e]| mx::f8e5m2_to_f32(e)),
+        DType::E8M0 => each(b, start, out, |[e]| mx::e8m0_to_f32(e)),
+        DType::Bool | DType::U8 => each(b, start, out, |[e]| f32::from(e)),
+        DType::I8 => each(b, start, out, |e| f32::from(i8::from_le_bytes(e))),
+        DType::I16 => each(b, start, out, |e| f32::from(i16::from_le_bytes(e))),
+        DType::U16 => each(b, start, out, |e| f32::from(u16::from_le_bytes(e))),
+        DType::I32 => each(b, start, out, |e| i32::from_le_bytes(e) as f32),
+        DType::U32 => each(b, start, out, |e| u32::from_le_bytes(e) as f32),
+        DType::I64 => each(b, start, out, |e| i64::from_le_bytes(e) as f32),
+        DType::U64 => each(b, start, out, |e| u64::from_le_bytes(e) as f32),
         // The nibble in the high half of an i8, shifted back: sign-extended.
-        DType::I4 => f32::from(i8::from_le_bytes([mx::nibble(bytes, index)? << 4]).wrapping_shr(4)),
-        DType::U4 => f32::from(mx::nibble(bytes, index)?),
-        DType::E2M1 => mx::e2m1_to_f32(mx::nibble(bytes, index)?),
-        DType::Opaque(_) => return None,
-    })
+        DType::I4 => nibbles(b, start, out, |n| f32::from(i8::from_le_bytes([n << 4]).wrapping_shr(4))),
+        DType::U4 => nibbles(b, start, out, f32::from),
+        DType::E2M1 => nibbles(b, start, out, mx::e2m1_to_f32),
+        DType::Opaque(_) => 0,
+    }
 }
 
-/// The `N` bytes of element `index` of an `N`-byte dtype.
-fn le<const N: usize>(bytes: &[u8], index: usize) -> Option<[u8; N]> {
-    let start = index.checked_mul(N)?;
-    bytes.get(start..start.checked_add(N)?)?.try_into().ok()
+/// `convert_into` for an `N`-byte dtype: `f` of each element's bytes.
+fn each<const N: usize>(bytes: &[u8], start: usize, out: &mut [f32], f: impl Fn([u8; N]) -> f32) -> usize {
+    let from = start.checked_mul(N).and_then(|at| bytes.get(at..)).unwrap_or(&[]);
+    let elements = from.chunks_exact(N);
+    let n = elements.len().min(out.len());
+    for (o, e) in out.iter_mut().zip(elements) {
+        // Fallback not taken: chunks_exact gives N bytes.
+        *o = e.try_into().map_or(f32::NAN, &f);
+    }
+    n
+}
+
+/// `convert_into` for a packed 4-bit dtype: `f` of each nibble.
+fn nibbles(bytes: &[u8], start: usize, out: &mut [f32], f: impl Fn(u8) -> f32) -> usize {
+    for (k, o) in out.iter_mut().enumerate() {
+        match start.checked_add(k).and_then(|i| mx::nibble(bytes, i)) {
+            Some(v) => *o = f(v),
+            None => return k,
+        }
+    }
+    out.len()
 }
 
 /// A tensor's values one at a time (§11.1), read in place: no buffer, no
@@ -259,13 +284,27 @@ impl<'a> Dequantizer<'a> {
     /// outside the bytes [`from_parts`](Self::from_parts) was given);
     /// returns how many were written.
     pub fn fill(&self, first: usize, out: &mut [f32]) -> usize {
-        for (n, o) in out.iter_mut().enumerate() {
-            match first.checked_add(n).and_then(|i| self.get(i)) {
-                Some(v) => *o = v,
-                None => return n,
-            }
+        let want = out.len().min(self.len.saturating_sub(first));
+        let (Some(out), Some(start)) = (out.get_mut(..want), first.checked_sub(self.first)) else {
+            return 0;
+        };
+        let n = convert_into(self.dtype, self.bytes, start, out);
+        let Some(s) = &self.scales else {
+            return n;
+        };
+        for (k, x) in out.iter_mut().take(n).enumerate() {
+            let index = first.checked_add(k);
+            let Some(scale) = index.and_then(|i| element_f32(s.dtype, s.bytes, self.scale_index(i)?)) else {
+                return k;
+            };
+            // x times its scale, rounded to f32; scheme 2: that times the outer scale, rounded again.
+            let scaled = *x * scale;
+            *x = match s.outer {
+                Some(o) => scaled * o,
+                None => scaled,
+            };
         }
-        out.len()
+        n
     }
 
     /// The tensor's element count.
@@ -299,18 +338,8 @@ impl<'a> Dequantizer<'a> {
     /// scale) applied; `None` past the end.
     #[must_use]
     pub fn get(&self, index: usize) -> Option<f32> {
-        if index >= self.len {
-            return None;
-        }
-        let x = element_f32(self.dtype, self.bytes, index.checked_sub(self.first)?)?;
-        let Some(s) = &self.scales else {
-            return Some(x);
-        };
-        let scaled = x * element_f32(s.dtype, s.bytes, self.scale_index(index)?)?;
-        Some(match s.outer {
-            Some(o) => scaled * o,
-            None => scaled,
-        })
+        let mut one = [0f32];
+        (self.fill(index, &mut one) == 1).then_some(one).map(|[v]| v)
     }
 
     /// Element `col` of row `row`, the rows being the tensor's last
