@@ -148,13 +148,15 @@ fn each<const N: usize>(bytes: &[u8], start: usize, out: &mut [f32], f: impl Fn(
 
 /// `convert_into` for a packed 4-bit dtype: `f` of each nibble.
 fn nibbles(bytes: &[u8], start: usize, out: &mut [f32], f: impl Fn(u8) -> f32) -> usize {
-    for (k, o) in out.iter_mut().enumerate() {
-        match start.checked_add(k).and_then(|i| mx::nibble(bytes, i)) {
-            Some(v) => *o = f(v),
-            None => return k,
-        }
+    // Two elements a byte, the low nibble first (mx::nibble's order).
+    let from = bytes.get(start >> 1..).unwrap_or(&[]);
+    let odd = start & 1;
+    let n = from.len().saturating_mul(2).saturating_sub(odd).min(out.len());
+    let elements = from.iter().flat_map(|&b| [b & 0x0F, b >> 4]).skip(odd);
+    for (o, e) in out.iter_mut().zip(elements) {
+        *o = f(e);
     }
-    out.len()
+    n
 }
 
 /// A tensor's values one at a time (§11.1), read in place: no buffer, no
@@ -292,10 +294,21 @@ impl<'a> Dequantizer<'a> {
         let Some(s) = &self.scales else {
             return n;
         };
+        // Neighbours mostly share a scale (a group along the last axis): read each once.
+        let mut last: Option<(usize, f32)> = None;
         for (k, x) in out.iter_mut().take(n).enumerate() {
-            let index = first.checked_add(k);
-            let Some(scale) = index.and_then(|i| element_f32(s.dtype, s.bytes, self.scale_index(i)?)) else {
+            let Some(at) = first.checked_add(k).and_then(|i| self.scale_index(i)) else {
                 return k;
+            };
+            let scale = match last {
+                Some((l, v)) if l == at => v,
+                _ => match element_f32(s.dtype, s.bytes, at) {
+                    Some(v) => {
+                        last = Some((at, v));
+                        v
+                    }
+                    None => return k,
+                },
             };
             // x times its scale, rounded to f32; scheme 2: that times the outer scale, rounded again.
             let scaled = *x * scale;
