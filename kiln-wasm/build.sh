@@ -52,7 +52,7 @@ rm -rf "$PKG" "$TESTING"
 mkdir -p "$PKG/wasm" "$TESTING"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-MODULES="open:open full:open,remote,frozen testing:testing"
+MODULES="open:open full:open,remote,frozen,values testing:testing"
 for m in $MODULES; do
   name="${m%%:*}"
   features="${m##*:}"

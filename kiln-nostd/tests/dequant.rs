@@ -414,6 +414,64 @@ fn products_past_f32_range_are_infinite_and_small_ones_exact() {
     assert_eq!(v[3].to_bits(), 0x0040_0000, "1 * 2^-127, a subnormal");
 }
 
+// ---------------------------------------------------------------- by parts, in windows
+
+/// `Dequantizer::from_parts` over pieces of the payload (what kiln-wasm does with its window)
+/// gives every element `Dequantizer::new` gives over the whole, for each dtype width, scheme 2
+/// with scales along an inner axis, and window lengths that split elements' groups.
+#[test]
+fn from_parts_in_windows_equals_the_whole_tensor() {
+    use kiln_nostd::dequant::QuantParts;
+    let data: Vec<u8> = (0u8..=255).cycle().take(4 * 6 * 8).collect();
+    for dtype in [DType::E2M1, DType::I8, DType::F16, DType::F32, DType::F64] {
+        let per = usize::try_from(dtype.byte_length(2).unwrap()).unwrap(); // bytes of two elements
+        let dims = [4u64, 6];
+        let bytes = &data[..usize::try_from(dtype.byte_length(24).unwrap()).unwrap()];
+        let outer_scale = f32s(&[-0.75]);
+        let specs = [
+            TensorSpec::new(dtype, &dims, bytes).quantized(outer(1, 4)),
+            TensorSpec::new(DType::E8M0, &[4, 2], &[120, 121, 122, 123, 124, 125, 126, 127]),
+            TensorSpec::new(DType::F32, &[1], &outer_scale),
+        ];
+        let buf = write(&specs);
+        let dir = Directory::parse(&buf).unwrap();
+        let whole = Dequantizer::new(&dir.get(0).unwrap()).unwrap();
+        let scales = [120u8, 121, 122, 123, 124, 125, 126, 127];
+        let quant =
+            QuantParts { scale_dtype: DType::E8M0, scales: &scales, axis: 1, group_size: 4, outer: Some(-0.75) };
+        for window in [per, 2 * per, 3 * per, 5 * per, bytes.len()] {
+            let mut got = Vec::new();
+            for (k, piece) in bytes.chunks(window).enumerate() {
+                let first = k * window * 2 / per;
+                let d = Dequantizer::from_parts(dtype, &dims, first, piece, Some(quant)).unwrap();
+                let mut out = vec![0f32; 2 * window];
+                let n = d.fill(first, &mut out);
+                got.extend_from_slice(&out[..n]);
+            }
+            let want: Vec<u32> = (0..24).map(|i| whole.get(i).unwrap().to_bits()).collect();
+            assert_eq!(
+                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want,
+                "{dtype:?}, windows of {window} bytes"
+            );
+        }
+    }
+    assert_eq!(
+        Dequantizer::from_parts(DType::Opaque(4096), &[1], 0, &[0], None).unwrap_err(),
+        DequantError::OpaqueData { dtype: 4096 }
+    );
+    let opaque_scales =
+        QuantParts { scale_dtype: DType::Opaque(4100), scales: &[0], axis: 0, group_size: 1, outer: None };
+    assert_eq!(
+        Dequantizer::from_parts(DType::F32, &[1], 0, &[0; 4], Some(opaque_scales)).unwrap_err(),
+        DequantError::OpaqueScale { dtype: 4100 }
+    );
+    assert_eq!(
+        Dequantizer::from_parts(DType::U8, &[u64::MAX, 2], 0, &[], None).unwrap_err(),
+        DequantError::TooLarge { count: u64::MAX }
+    );
+}
+
 // ---------------------------------------------------------------- the caller's buffer
 
 #[test]

@@ -1,8 +1,10 @@
 // Directory and Tensor: thin objects over the table the core returned
 // (src/table.rs) and the caller's own bytes.
 
-import { dtype_names, lut as wasmLut } from './wasm/kiln_wasm.js';
-import { canView, elementsOf, isHostLittleEndian, toFloat32 as convert, viewCtor } from './elements.js';
+import { dtype_names } from './wasm/kiln_wasm.js';
+import { canView, elementsOf, isHostLittleEndian, viewCtor } from './elements.js';
+import { fullModule } from './modules.js';
+import { need } from './ready.js';
 
 // Table layout (src/table.rs): a Uint32Array of META directory-wide slots,
 // then SLOTS per tensor, then each tensor's dims as (low, high) word pairs
@@ -57,16 +59,6 @@ function dtypeName(code) {
   return code >= 1 && code <= names.length ? names[code - 1] : `opaque:${code}`;
 }
 
-const luts = new Map();
-function lut(code) {
-  let t = luts.get(code);
-  if (t === undefined) {
-    t = wasmLut(code);
-    luts.set(code, t);
-  }
-  return t;
-}
-
 // ignoreBOM: a name may start with U+FEFF; the default would drop it and shift every later name.
 const decoder = new TextDecoder('utf-8', { ignoreBOM: true });
 function decode(bytes) {
@@ -109,6 +101,7 @@ export class Directory {
     this._segments = state.segments ?? null; // Map<index, Uint8Array> for remote directories
     this._pending = state.pending ?? null; // message when payloads have not arrived
     this._metadata = state.metadata ?? null; // a model file's metadata (Map), else null
+    this._digestsVerified = state.digestsVerified === true; // step 9d held for every tensor
     this._heap = null; // the decoded heap when it is all ASCII, else false
     this._cache = new Array(this._n);
     this._list = null;
@@ -123,6 +116,17 @@ export class Directory {
   /** A model file's metadata (a Map without the padding key), or null for a plain directory. */
   get metadata() {
     return this._metadata;
+  }
+
+  /**
+   * True when every tensor's payload was hashed and matched its digest as
+   * this directory was checked (a DirectoryLoader or loadDirectory, unless
+   * `verifyDigests: false`; parseModel with `{ verify: true }`); false when
+   * the digests were not compared, and for a file without digests
+   * (docs/verification.md: which call compares them).
+   */
+  get digestsVerified() {
+    return this._digestsVerified;
   }
 
   /** Absolute offset of the block in the input (0 for a plain directory; after the metadata in a model file). */
@@ -387,9 +391,18 @@ export class Tensor {
     return this.view();
   }
 
-  /** The element values as a new Float32Array (conversion only: scales are not applied). */
+  /**
+   * The element values as a new Float32Array (conversion only: scales are
+   * not applied), as spec/kiln-v2.md section 11.1 converts them: f64 and the
+   * 32- and 64-bit integers rounded to the nearest f32 (ties to even), every
+   * other dtype exact. An opaque tensor throws a TypeError.
+   */
   toFloat32() {
-    return convert(this._d._payload(this._i), this.dtypeCode, this.elementCount, lut);
+    const code = this.dtypeCode;
+    const payload = this._d._payload(this._i);
+    // f32 is its own value: a copy (view() is the zero-copy read).
+    if (code === 2) return new Float32Array(elementsOf(payload, code));
+    return valuesOf(payload, code, this.shape, this.elementCount, null);
   }
 
   toJSON() {
@@ -409,6 +422,44 @@ export class Tensor {
 }
 
 /**
+ * The values of `payload` (a tensor's wire bytes) of dtype `code`, `shape`
+ * and `count` elements, quantization `q` (Tensor.quant) applied, as a new
+ * Float32Array: the core's kiln_nostd::dequant::Dequantizer (src/values.rs,
+ * in the full module), the one implementation of spec section 11.1. The
+ * payload is in JS memory: it goes through the module's 64 KiB window, and
+ * the values come back a window at a time (wasm memory does not grow with
+ * the tensor). Throws the core's TypeError for an opaque dtype or opaque scales.
+ */
+function valuesOf(payload, code, shape, count, q) {
+  need('values');
+  const full = fullModule();
+  const v = new full.Values(code, shape);
+  try {
+    if (q !== null) {
+      // The outer scale is one f32 (the parser checked): its value, read as it is.
+      const outer = q.outer === null ? undefined : q.outer.toFloat32()[0];
+      v.quantized(q.scale.dtypeCode, q.scale.bytes(), q.axis, q.groupSize, outer);
+    }
+    const out = new Float32Array(count);
+    const ptr = v.window_ptr();
+    const wlen = v.window_len();
+    let pos = 0;
+    // The memory's buffer read after the calls that allocate (it may have grown).
+    const memory = full.wasm_memory();
+    for (let at = 0; at < payload.length && pos < count; at += wlen) {
+      const n = Math.min(wlen, payload.length - at);
+      new Uint8Array(memory.buffer, ptr, n).set(payload.subarray(at, at + n));
+      const k = v.run(at, n);
+      out.set(new Float32Array(memory.buffer, v.out_ptr(), k), pos);
+      pos += k;
+    }
+    return out;
+  } finally {
+    v.free();
+  }
+}
+
+/**
  * A tensor's values as a new Float32Array, its quantization applied as
  * spec/kiln-v2.md section 11.1 defines: element x scale of its group, and
  * for scheme 2 that product rounded to f32 and then x the outer scale. The
@@ -417,30 +468,11 @@ export class Tensor {
  * only converted; an opaque tensor or opaque scales throw a TypeError.
  * Kiln itself stores the metadata and never applies it.
  *
- * The core's kiln_nostd::dequant computes the same bits (the tensor's bytes
- * live in JS memory here, not the module's): test/dequant.test.mjs holds
- * both to spec/dequant-cases.json.
+ * The core computes the values (kiln_nostd::dequant, through the module):
+ * test/dequant.test.mjs holds them to spec/dequant-cases.json.
  */
 export function dequantize(tensor) {
   const q = tensor.quant;
   if (q === null) return tensor.toFloat32();
-  const x = tensor.toFloat32();
-  const s = q.scale.toFloat32();
-  const outer = q.outer ? q.outer.toFloat32()[0] : null;
-  const shape = tensor.shape;
-  const along = shape[q.axis];
-  const groups = Math.ceil(along / q.groupSize);
-  let inner = 1;
-  for (let k = q.axis + 1; k < shape.length; k++) inner *= shape[k];
-  for (let i = 0; i < x.length; i++) {
-    const innerIdx = i % inner;
-    const axisIdx = Math.floor(i / inner) % along;
-    const outerIdx = Math.floor(i / (inner * along));
-    const g = Math.floor(axisIdx / q.groupSize);
-    // Two f32 values multiply exactly in a double, so storing the product
-    // rounds it once, as an f32 multiplication does.
-    const scaled = x[i] * s[(outerIdx * groups + g) * inner + innerIdx];
-    x[i] = outer === null ? scaled : Math.fround(scaled) * outer;
-  }
-  return x;
+  return valuesOf(tensor.bytes(), tensor.dtypeCode, tensor.shape, tensor.elementCount, q);
 }

@@ -1,6 +1,5 @@
-// Typed views and element conversions. No wasm here: conversion tables for
-// the narrow floats are built once by kiln_nostd::dequant::mx (through `lut`) and
-// handed in by kiln.js.
+// Typed views of wire bytes. No wasm here, and no value conversion: values
+// as f32 (toFloat32, dequantize in directory.js) are the core's.
 
 let hostLittleEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
@@ -100,84 +99,4 @@ export function copyElements(payload, C, n) {
     for (let i = 0; i < n; i++) o[i] = dv.getBigUint64(8 * i, true);
   }
   return out;
-}
-
-/**
- * Element values as a new Float32Array. `lut(code)` returns the f32 bits of
- * every code of a narrow float (from kiln_nostd::dequant::mx). f64 and the integers
- * round to the nearest f32, ties to even, in one rounding (spec section 11.1).
- */
-export function toFloat32(payload, code, count, lut) {
-  const n = count;
-  const out = new Float32Array(n);
-  switch (code) {
-    case 1: // f64
-    case 2: // f32 (a copy; view() is the zero-copy read)
-      out.set(elementsOf(payload, code));
-      return out;
-    case 3: // f16
-    case 4: {
-      // bf16
-      const bits = elementsOf(payload, code, true);
-      const table = lut(code);
-      const o = new Uint32Array(out.buffer);
-      for (let i = 0; i < n; i++) o[i] = table[bits[i]];
-      return out;
-    }
-    case 5: // f8e4m3
-    case 6: // f8e5m2
-    case 19: {
-      // e8m0
-      const table = lut(code);
-      const o = new Uint32Array(out.buffer);
-      for (let i = 0; i < n; i++) o[i] = table[payload[i]];
-      return out;
-    }
-    case 14:
-    case 15: {
-      const v = elementsOf(payload, code);
-      for (let i = 0; i < n; i++) out[i] = bigIntToFloat32(v[i]);
-      return out;
-    }
-    case 16: // i4: sign-extended nibbles, low nibble first
-    case 17: // u4
-    case 18: {
-      // e2m1
-      const table = code === 18 ? new Float32Array(lut(18).buffer.slice(0)) : null;
-      for (let i = 0; i < n; i++) {
-        const byte = payload[i >> 1];
-        const nib = i & 1 ? byte >> 4 : byte & 15;
-        out[i] = code === 16 ? (nib ^ 8) - 8 : code === 17 ? nib : table[nib];
-      }
-      return out;
-    }
-    default:
-      if (code >= 7 && code <= 13) {
-        out.set(elementsOf(payload, code));
-        return out;
-      }
-      throw new TypeError(`dtype code ${code} is an opaque block layout: Kiln does not interpret it`);
-  }
-}
-
-/**
- * A 64-bit integer rounded to the nearest f32, ties to even, in one rounding.
- * Number(v) would round to a double first, and that second rounding can
- * land on a tie the exact value is not (2^60 + 2^36 + 1 would go down).
- * Keeping the top 26 bits and folding every bit below them into the lowest
- * (sticky) one leaves a double that rounds to f32 as v does.
- */
-export function bigIntToFloat32(v) {
-  const neg = v < 0n;
-  let m = neg ? -v : v;
-  const shift = m.toString(2).length - 26;
-  let x;
-  if (shift <= 0) {
-    x = Number(m);
-  } else {
-    const s = BigInt(shift);
-    const sticky = (m & ((1n << s) - 1n)) === 0n ? 0n : 1n;
-    x = Number((m >> s) | sticky) * 2 ** shift;
-  }
-  return Math.fround(neg ? -x : x);
 }

@@ -170,6 +170,12 @@ export declare class Directory implements Iterable<AnyTensor> {
   readonly payloadOffset: number;
   /** A model file's metadata (the padding key `kiln.convert.pad` not shown), or null for a plain directory. */
   readonly metadata: Map<string, string> | null;
+  /**
+   * True when every tensor's payload was hashed and matched its digest as this directory was checked
+   * (DirectoryLoader, loadDirectory unless `verifyDigests: false`; parseModel with `verify: true`); false when
+   * the digests were not compared and for a file without digests (docs/verification.md).
+   */
+  readonly digestsVerified: boolean;
   /** The bytes the tensors borrow (the whole input). */
   readonly source: Uint8Array;
   at(index: number): AnyTensor | undefined;
@@ -204,6 +210,8 @@ export interface Model {
   readonly hasDigests: boolean;
   /** True when the digests were compared (`verify: true` on a record that has them). */
   readonly verified: boolean;
+  /** `verified`, by the name Directory (and the other front ends' flags: `digests_verified`) give it. */
+  readonly digestsVerified: boolean;
   /** A shard record's model id (hex SHA-256 of its manifest's tensor table) and 1-based position, else null. */
   readonly shard: { readonly model: string; readonly index: number; readonly count: number } | null;
 }
@@ -236,13 +244,15 @@ export interface InitOptions {
   frozen?: boolean;
   /** kiln-wasm/slim: instantiate the `remote` module now (else openRemote, loadTensor do when they meet a manifest). */
   remote?: boolean;
+  /** kiln-wasm/slim: instantiate the `values` module too (Tensor.toFloat32 of any dtype but f32 and dequantize are synchronous and need it first). */
+  values?: boolean;
 }
 
 /**
  * Instantiates the WebAssembly modules. The default entry (`kiln-wasm`) does that itself (the modules are
  * embedded: `open` on import, `remote` and `frozen` on first use) and `init` resolves at once;
- * `kiln-wasm/slim` needs `await init()` before any other call, and `await init({ frozen: true })` before
- * decodeValue or decodeFrame.
+ * `kiln-wasm/slim` needs `await init()` before any other call, `await init({ frozen: true })` before
+ * decodeValue or decodeFrame, and `await init({ values: true })` before dequantize or toFloat32 (but of f32).
  */
 export function init(options?: InitOptions): Promise<void>;
 

@@ -15,7 +15,7 @@ startWith(bytesOf(wasm));
  * Resolves at once: this entry instantiates its embedded module on import.
  * Present so that code written for kiln-wasm/slim (`await init({ wasm })`)
  * runs unchanged; the argument is ignored here.
- * @param {{ wasm?: unknown, remote?: boolean, frozen?: boolean }} [options]
+ * @param {{ wasm?: unknown, remote?: boolean, frozen?: boolean, values?: boolean }} [options]
  * @returns {Promise<void>}
  */
 export function init(options) {

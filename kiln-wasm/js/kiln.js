@@ -23,8 +23,10 @@ export { checkOnnxGraph, createOnnxSession } from './onnx.js';
 
 function openBytes(bytes, options, fn) {
   const input = asBytes(bytes, fn);
-  const { table, head } = checkWhole(input, limitsOf(options), options.verify === true);
-  const dir = new Directory(INTERNAL, table, input, { metadata: head.metadata });
+  const verify = options.verify === true;
+  const { table, head } = checkWhole(input, limitsOf(options), verify);
+  const digestsVerified = verify && head.digests !== null;
+  const dir = new Directory(INTERNAL, table, input, { metadata: head.metadata, digestsVerified });
   return { dir, head, input };
 }
 
@@ -48,7 +50,7 @@ export function parseDirectory(bytes, options = {}) {
  * Checks a model file (spec/model-file.md: the frame, string metadata, for
  * a digests record a SHA-256 per tensor, for a shard record its model and
  * position, then the tensor directory) and returns {metadata, tensors,
- * isModelFile, kind, hasDigests, verified, shard}: the metadata as a Map (the
+ * isModelFile, kind, hasDigests, verified, digestsVerified, shard}: the metadata as a Map (the
  * alignment padding key `kiln.convert.pad` is not shown), the tensors as a
  * Directory over `bytes`' own ArrayBuffer, kind 'plain' | 'digests' |
  * 'shard' (null for a plain directory), shard {model (hex model id), index,
@@ -61,7 +63,8 @@ export function parseDirectory(bytes, options = {}) {
  * view over your buffer, and without it no payload byte is read (the other
  * rules read a few). With it, every payload byte goes through wasm memory
  * (64 KiB at a time) and a mismatch is DIGEST at the tensor's first byte;
- * `verified` says whether digests were compared (false for a plain record).
+ * `verified` (and `digestsVerified`, the Directory's name for it) says
+ * whether digests were compared (false for a plain record).
  * @param {Uint8Array | ArrayBuffer | ArrayBufferView} bytes
  * @param {{countCap?: number, byteCap?: number, verify?: boolean}} [options]
  */
@@ -71,13 +74,15 @@ export function parseModel(bytes, options = {}) {
   const s = head.shard;
   const shard = s ? Object.freeze({ model: hex(input.subarray(s.modelAt, s.modelAt + 32)), index: s.index, count: s.count }) : null;
   const hasDigests = head.digests !== null;
+  const verified = tensors.digestsVerified;
   return Object.freeze({
     metadata: tensors.metadata ?? new Map(),
     tensors,
     isModelFile,
     kind: head.record,
     hasDigests,
-    verified: hasDigests && options.verify === true,
+    verified,
+    digestsVerified: verified,
     shard,
   });
 }

@@ -196,7 +196,7 @@ export class DirectoryLoader {
         const { table, head } = checkWhole(bytes, this._limits, this._verify);
         // (Never reached by a file that passes: its directory is complete by
         // its end, so in GPU mode the buffers exist; here checkWhole throws.)
-        this._result = new Directory(INTERNAL, table, bytes, { metadata: head.metadata });
+        this._result = new Directory(INTERNAL, table, bytes, { metadata: head.metadata, digestsVerified: this._verify && head.digests !== null });
       } else {
         let table;
         try {
@@ -205,13 +205,15 @@ export class DirectoryLoader {
           throw e;
         }
         this._release();
+        // Every payload byte went past the hasher (step 9d) unless verifyDigests: false.
+        const digestsVerified = this._verify && this._head.digests !== null;
         if (this._targets !== null) {
           const pending = 'the payloads went to GPU buffers: loader.gpuBuffers';
-          this._result = new Directory(INTERNAL, table, this._prefix, { pending, metadata: this._head.metadata });
+          this._result = new Directory(INTERNAL, table, this._prefix, { pending, metadata: this._head.metadata, digestsVerified });
           this._unmapAll();
         } else {
           const bytes = this._buffer.subarray(0, Math.min(this._received, this._buffer.length));
-          this._result = new Directory(INTERNAL, table, bytes, { metadata: this._head.metadata });
+          this._result = new Directory(INTERNAL, table, bytes, { metadata: this._head.metadata, digestsVerified });
         }
       }
     } catch (e) {

@@ -21,6 +21,7 @@ export function useFull(ns) {
   full = ns;
   setLoaded('remote');
   setLoaded('frozen');
+  setLoaded('values');
 }
 
 /** The default entries: instantiates the full module from its bytes, synchronously. */
@@ -29,6 +30,7 @@ export function startWith(bytes) {
   setReady();
   setLoaded('remote');
   setLoaded('frozen');
+  setLoaded('values');
 }
 
 /**

@@ -13,7 +13,7 @@ startWith(bytesOf(wasmFromText(readFileSync(join(__dirname, 'wasm', 'kiln_full_i
 
 /**
  * Resolves at once: this entry instantiates its module itself (see index.js).
- * @param {{ wasm?: unknown, remote?: boolean, frozen?: boolean }} [options]
+ * @param {{ wasm?: unknown, remote?: boolean, frozen?: boolean, values?: boolean }} [options]
  * @returns {Promise<void>}
  */
 export function init(options) {

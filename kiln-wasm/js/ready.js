@@ -9,9 +9,9 @@ let ready = false;
 let hint = 'call `await init()` first';
 
 /** How each optional module is had: `{ sync?: () => void, async?: () => Promise<void> }`, set by the entry. */
-const loaders = { remote: null, frozen: null };
-const loaded = { remote: false, frozen: false };
-const pending = { remote: null, frozen: null };
+const loaders = { remote: null, frozen: null, values: null };
+const loaded = { remote: false, frozen: false, values: false };
+const pending = { remote: null, frozen: null, values: null };
 
 /** Marks the `open` module instantiated. */
 export function setReady() {
@@ -33,7 +33,7 @@ export function assertReady() {
   if (!ready) throw new Error(`kiln-wasm: the WebAssembly module is not initialised: ${hint}`);
 }
 
-/** Sets how the entry instantiates module `name` ('remote' or 'frozen'). */
+/** Sets how the entry instantiates module `name` ('remote', 'frozen' or 'values'). */
 export function setLoader(name, loader) {
   loaders[name] = loader;
 }

@@ -40,17 +40,18 @@ function loadFull() {
 
 setLoader('remote', { async: loadFull });
 setLoader('frozen', { async: loadFull });
+setLoader('values', { async: loadFull });
 
 /**
  * Instantiates the `open` WebAssembly module, and the full one beside it
- * when `frozen` or `remote` is `true`; resolves once the API can be used. Later
+ * when `frozen`, `remote` or `values` is `true`; resolves once the API can be used. Later
  * calls resolve at once for what is loaded (the first module stays) and load
  * what they newly ask for.
- * @param {{ wasm?: string | URL | Request | Response | Promise<Response> | BufferSource | WebAssembly.Module, remote?: boolean, frozen?: boolean }} [options]
+ * @param {{ wasm?: string | URL | Request | Response | Promise<Response> | BufferSource | WebAssembly.Module, remote?: boolean, frozen?: boolean, values?: boolean }} [options]
  * @returns {Promise<void>}
  */
 export function init(options = {}) {
-  const wanted = ['remote', 'frozen'].filter((n) => options[n] === true);
+  const wanted = ['remote', 'frozen', 'values'].filter((n) => options[n] === true);
   pending ??= (async () => {
     if (isReady()) return;
     const wasm = options.wasm ?? new URL('./wasm/kiln_wasm_bg.wasm', import.meta.url);

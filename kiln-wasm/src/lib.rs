@@ -58,8 +58,8 @@
 use kiln_nostd::frozen::{Reader, Schema};
 use kiln_nostd::wire::header::{DESCRIPTOR_LEN, HEADER_LEN};
 #[cfg(feature = "testing")]
-use kiln_nostd::{directory::scratch_len, dtype::Width, wire::Header, Parser};
-use kiln_nostd::{wire::layout, DType, Error, Limits};
+use kiln_nostd::{directory::scratch_len, dtype::Width, wire::Header, DType, Parser};
+use kiln_nostd::{wire::layout, Error, Limits};
 use wasm_bindgen::prelude::*;
 
 pub mod conv;
@@ -69,6 +69,8 @@ pub mod model;
 pub mod table;
 pub mod texts;
 pub mod validator;
+#[cfg(feature = "values")]
+pub mod values;
 
 use conv::{addr, f64_of, i32_of, u64_of_f64, usize_sat};
 use validator::Session;
@@ -706,24 +708,6 @@ pub fn is_plain_file_name(name: &str) -> bool {
 #[wasm_bindgen]
 pub fn wasm_memory() -> JsValue {
     wasm_bindgen::memory()
-}
-
-#[cfg(feature = "open")]
-/// f32 bits of every code of a narrow float dtype (`kiln_nostd::dequant::mx`): 65,536
-/// for f16/bf16, 256 for f8e4m3/f8e5m2/e8m0, 16 for e2m1; `undefined` otherwise.
-#[wasm_bindgen]
-pub fn lut(dtype: u16) -> Option<js_sys::Uint32Array> {
-    use kiln_nostd::dequant::mx;
-    let table: Vec<u32> = match DType::from_code(dtype)? {
-        DType::F16 => (0..=u16::MAX).map(|b| mx::f16_to_f32(b).to_bits()).collect(),
-        DType::BF16 => (0..=u16::MAX).map(|b| mx::bf16_to_f32(b).to_bits()).collect(),
-        DType::F8E4M3 => (0..=u8::MAX).map(|b| mx::f8e4m3_to_f32(b).to_bits()).collect(),
-        DType::F8E5M2 => (0..=u8::MAX).map(|b| mx::f8e5m2_to_f32(b).to_bits()).collect(),
-        DType::E2M1 => (0..16u8).map(|b| mx::e2m1_to_f32(b).to_bits()).collect(),
-        DType::E8M0 => (0..=u8::MAX).map(|b| mx::e8m0_to_f32(b).to_bits()).collect(),
-        _ => return None,
-    };
-    Some(js_sys::Uint32Array::from(&table[..]))
 }
 
 #[cfg(feature = "open")]

@@ -1,9 +1,10 @@
-// js/directory.js's dequantize (and the conversions of js/elements.js under
-// it) held to spec/kiln-v2.md section 11.1 through spec/dequant-cases.json:
-// the directories and the f32 bits the Python reference computes, which the
+// The npm package's dequantize (and toFloat32 under it) held to
+// spec/kiln-v2.md section 11.1 through spec/dequant-cases.json: the
+// directories and the f32 bits the Python reference computes, which the
 // core's kiln_nostd::dequant is held to as well (tests/tests/dequant_cases.rs).
-// A JS copy stays because a JS tensor's bytes live in JS memory, not the
-// module's; this file is what keeps it the core's.
+// Both are the core's code (js/directory.js copies the payload through the
+// full module's Values window, src/values.rs); this file checks the window
+// and the hand-over.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -52,5 +53,35 @@ test('every case again on a pretended big-endian host (the copy paths)', () => {
     for (const c of file.cases) check(c);
   } finally {
     __setHostLittleEndian(old);
+  }
+});
+
+test('tensors of several 64 KiB windows: every element at its place (i8 x e8m0 groups, u4, e2m1 with an odd count)', async () => {
+  const { encodeKiln } = await import('../test-support/encode.mjs');
+  const n = 200001; // 3+ windows of i8, 2 of nibbles, and an odd nibble count
+  const i8 = Uint8Array.from({ length: n }, (_, i) => (i * 7) & 0xff);
+  const groups = Math.ceil(n / 32);
+  const e8 = Uint8Array.from({ length: groups }, (_, g) => 120 + (g % 15));
+  const nib = Uint8Array.from({ length: Math.ceil(n / 2) }, (_, i) => (i * 13) & 0xff);
+  nib[nib.length - 1] &= 15; // the unused high nibble of the odd count is zero (a rule)
+  const dir = kiln.parseDirectory(encodeKiln([
+    { name: 'q', dtype: 'i8', shape: [n], data: i8, quant: { scheme: 1, axis: 0, groupSize: 32, scale: 1 } },
+    { name: 's', dtype: 'e8m0', shape: [groups], data: e8 },
+    { name: 'u4', dtype: 'u4', shape: [n], data: nib },
+    { name: 'fp4', dtype: 'e2m1', shape: [n], data: nib },
+  ]));
+  const E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6];
+  const nibble = (i) => (i & 1 ? nib[i >> 1] >> 4 : nib[i >> 1] & 15);
+  const q = kiln.dequantize(dir.get('q'));
+  const u4 = dir.get('u4').toFloat32();
+  const fp4 = dir.get('fp4').toFloat32();
+  assert.deepEqual([q.length, u4.length, fp4.length], [n, n, n]);
+  for (let i = 0; i < n; i++) {
+    const x = (i8[i] << 24) >> 24;
+    // An i8 times a power of two: exact in f32.
+    assert.equal(q[i], x * 2 ** (e8[i >> 5] - 127), `q[${i}]`);
+    assert.equal(u4[i], nibble(i), `u4[${i}]`);
+    const v = nibble(i);
+    assert.ok(Object.is(fp4[i], (v & 8 ? -1 : 1) * E2M1[v & 7]), `fp4[${i}]`);
   }
 });

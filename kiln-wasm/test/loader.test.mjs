@@ -51,6 +51,12 @@ test('the tensor table and the total size arrive before the payload', () => {
   assert.equal(loader.end(), dir);
 });
 
+test('a plain directory has no digests: digestsVerified is false, as parseDirectory says', async () => {
+  const bytes = example();
+  assert.equal(kiln.parseDirectory(bytes).digestsVerified, false);
+  assert.equal((await kiln.loadDirectory(new Blob([bytes]))).digestsVerified, false);
+});
+
 test('any chunking gives the same result, including 1-byte chunks', () => {
   const bytes = example();
   const want = kiln.parseDirectory(bytes).toJSON();

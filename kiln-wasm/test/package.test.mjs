@@ -181,6 +181,33 @@ test('the default entries have the Frozen part at once (ESM and CommonJS)', () =
   assert.equal(run(cjs, 'lazy.js', `const kiln = require('kiln-wasm');\n${probe}`).trim(), '7');
 });
 
+test('kiln-wasm/slim: toFloat32 of f32 needs only init(); dequantize says how to load the values part, then gives the default entry\'s values', () => {
+  // The first quantized tensor of the example, dequantized (its values joined), by an entry.
+  const values = (entry) => `
+    const tensors = kiln.parseDirectory(readFileSync(${JSON.stringify(example)})).tensors();
+    const q = tensors.find((t) => t.quant !== null);
+    console.log(JSON.stringify([q.dtype, [...kiln.dequantize(q)].join()]));`;
+  const out = run(esm, 'slim-values.mjs', `
+    import * as kiln from 'kiln-wasm/slim';
+    import { readFileSync } from 'node:fs';
+    import { createRequire } from 'node:module';
+    const dir = createRequire(import.meta.url).resolve('kiln-wasm/kiln_wasm_bg.wasm').replace(/kiln_wasm_bg\\.wasm$/, '');
+    await kiln.init({ wasm: readFileSync(dir + 'kiln_wasm_bg.wasm') });
+    const f32 = kiln.parseDirectory(readFileSync(${JSON.stringify(example)})).tensors().find((t) => t.dtype === 'f32');
+    let before;
+    try { kiln.dequantize(kiln.parseDirectory(readFileSync(${JSON.stringify(example)})).tensors().find((t) => t.quant !== null)); } catch (e) { before = e.message; }
+    console.log(JSON.stringify([f32.toFloat32().length === f32.elementCount, before]));
+    await kiln.init({ values: true });
+    ${values()}
+  `).trim().split('\n');
+  const [plain, before] = JSON.parse(out[0]);
+  assert.equal(plain, true, 'toFloat32 of f32 before the values part');
+  assert.match(before, /the values module is not loaded: with kiln-wasm\/slim, call `await init\(\{ values: true \}\)`/);
+  const def = run(esm, 'default-values.mjs', `import * as kiln from 'kiln-wasm';\nimport { readFileSync } from 'node:fs';\n${values()}`).trim();
+  assert.equal(out[1], def);
+  assert.notEqual(JSON.parse(def)[0], 'f32', 'a narrow dtype');
+});
+
 test('kiln-wasm/slim: decodeValue says how to load the Frozen part, then works after init({ frozen: true })', () => {
   const out = run(esm, 'slim-frozen.mjs', `
     import * as kiln from 'kiln-wasm/slim';

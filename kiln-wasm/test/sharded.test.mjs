@@ -167,6 +167,10 @@ test('parseModel checks digests with { verify: true } only, as the core does', (
   assert.deepEqual([plain.kind, plain.hasDigests, plain.verified], ['shard', true, false]);
   assert.deepEqual([plain.shard.index, plain.shard.count], [2, 3]);
   assert.equal(kiln.parseModel(good, { verify: true }).verified, true);
+  // The Directory's flag (docs/verification.md's cell for each call): hashed, or not.
+  assert.deepEqual([plain.digestsVerified, plain.tensors.digestsVerified, kiln.parseDirectory(good).digestsVerified], [false, false, false]);
+  const v = kiln.parseModel(good, { verify: true });
+  assert.deepEqual([v.digestsVerified, v.tensors.digestsVerified], [true, true]);
   const t = plain.tensors.get('t.19');
   const bad = good.slice();
   bad[t.byteOffset + t.byteLength - 1] ^= 1;
@@ -301,6 +305,11 @@ test('open(source): the call made for each kind of source, and its digest policy
   assert.equal(await fails(kiln.open(new Blob([bad]))), digestFault);
   assert.equal(await fails(kiln.open(new Response(bad))), digestFault);
   assert.equal(await fails(kiln.open(new Blob([bad]), { verifyDigests: false })), 'accept');
+  assert.equal(loaded.digestsVerified, true, 'loadDirectory hashed every payload');
+  assert.equal((await kiln.open(new Blob([good]), { verifyDigests: false })).digestsVerified, false);
+  const loader = new kiln.DirectoryLoader();
+  loader.push(good);
+  assert.equal(loader.end().digestsVerified, true);
   // A URL: openRemote (a manifest opens the sharded model; each load checks its digest).
   const url = serve('open', big);
   const remote = await kiln.open(url);

@@ -101,6 +101,8 @@ const license: string | undefined = m.metadata.get('license');
 const tensors: Directory = m.tensors;
 const isModel: boolean = m.isModelFile && isModelFile(bytes);
 const meta: Map<string, string> | null = dir.metadata;
+const hashed: boolean = dir.digestsVerified && m.digestsVerified === m.verified;
+void hashed;
 const at: number = dir.byteOffset;
 void license; void tensors; void isModel; void meta; void at;
 // @ts-expect-error: metadata values are strings
