@@ -13,30 +13,55 @@ import tempfile
 import time
 
 import numpy as np
-d = sys.argv[1] if len(sys.argv) > 1 else tempfile.gettempdir()
-rng = np.random.default_rng(0)
-base = rng.standard_normal(1 << 20, dtype=np.float32).astype(np.float16)
-arrs = [np.tile(base, 2) for _ in range(256)]  # 256 x 4 MiB = 1 GiB
-total = sum(a.nbytes for a in arrs)
-def via_map(p, sync):
-    fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL)
-    os.ftruncate(fd, total)
-    m = mmap.mmap(fd, total, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
-    v = np.frombuffer(m, np.uint8)
+
+DIR = sys.argv[1] if len(sys.argv) > 1 else tempfile.gettempdir()
+BASE = np.random.default_rng(0).standard_normal(1 << 20, dtype=np.float32).astype(np.float16)
+ARRAYS = [np.tile(BASE, 2) for _ in range(256)]  # 256 x 4 MiB = 1 GiB
+TOTAL = sum(a.nbytes for a in ARRAYS)
+
+
+def via_map(path: str, sync: bool) -> None:
+    """A new file of TOTAL bytes, mapped shared and populated, filled by copies (kiln-py's large-file path)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+    os.ftruncate(fd, TOTAL)
+    m = mmap.mmap(fd, TOTAL, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+    view = np.frombuffer(m, np.uint8)
     at = 0
-    for a in arrs:
-        b = a.view(np.uint8); v[at:at + b.size] = b; at += b.size
-    del v
-    if sync: m.flush(); os.fsync(fd)
-    m.close(); os.close(fd)
-def via_write(p, sync):
-    with open(p, "xb", buffering=0) as f:
-        for a in arrs: f.write(memoryview(a).cast("B"))
-        if sync: os.fsync(f.fileno())
-for sync in (False, True):
-    res = {"map": [], "write": []}
-    for i in range(4):
-        for name, f in (("map", via_map), ("write", via_write)) if i % 2 == 0 else (("write", via_write), ("map", via_map)):
-            p = os.path.join(d, name)
-            t = time.perf_counter(); f(p, sync); res[name].append(time.perf_counter() - t); os.unlink(p)
-    print("fsync" if sync else "no fsync", {k: round(statistics.median(v), 3) for k, v in res.items()}, flush=True)
+    for a in ARRAYS:
+        b = a.view(np.uint8)
+        view[at:at + b.size] = b
+        at += b.size
+    del view
+    if sync:
+        m.flush()
+        os.fsync(fd)
+    m.close()
+    os.close(fd)
+
+
+def via_write(path: str, sync: bool) -> None:
+    """One write per array from its own memory (safetensors' path)."""
+    with open(path, "xb", buffering=0) as f:
+        for a in ARRAYS:
+            f.write(memoryview(a).cast("B"))
+        if sync:
+            os.fsync(f.fileno())
+
+
+def main() -> None:
+    for sync in (False, True):
+        res: dict = {"map": [], "write": []}
+        for i in range(4):
+            order = [("map", via_map), ("write", via_write)]
+            for name, f in order if i % 2 == 0 else order[::-1]:
+                path = os.path.join(DIR, f".write_paths.{name}")
+                t = time.perf_counter()
+                f(path, sync)
+                res[name].append(time.perf_counter() - t)
+                os.unlink(path)
+        medians = {k: f"{statistics.median(v):.3f} s" for k, v in res.items()}
+        print("fsync" if sync else "no fsync", medians, flush=True)
+
+
+if __name__ == "__main__":
+    main()
