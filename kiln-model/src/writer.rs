@@ -188,15 +188,26 @@ impl ModelWriter {
             // Fallback: over u32::MAX bytes of digests, a length the parse of the written file refuses.
             let len = u32::try_from(specs.len().saturating_mul(DIGEST_LEN)).unwrap_or(u32::MAX);
             put(file, &len.to_le_bytes());
-            put_digests(file, &mut put, specs);
+        }
+        // The digest table (when there is one) is the rest of the head: it is
+        // filled while the block is written (see `digests_while`).
+        let table_at = at;
+        if self.digests {
+            at = at.saturating_add(specs.len().saturating_mul(DIGEST_LEN));
         }
         // Fallback not taken: at <= file.len(): the plan sized the file.
-        let block = file.get_mut(at..).unwrap_or(&mut []);
+        let (head, block) = file.split_at_mut(at.min(file.len()));
+        let table = head.get_mut(table_at..).unwrap_or(&mut []);
         let writer = kiln_nostd::Writer::new().limits(self.limits);
-        match scratch.as_deref_mut() {
-            Some(s) => writer.scratch(s).write(specs, block)?,
-            None => writer.write(specs, block)?,
+        let write_block = || match scratch.as_deref_mut() {
+            Some(s) => writer.scratch(s).write(specs, block),
+            None => writer.write(specs, block),
         };
+        if self.digests {
+            digests_while(table, specs, write_block)?;
+        } else {
+            write_block()?;
+        }
         let parser = kiln_nostd::Parser::new().limits(self.limits);
         match scratch {
             Some(s) => Model::parse_with(file, parser.scratch(s))?,
@@ -270,15 +281,93 @@ fn block_payload_base(specs: &[kiln_nostd::TensorSpec<'_>]) -> Result<usize> {
 
 /// The digest of each tensor's payload, in order.
 #[cfg(feature = "sha2")]
-fn put_digests(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), specs: &[kiln_nostd::TensorSpec<'_>]) {
-    for s in specs {
-        put(file, &crate::digest::sha256(s.data));
+fn put_digests(table: &mut [u8], specs: &[kiln_nostd::TensorSpec<'_>]) {
+    for (slot, s) in table.chunks_exact_mut(DIGEST_LEN).zip(specs) {
+        slot.copy_from_slice(&crate::digest::sha256(s.data));
     }
 }
 
 /// Without `sha2` no writer asks for digests.
 #[cfg(not(feature = "sha2"))]
-fn put_digests(_: &mut [u8], _: &mut impl FnMut(&mut [u8], &[u8]), _: &[kiln_nostd::TensorSpec<'_>]) {}
+fn put_digests(_: &mut [u8], _: &[kiln_nostd::TensorSpec<'_>]) {}
+
+/// Runs `work` (the block's write) and fills `table` with the SHA-256 of
+/// every payload of `specs`: one after the other without `std`.
+#[cfg(not(all(feature = "std", feature = "sha2")))]
+fn digests_while<R>(table: &mut [u8], specs: &[kiln_nostd::TensorSpec<'_>], work: impl FnOnce() -> R) -> R {
+    put_digests(table, specs);
+    work()
+}
+
+#[cfg(all(feature = "std", feature = "sha2"))]
+use parallel::digests_while;
+
+/// Hashing beside the block's write, on threads (`std`).
+#[cfg(all(feature = "std", feature = "sha2"))]
+mod parallel {
+    extern crate std;
+    use super::{put_digests, DIGEST_LEN};
+    use core::sync::atomic::{AtomicUsize, Ordering};
+    use std::vec::Vec;
+
+    /// Payloads below this many bytes in all are hashed on the calling thread:
+    /// on a loaded machine a thread waits to be scheduled longer than it saves
+    /// on them (measured: 1 MiB in 8 tensors took 5.9 ms threaded, 1.2 ms not).
+    const PARALLEL_DIGESTS_MIN: usize = 8 << 20;
+
+    /// Runs `work` (the block's write) and fills `table` with the SHA-256 of
+    /// every payload of `specs`. With `std`, the payloads are hashed by helper
+    /// threads (one per CPU but one) while `work` copies them, and the calling
+    /// thread joins the hashing when its work is done: hashing was the larger
+    /// half of a save (measured 1.2 s of 1.7 s for 1 GiB in 300 tensors), and
+    /// the copy and the hashes read the same payloads independently.
+    pub(super) fn digests_while<R>(
+        table: &mut [u8],
+        specs: &[kiln_nostd::TensorSpec<'_>],
+        work: impl FnOnce() -> R,
+    ) -> R {
+        let total = specs.iter().fold(0usize, |n, s| n.saturating_add(s.data.len()));
+        let helpers = std::thread::available_parallelism().map_or(1, |n| n.get().saturating_sub(1)).max(1);
+        if total < PARALLEL_DIGESTS_MIN || specs.len() < 2 {
+            put_digests(table, specs);
+            return work();
+        }
+        // Tensors are claimed one at a time (`hash_claimed`), so a large one does not hold back the rest.
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..helpers).map(|_| scope.spawn(|| hash_claimed(specs, &next))).collect();
+            let out = work();
+            let mut done = hash_claimed(specs, &next);
+            let mut joined = true;
+            for h in handles {
+                match h.join() {
+                    Ok(d) => done.extend(d),
+                    Err(_) => joined = false,
+                }
+            }
+            if joined && done.len() == specs.len() {
+                done.sort_unstable_by_key(|&(i, _)| i);
+                for (slot, (_, d)) in table.chunks_exact_mut(DIGEST_LEN).zip(&done) {
+                    slot.copy_from_slice(d);
+                }
+            } else {
+                // Fallback: a helper that failed (it cannot: hashing does not panic) leaves the work here.
+                put_digests(table, specs);
+            }
+            out
+        })
+    }
+
+    /// The (index, SHA-256) of every tensor this thread claims from `next` until none is left.
+    fn hash_claimed(specs: &[kiln_nostd::TensorSpec<'_>], next: &AtomicUsize) -> Vec<(usize, [u8; DIGEST_LEN])> {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(s) = specs.get(i) else { return done };
+            done.push((i, crate::digest::sha256(s.data)));
+        }
+    }
+}
 
 pub(super) fn put_str(file: &mut [u8], put: &mut impl FnMut(&mut [u8], &[u8]), s: &str) {
     // Fallback not taken: keys and values were checked against the u32 length cap.

@@ -67,6 +67,26 @@ fn a_digests_record_round_trips_and_verifies() {
     assert_eq!(kiln_model::parse_any(&file).unwrap().1.len(), 4);
 }
 
+/// Payloads of 8 MiB or more in all are hashed on threads beside the block's
+/// write (with `std`; run with `--features std` for that path): each digest
+/// still lands in its tensor's slot.
+#[test]
+fn many_large_payloads_get_their_own_digests_in_order() {
+    let data: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i.wrapping_mul(37); 256 << 10]).collect();
+    let names: Vec<String> = (0..40).map(|i| format!("t{i:02}")).collect();
+    let shape = [256u64 << 10];
+    let specs: Vec<TensorSpec<'_>> =
+        data.iter().zip(&names).map(|(d, n)| TensorSpec::new(DType::U8, &shape, d).named(n)).collect();
+    let file = write(ModelWriter::new().digests(true).align(4096), &[], &specs);
+    let m = Model::parse_verified(&file).unwrap();
+    let table = m.digests().unwrap();
+    assert_eq!(table.len(), 40);
+    for (i, d) in data.iter().enumerate() {
+        assert_eq!(table.get(i), Some(&sha256(d)), "digest {i}");
+    }
+    m.verify_digests().unwrap();
+}
+
 #[test]
 fn a_plain_record_stays_valid_and_has_nothing_to_verify() {
     let file = write(ModelWriter::new(), &[], &specs());

@@ -131,3 +131,12 @@ def test_the_benchmark_smoke_run() -> None:
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.count("x** |") == 4, r.stdout
+
+
+def test_the_saving_benchmark_smoke_run() -> None:
+    require("safetensors")
+    r = subprocess.run([sys.executable, str(REPO / "kiln-py" / "bench" / "save_vs_safetensors.py"), "--smoke",
+                        "--require"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # numpy, torch and flax at 4 MiB and 1 MiB, three modes each
+    assert r.stdout.count("x** |") == 18, r.stdout
