@@ -1,7 +1,7 @@
 //! A/B model slots that survive a power cut (feature `slots`): a trial
 //! boot with an explicit confirm, a monotonic release counter and a list of
 //! trusted keys, all in NOR flash through `embedded-storage`'s traits
-//! ([`Slots`], blocking) or `embedded-storage-async`'s ([`AsyncSlots`],
+//! ([`Slots`], blocking) or `embedded-storage-async`'s (`AsyncSlots`,
 //! with feature `embedded-storage-async`). No heap; one 64-byte record on
 //! the stack.
 //!
