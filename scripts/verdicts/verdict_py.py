@@ -6,7 +6,9 @@ import sys
 from pathlib import Path
 
 import kiln
+import kiln.flax
 import kiln.numpy
+import kiln.torch
 
 
 def opened(path):
@@ -23,13 +25,18 @@ def safe_open(path):
         return {"digests_checked": f.digests_verified}
 
 
-# (the row's call, given a path, the call: None, or what it reports beside the verdict)
+# (the call, given a path, the call: None, or what it reports beside the verdict); a call named
+# "X as ROW" is judged by ROW's cells (the flax loaders share the torch loaders' row)
 CALLS = [
     ("kiln.validate", True, lambda path: {"digests_checked": kiln.validate(path).digests_verified}),
     ("kiln.open", True, opened),
     ("kiln.safe_open", True, safe_open),
     ("kiln.numpy.load_file", True, lambda path: kiln.numpy.load_file(path) and None),
     ("kiln.numpy.load", False, lambda path: kiln.numpy.load(Path(path).read_bytes()) and None),
+    ("kiln.torch.load_file", True, lambda path: kiln.torch.load_file(path) and None),
+    ("kiln.torch.load", False, lambda path: kiln.torch.load(Path(path).read_bytes()) and None),
+    ("kiln.flax.load_file as kiln.torch.load_file", True, lambda path: kiln.flax.load_file(path) and None),
+    ("kiln.flax.load as kiln.torch.load", False, lambda path: kiln.flax.load(Path(path).read_bytes()) and None),
 ]
 
 for name, path in json.loads(sys.argv[1]).items():
@@ -38,4 +45,5 @@ for name, path in json.loads(sys.argv[1]).items():
             v = {"ok": True, **(run(path) or {})}
         except kiln.KilnError as e:
             v = {"ok": False, "code": e.code, "offset": e.offset}
-        print(json.dumps({"call": call, "by_path": by_path, "file": name, **v}))
+        call, _, row = call.partition(" as ")
+        print(json.dumps({"call": call, "row": row or call, "by_path": by_path, "file": name, **v}))
