@@ -3,12 +3,15 @@
 //! and every fault of the head is its rule; a wrong reuse entry is caught
 //! by the rebuilt model's own checks.
 
+mod retrained;
+
 use ed25519_dalek::{Signer, SigningKey};
 use kiln_model::delta::{self, DeltaHead, Piece, Plan};
 use kiln_model::signed::sign_model_aligned;
 use kiln_model::Rule;
 use kiln_model::{Model, Trust};
-use kiln_nostd::{digest::sha256, Rule as CoreRule};
+use kiln_nostd::Rule as CoreRule;
+use retrained::retrained;
 
 const EXAMPLE: &[u8] = include_bytes!("../../spec/examples/digits-mlp.model.kiln");
 
@@ -16,24 +19,6 @@ fn sign(file: &[u8], version: u64) -> Vec<u8> {
     let k = SigningKey::from_bytes(&[1; 32]);
     let public = k.verifying_key().to_bytes();
     sign_model_aligned(file, &public, version, "lm3s6965", Some(1), |m| k.sign(m).to_bytes()).unwrap()
-}
-
-/// The example with every tensor named in `names` changed (its digest too).
-fn retrained(names: &[&str]) -> Vec<u8> {
-    let mut f = EXAMPLE.to_vec();
-    let m = Model::parse(EXAMPLE).unwrap();
-    let table = m.digests().unwrap();
-    for (i, t) in m.directory().iter().enumerate() {
-        if names.contains(&t.name().unwrap()) {
-            let at = t.absolute_offset();
-            for b in &mut f[at..at + t.byte_len()] {
-                *b = b.wrapping_add(1);
-            }
-            let d = sha256(&f[at..at + t.byte_len()]);
-            f[table.offset_of(i)..table.offset_of(i) + 32].copy_from_slice(&d);
-        }
-    }
-    f
 }
 
 #[test]

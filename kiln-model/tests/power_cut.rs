@@ -23,6 +23,7 @@
 //! (4 seeds, 10,000 points) is the command in `firmware-demo/README.md`.
 
 mod nor;
+mod retrained;
 
 use ed25519_dalek::{Signer, SigningKey};
 use kiln_model::delta::{self, base_id, DeltaHead, Piece, Plan};
@@ -30,9 +31,10 @@ use kiln_model::signed::sign_model_aligned;
 use kiln_model::slots::{Keys, Layout, SlotError, Slots, Trial};
 use kiln_model::update::UpdateCheck;
 use kiln_model::{Model, Rule, Trust};
-use kiln_nostd::digest::{sha256, TensorHasher};
+use kiln_nostd::digest::TensorHasher;
 use kiln_nostd::{DType, Limits, TensorSpec};
 use nor::{Nor, NorError, Rng, ERASE};
+use retrained::retrained;
 
 const EXAMPLE: &[u8] = include_bytes!("../../spec/examples/digits-mlp.model.kiln");
 const PACKET: usize = 256;
@@ -46,22 +48,6 @@ fn sign(file: &[u8], version: u64) -> Vec<u8> {
     let k = signing(1);
     sign_model_aligned(file, &k.verifying_key().to_bytes(), version, TARGET, Some(1), |m| k.sign(m).to_bytes())
         .expect("signs")
-}
-
-/// The example with the tensors in `names` changed (and their digests).
-fn retrained(names: &[&str]) -> Vec<u8> {
-    let mut f = EXAMPLE.to_vec();
-    let m = Model::parse(EXAMPLE).unwrap();
-    let table = m.digests().unwrap();
-    for (i, t) in m.directory().iter().enumerate() {
-        if names.contains(&t.name().unwrap()) {
-            let at = t.absolute_offset();
-            f[at..at + t.byte_len()].iter_mut().for_each(|b| *b = b.wrapping_add(1));
-            let d = sha256(&f[at..at + t.byte_len()]);
-            f[table.offset_of(i)..table.offset_of(i) + 32].copy_from_slice(&d);
-        }
-    }
-    f
 }
 
 /// A model of 8 u8 tensors of 24 KiB (seeded bytes); `changed` tensors get other bytes.
