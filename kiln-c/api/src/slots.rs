@@ -214,6 +214,19 @@ fn open(flash: *const kiln_flash, layout: *const kiln_slots_layout) -> Result<Sl
     Slots::with_sector(cb, layout, usize_from_u32(f.sector)).map_err(fail_of)
 }
 
+/// Runs `op` on the slots over `flash` and `layout` and writes the state it
+/// leaves into `*out` (NULL: not written), the error into `*err`.
+fn with_state(
+    flash: *const kiln_flash,
+    layout: *const kiln_slots_layout,
+    out: *mut kiln_slot_state,
+    err: *mut kiln_error,
+    op: impl FnOnce(&mut Slots<Callbacks>) -> Result<State, Fail>,
+) -> c_int {
+    let r = open(flash, layout).and_then(|mut slots| op(&mut slots)).map(|s| put(out, state_of(&s)));
+    report(err, r)
+}
+
 fn state_of(s: &State) -> kiln_slot_state {
     let (a, b) = (s.image(Slot::A), s.image(Slot::B));
     kiln_slot_state {
@@ -253,12 +266,7 @@ pub unsafe extern "C" fn kiln_slots_state(
     out: *mut kiln_slot_state,
     err: *mut kiln_error,
 ) -> c_int {
-    let r = (|| {
-        let s = open(flash, layout)?.state().map_err(fail_of)?;
-        put(out, state_of(&s));
-        Ok(())
-    })();
-    report(err, r)
+    with_state(flash, layout, out, err, |slots| slots.state().map_err(fail_of))
 }
 
 /// Writes the first state: slot A confirmed, holding the factory image of
@@ -277,12 +285,7 @@ pub unsafe extern "C" fn kiln_slots_provision(
     out: *mut kiln_slot_state,
     err: *mut kiln_error,
 ) -> c_int {
-    let r = (|| {
-        let s = open(flash, layout)?.provision(len, version).map_err(fail_of)?;
-        put(out, state_of(&s));
-        Ok(())
-    })();
-    report(err, r)
+    with_state(flash, layout, out, err, |slots| slots.provision(len, version).map_err(fail_of))
 }
 
 /// Writes the trusted Ed25519 keys (`keys[0..count]`, 32 bytes each, 1 to
@@ -384,12 +387,7 @@ pub unsafe extern "C" fn kiln_slots_confirm(
     out: *mut kiln_slot_state,
     err: *mut kiln_error,
 ) -> c_int {
-    let r = (|| {
-        let s = open(flash, layout)?.confirm().map_err(fail_of)?;
-        put(out, state_of(&s));
-        Ok(())
-    })();
-    report(err, r)
+    with_state(flash, layout, out, err, |slots| slots.confirm().map_err(fail_of))
 }
 
 /// Starts a download into the slot that is not confirmed, in `*dl`
