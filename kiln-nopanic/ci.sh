@@ -17,7 +17,9 @@ MARK='a panic path survived optimisation'
 QEMU=(qemu-system-arm -cpu cortex-m3 -machine lm3s6965evb -nographic -semihosting-config enable=on,target=native -kernel)
 # The exit status comes from the machine's sifive_test device (see `rt` in src/main.rs).
 QEMU_RISCV=(qemu-system-riscv32 -machine virt -nographic -bios none -kernel)
-# Honour CARGO_TARGET_DIR (where cargo puts the default build).
+# Honour CARGO_TARGET_DIR (where cargo puts the default build). The other feature sets build in
+# directories of their own under it (one binary name, several builds), so a later run on the
+# machine, even from a fresh clone, rebuilds only the project's crates there too.
 out=${CARGO_TARGET_DIR:-target}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -30,7 +32,7 @@ objdump_bin() {
 
 # After a failed link: rebuild with a panic handler that links and list who calls panic code.
 locate_panics() {
-    local target=$1 dir=target/locate
+    local target=$1 dir=$out/nopanic-locate
     cargo build -q --release --target "$target" --features locate-panics --target-dir "$dir" || return 0
     echo "  functions calling into core's panic machinery:"
     # Calls and jumps: bl/b.w/b on Arm; jal/jalr (after auipc), j, call, tail on RISC-V.
@@ -61,7 +63,7 @@ done
 canaries=thumbv7m-none-eabi
 [[ " $TARGETS " == *" riscv32imc-unknown-none-elf "* ]] && canaries+=" riscv32imc-unknown-none-elf"
 for target in $canaries; do
-    if cargo build --release --target "$target" --features canary-indexing --target-dir target/canary >"$log" 2>&1; then
+    if cargo build --release --target "$target" --features canary-indexing --target-dir "$out/nopanic-canary" >"$log" 2>&1; then
         echo "FAIL canary $target: a build with an unchecked input[i] linked, so the check proves nothing"
         exit 1
     elif grep -q "$MARK" "$log"; then
@@ -113,7 +115,7 @@ done
 [[ " $TARGETS " == *" thumbv7m-none-eabi "* ]] && signed_builds+=("thumbv7m-none-eabi signed,delta,digests")
 for b in "${signed_builds[@]}"; do
     read -r target feats <<<"$b"
-    dir=target/signed-${feats//,/-}
+    dir=$out/nopanic-signed-${feats//,/-}
     if cargo build --release --target "$target" --no-default-features --features "$feats" --target-dir "$dir" >"$log" 2>&1; then
         echo "OK   signed $target ($feats): links: no panic path left in the signed update, delta and digests checks"
     elif grep -q "$MARK" "$log"; then

@@ -72,6 +72,7 @@ class Job:
         self.proc = None
         self.started = None
         self.seconds = None
+        self.cpu_seconds = 0.0  # user + system, the job and what it waited for
         self.verdict = None
 
 
@@ -239,11 +240,11 @@ def run(selected, table_only=False):
     try:
         while pending or running:
             for j in list(running):
-                rc = j.proc.poll()
+                rc = reap(j, block=False)
                 over = rc is None and time.monotonic() - j.started > j.limit
                 if over:
                     os.killpg(j.proc.pid, signal.SIGKILL)  # the job's whole process group
-                    rc = j.proc.wait()
+                    rc = reap(j, block=True)
                 if rc is None:
                     continue
                 j.seconds = time.monotonic() - j.started
@@ -290,8 +291,20 @@ def start(j, env):
     log.close()
 
 
+def reap(j, block):
+    """The job's exit code once its shell has exited (else None), and its CPU seconds: user and
+    system time of the shell and every process it waited for, so a suite's share of the two
+    cores is known as well as its wall-clock seconds."""
+    pid, status, usage = os.wait4(j.proc.pid, 0 if block else os.WNOHANG)
+    if pid == 0:
+        return None
+    j.proc.returncode = os.waitstatus_to_exitcode(status)
+    j.cpu_seconds = usage.ru_utime + usage.ru_stime
+    return j.proc.returncode
+
+
 def report(j):
-    print(f"=== {j.name}: {j.verdict} ({j.seconds:.0f} s)", flush=True)
+    print(f"=== {j.name}: {j.verdict} ({j.seconds:.0f} s, {j.cpu_seconds:.0f} s of CPU)", flush=True)
     if j.verdict != "ok":
         lines = (LOGS / f"{j.name}.log").read_text(errors="replace").splitlines()
         shown = lines[-200:]
@@ -302,15 +315,15 @@ def report(j):
 
 def summary(todo, wall, warm, whole):
     print()
-    print(f"{'suite':32} {'verdict':28} {'seconds':>8}")
+    print(f"{'suite':32} {'verdict':28} {'seconds':>8} {'CPU s':>8}")
     for j in todo:
-        print(f"{j.name:32} {j.verdict:28} {j.seconds:8.0f}")
+        print(f"{j.name:32} {j.verdict:28} {j.seconds:8.0f} {j.cpu_seconds:8.0f}")
     slow = sorted(todo, key=lambda j: -j.seconds)[:3]
     print(f"slowest: {', '.join(f'{j.name} {j.seconds:.0f} s' for j in slow)}")
     budget = BUDGET_WARM if warm else BUDGET_FRESH
     kind = "warm" if warm else "fresh-machine"
     print(f"total: {wall:.0f} s wall ({wall / 60:.1f} min) against the {kind} budget of {budget // 60} min;"
-          f" {sum(j.seconds for j in todo):.0f} s of suites")
+          f" {sum(j.seconds for j in todo):.0f} s of suites, {sum(j.cpu_seconds for j in todo):.0f} s of CPU")
     if wall > budget:
         print(f"WARNING: this {kind} run took {wall / 60:.1f} min, over its {budget // 60} min budget")
     failed = [j for j in todo if j.verdict != "ok"]

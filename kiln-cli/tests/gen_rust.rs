@@ -4,8 +4,9 @@
 //! writes the modules into a temporary cargo project next to
 //! fixtures/gen_rust_main.rs (path dependency on kiln-nostd with features
 //! derive and alloc), and runs it offline with the target directory
-//! `<workspace>/target/gen-rust-test`, so compiled dependencies are reused
-//! between runs. The program encodes, decodes and re-encodes a value, and
+//! `gen-rust-test` inside the build's own (`CARGO_TARGET_DIR` when it is an
+//! absolute path, else `<workspace>/target`), so compiled dependencies are
+//! reused between runs, and between clones that share a target directory. The program encodes, decodes and re-encodes a value, and
 //! writes it framed; `kiln validate` and `kiln decode` then read that file
 //! with `--type @schema.json`.
 
@@ -70,7 +71,7 @@ fn generated_structs_compile_and_round_trip() {
         .args(["run", "--offline", "--quiet", "--"])
         .args([text, hash, value_file.to_str().expect("utf-8 path")])
         .current_dir(root)
-        .env("CARGO_TARGET_DIR", workspace.join("target/gen-rust-test"))
+        .env("CARGO_TARGET_DIR", target_dir(&workspace).join("gen-rust-test"))
         .output()
         .expect("cargo runs");
     assert!(
@@ -105,4 +106,13 @@ fn generated_structs_compile_and_round_trip() {
     assert_eq!(doc["named"]["home"]["y"], 9.5);
     assert_eq!(doc["meta"], json!({"type": "demo", "createdAt": 1_700_000_000u64}));
     assert_eq!((doc["note"].clone(), doc["home"]["label"].clone()), (Value::Null, json!("x")));
+}
+
+/// The target directory the test build uses: `CARGO_TARGET_DIR` if absolute (a relative one
+/// names a folder from wherever cargo was started), else the workspace's `target`.
+fn target_dir(workspace: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
+        Some(dir) if dir.is_absolute() => dir,
+        _ => workspace.join("target"),
+    }
 }
