@@ -144,7 +144,7 @@ fn reduce(wide: &[u8; 64]) -> [u8; 32] {
     }
     let mut out = [0u8; 32];
     let mut carry = 0i64;
-    for (o, xj) in out.iter_mut().zip(x) {
+    for (o, xj) in out.iter_mut().zip(&x) {
         let v = xj.wrapping_add(carry);
         carry = v.wrapping_shr(8);
         // Fallback not taken: `v & 0xff` is a byte.
