@@ -184,7 +184,9 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
 
     /// Head bytes into the buffer; once the fields and the block's header
     /// are in and pass, the block stage starts with the block bytes held.
-    /// Returns how many bytes of `chunk` it took.
+    /// Returns how many bytes of `chunk` it took. Not inlined: its frame
+    /// (the validator as it is built) is not under a payload packet's.
+    #[inline(never)]
     fn take_head(&mut self, chunk: &[u8]) -> Result<usize> {
         let Stage::Head { buf, have, .. } = &mut self.stage else { return Ok(0) };
         let n = buf.len().saturating_sub(*have).min(chunk.len());
