@@ -49,7 +49,7 @@ use crate::bytes::{u64_from, usize_from, usize_sat};
 use crate::digest::TensorHasher;
 use crate::error::{fail, Error, ErrorCode, Result, Rule};
 use crate::header::HEADER_LEN;
-use crate::incremental::{Memory, Parts, Progress, Summary};
+use crate::incremental::{Borrowed, Memory, Progress, Summary};
 use crate::signed::{signed_message, SIGNATURE_LEN};
 use crate::{Head, Trust};
 use kiln_nostd::Rule as CoreRule;
@@ -68,40 +68,18 @@ pub struct UpdateSummary {
     pub block: Summary,
 }
 
-/// The one buffer: the fields before the block, then the block's prefix.
-struct UpdateMemory<'m, 's> {
-    buf: &'m mut [u8],
-    /// Where the block starts in `buf` (and in the file).
-    block_at: usize,
-    /// The digest table's range in `buf`.
-    table: (usize, usize),
-    scratch: Option<&'s mut [u32]>,
-    hasher: &'m mut TensorHasher,
-}
-
-impl Memory for UpdateMemory<'_, '_> {
-    fn prefix(&self) -> &[u8] {
-        self.buf.get(self.block_at..).unwrap_or(&[])
-    }
-
-    fn parts(&mut self) -> Parts<'_> {
-        let (head, prefix) = self.buf.split_at_mut_checked(self.block_at).unwrap_or((&mut [], &mut []));
-        let (from, to) = self.table;
-        Parts {
-            prefix,
-            scratch: self.scratch.as_deref_mut(),
-            digests: Some((head.get(from..to).unwrap_or(&[]), &mut *self.hasher)),
-        }
-    }
-}
-
 // No heap to box the validator in: the stage is as large as its largest variant.
 #[allow(clippy::large_enum_variant)]
 enum Stage<'m, 's> {
     /// The fields before the block are arriving in `buf[..have]`.
     Head { buf: &'m mut [u8], have: usize, scratch: Option<&'s mut [u32]>, hasher: &'m mut TensorHasher },
-    /// The block is arriving; `signed` once step 9s passed.
-    Block { inc: Incremental<UpdateMemory<'m, 's>>, sig: [u8; SIGNATURE_LEN], version: u64, signed: bool },
+    /// The block is arriving; `signed` once step 9s passed. The one buffer
+    /// is split where the block starts: `head` (the fields before it, with
+    /// the digest table and the signed message's first bytes) and the
+    /// validator's prefix memory. The validator is the core's
+    /// `Incremental<Borrowed>`, the same type as a firmware's own
+    /// [`Incremental::new`], so the two share one copy of its code.
+    Block { inc: Incremental<Borrowed<'m, 's>>, head: &'m [u8], sig: [u8; SIGNATURE_LEN], version: u64, signed: bool },
     /// A verdict was given (a fault is kept in `fault`).
     Done,
 }
@@ -155,7 +133,7 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
     /// Where the block starts in the file, once the fields before it passed.
     pub fn block_start(&self) -> Option<u64> {
         match &self.stage {
-            Stage::Block { inc, .. } => Some(u64_from(inc.memory().block_at)),
+            Stage::Block { head, .. } => Some(u64_from(head.len())),
             _ => None,
         }
     }
@@ -206,7 +184,9 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
 
     /// Head bytes into the buffer; once the fields and the block's header
     /// are in and pass, the block stage starts with the block bytes held.
-    /// Returns how many bytes of `chunk` it took.
+    /// Returns how many bytes of `chunk` it took. Not inlined: its frame
+    /// (the validator as it is built) is not under a payload packet's.
+    #[inline(never)]
     fn take_head(&mut self, chunk: &[u8]) -> Result<usize> {
         let Stage::Head { buf, have, .. } = &mut self.stage else { return Ok(0) };
         let n = buf.len().saturating_sub(*have).min(chunk.len());
@@ -236,9 +216,15 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
         let Stage::Head { buf, scratch, hasher, .. } = core::mem::replace(&mut self.stage, Stage::Done) else {
             return Ok(n);
         };
-        let mem = UpdateMemory { buf, block_at, table, scratch, hasher };
-        let inc = Incremental::with_memory(mem).limits(self.limits);
-        self.stage = Stage::Block { inc, sig, version, signed: false };
+        // `block_at <= have <= buf.len()`: the fallback is never taken.
+        let (head, prefix) = buf.split_at_mut_checked(block_at).unwrap_or((&mut [], &mut []));
+        let head: &'m [u8] = head;
+        let table = head.get(table.0..table.1).unwrap_or(&[]);
+        let mut inc = Incremental::new(prefix).digests(table, hasher).limits(self.limits);
+        if let Some(scratch) = scratch {
+            inc = inc.scratch(scratch);
+        }
+        self.stage = Stage::Block { inc, head, sig, version, signed: false };
         // The block bytes already in the buffer go through the validator
         // (which writes each one onto itself), in small copies.
         let mut done = 0usize;
@@ -246,8 +232,7 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
             let mut tmp = [0u8; 64];
             let k = held.saturating_sub(done).min(tmp.len());
             if let Stage::Block { inc, .. } = &self.stage {
-                let from = block_at.saturating_add(done);
-                let src = inc.memory().buf.get(from..).and_then(|s| s.get(..k));
+                let src = inc.memory().prefix().get(done..).and_then(|s| s.get(..k));
                 if let (Some(dst), Some(src)) = (tmp.get_mut(..k), src) {
                     dst.copy_from_slice(src);
                 }
@@ -261,8 +246,9 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
     /// Block bytes into the validator; step 9s once the prefix is whole.
     fn take_block(&mut self, chunk: &[u8]) -> Result<Progress> {
         let trust = self.trust;
-        let Stage::Block { inc, sig, signed, .. } = &mut self.stage else { return Ok(Progress::Payload) };
-        let block_at = inc.memory().block_at;
+        let Stage::Block { inc, head, sig, signed, .. } = &mut self.stage else { return Ok(Progress::Payload) };
+        let head: &[u8] = head;
+        let block_at = head.len();
         let to_abs = |e: kiln_nostd::Error| Error::from(e).shifted(u64_from(block_at));
         let mut rest = chunk;
         let mut progress = Progress::Header;
@@ -285,10 +271,8 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
                 Err(_) => {}
             }
             if complete {
-                let mem = inc.memory();
-                let head = mem.buf.get(..block_at).unwrap_or(&[]);
                 let [a, b] = signed_message(head, block_at);
-                let prefix = mem.buf.get(block_at..block_at.saturating_add(usize_sat(stop))).unwrap_or(&[]);
+                let prefix = inc.memory().prefix().get(..usize_sat(stop)).unwrap_or(&[]);
                 trust.check_pieces(sig, &[a, b, prefix])?;
                 *signed = true;
                 r.map_err(to_abs)?;
@@ -321,8 +305,8 @@ impl<'m, 's, 'k> UpdateCheck<'m, 's, 'k> {
                     .unwrap_or(kiln_nostd::Error::new(CoreRule::HeaderTruncated, block.len()));
                 Err(Error::from(e).shifted(u64_from(head.block)))
             }
-            Stage::Block { inc, version, signed, .. } => {
-                let block_at = u64_from(inc.memory().block_at);
+            Stage::Block { inc, head, version, signed, .. } => {
+                let block_at = u64_from(head.len());
                 let summary = inc.finish().map_err(|e| Error::from(e).shifted(block_at))?;
                 if !signed {
                     // A block with an empty prefix would be signed at its end; none is valid.
