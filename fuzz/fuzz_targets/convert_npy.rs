@@ -6,7 +6,7 @@
 //! reader's tensors (name, dtype, shape) and the payload bytes it took.
 #![no_main]
 
-use kiln_cli::convert::Format;
+use kiln_convert::Format;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

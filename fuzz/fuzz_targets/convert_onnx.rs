@@ -9,7 +9,7 @@
 //! hold: such models are refused, and never read anything outside it.
 #![no_main]
 
-use kiln_cli::convert::Format;
+use kiln_convert::Format;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

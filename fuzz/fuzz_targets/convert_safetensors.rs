@@ -7,7 +7,7 @@
 //! gives the same tensors back).
 #![no_main]
 
-use kiln_cli::convert::Format;
+use kiln_convert::Format;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -124,10 +124,9 @@ pub fn check_directory(buf: &[u8], dir: &Directory<'_>) {
 /// panics only); a conversion must write a Kiln record that the core
 /// validates, holding the reader's tensors in order with the payload bytes
 /// the reader took from the input. Returns the record's bytes when it converted.
-pub fn check_conversion(data: &[u8], format: kiln_cli::convert::Format) -> Option<Vec<u8>> {
-    use kiln_cli::convert::{convert_bytes, ReadArgs, To};
-    let read = ReadArgs { from: Some(format), ..ReadArgs::default() };
-    let done = convert_bytes(data, &read, To::Record).ok()?;
+pub fn check_conversion(data: &[u8], format: kiln_convert::Format) -> Option<Vec<u8>> {
+    use kiln_convert::{convert_bytes, ReadOptions, To};
+    let done = convert_bytes(data, Some(format), &ReadOptions::default(), To::Record).ok()?;
     let parser = kiln_nostd::Parser::new().limits(kiln_nostd::Limits::MAX);
     let (metadata, dir) = match kiln_model::parse_any_with(&done.output, parser) {
         Ok(parsed) => parsed,
@@ -141,7 +140,7 @@ pub fn check_conversion(data: &[u8], format: kiln_cli::convert::Format) -> Optio
         assert_eq!(t.shape(), want.shape.as_slice(), "tensor {} shape", want.name);
         assert_eq!(t.bytes(), payload.as_slice(), "tensor {} bytes", want.name);
         // A plain range of the input is checked against the input itself.
-        if let kiln_cli::convert::Source::File { offset } = want.source {
+        if let kiln_convert::Source::File { offset } = want.source {
             let start = usize::try_from(offset).unwrap();
             assert_eq!(data.get(start..start + payload.len()), Some(payload.as_slice()), "tensor {} input range", want.name);
         }
@@ -152,15 +151,14 @@ pub fn check_conversion(data: &[u8], format: kiln_cli::convert::Format) -> Optio
 /// Kiln -> safetensors -> Kiln gives the same tensors back (name, dtype,
 /// shape, bytes, layout), for a record [`check_conversion`] produced.
 pub fn check_safetensors_round_trip(record: &[u8]) {
-    use kiln_cli::convert::{convert_bytes, Format, ReadArgs, To};
-    let kiln = ReadArgs { from: Some(Format::Kiln), ..ReadArgs::default() };
-    let st = match convert_bytes(record, &kiln, To::Safetensors) {
+    use kiln_convert::{convert_bytes, Format, ReadOptions, To};
+    let read = ReadOptions::default();
+    let st = match convert_bytes(record, Some(Format::Kiln), &read, To::Safetensors) {
         Ok(done) => done.output,
         // The way out may refuse what safetensors cannot name; not a fault.
         Err(_) => return,
     };
-    let back = ReadArgs { from: Some(Format::Safetensors), ..ReadArgs::default() };
-    let again = match convert_bytes(&st, &back, To::Record) {
+    let again = match convert_bytes(&st, Some(Format::Safetensors), &read, To::Record) {
         Ok(done) => done.output,
         Err(e) => panic!("safetensors written by kiln convert does not convert back: {e:#}"),
     };

@@ -12,8 +12,9 @@ use serde::Serialize;
 
 use anyhow::anyhow;
 
-use crate::convert::error::{exit_code, limit_reason, located};
-use crate::convert::{self, Format, LegacyGgml, Model, ReadArgs, Source};
+use crate::convert::ReadArgs;
+use kiln_convert::error::{exit_code, limit_reason, located};
+use kiln_convert::{self as convert, Format, LegacyGgml, Model, Source};
 
 /// A foreign file's verdict.
 pub enum Verdict {

@@ -1,8 +1,7 @@
 //! The `kiln` command-line tool as a library: the binary (`src/main.rs`)
-//! only calls [`main`]. The foreign-format readers and the converter are
-//! public for the fuzz targets (`fuzz/`): [`convert::convert_bytes`] runs a
-//! whole conversion of a file's bytes (read as a [`convert::Format`]) through
-//! the same code path as `kiln convert` and returns the output's bytes.
+//! only calls [`main`]. The converter and the foreign-format readers are the
+//! `kiln-convert` crate's; `kiln convert` parses its flags into that crate's
+//! options and draws its progress bar.
 //!
 //! Exit codes: 0 all files accepted, 1 a file was rejected, 2 usage or I/O
 //! error (2 wins over 1).
@@ -21,7 +20,7 @@
     )
 )]
 
-pub mod convert;
+mod convert;
 mod decode;
 pub mod foreign;
 mod gen_rust;
@@ -29,9 +28,6 @@ mod input;
 mod inspect;
 pub mod models;
 mod output;
-// The path policy is the host crate's (`crate::paths` in the modules that use it).
-use kiln_host::paths;
-mod platform;
 mod schema;
 mod sign;
 mod stream;

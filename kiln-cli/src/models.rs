@@ -6,6 +6,7 @@
 use std::io;
 use std::path::Path;
 
+use kiln_convert::short_id;
 use kiln_host::{Fault, Shards};
 use kiln_model::{Error, Kind, Manifest};
 use kiln_nostd::digest::DIGEST_LEN;
@@ -116,11 +117,6 @@ fn check_sharded(path: &Path, bytes: &[u8], limits: Limits, verify: bool) -> io:
     }
     let signed = manifest.signature().map(|s| (*s.key, s.release.version, s.release.target.to_owned()));
     Ok(report(fault, shards, manifest.tensor_count(), signed))
-}
-
-/// The short form of a model id or payload digest in messages: its first 8 bytes in hex.
-pub fn short_id(id: &[u8; DIGEST_LEN]) -> String {
-    hex::encode(id.split_at(8).0)
 }
 
 impl ModelReport {

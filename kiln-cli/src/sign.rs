@@ -13,11 +13,11 @@ use kiln_model::signed::SigningPlan;
 use kiln_model::{Kind, Model, Trust};
 use serde::Serialize;
 
-use crate::convert::error::{io_fail, Usage};
-use crate::convert::outfile::{self, Target};
 use crate::input::Input;
 use crate::output::ErrorFields;
-use crate::paths;
+use kiln_convert::error::{io_fail, Usage};
+use kiln_convert::outfile::{self, Target};
+use kiln_host::paths;
 
 /// `kiln sign`.
 #[derive(Args, Debug)]
@@ -108,7 +108,7 @@ fn write_out(
     fsync: bool,
     check: impl FnOnce(&[u8]) -> anyhow::Result<()>,
 ) -> anyhow::Result<u64> {
-    outfile::install_cleanup();
+    crate::convert::install_cleanup();
     let target = Target::resolve(given, input)?;
     let temp = target.temp()?;
     let mut file = std::io::BufWriter::new(temp.file()?);
@@ -145,7 +145,7 @@ pub fn run_sign(args: &SignArgs) -> anyhow::Result<u8> {
         Ok(()) => Ok(0),
         Err(e) => {
             eprintln!("kiln sign: {e:#}");
-            Ok(crate::convert::error::exit_code(&e))
+            Ok(kiln_convert::error::exit_code(&e))
         }
     }
 }
@@ -255,7 +255,7 @@ pub fn run_delta(args: &DeltaArgs) -> anyhow::Result<u8> {
         }
         Err(e) => {
             eprintln!("kiln delta: {e:#}");
-            Ok(crate::convert::error::exit_code(&e))
+            Ok(kiln_convert::error::exit_code(&e))
         }
     }
 }

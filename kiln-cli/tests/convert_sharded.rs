@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use kiln_cli::convert::{inputs, read_payload, Model, ReadOptions};
+use kiln_convert::{inputs, read_payload, Model, ReadOptions};
 
 fn python_ready() -> bool {
     let ok = Command::new("python3")

@@ -4,14 +4,14 @@
 //! pointing into the Kiln output, and hostile models refused with an error
 //! that names the initializer, never reading a file outside the model's
 //! folder. Models are built here with the same generated messages the
-//! reader decodes (kiln_cli::convert::onnx::proto); the `onnx` Python
+//! reader decodes (kiln_convert::onnx::proto); the `onnx` Python
 //! package's own loader and onnxruntime are checked in kiln-py/tests/test_onnx.py.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use kiln_cli::convert::onnx::proto::tensor_proto::{DataLocation, DataType};
-use kiln_cli::convert::onnx::proto::{
+use kiln_convert::onnx::proto::tensor_proto::{DataLocation, DataType};
+use kiln_convert::onnx::proto::{
     attribute_proto, AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, SparseTensorProto,
     StringStringEntryProto, TensorProto,
 };
@@ -431,7 +431,7 @@ fn the_graph_digest_binds_the_graph_to_its_kiln_model() {
     let checked: Vec<(&str, &str)> = req.checked.iter().map(|(n, c)| (n.as_str(), c.as_str())).collect();
     assert_eq!(checked, [("w", "kiln"), ("b", "inline")]);
     let recorded = recorded_digest(&d.join("m.kiln"));
-    let places = kiln_cli::convert::onnx::graph::places(&d.join("m.kiln")).unwrap();
+    let places = kiln_convert::onnx::graph::places(&d.join("m.kiln")).unwrap();
     let lookup = |f: &str, n: &str| places.get(n).filter(|s| s.file == f).map(|s| s.tensor.clone());
     kiln_onnx::pair(&req, &graph, recorded.as_deref(), lookup).unwrap();
     // The inline shape changed: same size, other bytes.
@@ -692,7 +692,7 @@ fn onnx_graph_is_refused_where_it_cannot_hold() {
     let err = convert(d, &["m.onnx", "-o", "m.safetensors", "--onnx-graph", "g.onnx"], 2);
     assert!(err.contains("safetensors"), "{err}");
     // A newer IR version than the schema knows: fields could be lost, so no graph.
-    m.ir_version = Some(kiln_cli::convert::onnx::known_ir_version() + 1);
+    m.ir_version = Some(kiln_convert::onnx::known_ir_version() + 1);
     save(d, "new.onnx", &m);
     let err = convert(d, &["new.onnx", "-o", "n.kiln", "--onnx-graph", "n.kiln.onnx"], 1);
     assert!(err.contains("IR version"), "{err}");
@@ -710,7 +710,7 @@ fn onnx_graph_is_refused_where_it_cannot_hold() {
 /// sessions over these and more).
 #[test]
 fn the_session_check_refuses_what_the_npm_session_refuses() {
-    use kiln_cli::convert::onnx::proto::FunctionProto;
+    use kiln_convert::onnx::proto::FunctionProto;
     let named = |mut m: ModelProto| {
         m.metadata_props.push(StringStringEntryProto { key: Some("kiln.model".into()), value: Some("m.kiln".into()) });
         m

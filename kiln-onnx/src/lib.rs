@@ -3,7 +3,7 @@
 //! `kiln convert --onnx-graph` writes, and how a graph is checked against its
 //! Kiln files before a runtime sees it (`docs/onnx.md`, rules R1 to R3).
 //!
-//! The converter (`kiln-cli`) and the Python session (`kiln-py`) both call
+//! The converter (`kiln-convert`) and the Python session (`kiln-py`) both call
 //! this crate; the npm session follows the same rules in JavaScript.
 
 #![forbid(unsafe_code)]

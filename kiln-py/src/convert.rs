@@ -1,10 +1,9 @@
-//! `kiln.convert`: the converter of `kiln convert` (the `kiln_cli::convert`
-//! library), run in this process. The arguments are the command's own,
-//! parsed by its own parser, so every default, size grammar and refusal is
-//! the CLI's.
+//! `kiln.convert`: the converter of `kiln convert` (the `kiln-convert`
+//! crate), run in this process. Each keyword is one of the command's flags,
+//! with its names, default and size grammar ([`kiln_convert::parse_size`]),
+//! so a file converts, and is refused, as with the command.
 
-use clap::{Args, Command, FromArgMatches};
-use kiln_cli::convert::{self as converter, error, ConvertArgs};
+use kiln_convert::{error, Format, Options, Silent, To};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
@@ -21,18 +20,51 @@ pyo3::create_exception!(
 /// notes about what was not carried as-is).
 type Done = (&'static str, usize, u64, Vec<String>);
 
-/// Runs `kiln convert ARGS` (without the command name; `--quiet` is added:
-/// the notes are returned instead of printed). Usage faults raise
-/// `ValueError`, I/O faults `OSError`, an input that cannot be converted
-/// `ConvertError`; all with the CLI's message.
+/// `value` of the keyword `name` (the flag `flag`) is none of `names`.
+fn not_one_of<'a>(name: &str, flag: &str, value: &str, names: impl Iterator<Item = &'a str>) -> PyErr {
+    let names: Vec<String> = names.map(|n| format!("{n:?}")).collect();
+    PyValueError::new_err(format!("{name} ({flag}): {value:?} is not one of {}", names.join(", ")))
+}
+
+/// Bytes from a size string in the grammar of every size flag of `kiln
+/// convert` (`kiln.numpy.parse_size` checks the range); `ValueError` with
+/// the grammar otherwise.
 #[pyfunction]
-pub(crate) fn convert(py: Python<'_>, args: Vec<String>) -> PyResult<Done> {
-    let command = ConvertArgs::augment_args(Command::new("kiln convert").no_binary_name(true));
-    let matches = command
-        .try_get_matches_from(args.iter().map(String::as_str).chain(["--quiet"]))
-        .map_err(|e| PyValueError::new_err(e.render().to_string()))?;
-    let parsed = ConvertArgs::from_arg_matches(&matches).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    match py.detach(|| converter::convert(&parsed)) {
+pub(crate) fn parse_size(text: &str) -> PyResult<u64> {
+    kiln_convert::parse_size(text).map_err(PyValueError::new_err)
+}
+
+/// Runs `kiln convert SRC -o DST` with the flags the keywords stand for
+/// (`max_shard_size` a size string, `to` and `from_format` the names `--to`
+/// and `--from` take); the notes are returned, never printed. Usage faults
+/// raise `ValueError`, I/O faults `OSError`, an input that cannot be
+/// converted `ConvertError`; all with the CLI's message.
+#[pyfunction]
+#[pyo3(signature = (src, dst, *, max_shard_size=None, to=None, from_format=None, fsync=true))]
+pub(crate) fn convert(
+    py: Python<'_>,
+    src: std::path::PathBuf,
+    dst: std::path::PathBuf,
+    max_shard_size: Option<&str>,
+    to: Option<&str>,
+    from_format: Option<&str>,
+    fsync: bool,
+) -> PyResult<Done> {
+    let mut options = Options { fsync, ..Options::new(src, dst) };
+    if let Some(size) = max_shard_size {
+        let bytes =
+            parse_size(size).map_err(|e| PyValueError::new_err(format!("max_shard_size (--max-shard-size): {e}")))?;
+        options.max_shard_size = Some(bytes);
+    }
+    if let Some(name) = to {
+        options.to = To::named(name).ok_or_else(|| not_one_of("to", "--to", name, To::ALL.iter().map(|t| t.name())))?;
+    }
+    if let Some(name) = from_format.filter(|&n| n != "auto") {
+        let found = Format::ALL.into_iter().find(|f| f.name() == name);
+        let names = std::iter::once("auto").chain(Format::ALL.iter().map(|f| f.name()));
+        options.from = Some(found.ok_or_else(|| not_one_of("from_format", "--from", name, names))?);
+    }
+    match py.detach(|| kiln_convert::convert(&options, &Silent)) {
         Ok(s) => Ok((s.format.name(), s.tensors, s.bytes, s.notes)),
         Err(e) => {
             let message = format!("{e:#}");

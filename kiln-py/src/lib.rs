@@ -739,6 +739,7 @@ fn _kiln(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dtype_table, m)?)?;
     m.add("ConvertError", py.get_type::<convert::ConvertError>())?;
     m.add_function(wrap_pyfunction!(convert::convert, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::parse_size, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::onnx_requirements, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::onnx_pair, m)?)?;
     m.add_function(wrap_pyfunction!(onnx::onnx_dtypes, m)?)?;

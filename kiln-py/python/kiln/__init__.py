@@ -781,27 +781,21 @@ def convert(
     fsync: bool = True,
 ) -> Converted:
     """``kiln convert SRC -o DST``, in this process: the CLI's own converter
-    (the Rust ``kiln_cli::convert``, its argument parser included), so a
-    file converts, and is refused, exactly as with the command
+    (the Rust ``kiln-convert`` crate, with the command's defaults and size
+    grammar), so a file converts, and is refused, exactly as with the command
     (docs/conversion.md). ``src``: a safetensors, GGUF, ONNX, HK, ``.npy``/
     ``.npz`` or Kiln file, a Hugging Face index or folder, a gguf-split set
     or a Kiln manifest; ``dst``: a ``.kiln`` (or ``.safetensors``) path.
     ``max_shard_size`` (``--max-shard-size``: bytes or ``"500MB"``),
-    ``to`` (``--to``: ``"kiln"``, ``"safetensors"``, ...), ``from_format``
+    ``to`` (``--to``: ``"auto"``, ``"record"``, ``"tensors"`` or
+    ``"safetensors"``), ``from_format``
     (``--from``), ``fsync=False`` (``--no-fsync``). Raises
     :class:`ConvertError` for an input that cannot be converted (with
     ``offset`` where the reader stopped), ``ValueError`` for a usage fault,
     ``OSError`` for an I/O one; nothing is left at ``dst`` then."""
-    args = [os.fspath(src), "-o", os.fspath(dst)]
-    if max_shard_size is not None:
-        args += ["--max-shard-size", str(max_shard_size)]
-    if to is not None:
-        args += ["--to", to]
-    if from_format is not None:
-        args += ["--from", from_format]
-    if not fsync:
-        args.append("--no-fsync")
-    fmt, tensors, written, notes = _kiln.convert(args)
+    size = None if max_shard_size is None else str(max_shard_size)
+    fmt, tensors, written, notes = _kiln.convert(os.fspath(src), os.fspath(dst), max_shard_size=size, to=to,
+                                                  from_format=from_format, fsync=fsync)
     return Converted(fmt, tensors, written, list(notes))
 
 

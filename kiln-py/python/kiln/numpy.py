@@ -278,28 +278,18 @@ def _metadata(metadata: Optional[Mapping[str, str]]) -> List[Tuple[str, str]]:
     return out
 
 
-_UNITS = {"": 1, "B": 1,
-          "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40,
-          "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
 def parse_size(size: Union[int, str]) -> int:
     """Bytes from an int or a size string, in the project's one size grammar
     (as ``kiln convert --max-shard-size``): digits, then ``KB``/``MB``/``GB``
     (decimal, as the Hub writes ``"500MB"``), ``KiB``/``MiB``/``GiB`` (binary)
-    or a bare ``K``/``M``/``G`` (binary); ``T`` likewise."""
+    or a bare ``K``/``M``/``G`` (binary); ``T`` likewise. A string is read by
+    the converter's own parser (``kiln_convert::parse_size``)."""
     if isinstance(size, bool) or not isinstance(size, (int, str)):
         raise TypeError(f"a size is an int or a string such as '500MB', not {type(size).__name__}")
     if isinstance(size, int):
         n = size
     else:
-        text = size.strip()
-        digits = len(text) - len(text.lstrip("0123456789"))
-        unit = text[digits:].strip().upper()
-        if digits == 0 or unit not in _UNITS:
-            raise ValueError(f"{size!r}: use digits with an optional KB, MB, GB, KiB, MiB, GiB, K, M or G suffix")
-        n = int(text[:digits]) * _UNITS[unit]
+        n = _kiln.parse_size(size)
     if n < 1 or n >= 1 << 64:
         raise ValueError(f"{size!r}: a size must be 1 byte to 2^64 - 1 bytes")
     return n

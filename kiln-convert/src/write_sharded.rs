@@ -21,14 +21,14 @@ use kiln_nostd::digest::{sha256, DIGEST_LEN};
 use kiln_nostd::int::{u64_from, usize_from};
 use kiln_nostd::Limits;
 
-use super::copy::{progress, Sink};
+use super::copy::Sink;
 use super::error::io_fail;
 use super::meta::Metadata;
 use super::model::TensorOut;
 use super::outfile::{self, Target, Temp};
 use super::write_kiln;
-use super::Input;
 use super::ShardSet;
+use super::{Input, Progress};
 use crate::platform;
 
 /// The file name of shard `index` of `count` for the manifest `out`:
@@ -53,8 +53,9 @@ struct Written {
 }
 
 /// Writes `tensors` as the shards `ranges` (in order) and the manifest for
-/// `out` with `metadata`. `inputs` hold the payloads; `(quiet, fsync)`: no
-/// progress bar, fsync every file.
+/// `out` with `metadata`. `inputs` hold the payloads; `progress` sees the
+/// copy of all of them; `(fsync, follow_input)`: fsync every file, keep the
+/// input's payload offsets modulo 4 KiB.
 ///
 /// Memory: the tensor table (one row per tensor) and the digests, never a
 /// second table or the manifest's bytes: the manifest streams to its file
@@ -67,11 +68,12 @@ pub fn write(
     tensors: Vec<TensorOut>,
     ranges: &[Range<usize>],
     metadata: &Metadata,
-    (quiet, fsync, follow_input): (bool, bool, bool),
+    progress: &dyn Progress,
+    (fsync, follow_input): (bool, bool),
 ) -> anyhow::Result<ShardSet> {
     let count = ranges.len();
     let total: u64 = tensors.iter().map(|t| t.len).fold(0, u64::saturating_add);
-    let bar = progress(total, super::PROGRESS_MIN, quiet);
+    progress.start(total);
     let mut shards = Vec::with_capacity(count);
     for (k, range) in ranges.iter().enumerate() {
         let given = shard_path(&out.given, k.saturating_add(1), count);
@@ -79,11 +81,11 @@ pub fn write(
         let part = tensors.get(range.clone()).ok_or_else(|| anyhow!("a shard range past the tensors"))?;
         let index = u32::try_from(k.saturating_add(1)).map_err(|_| anyhow!("too many shards"))?;
         let shard_count = u32::try_from(count).map_err(|_| anyhow!("too many shards"))?;
-        let shard = write_shard(target, inputs, part, (index, shard_count, follow_input), &bar)
+        let shard = write_shard(target, inputs, part, (index, shard_count, follow_input), progress)
             .with_context(|| format!("shard {}", given.display()))?;
         shards.push(shard);
     }
-    bar.finish_and_clear();
+    progress.finish();
     let entries = Table::new(&tensors, ranges, &shards)?;
     let id = ManifestWriter::model_id_of(&entries)?;
     let mut listed = Vec::with_capacity(count);
@@ -135,7 +137,7 @@ fn write_shard(
     inputs: &[Input],
     part: &[TensorOut],
     (index, count, follow_input): (u32, u32, bool),
-    bar: &indicatif::ProgressBar,
+    progress: &dyn Progress,
 ) -> anyhow::Result<Written> {
     let plan = write_kiln::plan(part)?;
     let placeholder = write_kiln::digest_placeholder(part.len())?;
@@ -146,7 +148,7 @@ fn write_shard(
     let pad = write_kiln::pad_len(part, &plan, &metadata, write_kiln::pad_modulus(total), fields, follow_input)?;
     metadata.set_own(write_kiln::KEY_PAD, " ".repeat(pad));
     let temp = target.temp()?;
-    let mut sink = Sink::new(temp.file()?, inputs, bar.clone(), target.given.display().to_string());
+    let mut sink = Sink::new(temp.file()?, inputs, progress, target.given.display().to_string());
     sink.bytes(&write_kiln::frame(Kind::Shard))?;
     write_kiln::write_dict(&mut sink, &metadata)?;
     let model_at = sink.written().saturating_add(4);

@@ -3,12 +3,13 @@
 //! code path as `kiln convert`): each must be refused with a clear error, or
 //! converted correctly, never panic.
 
-use kiln_cli::convert::{convert_bytes, Format, ReadArgs, To};
+use kiln_convert::{convert_bytes, Format, ReadOptions, To};
 
 /// Converts `data` read as `format` to a Kiln record; the error text or the output.
 fn convert(data: &[u8], format: Format) -> Result<Vec<u8>, String> {
-    let read = ReadArgs { from: Some(format), ..ReadArgs::default() };
-    convert_bytes(data, &read, To::Record).map(|done| done.output).map_err(|e| format!("{e:#}"))
+    convert_bytes(data, Some(format), &ReadOptions::default(), To::Record)
+        .map(|done| done.output)
+        .map_err(|e| format!("{e:#}"))
 }
 
 /// A .npy file with this header dict (padded to 64 bytes) and payload.

@@ -11,14 +11,15 @@
 //!   where permitted); it is renamed over OUT only once it has been written
 //!   and checked. Any failure removes it, and so do SIGINT and SIGTERM
 //!   (Ctrl-C, Ctrl-Break and closing the console on Windows): the handler
-//!   deletes every temporary file still registered and exits 130.
+//!   `kiln convert` installs ([`remove_pending`]) deletes every temporary
+//!   file still registered and exits 130.
 //! * Several outputs (OUT and OUT.meta.json) are renamed in order, the next
 //!   only after the one before is in place.
 
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard};
 
 use anyhow::Context;
 use tempfile::NamedTempFile;
@@ -33,24 +34,24 @@ fn pending() -> MutexGuard<'static, Vec<PathBuf>> {
     PENDING.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Exit code after SIGINT/SIGTERM (128 + SIGINT, the shell's convention).
-pub const EXIT_INTERRUPTED: i32 = 130;
+/// The registry of temporary files, held: what a SIGINT/SIGTERM handler
+/// keeps until the process exits, so no rename runs after it (see
+/// [`remove_pending`]).
+pub struct Held {
+    _files: MutexGuard<'static, Vec<PathBuf>>,
+}
 
-/// Installs the SIGINT/SIGTERM handler (once): it removes the temporary
-/// files and exits 130. Holding the registry lock while renaming means the
-/// handler waits for a rename in progress, then finds nothing to remove.
-pub fn install_cleanup() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = ctrlc::set_handler(|| {
-            let files = pending();
-            for p in files.iter() {
-                let _ = fs::remove_file(p);
-            }
-            eprintln!("kiln convert: interrupted; no output written");
-            std::process::exit(EXIT_INTERRUPTED);
-        });
-    });
+/// For a signal handler (`kiln convert` installs one for SIGINT and
+/// SIGTERM): removes every temporary file still registered and returns the
+/// registry held, to keep until the process exits. Holding the registry
+/// lock while renaming means the handler waits for a rename in progress,
+/// then finds nothing to remove.
+pub fn remove_pending() -> Held {
+    let files = pending();
+    for p in files.iter() {
+        let _ = fs::remove_file(p);
+    }
+    Held { _files: files }
 }
 
 /// Where one output goes.
@@ -143,10 +144,12 @@ pub struct Temp {
 }
 
 impl Temp {
+    /// Where it is (beside its target).
     pub fn path(&self) -> &Path {
         self.file.as_ref().map_or(Path::new(""), |f| f.path())
     }
 
+    /// A second handle to it, for writing.
     pub fn file(&self) -> anyhow::Result<File> {
         let f = self.file.as_ref().ok_or_else(|| anyhow::anyhow!("the temporary file is gone"))?;
         f.as_file().try_clone().map_err(io_fail(format!("cannot write {}", f.path().display())))

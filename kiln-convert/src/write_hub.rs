@@ -23,12 +23,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
 
-use super::copy::{progress, Sink};
+use super::copy::Sink;
 use super::error::io_fail;
 use super::model::Model;
 use super::outfile::{self, Target, Temp};
 use super::ShardSet;
-use super::{index, write_safetensors, write_sharded, Input};
+use super::{index, write_safetensors, write_sharded, Input, Progress};
 
 /// OUT's file name without `.safetensors.index.json` or `.safetensors`.
 fn stem(out: &Path) -> String {
@@ -48,8 +48,8 @@ pub fn index_path(out: &Path) -> PathBuf {
 }
 
 /// Writes `model`'s tensors as the safetensors shards `ranges` (in order) and
-/// the index, for OUT `out`. `inputs` hold the payloads; `(quiet, fsync)`:
-/// no progress bar, fsync every file. Every output name is resolved (and
+/// the index, for OUT `out`. `inputs` hold the payloads; `progress` sees
+/// the copy of all of them; `fsync`: every file. Every output name is resolved (and
 /// refused when it is one of the input files) before anything is written.
 pub fn write(
     out: &Target,
@@ -57,7 +57,8 @@ pub fn write(
     model: &mut Model,
     ranges: &[Range<usize>],
     notes: &mut Vec<String>,
-    (quiet, fsync): (bool, bool),
+    progress: &dyn Progress,
+    fsync: bool,
 ) -> anyhow::Result<ShardSet> {
     let count = ranges.len();
     let mut targets = Vec::with_capacity(count);
@@ -66,7 +67,7 @@ pub fn write(
     }
     let index_target = super::resolve_out(&index_path(&out.given), inputs)?;
     let total = model.payload_bytes();
-    let bar = progress(total, super::PROGRESS_MIN, quiet);
+    progress.start(total);
     // A note every shard's plan repeats (the converter keys left out) is said once.
     let mut said: HashSet<String> = notes.iter().cloned().collect();
     let mut files = Vec::with_capacity(count.saturating_add(1));
@@ -85,7 +86,7 @@ pub fn write(
             }
         }
         let temp = target.temp()?;
-        let mut sink = Sink::new(temp.file()?, inputs, bar.clone(), shown.clone());
+        let mut sink = Sink::new(temp.file()?, inputs, progress, shown.clone());
         write_safetensors::write_part(&mut sink, part, &plan).with_context(|| format!("shard {shown}"))?;
         bytes = bytes.saturating_add(sink.written());
         drop(sink.finish()?);
@@ -94,7 +95,7 @@ pub fn write(
         names.push(target.given.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
         files.push((temp, target));
     }
-    bar.finish_and_clear();
+    progress.finish();
     let index_temp = index_target.temp()?;
     let shown = index_target.given.display().to_string();
     bytes = bytes.saturating_add(write_index(&index_temp, model, ranges, &names, total, &shown)?);

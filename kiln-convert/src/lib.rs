@@ -1,15 +1,43 @@
-//! `kiln convert IN -o OUT`: safetensors, GGUF, HK, NumPy .npy/.npz and Kiln
+//! The Kiln converter: safetensors, GGUF, HK, NumPy .npy/.npz, ONNX and Kiln
 //! in (one file, or a sharded model: a Hugging Face index, a gguf-split set,
 //! a Kiln manifest); a Kiln record, a standalone Kiln directory, or
 //! safetensors out, a sharded model as a Kiln manifest and its shards
 //! (`write_sharded`) or in the Hub's layout (`write_hub`).
 //! See docs/conversion.md for the dtype tables and the choices made.
 //!
+//! Front door: [`convert`] runs one conversion ([`Options`]: what `kiln
+//! convert IN -o OUT [FLAGS]` asks for) and reports through a [`Progress`].
+//!
+//! ```no_run
+//! let done = kiln_convert::convert(&kiln_convert::Options::new("model.safetensors", "model.kiln"), &kiln_convert::Silent)?;
+//! println!("{} tensors, {} bytes ({} input)", done.tensors, done.bytes, done.format.name());
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+//!
+//! `kiln convert` (kiln-cli: its flags, messages and exit codes, the
+//! progress bar) and `kiln.convert` (kiln-py) both call it; the fuzz targets
+//! (`fuzz/`) run [`convert_bytes`]. The readers alone ([`open`],
+//! [`format_of`], [`read_model`]) serve `kiln validate` and `kiln inspect`.
+//!
 //! One pass, bounded memory: the input is memory-mapped only to parse its
 //! header (the payload pages are never touched through the map); the output
 //! directory is computed from the tensor list alone, written, and the
 //! payloads are copied file-to-file (`copy_file_range` where the kernel
 //! offers it) into a temporary file that is renamed over OUT at the end.
+
+// The core's lint set (kiln-nostd): no indexing, unchecked arithmetic, `as`,
+// unwrap/expect or panic outside tests; hostile input gets an error instead.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::as_conversions
+    )
+)]
 
 mod codes;
 mod copy;
@@ -24,7 +52,8 @@ pub mod meta;
 pub mod model;
 mod npy;
 pub mod onnx;
-pub(crate) mod outfile;
+pub mod outfile;
+mod platform;
 mod safetensors_in;
 pub mod shards;
 mod write_hub;
@@ -37,31 +66,26 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
-use clap::{Args, ValueEnum};
+// The path policy is the host crate's (`crate::paths` in the modules that use it).
+use kiln_host::paths;
 use kiln_model::Kind;
 use kiln_nostd::int::u64_from;
 use kiln_nostd::{Limits, Parser};
 use memmap2::Mmap;
 
-use crate::platform;
 use error::{io_fail, Usage};
 pub use model::{Format, LegacyGgml};
 pub use model::{Model, ReadOptions, Source};
 use outfile::Target;
 pub use write_kiln::RECORD_TYPE;
 
-/// Progress bars appear for conversions of at least this many payload bytes.
-const PROGRESS_MIN: u64 = 64 << 20;
+// The README's example (kiln-convert/README.md) runs as a doctest, so the crate's page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExample;
 
-/// `--from`: `auto` (detection from the first bytes, `None`) or a [`Format`]'s name.
-fn from_parser() -> impl clap::builder::TypedValueParser<Value = Option<Format>> {
-    use clap::builder::TypedValueParser;
-    let names = std::iter::once("auto").chain(Format::ALL.iter().map(|f| f.name()));
-    clap::builder::PossibleValuesParser::new(names).map(|name| Format::ALL.into_iter().find(|f| f.name() == name))
-}
-
-/// `--to`: what `kiln convert` writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+/// What the converter writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum To {
     /// `.safetensors` output names choose safetensors, anything else a Kiln record.
     Auto,
@@ -71,6 +95,36 @@ pub enum To {
     Tensors,
     /// safetensors (from a Kiln input; a sharded one in the Hub's layout, see OUT).
     Safetensors,
+}
+
+impl To {
+    /// Every choice, in the order `kiln convert --to` lists them.
+    pub const ALL: [To; 4] = [To::Auto, To::Record, To::Tensors, To::Safetensors];
+
+    /// The choice's name (`--to NAME`, `kiln.convert(to=NAME)`).
+    pub fn name(self) -> &'static str {
+        match self {
+            To::Auto => "auto",
+            To::Record => "record",
+            To::Tensors => "tensors",
+            To::Safetensors => "safetensors",
+        }
+    }
+
+    /// What the choice writes, in one line (`kiln convert --help`).
+    pub fn about(self) -> &'static str {
+        match self {
+            To::Auto => "`.safetensors` output names choose safetensors, anything else a Kiln record",
+            To::Record => "A framed Kiln record: struct{metadata:dict<str,str>,tensors:tensors,}",
+            To::Tensors => "A standalone Kiln tensor directory, with the metadata in OUT.meta.json",
+            To::Safetensors => "safetensors (from a Kiln input; a sharded one in the Hub's layout, see OUT)",
+        }
+    }
+
+    /// The choice called `name` (as [`To::name`] spells it).
+    pub fn named(name: &str) -> Option<To> {
+        To::ALL.into_iter().find(|t| t.name() == name)
+    }
 }
 
 /// The unit suffixes of [`parse_size`]: (suffix, multiplier), matched case-insensitively.
@@ -114,97 +168,73 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     n.checked_mul(mult).ok_or_else(|| format!("{text:?} is too large"))
 }
 
-/// What every reader of foreign formats may spend, and whether HK lineage is checked.
-#[derive(Args, Debug, Clone)]
-pub struct ReadArgs {
-    /// Input format, when detection from the first bytes (auto) should be overridden.
-    // The full path keeps clap from reading `Option` as "the flag may be absent".
-    #[arg(long, value_name = "FORMAT", default_value = "auto", value_parser = from_parser())]
-    pub from: ::std::option::Option<Format>,
-    /// Do not verify the SHA-256 lineage of HK appendix records (verified by default; a note says it was skipped).
-    #[arg(long)]
-    pub no_verify_lineage: bool,
-    /// The most bytes the converted metadata may take (the whole dictionary); more is refused.
-    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
-    pub metadata_budget: u64,
-    /// .npz: refuse a compressed member that decompresses to more than this.
-    #[arg(long, value_name = "SIZE", default_value = "64G", value_parser = parse_size)]
-    pub max_member_size: u64,
-    /// .npz: refuse a compressed member whose decompressed/compressed ratio is above this.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    pub max_ratio: u64,
+/// One conversion: what `kiln convert IN -o OUT [FLAGS]` asks for (its
+/// `--help` says more of each field), built by [`Options::new`] with the
+/// command's defaults.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The input: a file (safetensors, GGUF, HK, .npy, .npz, ONNX or Kiln); a
+    /// Hugging Face index or a folder holding one (or one .safetensors file);
+    /// any file of a gguf-split set; or a Kiln manifest.
+    pub input: PathBuf,
+    /// The output file (a sharded model: the manifest, or the Hub's index
+    /// beside the safetensors shards).
+    pub output: PathBuf,
+    /// The input's format; `None` detects it from the first bytes (ONNX by its `.onnx` name).
+    pub from: Option<Format>,
+    /// What the readers may spend, and whether HK lineage is verified.
+    pub read: ReadOptions,
+    /// What is written.
+    pub to: To,
+    /// Flush every output to disk before renaming it into place (the default).
+    pub fsync: bool,
+    /// Split the output into shards of at most this many payload bytes.
+    pub max_shard_size: Option<u64>,
+    /// ONNX input: also write its graph here, its initializers as external data in OUT.
+    pub onnx_graph: Option<PathBuf>,
 }
 
-impl ReadArgs {
-    /// The readers' options these flags ask for.
-    pub fn options(&self) -> ReadOptions {
-        ReadOptions {
-            metadata_budget: self.metadata_budget,
-            max_member: self.max_member_size,
-            max_ratio: self.max_ratio,
-            verify_lineage: !self.no_verify_lineage,
-            onnx_graph: false,
-            kiln_limits: true,
+impl Options {
+    /// `kiln convert INPUT -o OUTPUT`: detection, the default budgets, a Kiln
+    /// record (or safetensors for a `.safetensors` OUTPUT), fsync, one file.
+    pub fn new(input: impl Into<PathBuf>, output: impl Into<PathBuf>) -> Self {
+        Options {
+            input: input.into(),
+            output: output.into(),
+            from: None,
+            read: ReadOptions::default(),
+            to: To::Auto,
+            fsync: true,
+            max_shard_size: None,
+            onnx_graph: None,
         }
     }
 }
 
-/// `kiln convert` arguments.
-#[derive(Args, Debug)]
-pub struct ConvertArgs {
-    /// The input: a file (safetensors, GGUF, HK, .npy, .npz or Kiln; detected from its bytes);
-    /// a Hugging Face index (model.safetensors.index.json) with its shards beside it; a folder
-    /// holding one *.safetensors.index.json or exactly one .safetensors file; any file of a
-    /// llama.cpp gguf-split set (NAME-00001-of-00003.gguf: every sibling is read and checked);
-    /// or a Kiln manifest with its shards beside it (each checked against it, every payload's
-    /// digest as it is copied).
-    ///
-    /// A folder's config.json, generation_config.json and tokenizer files (tokenizer.json,
-    /// tokenizer_config.json, tokenizer.model, special_tokens_map.json, vocab.*, merges.txt)
-    /// are not tensors and are NOT carried into the output: a note lists the ones found; copy
-    /// them by hand beside OUT (into OUT's folder) if a loader needs them.
-    #[arg(value_name = "IN")]
-    pub input: PathBuf,
-    /// The output file, a regular file (or a link to one, which is written through).
-    ///
-    /// A sharded model (a sharded input, or one split by --max-shard-size) is written as
-    /// the manifest OUT with the shards STEM-00001-of-0000N.kiln beside it (STEM: OUT's name
-    /// without .kiln) or, to safetensors, in the Hugging Face Hub's layout: for OUT
-    /// DIR/STEM.safetensors, the shards DIR/STEM-00001-of-0000N.safetensors and the index
-    /// DIR/STEM.safetensors.index.json (OUT model.safetensors: the names transformers
-    /// writes), and OUT itself is not written: an earlier file there is removed once the
-    /// new set is in place. In both forms, shards of an earlier conversion to the same name
-    /// with another count are removed then too.
-    #[arg(short, long, value_name = "OUT")]
-    pub output: PathBuf,
-    /// The input format and the readers' budgets.
-    #[command(flatten)]
-    pub read: ReadArgs,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = To::Auto)]
-    pub to: To,
-    /// Do not fsync the output before renaming it into place. By default OUT (and
-    /// OUT.meta.json) are flushed to disk first, so a power cut leaves the old OUT or
-    /// the whole new one; without it the rename may reach the disk before the data.
-    #[arg(long)]
-    pub no_fsync: bool,
-    /// Accepted for scripts written when fsync was opt-in; fsync is the default now.
-    #[arg(long, hide = true)]
-    pub fsync: bool,
-    /// No progress bar and no summary line (notes about what was not carried are still printed).
-    #[arg(short, long)]
-    pub quiet: bool,
-    /// Split the output into shards of at most SIZE payload bytes (about the file size); a
-    /// tensor larger than SIZE gets a shard of its own. SIZE: bytes, or KB/MB/GB/TB (powers of
-    /// 1000, as the Hub writes "500MB"), KiB/MiB/GiB/TiB or K/M/G/T (powers of 1024).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
-    pub max_shard_size: Option<u64>,
-    /// ONNX input: also write its graph to GRAPH (in OUT's folder, e.g. OUT.onnx) with every
-    /// initializer as external data pointing into OUT (or, sharded, into its shard): location,
-    /// offset and length of the tensor's payload. onnxruntime then runs GRAPH with the weights
-    /// read from the Kiln file(s) as they are.
-    #[arg(long, value_name = "GRAPH")]
-    pub onnx_graph: Option<PathBuf>,
+/// Where a conversion is: the caller's progress display (`kiln convert`
+/// draws a bar on a terminal). Every method may be left empty.
+pub trait Progress {
+    /// The payload copy begins: `total` bytes in all, over every output file.
+    fn start(&self, total: u64) {
+        let _ = total;
+    }
+    /// `bytes` more payload bytes were written.
+    fn advance(&self, bytes: u64) {
+        let _ = bytes;
+    }
+    /// Every payload is written (the check and the renames follow).
+    fn finish(&self) {}
+}
+
+/// No progress display.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Silent;
+
+impl Progress for Silent {}
+
+/// The short form of a model id or payload digest in messages: its first 8 bytes in hex.
+pub fn short_id(id: &[u8; kiln_nostd::digest::DIGEST_LEN]) -> String {
+    hex::encode(id.split_at(8).0)
 }
 
 /// What a conversion did, for the summary line and the tests.
@@ -345,12 +375,13 @@ pub fn read_payload(model: &Model, index: usize) -> anyhow::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Runs one conversion. Errors about the input's content come back as
-/// `Err` with the message; [`error::exit_code`] maps them to exit codes.
-pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
-    let Some(graph) = &args.onnx_graph else { return convert_tensors(args) };
+/// Runs one conversion, reporting the payload copy to `progress`. Errors
+/// about the input's content come back as `Err` with the message;
+/// [`error::exit_code`] maps them to `kiln convert`'s exit codes.
+pub fn convert(args: &Options, progress: &dyn Progress) -> anyhow::Result<Summary> {
+    let Some(graph) = &args.onnx_graph else { return convert_tensors(args, progress) };
     let input = open(&args.input)?;
-    if format_of(&input, &args.input, args.read.from)? != Format::Onnx {
+    if format_of(&input, &args.input, args.from)? != Format::Onnx {
         return Err(Usage(format!("--onnx-graph is for ONNX inputs; {} is not one", args.input.display())).into());
     }
     if matches!(args.to, To::Safetensors)
@@ -359,8 +390,8 @@ pub fn convert(args: &ConvertArgs) -> anyhow::Result<Summary> {
         return Err(Usage("--onnx-graph points the graph into a Kiln output; safetensors was asked for".into()).into());
     }
     onnx::graph::precheck(&input, graph, &args.output)?;
-    let mut summary = convert_tensors(args)?;
-    let w = onnx::graph::write(&input, &args.output, graph, !args.no_fsync)
+    let mut summary = convert_tensors(args, progress)?;
+    let w = onnx::graph::write(&input, &args.output, graph, args.fsync)
         .with_context(|| format!("{} (onnx): the graph", args.input.display()))?;
     summary.notes.push(format!(
         "graph written to {}: {} initializers as external data in {} ({} of them lifted from Constant nodes), \
@@ -416,7 +447,7 @@ fn refuse_foreign_out(out: &Path) -> anyhow::Result<()> {
 }
 
 /// The conversion of the tensors (and metadata) alone.
-fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
+fn convert_tensors(args: &Options, progress: &dyn Progress) -> anyhow::Result<Summary> {
     let opened = inputs::open_all(&args.input)?;
     let to = match args.to {
         To::Auto if args.output.extension().is_some_and(|e| e == "safetensors") => To::Safetensors,
@@ -428,7 +459,7 @@ fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
     let side = if to == To::Tensors { Some(resolve_out(&sidecar(&args.output), &opened.files)?) } else { None };
     // Then (an OUT that is the input is the more telling refusal) a name that says another format.
     refuse_foreign_out(&args.output)?;
-    let format = opened.format(args.read.from)?;
+    let format = opened.format(args.from)?;
     if to == To::Safetensors && format != Format::Kiln {
         return Err(Usage(format!(
             "safetensors output is for Kiln inputs (the way back); convert {} to Kiln first",
@@ -436,9 +467,8 @@ fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
         ))
         .into());
     }
-    let mut opts = args.read.options();
-    opts.onnx_graph = args.onnx_graph.is_some();
-    let mut model = inputs::read_all(opened, args.read.from, &opts)?;
+    let opts = ReadOptions { onnx_graph: args.onnx_graph.is_some(), ..args.read.clone() };
+    let mut model = inputs::read_all(opened, args.from, &opts)?;
     model.note_if_no_weights();
     let in_name = format!("{} ({})", args.input.display(), format.name());
     // The output shards: one, the single-file writer below; more (a sharded
@@ -448,21 +478,21 @@ fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
     let mut notes = std::mem::take(&mut model.notes);
     if planned.len() > 1 {
         return match to {
-            To::Record => convert_sharded(args, inputs, &out, model, &planned, notes).with_context(|| in_name.clone()),
+            To::Record => convert_sharded(args, progress, inputs, &out, model, &planned, notes).with_context(|| in_name.clone()),
             To::Tensors => Err(Usage(format!(
                 "{in_name}: a sharded model ({} output shards) has no plain-directory form: --to tensors writes one block; \
                  write a model file (the default) instead",
                 planned.len()
             ))
             .into()),
-            To::Safetensors => convert_hub(args, inputs, &out, model, &planned, notes).with_context(|| in_name.clone()),
+            To::Safetensors => convert_hub(args, progress, inputs, &out, model, &planned, notes).with_context(|| in_name.clone()),
             To::Auto => unreachable!(),
         };
     }
     let total = model.payload_bytes();
-    let bar = copy::progress(total, PROGRESS_MIN, args.quiet);
+    progress.start(total);
     let temp = out.temp()?;
-    let mut sink = copy::Sink::new(temp.file()?, &inputs, bar, args.output.display().to_string());
+    let mut sink = copy::Sink::new(temp.file()?, &inputs, progress, args.output.display().to_string());
     // Where the block starts in OUT, to name the tensor of a fault the check finds.
     let mut block_at = 0u64;
     let mut plan_offsets: Option<(u64, Vec<u64>)> = None;
@@ -500,12 +530,13 @@ fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
     }
     let written = sink.written();
     let out_file = sink.finish()?;
+    progress.finish();
     if let Some((at, bytes)) = &table {
         platform::write_all_at(&out_file, bytes, *at)
             .map_err(io_fail(format!("cannot write {}", args.output.display())))?;
     }
     drop(out_file);
-    if !args.no_fsync {
+    if args.fsync {
         outfile::sync(&temp)?;
     }
     if let Err(e) = verify(temp.path(), to) {
@@ -537,7 +568,7 @@ fn convert_tensors(args: &ConvertArgs) -> anyhow::Result<Summary> {
         };
         write(&mut f).map_err(io_fail(format!("cannot write {}", side.given.display())))?;
         drop(f);
-        if !args.no_fsync {
+        if args.fsync {
             outfile::sync(&st)?;
         }
         notes.push(format!("metadata written to {} (a standalone directory holds tensors only)", side.given.display()));
@@ -573,7 +604,8 @@ pub(crate) fn resolve_out(given: &Path, files: &[Input]) -> anyhow::Result<Targe
 
 /// A conversion to a sharded model: the shards, then the manifest OUT.
 fn convert_sharded(
-    args: &ConvertArgs,
+    args: &Options,
+    progress: &dyn Progress,
     inputs: Vec<Input>,
     out: &Target,
     mut model: Model,
@@ -583,8 +615,7 @@ fn convert_sharded(
     let tensors = std::mem::take(&mut model.tensors);
     let tensor_count = tensors.len();
     let follow = model.format != Format::Onnx;
-    let written =
-        write_sharded::write(out, &inputs, tensors, ranges, &model.metadata, (args.quiet, !args.no_fsync, follow))?;
+    let written = write_sharded::write(out, &inputs, tensors, ranges, &model.metadata, progress, (args.fsync, follow))?;
     large_value_notes(&model, &mut notes);
     let first = written.files.first().map(|(_, t)| t.given.display().to_string()).unwrap_or_default();
     notes.push(format!(
@@ -602,14 +633,15 @@ fn convert_sharded(
 /// A conversion to a sharded safetensors model in the Hub's layout: the
 /// shards, then the index (see [`write_hub`] for the names).
 fn convert_hub(
-    args: &ConvertArgs,
+    args: &Options,
+    progress: &dyn Progress,
     inputs: Vec<Input>,
     out: &Target,
     mut model: Model,
     ranges: &[std::ops::Range<usize>],
     mut notes: Vec<String>,
 ) -> anyhow::Result<Summary> {
-    let written = write_hub::write(out, &inputs, &mut model, ranges, &mut notes, (args.quiet, !args.no_fsync))?;
+    let written = write_hub::write(out, &inputs, &mut model, ranges, &mut notes, progress, args.fsync)?;
     let name = |t: Option<&(outfile::Temp, Target)>| t.map(|(_, t)| t.given.display().to_string()).unwrap_or_default();
     let (first, index) = (name(written.files.first()), name(written.files.last()));
     notes.push(format!("a sharded model: the index {index} and {} shards beside it ({first}, ...)", ranges.len()));
@@ -735,35 +767,6 @@ fn verify(path: &Path, to: To) -> Result<(), VerifyError> {
     }
 }
 
-/// The `kiln convert` subcommand: prints the notes and a summary on stderr;
-/// returns the exit code (0 done, 1 the input could not be converted, 2
-/// usage or I/O; 130 after SIGINT/SIGTERM, from the signal handler).
-pub fn run(args: &ConvertArgs) -> anyhow::Result<u8> {
-    outfile::install_cleanup();
-    match convert(args) {
-        Ok(s) => {
-            for n in &s.notes {
-                eprintln!("kiln convert: note: {n}");
-            }
-            if !args.quiet {
-                eprintln!(
-                    "kiln convert: {} -> {}: {} tensors, {} bytes ({} input)",
-                    args.input.display(),
-                    args.output.display(),
-                    s.tensors,
-                    s.bytes,
-                    s.format.name()
-                );
-            }
-            Ok(0)
-        }
-        Err(e) => {
-            eprintln!("kiln convert: {e:#}");
-            Ok(error::exit_code(&e))
-        }
-    }
-}
-
 /// A whole conversion of bytes held in memory, for the fuzz targets and
 /// tests: what the reader made of the input, the payload bytes it took for
 /// each tensor, and the bytes of the written output.
@@ -779,31 +782,22 @@ pub struct InMemory {
 }
 
 /// Runs `kiln convert` on `input` (written to a temporary file, as the
-/// converter copies payloads file to file) with `read`'s format and budgets,
-/// writing `to` without fsync, and returns the output with what the reader
+/// converter copies payloads file to file) read as `from` (`None`: detected)
+/// with `read`'s budgets, writing `to` without fsync, and returns the output with what the reader
 /// took. The conversion is [`convert`] itself, not a second code path.
-pub fn convert_bytes(input: &[u8], read: &ReadArgs, to: To) -> anyhow::Result<InMemory> {
+pub fn convert_bytes(input: &[u8], from: Option<Format>, read: &ReadOptions, to: To) -> anyhow::Result<InMemory> {
     let dir = tempfile::tempdir().map_err(io_fail(String::from("cannot create a temporary directory")))?;
     // The name matters to the .npy reader (the tensor is named after the stem).
     let in_path = dir.path().join("input.npy");
     std::fs::write(&in_path, input).map_err(io_fail(format!("cannot write {}", in_path.display())))?;
     let out_name = if to == To::Safetensors { "output.safetensors" } else { "output.kiln" };
-    let args = ConvertArgs {
-        input: in_path.clone(),
-        output: dir.path().join(out_name),
-        read: read.clone(),
-        to,
-        no_fsync: true,
-        fsync: false,
-        quiet: true,
-        max_shard_size: None,
-        onnx_graph: None,
-    };
-    convert(&args)?;
+    let args =
+        Options { from, read: read.clone(), to, fsync: false, ..Options::new(&in_path, dir.path().join(out_name)) };
+    convert(&args, &Silent)?;
     let output = std::fs::read(&args.output).map_err(io_fail(format!("cannot read {}", args.output.display())))?;
     let file = open(&in_path)?;
-    let format = format_of(&file, &in_path, read.from)?;
-    let model = read_model(format, &file, &in_path, &read.options(), true)?;
+    let format = format_of(&file, &in_path, from)?;
+    let model = read_model(format, &file, &in_path, read, true)?;
     let mut pump = copy::Pump::new(&file.file, in_path.display().to_string());
     let mut payloads = Vec::with_capacity(model.tensors.len());
     for t in &model.tensors {
@@ -812,20 +806,6 @@ pub fn convert_bytes(input: &[u8], read: &ReadArgs, to: To) -> anyhow::Result<In
         payloads.push(bytes);
     }
     Ok(InMemory { model, payloads, output })
-}
-
-impl Default for ReadArgs {
-    /// The command line's defaults: detection, lineage verified, the default budgets.
-    fn default() -> Self {
-        let opts = ReadOptions::default();
-        ReadArgs {
-            from: None,
-            no_verify_lineage: false,
-            metadata_budget: opts.metadata_budget,
-            max_member_size: opts.max_member,
-            max_ratio: opts.max_ratio,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -33,10 +33,10 @@ use prost::Message;
 use super::proto::tensor_proto::DataLocation;
 use super::proto::{GraphProto, StringStringEntryProto, TensorProto};
 use super::{decode, known_ir_version, map_shared};
-use crate::convert::error::{io_fail, Usage};
-use crate::convert::outfile::{self, Target};
-use crate::convert::Input;
+use crate::error::{io_fail, Usage};
+use crate::outfile::{self, Target};
 use crate::platform;
+use crate::Input;
 
 /// Where a tensor's payload is in the Kiln output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +97,7 @@ pub fn precheck(input: &Input, graph: &Path, out: &Path) -> anyhow::Result<()> {
 /// Every tensor of the Kiln output OUT (a model file, a directory, or a
 /// manifest and its shards) by name, with its file and payload range.
 pub fn places(out: &Path) -> anyhow::Result<HashMap<String, Spot>> {
-    let input = crate::convert::open(out)?;
+    let input = crate::open(out)?;
     let bytes = input.bytes();
     let name_of = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_string);
     let mut places = HashMap::new();
@@ -107,7 +107,7 @@ pub fn places(out: &Path) -> anyhow::Result<HashMap<String, Spot>> {
             .map_err(|e| anyhow!("{}: the manifest written does not parse: {e}", out.display()))?;
         for entry in m.shards() {
             let name = entry.name.as_str();
-            let shard = crate::convert::open(&out.with_file_name(name))?;
+            let shard = crate::open(&out.with_file_name(name))?;
             add(&mut places, name, shard.bytes())?;
         }
     } else {
@@ -171,7 +171,7 @@ pub fn write(input: &Input, out: &Path, graph: &Path, fsync: bool) -> anyhow::Re
     // that the input held as external data).
     let mut payload = |spot: &Spot| -> anyhow::Result<prost::bytes::Bytes> {
         if !opened.contains_key(&spot.file) {
-            opened.insert(spot.file.clone(), crate::convert::open(&out.with_file_name(&spot.file))?);
+            opened.insert(spot.file.clone(), crate::open(&out.with_file_name(&spot.file))?);
         }
         let bytes = opened.get(&spot.file).map(Input::bytes).unwrap_or_default();
         let start = usize::try_from(spot.tensor.offset).ok();
@@ -278,7 +278,7 @@ fn clear_data(t: &mut TensorProto) {
 
 /// Sets the digest in OUT, where the reader left a placeholder of the same length.
 fn record_digest(out: &Path, digest: &str, fsync: bool) -> anyhow::Result<()> {
-    let input = crate::convert::open(out)?;
+    let input = crate::open(out)?;
     let (at, old) = recorded(input.bytes())?.ok_or_else(|| {
         anyhow!("{}: no {} placeholder to record the graph's digest in", out.display(), kiln_onnx::KEY_GRAPH_SHA256)
     })?;
@@ -298,7 +298,7 @@ fn record_digest(out: &Path, digest: &str, fsync: bool) -> anyhow::Result<()> {
 /// The check a session makes ([`kiln_onnx::check`]), on what was written.
 fn verify(encoded: &[u8], out: &Path, places: &HashMap<String, Spot>) -> anyhow::Result<()> {
     let req = kiln_onnx::requirements(encoded)?;
-    let input = crate::convert::open(out)?;
+    let input = crate::open(out)?;
     let digest = recorded(input.bytes())?.map(|(_, v)| v);
     kiln_onnx::pair(&req, encoded, digest.as_deref(), |file, name| {
         places.get(name).filter(|s| s.file == file).map(|s| s.tensor.clone())

@@ -1,38 +1,22 @@
 //! The output sink: payloads go from the input file to the output file
 //! without passing through this process's memory where the kernel can do
 //! it (`copy_file_range` on Linux, see [`platform::copy_range`]), in chunks
-//! so the progress bar moves.
+//! so the caller's [`Progress`] moves.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 
 use kiln_nostd::int::{u64_from, usize_from};
 
 use super::error::io_fail;
 use super::model::{Source, TensorOut, Transposed};
-use super::Input;
+use super::{Input, Progress};
 use crate::platform;
 
 const CHUNK: u64 = 64 << 20;
 const ZEROS: [u8; 4096] = [0; 4096];
-
-/// A progress bar on a terminal for conversions of at least `min` bytes; hidden otherwise.
-pub fn progress(total: u64, min: u64, quiet: bool) -> ProgressBar {
-    use std::io::IsTerminal;
-    if quiet || total < min || !io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(total);
-    if let Ok(style) =
-        ProgressStyle::with_template("{spinner} {bytes}/{total_bytes} [{bar:30}] {bytes_per_sec} eta {eta}")
-    {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar
-}
 
 /// The output file being written, and the input files its payloads are copied from.
 pub struct Sink<'a> {
@@ -40,7 +24,7 @@ pub struct Sink<'a> {
     inputs: &'a [Input],
     /// The open `.npz` archive and which input it is.
     zip: Option<(usize, zip::ZipArchive<&'a File>)>,
-    bar: ProgressBar,
+    progress: &'a dyn Progress,
     written: u64,
     /// OUT as given, for messages.
     out_name: String,
@@ -143,8 +127,8 @@ impl<'a> Pump<'a> {
                         "DIGEST: the SHA-256 of its {len} payload bytes at byte {offset} of {} is {}..., its digest says {}...: \
                          the input is corrupt (kiln validate names it too); nothing was written",
                         self.input_name,
-                        crate::models::short_id(&got),
-                        crate::models::short_id(digest)
+                        crate::short_id(&got),
+                        crate::short_id(digest)
                     );
                 }
             }
@@ -502,8 +486,8 @@ fn read_some<'b>(r: &mut dyn Read, buf: &'b mut [u8], want: u64) -> io::Result<&
 
 impl<'a> Sink<'a> {
     /// A sink writing `out` (named `out_name`), copying payloads from `inputs`.
-    pub fn new(out: File, inputs: &'a [Input], bar: ProgressBar, out_name: String) -> Self {
-        Sink { out: BufWriter::with_capacity(BUF, out), inputs, zip: None, bar, written: 0, out_name }
+    pub fn new(out: File, inputs: &'a [Input], progress: &'a dyn Progress, out_name: String) -> Self {
+        Sink { out: BufWriter::with_capacity(BUF, out), inputs, zip: None, progress, written: 0, out_name }
     }
 
     /// Bytes written so far.
@@ -556,7 +540,7 @@ impl<'a> Sink<'a> {
                 }
                 done = done.saturating_add(n);
                 self.written = self.written.saturating_add(n);
-                self.bar.inc(n);
+                self.progress.advance(n);
             }
             return Ok(None);
         }
@@ -567,7 +551,7 @@ impl<'a> Sink<'a> {
         let mut pump = Pump { input: &input.file, zip, input_name: in_name };
         let out_name = self.out_name.clone();
         let out_err = move |e: io::Error| io_fail(format!("cannot write {out_name}"))(e);
-        let (written, bar) = (&mut self.written, &self.bar);
+        let (written, progress) = (&mut self.written, self.progress);
         // A verified payload's digest is known once the copy succeeds: no second hash.
         let known = match &t.source {
             Source::Verified { digest, .. } => Some(**digest),
@@ -576,7 +560,7 @@ impl<'a> Sink<'a> {
         let mut out = Hashing { inner: &mut self.out, hash: (hash && known.is_none()).then(sha2::Sha256::default) };
         let result = pump.run(&t.source, t.len, &mut out, &out_err, &mut |n| {
             *written = written.saturating_add(n);
-            bar.inc(n);
+            progress.advance(n);
         });
         self.zip = pump.zip.map(|z| (t.input, z));
         result.map(|()| out.hash.map(|h| sha2::Digest::finalize(h).into()).or(known.filter(|_| hash)))
@@ -584,7 +568,6 @@ impl<'a> Sink<'a> {
 
     /// Flushes and returns the file.
     pub fn finish(self) -> anyhow::Result<File> {
-        self.bar.finish_and_clear();
         let name = self.out_name.clone();
         let f = self.out.into_inner().map_err(|e| io_fail(format!("cannot write {name}"))(e.into_error()))?;
         Ok(f)
