@@ -162,9 +162,8 @@ impl ModelWriter {
         let table_at = self.put_head(metadata, specs, &plan, file);
         // The digest table (when there is one) is the rest of the head: it is
         // filled while the block is written (see `digests_while`).
-        let block_at = table_at.saturating_add(self.table_len(specs.len()));
-        // Fallback not taken: block_at <= file.len(): the plan sized the file.
-        let (head, block) = file.split_at_mut(block_at.min(file.len()));
+        // Fallback not taken: head_len <= file.len(): the plan sized the file.
+        let (head, block) = file.split_at_mut(plan.head_len.min(file.len()));
         let table = head.get_mut(table_at..).unwrap_or(&mut []);
         let writer = kiln_nostd::Writer::new().limits(self.limits);
         let write_block = || match scratch.as_deref_mut() {
@@ -215,12 +214,12 @@ impl ModelWriter {
         let payload_base = block_payload_base(specs)?;
         let mut head = std::vec![0u8; plan.head_len.saturating_add(payload_base)];
         let table_at = self.put_head(metadata, specs, &plan, &mut head);
-        let block_at = table_at.saturating_add(self.table_len(specs.len()));
-        let directory = head.get_mut(block_at..).unwrap_or(&mut []);
+        let directory = head.get_mut(plan.head_len..).unwrap_or(&mut []);
         kiln_nostd::Writer::new().limits(self.limits).write_directory(specs, directory)?;
         let start = out.stream_position()?;
         out.write_all(&head)?;
-        let mut table = std::vec![0u8; self.table_len(specs.len())];
+        // The digest table: the rest of the head (empty without digests).
+        let mut table = std::vec![0u8; plan.head_len.saturating_sub(table_at)];
         let mut write_payloads = || -> std::io::Result<()> {
             const ZEROS: [u8; 64] = [0; 64];
             let mut placement = crate::layout::Placement::new();
@@ -296,15 +295,6 @@ impl ModelWriter {
             put(file, &len.to_le_bytes());
         }
         at
-    }
-
-    /// Bytes of the digest table (0 without digests).
-    fn table_len(&self, tensors: usize) -> usize {
-        if self.digests {
-            tensors.saturating_mul(DIGEST_LEN)
-        } else {
-            0
-        }
     }
 
     fn plan(&self, metadata: &[(&str, &str)], specs: &[kiln_nostd::TensorSpec<'_>]) -> Result<Plan> {
