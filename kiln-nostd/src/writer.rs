@@ -240,6 +240,19 @@ impl<'s> Writer<'s> {
     /// each at the offset [`Placement`](crate::wire::layout::Placement)
     /// gives with zero gaps between. The block is not checked here (it is
     /// not all in memory): check it once it is written.
+    ///
+    /// ```
+    /// use kiln_nostd::{DType, TensorSpec, Writer};
+    /// let data = [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0]; // 1.0, -2.0
+    /// let specs = [TensorSpec::new(DType::F32, &[2], &data).named("w")];
+    /// let mut block = [0u8; 512];
+    /// let len = Writer::new().write(&specs, &mut block)?;
+    /// let mut directory = [0xffu8; 512];
+    /// let base = Writer::new().write_directory(&specs, &mut directory)?;
+    /// assert_eq!(directory[..base], block[..base]);    // the block up to its payloads
+    /// assert_eq!(block[base..len], data);              // the payload streamed after it
+    /// # Ok::<(), kiln_nostd::Error>(())
+    /// ```
     pub fn write_directory(&self, specs: &[TensorSpec<'_>], out: &mut [u8]) -> Result<usize> {
         let plan = plan(specs)?;
         let Some(directory) = out.get_mut(..plan.payload_base) else {
