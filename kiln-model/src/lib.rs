@@ -105,6 +105,8 @@ pub use manifest_writer::{EntrySpec, EntryTable, ManifestWriter, ShardSpec};
 #[cfg(feature = "ed25519")]
 pub use signed::Trust;
 pub use signed::{Release, Signature, SIGNED_HASH, SIGNED_TYPE};
+#[cfg(feature = "std")]
+pub use writer::WriteToError;
 pub use writer::{shard_field, ModelWriter, SHARD_FIELD_LEN};
 
 use crate::bytes::{u32_at, usize_from_u32};

@@ -6,6 +6,9 @@ use crate::digest::DIGEST_LEN;
 use crate::error::{fail, Result};
 use kiln_nostd::Rule as CoreRule;
 
+#[cfg(feature = "std")]
+extern crate std;
+
 /// Writes model files: the frame, the metadata (with the padding key when
 /// the payload region is to be aligned in the file) and the canonical block.
 ///
@@ -156,6 +159,108 @@ impl ModelWriter {
         let Some(file) = out.get_mut(..plan.total) else {
             return fail(CoreRule::ValueOutputTooSmall, out.len());
         };
+        let table_at = self.put_head(metadata, specs, &plan, file);
+        // The digest table (when there is one) is the rest of the head: it is
+        // filled while the block is written (see `digests_while`).
+        // Fallback not taken: head_len <= file.len(): the plan sized the file.
+        let (head, block) = file.split_at_mut(plan.head_len.min(file.len()));
+        let table = head.get_mut(table_at..).unwrap_or(&mut []);
+        let writer = kiln_nostd::Writer::new().limits(self.limits);
+        let write_block = || match scratch.as_deref_mut() {
+            Some(s) => writer.scratch(s).write(specs, block),
+            None => writer.write(specs, block),
+        };
+        if self.digests {
+            digests_while(table, specs, write_block)?;
+        } else {
+            write_block()?;
+        }
+        self.check(file, scratch)?;
+        Ok(plan.total)
+    }
+
+    /// The check every file this writer writes passes before it is handed
+    /// out: [`Model::parse`] with the writer's caps (and name scratch, as for
+    /// [`write_with_scratch`](Self::write_with_scratch)). For files written
+    /// by [`write_to`](Self::write_to), once they are written.
+    pub fn check(&self, file: &[u8], scratch: Option<&mut [u32]>) -> Result<()> {
+        let parser = kiln_nostd::Parser::new().limits(self.limits);
+        match scratch {
+            Some(s) => Model::parse_with(file, parser.scratch(s))?,
+            None => Model::parse_with(file, parser)?,
+        };
+        Ok(())
+    }
+
+    /// Writes the model file [`write`](Self::write) would write to `out`, in
+    /// order, without a buffer of the file's size: the head and directory
+    /// (the layout computed without the payloads), then each payload with
+    /// one `write_all` straight from the spec's bytes (zeros between), while
+    /// helper threads hash them (see `digests_while`); the digest table,
+    /// written as zeros at first, is then written over at its offset and
+    /// `out` is left at the end of the file. Returns the file's length. The
+    /// result is not checked (it is not in memory): pass the written bytes
+    /// to [`check`](Self::check).
+    #[cfg(feature = "std")]
+    pub fn write_to<W: std::io::Write + std::io::Seek>(
+        &self,
+        metadata: &[(&str, &str)],
+        specs: &[kiln_nostd::TensorSpec<'_>],
+        out: &mut W,
+    ) -> core::result::Result<usize, WriteToError> {
+        use kiln_nostd::int::u64_from;
+        use std::io::SeekFrom;
+        let plan = self.plan(metadata, specs)?;
+        let payload_base = block_payload_base(specs)?;
+        let mut head = std::vec![0u8; plan.head_len.saturating_add(payload_base)];
+        let table_at = self.put_head(metadata, specs, &plan, &mut head);
+        let directory = head.get_mut(plan.head_len..).unwrap_or(&mut []);
+        kiln_nostd::Writer::new().limits(self.limits).write_directory(specs, directory)?;
+        let start = out.stream_position()?;
+        out.write_all(&head)?;
+        // The digest table: the rest of the head (empty without digests).
+        let mut table = std::vec![0u8; plan.head_len.saturating_sub(table_at)];
+        let mut write_payloads = || -> std::io::Result<()> {
+            const ZEROS: [u8; 64] = [0; 64];
+            let mut placement = crate::layout::Placement::new();
+            for s in specs {
+                let gap_from = placement.payload_bytes();
+                // Fallback not taken: the plan placed these lengths without overflow.
+                let at = placement.place(u64_from(s.data.len())).unwrap_or(gap_from);
+                // Fallback not taken: a gap is below the 64-byte payload alignment.
+                out.write_all(ZEROS.get(..usize::try_from(at.saturating_sub(gap_from)).unwrap_or(0)).unwrap_or(&[]))?;
+                out.write_all(s.data)?;
+            }
+            Ok(())
+        };
+        if self.digests {
+            digests_while(&mut table, specs, write_payloads)?;
+        } else {
+            write_payloads()?;
+        }
+        let end = out.stream_position()?;
+        if end.checked_sub(start) != Some(u64_from(plan.total)) {
+            // Fallback not taken: the plan and the placement agree on every length.
+            return Err(WriteToError::Io(std::io::Error::other("the streamed model file is not the planned length")));
+        }
+        if !table.is_empty() {
+            out.seek(SeekFrom::Start(start.saturating_add(u64_from(table_at))))?;
+            out.write_all(&table)?;
+            out.seek(SeekFrom::Start(end))?;
+        }
+        Ok(plan.total)
+    }
+
+    /// Writes the head up to the digest table (frame, metadata with the
+    /// padding entry, shard field, the table's length word) into `file`;
+    /// returns where the digest table starts (the directory when there is none).
+    fn put_head(
+        &self,
+        metadata: &[(&str, &str)],
+        specs: &[kiln_nostd::TensorSpec<'_>],
+        plan: &Plan,
+        file: &mut [u8],
+    ) -> usize {
         let mut at = 0usize;
         let mut put = |file: &mut [u8], bytes: &[u8]| {
             if let Some(dst) = at.checked_add(bytes.len()).and_then(|end| file.get_mut(at..end)) {
@@ -189,31 +294,7 @@ impl ModelWriter {
             let len = u32::try_from(specs.len().saturating_mul(DIGEST_LEN)).unwrap_or(u32::MAX);
             put(file, &len.to_le_bytes());
         }
-        // The digest table (when there is one) is the rest of the head: it is
-        // filled while the block is written (see `digests_while`).
-        let table_at = at;
-        if self.digests {
-            at = at.saturating_add(specs.len().saturating_mul(DIGEST_LEN));
-        }
-        // Fallback not taken: at <= file.len(): the plan sized the file.
-        let (head, block) = file.split_at_mut(at.min(file.len()));
-        let table = head.get_mut(table_at..).unwrap_or(&mut []);
-        let writer = kiln_nostd::Writer::new().limits(self.limits);
-        let write_block = || match scratch.as_deref_mut() {
-            Some(s) => writer.scratch(s).write(specs, block),
-            None => writer.write(specs, block),
-        };
-        if self.digests {
-            digests_while(table, specs, write_block)?;
-        } else {
-            write_block()?;
-        }
-        let parser = kiln_nostd::Parser::new().limits(self.limits);
-        match scratch {
-            Some(s) => Model::parse_with(file, parser.scratch(s))?,
-            None => Model::parse_with(file, parser)?,
-        };
-        Ok(plan.total)
+        at
     }
 
     fn plan(&self, metadata: &[(&str, &str)], specs: &[kiln_nostd::TensorSpec<'_>]) -> Result<Plan> {
@@ -251,12 +332,9 @@ impl ModelWriter {
             }
         };
         let pad_entry = pad.map_or(0, |p| 8usize.saturating_add(PAD_KEY.len()).saturating_add(p));
-        let total = 16usize
-            .saturating_add(dict)
-            .saturating_add(pad_entry)
-            .saturating_add(self.fields_len(specs.len()))
-            .saturating_add(block);
-        Ok(Plan { pad, total })
+        let head_len =
+            16usize.saturating_add(dict).saturating_add(pad_entry).saturating_add(self.fields_len(specs.len()));
+        Ok(Plan { pad, head_len, total: head_len.saturating_add(block) })
     }
 }
 
@@ -264,7 +342,41 @@ impl ModelWriter {
 struct Plan {
     /// The padding value's length, when there is a padding key.
     pad: Option<usize>,
+    /// Bytes before the block: frame, metadata, shard field, digest table.
+    head_len: usize,
     total: usize,
+}
+
+/// Why [`ModelWriter::write_to`] failed: a rule the model would break
+/// (nothing was written then), or the output's error.
+#[cfg(feature = "std")]
+#[derive(Debug)]
+pub enum WriteToError {
+    /// A rule the model breaks, found before anything was written.
+    Model(crate::Error),
+    /// Writing to the output failed (what was written is incomplete).
+    Io(std::io::Error),
+}
+
+#[cfg(feature = "std")]
+impl From<crate::Error> for WriteToError {
+    fn from(e: crate::Error) -> Self {
+        WriteToError::Model(e)
+    }
+}
+
+#[cfg(feature = "std")]
+impl From<kiln_nostd::Error> for WriteToError {
+    fn from(e: kiln_nostd::Error) -> Self {
+        WriteToError::Model(e.into())
+    }
+}
+
+#[cfg(feature = "std")]
+impl From<std::io::Error> for WriteToError {
+    fn from(e: std::io::Error) -> Self {
+        WriteToError::Io(e)
+    }
 }
 
 /// Where the payload region starts in the canonical block of `specs`.

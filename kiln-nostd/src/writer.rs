@@ -232,6 +232,38 @@ impl<'s> Writer<'s> {
         parser.parse(block)?;
         Ok(plan.block_len)
     }
+
+    /// Writes the directory of the block `specs` encode to (header,
+    /// descriptors, names, the zeros up to the payload region) into `out`,
+    /// without the payloads, and returns its length: the payload region's
+    /// start in the block. For writers that stream the payloads after it,
+    /// each at the offset [`Placement`](crate::wire::layout::Placement)
+    /// gives with zero gaps between. The block is not checked here (it is
+    /// not all in memory): check it once it is written.
+    ///
+    /// ```
+    /// use kiln_nostd::{DType, TensorSpec, Writer};
+    /// let data = [0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0]; // 1.0, -2.0
+    /// let specs = [TensorSpec::new(DType::F32, &[2], &data).named("w")];
+    /// let mut block = [0u8; 512];
+    /// let len = Writer::new().write(&specs, &mut block)?;
+    /// let mut directory = [0xffu8; 512];
+    /// let base = Writer::new().write_directory(&specs, &mut directory)?;
+    /// assert_eq!(directory[..base], block[..base]);    // the block up to its payloads
+    /// assert_eq!(block[base..len], data);              // the payload streamed after it
+    /// # Ok::<(), kiln_nostd::Error>(())
+    /// ```
+    pub fn write_directory(&self, specs: &[TensorSpec<'_>], out: &mut [u8]) -> Result<usize> {
+        let plan = plan(specs)?;
+        let Some(directory) = out.get_mut(..plan.payload_base) else {
+            return fail(Rule::OutputTooSmall, out.len());
+        };
+        directory.fill(0);
+        // The emit places payloads and gaps only where they fall inside its
+        // buffer: all of them lie past the directory, so none is copied.
+        emit(specs, &plan, directory)?;
+        Ok(plan.payload_base)
+    }
 }
 
 fn plan(specs: &[TensorSpec<'_>]) -> Result<Plan> {

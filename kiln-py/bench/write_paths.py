@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The two ways to write a large file that kiln-py chooses between, alone: a populated shared map of
-a new file filled by copies (what `write_file` does from 32 MiB) against one `write` per array, 1 GiB
-in 256 arrays, fsync off and on, alternating, medians of 4 (docs/performance.md, saving).
+"""Two ways to write a large file, alone: a populated shared map of a new file filled by copies
+(kiln-py's large-file save before it streamed) against one `write` per array (the streamed save,
+`ModelWriter::write_to`, and safetensors), 1 GiB in 256 arrays, fsync off and on, alternating,
+medians of 4 (docs/performance.md, saving).
 
     python3 kiln-py/bench/write_paths.py [DIR]   # DIR: where to write (default: the temporary folder)
 """

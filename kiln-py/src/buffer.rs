@@ -7,7 +7,8 @@
 //! fail with "shape is null"). `PyObject_GetBuffer`, `PyBuffer_Release` and
 //! `Py_buffer`'s layout are in the stable ABI from CPython 3.11, the wheel's
 //! floor (`abi3-py311`), so they are declared here directly. This module
-//! and the output map of `write_file` are the crate's only `unsafe` code.
+//! and the map that checks a streamed save (`write_streamed`) are the
+//! crate's only `unsafe` code.
 
 use std::ffi::{c_char, c_int, c_void};
 

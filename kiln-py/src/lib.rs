@@ -530,8 +530,10 @@ pub(crate) fn write_error(py: Python<'_>, path: &Path, e: WriteError) -> PyErr {
 /// `path` and `max_shard_size`, a model whose payloads exceed it (or whose
 /// names do not fit one block) is written as a sharded model instead: the
 /// manifest at `path`, the shards beside it (see `sharded::save_sharded`).
+/// Files of at least `stream_min` bytes are streamed from the arrays'
+/// memory (see `write_streamed`); the default is the crate's threshold.
 #[pyfunction]
-#[pyo3(signature = (tensors, metadata, path=None, align=4096, sort=true, digests=true, max_shard_size=None))]
+#[pyo3(signature = (tensors, metadata, path=None, align=4096, sort=true, digests=true, max_shard_size=None, stream_min=STREAM_MIN))]
 #[allow(clippy::too_many_arguments)]
 fn save<'py>(
     py: Python<'py>,
@@ -542,6 +544,7 @@ fn save<'py>(
     sort: bool,
     digests: bool,
     max_shard_size: Option<u64>,
+    stream_min: usize,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {
     let held = Specs::new(tensors)?;
     let specs = held.specs(true, sort)?;
@@ -561,49 +564,89 @@ fn save<'py>(
     let len = writer.encoded_len(&meta, &specs).map_err(|e| kiln_error(py, e))?;
     // Name scratch: the writer's checks then take linear time.
     let mut scratch = vec![0u32; scratch_len(u32::try_from(specs.len()).unwrap_or(u32::MAX))];
-    match path {
-        None => {
-            let mut failure = None;
-            let bytes = PyBytes::new_with(py, len, |out| {
-                if let Err(e) = writer.write_with_scratch(&meta, &specs, out, Some(&mut scratch)) {
-                    failure = Some(e);
-                }
-                Ok(())
-            })?;
-            match failure {
-                Some(e) => Err(kiln_error(py, e)),
-                None => Ok(Some(bytes)),
+    let Some(path) = path else {
+        let mut failure = None;
+        let bytes = PyBytes::new_with(py, len, |out| {
+            if let Err(e) = writer.write_with_scratch(&meta, &specs, out, Some(&mut scratch)) {
+                failure = Some(e);
             }
-        }
-        Some(path) => {
-            write_file(&path, len, false, |out| writer.write_with_scratch(&meta, &specs, out, Some(&mut scratch)))
-                .map_err(|e| write_error(py, &path, e))?;
-            // A sharded model saved to this name before: its shards go now.
-            sharded::remove_stale_shards(&path, None).map_err(|e| write_error(py, &path, WriteError::Io(e)))?;
-            Ok(None)
-        }
-    }
+            Ok(())
+        })?;
+        return match failure {
+            Some(e) => Err(kiln_error(py, e)),
+            None => Ok(Some(bytes)),
+        };
+    };
+    let written = if len >= stream_min {
+        // The arrays' bytes are read without the GIL (one write and one hash
+        // each): a thread that changes an array during the save leaves a
+        // file whose digest check fails on load, never an unchecked layout.
+        py.detach(|| write_streamed(&writer, &meta, &specs, &path, &mut scratch))
+    } else {
+        // Small files: built and checked in memory, then one write.
+        let mut buf = vec![0u8; len];
+        writer.write_with_scratch(&meta, &specs, &mut buf, Some(&mut scratch)).map_err(|e| kiln_error(py, e))?;
+        write_bytes(&path, &buf, false)
+    };
+    written.map_err(|e| write_error(py, &path, e))?;
+    // A sharded model saved to this name before: its shards go now.
+    sharded::remove_stale_shards(&path, None).map_err(|e| write_error(py, &path, WriteError::Io(e)))?;
+    Ok(None)
 }
 
-/// Files at least this long are written through a memory map (small ones
-/// through a buffer: a map costs more to set up than it saves).
-const MAP_WRITE_MIN: usize = 32 << 20;
+/// Files at least this long are streamed to the file from the arrays'
+/// memory (small ones are built in a buffer and written at once: fewer
+/// calls). Streaming writes each payload once, from where it lies, with no
+/// buffer or map of the file's size: at 1 GiB, one `write` per array took
+/// 0.5 s against 1.5-1.7 s for copies into a populated map of the file
+/// (`bench/write_paths.py`).
+const STREAM_MIN: usize = 32 << 20;
 
 pub(crate) enum WriteError {
     Kiln(Error),
     Io(std::io::Error),
 }
 
-/// Writes `len` bytes produced by `fill` to a temporary file next to `path`
-/// and renames it over `path`: a reader never sees half a file, and arrays
-/// still mapping the old file keep its bytes. `sync`: the file's bytes reach
-/// the disk (fsync) before the rename. (This and `buffer` are the crate's
-/// only `unsafe` code.)
-pub(crate) fn write_file(
+/// The model file of `specs` streamed to a temporary file beside `path` by
+/// the model writer (`ModelWriter::write_to`: head and directory, then one
+/// write per payload straight from its memory while threads hash them, then
+/// the digest table), checked as `ModelWriter::write` checks what it writes
+/// (the file, mapped, parsed by the core), then renamed over `path`. (This
+/// and `buffer` are the crate's only `unsafe` code.)
+fn write_streamed(
+    writer: &ModelWriter,
+    meta: &[(&str, &str)],
+    specs: &[TensorSpec<'_>],
     path: &Path,
-    len: usize,
+    scratch: &mut [u32],
+) -> Result<(), WriteError> {
+    write_atomic(path, false, |file| {
+        writer.write_to(meta, specs, file).map_err(|e| match e {
+            model::WriteToError::Model(e) => WriteError::Kiln(e),
+            model::WriteToError::Io(e) => WriteError::Io(e),
+        })?;
+        // SAFETY: a file this call created under a unique name and holds
+        // open; nothing else writes or truncates it while the map lives.
+        let map = unsafe { memmap2::Mmap::map(&*file) }.map_err(WriteError::Io)?;
+        writer.check(&map, Some(scratch)).map_err(WriteError::Kiln)
+    })
+}
+
+/// `bytes` written to `path` through [`write_atomic`].
+pub(crate) fn write_bytes(path: &Path, bytes: &[u8], sync: bool) -> Result<(), WriteError> {
+    use std::io::Write;
+    write_atomic(path, sync, |file| file.write_all(bytes).map_err(WriteError::Io))
+}
+
+/// Runs `body` on a new temporary file next to `path` (opened to read and
+/// write) and renames it over `path`: a reader never sees half a file, and
+/// arrays still mapping the old file keep its bytes. When `body` or any
+/// step fails, the temporary file is removed. `sync`: the file's bytes
+/// reach the disk (fsync) before the rename.
+pub(crate) fn write_atomic(
+    path: &Path,
     sync: bool,
-    fill: impl FnOnce(&mut [u8]) -> Result<usize, Error>,
+    body: impl FnOnce(&mut std::fs::File) -> Result<(), WriteError>,
 ) -> Result<(), WriteError> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -615,39 +658,16 @@ pub(crate) fn write_file(
     tmp_name.push(name);
     tmp_name.push(format!(".{}-{n}.tmp", std::process::id()));
     let tmp = path.with_file_name(tmp_name);
+    let mut file =
+        std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&tmp).map_err(WriteError::Io)?;
     let result = (|| {
-        if len < MAP_WRITE_MIN {
-            use std::io::Write;
-            let mut buf = vec![0u8; len];
-            fill(&mut buf).map_err(WriteError::Kiln)?;
-            let mut file =
-                std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(WriteError::Io)?;
-            file.write_all(&buf).map_err(WriteError::Io)?;
-            if sync {
-                file.sync_all().map_err(WriteError::Io)?;
-            }
-        } else {
-            // Large files are written in place through a populated map: the
-            // payloads are copied once, into the page cache, with no buffer
-            // of the file's size (measured 1.3-2x faster at 1 GiB).
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&tmp)
-                .map_err(WriteError::Io)?;
-            file.set_len(len as u64).map_err(WriteError::Io)?;
-            // SAFETY: a file this call just created under a unique name; nothing
-            // else maps or truncates it while the map lives.
-            let mut map = unsafe { memmap2::MmapOptions::new().populate().map_mut(&file) }.map_err(WriteError::Io)?;
-            fill(&mut map).map_err(WriteError::Kiln)?;
-            if sync {
-                map.flush().map_err(WriteError::Io)?;
-                file.sync_all().map_err(WriteError::Io)?;
-            }
+        body(&mut file)?;
+        if sync {
+            file.sync_all().map_err(WriteError::Io)?;
         }
         std::fs::rename(&tmp, path).map_err(WriteError::Io)
     })();
+    drop(file);
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }

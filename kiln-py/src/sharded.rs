@@ -25,7 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 
 use crate::buffer::Held;
-use crate::{fault_error, kiln_error, open_checked, write_error, write_file, WriteError};
+use crate::{fault_error, kiln_error, open_checked, write_bytes, write_error, WriteError};
 
 /// Heap bytes (names and layout names) one shard's block may hold: every
 /// heap offset is a u16 below 0xFFFF (`spec/kiln-v2.md`, section 9).
@@ -154,12 +154,9 @@ pub(crate) fn save_sharded(
     remove_stale_shards(path, keep).map_err(|e| write_error(py, path, WriteError::Io(e)))
 }
 
-/// [`write_file`] of ready bytes, fsynced (no Python objects: runs without the GIL).
+/// [`write_bytes`] of ready bytes, fsynced (no Python objects: runs without the GIL).
 fn put_unlocked(target: &Path, bytes: &[u8]) -> Result<(), WriteError> {
-    write_file(target, bytes.len(), true, |out| {
-        out.copy_from_slice(bytes);
-        Ok(bytes.len())
-    })
+    write_bytes(target, bytes, true)
 }
 
 /// Makes the renames in `folder` durable (a no-op where folders cannot be opened).
