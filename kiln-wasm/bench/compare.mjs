@@ -5,8 +5,9 @@
 // files; --full: the 1 GiB ones) once per package, alternating which goes first, both over this
 // checkout's benchmark code: a temporary tree per package holds a copy of bench/, with pkg/
 // linked to that package and test-support/, spec/examples/ and node_modules/ to this checkout's.
-// Prints, for each figure (parse + views per case, the first call after import, the stream
-// loader), the median over the rounds of each package and NEW / BASE (below 1: NEW is faster).
+// Prints, for each figure (parse + views per case, the first call after import, in wall and
+// CPU time (first-call.mjs, chromium.mjs), the stream loader), the median over the rounds of
+// each package and NEW / BASE (below 1: NEW is faster).
 // Writes bench/results/compare.json.
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -59,6 +60,10 @@ function figures(bench, json) {
   for (const [k, fs] of firsts) {
     out[`${bench}: import (first call's page/process), ${k}`] = median(fs.map((f) => f.importMs));
     out[`${bench}: first parse + views after import, ${k}`] = median(fs.map((f) => f.firstMs));
+    if (fs.every((f) => f.importCpuMs !== undefined)) {
+      out[`${bench}: import, CPU time, ${k}`] = median(fs.map((f) => f.importCpuMs));
+      out[`${bench}: first parse + views after import, CPU time, ${k}`] = median(fs.map((f) => f.firstCpuMs));
+    }
   }
   for (const [k, v] of Object.entries(json.stream?.medianMs ?? {})) {
     if (k.endsWith(' loader')) out[`${bench}: stream, ${k}`] = v;
