@@ -7,8 +7,9 @@
 #   3. wasm-bindgen --target web (one glue, the full module's, for both; its default
 #      `new URL(..., import.meta.url)` fetch taken out: the entries always pass the module),
 #   4. wasm-opt -Oz from binaryen@132 (npm, NOT Debian's),
-#   5. the full module embedded once (wasm/kiln_full_inline.js) for every entry; the open
-#      module is the one .wasm file (kiln-wasm/slim's),
+#   5. the full module embedded once (wasm/kiln_full_inline.js) for every entry, decoded at
+#      import by a loop in a tiny module of its own (js/unpack.wat, assembled by wasm-as into
+#      modules.js); the open module is the one .wasm file (kiln-wasm/slim's),
 #   6. the hand-written JS API, types and README from js/, the licenses from the repository
 #      root (the one copy; the crates link to it too); index.cjs (the CommonJS entry, reading
 #      the embedded module's file) bundled from js/node-entry.mjs by esbuild (pinned in package-lock.json).
@@ -113,6 +114,17 @@ node -e '
 
 # 6. The package around it.
 cp "$HERE"/js/*.js "$HERE/js/index.d.ts" "$HERE/js/package.json" "$HERE/js/README.md" "$ROOT/LICENSE-MIT" "$ROOT/LICENSE-APACHE" "$PKG/"
+# modules.js's decoder of the embedded module (js/unpack.wat), assembled by
+# binaryen's wasm-as (the pinned one) into its byte array.
+"$HERE/node_modules/.bin/wasm-as" "$HERE/js/unpack.wat" -o "$WORK/unpack.wasm"
+node -e '
+  const fs = require("fs");
+  const [wasm, file] = process.argv.slice(1);
+  const empty = "[/* unpack.wat */]";
+  const src = fs.readFileSync(file, "utf8");
+  if (src.split(empty).length !== 2) { console.error("kiln-wasm: " + file + " has no one " + empty + " to fill"); process.exit(1); }
+  fs.writeFileSync(file, src.replace(empty, JSON.stringify([...fs.readFileSync(wasm)])));
+' "$WORK/unpack.wasm" "$PKG/modules.js"
 # The ES modules ship minified (no --keep-names: its calls would keep bundlers from
 # dropping unused code); the readable sources are js/ in the repository.
 # esbuild's output is ASCII (its default charset), and each file stays a module

@@ -1,9 +1,11 @@
-// Chromium benchmark: node kiln-wasm/bench/chromium.mjs [--quick]
+// Chromium benchmark: node kiln-wasm/bench/chromium.mjs [--quick] [--first-only]
 // Serves kiln-wasm/ with python3 -m http.server, runs bench/index.html (parse + views
 // for 1,000, 10,000 and 100,000 tensors against JSON.parse + views, and DirectoryLoader
 // over in-memory streams: stream-web.mjs) in headless Chromium (playwright-core,
 // /usr/bin/chromium), then the first call after import, each in a fresh page
-// (index.html?first=N), and writes bench/results/chromium.json.
+// (index.html?first=N; in wall time and in the page's main-thread CPU time, read
+// through the DevTools protocol), and writes bench/results/chromium.json. --first-only: the
+// first calls alone (compare.mjs --first-only).
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import { mkdtempSync, mkdirSync, rmSync, writeFileSync, symlinkSync, existsSync } from 'node:fs';
@@ -36,18 +38,25 @@ try {
   });
   const page = ctx.pages()[0] ?? (await ctx.newPage());
   page.on('console', (m) => console.error(`# ${m.text()}`));
-  const bytes = quick ? 64 << 20 : 2 ** 30;
-  await page.goto(`http://127.0.0.1:${port}/kiln-wasm/bench/index.html?bytes=${bytes}`);
-  await page.waitForFunction(() => window.__bench !== undefined, null, { timeout: 300000 });
-  const result = await page.evaluate(() => window.__bench);
-  if (result.error) throw new Error(result.error);
-  console.log(await page.locator('#out').innerText());
+  let result = { results: [] };
+  if (!process.argv.includes('--first-only')) {
+    const bytes = quick ? 64 << 20 : 2 ** 30;
+    await page.goto(`http://127.0.0.1:${port}/kiln-wasm/bench/index.html?bytes=${bytes}`);
+    await page.waitForFunction(() => window.__bench !== undefined, null, { timeout: 300000 });
+    result = await page.evaluate(() => window.__bench);
+    if (result.error) throw new Error(result.error);
+    console.log(await page.locator('#out').innerText());
+  }
   // The first call after import, each in a fresh page (three per size).
   const first = [];
   for (const count of [1000, 10000, 100000]) {
     for (let i = 0; i < 3; i++) {
       const p = await ctx.newPage();
       p.on('console', (m) => console.error(`# ${m.text()}`));
+      // The page's main-thread CPU time (ms), for firstCall's CPU timings.
+      const cdp = await ctx.newCDPSession(p);
+      await cdp.send('Performance.enable', { timeDomain: 'threadTicks' });
+      await p.exposeFunction('__threadTime', async () => (await cdp.send('Performance.getMetrics')).metrics.find((m) => m.name === 'ThreadTime').value * 1000);
       await p.goto(`http://127.0.0.1:${port}/kiln-wasm/bench/index.html?first=${count}&bytes=${64 << 20}`);
       await p.waitForFunction(() => window.__bench !== undefined, null, { timeout: 300000 });
       const f = await p.evaluate(() => window.__bench);

@@ -120,23 +120,35 @@ export function kilnSpecs(specs) {
  * The first parseDirectory + views after importing the package, against
  * later calls: `load` imports the package (timed apart: instantiation is
  * at import). Run in a fresh process (Node) or a fresh page (Chromium).
+ * `cpu`, when given, reads a CPU clock in ms (Node: the process's, every
+ * thread; Chromium: the page's main thread, through the DevTools protocol):
+ * the import and the first call are then also timed in CPU time, which a
+ * busy machine disturbs far less than the wall clock (a process waiting for
+ * a core costs wall time, not CPU time). It is read outside the wall timings.
  */
-export async function firstCall(load, count, bytes) {
+export async function firstCall(load, count, bytes, cpu = null) {
+  const i0 = cpu === null ? 0 : await cpu();
   const t0 = performance.now();
   const kiln = await load();
   const importMs = performance.now() - t0;
+  const i1 = cpu === null ? 0 : await cpu();
   const input = encodeKiln(kilnSpecs(syntheticSpecs(count, bytes, { named: count <= 10000 })));
   // The input's pages resident first (as a file read into memory is): the timings are the parser's.
   let sum = 0;
   for (let i = 0; i < input.length; i += 4096) sum += input[i];
   const times = [];
+  let f0 = 0;
+  let f1 = 0;
   for (let i = 0; i < 10; i++) {
+    if (i === 0 && cpu !== null) f0 = await cpu();
     const c0 = performance.now();
     if (readKiln(kiln, input).size !== count) throw new Error('tensor count mismatch');
     times.push(performance.now() - c0);
+    if (i === 0 && cpu !== null) f1 = await cpu();
   }
   const later = times.slice(1).sort((a, b) => a - b);
-  return { tensors: count, bytes: input.length, importMs, firstMs: times[0], laterMedianMs: later[Math.floor(later.length / 2)], laterMinMs: later[0], sum };
+  const cpuMs = cpu === null ? {} : { importCpuMs: i1 - i0, firstCpuMs: f1 - f0 };
+  return { tensors: count, bytes: input.length, importMs, firstMs: times[0], laterMedianMs: later[Math.floor(later.length / 2)], laterMinMs: later[0], ...cpuMs, sum };
 }
 
 export function formatFirstCalls(first) {
@@ -144,7 +156,8 @@ export function formatFirstCalls(first) {
   for (const f of first) {
     lines.push(
       `  ${String(f.tensors).padStart(7)} tensors, ${(f.bytes / 1048576).toFixed(0).padStart(5)} MiB: import ${f.importMs.toFixed(1)} ms, ` +
-        `first call ${f.firstMs.toFixed(1)} ms, later calls ${f.laterMedianMs.toFixed(1)} ms (median of 9): first/later ${(f.firstMs / f.laterMedianMs).toFixed(2)}x`,
+        `first call ${f.firstMs.toFixed(1)} ms, later calls ${f.laterMedianMs.toFixed(1)} ms (median of 9): first/later ${(f.firstMs / f.laterMedianMs).toFixed(2)}x` +
+        (f.importCpuMs === undefined ? '' : `; CPU: import ${f.importCpuMs.toFixed(1)} ms, first call ${f.firstCpuMs.toFixed(1)} ms`),
     );
   }
   return lines.join('\n');

@@ -172,6 +172,19 @@ test('the shipped modules: no test-only export, one embedded copy, one .wasm fil
   assert.deepEqual(files.filter((f) => /\.c?js$/.test(f) && readFileSync(join(installed, f), 'utf8').includes(head)), ['wasm/kiln_full_inline.js']);
 });
 
+test('bytesOf decodes the embedded text as build.sh writes it: both escapes, every byte, past a memory page', async () => {
+  const { bytesOf } = await import(join(pkgDir, 'modules.js'));
+  // Character c below 0x7e is byte c; 0x7e then c is byte c + 0x80; 0x7f then c is byte c (0x7e, 0x7f).
+  assert.deepEqual([...bytesOf('')], []);
+  assert.deepEqual([...bytesOf('\0A}\x7e\0\x7e\x7f\x7f\x7e\x7f\x7f')], [0, 0x41, 0x7d, 0x80, 0xff, 0x7e, 0x7f]);
+  // Every byte value, and the text longer than a 64 KiB page and ending in an escape.
+  const bytes = Array.from({ length: 70000 }, (_, i) => (i * 7 + (i >> 8)) & 0xff);
+  bytes[bytes.length - 1] = 0xfe;
+  const text = bytes.map((b) => (b >= 0x80 ? '\x7e' + String.fromCharCode(b - 0x80) : b >= 0x7e ? '\x7f' + String.fromCharCode(b) : String.fromCharCode(b))).join('');
+  assert.ok(text.length > 65536 && text.endsWith('\x7e~'));
+  assert.deepEqual(bytesOf(text), Uint8Array.from(bytes));
+});
+
 test('the default entries have the Frozen part at once (ESM and CommonJS)', () => {
   const probe = `
     const before = kiln.decodeValue(Uint8Array.of(7, 0, 0, 0), 'u32');
