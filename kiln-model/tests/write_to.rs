@@ -79,6 +79,7 @@ fn small_models_stream_to_the_bytes_write_builds() {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "15 MB written and hashed: minutes under Miri")]
 fn large_models_hashed_on_threads_stream_to_the_same_bytes() {
     // Over the 8 MiB from which the digests are computed on helper threads;
     // odd lengths, so the payloads need gaps.
