@@ -182,7 +182,7 @@ impl ModelWriter {
     /// The check every file this writer writes passes before it is handed
     /// out: [`Model::parse`] with the writer's caps (and name scratch, as for
     /// [`write_with_scratch`](Self::write_with_scratch)). For files written
-    /// by [`write_to`](Self::write_to), once they are written.
+    /// by `write_to` (feature `std`), once they are written.
     pub fn check(&self, file: &[u8], scratch: Option<&mut [u32]>) -> Result<()> {
         let parser = kiln_nostd::Parser::new().limits(self.limits);
         match scratch {
