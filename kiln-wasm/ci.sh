@@ -4,7 +4,7 @@
 # playwright-core, TypeScript and the bundlers of the toolchain tests; Debian's chromium), then runs
 #   0. cargo clippy -p kiln-wasm --target wasm32-unknown-unknown -D warnings (the core's strict lint set),
 #      with every feature and with the open module's alone (build.sh's two modules)
-#   1. cargo test -p kiln-wasm        (the incremental validator as JS drives it, the Frozen path and
+#   1. cargo test -p kiln-wasm        (in CI: the cargo-test suite; the incremental validator as JS drives it, the Frozen path and
 #                                      model files: verdicts == the core's Parser/Reader/parse_any, on mutations)
 #   2. kiln-wasm/build.sh             (pkg/, and the wasm size budget), cargo build -p kiln-cli (the
 #                                      core's Frozen decoding, `kiln decode`, for the Frozen differential test)
@@ -43,14 +43,23 @@ echo "== cargo clippy -p kiln-wasm (wasm32)"
 cargo clippy -p kiln-wasm --target wasm32-unknown-unknown --all-features --quiet -- -D warnings
 cargo clippy -p kiln-wasm --target wasm32-unknown-unknown --no-default-features --features open --quiet -- -D warnings
 
-echo "== cargo test -p kiln-wasm"
-cargo test -p kiln-wasm --quiet
+# Under scripts/run-suites.py (KILN_WORKSPACE_FEATURES: the workspace test build's features) the
+# cargo-test suite runs these tests in its one workspace build, and the kiln CLI below is that
+# build's: neither is built again with another feature set.
+if [ -z "${KILN_WORKSPACE_FEATURES:-}" ]; then
+  echo "== cargo test -p kiln-wasm"
+  cargo test -p kiln-wasm --quiet
+fi
 
 echo "== kiln-wasm/build.sh"
 "$HERE/build.sh"
 
 echo "== cargo build -p kiln-cli (test/frozen-differential.test.mjs runs its decode)"
-cargo build -p kiln-cli --quiet
+if [ -n "${KILN_WORKSPACE_FEATURES:-}" ]; then
+  cargo build --workspace --locked --features "$KILN_WORKSPACE_FEATURES" --bin kiln --quiet
+else
+  cargo build -p kiln-cli --quiet
+fi
 
 # test/browser.test.mjs needs Chromium (it skips without it): install it before step 3.
 if [ -z "${CHROMIUM:-}" ] && ! command -v chromium >/dev/null 2>&1; then

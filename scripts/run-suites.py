@@ -17,6 +17,7 @@ KILN_BE_SECONDS, KILN_FUZZ_SECONDS (the budgets).
 """
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -52,6 +53,19 @@ JOB_LIMIT = int(os.environ.get("KILN_JOB_LIMIT", str(30 * 60)))
 CORE_EXTRA_FEATURES = ",".join(f"kiln-nostd/{f}" for f in ("derive",))
 MODEL_EXTRA_FEATURES = ",".join(f"kiln-model/{f}" for f in (
     "embedded-storage", "embedded-io", "embedded-storage-async", "embedded-io-async", "slots"))
+
+
+def every_feature(*crates):
+    """`crate/feature,...` for every feature the crates' Cargo.toml declare (check-foreign turns
+    them all on at once), read from cargo's metadata so that the list is the manifests' own."""
+    meta = subprocess.run(["cargo", "metadata", "--no-deps", "--format-version", "1", "--offline"], cwd=ROOT,
+                          capture_output=True, text=True, check=True)
+    packages = {p["name"]: p for p in json.loads(meta.stdout)["packages"]}
+    return ",".join(f"{c}/{f}" for c in crates for f in sorted(packages[c]["features"]) if f != "default")
+
+
+# The one feature set of the workspace's test build (cargo-test), which other suites reuse.
+WORKSPACE_FEATURES = f"{CORE_EXTRA_FEATURES},{MODEL_EXTRA_FEATURES}"
 FOREIGN_TARGETS = ("x86_64-pc-windows-gnu", "x86_64-apple-darwin", "aarch64-apple-darwin")
 
 MIRI_SECONDS = os.environ.get("KILN_MIRI_SECONDS", "210")
@@ -84,11 +98,14 @@ def jobs():
     miri = lambda arch, order, after=(): Job(  # noqa: E731
         f"miri-{arch}", f"scripts/budget.py miri {arch}-unknown-linux-gnu --seconds {MIRI_SECONDS}", ["setup-rust"],
         cpu=1, env=cache(f"target-miri-{arch}"), note=f"Miri, {order}, a {MIRI_SECONDS} s sample", after=after)
-    # The three foreign targets in one cargo run, which shares the host's build scripts and macros.
+    # The three foreign targets in one cargo run, which shares the host's build scripts and macros,
+    # with every feature of the core and the model crate (the OS-specific code behind them: the
+    # model crate's `std` file reads) turned on in that one pass, not in a second one.
     targets = " ".join(f"--target {t}" for t in FOREIGN_TARGETS)
+    every = every_feature("kiln-nostd", "kiln-model")
     check = Job(
-        "check-foreign", f"cargo clippy --workspace --exclude kiln-wasm --all-targets --locked {targets} -- -D warnings"
-        f" && cargo clippy -p kiln-nostd -p kiln-model --all-targets --all-features --locked {targets} -- -D warnings",
+        "check-foreign", f"cargo clippy --workspace --exclude kiln-wasm --all-targets --locked --features {every}"
+        f" {targets} -- -D warnings",
         ["setup-rust"], note=f"checked and linted for {', '.join(FOREIGN_TARGETS)}, not linked")
     return [
         Job("setup-apt", "scripts/setup.sh apt", cpu=0, note="Debian packages"),
@@ -115,11 +132,13 @@ def jobs():
         # The core's optional features no member turns on go into the one workspace build, so the
         # core's suite runs with every feature without a second build (defmt: see no_std, clippy-features;
         # its linker script cannot link the host's cdylibs).
-        Job("cargo-test", f"cargo test --workspace --locked --features {CORE_EXTRA_FEATURES},{MODEL_EXTRA_FEATURES}",
+        Job("cargo-test", f"cargo test --workspace --locked --features {WORKSPACE_FEATURES}",
             ["setup-rust", "setup-python", "setup-apt"],
             note="unit, integration, doc and CLI tests; the differential test; the core and the model crate with"
             " every feature but defmt"),
+        # kiln-wasm's Rust tests and the kiln CLI its Node tests run: cargo-test's workspace build.
         Job("wasm-and-web", "kiln-wasm/ci.sh", ["setup-rust", "setup-apt", "setup-wasm-bindgen"],
+            env={"KILN_WORKSPACE_FEATURES": WORKSPACE_FEATURES},
             note="the npm package under Node, the page in headless Chromium"),
         # The wheel PyPI would get, built once: python-package tests it.
         Job("python-wheel", "scripts/python-wheel.sh", ["setup-rust", "setup-python"], limit=15 * 60,
@@ -157,9 +176,10 @@ def jobs():
             ["setup-rust"], limit=5 * 60, env=cache("target-publish"),
             note="the four crates packaged and built as crates.io would"),
         # The mutation test's 100,000 cases run in cargo-test; here a fifth of them.
-        Job("i686", "KILN_INCR_CASES=20000 cargo test -p kiln-nostd -p kiln-model --features"
+        # One cargo run for the three crates: one build of the core for them all.
+        Job("i686", "KILN_INCR_CASES=20000 cargo test -p kiln-nostd -p kiln-model -p kiln-hk --features"
             " kiln-nostd/alloc,kiln-nostd/derive,kiln-nostd/sha2,kiln-model/std --locked"
-            " --target i686-unknown-linux-gnu && cargo test -p kiln-hk --locked --target i686-unknown-linux-gnu",
+            " --target i686-unknown-linux-gnu",
             ["setup-rust", "setup-apt"], note="the core's, the model crate's and the HK reader's suites where usize"
             " is 32 bits"),
         Job("no_std", "for t in thumbv7em-none-eabihf thumbv6m-none-eabi riscv32imc-unknown-none-elf"
@@ -194,7 +214,7 @@ def jobs():
         # package (python-package), the npm package (wasm-and-web), the Rust driver cargo-test built.
         # The Rust driver with cargo-test's features, so that after it the build is its artifact.
         Job("verdicts", "cargo build --release --locked -q -p kiln-cli -p kiln-c"
-            f" && cargo build --workspace --examples --locked -q --features {CORE_EXTRA_FEATURES},{MODEL_EXTRA_FEATURES}"
+            f" && cargo build --workspace --examples --locked -q --features {WORKSPACE_FEATURES}"
             " && scripts/verdicts/verdicts.py",
             ["setup-rust", "setup-apt", "setup-python", "python-package", "c-api"], after=["cargo-test"], cpu=1,
             limit=5 * 60, note="one verdict per front end (CLI, Rust, Python, npm, C) against docs/verification.md"),

@@ -237,7 +237,7 @@ impl<'s> Writer<'s> {
     /// descriptors, names, the zeros up to the payload region) into `out`,
     /// without the payloads, and returns its length: the payload region's
     /// start in the block. For writers that stream the payloads after it,
-    /// each at the offset [`Placement`](crate::wire::layout::Placement)
+    /// each at the offset [`crate::wire::layout::Placement`]
     /// gives with zero gaps between. The block is not checked here (it is
     /// not all in memory): check it once it is written.
     ///
