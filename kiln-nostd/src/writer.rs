@@ -233,13 +233,11 @@ impl<'s> Writer<'s> {
         Ok(plan.block_len)
     }
 
-    /// Writes the directory of the block `specs` encode to (header,
-    /// descriptors, names, the zeros up to the payload region) into `out`,
-    /// without the payloads, and returns its length: the payload region's
-    /// start in the block. For writers that stream the payloads after it,
-    /// each at the offset [`crate::wire::layout::Placement`]
-    /// gives with zero gaps between. The block is not checked here (it is
-    /// not all in memory): check it once it is written.
+    /// Writes the block `specs` encode to up to its payload region (header,
+    /// descriptors, names, zeros) into `out`; returns the region's start. For
+    /// writers that stream each payload after it at the offset
+    /// [`crate::wire::layout::Placement`] gives, zeros between. Not checked
+    /// here (the block is not all in memory): check it once it is written.
     ///
     /// ```
     /// use kiln_nostd::{DType, TensorSpec, Writer};
