@@ -658,16 +658,19 @@ pub(crate) fn write_atomic(
     tmp_name.push(name);
     tmp_name.push(format!(".{}-{n}.tmp", std::process::id()));
     let tmp = path.with_file_name(tmp_name);
-    let mut file =
+    let file =
         std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&tmp).map_err(WriteError::Io)?;
     let result = (|| {
+        let mut file = file;
         body(&mut file)?;
         if sync {
             file.sync_all().map_err(WriteError::Io)?;
         }
+        // Closed before the rename (and before the removal below on a
+        // failure): some systems refuse to rename or remove an open file.
+        drop(file);
         std::fs::rename(&tmp, path).map_err(WriteError::Io)
     })();
-    drop(file);
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
