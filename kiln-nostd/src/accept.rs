@@ -119,12 +119,14 @@ fn index_names<'n>(
     range.into_iter().find_map(|k| t.insert(k, seed, name_of).map(|earlier| (earlier, k)))
 }
 
-/// Steps 8 to 11 for a plain descriptor when every earlier descriptor
-/// passed: its own rules ([`RawDescriptor::is_plain_and_valid`]), its name
-/// starts at the heap cursor and is UTF-8 (or it is unnamed in an unnamed
-/// directory), and its payload sits at the greedy placement after zero gap
-/// bytes. Returns the heap cursor after the name; uniqueness is the caller's.
-#[inline]
+/// Steps 8 to 11 for a plain descriptor when every earlier one passed: its own
+/// rules ([`RawDescriptor::is_plain_and_valid`]), its name starts at the heap
+/// cursor and is UTF-8 (or it is unnamed in an unnamed directory), and its payload
+/// sits at the greedy placement after zero gap bytes. Returns the heap cursor after
+/// the name; uniqueness is the caller's. Out of line in wasm: V8 optimises a function
+/// only between its calls, and inlined it would run unoptimised for a whole first parse.
+#[cfg_attr(target_arch = "wasm32", inline(never))]
+#[cfg_attr(not(target_arch = "wasm32"), inline)]
 fn plain(
     raw: &RawDescriptor,
     has_names: bool,
@@ -154,8 +156,7 @@ fn plain(
     }
 }
 
-/// Debug builds: the rule-by-rule checks accept what [`plain`] accepted,
-/// from the same state (`names` is a copy, so nothing moves on).
+/// Debug builds: the rule-by-rule checks accept what [`plain`] accepted, from a copy of its state.
 #[cfg(debug_assertions)]
 fn slow_path_agrees(b: &Block<'_>, raw: &RawDescriptor, i: usize, mut names: NameCursor, running_end: u64) {
     let ok = descriptor::check_reserved(raw, i).is_ok()
