@@ -10,13 +10,17 @@ core), in one cargo run.
     scripts/budget.py big-endian --full --write-costs               # and refresh the cost table
     scripts/budget.py miri x86_64-unknown-linux-gnu --full --write-costs --cap 60 --files hk
                                                    # quick refresh: each test alone, at most 60 s
+    scripts/budget.py miri x86_64-unknown-linux-gnu --full --write-costs --cap 60 --unknown
+                                                   # only the tests the table has no row for
     KILN_SEED=1843653853 scripts/budget.py big-endian --dry-run     # print a run's sample again
 
 The sample is a pure function of the seed (KILN_SEED, else the commit), the test list and
 the cost table (scripts/costs/<suite>.tsv, seconds per test from the last full run): every
 test file gets at least one test, then tests drawn in seeded order fill the budget. So
 KILN_SEED=N replays a sample exactly, and each commit draws another. A test too slow for
-any budget runs only in the full run (scripts/robustness-full.sh).
+any budget runs only in the full run (scripts/robustness-full.sh). A sample refuses to run
+while its suite's own table lacks a row for one of its tests or keeps one for a test it no
+longer has: a test drawn at a guessed cost stops its file at the time limit.
 """
 
 import argparse
@@ -77,10 +81,11 @@ class Suite:
     def command(self, selector: list, harness: list) -> list:
         return self.cargo + selector + ["--"] + harness
 
-    def list_tests(self) -> dict:
-        """{file: [test names not ignored]}; file is 'lib' or the integration test's stem. One
-        listing run (libtest's JSON list says which tests are ignored): under Miri each test
-        binary's start-up is interpreted, so a second run for `--ignored` cost a minute."""
+    def list_tests(self) -> tuple:
+        """({file: [test names not ignored]}, {(file, name) of every test, ignored too}); file is
+        'lib' or the integration test's stem. One listing run (libtest's JSON list says which
+        tests are ignored): under Miri each test binary's start-up is interpreted, so a second
+        run for `--ignored` cost a minute."""
         out = subprocess.run(
             self.command(["--lib", "--tests"], ["--list", "--format", "json", "-Z", "unstable-options"]),
             cwd=ROOT,
@@ -93,6 +98,7 @@ class Suite:
             sys.stdout.write(out.stdout)
             raise SystemExit(f"{self.name}: listing the tests failed")
         files = {}
+        every = set()
         current = None
         for line in out.stdout.splitlines():
             m = re.search(r"Running (?:unittests )?(\S+)", line)
@@ -103,9 +109,11 @@ class Suite:
             if current is None or not line.startswith("{"):
                 continue
             event = json.loads(line)
-            if event.get("type") == "test" and event.get("event") == "discovered" and not event.get("ignore"):
-                files[current].add(event["name"])
-        return {f: sorted(t) for f, t in sorted(files.items())}
+            if event.get("type") == "test" and event.get("event") == "discovered":
+                every.add((current, event["name"]))
+                if not event.get("ignore"):
+                    files[current].add(event["name"])
+        return {f: sorted(t) for f, t in sorted(files.items())}, every
 
     def run_file(self, file: str, tests, log, timeout=None) -> tuple:
         """Run some (None: all) tests of one file; (ok, {test: seconds}); ok is None on a timeout."""
@@ -180,14 +188,22 @@ def read_costs(name: str) -> dict:
     return costs
 
 
-def write_costs(name: str, file: str, measured: dict) -> None:
-    """Replace one file's rows of the cost table with what its full run measured."""
-    costs = {k: v for k, v in read_costs(name).items() if k[0] != file}
+def write_costs(name: str, file: str, measured: dict, keep: bool = False) -> None:
+    """Replace one file's rows of the cost table with what its full run measured (keep: add
+    the measured rows to the file's others)."""
+    costs = {k: v for k, v in read_costs(name).items() if keep or k[0] != file}
     costs.update({(file, t): s for t, s in measured.items()})
     COSTS.mkdir(exist_ok=True)
     lines = [f"# seconds per test from the last full run of {name} (scripts/budget.py ... --full --write-costs)"]
     lines += [f"{f}\t{t}\t{s:.3f}" for (f, t), s in sorted(costs.items())]
     (COSTS / f"{name}.tsv").write_text("\n".join(lines) + "\n")
+
+
+def stale_rows(costs: dict, every: set) -> list:
+    """Rows of a suite's own cost table for tests it no longer has. A renamed test (a module
+    moved) leaves one behind and comes back unknown, estimated at UNKNOWN_COST whatever it
+    really costs: a 70 s test drawn at 5 s stops its file at the time limit."""
+    return sorted(k for k in costs if k not in every)
 
 
 def draw(tests: dict, costs: dict, budget: float, seed: int, name: str, start: float) -> tuple:
@@ -216,8 +232,9 @@ def draw(tests: dict, costs: dict, budget: float, seed: int, name: str, start: f
     return {f: sorted(ts) for f, ts in chosen.items()}, spent, full_only
 
 
-def measure_capped(suite: Suite, tests: dict, plan: dict, cap: float, log_path: Path) -> int:
-    """Each test of the planned files alone, two at a time, each stopped after cap seconds."""
+def measure_capped(suite: Suite, tests: dict, plan: dict, cap: float, log_path: Path, keep: bool) -> int:
+    """Each planned test alone (None: every test of its file), two at a time, each stopped after
+    cap seconds; keep: the file's other rows stay."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(ft):
@@ -227,7 +244,7 @@ def measure_capped(suite: Suite, tests: dict, plan: dict, cap: float, log_path: 
             ok, times = suite.run_file(f, [t], log, timeout=cap)
             return f, t, ok, times.get(t, time.monotonic() - t0)
 
-    work = [(f, t) for f in plan for t in tests[f]]
+    work = [(f, t) for f, ts in plan.items() for t in (tests[f] if ts is None else ts)]
     results = {}
     failed = []
     with ThreadPoolExecutor(2) as pool:
@@ -238,7 +255,7 @@ def measure_capped(suite: Suite, tests: dict, plan: dict, cap: float, log_path: 
             if ok is False:
                 failed.append(f"{f}::{t}")
     for f, times in results.items():
-        write_costs(suite.name, f, times)
+        write_costs(suite.name, f, times, keep)
     print(f"{suite.name}: costs written for {', '.join(results)}")
     if failed:
         print(f"{suite.name}: FAILED {' '.join(failed)}")
@@ -257,13 +274,29 @@ def main() -> int:
     ap.add_argument("--files", help="with --full: only these test files (comma-separated; lib is the unit tests)")
     ap.add_argument("--cap", type=float, help="with --full --write-costs: each test alone, stopped after CAP seconds "
                     "and entered as too slow for a sample (two at a time; a quick refresh of the table)")
+    ap.add_argument("--unknown", action="store_true", help="with --full --write-costs --cap: only the tests the "
+                    "table has no row for (new or renamed since it was written)")
     args = ap.parse_args()
 
     suite = miri_suite(args.target) if args.suite == "miri" else big_endian_suite()
     started = time.monotonic()
-    tests = suite.list_tests()
+    tests, every = suite.list_tests()
     total = sum(len(t) for t in tests.values())
     costs = read_costs(suite.name)
+    # A suite's own table must match its tests (a borrowed one may differ by a cfg): a test it
+    # has no row for would be drawn at UNKNOWN_COST whatever it costs, and a renamed test
+    # leaves its row behind. Either fails the sample before it runs, with the command that mends it.
+    again = f"scripts/budget.py {args.suite} {args.target + ' ' if args.suite == 'miri' else ''}--full --write-costs --cap 60"
+    stale = stale_rows(costs, every)
+    unknown = [(f, t) for f, ts in tests.items() for t in ts if (f, t) not in costs] if costs else []
+    if not args.full and (stale or unknown):
+        if stale:
+            print(f"{suite.name}: scripts/costs/{suite.name}.tsv has rows for {len(stale)} test(s) this suite does not"
+                  f" have (renamed or removed; delete or rename the rows): {' '.join(f'{f}::{t}' for f, t in stale)}")
+        if unknown:
+            print(f"{suite.name}: scripts/costs/{suite.name}.tsv has no row for {len(unknown)} test(s):"
+                  f" {' '.join(f'{f}::{t}' for f, t in unknown)}. Measure them: {again} --unknown")
+        return 1
     if not costs and args.suite == "miri":
         # Miri's cost is the interpreter's, nearly the same on every target: borrow another's table.
         for other in sorted(COSTS.glob("miri-*.tsv")):
@@ -276,6 +309,8 @@ def main() -> int:
     if args.full:
         wanted = args.files.split(",") if args.files else list(tests)
         plan = {f: None for f in tests if f in wanted}
+        if args.unknown:
+            plan = {f: ts for f in plan if (ts := [t for t in tests[f] if (f, t) in unknown])}
         print(f"{suite.name}: every test, {total} in {len(tests)} files")
     else:
         seed = seed_of_run()
@@ -302,7 +337,7 @@ def main() -> int:
 
     failed = []
     if args.full and args.cap:
-        return measure_capped(suite, tests, plan, args.cap, log_path)
+        return measure_capped(suite, tests, plan, args.cap, log_path, args.unknown)
     with open(log_path, "w") as log:
         for f, ts in plan.items():
             if ts is not None and not ts:
