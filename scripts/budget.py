@@ -199,13 +199,6 @@ def write_costs(name: str, file: str, measured: dict, keep: bool = False) -> Non
     (COSTS / f"{name}.tsv").write_text("\n".join(lines) + "\n")
 
 
-def stale_rows(costs: dict, every: set) -> list:
-    """Rows of a suite's own cost table for tests it no longer has. A renamed test (a module
-    moved) leaves one behind and comes back unknown, estimated at UNKNOWN_COST whatever it
-    really costs: a 70 s test drawn at 5 s stops its file at the time limit."""
-    return sorted(k for k in costs if k not in every)
-
-
 def draw(tests: dict, costs: dict, budget: float, seed: int, name: str, start: float) -> tuple:
     """A seeded sample within the budget: every file first, then seeded order. A file whose
     every test ran past the cap when measured is left to the full run (and named): one of its
@@ -283,11 +276,13 @@ def main() -> int:
     tests, every = suite.list_tests()
     total = sum(len(t) for t in tests.values())
     costs = read_costs(suite.name)
+    # The command that refreshes this suite's table, for the messages below.
+    refresh = f"scripts/budget.py {args.suite}{' ' + args.target if args.suite == 'miri' else ''} --full --write-costs"
     # A suite's own table must match its tests (a borrowed one may differ by a cfg): a test it
-    # has no row for would be drawn at UNKNOWN_COST whatever it costs, and a renamed test
-    # leaves its row behind. Either fails the sample before it runs, with the command that mends it.
-    again = f"scripts/budget.py {args.suite} {args.target + ' ' if args.suite == 'miri' else ''}--full --write-costs --cap 60"
-    stale = stale_rows(costs, every)
+    # has no row for would be drawn at UNKNOWN_COST whatever it costs (a 70 s test drawn at 5 s
+    # stops its file at the time limit), and a renamed test leaves its row behind and comes back
+    # unknown. Either fails the sample before it runs, with the command that mends it.
+    stale = sorted(k for k in costs if k not in every)
     unknown = [(f, t) for f, ts in tests.items() for t in ts if (f, t) not in costs] if costs else []
     if not args.full and (stale or unknown):
         if stale:
@@ -295,7 +290,7 @@ def main() -> int:
                   f" have (renamed or removed; delete or rename the rows): {' '.join(f'{f}::{t}' for f, t in stale)}")
         if unknown:
             print(f"{suite.name}: scripts/costs/{suite.name}.tsv has no row for {len(unknown)} test(s):"
-                  f" {' '.join(f'{f}::{t}' for f, t in unknown)}. Measure them: {again} --unknown")
+                  f" {' '.join(f'{f}::{t}' for f, t in unknown)}. Measure them: {refresh} --cap 60 --unknown")
         return 1
     if not costs and args.suite == "miri":
         # Miri's cost is the interpreter's, nearly the same on every target: borrow another's table.
@@ -352,8 +347,7 @@ def main() -> int:
             if ok is None:
                 slow = [t for t in ts if t not in times]
                 print(f"  {f}: stopped after {limit:.0f} s, {SLACK}x its estimate; still running: {' '.join(slow)}."
-                      f" Measure them: scripts/budget.py {args.suite} {args.target if args.suite == 'miri' else ''}"
-                      f" --full --write-costs --cap 60 --files {f}", flush=True)
+                      f" Measure them: {refresh} --cap 60 --files {f}", flush=True)
             if ok and args.full and args.write_costs:
                 write_costs(suite.name, f, times)
             ran = len(tests[f]) if ts is None else len(ts)
@@ -365,7 +359,7 @@ def main() -> int:
     print(f"{suite.name}: {elapsed:.0f} s ({listed:.0f} s building and listing); log {log_path.relative_to(ROOT)}")
     if not args.full and elapsed > 2 * args.seconds + listed:
         print(f"{suite.name}: warning: the sample took over twice its budget; refresh the cost table with "
-              f"scripts/budget.py {args.suite} {args.target if args.suite == 'miri' else ''} --full --write-costs")
+              f"{refresh}")
     if args.full and args.write_costs:
         print(f"{suite.name}: scripts/costs/{suite.name}.tsv updated for the files that passed")
     if failed:
