@@ -15,7 +15,8 @@ core), in one cargo run.
     KILN_SEED=1843653853 scripts/budget.py big-endian --dry-run     # print a run's sample again
 
 The sample is a pure function of the seed (KILN_SEED, else the commit), the test list and
-the cost table (scripts/costs/<suite>.tsv, seconds per test from the last full run): every
+the cost table (scripts/costs/<suite>.tsv, seconds per test from the last full run, scaled to
+a CI run's seconds by CONTENTION): every
 test file gets at least one test, then tests drawn in seeded order fill the budget. So
 KILN_SEED=N replays a sample exactly, and each commit draws another. A test too slow for
 any budget runs only in the full run (scripts/robustness-full.sh). A sample refuses to run
@@ -38,9 +39,18 @@ COSTS = ROOT / "scripts" / "costs"
 # A test the cost table does not know yet (added since the last full run) is
 # assumed to cost this much, so a new slow test cannot blow the budget by much.
 UNKNOWN_COST = 5.0
-# Starting one file's test binary (under Miri: interpreting the harness's start-up) costs
-# this much on top of its tests' own seconds.
-START_COST = {"miri": 5.0, "big-endian": 2.0}
+# Starting one file's test binary costs this much on top of its tests' own seconds, on a quiet
+# machine like the table's. Under Miri the runner compiles the test crate from source and
+# interprets the harness's start-up: 1.9-2.8 s for a test file, 8.3 s for the unit tests, 2.45 s
+# a file on average (every file runs in every sample, so the mean gives the sum).
+START_COST = {"miri": 2.5, "big-endian": 2.0}
+# A CI run's seconds per quiet second: a sample's estimate is scaled by it, so that its budget
+# is seconds of a CI run. Miri's samples share the two cores with the builds: the sample of
+# 9d9b667 (150 quiet seconds of tests and 59 of start-up) took 277 s on x86_64, started beside
+# clippy and cargo-test (1.33x), and 199 s on s390x, after them (0.95x). The big-endian suite's
+# harness runs two tests at a time, which its table (seconds per test) does not count: its
+# files took 49 s for a 90 s estimate.
+CONTENTION = {"miri": 1.4, "big-endian": 1.0}
 # A sampled file may run SLACK times its estimate plus GRACE seconds (a slower machine, a
 # cold cache) before it is stopped and counted as failed.
 SLACK = 4
@@ -199,15 +209,16 @@ def write_costs(name: str, file: str, measured: dict, keep: bool = False) -> Non
     (COSTS / f"{name}.tsv").write_text("\n".join(lines) + "\n")
 
 
-def draw(tests: dict, costs: dict, budget: float, seed: int, name: str, start: float) -> tuple:
-    """A seeded sample within the budget: every file first, then seeded order. A file whose
-    every test ran past the cap when measured is left to the full run (and named): one of its
-    tests would spend the whole budget."""
+def draw(tests: dict, costs: dict, budget: float, seed: int, name: str, start: float, scale: float) -> tuple:
+    """A seeded sample within the budget: every file first, then seeded order; costs and start in
+    quiet seconds, times scale against the budget. A file whose every test ran past the cap when
+    measured is left to the full run (and named): one of its tests would spend the whole budget."""
     rng = random.Random(f"{seed}:{name}")
-    cost = lambda f, t: costs.get((f, t), UNKNOWN_COST)  # noqa: E731
+    cost = lambda f, t: scale * costs.get((f, t), UNKNOWN_COST)  # noqa: E731
     chosen = {f: [] for f in tests}
-    full_only = sorted(f for f, names in tests.items() if names and min(cost(f, t) for t in names) >= OVER_CAP)
-    spent = start * sum(1 for f, names in tests.items() if names and f not in full_only)
+    full_only = sorted(f for f, names in tests.items()
+                       if names and min(costs.get((f, t), UNKNOWN_COST) for t in names) >= OVER_CAP)
+    spent = scale * start * sum(1 for f, names in tests.items() if names and f not in full_only)
     share = budget / (2 * max(1, len(tests)))
     for f, names in tests.items():
         if not names or f in full_only:
@@ -309,12 +320,13 @@ def main() -> int:
         print(f"{suite.name}: every test, {total} in {len(tests)} files")
     else:
         seed = seed_of_run()
-        plan, estimate, full_only = draw(tests, costs, args.seconds, seed, suite.name, START_COST[args.suite])
+        plan, estimate, full_only = draw(tests, costs, args.seconds, seed, suite.name, START_COST[args.suite],
+                                         CONTENTION[args.suite])
         n = sum(len(t) for t in plan.values())
         empty = [f for f, ts in tests.items() if not ts]
         print(f"{suite.name}: seed {seed} (KILN_SEED={seed} replays this sample); {n} of {total} tests in "
               f"{sum(1 for t in plan.values() if t)} of {len(tests) - len(empty) - len(full_only)} files, estimated {estimate:.0f} s"
-              f" of a {args.seconds:.0f} s budget"
+              f" of a {args.seconds:.0f} s budget ({CONTENTION[args.suite]}x the quiet seconds)"
               + (f" ({', '.join(empty)}: every test ignored in this suite)" if empty else "")
               + (f" ({', '.join(full_only)}: every test over the measuring cap, in the full run only)"
                  if full_only else ""))
@@ -342,7 +354,8 @@ def main() -> int:
             # (new since the last full run, or a regression) fails the suite instead of hanging CI.
             limit = None
             if ts is not None:
-                limit = GRACE + SLACK * (START_COST[args.suite] + sum(costs.get((f, t), UNKNOWN_COST) for t in ts))
+                limit = GRACE + SLACK * CONTENTION[args.suite] * (
+                    START_COST[args.suite] + sum(costs.get((f, t), UNKNOWN_COST) for t in ts))
             ok, times = suite.run_file(f, ts, log, timeout=limit)
             if ok is None:
                 slow = [t for t in ts if t not in times]
