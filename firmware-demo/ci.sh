@@ -24,11 +24,8 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
 fi
-# defmt-print decodes the defmt binary's log (pinned, as in scripts/setup.sh).
-if ! command -v defmt-print >/dev/null || [ "$(defmt-print --version | head -1)" != "defmt-print 1.2.0" ]; then
-    echo "== cargo install defmt-print 1.2.0"
-    cargo install -q defmt-print --version 1.2.0 --locked
-fi
+# defmt-print decodes the defmt binary's log (pinned; installed by scripts/setup.sh when missing).
+"$root/scripts/setup.sh" defmt-print
 installed=$(rustup target list --installed)
 # riscv32imc: kiln-nopanic/ci.sh's fourth target (its QEMU run needs qemu-system-riscv32,
 # qemu-system-misc, and is skipped without it).
